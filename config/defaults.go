@@ -1,0 +1,141 @@
+package config
+
+import (
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+)
+
+// The static pod names of the control-plane components. Each manifest file
+// is named after its component, with a .yaml extension.
+const (
+	NameEtcd              = "etcd"
+	NameAPIServer         = "kube-apiserver"
+	NameControllerManager = "kube-controller-manager"
+	NameScheduler         = "kube-scheduler"
+)
+
+// ComponentNames lists the control-plane components in start order.
+var ComponentNames = []string{NameEtcd, NameAPIServer, NameControllerManager, NameScheduler}
+
+// Default values of the configuration fields.
+const (
+	DefaultClusterName       = "kubernetes"
+	DefaultKubernetesVersion = "v1.36.3"
+	DefaultServiceSubnet     = "10.96.0.0/12"
+	DefaultDNSDomain         = "cluster.local"
+	DefaultEtcdDataDir       = "/var/lib/etcd"
+	DefaultBindPort          = 6443
+	DefaultCertificatesDir   = "/etc/kubernetes/pki"
+	DefaultManifestsDir      = "/etc/kubernetes/manifests"
+	DefaultKubeconfigDir     = "/etc/kubernetes"
+	DefaultImageRepository   = "registry.k8s.io"
+	DefaultCAValidity        = 10 * 365 * 24 * time.Hour
+	DefaultLeafValidity      = 365 * 24 * time.Hour
+	DefaultRenewBefore       = 30 * 24 * time.Hour
+	DefaultControlPlaneWait  = 4 * time.Minute
+)
+
+// Host is what defaulting needs to know about the machine.
+type Host struct {
+	// Name is the default node name.
+	Name string
+	// Address is the default advertise address.
+	Address string
+}
+
+// DetectHost reads the host name and the address of the default route's
+// interface, as kubeadm does, falling back to 127.0.0.1 without a route.
+func DetectHost() Host {
+	h := Host{Name: "localhost", Address: "127.0.0.1"}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		h.Name = strings.ToLower(name)
+	}
+	if ip, err := utilnet.ChooseHostInterface(); err == nil && ip != nil && !ip.IsUnspecified() {
+		h.Address = ip.String()
+	}
+	return h
+}
+
+// New returns a ClusterConfiguration with only its type set.
+func New() *ClusterConfiguration {
+	return &ClusterConfiguration{TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: KindClusterConfiguration}}
+}
+
+// SetDefaults fills every empty field of c; host supplies the node's identity.
+// It never overrides a value the user set.
+func SetDefaults(c *ClusterConfiguration, host Host) {
+	c.APIVersion, c.Kind = APIVersion, KindClusterConfiguration
+	setString(&c.ClusterName, DefaultClusterName)
+	setString(&c.KubernetesVersion, DefaultKubernetesVersion)
+	if c.KubernetesVersion[0] != 'v' {
+		c.KubernetesVersion = "v" + c.KubernetesVersion
+	}
+	setString(&c.Node.Name, host.Name)
+	setString(&c.Node.AdvertiseAddress, host.Address)
+	setString(&c.Networking.ServiceSubnet, DefaultServiceSubnet)
+	setString(&c.Networking.DNSDomain, DefaultDNSDomain)
+	if c.Etcd.External == nil {
+		if c.Etcd.Local == nil {
+			c.Etcd.Local = &LocalEtcd{}
+		}
+		setString(&c.Etcd.Local.DataDir, DefaultEtcdDataDir)
+	}
+	if c.APIServer.BindPort == 0 {
+		c.APIServer.BindPort = DefaultBindPort
+	}
+	setString(&c.Certificates.Dir, DefaultCertificatesDir)
+	if c.Certificates.KeyAlgorithm == "" {
+		c.Certificates.KeyAlgorithm = ECDSAP256
+	}
+	setDuration(&c.Certificates.CAValidity, DefaultCAValidity)
+	setDuration(&c.Certificates.LeafValidity, DefaultLeafValidity)
+	setDuration(&c.Certificates.RenewBefore, DefaultRenewBefore)
+	setString(&c.Paths.ManifestsDir, DefaultManifestsDir)
+	setString(&c.Paths.KubeconfigDir, DefaultKubeconfigDir)
+	setString(&c.ImageRepository, DefaultImageRepository)
+	setDuration(&c.Timeouts.ControlPlane, DefaultControlPlaneWait)
+}
+
+func setString(field *string, value string) {
+	if *field == "" {
+		*field = value
+	}
+}
+
+func setDuration(field *metav1.Duration, value time.Duration) {
+	if field.Duration == 0 {
+		field.Duration = value
+	}
+}
+
+// ServiceSubnets returns the service CIDRs, one per IP family. It assumes a
+// validated configuration.
+func (c *ClusterConfiguration) ServiceSubnets() []*net.IPNet {
+	return parseCIDRs(c.Networking.ServiceSubnet)
+}
+
+func parseCIDRs(list string) []*net.IPNet {
+	var nets []*net.IPNet
+	for _, s := range splitList(list) {
+		if _, n, err := net.ParseCIDR(s); err == nil {
+			nets = append(nets, n)
+		}
+	}
+	return nets
+}
+
+// splitList splits a comma-separated list, trimming blanks and dropping empty items.
+func splitList(list string) []string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+// Package config owns kubeboot's versioned configuration API: the types of
+// the kubeboot.io/v1alpha1 documents, their defaults, their validation and
+// strict loading from YAML files.
+package config
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// APIVersion is the group/version of every kubeboot configuration document.
+const APIVersion = "kubeboot.io/v1alpha1"
+
+// KindClusterConfiguration is the kind of the document that describes a
+// control-plane node and its cluster.
+const KindClusterConfiguration = "ClusterConfiguration"
+
+// ClusterConfiguration describes one control-plane node and the cluster it
+// belongs to. It is the only input of `kubeboot init`.
+type ClusterConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// ClusterName names the cluster in the kubeconfigs.
+	ClusterName string `json:"clusterName,omitempty"`
+	// KubernetesVersion selects the control-plane images and flags (v1.34 to v1.36).
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Node is this node's identity.
+	Node Node `json:"node"`
+	// ControlPlaneEndpoint is a stable host or host:port for the API server,
+	// typically a load balancer; empty means the node's advertise address.
+	ControlPlaneEndpoint string `json:"controlPlaneEndpoint,omitempty"`
+	// Networking holds the cluster's address ranges and DNS domain.
+	Networking Networking `json:"networking"`
+	// Etcd selects a local (stacked) or an external etcd.
+	Etcd Etcd `json:"etcd"`
+	// APIServer customises kube-apiserver.
+	APIServer APIServer `json:"apiServer"`
+	// ControllerManager customises kube-controller-manager.
+	ControllerManager Component `json:"controllerManager"`
+	// Scheduler customises kube-scheduler.
+	Scheduler Component `json:"scheduler"`
+	// Certificates controls where and how the PKI is generated.
+	Certificates Certificates `json:"certificates"`
+	// Paths are the node directories kubeboot writes to.
+	Paths Paths `json:"paths"`
+	// ImageRepository is the registry prefix of the control-plane images.
+	ImageRepository string `json:"imageRepository,omitempty"`
+	// PatchesDir holds patches applied to the rendered manifests; empty means none.
+	PatchesDir string `json:"patchesDir,omitempty"`
+	// Timeouts bound the waiting steps.
+	Timeouts Timeouts `json:"timeouts"`
+}
+
+// Node is the identity of the node kubeboot runs on.
+type Node struct {
+	// Name is the node name (default: the lower-cased host name).
+	Name string `json:"name,omitempty"`
+	// AdvertiseAddress is the IP the API server and etcd advertise (default:
+	// the address of the default route's interface, or 127.0.0.1 without one).
+	AdvertiseAddress string `json:"advertiseAddress,omitempty"`
+}
+
+// Networking holds the cluster's address ranges. A dual-stack cluster lists
+// one CIDR per family, comma-separated, as kubeadm does.
+type Networking struct {
+	// ServiceSubnet is the range of Service cluster IPs.
+	ServiceSubnet string `json:"serviceSubnet,omitempty"`
+	// PodSubnet is the range of pod IPs; empty means the CNI decides.
+	PodSubnet string `json:"podSubnet,omitempty"`
+	// DNSDomain is the cluster's DNS domain.
+	DNSDomain string `json:"dnsDomain,omitempty"`
+}
+
+// Etcd selects exactly one of a local or an external etcd.
+type Etcd struct {
+	// Local runs etcd as a static pod on this node.
+	Local *LocalEtcd `json:"local,omitempty"`
+	// External points the API server at an etcd cluster managed elsewhere.
+	External *ExternalEtcd `json:"external,omitempty"`
+}
+
+// LocalEtcd configures the stacked etcd member of this node.
+type LocalEtcd struct {
+	// DataDir is where etcd keeps its data.
+	DataDir string `json:"dataDir,omitempty"`
+	// ExtraArgs add, override or remove etcd flags.
+	ExtraArgs []Arg `json:"extraArgs,omitempty"`
+	// ServerCertSANs are extra SANs of etcd's serving certificate.
+	ServerCertSANs []string `json:"serverCertSANs,omitempty"`
+	// PeerCertSANs are extra SANs of etcd's peer certificate.
+	PeerCertSANs []string `json:"peerCertSANs,omitempty"`
+}
+
+// ExternalEtcd is an etcd cluster that kubeboot does not run.
+type ExternalEtcd struct {
+	// Endpoints are the client URLs of the members.
+	Endpoints []string `json:"endpoints"`
+	// CAFile is the CA that signed the members' serving certificates.
+	CAFile string `json:"caFile"`
+	// CertFile is the client certificate of the API server.
+	CertFile string `json:"certFile"`
+	// KeyFile is the key of CertFile.
+	KeyFile string `json:"keyFile"`
+}
+
+// Component customises one control-plane component's static pod.
+type Component struct {
+	// ExtraArgs add, override or remove command-line flags.
+	ExtraArgs []Arg `json:"extraArgs,omitempty"`
+	// ExtraVolumes mount more host paths into the pod.
+	ExtraVolumes []HostPathMount `json:"extraVolumes,omitempty"`
+	// ExtraEnv sets literal environment variables.
+	ExtraEnv []EnvVar `json:"extraEnv,omitempty"`
+}
+
+// APIServer customises kube-apiserver.
+type APIServer struct {
+	Component `json:",inline"`
+	// CertSANs are extra SANs of the API server's serving certificate.
+	CertSANs []string `json:"certSANs,omitempty"`
+	// BindPort is the secure port of the API server.
+	BindPort int32 `json:"bindPort,omitempty"`
+}
+
+// Arg is one command-line flag override. A flag named like a default one
+// replaces it; Remove drops the default flag instead. Several Args with the
+// same name give a repeated flag.
+type Arg struct {
+	// Name is the flag name without leading dashes.
+	Name string `json:"name"`
+	// Value is the flag value.
+	Value string `json:"value,omitempty"`
+	// Remove drops the flag from the rendered command line.
+	Remove bool `json:"remove,omitempty"`
+}
+
+// HostPathMount mounts a host path into a control-plane pod.
+type HostPathMount struct {
+	// Name is the volume name, unique in the pod.
+	Name string `json:"name"`
+	// HostPath is the path on the node.
+	HostPath string `json:"hostPath"`
+	// MountPath is the path inside the container.
+	MountPath string `json:"mountPath"`
+	// ReadOnly mounts the volume read-only.
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// PathType is the kubelet's check on HostPath (default: none).
+	PathType corev1.HostPathType `json:"pathType,omitempty"`
+}
+
+// EnvVar is a literal environment variable; references to API objects are
+// deliberately impossible, because static pods may not use them.
+type EnvVar struct {
+	// Name is the variable's name.
+	Name string `json:"name"`
+	// Value is the variable's literal value.
+	Value string `json:"value"`
+}
+
+// KeyAlgorithm names the key type of every generated key pair.
+type KeyAlgorithm string
+
+// The supported key algorithms.
+const (
+	ECDSAP256 KeyAlgorithm = "ecdsa-p256"
+	ECDSAP384 KeyAlgorithm = "ecdsa-p384"
+	RSA2048   KeyAlgorithm = "rsa-2048"
+	RSA3072   KeyAlgorithm = "rsa-3072"
+	RSA4096   KeyAlgorithm = "rsa-4096"
+)
+
+// KeyAlgorithms lists the supported key algorithms, default first.
+var KeyAlgorithms = []KeyAlgorithm{ECDSAP256, ECDSAP384, RSA2048, RSA3072, RSA4096}
+
+// Certificates controls the PKI.
+type Certificates struct {
+	// Dir holds the certificates and keys, in kubeadm's layout.
+	Dir string `json:"dir,omitempty"`
+	// KeyAlgorithm is the type of every generated key.
+	KeyAlgorithm KeyAlgorithm `json:"keyAlgorithm,omitempty"`
+	// CAValidity is the lifetime of the CAs.
+	CAValidity metav1.Duration `json:"caValidity,omitempty"`
+	// LeafValidity is the lifetime of every other certificate.
+	LeafValidity metav1.Duration `json:"leafValidity,omitempty"`
+	// RenewBefore is the renewal window: a certificate expiring within it is
+	// not reused.
+	RenewBefore metav1.Duration `json:"renewBefore,omitempty"`
+}
+
+// Paths are the node directories kubeboot writes to.
+type Paths struct {
+	// ManifestsDir is the kubelet's static pod path.
+	ManifestsDir string `json:"manifestsDir,omitempty"`
+	// KubeconfigDir holds the kubeconfig files.
+	KubeconfigDir string `json:"kubeconfigDir,omitempty"`
+}
+
+// Timeouts bound the waiting steps.
+type Timeouts struct {
+	// ControlPlane bounds the wait for every component to become healthy.
+	ControlPlane metav1.Duration `json:"controlPlane,omitempty"`
+}
