@@ -1,11 +1,15 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
@@ -138,4 +142,39 @@ func splitList(list string) []string {
 		}
 	}
 	return out
+}
+
+// Marshal renders c as a YAML document, the format Load reads, with the
+// fields in the order of the Go types rather than sorted.
+func Marshal(c *ClusterConfiguration) ([]byte, error) {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode config: %w", err)
+	}
+	// JSON is YAML, and a yaml.Node keeps the key order of its input.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("encode config: %w", err)
+	}
+	blockStyle(&doc)
+	if root := doc.Content[0]; root.Content[0].Value == "kind" {
+		// TypeMeta declares kind first; manifests conventionally start with apiVersion.
+		root.Content[0], root.Content[1], root.Content[2], root.Content[3] = root.Content[2], root.Content[3], root.Content[0], root.Content[1]
+	}
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("encode config: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// blockStyle drops the flow style the JSON input gave every node, so the
+// output reads like hand-written YAML.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
 }

@@ -1,0 +1,292 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	sigsjson "sigs.k8s.io/json"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// InvalidError reports every problem of a configuration file at once. Its
+// exit code is 2, like any other usage error.
+type InvalidError struct {
+	// File is the configuration file, or "" for built-in defaults.
+	File string
+	// Problems are the individual errors, one per field.
+	Problems []Problem
+}
+
+// Problem is one error in a configuration file.
+type Problem struct {
+	// Line is the line in the file, or 0 when unknown.
+	Line int
+	// Field is the field path, like networking.serviceSubnet.
+	Field string
+	// Message says what is wrong and how to fix it.
+	Message string
+}
+
+// Error lists every problem, one per line, prefixed with the file and line.
+func (e *InvalidError) Error() string {
+	var b strings.Builder
+	name := e.File
+	if name == "" {
+		name = "configuration"
+	}
+	fmt.Fprintf(&b, "invalid config %s:", name)
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		if p.Line > 0 {
+			fmt.Fprintf(&b, "line %d: ", p.Line)
+		}
+		if p.Field != "" {
+			b.WriteString(p.Field + ": ")
+		}
+		b.WriteString(p.Message)
+	}
+	return b.String()
+}
+
+// ExitCode makes invalid configuration exit with code 2.
+func (e *InvalidError) ExitCode() int { return 2 }
+
+// Load reads, decodes strictly, defaults and validates the configuration
+// file at path. An empty path means the defaults alone.
+func Load(path string, host Host) (*ClusterConfiguration, error) {
+	if path == "" {
+		c := New()
+		SetDefaults(c, host)
+		return c, validated(c, "", nil)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config %q: %w", path, err)
+	}
+	c, doc, err := Decode(path, data)
+	if err != nil {
+		return nil, err
+	}
+	SetDefaults(c, host)
+	return c, validated(c, path, doc)
+}
+
+// validated runs Validate and turns its field errors into an InvalidError,
+// using doc (when known) to give each field its line.
+func validated(c *ClusterConfiguration, file string, doc *yaml.Node) error {
+	errs := Validate(c)
+	if len(errs) == 0 {
+		return nil
+	}
+	inv := &InvalidError{File: file}
+	for _, e := range errs {
+		msg := e.ErrorBody()
+		inv.Problems = append(inv.Problems, Problem{Line: lineOf(doc, e.Field), Field: e.Field, Message: msg})
+	}
+	return inv
+}
+
+// Decode parses a configuration file strictly: exactly one
+// ClusterConfiguration document, no unknown or duplicate fields, no type
+// mismatches. It returns the decoded document, not yet defaulted, and its
+// YAML tree for line lookups.
+func Decode(file string, data []byte) (*ClusterConfiguration, *yaml.Node, error) {
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return nil, nil, &InvalidError{File: file, Problems: []Problem{{Line: yamlErrorLine(err), Message: err.Error()}}}
+	}
+	if len(docs) == 0 {
+		return nil, nil, &InvalidError{File: file, Problems: []Problem{{Message: "no " + KindClusterConfiguration + " document: the file is empty"}}}
+	}
+	var problems []Problem
+	for i, doc := range docs {
+		problems = append(problems, checkTypeMeta(doc, i, len(docs))...)
+		problems = append(problems, duplicateKeys(doc)...)
+	}
+	if len(problems) > 0 {
+		return nil, nil, &InvalidError{File: file, Problems: problems}
+	}
+	doc := docs[0]
+	c, problems := decodeDocument(doc)
+	if len(problems) > 0 {
+		return nil, nil, &InvalidError{File: file, Problems: problems}
+	}
+	return c, doc, nil
+}
+
+func splitDocuments(data []byte) ([]*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []*yaml.Node
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(n.Content) > 0 && n.Content[0].Kind != 0 && !isNull(n.Content[0]) {
+			docs = append(docs, n.Content[0])
+		}
+	}
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// yamlErrorLine extracts the line number from a YAML syntax error.
+func yamlErrorLine(err error) int {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// checkTypeMeta accepts exactly one document, of our apiVersion and kind.
+func checkTypeMeta(doc *yaml.Node, index, total int) []Problem {
+	where := ""
+	if total > 1 {
+		where = fmt.Sprintf("document %d: ", index+1)
+	}
+	if doc.Kind != yaml.MappingNode {
+		return []Problem{{Line: doc.Line, Message: where + "expected a mapping with apiVersion and kind"}}
+	}
+	apiVersion, kind := scalar(doc, "apiVersion"), scalar(doc, "kind")
+	switch {
+	case apiVersion != APIVersion || kind != KindClusterConfiguration:
+		return []Problem{{Line: doc.Line, Message: fmt.Sprintf("%sunsupported document apiVersion %q kind %q: want apiVersion %s and kind %s",
+			where, apiVersion, kind, APIVersion, KindClusterConfiguration)}}
+	case index > 0:
+		return []Problem{{Line: doc.Line, Message: where + "more than one " + KindClusterConfiguration + ": keep exactly one per file"}}
+	}
+	return nil
+}
+
+func scalar(m *yaml.Node, key string) string {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1].Value
+		}
+	}
+	return ""
+}
+
+// duplicateKeys finds repeated mapping keys anywhere in the document; the
+// JSON conversion would otherwise keep one of them silently.
+func duplicateKeys(n *yaml.Node) []Problem {
+	var problems []Problem
+	if n.Kind == yaml.MappingNode {
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if first, ok := seen[k.Value]; ok {
+				problems = append(problems, Problem{Line: k.Line, Field: k.Value,
+					Message: fmt.Sprintf("duplicate key (first set on line %d): remove one", first)})
+				continue
+			}
+			seen[k.Value] = k.Line
+		}
+	}
+	for _, c := range n.Content {
+		problems = append(problems, duplicateKeys(c)...)
+	}
+	return problems
+}
+
+// decodeDocument converts the document to JSON with the same YAML rules as
+// the rest of Kubernetes, then decodes it case-sensitively, reporting
+// unknown fields and type mismatches with their paths.
+func decodeDocument(doc *yaml.Node) (*ClusterConfiguration, []Problem) {
+	raw, err := yaml.Marshal(doc)
+	if err == nil {
+		raw, err = sigsyaml.YAMLToJSON(raw)
+	}
+	if err != nil {
+		return nil, []Problem{{Line: doc.Line, Message: err.Error()}}
+	}
+	c := &ClusterConfiguration{}
+	strict, err := sigsjson.UnmarshalStrict(raw, c)
+	if err != nil {
+		return nil, []Problem{typeProblem(doc, raw, err)}
+	}
+	var problems []Problem
+	for _, e := range strict {
+		path := e.Error()
+		var fe sigsjson.FieldError
+		if errors.As(e, &fe) {
+			path = fe.FieldPath()
+		}
+		problems = append(problems, Problem{Line: lineOf(doc, path), Field: path, Message: "unknown field: check its spelling and indentation against `kubeboot config print-defaults`"})
+	}
+	return c, problems
+}
+
+// typeProblem describes a type mismatch. The standard library decoder gives
+// the field path of the first mismatch; the case-sensitive decoder that
+// found it does not expose it.
+func typeProblem(doc *yaml.Node, raw []byte, err error) Problem {
+	var te *json.UnmarshalTypeError
+	if errors.As(json.Unmarshal(raw, &ClusterConfiguration{}), &te) && te.Field != "" {
+		msg := fmt.Sprintf("wrong type: got %s, want %s", te.Value, te.Type)
+		if te.Value == "bool" && te.Type.Kind().String() == "string" {
+			msg += ` (YAML reads yes/no/on/off/y/n as booleans: quote the value)`
+		}
+		return Problem{Line: lineOf(doc, te.Field), Field: te.Field, Message: msg}
+	}
+	return Problem{Line: doc.Line, Message: err.Error()}
+}
+
+var pathStep = regexp.MustCompile(`[^.\[\]]+|\[\d+\]`)
+
+// lineOf finds the line of a field path like apiServer.extraArgs[0].name in
+// the YAML tree, or the deepest known parent's line, or 0 without a tree.
+func lineOf(doc *yaml.Node, path string) int {
+	if doc == nil {
+		return 0
+	}
+	n, line := doc, 0
+	for _, step := range pathStep.FindAllString(path, -1) {
+		next := child(n, step)
+		if next == nil {
+			break
+		}
+		line, n = next.keyLine, next.value
+	}
+	return line
+}
+
+type located struct {
+	keyLine int
+	value   *yaml.Node
+}
+
+func child(n *yaml.Node, step string) *located {
+	if strings.HasPrefix(step, "[") {
+		i, _ := strconv.Atoi(strings.Trim(step, "[]"))
+		if n.Kind == yaml.SequenceNode && i < len(n.Content) {
+			return &located{n.Content[i].Line, n.Content[i]}
+		}
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == step {
+			return &located{n.Content[i].Line, n.Content[i+1]}
+		}
+	}
+	return nil
+}

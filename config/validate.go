@@ -1,0 +1,310 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// The supported Kubernetes minor versions, inclusive.
+const (
+	MinKubernetesMinor = 34
+	MaxKubernetesMinor = 36
+)
+
+// maxServiceHostBits is the largest service range the API server accepts:
+// 20 bits of hosts (an IPv4 /12 or an IPv6 /108).
+const maxServiceHostBits = 20
+
+// Validate checks a defaulted configuration and reports every problem at
+// once, each with its field path.
+func Validate(c *ClusterConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, dnsSubdomain(field.NewPath("clusterName"), c.ClusterName)...)
+	errs = append(errs, validateVersion(field.NewPath("kubernetesVersion"), c.KubernetesVersion)...)
+	errs = append(errs, validateNode(field.NewPath("node"), c.Node)...)
+	errs = append(errs, validateEndpoint(field.NewPath("controlPlaneEndpoint"), c.ControlPlaneEndpoint)...)
+	errs = append(errs, validateNetworking(field.NewPath("networking"), c)...)
+	errs = append(errs, validateEtcd(field.NewPath("etcd"), c.Etcd)...)
+	errs = append(errs, validateAPIServer(field.NewPath("apiServer"), c.APIServer)...)
+	errs = append(errs, validateComponent(field.NewPath("controllerManager"), c.ControllerManager)...)
+	errs = append(errs, validateComponent(field.NewPath("scheduler"), c.Scheduler)...)
+	errs = append(errs, validateCertificates(field.NewPath("certificates"), c.Certificates)...)
+	errs = append(errs, absolutePath(field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir)...)
+	errs = append(errs, absolutePath(field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir)...)
+	if c.ImageRepository == "" || strings.HasSuffix(c.ImageRepository, "/") || strings.ContainsAny(c.ImageRepository, " :@") {
+		errs = append(errs, field.Invalid(field.NewPath("imageRepository"), c.ImageRepository, "want a registry path like registry.k8s.io, without tag or trailing slash"))
+	}
+	if c.PatchesDir != "" {
+		errs = append(errs, absolutePath(field.NewPath("patchesDir"), c.PatchesDir)...)
+	}
+	if c.Timeouts.ControlPlane.Duration <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.String(), "must be positive, like 4m"))
+	}
+	return errs
+}
+
+func validateVersion(p *field.Path, s string) field.ErrorList {
+	v, err := version.ParseSemantic(s)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, s, "want a release version like "+DefaultKubernetesVersion)}
+	}
+	if v.Major() != 1 || v.Minor() < MinKubernetesMinor || v.Minor() > MaxKubernetesMinor {
+		return field.ErrorList{field.Invalid(p, s, fmt.Sprintf("unsupported: kubeboot supports v1.%d to v1.%d", MinKubernetesMinor, MaxKubernetesMinor))}
+	}
+	if v.PreRelease() != "" {
+		return field.ErrorList{field.Invalid(p, s, "pre-releases are not supported: use a release like "+DefaultKubernetesVersion)}
+	}
+	return nil
+}
+
+func validateNode(p *field.Path, n Node) field.ErrorList {
+	errs := dnsSubdomain(p.Child("name"), n.Name)
+	ip := net.ParseIP(n.AdvertiseAddress)
+	switch {
+	case ip == nil:
+		errs = append(errs, field.Invalid(p.Child("advertiseAddress"), n.AdvertiseAddress, "want an IP address"))
+	case ip.IsUnspecified():
+		errs = append(errs, field.Invalid(p.Child("advertiseAddress"), n.AdvertiseAddress, "must be a routable address, not the unspecified one"))
+	}
+	return errs
+}
+
+func validateEndpoint(p *field.Path, endpoint string) field.ErrorList {
+	if endpoint == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil { // no port: the whole value is the host
+		host, port = strings.Trim(endpoint, "[]"), ""
+	}
+	var errs field.ErrorList
+	if port != "" {
+		errs = append(errs, validPort(p, port)...)
+	}
+	if net.ParseIP(host) == nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
+		errs = append(errs, field.Invalid(p, endpoint, "want host or host:port, where host is an IP address or a DNS name"))
+	}
+	return errs
+}
+
+func validPort(p *field.Path, port string) field.ErrorList {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return field.ErrorList{field.Invalid(p, port, "port must be between 1 and 65535")}
+	}
+	return nil
+}
+
+func validateNetworking(p *field.Path, c *ClusterConfiguration) field.ErrorList {
+	n := c.Networking
+	services, errs := cidrList(p.Child("serviceSubnet"), n.ServiceSubnet)
+	for _, s := range services {
+		ones, bits := s.Mask.Size()
+		if bits-ones > maxServiceHostBits {
+			errs = append(errs, field.Invalid(p.Child("serviceSubnet"), s.String(), fmt.Sprintf("too large: at most %d bits of hosts (an IPv4 /12, an IPv6 /108)", maxServiceHostBits)))
+		}
+		if bits-ones < 2 {
+			errs = append(errs, field.Invalid(p.Child("serviceSubnet"), s.String(), "too small: it needs room for the first service IP"))
+		}
+	}
+	pods, podErrs := cidrList(p.Child("podSubnet"), n.PodSubnet)
+	errs = append(errs, podErrs...)
+	if len(services) > 0 && len(pods) > 0 && len(services) != len(pods) {
+		errs = append(errs, field.Invalid(p.Child("podSubnet"), n.PodSubnet, "dual-stack needs one CIDR per family in both serviceSubnet and podSubnet"))
+	}
+	for _, s := range services {
+		for _, q := range pods {
+			if s.Contains(q.IP) || q.Contains(s.IP) {
+				errs = append(errs, field.Invalid(p.Child("podSubnet"), q.String(), "overlaps serviceSubnet "+s.String()))
+			}
+		}
+	}
+	if ip := net.ParseIP(c.Node.AdvertiseAddress); ip != nil && len(services) > 0 && isIPv4(ip) != isIPv4(services[0].IP) {
+		errs = append(errs, field.Invalid(p.Child("serviceSubnet"), n.ServiceSubnet,
+			"the first CIDR must be of the advertise address's IP family ("+c.Node.AdvertiseAddress+"): the API server requires it"))
+	}
+	errs = append(errs, dnsSubdomain(p.Child("dnsDomain"), n.DNSDomain)...)
+	return errs
+}
+
+// cidrList parses one CIDR, or two of different families for dual-stack.
+func cidrList(p *field.Path, list string) ([]*net.IPNet, field.ErrorList) {
+	var nets []*net.IPNet
+	var errs field.ErrorList
+	for _, s := range splitList(list) {
+		ip, n, err := net.ParseCIDR(s)
+		if err != nil {
+			errs = append(errs, field.Invalid(p, s, "want a CIDR like 10.96.0.0/12"))
+			continue
+		}
+		if !ip.Equal(n.IP) {
+			errs = append(errs, field.Invalid(p, s, "has host bits set: use "+n.String()))
+		}
+		nets = append(nets, n)
+	}
+	switch {
+	case len(nets) > 2:
+		errs = append(errs, field.Invalid(p, list, "at most two CIDRs, one per IP family"))
+	case len(nets) == 2 && isIPv4(nets[0].IP) == isIPv4(nets[1].IP):
+		errs = append(errs, field.Invalid(p, list, "dual-stack needs one IPv4 and one IPv6 CIDR"))
+	}
+	return nets, errs
+}
+
+func isIPv4(ip net.IP) bool { return ip.To4() != nil }
+
+func validateEtcd(p *field.Path, e Etcd) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case e.Local != nil && e.External != nil:
+		return field.ErrorList{field.Forbidden(p, "set either local or external, not both")}
+	case e.Local != nil:
+		l := p.Child("local")
+		errs = append(errs, absolutePath(l.Child("dataDir"), e.Local.DataDir)...)
+		errs = append(errs, validateArgs(l.Child("extraArgs"), e.Local.ExtraArgs)...)
+		errs = append(errs, validateSANs(l.Child("serverCertSANs"), e.Local.ServerCertSANs)...)
+		errs = append(errs, validateSANs(l.Child("peerCertSANs"), e.Local.PeerCertSANs)...)
+	case e.External != nil:
+		x := p.Child("external")
+		if len(e.External.Endpoints) == 0 {
+			errs = append(errs, field.Required(x.Child("endpoints"), "list the client URLs of the etcd members"))
+		}
+		for i, ep := range e.External.Endpoints {
+			if u, err := url.Parse(ep); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				errs = append(errs, field.Invalid(x.Child("endpoints").Index(i), ep, "want a URL like https://10.0.0.2:2379"))
+			}
+		}
+		errs = append(errs, absolutePath(x.Child("caFile"), e.External.CAFile)...)
+		errs = append(errs, absolutePath(x.Child("certFile"), e.External.CertFile)...)
+		errs = append(errs, absolutePath(x.Child("keyFile"), e.External.KeyFile)...)
+	}
+	return errs
+}
+
+func validateAPIServer(p *field.Path, a APIServer) field.ErrorList {
+	errs := validateComponent(p, a.Component)
+	errs = append(errs, validateSANs(p.Child("certSANs"), a.CertSANs)...)
+	if a.BindPort < 1 || a.BindPort > 65535 {
+		errs = append(errs, field.Invalid(p.Child("bindPort"), a.BindPort, "port must be between 1 and 65535"))
+	}
+	return errs
+}
+
+func validateComponent(p *field.Path, c Component) field.ErrorList {
+	errs := validateArgs(p.Child("extraArgs"), c.ExtraArgs)
+	volumes := map[string]bool{}
+	for i, v := range c.ExtraVolumes {
+		vp := p.Child("extraVolumes").Index(i)
+		for _, msg := range validation.IsDNS1123Label(v.Name) {
+			errs = append(errs, field.Invalid(vp.Child("name"), v.Name, msg))
+		}
+		if volumes[v.Name] {
+			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
+		}
+		volumes[v.Name] = true
+		errs = append(errs, absolutePath(vp.Child("hostPath"), v.HostPath)...)
+		errs = append(errs, absolutePath(vp.Child("mountPath"), v.MountPath)...)
+		if !slices.Contains(hostPathTypes, v.PathType) {
+			errs = append(errs, field.NotSupported(vp.Child("pathType"), v.PathType, hostPathTypeNames()))
+		}
+	}
+	env := map[string]bool{}
+	for i, e := range c.ExtraEnv {
+		ep := p.Child("extraEnv").Index(i).Child("name")
+		for _, msg := range validation.IsEnvVarName(e.Name) {
+			errs = append(errs, field.Invalid(ep, e.Name, msg))
+		}
+		if env[e.Name] {
+			errs = append(errs, field.Duplicate(ep, e.Name))
+		}
+		env[e.Name] = true
+	}
+	return errs
+}
+
+var hostPathTypes = []corev1.HostPathType{
+	corev1.HostPathUnset, corev1.HostPathDirectoryOrCreate, corev1.HostPathDirectory,
+	corev1.HostPathFileOrCreate, corev1.HostPathFile, corev1.HostPathSocket,
+	corev1.HostPathCharDev, corev1.HostPathBlockDev,
+}
+
+func hostPathTypeNames() []string {
+	var names []string
+	for _, t := range hostPathTypes[1:] {
+		names = append(names, string(t))
+	}
+	return names
+}
+
+func validateArgs(p *field.Path, args []Arg) field.ErrorList {
+	var errs field.ErrorList
+	for i, a := range args {
+		ap := p.Index(i)
+		if a.Name == "" || strings.HasPrefix(a.Name, "-") || strings.ContainsAny(a.Name, "= \t") {
+			errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "want a flag name without leading dashes or '=', like profiling"))
+		}
+		if a.Remove && a.Value != "" {
+			errs = append(errs, field.Invalid(ap.Child("value"), a.Value, "a removed flag takes no value: drop value or remove"))
+		}
+	}
+	return errs
+}
+
+func validateSANs(p *field.Path, sans []string) field.ErrorList {
+	var errs field.ErrorList
+	for i, s := range sans {
+		if net.ParseIP(s) == nil && len(validation.IsWildcardDNS1123Subdomain(s)) > 0 && len(validation.IsDNS1123Subdomain(s)) > 0 {
+			errs = append(errs, field.Invalid(p.Index(i), s, "want an IP address or a DNS name"))
+		}
+	}
+	return errs
+}
+
+func validateCertificates(p *field.Path, c Certificates) field.ErrorList {
+	errs := absolutePath(p.Child("dir"), c.Dir)
+	if !slices.Contains(KeyAlgorithms, c.KeyAlgorithm) {
+		var names []string
+		for _, a := range KeyAlgorithms {
+			names = append(names, string(a))
+		}
+		errs = append(errs, field.NotSupported(p.Child("keyAlgorithm"), c.KeyAlgorithm, names))
+	}
+	if c.CAValidity.Duration <= 0 {
+		errs = append(errs, field.Invalid(p.Child("caValidity"), c.CAValidity.String(), "must be positive, like 87600h"))
+	}
+	if c.LeafValidity.Duration <= 0 || c.LeafValidity.Duration > c.CAValidity.Duration {
+		errs = append(errs, field.Invalid(p.Child("leafValidity"), c.LeafValidity.String(), "must be positive and no longer than caValidity"))
+	}
+	if c.RenewBefore.Duration < 0 || c.RenewBefore.Duration >= c.LeafValidity.Duration {
+		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.String(), "must be shorter than leafValidity, or every run would renew"))
+	}
+	return errs
+}
+
+func absolutePath(p *field.Path, path string) field.ErrorList {
+	if !filepath.IsAbs(path) {
+		return field.ErrorList{field.Invalid(p, path, "must be an absolute path")}
+	}
+	if filepath.Clean(path) != path {
+		return field.ErrorList{field.Invalid(p, path, "not clean: use "+filepath.Clean(path))}
+	}
+	return nil
+}
+
+func dnsSubdomain(p *field.Path, s string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(s) {
+		errs = append(errs, field.Invalid(p, s, msg))
+	}
+	return errs
+}

@@ -1,0 +1,97 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(c *ClusterConfiguration)
+		want   []string // one substring per expected error, in order
+	}{
+		{"defaults are valid", func(*ClusterConfiguration) {}, nil},
+		{"dual-stack is valid", func(c *ClusterConfiguration) {
+			c.Networking.ServiceSubnet = "10.96.0.0/16,fd00:10:96::/112"
+			c.Networking.PodSubnet = "10.244.0.0/16,fd00:10:244::/56"
+		}, nil},
+		{"bad CIDR", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.96.0.0/33" }, []string{"networking.serviceSubnet: Invalid value: \"10.96.0.0/33\": want a CIDR"}},
+		{"host bits set", func(c *ClusterConfiguration) { c.Networking.PodSubnet = "10.244.0.1/16" }, []string{"networking.podSubnet: Invalid value: \"10.244.0.1/16\": has host bits set: use 10.244.0.0/16"}},
+		{"service range too large", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.0.0.0/8" }, []string{"too large"}},
+		{"no room for the first service IP", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.96.0.0/32" }, []string{"too small"}},
+		{"service and pod overlap", func(c *ClusterConfiguration) { c.Networking.PodSubnet = "10.96.0.0/16" }, []string{"overlaps serviceSubnet 10.96.0.0/12"}},
+		{"two CIDRs of one family", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.96.0.0/16,10.97.0.0/16" }, []string{"one IPv4 and one IPv6"}},
+		{"dual-stack service, single-stack pods", func(c *ClusterConfiguration) {
+			c.Networking.ServiceSubnet = "10.96.0.0/16,fd00:10:96::/112"
+			c.Networking.PodSubnet = "10.244.0.0/16"
+		}, []string{"one CIDR per family"}},
+		{"advertise family differs from services", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "fd00::10" }, []string{"advertise address's IP family"}},
+		{"version too old", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.33.4" }, []string{"kubeboot supports v1.34 to v1.36"}},
+		{"version too new", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.37.0" }, []string{"kubeboot supports v1.34 to v1.36"}},
+		{"version garbage", func(c *ClusterConfiguration) { c.KubernetesVersion = "latest" }, []string{"want a release version"}},
+		{"pre-release", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.36.0-rc.1" }, []string{"pre-releases"}},
+		{"bad node name", func(c *ClusterConfiguration) { c.Node.Name = "Node_1" }, []string{"node.name"}},
+		{"bad advertise address", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "10.0.0" }, []string{"node.advertiseAddress: Invalid value: \"10.0.0\": want an IP address"}},
+		{"unspecified advertise address", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "0.0.0.0" }, []string{"not the unspecified one"}},
+		{"bad endpoint port", func(c *ClusterConfiguration) { c.ControlPlaneEndpoint = "lb.example:70000" }, []string{"controlPlaneEndpoint: Invalid value: \"70000\": port must be between 1 and 65535"}},
+		{"bad endpoint host", func(c *ClusterConfiguration) { c.ControlPlaneEndpoint = "lb_1:6443" }, []string{"controlPlaneEndpoint: Invalid value: \"lb_1:6443\": want host or host:port"}},
+		{"bad bind port", func(c *ClusterConfiguration) { c.APIServer.BindPort = 70000 }, []string{"apiServer.bindPort"}},
+		{"relative path", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "manifests" }, []string{"paths.manifestsDir: Invalid value: \"manifests\": must be an absolute path"}},
+		{"unclean path", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/kubernetes//pki/" }, []string{"use /etc/kubernetes/pki"}},
+		{"both etcds", func(c *ClusterConfiguration) {
+			c.Etcd.External = &ExternalEtcd{Endpoints: []string{"https://a:2379"}, CAFile: "/a", CertFile: "/b", KeyFile: "/c"}
+		}, []string{"etcd: Forbidden: set either local or external"}},
+		{"external etcd incomplete", func(c *ClusterConfiguration) {
+			c.Etcd = Etcd{External: &ExternalEtcd{Endpoints: []string{"10.0.0.2:2379"}, CAFile: "ca.crt"}}
+		}, []string{"etcd.external.endpoints[0]", "etcd.external.caFile", "etcd.external.certFile", "etcd.external.keyFile"}},
+		{"bad SAN", func(c *ClusterConfiguration) { c.APIServer.CertSANs = []string{"ok.example", "not valid"} }, []string{"apiServer.certSANs[1]"}},
+		{"bad extra arg", func(c *ClusterConfiguration) {
+			c.Scheduler.ExtraArgs = []Arg{{Name: "--v", Value: "2"}, {Name: "profiling", Value: "x", Remove: true}}
+		}, []string{"scheduler.extraArgs[0].name", "scheduler.extraArgs[1].value"}},
+		{"bad extra volume", func(c *ClusterConfiguration) {
+			c.ControllerManager.ExtraVolumes = []HostPathMount{{Name: "v", HostPath: "rel", MountPath: "/m"}, {Name: "v", HostPath: "/h", MountPath: "/m", PathType: "Dir"}}
+		}, []string{"extraVolumes[0].hostPath", "extraVolumes[1].name: Duplicate", "extraVolumes[1].pathType: Unsupported"}},
+		{"bad extra env", func(c *ClusterConfiguration) { c.APIServer.ExtraEnv = []EnvVar{{Name: "1X", Value: "y"}} }, []string{"apiServer.extraEnv[0].name"}},
+		{"bad key algorithm", func(c *ClusterConfiguration) { c.Certificates.KeyAlgorithm = "ed25519" }, []string{"certificates.keyAlgorithm: Unsupported value: \"ed25519\""}},
+		{"leaf outlives CA", func(c *ClusterConfiguration) { c.Certificates.LeafValidity.Duration = 20 * 365 * 24 * time.Hour }, []string{"certificates.leafValidity"}},
+		{"renewal window too long", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = 400 * 24 * time.Hour }, []string{"certificates.renewBefore"}},
+		{"bad image repository", func(c *ClusterConfiguration) { c.ImageRepository = "registry.example/" }, []string{"imageRepository"}},
+		{"bad timeout", func(c *ClusterConfiguration) { c.Timeouts.ControlPlane.Duration = -time.Second }, []string{"timeouts.controlPlane"}},
+		{"several errors at once", func(c *ClusterConfiguration) {
+			c.Node.AdvertiseAddress = "x"
+			c.Networking.DNSDomain = "Cluster_Local"
+			c.Paths.KubeconfigDir = "etc"
+		}, []string{"node.advertiseAddress", "networking.dnsDomain", "paths.kubeconfigDir"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New()
+			SetDefaults(c, testHost)
+			tt.modify(c)
+			errs := Validate(c)
+			if len(errs) != len(tt.want) {
+				t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(tt.want), errs.ToAggregate())
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(errs[i].Error(), w) {
+					t.Errorf("error %d = %q, want it to contain %q", i, errs[i].Error(), w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidationErrorsHaveLines(t *testing.T) {
+	path := writeConfig(t, header+"node:\n  advertiseAddress: nope\nnetworking:\n  podSubnet: 10.96.0.0/16\n")
+	_, err := Load(path, testHost)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, w := range []string{"line 4: node.advertiseAddress", "line 6: networking.podSubnet"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
+		}
+	}
+}
