@@ -1,0 +1,118 @@
+package phases
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"sync"
+	"time"
+)
+
+// The event levels.
+const (
+	LevelInfo  = "info"
+	LevelWarn  = "warning"
+	LevelError = "error"
+)
+
+// Event is one progress message.
+type Event struct {
+	// Phase is the phase that emits it; empty means the current one.
+	Phase string
+	// Level is LevelInfo, LevelWarn or LevelError.
+	Level string
+	// Msg is the human-readable message.
+	Msg string
+	// Fields are extra machine-readable values, added to the JSON event.
+	Fields map[string]any
+}
+
+// Reporter prints progress: `[phase] message` lines for people, or one JSON
+// object per line for programs. It is safe for concurrent use.
+type Reporter struct {
+	out   io.Writer
+	json  bool
+	now   func() time.Time
+	mu    sync.Mutex
+	phase string
+}
+
+// NewReporter prints to out, as JSON lines when asJSON is set.
+func NewReporter(out io.Writer, asJSON bool) *Reporter {
+	return &Reporter{out: out, json: asJSON, now: time.Now}
+}
+
+// JSON says whether the reporter prints JSON lines.
+func (r *Reporter) JSON() bool { return r.json }
+
+// SetPhase names the phase that later events belong to.
+func (r *Reporter) SetPhase(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.phase = name
+}
+
+// Event prints one event.
+func (r *Reporter) Event(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Phase == "" {
+		e.Phase = r.phase
+	}
+	if r.json {
+		obj := map[string]any{}
+		maps.Copy(obj, e.Fields)
+		obj["time"] = r.now().UTC().Format(time.RFC3339Nano)
+		obj["phase"], obj["level"], obj["msg"] = e.Phase, e.Level, e.Msg
+		line, _ := json.Marshal(obj) // only plain values: cannot fail
+		_, _ = fmt.Fprintf(r.out, "%s\n", line)
+		return
+	}
+	prefix := ""
+	if e.Phase != "" {
+		prefix = "[" + e.Phase + "] "
+	}
+	if e.Level == LevelWarn {
+		prefix += "WARNING: "
+	}
+	_, _ = fmt.Fprintf(r.out, "%s%s\n", prefix, e.Msg)
+}
+
+// Infof prints an info event of the current phase.
+func (r *Reporter) Infof(format string, args ...any) {
+	r.Event(Event{Level: LevelInfo, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Warnf prints a warning event of the current phase.
+func (r *Reporter) Warnf(format string, args ...any) {
+	r.Event(Event{Level: LevelWarn, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Result is the final object of a run, printed last with -o json.
+type Result struct {
+	// OK says whether the run succeeded.
+	OK bool `json:"ok"`
+	// Error is the failure, when OK is false.
+	Error string `json:"error,omitempty"`
+	// ExitCode is the process exit code.
+	ExitCode int `json:"exitCode"`
+	// DryRun says that nothing was written.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Phases are the phases that ran, in order.
+	Phases []string `json:"phases"`
+	Changes
+	// Healthy are the components seen healthy.
+	Healthy []string `json:"healthy"`
+}
+
+// PrintResult prints the final result object (JSON mode only).
+func (r *Reporter) PrintResult(res Result) {
+	if !r.json {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	line, _ := json.Marshal(map[string]any{"result": res})
+	_, _ = fmt.Fprintf(r.out, "%s\n", line)
+}

@@ -1,0 +1,136 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// recorder builds phases that append their name to a log when they run.
+func recorder(log *[]string, names ...string) Runner {
+	var r Runner
+	for _, n := range names {
+		r.Phases = append(r.Phases, Phase{Name: n, Run: func(context.Context, *State) error {
+			*log = append(*log, n)
+			return nil
+		}})
+	}
+	return r
+}
+
+func testState() (*State, *bytes.Buffer) {
+	var out bytes.Buffer
+	return &State{Report: NewReporter(&out, false)}, &out
+}
+
+func TestRunnerOrderAndSkip(t *testing.T) {
+	tests := []struct {
+		name string
+		skip []string
+		want []string
+	}{
+		{"all in order", nil, []string{"a", "b", "c"}},
+		{"skip one", []string{"b"}, []string{"a", "c"}},
+		{"skip all", []string{"c", "a", "b"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log []string
+			s, _ := testState()
+			ran, err := recorder(&log, "a", "b", "c").Run(context.Background(), s, tt.skip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, log); diff != "" {
+				t.Errorf("run order (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want, ran); diff != "" {
+				t.Errorf("reported phases (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRunnerUnknownSkipRunsNothing(t *testing.T) {
+	var log []string
+	s, _ := testState()
+	_, err := recorder(&log, "a", "b").Run(context.Background(), s, []string{"x"})
+	var usage *UsageError
+	if !errors.As(err, &usage) || usage.ExitCode() != 2 || !strings.Contains(err.Error(), `unknown phase "x"`) || !strings.Contains(err.Error(), "a, b") {
+		t.Fatalf("want a usage error listing the phases, got %v", err)
+	}
+	if len(log) != 0 {
+		t.Errorf("phases ran despite the bad flag: %v", log)
+	}
+}
+
+func TestRunnerSinglePhase(t *testing.T) {
+	var log []string
+	s, _ := testState()
+	r := recorder(&log, "a", "b", "c")
+	if err := r.RunOne(context.Background(), s, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"b"}, log); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if err := r.RunOne(context.Background(), s, "nope"); err == nil || !strings.Contains(err.Error(), `unknown phase "nope"`) {
+		t.Errorf("want unknown phase error, got %v", err)
+	}
+}
+
+func TestRunnerWrapsErrorOnceAndStops(t *testing.T) {
+	cause := errors.New("disk full")
+	var log []string
+	r := recorder(&log, "a")
+	r.Phases = append(r.Phases, Phase{Name: "b", Run: func(context.Context, *State) error { return cause }})
+	r.Phases = append(r.Phases, recorder(&log, "c").Phases...)
+	s, _ := testState()
+	ran, err := r.Run(context.Background(), s, nil)
+	if !errors.Is(err, cause) || err.Error() != "phase b: disk full" {
+		t.Fatalf("got %v, want %q wrapping the cause", err, "phase b: disk full")
+	}
+	if diff := cmp.Diff([]string{"a"}, log); diff != "" {
+		t.Errorf("phases after the failure ran (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a"}, ran); diff != "" {
+		t.Errorf("reported phases (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunnerDryRunSkipsLiveOnly(t *testing.T) {
+	var log []string
+	r := recorder(&log, "a", "wait")
+	r.Phases[1].LiveOnly = true
+	s, out := testState()
+	s.Options.DryRun = true
+	if _, err := r.Run(context.Background(), s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a"}, log); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if !strings.Contains(out.String(), "[wait] skipped in a dry run") {
+		t.Errorf("no skip message in %q", out.String())
+	}
+}
+
+func TestRunnerPrefixesProgress(t *testing.T) {
+	s, out := testState()
+	r := Runner{Phases: []Phase{{Name: "certs", Run: func(_ context.Context, s *State) error {
+		s.Report.Infof("generated %d certificates", 3)
+		s.Report.Warnf("slow disk")
+		return nil
+	}}}}
+	if _, err := r.Run(context.Background(), s, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "[certs] generated 3 certificates\n[certs] WARNING: slow disk\n"
+	if out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
