@@ -1,0 +1,110 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs kubeboot in-process and returns its exit code and output.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestExitCodes(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {advertiseAddress: nope}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"version", []string{"version"}, 0, ""},
+		{"unknown flag", []string{"init", "--bogus"}, 2, "error: unknown flag: --bogus\n"},
+		{"bad output format", []string{"version", "-o", "yaml"}, 2, "want text or json"},
+		{"extra argument", []string{"version", "x"}, 2, "unknown command"},
+		{"unknown skipped phase", []string{"init", "--skip-phases", "nope"}, 2, `error: unknown phase "nope"`},
+		{"invalid config", []string{"config", "validate", bad}, 2, "line 3: node.advertiseAddress"},
+		{"missing config", []string{"config", "validate", "/nonexistent.yaml"}, 1, "read config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tt.args...)
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tt.code, stderr)
+			}
+			if !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("stderr %q lacks %q", stderr, tt.stderr)
+			}
+			if strings.Count(stderr, "error:") > 1 {
+				t.Errorf("error printed more than once: %q", stderr)
+			}
+		})
+	}
+}
+
+func TestInvalidConfigWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnetworking: {podSubnet: 10.96.0.0/16}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "root")
+	code, stdout, stderr := runCLI(t, "init", "--config", bad, "--root", root, "-o", "json")
+	if code != 2 {
+		t.Fatalf("exit code %d, want 2; stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("invalid config created %s", root)
+	}
+	var last struct {
+		Result struct {
+			OK       bool
+			ExitCode int
+			Error    string
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatalf("last stdout line is not the JSON result: %q", stdout)
+	}
+	if last.Result.OK || last.Result.ExitCode != 2 || !strings.Contains(last.Result.Error, "overlaps serviceSubnet") {
+		t.Errorf("result = %+v", last.Result)
+	}
+}
+
+func TestVersionJSON(t *testing.T) {
+	code, stdout, _ := runCLI(t, "version", "-o", "json")
+	var v versionInfo
+	if code != 0 || json.Unmarshal([]byte(stdout), &v) != nil {
+		t.Fatalf("code %d, stdout %q", code, stdout)
+	}
+	if v.KubernetesDefault != "v1.36.3" || v.KubernetesMin != "v1.34" || v.KubernetesMax != "v1.36" {
+		t.Errorf("version info %+v", v)
+	}
+}
+
+func TestInitPhaseCommandsMatchRunner(t *testing.T) {
+	root := NewRootCommand(&bytes.Buffer{}, &bytes.Buffer{})
+	initCmd, _, err := root.Find([]string{"init", "phase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range initCmd.Commands() {
+		got = append(got, c.Name())
+	}
+	want := []string{"bootstrap-admin", "certs", "control-plane", "etcd", "kubeconfig", "preflight", "validate", "wait", "write-manifests"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("phase commands %v, want %v", got, want)
+	}
+}

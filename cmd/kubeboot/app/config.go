@@ -1,0 +1,46 @@
+package app
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+func newConfigCommand(stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Print and check kubeboot configuration files",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "print-defaults",
+		Short: "Print a ClusterConfiguration with every default filled in for this host",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			c, err := config.Load("", config.DetectHost())
+			if err != nil {
+				return err
+			}
+			out, err := config.Marshal(c)
+			if err != nil {
+				return err
+			}
+			_, err = stdout.Write(out)
+			return err
+		},
+	}, &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a configuration file strictly and report every problem",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if _, err := config.Load(args[0], config.DetectHost()); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(stdout, "%s is valid\n", args[0])
+			return err
+		},
+	})
+	return cmd
+}

@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// initOptions are the flags of `kubeboot init` and its phase subcommands.
+type initOptions struct {
+	configPath   string
+	dryRun       bool
+	skipPhases   []string
+	output       outputFormat
+	root         string
+	strict       bool
+	ignoreErrors []string
+}
+
+func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
+	opts := &initOptions{output: "text"}
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Bootstrap this node's control plane: " + strings.Join(phases.Init.Names(), ", "),
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorkflow(cmd.Context(), opts, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
+				return phases.Init.Run(ctx, s, opts.skipPhases)
+			})
+		},
+	}
+	flags := cmd.PersistentFlags()
+	flags.StringVar(&opts.configPath, "config", "", "ClusterConfiguration file (default: the values kubeboot config print-defaults shows)")
+	flags.BoolVar(&opts.dryRun, "dry-run", false, "write nothing: report every file, print the manifests to stdout")
+	flags.VarP(&opts.output, "output", "o", "output format: text, or json (one event per line and a final result)")
+	flags.StringVar(&opts.root, "root", "", "write every file under this directory, keeping node paths in the manifests (offline image builds)")
+	flags.BoolVar(&opts.strict, "strict", false, "treat preflight warnings, such as foreign files in the manifest directory, as errors")
+	flags.StringSliceVar(&opts.ignoreErrors, "ignore-preflight-errors", nil, "preflight checks to report as warnings only, e.g. Port-6443,EtcdDataDir, or all")
+	cmd.Flags().StringSliceVar(&opts.skipPhases, "skip-phases", nil, "phases to skip: "+strings.Join(phases.Init.Names(), ", "))
+
+	phaseCmd := &cobra.Command{Use: "phase", Short: "Run one phase of init alone"}
+	for _, p := range phases.Init.Phases {
+		phaseCmd.AddCommand(&cobra.Command{
+			Use:   p.Name,
+			Short: p.Short,
+			Args:  usageArgs(cobra.NoArgs),
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return runWorkflow(cmd.Context(), opts, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
+					return []string{p.Name}, phases.Init.RunOne(ctx, s, p.Name)
+				})
+			},
+		})
+	}
+	cmd.AddCommand(phaseCmd)
+	return cmd
+}
+
+// runWorkflow loads the configuration, builds the run's State, runs the
+// phases and, with -o json, prints the final result whether or not they
+// succeeded.
+func runWorkflow(ctx context.Context, opts *initOptions, stdout, stderr io.Writer, run func(context.Context, *phases.State) ([]string, error)) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	asJSON := opts.output == "json"
+	progress := stderr
+	if asJSON {
+		progress = stdout
+	}
+	report := phases.NewReporter(progress, asJSON)
+	s, err := newState(opts, report, stdout)
+	var ran []string
+	if err == nil {
+		ran, err = run(ctx, s)
+	}
+	result := phases.Result{OK: err == nil, DryRun: opts.dryRun, Phases: nonNil(ran), Healthy: []string{}}
+	if s != nil {
+		result.Changes = s.Files.Changes()
+		result.Healthy = nonNil(s.Healthy)
+	}
+	result.Written, result.Unchanged = nonNil(result.Written), nonNil(result.Unchanged)
+	if err != nil {
+		result.Error, result.ExitCode = err.Error(), ExitCode(err)
+	}
+	report.PrintResult(result)
+	return err
+}
+
+func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*phases.State, error) {
+	if opts.root != "" && !filepath.IsAbs(opts.root) {
+		abs, err := filepath.Abs(opts.root)
+		if err != nil {
+			return nil, &phases.UsageError{Msg: "--root " + opts.root + ": " + err.Error()}
+		}
+		opts.root = abs
+	}
+	cfg, err := config.Load(opts.configPath, config.DetectHost())
+	if err != nil {
+		return nil, err
+	}
+	var files phases.FileWriter = &phases.AtomicWriter{Root: opts.root}
+	if opts.dryRun {
+		files = &phases.DryRunWriter{Root: opts.root, Report: report, Stdout: stdout, ManifestsDir: cfg.Paths.ManifestsDir}
+	}
+	var ignore []string
+	for _, name := range opts.ignoreErrors {
+		ignore = append(ignore, strings.ToLower(name))
+	}
+	return &phases.State{
+		Config: cfg,
+		Files:  files,
+		Report: report,
+		Options: phases.Options{
+			DryRun:                opts.dryRun,
+			Offline:               opts.root != "",
+			Strict:                opts.strict,
+			IgnorePreflightErrors: ignore,
+		},
+	}, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
