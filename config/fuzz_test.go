@@ -19,7 +19,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(header + "a: 1\na: 2\n---\nkind: Other\n"))
 	f.Add([]byte("- [\n"))
 	f.Add([]byte(header + "node: &a {name: *a}\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(_ *testing.T, data []byte) {
 		c, doc, err := Decode("fuzz.yaml", data)
 		if err != nil {
 			return
