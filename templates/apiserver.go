@@ -1,0 +1,116 @@
+package templates
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// APIServer builds the kube-apiserver static pod. It serves on the node's
+// advertise address and bind port and stores its data in the local etcd
+// member or in the configured external etcd.
+func APIServer(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
+	advertise, err := advertiseAddress(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build %s pod: %w", config.NameAPIServer, err)
+	}
+	defaults := []flag{
+		{"advertise-address", cfg.Node.AdvertiseAddress},
+		{"allow-privileged", "true"},
+		{"client-ca-file", cfg.CertPath(config.CertCA)},
+		{"enable-admission-plugins", "NodeRestriction"},
+		{"enable-bootstrap-token-auth", "true"},
+		{"kubelet-client-certificate", cfg.CertPath(config.CertAPIServerKubeletClient)},
+		{"kubelet-client-key", cfg.KeyPath(config.CertAPIServerKubeletClient)},
+		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
+		{"proxy-client-cert-file", cfg.CertPath(config.CertFrontProxyClient)},
+		{"proxy-client-key-file", cfg.KeyPath(config.CertFrontProxyClient)},
+		{"requestheader-allowed-names", "front-proxy-client"},
+		{"requestheader-client-ca-file", cfg.CertPath(config.CertFrontProxyCA)},
+		{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
+		{"requestheader-group-headers", "X-Remote-Group"},
+		{"requestheader-username-headers", "X-Remote-User"},
+		{"secure-port", strconv.Itoa(int(cfg.APIServer.BindPort))},
+		{"service-account-issuer", "https://kubernetes.default.svc." + cfg.Networking.DNSDomain},
+		{"service-account-key-file", cfg.PublicKeyPath(config.KeyServiceAccount)},
+		{"service-account-signing-key-file", cfg.KeyPath(config.KeyServiceAccount)},
+		{"service-cluster-ip-range", cidrs(cfg.Networking.ServiceSubnet)},
+		{"tls-cert-file", cfg.CertPath(config.CertAPIServer)},
+		{"tls-private-key-file", cfg.KeyPath(config.CertAPIServer)},
+	}
+	// The API server refuses --authorization-mode together with a
+	// structured --authorization-config, so the latter replaces the default.
+	if !hasArg(cfg.APIServer.ExtraArgs, "authorization-config") {
+		defaults = append(defaults, flag{"authorization-mode", "Node,RBAC"})
+	}
+	// On a loopback address the API server binds to it alone, so that lab
+	// nodes on 127.0.0.x can share the bind port; elsewhere it binds to
+	// every interface, as with kubeadm.
+	if advertise.IsLoopback() {
+		defaults = append(defaults, flag{"bind-address", cfg.Node.AdvertiseAddress})
+	}
+	defaults = append(defaults, etcdClientFlags(cfg, advertise)...)
+	flags := mergeFlags(defaults, cfg.APIServer.ExtraArgs)
+
+	mounts := append([]hostMount{pkiMount(cfg)}, caBundleMounts()...)
+	if cfg.Etcd.External != nil {
+		mounts = append(mounts, externalEtcdMounts(cfg)...)
+	}
+	return newPod(spec{
+		name:   config.NameAPIServer,
+		image:  kubernetesImage(cfg, config.NameAPIServer),
+		binary: "kube-apiserver",
+		flags:  flags,
+		health: endpoint{
+			scheme: corev1.URISchemeHTTPS,
+			host:   apiServerProbeHost(flags),
+			port:   portFlag(flags, "secure-port", cfg.APIServer.BindPort),
+		},
+		livez:   "/livez",
+		readyz:  "/readyz",
+		startup: "/livez",
+		cpu:     "250m",
+		mounts:  mounts,
+		extra:   cfg.APIServer.Component,
+		timeout: cfg.Timeouts.ControlPlane.Duration,
+	}), nil
+}
+
+// etcdClientFlags point the API server at its etcd: the local member on the
+// loopback address of the advertise address's family, or the external
+// cluster with the user's certificates.
+func etcdClientFlags(cfg *config.ClusterConfiguration, advertise net.IP) []flag {
+	external := cfg.Etcd.External
+	if external == nil {
+		return []flag{
+			{"etcd-cafile", cfg.CertPath(config.CertEtcdCA)},
+			{"etcd-certfile", cfg.CertPath(config.CertAPIServerEtcdClient)},
+			{"etcd-keyfile", cfg.KeyPath(config.CertAPIServerEtcdClient)},
+			{"etcd-servers", etcdURL("https", loopbackAddress(advertise), etcdClientPort)},
+		}
+	}
+	flags := []flag{{"etcd-servers", strings.Join(external.Endpoints, ",")}}
+	if external.CAFile != "" {
+		flags = append(flags, flag{"etcd-cafile", external.CAFile})
+	}
+	// A client certificate is useless without its key, and the reverse.
+	if external.CertFile != "" && external.KeyFile != "" {
+		flags = append(flags, flag{"etcd-certfile", external.CertFile}, flag{"etcd-keyfile", external.KeyFile})
+	}
+	return flags
+}
+
+// apiServerProbeHost probes the address the API server listens on: its
+// --bind-address when that is a single address, else its advertise address.
+func apiServerProbeHost(flags []flag) string {
+	if bind, ok := flagValue(flags, "bind-address"); ok && probeHost(bind) != "" {
+		return bind
+	}
+	advertise, _ := flagValue(flags, "advertise-address")
+	return advertise
+}

@@ -1,0 +1,81 @@
+package templates
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// controllerManagerPort is kube-controller-manager's default secure port.
+const controllerManagerPort = 10257
+
+// ControllerManager builds the kube-controller-manager static pod. It
+// serves its health checks on the loopback address with a certificate from
+// the cluster CA, and allocates node pod CIDRs only when the configuration
+// sets a pod subnet.
+func ControllerManager(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
+	advertise, err := advertiseAddress(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build %s pod: %w", config.NameControllerManager, err)
+	}
+	kubeconfig := cfg.KubeconfigPath(config.KubeconfigControllerManager)
+	defaults := []flag{
+		{"authentication-kubeconfig", kubeconfig},
+		{"authorization-kubeconfig", kubeconfig},
+		{"bind-address", loopbackAddress(advertise)},
+		{"client-ca-file", cfg.CertPath(config.CertCA)},
+		{"cluster-signing-cert-file", cfg.CertPath(config.CertCA)},
+		{"cluster-signing-key-file", cfg.KeyPath(config.CertCA)},
+		{"controllers", "*,bootstrapsigner,tokencleaner"},
+		{"kubeconfig", kubeconfig},
+		{"leader-elect", "true"},
+		{"requestheader-client-ca-file", cfg.CertPath(config.CertFrontProxyCA)},
+		{"root-ca-file", cfg.CertPath(config.CertCA)},
+		{"service-account-private-key-file", cfg.KeyPath(config.KeyServiceAccount)},
+		// Node IPAM keeps pod CIDRs clear of the service range; kubeadm
+		// passes the range only with a pod subnet, kubeboot always does,
+		// so every component states the same service range.
+		{"service-cluster-ip-range", cidrs(cfg.Networking.ServiceSubnet)},
+		{"tls-cert-file", cfg.CertPath(config.CertControllerManager)},
+		{"tls-private-key-file", cfg.KeyPath(config.CertControllerManager)},
+		{"use-service-account-credentials", "true"},
+	}
+	if cfg.ClusterName != "" {
+		defaults = append(defaults, flag{"cluster-name", cfg.ClusterName})
+	}
+	// Without a pod subnet the CNI plugin assigns pod addresses itself.
+	if podSubnet := cidrs(cfg.Networking.PodSubnet); podSubnet != "" {
+		defaults = append(defaults, flag{"allocate-node-cidrs", "true"}, flag{"cluster-cidr", podSubnet})
+	}
+	flags := mergeFlags(defaults, cfg.ControllerManager.ExtraArgs)
+
+	mounts := append([]hostMount{pkiMount(cfg), kubeconfigMount(cfg, config.KubeconfigControllerManager)}, caBundleMounts()...)
+	return newPod(spec{
+		name:   config.NameControllerManager,
+		image:  kubernetesImage(cfg, config.NameControllerManager),
+		binary: "kube-controller-manager",
+		flags:  flags,
+		health: secureEndpoint(flags, controllerManagerPort),
+		// kube-controller-manager serves /healthz only, not /livez or /readyz.
+		livez:   "/healthz",
+		readyz:  "/healthz",
+		startup: "/healthz",
+		cpu:     "200m",
+		mounts:  mounts,
+		extra:   cfg.ControllerManager,
+		timeout: cfg.Timeouts.ControlPlane.Duration,
+	}), nil
+}
+
+// secureEndpoint is the HTTPS health endpoint of a controller manager or a
+// scheduler, read from its final --bind-address and --secure-port.
+func secureEndpoint(flags []flag, defaultPort int32) endpoint {
+	bind, _ := flagValue(flags, "bind-address")
+	return endpoint{
+		scheme: corev1.URISchemeHTTPS,
+		host:   probeHost(bind),
+		port:   portFlag(flags, "secure-port", defaultPort),
+	}
+}
