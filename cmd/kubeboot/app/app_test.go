@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // runCLI runs kubeboot in-process and returns its exit code and output.
@@ -106,5 +108,26 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 	want := []string{"bootstrap-admin", "certs", "control-plane", "etcd", "kubeconfig", "preflight", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
+	}
+}
+
+// TestReadmeDocumentsEveryCommand keeps the README's CLI reference in step
+// with the command tree.
+func TestReadmeDocumentsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := NewRootCommand(&bytes.Buffer{}, &bytes.Buffer{})
+	for _, c := range root.Commands() {
+		for _, sub := range append([]*cobra.Command{c}, c.Commands()...) {
+			if sub.Hidden || sub.Name() == "help" || sub.Parent().Name() == "completion" || sub.Parent().Name() == "phase" {
+				continue
+			}
+			path := strings.TrimPrefix(sub.CommandPath(), "kubeboot ")
+			if !strings.Contains(string(readme), "`kubeboot "+path) {
+				t.Errorf("README.md does not document `kubeboot %s`", path)
+			}
+		}
 	}
 }
