@@ -1,0 +1,147 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// preflightState is a node rooted in a temp dir, on 127.0.0.1 with a free
+// API server port, so the port checks run for real.
+func preflightState(t *testing.T) (*State, *bytes.Buffer) {
+	t.Helper()
+	c := config.New()
+	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.1"})
+	c.APIServer.BindPort = int32(freePort(t))
+	var out bytes.Buffer
+	return &State{Config: c, Files: &AtomicWriter{Root: t.TempDir()}, Report: NewReporter(&out, false)}, &out
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func writeHostFile(t *testing.T, s *State, path, content string) {
+	t.Helper()
+	host := s.Files.HostPath(path)
+	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(host, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runChecks runs only the named checks: the others are ignored, since their
+// ports may be taken by unrelated processes on a shared CI machine.
+func runChecks(t *testing.T, s *State, names ...string) error {
+	t.Helper()
+	for _, c := range preflightChecks(s) {
+		keep := false
+		for _, n := range names {
+			keep = keep || c.name == n
+		}
+		if !keep {
+			s.Options.IgnorePreflightErrors = append(s.Options.IgnorePreflightErrors, strings.ToLower(c.name))
+		}
+	}
+	return runPreflight(context.Background(), s)
+}
+
+func TestPreflightPortInUse(t *testing.T) {
+	s, out := preflightState(t)
+	port := strconv.Itoa(int(s.Config.APIServer.BindPort))
+	l, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	err = runChecks(t, s, "Port-"+port)
+	if err == nil || !strings.Contains(err.Error(), "Port-"+port) || !strings.Contains(err.Error(), "--ignore-preflight-errors=Port-"+port) {
+		t.Fatalf("want a failed port check with its fix, got %v", err)
+	}
+	if !strings.Contains(out.String(), "port "+port+" on 127.0.0.1 is in use") || !strings.Contains(out.String(), "ss -ltnp") {
+		t.Errorf("no explanation in %q", out.String())
+	}
+
+	// The same port held by our own API server is a re-run, not a conflict.
+	writeHostFile(t, s, s.Config.ManifestPath(config.NameAPIServer), "kind: Pod\n")
+	if err := runChecks(t, s, "Port-"+port); err != nil {
+		t.Errorf("re-run on our own port failed: %v", err)
+	}
+}
+
+func TestPreflightIgnoredCheckIsAWarning(t *testing.T) {
+	s, out := preflightState(t)
+	port := strconv.Itoa(int(s.Config.APIServer.BindPort))
+	l, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	s.Options.IgnorePreflightErrors = []string{"port-" + port}
+	if err := runChecks(t, s, "Port-"+port); err != nil {
+		t.Fatalf("ignored check failed the phase: %v", err)
+	}
+	if !strings.Contains(out.String(), "WARNING: Port-"+port) {
+		t.Errorf("no warning in %q", out.String())
+	}
+}
+
+func TestPreflightManifestDir(t *testing.T) {
+	s, out := preflightState(t)
+	dir := s.Config.Paths.ManifestsDir
+	writeHostFile(t, s, filepath.Join(dir, "etcd.yaml"), "")
+	writeHostFile(t, s, filepath.Join(dir, ".etcd.yaml.tmp-1"), "")
+	writeHostFile(t, s, filepath.Join(dir, "kube-apiserver.yaml.bak"), "")
+	if err := runChecks(t, s, "ManifestDir"); err != nil {
+		t.Fatalf("a foreign file must only warn without --strict: %v", err)
+	}
+	if !strings.Contains(out.String(), "WARNING: ManifestDir") || !strings.Contains(out.String(), ": kube-apiserver.yaml.bak;") {
+		t.Errorf("warning does not name exactly the foreign file: %q", out.String())
+	}
+	s.Options.Strict = true
+	if err := runChecks(t, s, "ManifestDir"); err == nil || !strings.Contains(err.Error(), "ManifestDir") {
+		t.Errorf("--strict must fail on a foreign file, got %v", err)
+	}
+}
+
+func TestPreflightEtcdDataDir(t *testing.T) {
+	s, _ := preflightState(t)
+	if err := runChecks(t, s, "EtcdDataDir"); err != nil {
+		t.Fatalf("a missing data dir is fine: %v", err)
+	}
+	writeHostFile(t, s, filepath.Join(s.Config.Etcd.Local.DataDir, "member/snap/db"), "x")
+	if err := runChecks(t, s, "EtcdDataDir"); err == nil || !strings.Contains(err.Error(), "EtcdDataDir") {
+		t.Fatalf("a foreign data dir must fail, got %v", err)
+	}
+	writeHostFile(t, s, s.Config.ManifestPath(config.NameEtcd), "    - --data-dir=/var/lib/etcd\n")
+	if err := runChecks(t, s, "EtcdDataDir"); err != nil {
+		t.Errorf("our own data dir on a re-run must pass: %v", err)
+	}
+}
+
+func TestPreflightOfflineSkipsHostChecks(t *testing.T) {
+	s, _ := preflightState(t)
+	s.Options.Offline = true
+	var names []string
+	for _, c := range preflightChecks(s) {
+		names = append(names, c.name)
+	}
+	if strings.Join(names, ",") != "ManifestDir" {
+		t.Errorf("offline checks = %v, want only ManifestDir", names)
+	}
+}
