@@ -15,7 +15,7 @@ var Init = Runner{Phases: []Phase{
 	{Name: "validate", Short: "Check that the kubelet will accept every manifest", Run: notYet},
 	{Name: "write-manifests", Short: "Write the manifests atomically into the kubelet's manifest directory", Run: notYet},
 	{Name: "wait", Short: "Wait until every component is healthy", LiveOnly: true, Run: notYet},
-	{Name: "bootstrap-admin", Short: "Grant admin.conf and the API server's kubelet client their roles", LiveOnly: true, Run: notYet},
+	BootstrapAdmin,
 }}
 
 func notYet(context.Context, *State) error { return errors.New("not implemented yet") }
