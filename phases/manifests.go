@@ -1,0 +1,199 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/staticpod"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// The manifest phases hand the rendered manifests to each other through a
+// staging directory outside the kubelet's manifest directory, so nothing
+// reaches the kubelet before the whole set is validated.
+
+// Manifest file modes: only root reads them, as CIS asks.
+const (
+	manifestMode    fs.FileMode = 0o600
+	manifestDirMode fs.FileMode = 0o700
+)
+
+// Etcd renders the local etcd member's manifest.
+var Etcd = Phase{Name: "etcd", Short: "Render the etcd static pod manifest", Run: func(_ context.Context, s *State) error {
+	if s.Config.Etcd.External != nil {
+		s.Report.Infof("external etcd: no local etcd manifest")
+		return nil
+	}
+	return render(s, config.NameEtcd)
+}}
+
+// ControlPlane renders the API server, controller-manager and scheduler manifests.
+var ControlPlane = Phase{
+	Name:  "control-plane",
+	Short: "Render the API server, controller-manager and scheduler manifests",
+	Run: func(_ context.Context, s *State) error {
+		return render(s, config.NameAPIServer, config.NameControllerManager, config.NameScheduler)
+	},
+}
+
+// Validate checks every staged manifest against the kubelet's rules.
+var Validate = Phase{Name: "validate", Short: "Check that the kubelet will accept every manifest", Run: func(_ context.Context, s *State) error {
+	_, err := stagedSet(s)
+	return err
+}}
+
+// WriteManifests writes the validated set into the manifest directory.
+var WriteManifests = Phase{
+	Name:  "write-manifests",
+	Short: "Write the manifests atomically into the kubelet's manifest directory",
+	Run:   runWriteManifests,
+}
+
+// stagingDir holds the rendered manifests between phases.
+func stagingDir(c *config.ClusterConfiguration) string {
+	return filepath.Join(c.Paths.KubeconfigDir, "kubeboot", "staged")
+}
+
+func stagedPath(c *config.ClusterConfiguration, component string) string {
+	return filepath.Join(stagingDir(c), component+".yaml")
+}
+
+// components lists the manifests this node runs, in start order.
+func components(c *config.ClusterConfiguration) []string {
+	if c.Etcd.External != nil {
+		return config.ComponentNames[1:]
+	}
+	return config.ComponentNames
+}
+
+// render builds, patches and stages the named components' manifests.
+func render(s *State, names ...string) error {
+	patches, err := readPatches(s)
+	if err != nil {
+		return err
+	}
+	manifests, err := templates.All(s.Config)
+	if err != nil {
+		return err
+	}
+	for _, m := range manifests {
+		if !slices.Contains(names, m.Component) {
+			continue
+		}
+		pod, err := templates.ApplyPatches(m.Component, m.Pod, patches)
+		if err != nil {
+			return err
+		}
+		data, err := templates.Marshal(pod)
+		if err != nil {
+			return err
+		}
+		if err := s.Files.MkdirAll(stagingDir(s.Config), manifestDirMode); err != nil {
+			return err
+		}
+		if err := s.Files.WriteFile(stagedPath(s.Config, m.Component), data, manifestMode); err != nil {
+			return err
+		}
+		s.Report.Infof("rendered %s", m.Component)
+	}
+	return nil
+}
+
+// readPatches reads every non-dot file of the patches directory; the
+// templates package rejects names it does not understand.
+func readPatches(s *State) ([]templates.Patch, error) {
+	dir := s.Config.PatchesDir
+	if dir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(s.Files.HostPath(dir))
+	if err != nil {
+		return nil, fmt.Errorf("read patches directory %q: %w", dir, err)
+	}
+	var patches []templates.Patch
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		data, err := s.Files.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read patch %q: %w", path, err)
+		}
+		patches = append(patches, templates.Patch{File: path, Data: data})
+	}
+	return patches, nil
+}
+
+// stagedManifest is a rendered manifest ready to be written.
+type stagedManifest struct {
+	component string
+	data      []byte
+}
+
+// stagedSet reads every staged manifest and validates the whole set; it
+// fails, naming every finding, when the kubelet would reject any of them.
+func stagedSet(s *State) ([]stagedManifest, error) {
+	var set []stagedManifest
+	var results []staticpod.Result
+	for _, name := range components(s.Config) {
+		path := stagedPath(s.Config, name)
+		data, err := s.Files.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			phase := "control-plane"
+			if name == config.NameEtcd {
+				phase = "etcd"
+			}
+			return nil, fmt.Errorf("%s is not rendered yet (%s not found): run `kubeboot init phase %s` first", name, path, phase)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read staged manifest %q: %w", path, err)
+		}
+		res := staticpod.Validate(name+".yaml", data, s.Config.Node.Name)
+		for _, w := range res.Warnings {
+			s.Report.Warnf("%s: %s", res.File, w)
+		}
+		results = append(results, res)
+		set = append(set, stagedManifest{component: name, data: data})
+	}
+	if err := staticpod.Err(results); err != nil {
+		return nil, err
+	}
+	s.Report.Infof("the kubelet will accept all %d manifests", len(set))
+	return set, nil
+}
+
+// runWriteManifests validates the staged set, then writes each changed
+// manifest atomically. Nothing is written when any manifest is rejected,
+// and an unchanged manifest is not rewritten, so its pod keeps running.
+func runWriteManifests(_ context.Context, s *State) error {
+	set, err := stagedSet(s)
+	if err != nil {
+		return err
+	}
+	dir := s.Config.Paths.ManifestsDir
+	if err := s.Files.MkdirAll(dir, manifestDirMode); err != nil {
+		return err
+	}
+	removed, err := RemoveTempFiles(s.Files, dir)
+	if err != nil {
+		return err
+	}
+	for _, r := range removed {
+		s.Report.Infof("removed %s, left by an interrupted write", r)
+	}
+	for _, m := range set {
+		if err := s.Files.WriteFile(s.Config.ManifestPath(m.component), m.data, manifestMode); err != nil {
+			return err
+		}
+	}
+	s.Report.Infof("manifests in %s are up to date", dir)
+	return nil
+}
