@@ -42,7 +42,7 @@ golden:
 
 ## fuzz: run each fuzz target for FUZZTIME (default 10m)
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
+	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
 
 ## bench: micro-benchmarks (benchstat-friendly output)
 bench:
