@@ -1,14 +1,18 @@
 package phases
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	udiff "github.com/aymanbagabas/go-udiff"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/staticpod"
@@ -95,6 +99,11 @@ func render(s *State, names ...string) error {
 		if err != nil {
 			return err
 		}
+		if s.Options.Diff {
+			if err := printDiff(s, m.Component, data); err != nil {
+				return err
+			}
+		}
 		if err := s.Files.MkdirAll(stagingDir(s.Config), manifestDirMode); err != nil {
 			return err
 		}
@@ -102,6 +111,24 @@ func render(s *State, names ...string) error {
 			return err
 		}
 		s.Report.Infof("rendered %s", m.Component)
+	}
+	return nil
+}
+
+// printDiff shows how a rendered manifest differs from the one the kubelet runs.
+func printDiff(s *State, component string, rendered []byte) error {
+	path := s.Config.ManifestPath(component)
+	current, err := s.Files.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read manifest %q: %w", path, err)
+	}
+	diff := udiff.Unified(path, path+" (rendered)", string(current), string(rendered))
+	if diff == "" {
+		s.Report.Infof("%s: no change", component)
+		return nil
+	}
+	if _, err := io.WriteString(s.Stdout, diff); err != nil {
+		return fmt.Errorf("print diff of %q: %w", path, err)
 	}
 	return nil
 }
@@ -190,8 +217,13 @@ func runWriteManifests(_ context.Context, s *State) error {
 		s.Report.Infof("removed %s, left by an interrupted write", r)
 	}
 	for _, m := range set {
-		if err := s.Files.WriteFile(s.Config.ManifestPath(m.component), m.data, manifestMode); err != nil {
+		path := s.Config.ManifestPath(m.component)
+		current, _ := s.Files.ReadFile(path)
+		if err := s.Files.WriteFile(path, m.data, manifestMode); err != nil {
 			return err
+		}
+		if !bytes.Equal(current, m.data) {
+			s.Report.Infof("wrote %s", path)
 		}
 	}
 	s.Report.Infof("manifests in %s are up to date", dir)

@@ -6,6 +6,7 @@ package phases
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -20,7 +21,7 @@ type Phase struct {
 	// Short is a one-line description.
 	Short string
 	// LiveOnly marks phases that need a running node, such as waiting for
-	// health; a dry run skips them.
+	// health; dry runs and offline renders skip them.
 	LiveOnly bool
 	// Run does the work and converges: it reuses what is correct, creates
 	// what is missing, and fails on what is wrong.
@@ -36,6 +37,9 @@ type Options struct {
 	Offline bool
 	// Strict turns preflight warnings into errors.
 	Strict bool
+	// Diff prints a unified diff of each rendered manifest against the one
+	// in the manifest directory.
+	Diff bool
 	// IgnorePreflightErrors are check names (lower-case) whose failure is
 	// only a warning; "all" ignores every check.
 	IgnorePreflightErrors []string
@@ -49,6 +53,8 @@ type State struct {
 	Files FileWriter
 	// Report prints progress.
 	Report *Reporter
+	// Stdout receives the product, such as diffs.
+	Stdout io.Writer
 	// Options are the run-wide settings.
 	Options Options
 	// Healthy collects the components the wait phase saw healthy.
@@ -104,8 +110,12 @@ func (r Runner) RunOne(ctx context.Context, s *State, name string) error {
 func (r Runner) runPhase(ctx context.Context, s *State, p Phase) error {
 	s.Report.SetPhase(p.Name)
 	defer s.Report.SetPhase("")
-	if p.LiveOnly && s.Options.DryRun {
+	switch {
+	case p.LiveOnly && s.Options.DryRun:
 		s.Report.Infof("skipped in a dry run")
+		return nil
+	case p.LiveOnly && s.Options.Offline:
+		s.Report.Infof("skipped: --root renders for another machine")
 		return nil
 	}
 	if err := ctx.Err(); err != nil {

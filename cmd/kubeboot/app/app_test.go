@@ -131,3 +131,79 @@ func TestReadmeDocumentsEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := "apiVersion: v1\nkind: Pod\nmetadata: {name: etcd, namespace: kube-system}\nspec:\n  containers: [{name: etcd, image: registry.k8s.io/etcd:3.6.8-0}]\n"
+	bad := strings.Replace(good, "spec:\n", "spec:\n  serviceAccountName: default\n", 1)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "etcd.yaml"), []byte(good), 0o600))
+	must(os.WriteFile(filepath.Join(dir, ".etcd.yaml.tmp-1"), []byte("garbage"), 0o600))
+
+	code, stdout, stderr := runCLI(t, "validate", "--node-name", "node1", dir)
+	if code != 0 || stdout != filepath.Join(dir, "etcd.yaml")+": accepted\n" {
+		t.Fatalf("code %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	must(os.WriteFile(filepath.Join(dir, "etcd.yaml.bak"), []byte(bad), 0o600))
+	code, stdout, stderr = runCLI(t, "validate", "--node-name", "node1", "-o", "json", dir)
+	if code != 3 || !strings.Contains(stderr, "error: the kubelet would reject 1 of 2 manifests") {
+		t.Fatalf("code %d, stderr %q", code, stderr)
+	}
+	var results []struct {
+		File     string
+		Accepted bool
+		Errors   []struct{ Field, Resource, Message string }
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var r struct {
+			File     string
+			Accepted bool
+			Errors   []struct{ Field, Resource, Message string }
+		}
+		must(json.Unmarshal([]byte(line), &r))
+		results = append(results, r)
+	}
+	if len(results) != 2 || !results[0].Accepted || results[1].Accepted {
+		t.Fatalf("results %+v", results)
+	}
+	var resources []string
+	for _, e := range results[1].Errors {
+		resources = append(resources, e.Resource)
+	}
+	if !strings.Contains(strings.Join(resources, ","), "serviceaccounts") {
+		t.Errorf("the rejected file's errors do not name serviceaccounts: %+v", results[1].Errors)
+	}
+}
+
+func TestInitPhaseDiffWritesNothing(t *testing.T) {
+	root := t.TempDir()
+	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "certs,kubeconfig"); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	manifest := filepath.Join(root, "/etc/kubernetes/manifests/kube-scheduler.yaml")
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "--leader-elect=true", "--leader-elect=false", 1)
+	if err := os.WriteFile(manifest, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "init", "phase", "control-plane", "--root", root, "--diff")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, stderr)
+	}
+	want := "-    - --leader-elect=false\n+    - --leader-elect=true\n"
+	if !strings.Contains(stdout, want) || strings.Count(stdout, "+++ ") != 1 {
+		t.Errorf("diff of the one edited manifest expected, got:\n%s", stdout)
+	}
+	if after, _ := os.ReadFile(manifest); string(after) != edited {
+		t.Error("--diff rewrote the manifest")
+	}
+}

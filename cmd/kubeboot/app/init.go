@@ -24,6 +24,7 @@ type initOptions struct {
 	root         string
 	strict       bool
 	ignoreErrors []string
+	diff         bool
 }
 
 func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -49,7 +50,7 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 
 	phaseCmd := &cobra.Command{Use: "phase", Short: "Run one phase of init alone"}
 	for _, p := range phases.Init.Phases {
-		phaseCmd.AddCommand(&cobra.Command{
+		sub := &cobra.Command{
 			Use:   p.Name,
 			Short: p.Short,
 			Args:  usageArgs(cobra.NoArgs),
@@ -58,7 +59,11 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 					return []string{p.Name}, phases.Init.RunOne(ctx, s, p.Name)
 				})
 			},
-		})
+		}
+		if p.Name == phases.Etcd.Name || p.Name == phases.ControlPlane.Name {
+			sub.Flags().BoolVar(&opts.diff, "diff", false, "show a unified diff of each rendered manifest against the one on disk; writes nothing")
+		}
+		phaseCmd.AddCommand(sub)
 	}
 	cmd.AddCommand(phaseCmd)
 	return cmd
@@ -110,7 +115,7 @@ func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*ph
 		return nil, err
 	}
 	var files phases.FileWriter = &phases.AtomicWriter{Root: opts.root}
-	if opts.dryRun {
+	if opts.dryRun || opts.diff {
 		files = &phases.DryRunWriter{Root: opts.root, Report: report, Stdout: stdout, ManifestsDir: cfg.Paths.ManifestsDir}
 	}
 	var ignore []string
@@ -121,8 +126,10 @@ func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*ph
 		Config: cfg,
 		Files:  files,
 		Report: report,
+		Stdout: stdout,
 		Options: phases.Options{
-			DryRun:                opts.dryRun,
+			DryRun:                opts.dryRun || opts.diff,
+			Diff:                  opts.diff,
 			Offline:               opts.root != "",
 			Strict:                opts.strict,
 			IgnorePreflightErrors: ignore,

@@ -15,9 +15,21 @@ import (
 
 // Exit codes shared by every command.
 const (
-	exitFailure = 1
-	exitUsage   = 2
+	exitFailure  = 1
+	exitRejected = 3
 )
+
+// exitError is a failure whose details were already printed; it carries
+// only a summary and the exit code.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// ExitCode returns the code the process exits with.
+func (e *exitError) ExitCode() int { return e.code }
 
 // Main runs kubeboot with the process arguments and returns its exit code.
 // It is the only place that prints an error.
@@ -62,7 +74,7 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &phases.UsageError{Msg: err.Error()}
 	})
-	root.AddCommand(newInitCommand(stdout, stderr), newConfigCommand(stdout), newVersionCommand(stdout))
+	root.AddCommand(newInitCommand(stdout, stderr), newValidateCommand(stdout), newConfigCommand(stdout), newVersionCommand(stdout))
 	return root
 }
 
