@@ -1,0 +1,105 @@
+package pki
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Kubeconfig renders a kubeconfig file that embeds the CA certificate (all
+// of caCert, so a chain stays a chain) and the client's certificate and key.
+func Kubeconfig(spec KubeconfigSpec, caCert []byte, client KeyPair) ([]byte, error) {
+	user, context := spec.Client.CN, spec.Context()
+	c := clientcmdapi.NewConfig()
+	c.Clusters[spec.Cluster] = &clientcmdapi.Cluster{Server: spec.Server, CertificateAuthorityData: caCert}
+	c.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: client.Cert, ClientKeyData: client.Key}
+	c.Contexts[context] = &clientcmdapi.Context{Cluster: spec.Cluster, AuthInfo: user}
+	c.CurrentContext = context
+	data, err := clientcmd.Write(*c)
+	if err != nil {
+		return nil, fmt.Errorf("render kubeconfig %q: %w", spec.Name, err)
+	}
+	return data, nil
+}
+
+// IssueKubeconfig issues a client certificate for spec with ca, which must
+// include its key, and renders the kubeconfig around it. key is the PEM
+// client key to keep; nil generates a new one.
+func IssueKubeconfig(spec KubeconfigSpec, ca KeyPair, key []byte) ([]byte, error) {
+	client, err := Issue(spec.Client, ca, key)
+	if err != nil {
+		return nil, err
+	}
+	return Kubeconfig(spec, ca.Cert, client)
+}
+
+// CheckKubeconfig says whether an existing kubeconfig can be reused, as
+// Check does for a certificate: its current context must point at
+// spec.Server, trust caCert, and embed a valid client certificate of
+// spec.Client, signed by caCert, with its key.
+func CheckKubeconfig(spec KubeconfigSpec, data, caCert []byte, now time.Time, renewBefore time.Duration) error {
+	f := &findings{file: spec.Name}
+	ca, err := parseCert(caCert)
+	if err != nil {
+		f.needsHuman("cannot read %s.crt: %v", spec.Client.CA, err)
+		return f.err()
+	}
+	cluster, user, err := currentContext(data)
+	if err != nil {
+		f.needsHuman("%v", err)
+		return f.err()
+	}
+	if cluster.Server != spec.Server {
+		f.renewable("server is %q, want %q", cluster.Server, spec.Server)
+	}
+	if !trusts(cluster.CertificateAuthorityData, ca) {
+		f.needsHuman("does not trust %s.crt", spec.Client.CA)
+	}
+	if len(user.ClientCertificateData) == 0 {
+		f.needsHuman("embeds no client certificate")
+		return f.err()
+	}
+	if len(user.ClientKeyData) == 0 {
+		f.renewable("embeds no client key")
+	}
+	client := KeyPair{Cert: user.ClientCertificateData, Key: user.ClientKeyData}
+	checkCert(f, spec.Client, client, ca, now, renewBefore)
+	return f.err()
+}
+
+// currentContext returns the cluster and the user of a kubeconfig's
+// current context.
+func currentContext(data []byte) (*clientcmdapi.Cluster, *clientcmdapi.AuthInfo, error) {
+	c, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot parse: %w", err)
+	}
+	context := c.Contexts[c.CurrentContext]
+	if context == nil {
+		return nil, nil, fmt.Errorf("has no context %q", c.CurrentContext)
+	}
+	cluster, user := c.Clusters[context.Cluster], c.AuthInfos[context.AuthInfo]
+	if cluster == nil || user == nil {
+		return nil, nil, errors.New("its current context names a missing cluster or user")
+	}
+	return cluster, user, nil
+}
+
+// trusts reports whether a PEM bundle contains the CA certificate.
+func trusts(bundle []byte, ca *x509.Certificate) bool {
+	for len(bundle) > 0 {
+		cert, rest, err := nextCert(bundle)
+		if err != nil {
+			return false
+		}
+		if cert.Equal(ca) {
+			return true
+		}
+		bundle = rest
+	}
+	return false
+}
