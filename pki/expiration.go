@@ -1,0 +1,85 @@
+package pki
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// Expiration describes one certificate of the node, for `kubeboot certs
+// check-expiration`.
+type Expiration struct {
+	// Name is the CertSpec name, or the kubeconfig name for the client
+	// certificate it embeds.
+	Name string
+	// CA is the issuing CA's name; empty for a CA.
+	CA       string
+	NotAfter time.Time
+	// Residual is the time left; negative once expired.
+	Residual time.Duration
+	// External is true when kubeboot lacks the key to renew the
+	// certificate: the issuing CA's key, or for a CA its own.
+	External bool
+	// Missing is true when the file does not exist.
+	Missing bool
+	// Err is set when the file exists but cannot be read.
+	Err error
+}
+
+// Expirations lists every certificate of CertSpecs and every client
+// certificate embedded in a kubeconfig of KubeconfigSpecs, in that order.
+func Expirations(cfg *config.ClusterConfiguration, have Set, now time.Time) []Expiration {
+	hasKey := func(name string) bool { return len(have.Certs[name].Key) > 0 }
+	var out []Expiration
+	for _, s := range CertSpecs(cfg) {
+		e := Expiration{Name: s.Name, CA: s.CA, External: !hasKey(s.CA)}
+		if s.Usage == UsageCA {
+			e.External = !hasKey(s.Name)
+		}
+		out = append(out, expiration(e, have.Certs[s.Name].Cert, now))
+	}
+	for _, k := range KubeconfigSpecs(cfg) {
+		e := Expiration{Name: k.Name, CA: k.Client.CA, External: !hasKey(k.Client.CA)}
+		cert, err := embeddedCert(have.Kubeconfigs[k.Name])
+		if err != nil {
+			e.Err = fmt.Errorf("read kubeconfig %q: %w", k.Name, err)
+			out = append(out, e)
+			continue
+		}
+		out = append(out, expiration(e, cert, now))
+	}
+	return out
+}
+
+func expiration(e Expiration, certPEM []byte, now time.Time) Expiration {
+	if len(certPEM) == 0 {
+		e.Missing = true
+		return e
+	}
+	cert, err := parseCert(certPEM)
+	if err != nil {
+		e.Err = fmt.Errorf("read certificate %q: %w", e.Name, err)
+		return e
+	}
+	e.NotAfter = cert.NotAfter
+	e.Residual = cert.NotAfter.Sub(now)
+	return e
+}
+
+// embeddedCert returns the client certificate of a kubeconfig, nil for an
+// absent file.
+func embeddedCert(kubeconfig []byte) ([]byte, error) {
+	if len(kubeconfig) == 0 {
+		return nil, nil
+	}
+	_, user, err := currentContext(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if len(user.ClientCertificateData) == 0 {
+		return nil, errors.New("embeds no client certificate")
+	}
+	return user.ClientCertificateData, nil
+}

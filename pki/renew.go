@@ -1,0 +1,62 @@
+package pki
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// Renew re-issues the named leaf certificates and kubeconfigs with the
+// CAs of have, keeping the existing keys unless newKeys is set. Nil names
+// means every leaf and kubeconfig whose CA key is present; certificates of
+// an external CA are then left out, while naming one is an error. CAs and
+// the service-account key are never renewed. Restarts says which
+// components must restart afterwards.
+func Renew(cfg *config.ClusterConfiguration, have Set, now time.Time, names []string, newKeys bool) (Set, error) {
+	if err := known(cfg, names); err != nil {
+		return Set{}, err
+	}
+	b := newBatch(cfg, have, now)
+	renew := func(spec CertSpec, kubeconfig *KubeconfigSpec, key []byte) error {
+		if names != nil && !slices.Contains(names, spec.Name) {
+			return nil
+		}
+		ca, err := b.ca(spec.CA)
+		if ca == nil {
+			return err
+		}
+		if names == nil && ca.auth.key == nil {
+			return nil
+		}
+		if newKeys {
+			key = nil
+		}
+		return b.add(ca, job{spec: spec, key: key, kubeconfig: kubeconfig})
+	}
+	var errs []error
+	for _, s := range CertSpecs(cfg) {
+		switch {
+		case s.Usage != UsageCA:
+			errs = append(errs, renew(s, nil, have.Certs[s.Name].Key))
+		case slices.Contains(names, s.Name):
+			errs = append(errs, fmt.Errorf("renew %q: kubeboot does not renew CAs", s.Name))
+		}
+	}
+	if slices.Contains(names, config.KeyServiceAccount) {
+		errs = append(errs, fmt.Errorf("renew %q: the service-account key is not a certificate", config.KeyServiceAccount))
+	}
+	for _, k := range KubeconfigSpecs(cfg) {
+		var key []byte
+		if _, user, err := currentContext(have.Kubeconfigs[k.Name]); err == nil {
+			key = user.ClientKeyData
+		}
+		errs = append(errs, renew(k.Client, &k, key))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Set{}, err
+	}
+	return b.run()
+}

@@ -1,0 +1,155 @@
+package pki
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// Set is a node's PKI material in memory. Read from disk, an empty field is
+// an absent file; returned by Ensure or Renew, it is a file to leave alone.
+type Set struct {
+	// Certs holds certificates and keys by CertSpec.Name, e.g. "etcd/ca".
+	Certs map[string]KeyPair
+	// ServiceAccount holds sa.key and sa.pub.
+	ServiceAccount ServiceAccountKey
+	// Kubeconfigs holds kubeconfig files by file name, e.g. "admin.conf".
+	Kubeconfigs map[string][]byte
+}
+
+// CertNames names what the certs phase owns, for Ensure: every
+// certificate of CertSpecs and the service-account key pair.
+func CertNames(cfg *config.ClusterConfiguration) []string {
+	var names []string
+	for _, s := range CertSpecs(cfg) {
+		names = append(names, s.Name)
+	}
+	return append(names, config.KeyServiceAccount)
+}
+
+// KubeconfigNames names the kubeconfig files of KubeconfigSpecs, for Ensure.
+func KubeconfigNames(cfg *config.ClusterConfiguration) []string {
+	var names []string
+	for _, k := range KubeconfigSpecs(cfg) {
+		names = append(names, k.Name)
+	}
+	return names
+}
+
+// Ensure converges the named parts of have, which holds what exists on
+// the node; nil names means everything of CertNames and KubeconfigNames.
+// It reuses what passes Check or CheckKubeconfig, creates what is missing,
+// and returns only the new material. A CA without its key (external CA) is
+// used to check, never to issue; a user-provided CA with its key is used as
+// it is. If anything existing is wrong, Ensure returns every problem,
+// joined, and creates nothing. Keys are generated concurrently.
+func Ensure(cfg *config.ClusterConfiguration, have Set, now time.Time, names []string) (Set, error) {
+	if names == nil {
+		names = append(CertNames(cfg), KubeconfigNames(cfg)...)
+	}
+	if err := known(cfg, names); err != nil {
+		return Set{}, err
+	}
+	b := newBatch(cfg, have, now)
+	var errs []error
+	specs := CertSpecs(cfg)
+	for _, s := range specs {
+		if s.Usage == UsageCA && slices.Contains(names, s.Name) {
+			errs = append(errs, b.ensureCA(s))
+		}
+	}
+	for _, s := range specs {
+		if s.Usage != UsageCA && slices.Contains(names, s.Name) {
+			errs = append(errs, b.ensureLeaf(s))
+		}
+	}
+	if slices.Contains(names, config.KeyServiceAccount) {
+		errs = append(errs, b.ensureServiceAccount())
+	}
+	for _, k := range KubeconfigSpecs(cfg) {
+		if slices.Contains(names, k.Name) {
+			errs = append(errs, b.ensureKubeconfig(k))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Set{}, err
+	}
+	return b.run()
+}
+
+func (b *batch) ensureCA(spec CertSpec) error {
+	pair := b.have.Certs[spec.Name]
+	switch {
+	case len(pair.Cert) > 0:
+		_, err := b.ca(spec.Name)
+		return err
+	case len(pair.Key) > 0:
+		b.cas[spec.Name] = &caState{spec: spec, broken: true}
+		return &CheckError{File: spec.File(), Problems: []string{"is missing while " + spec.KeyFile() + " exists"}}
+	}
+	b.create(spec)
+	return nil
+}
+
+func (b *batch) ensureLeaf(spec CertSpec) error {
+	ca, err := b.ca(spec.CA)
+	if ca == nil {
+		return err
+	}
+	pair := b.have.Certs[spec.Name]
+	switch {
+	case len(pair.Cert) == 0:
+		// A key without its certificate is kept and certified.
+		return b.add(ca, job{spec: spec, key: pair.Key})
+	case ca.created:
+		return &CheckError{File: spec.File(), Problems: []string{"exists but its CA " + spec.CA + ".crt does not"}}
+	}
+	return Check(spec, pair, ca.auth.pair.Cert, b.now, b.renewBefore)
+}
+
+func (b *batch) ensureKubeconfig(spec KubeconfigSpec) error {
+	ca, err := b.ca(spec.Client.CA)
+	if ca == nil {
+		return err
+	}
+	data := b.have.Kubeconfigs[spec.Name]
+	switch {
+	case len(data) == 0:
+		return b.add(ca, job{spec: spec.Client, kubeconfig: &spec})
+	case ca.created:
+		return &CheckError{File: spec.Name, Problems: []string{"exists but its CA " + spec.Client.CA + ".crt does not"}}
+	}
+	return CheckKubeconfig(spec, data, ca.auth.pair.Cert, b.now, b.renewBefore)
+}
+
+func (b *batch) ensureServiceAccount() error {
+	sa := b.have.ServiceAccount
+	switch {
+	case len(sa.Private) == 0 && len(sa.Public) == 0:
+		b.newServiceAccount = true
+	case len(sa.Private) == 0:
+		return &CheckError{File: saKeyFile, Problems: []string{"is missing while " + saPubFile + " exists"}}
+	case len(sa.Public) == 0:
+		pub, err := ServiceAccountPublicKey(sa.Private)
+		b.out.ServiceAccount.Public = pub
+		return err
+	default:
+		return CheckServiceAccountKey(sa)
+	}
+	return nil
+}
+
+// known returns an error for a name that is neither a certificate, the
+// service-account key nor a kubeconfig of cfg.
+func known(cfg *config.ClusterConfiguration, names []string) error {
+	all := append(CertNames(cfg), KubeconfigNames(cfg)...)
+	for _, n := range names {
+		if !slices.Contains(all, n) {
+			return fmt.Errorf("find %q: not a certificate or kubeconfig of this node; known: %v", n, all)
+		}
+	}
+	return nil
+}

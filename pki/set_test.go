@@ -1,0 +1,225 @@
+package pki
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// written lists the files a Set asks its caller to write.
+func written(s Set) []string {
+	var out []string
+	for name, p := range s.Certs {
+		if p.Cert != nil {
+			out = append(out, name+".crt")
+		}
+		if p.Key != nil {
+			out = append(out, name+".key")
+		}
+	}
+	if s.ServiceAccount.Private != nil {
+		out = append(out, "sa.key")
+	}
+	if s.ServiceAccount.Public != nil {
+		out = append(out, "sa.pub")
+	}
+	for name := range s.Kubeconfigs {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// merge returns have with the files of update applied, as the caller
+// would leave the node after writing them.
+func merge(have, update Set) Set {
+	out := Set{Certs: map[string]KeyPair{}, ServiceAccount: have.ServiceAccount, Kubeconfigs: map[string][]byte{}}
+	maps.Copy(out.Certs, have.Certs)
+	maps.Copy(out.Kubeconfigs, have.Kubeconfigs)
+	for name, p := range update.Certs {
+		old := out.Certs[name]
+		if p.Cert != nil {
+			old.Cert = p.Cert
+		}
+		if p.Key != nil {
+			old.Key = p.Key
+		}
+		out.Certs[name] = old
+	}
+	if update.ServiceAccount.Private != nil {
+		out.ServiceAccount.Private = update.ServiceAccount.Private
+	}
+	if update.ServiceAccount.Public != nil {
+		out.ServiceAccount.Public = update.ServiceAccount.Public
+	}
+	maps.Copy(out.Kubeconfigs, update.Kubeconfigs)
+	return out
+}
+
+// without returns a copy of s lacking the named files.
+func without(s Set, files ...string) Set {
+	out := merge(s, Set{})
+	for _, f := range files {
+		switch {
+		case f == "sa.key":
+			out.ServiceAccount.Private = nil
+		case f == "sa.pub":
+			out.ServiceAccount.Public = nil
+		case strings.HasSuffix(f, ".crt"), strings.HasSuffix(f, ".key"):
+			name := f[:len(f)-4]
+			p := out.Certs[name]
+			if strings.HasSuffix(f, ".crt") {
+				p.Cert = nil
+			} else {
+				p.Key = nil
+			}
+			out.Certs[name] = p
+		default:
+			delete(out.Kubeconfigs, f)
+		}
+	}
+	return out
+}
+
+func TestEnsureConverges(t *testing.T) {
+	cfg := testConfig(t, nil)
+	full := ensureAll(t, cfg)
+	tests := []struct {
+		name    string
+		missing []string
+		names   []string
+		want    []string
+	}{
+		{name: "re-run writes nothing"},
+		{name: "missing leaf", missing: []string{"apiserver.crt", "apiserver.key"}, want: []string{"apiserver.crt", "apiserver.key"}},
+		{name: "key without certificate is kept", missing: []string{"etcd/peer.crt"}, want: []string{"etcd/peer.crt"}},
+		{name: "missing CA and its leaf", missing: []string{"front-proxy-ca.crt", "front-proxy-ca.key", "front-proxy-client.crt", "front-proxy-client.key"},
+			want: []string{"front-proxy-ca.crt", "front-proxy-ca.key", "front-proxy-client.crt", "front-proxy-client.key"}},
+		{name: "lost sa.pub", missing: []string{"sa.pub"}, want: []string{"sa.pub"}},
+		{name: "missing kubeconfig", missing: []string{"admin.conf"}, want: []string{"admin.conf"}},
+		{name: "only the named", missing: []string{"admin.conf", "apiserver.crt", "apiserver.key"}, names: KubeconfigNames(cfg), want: []string{"admin.conf"}},
+		{name: "external CA", missing: []string{"ca.key"}},
+		{name: "external CA, missing sa", missing: []string{"ca.key", "sa.key", "sa.pub"}, want: []string{"sa.key", "sa.pub"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			have := without(full, tt.missing...)
+			got, err := Ensure(cfg, have, time.Now(), tt.names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, written(got)); diff != "" {
+				t.Errorf("written files (-want +got):\n%s", diff)
+			}
+			after := merge(have, got)
+			if tt.names == nil {
+				verifyConverged(t, cfg, after)
+			}
+			if got, want := after.Certs["etcd/peer"].Key, full.Certs["etcd/peer"].Key; string(got) != string(want) {
+				t.Error("etcd/peer.key changed")
+			}
+		})
+	}
+}
+
+// verifyConverged checks that a node's PKI passes every check, whatever
+// CA signed it.
+func verifyConverged(t *testing.T, cfg *config.ClusterConfiguration, s Set) {
+	t.Helper()
+	now, window := time.Now(), cfg.Certificates.RenewBefore.Duration
+	for _, spec := range CertSpecs(cfg) {
+		if err := Check(spec, s.Certs[spec.Name], s.Certs[spec.CA].Cert, now, window); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, k := range KubeconfigSpecs(cfg) {
+		if err := CheckKubeconfig(k, s.Kubeconfigs[k.Name], s.Certs[config.CertCA].Cert, now, window); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := CheckServiceAccountKey(s.ServiceAccount); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestEnsureUsesUserProvidedCA(t *testing.T) {
+	cfg := testConfig(t, nil)
+	caSpec := CertSpecs(cfg)[0]
+	caSpec.CN, caSpec.Org, caSpec.Validity = "acme root", []string{"acme"}, 5*365*24*time.Hour
+	userCA, err := NewCA(caSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Ensure(cfg, Set{Certs: map[string]KeyPair{config.CertCA: userCA}}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Certs[config.CertCA]; ok {
+		t.Error("Ensure replaced the user's CA")
+	}
+	verifyConverged(t, cfg, merge(Set{Certs: map[string]KeyPair{config.CertCA: userCA}}, got))
+}
+
+func TestEnsureRefuses(t *testing.T) {
+	cfg := testConfig(t, nil)
+	full := ensureAll(t, cfg)
+	now := time.Now()
+	moreSANs := testConfig(t, func(c *config.ClusterConfiguration) { c.APIServer.CertSANs = []string{"10.0.0.100", "api.example.com"} })
+	tests := []struct {
+		name      string
+		cfg       *config.ClusterConfiguration
+		have      Set
+		now       time.Time
+		want      []string
+		renewable bool
+	}{
+		{name: "new SANs", cfg: moreSANs, have: without(full, "admin.conf"), now: now, renewable: true,
+			want: []string{"apiserver.crt: lacks DNS SAN api.example.com; lacks IP SAN 10.0.0.100"}},
+		{name: "external CA, missing leaf and kubeconfig", cfg: cfg, have: without(full, "ca.key", "apiserver.crt", "apiserver.key", "admin.conf"), now: now,
+			want: []string{`issue certificate "apiserver": ca.key is absent (external CA)`, `issue certificate "admin.conf": ca.key is absent (external CA)`}},
+		{name: "leaf without its CA", cfg: cfg, have: without(full, "etcd/ca.crt", "etcd/ca.key"), now: now,
+			want: []string{"etcd/server.crt: exists but its CA etcd/ca.crt does not", "etcd/peer.crt: exists but its CA etcd/ca.crt does not",
+				"etcd/healthcheck-client.crt: exists but its CA etcd/ca.crt does not", "apiserver-etcd-client.crt: exists but its CA etcd/ca.crt does not"}},
+		{name: "CA key without certificate", cfg: cfg, have: without(full, "ca.crt"), now: now,
+			want: []string{"ca.crt: is missing while ca.key exists"}},
+		{name: "sa.pub without sa.key", cfg: cfg, have: without(full, "sa.key"), now: now,
+			want: []string{"sa.key: is missing while sa.pub exists"}},
+		{name: "expired CA is reported once", cfg: cfg, have: full, now: now.Add(11 * 365 * 24 * time.Hour),
+			want: []string{"ca.crt: expired on ", "front-proxy-ca.crt: expired on ", "etcd/ca.crt: expired on "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Ensure(tt.cfg, tt.have, tt.now, nil)
+			if err == nil {
+				t.Fatalf("Ensure wrote %v, want an error", written(got))
+			}
+			msgs := strings.Split(err.Error(), "\n")
+			if len(msgs) != len(tt.want) {
+				t.Errorf("got %d errors, want %d:\n%v", len(msgs), len(tt.want), err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			var ce *CheckError
+			if errors.As(err, &ce) && ce.Renewable != tt.renewable {
+				t.Errorf("renewable = %v, want %v", ce.Renewable, tt.renewable)
+			}
+		})
+	}
+}
+
+func TestEnsureUnknownName(t *testing.T) {
+	_, err := Ensure(testConfig(t, nil), Set{}, time.Now(), []string{"apiserver.crt"})
+	if err == nil || !strings.HasPrefix(err.Error(), `find "apiserver.crt": not a certificate or kubeconfig`) {
+		t.Errorf("error = %v", err)
+	}
+}
