@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Builds the pinned etcd, Kubernetes and CRI binaries used by the end-to-end
+# tests and benchmarks, from the Go module proxy:
+#
+#   bash test/tools/build.sh <bin-dir> [--with-v1.35] [--force]
+#
+#   <bin-dir>/etcd etcdctl etcdutl                 etcd        (module ./etcd)
+#   <bin-dir>/kube-apiserver kube-controller-manager kube-scheduler
+#             kubelet kubectl kubeadm              Kubernetes  (module ./kubernetes/v1.36)
+#   <bin-dir>/crictl                               cri-tools   (module ./crictl)
+#   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet
+#                                                  only with --with-v1.35 (module ./kubernetes/v1.35)
+#
+# Versions live only in each module's go.mod; this script reads them from there.
+# Each family of binaries is one `go build` so that shared packages compile
+# once and both cores stay busy. A family whose inputs (go.mod, go.sum,
+# toolchain, flags) are unchanged since its last build is reused, so a second
+# run takes a second or two. --force rebuilds anyway (still using Go's build cache).
+#
+# Adding a family: create its module (a go.mod with `tool` lines, then
+# `go mod tidy`; for a Kubernetes release run kubernetes/mkmod.sh), write a
+# family_<name> function below and list it in `families`.
+set -euo pipefail
+
+usage() {
+	echo "usage: $0 <bin-dir> [--with-v1.35] [--force]" >&2
+	exit 2
+}
+
+tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# --- flag parsing ---------------------------------------------------------
+
+bin_dir=
+force=false
+families=(family_etcd family_kubernetes_v1_36 family_crictl)
+for arg in "$@"; do
+	case $arg in
+	--with-v1.35) families+=(family_kubernetes_v1_35) ;;
+	--force) force=true ;;
+	-h | --help) usage ;;
+	-*) echo "build.sh: unknown flag $arg" >&2; usage ;;
+	*) [[ -z $bin_dir ]] || usage; bin_dir=$arg ;;
+	esac
+done
+[[ -n $bin_dir ]] || usage
+mkdir -p "$bin_dir"
+bin_dir=$(cd "$bin_dir" && pwd)
+
+# --- build environment ----------------------------------------------------
+
+# Static, toolchain-pinned builds that ignore any go.work the developer has.
+export CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local
+# The cri-tools tag is missing from the checksum database. Its hash is in the
+# committed go.sum, so builds do not need this; `go mod tidy` in ./crictl
+# does, and setting it here keeps the two paths alike.
+export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}sigs.k8s.io/cri-tools"
+
+# Flags common to every build. With -trimpath and a build date taken from the
+# release (see k8s_ldflags), the binaries depend neither on the checkout path
+# nor on the day they were built.
+go_build_flags=(-mod=readonly -trimpath -buildvcs=false)
+
+# The scratch directory of the family being built, removed however we exit.
+scratch=
+trap 'if [[ -n $scratch ]]; then rm -rf "$scratch"; fi' EXIT
+
+# Two concurrent runs on one bin-dir would race on the same files.
+exec 9>"$bin_dir/.build.lock"
+if ! flock -n 9; then
+	echo "build.sh: waiting for another build into $bin_dir" >&2
+	flock 9
+fi
+
+# --- helpers ----------------------------------------------------------------
+
+# fmt_duration 754 -> 12m34s
+fmt_duration() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+# module_field <module> <template> reads a field of a required module (with
+# its version as resolved by the current directory's go.mod).
+module_field() { go list -mod=readonly -m -f "$2" "$1"; }
+
+# binary_name <package>: the name `go build -o dir/` gives a main package,
+# the last path element that is not a major-version suffix (server/v3 -> server).
+binary_name() {
+	local base=${1##*/}
+	if [[ $base =~ ^v[0-9]+$ ]]; then
+		base=${1%/*}
+		base=${base##*/}
+	fi
+	echo "$base"
+}
+
+# build_family <family> <module dir> <bin subdir> <versioned module> <ldflags> <name=package>...
+#
+# Builds the given main packages of one tools module with a single `go build`
+# and installs them as <bin-dir>/<bin subdir>/<name>, or reuses them when the
+# recorded fingerprint of the inputs still matches. <versioned module> is the
+# module whose version is printed; <ldflags> is appended to -s -w.
+build_family() {
+	local family=$1 moddir="$tools_dir/$2" subdir=$3 vmod=$4 ldflags="-s -w $5"
+	shift 5
+	local specs=("$@") dest="$bin_dir${subdir:+/$subdir}"
+	local stamp="$bin_dir/.stamps/$family" version
+	version=$(cd "$moddir" && module_field "$vmod" '{{.Version}}')
+
+	# Everything that changes the output. The go.sum is included so that a
+	# re-resolved dependency invalidates the stamp even if go.mod did not move.
+	local fingerprint
+	fingerprint=$(
+		{
+			go env GOVERSION GOOS GOARCH GOAMD64 GOEXPERIMENT GOFLAGS CGO_ENABLED
+			printf '%s\n' "${go_build_flags[@]}" "$ldflags" "$subdir" "${specs[@]}"
+			cat "$moddir/go.mod" "$moddir/go.sum"
+		} | sha256sum | cut -d' ' -f1
+	)
+
+	local spec name all_present=true
+	for spec in "${specs[@]}"; do
+		[[ -x $dest/${spec%%=*} ]] || all_present=false
+	done
+	if ! $force && $all_present && [[ -f $stamp ]] && [[ $(sed -n 1p "$stamp") == "$fingerprint" ]]; then
+		local took
+		took=$(sed -n 2p "$stamp")
+		for spec in "${specs[@]}"; do
+			printf 'reused %-30s %-9s (%s build took %s)\n' "${subdir:+$subdir/}${spec%%=*}" "$version" "$family" "$(fmt_duration "$took")"
+		done
+		return
+	fi
+
+	# Build into a scratch directory on the same filesystem, then rename each
+	# binary into place: a failed or interrupted build never leaves a partial
+	# binary under a name the tests use.
+	mkdir -p "$dest" "$bin_dir/.stamps"
+	rm -f "$stamp"
+	local pkgs=()
+	scratch=$(mktemp -d "$bin_dir/.build-$family.XXXXXX")
+	for spec in "${specs[@]}"; do pkgs+=("${spec#*=}"); done
+
+	echo "building $family $version: ${pkgs[*]}" >&2
+	local start=$SECONDS
+	(cd "$moddir" && go build "${go_build_flags[@]}" -ldflags="$ldflags" -o "$scratch/" "${pkgs[@]}")
+	local took=$((SECONDS - start))
+
+	for spec in "${specs[@]}"; do
+		name=${spec%%=*}
+		mv -f "$scratch/$(binary_name "${spec#*=}")" "$dest/$name"
+		printf 'built  %-30s %-9s (%s build took %s)\n' "${subdir:+$subdir/}$name" "$version" "$family" "$(fmt_duration "$took")"
+	done
+	printf '%s\n%s\n' "$fingerprint" "$took" >"$stamp"
+	rm -rf "$scratch"
+	scratch=
+}
+
+# k8s_ldflags <module dir>: the version stamps Kubernetes' release build sets,
+# in both packages that carry them (component-base for the servers and
+# kubeadm, client-go for kubectl's client version). The build date is the
+# release's publication time, so rebuilding does not change the binaries.
+k8s_ldflags() {
+	local version date
+	version=$(cd "$tools_dir/$1" && module_field k8s.io/kubernetes '{{.Version}}')
+	date=$(cd "$tools_dir/$1" && module_field k8s.io/kubernetes '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}')
+	[[ $version =~ ^v([0-9]+)\.([0-9]+)\. ]] || { echo "build.sh: unexpected Kubernetes version $version" >&2; exit 1; }
+	local major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]} pkg key
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		for key in gitVersion="$version" gitMajor="$major" gitMinor="$minor" gitTreeState=clean buildDate="$date"; do
+			printf -- '-X %s.%s ' "$pkg" "$key"
+		done
+	done
+}
+
+# --- families -----------------------------------------------------------------
+
+family_etcd() {
+	# The etcd server's main package is the root of the server/v3 module. Its
+	# version is a constant; only the git SHA is a link-time variable, and the
+	# module proxy does not tell us the commit, so it is left unset.
+	build_family etcd etcd "" go.etcd.io/etcd/server/v3 "" \
+		etcd=go.etcd.io/etcd/server/v3 \
+		etcdctl=go.etcd.io/etcd/etcdctl/v3 \
+		etcdutl=go.etcd.io/etcd/etcdutl/v3
+}
+
+family_kubernetes_v1_36() {
+	local ldflags
+	ldflags=$(k8s_ldflags kubernetes/v1.36)
+	build_family kubernetes-v1.36 kubernetes/v1.36 "" k8s.io/kubernetes "$ldflags" \
+		kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+		kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+		kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+		kubelet=k8s.io/kubernetes/cmd/kubelet \
+		kubectl=k8s.io/kubernetes/cmd/kubectl \
+		kubeadm=k8s.io/kubernetes/cmd/kubeadm
+}
+
+# The previous minor release, for the upgrade test. Installed under v1.35/ so
+# that it never shadows the current binaries.
+family_kubernetes_v1_35() {
+	local ldflags
+	ldflags=$(k8s_ldflags kubernetes/v1.35)
+	build_family kubernetes-v1.35 kubernetes/v1.35 v1.35 k8s.io/kubernetes "$ldflags" \
+		kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+		kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+		kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+		kubelet=k8s.io/kubernetes/cmd/kubelet
+}
+
+family_crictl() {
+	local version
+	version=$(cd "$tools_dir/crictl" && module_field sigs.k8s.io/cri-tools '{{.Version}}')
+	# cri-tools' own Makefile stamps the version without the leading v.
+	build_family crictl crictl "" sigs.k8s.io/cri-tools "-X sigs.k8s.io/cri-tools/pkg/version.Version=${version#v}" \
+		crictl=sigs.k8s.io/cri-tools/cmd/crictl
+}
+
+# --- main -----------------------------------------------------------------------
+
+start=$SECONDS
+for family in "${families[@]}"; do
+	"$family"
+done
+echo "binaries in $bin_dir ($(fmt_duration $((SECONDS - start))) in total)"
