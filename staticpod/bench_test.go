@@ -5,7 +5,7 @@ import "testing"
 // BenchmarkValidate validates a kubeadm-style kube-apiserver manifest, the
 // largest of the control-plane manifests kubeboot writes.
 func BenchmarkValidate(b *testing.B) {
-	data := readTestdata(b, "kube-apiserver.yaml")
+	data := readAPIServerManifest(b)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {

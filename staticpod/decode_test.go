@@ -44,7 +44,7 @@ func TestValidateDecoding(t *testing.T) {
 		},
 		{
 			name: "realistic kube-apiserver",
-			data: string(readTestdata(t, "kube-apiserver.yaml")),
+			data: string(readAPIServerManifest(t)),
 			want: Result{Accepted: true},
 		},
 		{
@@ -205,7 +205,7 @@ func TestValidateDecoding(t *testing.T) {
 // TestValidateAPIReferenceMessage checks the wording end to end, from a
 // manifest to the error a command prints.
 func TestValidateAPIReferenceMessage(t *testing.T) {
-	data := bytes.Replace(readTestdata(t, "kube-apiserver.yaml"),
+	data := bytes.Replace(readAPIServerManifest(t),
 		[]byte("  - hostPath:\n      path: /usr/share/ca-certificates"),
 		[]byte("  - secret:\n      secretName: apiserver-certs\n    name: certs\n  - hostPath:\n      path: /usr/share/ca-certificates"), 1)
 	res := Validate("kube-apiserver.yaml", data, testNode)

@@ -11,7 +11,7 @@ import (
 )
 
 func TestValidateDir(t *testing.T) {
-	apiserver := readTestdata(t, "kube-apiserver.yaml")
+	apiserver := readAPIServerManifest(t)
 	etcd := []byte(manifest)
 	backup := Finding{Message: "looks like a backup or editor copy, which the kubelet loads like any manifest (it reads every file not starting with a dot): move it out of the directory"}
 	duplicateAPIServer := Finding{Field: "metadata.name", Message: "pod kube-system/kube-apiserver is also defined in kube-apiserver.yaml: the kubelet runs only one of them"}

@@ -7,7 +7,7 @@ import (
 // FuzzValidate feeds arbitrary bytes to the manifest decoder and checks
 // that Validate never panics and always returns a consistent Result.
 func FuzzValidate(f *testing.F) {
-	f.Add(readTestdata(f, "kube-apiserver.yaml"))
+	f.Add(readAPIServerManifest(f))
 	f.Add([]byte(manifest))
 	f.Add([]byte(manifest + "---\n" + manifest))
 	f.Add([]byte("apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: a}\n"))

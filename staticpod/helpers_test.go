@@ -51,10 +51,11 @@ var ephemeralForbidden = Finding{
 	Message: "forbidden: ephemeral containers may not be set when a pod is created, and the kubelet creates static pods",
 }
 
-// readTestdata returns the content of a file under testdata.
-func readTestdata(t testing.TB, name string) []byte {
+// readAPIServerManifest returns testdata/kube-apiserver.yaml, a realistic
+// manifest rendered by kubeboot.
+func readAPIServerManifest(t testing.TB) []byte {
 	t.Helper()
-	data, err := os.ReadFile("testdata/" + name)
+	data, err := os.ReadFile("testdata/kube-apiserver.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
