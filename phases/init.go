@@ -14,7 +14,7 @@ var Init = Runner{Phases: []Phase{
 	ControlPlane,
 	Validate,
 	WriteManifests,
-	{Name: "wait", Short: "Wait until every component is healthy", LiveOnly: true, Run: notYet},
+	Wait,
 	BootstrapAdmin,
 }}
 

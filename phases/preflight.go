@@ -114,32 +114,14 @@ func checkPort(s *State, address string, port int, component string) error {
 	return fmt.Errorf("listen on %s: %w", addr, err)
 }
 
-// checkManifestDir finds files the kubelet would load besides ours, such as
-// a kube-apiserver.yaml.bak: the kubelet runs every non-dot file.
+// checkManifestDir warns about files the kubelet would run besides ours.
 func checkManifestDir(s *State) error {
-	dir := s.Config.Paths.ManifestsDir
-	entries, err := os.ReadDir(s.Files.HostPath(dir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read manifest directory %q: %w", dir, err)
-	}
-	var ours []string
-	for _, name := range config.ComponentNames {
-		ours = append(ours, name+".yaml")
-	}
-	var foreign []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") && !slices.Contains(ours, e.Name()) {
-			foreign = append(foreign, e.Name())
-		}
-	}
-	if len(foreign) == 0 {
-		return nil
+	foreign, err := foreignManifests(s)
+	if err != nil || len(foreign) == 0 {
+		return err
 	}
 	return fmt.Errorf("%s holds files the kubelet will also run as static pods: %s; move them out of the directory unless they are meant to run",
-		dir, strings.Join(foreign, ", "))
+		s.Config.Paths.ManifestsDir, strings.Join(foreign, ", "))
 }
 
 // checkEtcdDataDir accepts an empty data dir, or one that this node's etcd

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/kubeboot/kubeboot/health"
 )
 
 // The event levels.
@@ -31,16 +33,28 @@ type Event struct {
 // Reporter prints progress: `[phase] message` lines for people, or one JSON
 // object per line for programs. It is safe for concurrent use.
 type Reporter struct {
-	out   io.Writer
-	json  bool
-	now   func() time.Time
-	mu    sync.Mutex
-	phase string
+	out  io.Writer
+	json bool
+	// termWidth is the terminal's width when out is one, else 0.
+	termWidth int
+	now       func() time.Time
+	mu        sync.Mutex
+	phase     string
 }
 
 // NewReporter prints to out, as JSON lines when asJSON is set.
 func NewReporter(out io.Writer, asJSON bool) *Reporter {
 	return &Reporter{out: out, json: asJSON, now: time.Now}
+}
+
+// SetTerminal tells the reporter that out is a terminal this many columns
+// wide, so progress can redraw in place.
+func (r *Reporter) SetTerminal(width int) { r.termWidth = width }
+
+// Progress returns a live per-component progress display for the current
+// phase. Nothing else may print until its Stop.
+func (r *Reporter) Progress() *health.Progress {
+	return health.NewProgress(r.out, health.ProgressOptions{Terminal: r.termWidth > 0, Width: r.termWidth, Prefix: "[" + r.phase + "] "})
 }
 
 // JSON says whether the reporter prints JSON lines.

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
@@ -84,6 +85,10 @@ func runWorkflow(ctx context.Context, opts *initOptions, stdout, stderr io.Write
 		progress = stdout
 	}
 	report := phases.NewReporter(progress, asJSON)
+	if f, ok := progress.(*os.File); ok && !asJSON && term.IsTerminal(int(f.Fd())) {
+		width, _, _ := term.GetSize(int(f.Fd()))
+		report.SetTerminal(max(width, 1))
+	}
 	s, err := newState(opts, report, stdout)
 	var ran []string
 	if err == nil {

@@ -1,0 +1,99 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/health"
+)
+
+// Wait probes every component concurrently until all are healthy, or the
+// timeout passes with a diagnostic that names the cause (exit code 4).
+var Wait = Phase{
+	Name:     "wait",
+	Short:    "Wait until every component is healthy",
+	LiveOnly: true,
+	Run:      runWait,
+}
+
+func runWait(ctx context.Context, s *State) error {
+	pods, err := manifestPods(s)
+	if err != nil {
+		return err
+	}
+	probes, err := health.Probes(s.Config, pods, s.Files.HostPath)
+	if err != nil {
+		return err
+	}
+	opts := health.WaitOptions{
+		Timeout:      s.Config.Timeouts.ControlPlane.Duration,
+		ManifestsDir: s.Config.Paths.ManifestsDir,
+	}
+	if opts.ForeignFiles, err = foreignManifests(s); err != nil {
+		return err
+	}
+	if s.Report.JSON() {
+		opts.OnChange = func(c health.Change) {
+			s.Report.Event(Event{Level: LevelInfo, Msg: c.String(), Fields: map[string]any{"health": c}})
+		}
+	} else {
+		progress := s.Report.Progress()
+		defer progress.Stop()
+		opts.OnChange = progress.Update
+	}
+	s.Healthy, err = health.Wait(ctx, probes, opts)
+	return err
+}
+
+// manifestPods decodes the manifests the kubelet runs, so the probes use
+// the addresses, ports and files that are really in effect.
+func manifestPods(s *State) (map[string]*corev1.Pod, error) {
+	pods := map[string]*corev1.Pod{}
+	for _, name := range components(s.Config) {
+		path := s.Config.ManifestPath(name)
+		data, err := s.Files.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s not found: run `kubeboot init phase write-manifests` first", path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read manifest %q: %w", path, err)
+		}
+		pod := &corev1.Pod{}
+		if err := yaml.Unmarshal(data, pod); err != nil {
+			return nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
+		}
+		pods[name] = pod
+	}
+	return pods, nil
+}
+
+// foreignManifests lists the files the kubelet runs besides ours, such as a
+// kube-apiserver.yaml.bak: the kubelet runs every non-dot file, so they are
+// a common hidden cause of a control plane that does not come up.
+func foreignManifests(s *State) ([]string, error) {
+	dir := s.Config.Paths.ManifestsDir
+	entries, err := os.ReadDir(s.Files.HostPath(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read manifest directory %q: %w", dir, err)
+	}
+	var foreign []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, ".") && !slices.Contains(config.ComponentNames, strings.TrimSuffix(name, ".yaml")) {
+			foreign = append(foreign, name)
+		}
+	}
+	return foreign, nil
+}
