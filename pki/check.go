@@ -20,6 +20,7 @@ type CheckError struct {
 	Renewable bool
 }
 
+// Error names the file, then its problems.
 func (e *CheckError) Error() string {
 	return e.File + ": " + strings.Join(e.Problems, "; ")
 }
