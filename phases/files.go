@@ -84,10 +84,14 @@ func (w *AtomicWriter) HostPath(path string) string { return filepath.Join(w.Roo
 func (w *AtomicWriter) ReadFile(path string) ([]byte, error) { return os.ReadFile(w.HostPath(path)) }
 
 // MkdirAll creates the directory and sets its mode, whatever the umask,
-// tightening a looser existing mode.
+// tightening a looser existing mode; missing parents get 0755.
 func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 	host := w.HostPath(path)
-	if err := os.MkdirAll(host, mode); err != nil {
+	// Parents get the usual 0755: only the directory itself is restricted.
+	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+		return fmt.Errorf("create directory %q: %w", filepath.Dir(host), err)
+	}
+	if err := os.Mkdir(host, mode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create directory %q: %w", host, err)
 	}
 	if err := os.Chmod(host, mode); err != nil {

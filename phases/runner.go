@@ -37,6 +37,9 @@ type Options struct {
 	Offline bool
 	// Strict turns preflight warnings into errors.
 	Strict bool
+	// Renew re-issues certificates and kubeconfigs that exist but are wrong
+	// in a way a renewal fixes, such as a missing SAN or near expiry.
+	Renew bool
 	// Diff prints a unified diff of each rendered manifest against the one
 	// in the manifest directory.
 	Diff bool

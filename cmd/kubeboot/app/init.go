@@ -26,6 +26,7 @@ type initOptions struct {
 	strict       bool
 	ignoreErrors []string
 	diff         bool
+	renew        bool
 }
 
 func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -47,6 +48,7 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 	flags.StringVar(&opts.root, "root", "", "write every file under this directory, keeping node paths in the manifests (offline image builds)")
 	flags.BoolVar(&opts.strict, "strict", false, "treat preflight warnings, such as foreign files in the manifest directory, as errors")
 	flags.StringSliceVar(&opts.ignoreErrors, "ignore-preflight-errors", nil, "preflight checks to report as warnings only, e.g. Port-6443,EtcdDataDir, or all")
+	flags.BoolVar(&opts.renew, "renew", false, "re-issue certificates and kubeconfigs that exist but are wrong in a way renewal fixes (missing SAN, near expiry)")
 	cmd.Flags().StringSliceVar(&opts.skipPhases, "skip-phases", nil, "phases to skip: "+strings.Join(phases.Init.Names(), ", "))
 
 	phaseCmd := &cobra.Command{Use: "phase", Short: "Run one phase of init alone"}
@@ -135,6 +137,7 @@ func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*ph
 		Options: phases.Options{
 			DryRun:                opts.dryRun || opts.diff,
 			Diff:                  opts.diff,
+			Renew:                 opts.renew,
 			Offline:               opts.root != "",
 			Strict:                opts.strict,
 			IgnorePreflightErrors: ignore,

@@ -1,0 +1,205 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// Certs converges the certificate authorities, certificates and keys.
+var Certs = Phase{
+	Name:  "certs",
+	Short: "Generate the certificate authorities, certificates and keys",
+	Run: func(_ context.Context, s *State) error {
+		return ensurePKI(s, pki.CertNames(s.Config))
+	},
+}
+
+// Kubeconfig converges the kubeconfig files.
+var Kubeconfig = Phase{
+	Name:  "kubeconfig",
+	Short: "Generate the kubeconfig files",
+	Run: func(_ context.Context, s *State) error {
+		return ensurePKI(s, pki.KubeconfigNames(s.Config))
+	},
+}
+
+// ensurePKI reuses every named file that is correct, creates the missing
+// ones, and fails on wrong ones, naming each difference; with --renew it
+// re-issues the wrong ones that a renewal fixes.
+func ensurePKI(s *State, names []string) error {
+	have, err := ReadPKI(s)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	created, err := pki.Ensure(s.Config, have, now, names)
+	var renewed pki.Set
+	if err != nil && s.Options.Renew {
+		if wrong := renewableNames(err); wrong != nil {
+			if renewed, err = pki.Renew(s.Config, have, now, wrong, false); err == nil {
+				s.Report.Infof("renewed %s", strings.Join(wrong, ", "))
+				created, err = pki.Ensure(s.Config, merge(have, renewed), now, names)
+			}
+		}
+	}
+	if err != nil {
+		if renewableNames(err) != nil {
+			return fmt.Errorf("%w\n(re-run with --renew to replace these, or `kubeboot certs renew`)", err)
+		}
+		return err
+	}
+	return writePKI(s, names, have, merge(have, merge(renewed, created)))
+}
+
+// renewableNames returns the names behind err's check errors when a
+// renewal fixes every one of them, else nil.
+func renewableNames(err error) []string {
+	var names []string
+	for _, e := range leafErrors(err) {
+		var check *pki.CheckError
+		if !errors.As(e, &check) || !check.Renewable {
+			return nil
+		}
+		names = append(names, strings.TrimSuffix(check.File, ".crt"))
+	}
+	return names
+}
+
+// leafErrors flattens errors.Join trees.
+func leafErrors(err error) []error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range joined.Unwrap() {
+			out = append(out, leafErrors(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// merge overlays the non-empty material of top on base.
+func merge(base, top pki.Set) pki.Set {
+	out := pki.Set{Certs: map[string]pki.KeyPair{}, Kubeconfigs: map[string][]byte{}, ServiceAccount: base.ServiceAccount}
+	for _, set := range []pki.Set{base, top} {
+		for name, pair := range set.Certs {
+			cur := out.Certs[name]
+			if len(pair.Cert) > 0 {
+				cur.Cert = pair.Cert
+			}
+			if len(pair.Key) > 0 {
+				cur.Key = pair.Key
+			}
+			out.Certs[name] = cur
+		}
+		for name, data := range set.Kubeconfigs {
+			if len(data) > 0 {
+				out.Kubeconfigs[name] = data
+			}
+		}
+	}
+	if len(top.ServiceAccount.Private) > 0 {
+		out.ServiceAccount.Private = top.ServiceAccount.Private
+	}
+	if len(top.ServiceAccount.Public) > 0 {
+		out.ServiceAccount.Public = top.ServiceAccount.Public
+	}
+	return out
+}
+
+// ReadPKI reads the node's certificates, keys and kubeconfigs; a missing
+// file is an empty field.
+func ReadPKI(s *State) (pki.Set, error) {
+	c := s.Config
+	set := pki.Set{Certs: map[string]pki.KeyPair{}, Kubeconfigs: map[string][]byte{}}
+	var err error
+	read := func(path string) []byte {
+		data, e := s.Files.ReadFile(path)
+		if e != nil && !errors.Is(e, fs.ErrNotExist) && err == nil {
+			err = fmt.Errorf("read %q: %w", path, e)
+		}
+		return data
+	}
+	for _, spec := range pki.CertSpecs(c) {
+		set.Certs[spec.Name] = pki.KeyPair{Cert: read(c.CertPath(spec.Name)), Key: read(c.KeyPath(spec.Name))}
+	}
+	set.ServiceAccount = pki.ServiceAccountKey{
+		Private: read(c.KeyPath(config.KeyServiceAccount)),
+		Public:  read(c.PublicKeyPath(config.KeyServiceAccount)),
+	}
+	for _, name := range pki.KubeconfigNames(c) {
+		set.Kubeconfigs[name] = read(c.KubeconfigPath(name))
+	}
+	return set, err
+}
+
+// pkiFile is one file of a pki.Set with its node path and mode.
+type pkiFile struct {
+	path string
+	data []byte
+	mode fs.FileMode
+}
+
+// pkiFiles lists the non-empty files of set that belong to the named
+// certificates, keys and kubeconfigs.
+func pkiFiles(c *config.ClusterConfiguration, set pki.Set, names []string) []pkiFile {
+	var files []pkiFile
+	add := func(name, path string, data []byte, mode fs.FileMode) {
+		if len(data) > 0 && slices.Contains(names, name) {
+			files = append(files, pkiFile{path, data, mode})
+		}
+	}
+	for _, spec := range pki.CertSpecs(c) {
+		add(spec.Name, c.CertPath(spec.Name), set.Certs[spec.Name].Cert, pki.ModeCert)
+		add(spec.Name, c.KeyPath(spec.Name), set.Certs[spec.Name].Key, pki.ModeKey)
+	}
+	add(config.KeyServiceAccount, c.KeyPath(config.KeyServiceAccount), set.ServiceAccount.Private, pki.ModeKey)
+	add(config.KeyServiceAccount, c.PublicKeyPath(config.KeyServiceAccount), set.ServiceAccount.Public, pki.ModeCert)
+	for _, name := range pki.KubeconfigNames(c) {
+		add(name, c.KubeconfigPath(name), set.Kubeconfigs[name], pki.ModeKubeconfig)
+	}
+	return files
+}
+
+// writePKI makes the disk hold set: new material is written, keys before
+// their certificates so a crash never leaves a certificate without its key;
+// unchanged files are left alone but a looser mode is tightened.
+func writePKI(s *State, names []string, have, set pki.Set) error {
+	dirs := []string{s.Config.Certificates.Dir}
+	if s.Config.Etcd.Local != nil {
+		dirs = append(dirs, filepath.Dir(s.Config.CertPath(config.CertEtcdCA)))
+	}
+	for _, dir := range dirs {
+		if err := s.Files.MkdirAll(dir, pki.ModeDir); err != nil {
+			return err
+		}
+	}
+	old := map[string][]byte{}
+	for _, f := range pkiFiles(s.Config, have, names) {
+		old[f.path] = f.data
+	}
+	files := pkiFiles(s.Config, set, names)
+	for _, certs := range []bool{false, true} {
+		for _, f := range files {
+			if (f.mode == pki.ModeCert) != certs {
+				continue
+			}
+			if err := s.Files.WriteFile(f.path, f.data, f.mode); err != nil {
+				return err
+			}
+			if !bytes.Equal(old[f.path], f.data) {
+				s.Report.Infof("wrote %s", f.path)
+			}
+		}
+	}
+	return nil
+}

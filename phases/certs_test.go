@@ -1,0 +1,179 @@
+package phases
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+func runPKIPhases(s *State) error {
+	_, err := Runner{Phases: []Phase{Certs, Kubeconfig}}.Run(context.Background(), s, nil)
+	return err
+}
+
+// fileState is what a re-run must not change.
+type fileState struct {
+	mtime   time.Time
+	mode    fs.FileMode
+	content string
+}
+
+// snapshot records every file under root.
+func snapshot(t *testing.T, root string) map[string]fileState {
+	t.Helper()
+	files := map[string]fileState{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		files[strings.TrimPrefix(path, root)] = fileState{info.ModTime(), info.Mode(), string(data)}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestPKIPhasesCreateThenReuse(t *testing.T) {
+	root := t.TempDir()
+	s := manifestState(t, root, "v1.36.3")
+	must(t, runPKIPhases(s))
+	c := s.Config
+	modes := map[string]fs.FileMode{
+		c.CertPath(config.CertCA): 0o644, c.KeyPath(config.CertCA): 0o600,
+		c.KeyPath(config.CertEtcdServer): 0o600, c.PublicKeyPath(config.KeyServiceAccount): 0o644,
+		c.KeyPath(config.KeyServiceAccount): 0o600, c.KubeconfigPath(config.KubeconfigAdmin): 0o600,
+		c.Certificates.Dir: 0o700 | fs.ModeDir, filepath.Dir(c.CertPath(config.CertEtcdCA)): 0o700 | fs.ModeDir,
+	}
+	for path, want := range modes {
+		info, err := os.Stat(s.Files.HostPath(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", path, info.Mode(), want)
+		}
+	}
+	// Loosen a key's mode: the re-run must tighten it and rewrite nothing.
+	must(t, os.Chmod(s.Files.HostPath(c.KeyPath(config.CertAPIServer)), 0o644))
+	before := snapshot(t, root)
+	again := manifestState(t, root, "v1.36.3")
+	must(t, runPKIPhases(again))
+	if w := again.Files.Changes().Written; len(w) != 0 {
+		t.Errorf("re-run wrote %v", w)
+	}
+	after := snapshot(t, root)
+	key := c.KeyPath(config.CertAPIServer)
+	if after[key].mode != 0o600 || after[key].content != before[key].content {
+		t.Errorf("loose key mode not tightened, or the key rewritten: %v", after[key].mode)
+	}
+	delete(before, key)
+	delete(after, key)
+	for path, b := range before {
+		if after[path] != b {
+			t.Errorf("re-run changed %s (content or mtime)", path)
+		}
+	}
+}
+
+func TestPKIPhaseWrongSANAndRenew(t *testing.T) {
+	root := t.TempDir()
+	must(t, runPKIPhases(manifestState(t, root, "v1.36.3")))
+	s := manifestState(t, root, "v1.36.3")
+	s.Config.APIServer.CertSANs = []string{"10.0.0.5"}
+	err := runPKIPhases(s)
+	if err == nil || !strings.Contains(err.Error(), "apiserver.crt: lacks IP SAN 10.0.0.5") || !strings.Contains(err.Error(), "--renew") {
+		t.Fatalf("want the exact difference and the --renew hint, got %v", err)
+	}
+	s.Options.Renew = true
+	must(t, runPKIPhases(s))
+	cert := parseCert(t, s, config.CertAPIServer)
+	found := false
+	for _, ip := range cert.IPAddresses {
+		found = found || ip.String() == "10.0.0.5"
+	}
+	if !found {
+		t.Errorf("renewed apiserver.crt lacks 10.0.0.5: %v", cert.IPAddresses)
+	}
+	if w := s.Files.Changes().Written; len(w) != 1 || w[0] != s.Config.CertPath(config.CertAPIServer) {
+		t.Errorf("--renew wrote %v, want only apiserver.crt (same key)", w)
+	}
+}
+
+func TestPKIPhaseExternalCA(t *testing.T) {
+	root := t.TempDir()
+	must(t, runPKIPhases(manifestState(t, root, "v1.36.3")))
+	s := manifestState(t, root, "v1.36.3")
+	must(t, os.Remove(s.Files.HostPath(s.Config.KeyPath(config.CertCA))))
+	must(t, runPKIPhases(s))
+	if w := s.Files.Changes().Written; len(w) != 0 {
+		t.Errorf("external-CA mode wrote %v", w)
+	}
+	// A leaf that needs the missing CA key cannot be created.
+	must(t, os.Remove(s.Files.HostPath(s.Config.CertPath(config.CertAPIServer))))
+	s = manifestState(t, root, "v1.36.3")
+	if err := runPKIPhases(s); err == nil || !strings.Contains(err.Error(), "ca.key") {
+		t.Errorf("want an error naming the missing CA key, got %v", err)
+	}
+}
+
+func TestPKIPhaseUsesProvidedCA(t *testing.T) {
+	root := t.TempDir()
+	s := manifestState(t, root, "v1.36.3")
+	spec := pki.CertSpecs(s.Config)[0]
+	spec.CN = "my-own-ca"
+	ca, err := pki.NewCA(spec)
+	must(t, err)
+	must(t, s.Files.MkdirAll(s.Config.Certificates.Dir, 0o700))
+	must(t, s.Files.WriteFile(s.Config.CertPath(config.CertCA), ca.Cert, 0o644))
+	must(t, s.Files.WriteFile(s.Config.KeyPath(config.CertCA), ca.Key, 0o600))
+	must(t, runPKIPhases(manifestState(t, root, "v1.36.3")))
+	if got := parseCert(t, s, config.CertCA).Subject.CommonName; got != "my-own-ca" {
+		t.Errorf("the provided CA was replaced by %q", got)
+	}
+	if got := parseCert(t, s, config.CertAPIServer).Issuer.CommonName; got != "my-own-ca" {
+		t.Errorf("apiserver.crt issued by %q, want the provided CA", got)
+	}
+}
+
+func TestPKIPhaseExpiringCertNeedsRenew(t *testing.T) {
+	root := t.TempDir()
+	s := manifestState(t, root, "v1.36.3")
+	s.Config.Certificates.LeafValidity.Duration = 20 * 24 * time.Hour // inside the 30-day renewal window
+	s.Config.Certificates.RenewBefore.Duration = 0
+	must(t, runPKIPhases(s))
+	again := manifestState(t, root, "v1.36.3")
+	if err := runPKIPhases(again); err == nil || !strings.Contains(err.Error(), "renewal window") {
+		t.Fatalf("want an expiring-certificate error, got %v", err)
+	}
+	again.Options.Renew = true
+	must(t, runPKIPhases(again))
+	if left := time.Until(parseCert(t, again, config.CertAPIServer).NotAfter); left < 300*24*time.Hour {
+		t.Errorf("renewed certificate expires in %v, want about a year", left)
+	}
+}
+
+func parseCert(t *testing.T, s *State, name string) *x509.Certificate {
+	t.Helper()
+	data, err := s.Files.ReadFile(s.Config.CertPath(name))
+	must(t, err)
+	block, _ := pem.Decode(data)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	must(t, err)
+	return cert
+}

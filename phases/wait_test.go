@@ -1,0 +1,42 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/health"
+)
+
+func TestWaitTimesOutWithDiagnostic(t *testing.T) {
+	root := t.TempDir()
+	s := manifestState(t, root, "v1.36.3")
+	s.Config.Node.AdvertiseAddress = "127.0.0.1"
+	s.Config.APIServer.BindPort = int32(freePort(t))
+	s.Config.Timeouts.ControlPlane.Duration = 300 * time.Millisecond
+	must(t, runPKIPhases(s))
+	must(t, renderAndWrite(s))
+	writeHostFile(t, s, s.Config.Paths.ManifestsDir+"/kube-apiserver.yaml.bak", "")
+
+	err := Wait.Run(context.Background(), s)
+	var notHealthy *health.NotHealthyError
+	if !errors.As(err, &notHealthy) || notHealthy.ExitCode() != 4 {
+		t.Fatalf("want a NotHealthyError with exit code 4, got %v", err)
+	}
+	for _, want := range append(config.ComponentNames, "kube-apiserver.yaml.bak", "kubeboot validate") {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("diagnostic lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestWaitNeedsManifests(t *testing.T) {
+	s := manifestState(t, t.TempDir(), "v1.36.3")
+	err := Wait.Run(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "run `kubeboot init phase write-manifests` first") {
+		t.Errorf("want a hint to write the manifests first, got %v", err)
+	}
+}
