@@ -203,3 +203,33 @@ func writePKI(s *State, names []string, have, set pki.Set) error {
 	}
 	return nil
 }
+
+// RenewCerts re-issues the named certificates and kubeconfigs (nil: every
+// one whose CA key is here) with the existing CAs, and returns the
+// components that must restart to load them.
+func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
+	have, err := ReadPKI(s)
+	if err != nil {
+		return nil, err
+	}
+	renewed, err := pki.Renew(s.Config, have, time.Now(), names, newKeys)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	for name, pair := range renewed.Certs {
+		if len(pair.Cert) > 0 {
+			done = append(done, name)
+		}
+	}
+	for name, data := range renewed.Kubeconfigs {
+		if len(data) > 0 {
+			done = append(done, name)
+		}
+	}
+	slices.Sort(done)
+	if err := writePKI(s, done, have, merge(have, renewed)); err != nil {
+		return nil, err
+	}
+	return pki.Restarts(s.Config, done), nil
+}

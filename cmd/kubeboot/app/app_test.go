@@ -207,3 +207,39 @@ func TestInitPhaseDiffWritesNothing(t *testing.T) {
 		t.Error("--diff rewrote the manifest")
 	}
 }
+
+func TestCertsCommands(t *testing.T) {
+	root := t.TempDir()
+	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "etcd,control-plane,validate,write-manifests"); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	code, stdout, stderr := runCLI(t, "certs", "check-expiration", "--root", root, "-o", "json")
+	var rows []expirationRow
+	if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil {
+		t.Fatalf("code %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if len(rows) != 17 || rows[len(rows)-1].Name != "scheduler.conf" {
+		t.Fatalf("want 12 certificates and 5 kubeconfigs, got %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Missing || r.External || r.Residual == "expired" {
+			t.Errorf("unexpected row %+v", r)
+		}
+	}
+	apiserver := filepath.Join(root, "/etc/kubernetes/pki/apiserver.crt")
+	before, _ := os.ReadFile(apiserver)
+	key := filepath.Join(root, "/etc/kubernetes/pki/apiserver.key")
+	keyBefore, _ := os.ReadFile(key)
+	code, _, stderr = runCLI(t, "certs", "renew", "apiserver", "--root", root)
+	if code != 0 || !strings.Contains(stderr, "restart to load the new certificates: kube-apiserver\n") {
+		t.Fatalf("code %d, stderr %q", code, stderr)
+	}
+	after, _ := os.ReadFile(apiserver)
+	keyAfter, _ := os.ReadFile(key)
+	if string(before) == string(after) || string(keyBefore) != string(keyAfter) {
+		t.Error("renew must re-issue apiserver.crt and keep its key")
+	}
+	if code, _, stderr = runCLI(t, "certs", "renew", "ca", "--root", root); code != 1 || !strings.Contains(stderr, "does not renew CAs") {
+		t.Errorf("renewing a CA: code %d, stderr %q", code, stderr)
+	}
+}

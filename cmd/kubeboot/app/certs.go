@@ -1,0 +1,123 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
+	opts := &initOptions{output: "text"}
+	cmd := &cobra.Command{Use: "certs", Short: "Inspect and renew the node's certificates"}
+	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file")
+	cmd.PersistentFlags().StringVar(&opts.root, "root", "", "read and write the files under this directory")
+
+	check := &cobra.Command{
+		Use:   "check-expiration",
+		Short: "List every certificate, including those embedded in kubeconfigs, with its residual time",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			s, err := newState(opts, phases.NewReporter(stderr, false), stdout)
+			if err != nil {
+				return err
+			}
+			have, err := phases.ReadPKI(s)
+			if err != nil {
+				return err
+			}
+			return printExpirations(stdout, pki.Expirations(s.Config, have, time.Now()), opts.output == "json")
+		},
+	}
+	addOutputFlag(check, &opts.output)
+
+	var newKeys bool
+	renew := &cobra.Command{
+		Use:   "renew all|NAME...",
+		Short: "Re-issue certificates and kubeconfigs with the existing CAs, and say which components must restart",
+		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			return runWorkflow(cmd.Context(), opts, stdout, stderr, func(_ context.Context, s *phases.State) ([]string, error) {
+				s.Report.SetPhase("certs renew")
+				if len(names) == 1 && names[0] == "all" {
+					names = nil
+				}
+				restart, err := phases.RenewCerts(s, names, newKeys)
+				if err != nil {
+					return nil, err
+				}
+				if len(restart) > 0 {
+					s.Report.Infof("restart to load the new certificates: %s", strings.Join(restart, ", "))
+				}
+				return nil, nil
+			})
+		},
+	}
+	renew.Flags().BoolVar(&newKeys, "new-keys", false, "generate new private keys too")
+	renew.Flags().VarP(&opts.output, "output", "o", "output format: text or json")
+	cmd.AddCommand(check, renew)
+	return cmd
+}
+
+// expirationRow is one line of check-expiration, as printed with -o json.
+type expirationRow struct {
+	Name     string    `json:"name"`
+	NotAfter time.Time `json:"notAfter,omitzero"`
+	Residual string    `json:"residual"`
+	CA       string    `json:"ca"`
+	External bool      `json:"externallyManaged"`
+	Missing  bool      `json:"missing,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+func printExpirations(w io.Writer, list []pki.Expiration, asJSON bool) error {
+	rows := make([]expirationRow, len(list))
+	for i, e := range list {
+		rows[i] = expirationRow{Name: e.Name, NotAfter: e.NotAfter, Residual: residual(e), CA: e.CA, External: e.External, Missing: e.Missing}
+		if e.Err != nil {
+			rows[i].Error = e.Err.Error()
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "CERTIFICATE\tEXPIRES\tRESIDUAL TIME\tCA\tEXTERNALLY MANAGED")
+	for _, r := range rows {
+		expires := r.NotAfter.UTC().Format("Jan 02, 2006 15:04 UTC")
+		if r.NotAfter.IsZero() {
+			expires = "-"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", r.Name, expires, r.Residual, orDash(r.CA), r.External)
+	}
+	return tw.Flush()
+}
+
+func residual(e pki.Expiration) string {
+	switch {
+	case e.Err != nil:
+		return "unreadable: " + e.Err.Error()
+	case e.Missing:
+		return "missing"
+	case e.Residual < 0:
+		return "expired"
+	case e.Residual >= 365*24*time.Hour:
+		return fmt.Sprintf("%dy", int(e.Residual.Hours()/24/365))
+	}
+	return fmt.Sprintf("%dd", int(e.Residual.Hours()/24))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
