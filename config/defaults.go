@@ -42,6 +42,8 @@ const (
 	DefaultLeafValidity      = 365 * 24 * time.Hour
 	DefaultRenewBefore       = 30 * 24 * time.Hour
 	DefaultControlPlaneWait  = 4 * time.Minute
+	DefaultKubeletConfigFile = "/var/lib/kubelet/config.yaml"
+	DefaultCRIEndpoint       = "unix:///run/containerd/containerd.sock"
 )
 
 // Host is what defaulting needs to know about the machine.
@@ -103,6 +105,8 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setString(&c.Paths.KubeconfigDir, DefaultKubeconfigDir)
 	setString(&c.ImageRepository, DefaultImageRepository)
 	setDuration(&c.Timeouts.ControlPlane, DefaultControlPlaneWait)
+	setString(&c.Kubelet.ConfigFile, DefaultKubeletConfigFile)
+	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)
 }
 
 func setString(field *string, value string) {

@@ -47,8 +47,21 @@ type ClusterConfiguration struct {
 	ImageRepository string `json:"imageRepository,omitempty"`
 	// PatchesDir holds patches applied to the rendered manifests; empty means none.
 	PatchesDir string `json:"patchesDir,omitempty"`
+	// Kubelet configures the node's kubelet, which runs the static pods.
+	Kubelet Kubelet `json:"kubelet"`
 	// Timeouts bound the waiting steps.
 	Timeouts Timeouts `json:"timeouts"`
+}
+
+// Kubelet is what the kubelet-config phase writes for the node's kubelet.
+type Kubelet struct {
+	// ConfigFile is the KubeletConfiguration file the kubelet reads (--config).
+	ConfigFile string `json:"configFile,omitempty"`
+	// ContainerRuntimeEndpoint is the CRI socket of the container runtime.
+	ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint,omitempty"`
+	// ExtraConfig holds KubeletConfiguration fields that override the
+	// generated ones, such as {failSwapOn: false}.
+	ExtraConfig map[string]any `json:"extraConfig,omitempty"`
 }
 
 // Node is the identity of the node kubeboot runs on.

@@ -47,6 +47,10 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	if c.PatchesDir != "" {
 		errs = append(errs, absolutePath(field.NewPath("patchesDir"), c.PatchesDir)...)
 	}
+	errs = append(errs, absolutePath(field.NewPath("kubelet", "configFile"), c.Kubelet.ConfigFile)...)
+	if u, err := url.Parse(c.Kubelet.ContainerRuntimeEndpoint); err != nil || u.Scheme != "unix" || !filepath.IsAbs(u.Path) {
+		errs = append(errs, field.Invalid(field.NewPath("kubelet", "containerRuntimeEndpoint"), c.Kubelet.ContainerRuntimeEndpoint, "want a unix socket URL like "+DefaultCRIEndpoint))
+	}
 	if c.Timeouts.ControlPlane.Duration <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.String(), "must be positive, like 4m"))
 	}

@@ -5,6 +5,7 @@ var Init = Runner{Phases: []Phase{
 	Preflight,
 	Certs,
 	Kubeconfig,
+	KubeletConfig,
 	Etcd,
 	ControlPlane,
 	Validate,

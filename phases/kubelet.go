@@ -1,0 +1,105 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// KubeletConfig writes the KubeletConfiguration that points the node's
+// kubelet at the manifest directory, as kubeadm's kubelet-start does. The
+// kubelet runs with --config <kubelet.configFile> --kubeconfig <kubelet.conf>.
+var KubeletConfig = Phase{
+	Name:  "kubelet-config",
+	Short: "Write the kubelet's configuration, pointing it at the manifest directory",
+	Run: func(_ context.Context, s *State) error {
+		data, err := kubeletConfiguration(s.Config)
+		if err != nil {
+			return err
+		}
+		return s.Files.WriteFile(s.Config.Kubelet.ConfigFile, data, 0o600)
+	},
+}
+
+// kubeletConfig holds the KubeletConfiguration (kubelet.config.k8s.io/v1beta1)
+// fields kubeboot sets. The kubelet's own Go types would pull in most of
+// component-base for a dozen fields.
+type kubeletConfig struct {
+	APIVersion               string            `json:"apiVersion"`
+	Kind                     string            `json:"kind"`
+	StaticPodPath            string            `json:"staticPodPath"`
+	ContainerRuntimeEndpoint string            `json:"containerRuntimeEndpoint"`
+	Authentication           kubeletAuthn      `json:"authentication"`
+	Authorization            map[string]string `json:"authorization"`
+	ClusterDNS               []string          `json:"clusterDNS"`
+	ClusterDomain            string            `json:"clusterDomain"`
+	HealthzBindAddress       string            `json:"healthzBindAddress"`
+	HealthzPort              int               `json:"healthzPort"`
+	ReadOnlyPort             int               `json:"readOnlyPort"`
+	RotateCertificates       bool              `json:"rotateCertificates"`
+}
+
+type kubeletAuthn struct {
+	X509      map[string]string `json:"x509"`
+	Webhook   map[string]bool   `json:"webhook"`
+	Anonymous map[string]bool   `json:"anonymous"`
+}
+
+// kubeletConfiguration renders the file: kubeboot's settings, then
+// kubelet.extraConfig applied as a JSON merge patch.
+func kubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
+	kc := kubeletConfig{
+		APIVersion:               "kubelet.config.k8s.io/v1beta1",
+		Kind:                     "KubeletConfiguration",
+		StaticPodPath:            c.Paths.ManifestsDir,
+		ContainerRuntimeEndpoint: c.Kubelet.ContainerRuntimeEndpoint,
+		Authentication: kubeletAuthn{
+			X509:      map[string]string{"clientCAFile": c.CertPath(config.CertCA)},
+			Webhook:   map[string]bool{"enabled": true},
+			Anonymous: map[string]bool{"enabled": false},
+		},
+		Authorization:      map[string]string{"mode": "Webhook"},
+		ClusterDNS:         []string{clusterDNSIP(c)},
+		ClusterDomain:      c.Networking.DNSDomain,
+		HealthzBindAddress: "127.0.0.1",
+		HealthzPort:        10248,
+		RotateCertificates: true,
+	}
+	data, err := json.Marshal(kc)
+	if err != nil {
+		return nil, fmt.Errorf("encode kubelet configuration: %w", err)
+	}
+	if len(c.Kubelet.ExtraConfig) > 0 {
+		patch, err := json.Marshal(c.Kubelet.ExtraConfig)
+		if err != nil {
+			return nil, fmt.Errorf("encode kubelet.extraConfig: %w", err)
+		}
+		if data, err = jsonpatch.MergePatch(data, patch); err != nil {
+			return nil, fmt.Errorf("apply kubelet.extraConfig: %w", err)
+		}
+	}
+	return yaml.JSONToYAML(data)
+}
+
+// clusterDNSIP is the tenth address of the first service range, where
+// cluster DNS conventionally lives.
+func clusterDNSIP(c *config.ClusterConfiguration) string {
+	subnets := c.ServiceSubnets()
+	if len(subnets) == 0 {
+		return ""
+	}
+	n := subnets[0]
+	ip := new(big.Int).SetBytes(n.IP)
+	ip.Add(ip, big.NewInt(10))
+	raw := ip.Bytes()
+	out := make(net.IP, len(n.IP))
+	copy(out[len(out)-len(raw):], raw)
+	return out.String()
+}

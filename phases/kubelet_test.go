@@ -1,0 +1,45 @@
+package phases
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+func TestKubeletConfiguration(t *testing.T) {
+	c := config.New()
+	c.Networking.ServiceSubnet = "fd00:10:96::/112,10.96.0.0/16"
+	c.Kubelet.ExtraConfig = map[string]any{"failSwapOn": false, "authentication": map[string]any{"anonymous": map[string]any{"enabled": true}}, "healthzPort": nil}
+	config.SetDefaults(c, config.Host{Name: "node1", Address: "fd00::10"})
+	data, err := kubeletConfiguration(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := yaml.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+		"staticPodPath":            "/etc/kubernetes/manifests",
+		"containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
+		"authentication": map[string]any{
+			"x509":      map[string]any{"clientCAFile": "/etc/kubernetes/pki/ca.crt"},
+			"webhook":   map[string]any{"enabled": true},
+			"anonymous": map[string]any{"enabled": true}, // overridden by extraConfig
+		},
+		"authorization":      map[string]any{"mode": "Webhook"},
+		"clusterDNS":         []any{"fd00:10:96::a"},
+		"clusterDomain":      "cluster.local",
+		"healthzBindAddress": "127.0.0.1",
+		"readOnlyPort":       float64(0),
+		"rotateCertificates": true,
+		"failSwapOn":         false, // added by extraConfig; healthzPort removed by its null
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("KubeletConfiguration (-want +got):\n%s", diff)
+	}
+}
