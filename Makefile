@@ -4,12 +4,14 @@ GO ?= go
 CACHE := $(CURDIR)/.cache
 BIN := $(CURDIR)/bin
 TOOLS_BIN := $(CACHE)/bin
+# The real etcd and Kubernetes binaries, built by test/tools/build.sh.
+K8S_BIN := $(CURDIR)/test/tools/bin
 GOLANGCI_LINT_VERSION := v2.15.0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/kubeboot/kubeboot/cmd/kubeboot/app.version=$(VERSION)
 FUZZTIME ?= 10m
 
-.PHONY: build test unit e2e lint golden bench fuzz binaries lab clean
+.PHONY: build test unit e2e lint golden bench fuzz binaries lab lab-down clean
 
 ## build: compile kubeboot into bin/kubeboot
 build:
@@ -22,9 +24,13 @@ test: lint unit e2e
 unit:
 	$(GO) test -count=1 ./...
 
-## e2e: the end-to-end suite against real binaries (build tag e2e)
-e2e:
-	$(GO) test -count=1 -tags e2e ./test/e2e/...
+## e2e: the end-to-end suite against the real binaries and kubelet (build tag e2e)
+e2e: binaries
+	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -timeout 60m -tags e2e -v ./test/e2e/...
+
+## binaries: build (or reuse) the pinned etcd, Kubernetes and crictl binaries
+binaries:
+	bash test/tools/build.sh $(K8S_BIN)
 
 ## lint: gofmt, go vet and golangci-lint with .golangci.yml
 lint: $(TOOLS_BIN)/golangci-lint
@@ -43,14 +49,22 @@ golden:
 ## fuzz: run each fuzz target for FUZZTIME (default 10m)
 fuzz:
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
+	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./staticpod
 
 ## bench: micro-benchmarks (benchstat-friendly output)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee $(CACHE)/bench.txt
 
-## lab: bring up a real local control plane (not available yet: see README)
-lab:
-	@echo "make lab needs the lab runtime and the e2e binaries (issue 6), which have not landed yet." >&2; exit 1
+## lab: bring up a real control plane under the real kubelet from examples/lab.yaml
+lab: build binaries
+	$(BIN)/kubeboot lab up --config examples/lab.yaml --bin-dir $(K8S_BIN)
+	@echo
+	@echo "Use it:   export KUBECONFIG=/tmp/kubeboot-lab/admin.conf; $(K8S_BIN)/kubectl get pods -n kube-system"
+	@echo "Stop it:  $(BIN)/kubeboot lab down --config examples/lab.yaml --bin-dir $(K8S_BIN)"
+
+## lab-down: stop the lab and every process it started
+lab-down: build
+	$(BIN)/kubeboot lab down --config examples/lab.yaml --bin-dir $(K8S_BIN)
 
 clean:
 	rm -rf $(BIN) $(CACHE)

@@ -1,0 +1,298 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// labOptions are the flags of `kubeboot lab`.
+type labOptions struct {
+	initOptions
+	binDir string
+}
+
+func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
+	opts := &labOptions{initOptions: initOptions{output: "text"}}
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Run a real control plane on this machine under the real kubelet, without a container runtime",
+		Long: "lab runs kubeboot's process-backed CRI runtime and the real kubelet, which then runs the static pods\n" +
+			"as plain processes. Every path comes from the config (see examples/lab.yaml); the lab's own files\n" +
+			"(pid files, logs, the kubelet's root dir) live in <kubeconfigDir>/lab. The config's kubelet.extraConfig\n" +
+			"must let the kubelet start on such a machine: failSwapOn: false, failCgroupV1: false,\n" +
+			"cgroupsPerQOS: false, enforceNodeAllocatable: [].",
+	}
+	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file with every path under one lab directory")
+	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", envOr("KUBEBOOT_BIN_DIR", "test/tools/bin"), "directory of the kubelet, etcd and Kubernetes binaries ($KUBEBOOT_BIN_DIR)")
+
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start the CRI runtime and the kubelet, then run kubeboot init",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.configPath == "" {
+				return &phases.UsageError{Msg: "lab up needs --config: a config with every path under one lab directory, like examples/lab.yaml"}
+			}
+			configPath, err := filepath.Abs(opts.configPath)
+			if err != nil {
+				return err
+			}
+			return runWorkflow(cmd.Context(), &opts.initOptions, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
+				return labUp(ctx, s, configPath, opts.binDir)
+			})
+		},
+	}
+	up.Flags().VarP(&opts.output, "output", "o", "output format: text or json")
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the kubelet, every container and the CRI runtime",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(opts.configPath, config.DetectHost())
+			if err != nil {
+				return err
+			}
+			return labDown(cmd.Context(), cfg, opts.binDir, phases.NewReporter(stderr, false))
+		},
+	}
+	runtime := &cobra.Command{
+		Use:    "runtime",
+		Short:  "Serve the process-backed CRI runtime (started by lab up)",
+		Hidden: true,
+		Args:   usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(opts.configPath, config.DetectHost())
+			if err != nil {
+				return err
+			}
+			return serveRuntime(cmd.Context(), cfg, opts.binDir, stderr)
+		},
+	}
+	cmd.AddCommand(up, down, runtime)
+	return cmd
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// labDir holds the lab's pid files, logs and the kubelet's root dir.
+func labDir(cfg *config.ClusterConfiguration) string {
+	return filepath.Join(cfg.Paths.KubeconfigDir, "lab")
+}
+
+func socketPath(cfg *config.ClusterConfiguration) string {
+	return strings.TrimPrefix(cfg.Kubelet.ContainerRuntimeEndpoint, "unix://")
+}
+
+// labUp starts the runtime, writes what the kubelet needs, starts the
+// kubelet, and runs every init phase; the wait phase then sees the kubelet
+// bring the control plane up.
+func labUp(ctx context.Context, s *phases.State, configPath, binDir string) ([]string, error) {
+	cfg := s.Config
+	binDir, err := filepath.Abs(binDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(labDir(cfg), 0o700); err != nil {
+		return nil, fmt.Errorf("create lab dir: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the kubeboot binary: %w", err)
+	}
+	s.Report.SetPhase("lab")
+	if err := startDaemon(cfg, "runtime", self, "lab", "runtime", "--config", configPath, "--bin-dir", binDir); err != nil {
+		return nil, err
+	}
+	if err := waitForSocket(ctx, socketPath(cfg), 10*time.Second); err != nil {
+		return nil, fmt.Errorf("CRI runtime did not start (see %s): %w", logPath(cfg, "runtime"), err)
+	}
+	s.Report.Infof("CRI runtime serving on %s", socketPath(cfg))
+	prep := phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}}
+	if _, err := prep.Run(ctx, s, nil); err != nil {
+		return nil, err
+	}
+	s.Report.SetPhase("lab")
+	root := filepath.Join(labDir(cfg), "kubelet")
+	err = startDaemon(cfg, "kubelet", filepath.Join(binDir, "kubelet"),
+		"--config="+cfg.Kubelet.ConfigFile,
+		"--kubeconfig="+cfg.KubeconfigPath(config.KubeconfigKubelet),
+		"--hostname-override="+cfg.Node.Name,
+		"--node-ip="+cfg.Node.AdvertiseAddress,
+		"--root-dir="+root,
+		"--cert-dir="+filepath.Join(root, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	s.Report.Infof("kubelet started (log: %s)", logPath(cfg, "kubelet"))
+	ran, err := phases.Init.Run(ctx, s, nil)
+	if err != nil {
+		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, logPath(cfg, "kubelet"), logPath(cfg, "runtime"))
+	}
+	s.Report.SetPhase("lab")
+	s.Report.Infof("control plane is up: kubectl --kubeconfig %s get pods -n kube-system", cfg.KubeconfigPath(config.KubeconfigAdmin))
+	return ran, nil
+}
+
+func pidPath(cfg *config.ClusterConfiguration, name string) string {
+	return filepath.Join(labDir(cfg), name+".pid")
+}
+
+func logPath(cfg *config.ClusterConfiguration, name string) string {
+	return filepath.Join(labDir(cfg), name+".log")
+}
+
+// startDaemon starts a background process in its own session, logging to
+// <lab>/<name>.log, unless the one in <lab>/<name>.pid still runs.
+func startDaemon(cfg *config.ClusterConfiguration, name, binary string, args ...string) error {
+	if pid, ok := runningPid(pidPath(cfg, name)); ok {
+		return fmt.Errorf("%s already runs as pid %d: run `kubeboot lab down` first", name, pid)
+	}
+	logFile, err := os.OpenFile(logPath(cfg, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s log: %w", name, err)
+	}
+	defer func() { _ = logFile.Close() }()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	if err := os.WriteFile(pidPath(cfg, name), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record %s pid: %w", name, err)
+	}
+	return cmd.Process.Release()
+}
+
+// runningPid reads a pid file and says whether that process still runs.
+func runningPid(path string) (int, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	return pid, syscall.Kill(pid, 0) == nil && !isZombie(pid)
+}
+
+func isZombie(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true
+	}
+	_, after, _ := strings.Cut(string(stat), ") ")
+	return strings.HasPrefix(after, "Z")
+}
+
+func waitForSocket(ctx context.Context, path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		conn, err := net.Dial("unix", path)
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// labDown stops the kubelet first, so it does not restart the pods, then
+// the runtime daemon, then every container through a runtime on the same
+// state, and finally undoes the kubelet's bind mount of its root dir.
+func labDown(ctx context.Context, cfg *config.ClusterConfiguration, binDir string, report *phases.Reporter) error {
+	report.SetPhase("lab")
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var errs []error
+	for _, name := range []string{"kubelet", "runtime"} {
+		if err := stopDaemon(pidPath(cfg, name), 30*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", name, err))
+			continue
+		}
+		report.Infof("stopped %s", name)
+	}
+	rt, err := lab.NewRuntime(lab.Options{BinDir: binDir, StateDir: runtimeStateDir(cfg)})
+	if err == nil {
+		err = rt.StopAll(ctx)
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("stop containers: %w", err))
+	} else {
+		report.Infof("stopped every container")
+	}
+	root := filepath.Join(labDir(cfg), "kubelet")
+	if err := syscall.Unmount(root, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+		errs = append(errs, fmt.Errorf("unmount %s: %w", root, err))
+	}
+	return errors.Join(errs...)
+}
+
+func runtimeStateDir(cfg *config.ClusterConfiguration) string {
+	return filepath.Join(labDir(cfg), "runtime")
+}
+
+// stopDaemon sends SIGTERM to the pid file's process group, then SIGKILL
+// after the timeout, and removes the pid file.
+func stopDaemon(pidFile string, timeout time.Duration) error {
+	pid, running := runningPid(pidFile)
+	if running {
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		deadline := time.Now().Add(timeout)
+		for running && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			_, running = runningPid(pidFile)
+		}
+		if running {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+	if err := os.Remove(pidFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// serveRuntime is the runtime daemon: it serves until SIGTERM.
+func serveRuntime(ctx context.Context, cfg *config.ClusterConfiguration, binDir string, logs io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rt, err := lab.NewRuntime(lab.Options{BinDir: binDir, StateDir: runtimeStateDir(cfg), HostIP: cfg.Node.AdvertiseAddress, Logger: logs})
+	if err != nil {
+		return err
+	}
+	return rt.Serve(ctx, socketPath(cfg))
+}
