@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -26,7 +27,7 @@ var Wait = Phase{
 }
 
 func runWait(ctx context.Context, s *State) error {
-	pods, err := manifestPods(s)
+	pods, missing, err := manifestPods(s)
 	if err != nil {
 		return err
 	}
@@ -51,29 +52,39 @@ func runWait(ctx context.Context, s *State) error {
 		opts.OnChange = progress.Update
 	}
 	s.Healthy, err = health.Wait(ctx, probes, opts)
+	if err != nil && len(missing) > 0 {
+		return fmt.Errorf("%w\nalso: %s missing from %s, so the kubelet does not run it: restore it with `kubeboot init phase write-manifests`",
+			err, strings.Join(missing, ", "), s.Config.Paths.ManifestsDir)
+	}
 	return err
 }
 
 // manifestPods decodes the manifests the kubelet runs, so the probes use
-// the addresses, ports and files that are really in effect.
-func manifestPods(s *State) (map[string]*corev1.Pod, error) {
-	pods := map[string]*corev1.Pod{}
+// the addresses, ports and files that are really in effect. A manifest
+// missing from the manifest directory is probed as rendered, and named.
+func manifestPods(s *State) (pods map[string]*corev1.Pod, missing []string, err error) {
+	pods = map[string]*corev1.Pod{}
 	for _, name := range components(s.Config) {
 		path := s.Config.ManifestPath(name)
 		data, err := s.Files.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s not found: run `kubeboot init phase write-manifests` first", path)
+			missing = append(missing, filepath.Base(path))
+			path = stagedPath(s.Config, name)
+			data, err = s.Files.ReadFile(path)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("%s not found: run `kubeboot init phase write-manifests` first", s.Config.ManifestPath(name))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read manifest %q: %w", path, err)
+			return nil, nil, fmt.Errorf("read manifest %q: %w", path, err)
 		}
 		pod := &corev1.Pod{}
 		if err := yaml.Unmarshal(data, pod); err != nil {
-			return nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
+			return nil, nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
 		}
 		pods[name] = pod
 	}
-	return pods, nil
+	return pods, missing, nil
 }
 
 // foreignManifests lists the files the kubelet runs besides ours, such as a

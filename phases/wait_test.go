@@ -40,3 +40,18 @@ func TestWaitNeedsManifests(t *testing.T) {
 		t.Errorf("want a hint to write the manifests first, got %v", err)
 	}
 }
+
+func TestWaitNamesMissingManifest(t *testing.T) {
+	s := manifestState(t, t.TempDir(), "v1.36.3")
+	s.Config.Node.AdvertiseAddress = "127.0.0.1"
+	s.Config.APIServer.BindPort = int32(freePort(t))
+	s.Config.Timeouts.ControlPlane.Duration = 200 * time.Millisecond
+	must(t, runPKIPhases(s))
+	must(t, renderAndWrite(s))
+	must(t, s.Files.Remove(s.Config.ManifestPath(config.NameScheduler)))
+	err := Wait.Run(context.Background(), s)
+	var notHealthy *health.NotHealthyError
+	if !errors.As(err, &notHealthy) || !strings.Contains(err.Error(), "also: kube-scheduler.yaml missing from") {
+		t.Fatalf("want exit 4 naming the missing manifest, got %v", err)
+	}
+}
