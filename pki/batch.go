@@ -18,7 +18,7 @@ type batch struct {
 	renewBefore time.Duration
 	caSpecs     map[string]CertSpec
 	cas         map[string]*caState
-	jobs        []job
+	jobs        []*job
 	// newServiceAccount asks run for a new service-account key pair.
 	newServiceAccount bool
 	out               Set
@@ -40,10 +40,33 @@ type caState struct {
 // job is a leaf certificate to issue.
 type job struct {
 	spec CertSpec
-	// key is the existing PEM key to keep; nil generates a new one.
-	key []byte
+	// key is the existing PEM key to keep; nil generates a new one, or
+	// takes the one keyOf generates.
+	key   []byte
+	keyOf *job
 	// kubeconfig, if set, receives the certificate instead of Set.Certs.
 	kubeconfig *KubeconfigSpec
+	// generated is the job's key once keyReady is closed; it is unset if
+	// the key could not be made.
+	generated privateKey
+	keyReady  chan struct{}
+}
+
+// privateKey makes the job's key and hands it to the jobs that share it.
+func (j *job) privateKey() (privateKey, error) {
+	defer close(j.keyReady)
+	if j.keyOf != nil {
+		<-j.keyOf.keyReady
+		if j.keyOf.generated.signer != nil {
+			j.generated = j.keyOf.generated
+			return j.generated, nil
+		}
+	}
+	key, err := reuseKey(j.spec.Algorithm, j.key)
+	if err == nil {
+		j.generated = key
+	}
+	return key, err
 }
 
 func newBatch(cfg *config.ClusterConfiguration, have Set, now time.Time) *batch {
@@ -103,7 +126,19 @@ func (b *batch) add(ca *caState, j job) error {
 	if !ca.created && ca.auth.key == nil {
 		return fmt.Errorf("issue certificate %q: %s.key is absent (external CA)", j.spec.Name, j.spec.CA)
 	}
-	b.jobs = append(b.jobs, j)
+	j.keyReady = make(chan struct{})
+	b.jobs = append(b.jobs, &j)
+	return nil
+}
+
+// pending returns the job of this batch that generates a new key for the
+// named certificate, or nil.
+func (b *batch) pending(name string) *job {
+	for _, j := range b.jobs {
+		if j.spec.Name == name && j.kubeconfig == nil && j.key == nil {
+			return j
+		}
+	}
 	return nil
 }
 
@@ -138,7 +173,7 @@ func (b *batch) run() (Set, error) {
 	for _, j := range b.jobs {
 		ca := b.cas[j.spec.CA]
 		wg.Go(func() {
-			key, err := reuseKey(j.spec.Algorithm, j.key)
+			key, err := j.privateKey()
 			if err != nil {
 				done(fmt.Errorf("issue certificate %q: %w", j.spec.Name, err), nil)
 				return

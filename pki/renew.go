@@ -20,11 +20,11 @@ func Renew(cfg *config.ClusterConfiguration, have Set, now time.Time, names []st
 		return Set{}, err
 	}
 	b := newBatch(cfg, have, now)
-	renew := func(spec CertSpec, kubeconfig *KubeconfigSpec, key []byte) error {
-		if names != nil && !slices.Contains(names, spec.Name) {
+	renew := func(j job) error {
+		if names != nil && !slices.Contains(names, j.spec.Name) {
 			return nil
 		}
-		ca, err := b.ca(spec.CA)
+		ca, err := b.ca(j.spec.CA)
 		if ca == nil {
 			return err
 		}
@@ -32,15 +32,15 @@ func Renew(cfg *config.ClusterConfiguration, have Set, now time.Time, names []st
 			return nil
 		}
 		if newKeys {
-			key = nil
+			j.key = nil
 		}
-		return b.add(ca, job{spec: spec, key: key, kubeconfig: kubeconfig})
+		return b.add(ca, j)
 	}
 	var errs []error
 	for _, s := range CertSpecs(cfg) {
 		switch {
 		case s.Usage != UsageCA:
-			errs = append(errs, renew(s, nil, have.Certs[s.Name].Key))
+			errs = append(errs, renew(job{spec: s, key: have.Certs[s.Name].Key}))
 		case slices.Contains(names, s.Name):
 			errs = append(errs, fmt.Errorf("renew %q: kubeboot does not renew CAs", s.Name))
 		}
@@ -49,11 +49,15 @@ func Renew(cfg *config.ClusterConfiguration, have Set, now time.Time, names []st
 		errs = append(errs, fmt.Errorf("renew %q: the service-account key is not a certificate", config.KeyServiceAccount))
 	}
 	for _, k := range KubeconfigSpecs(cfg) {
-		var key []byte
+		j := job{spec: k.Client, kubeconfig: &k}
 		if _, user, err := currentContext(have.Kubeconfigs[k.Name]); err == nil {
-			key = user.ClientKeyData
+			j.key = user.ClientKeyData
 		}
-		errs = append(errs, renew(k.Client, &k, key))
+		if newKeys {
+			// A component renewing both its certificates keeps one key.
+			j.keyOf = b.pending(k.SharedKey)
+		}
+		errs = append(errs, renew(j))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Set{}, err

@@ -118,7 +118,12 @@ func (b *batch) ensureKubeconfig(spec KubeconfigSpec) error {
 	data := b.have.Kubeconfigs[spec.Name]
 	switch {
 	case len(data) == 0:
-		return b.add(ca, job{spec: spec.Client, kubeconfig: &spec})
+		// Share the component's serving key, from the node or this batch.
+		j := job{spec: spec.Client, kubeconfig: &spec, key: b.have.Certs[spec.SharedKey].Key}
+		if j.key == nil {
+			j.keyOf = b.pending(spec.SharedKey)
+		}
+		return b.add(ca, j)
 	case ca.created:
 		return &CheckError{File: spec.Name, Problems: []string{"exists but its CA " + spec.Client.CA + ".crt does not"}}
 	}

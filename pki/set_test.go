@@ -223,3 +223,88 @@ func TestEnsureUnknownName(t *testing.T) {
 		t.Errorf("error = %v", err)
 	}
 }
+
+// keyOwners maps each distinct public key of a node to the files that
+// hold it.
+func keyOwners(t *testing.T, s Set) map[string][]string {
+	t.Helper()
+	owners := map[string][]string{}
+	add := func(file string, keyPEM []byte) {
+		key, err := parseKey(keyPEM)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		der, err := publicKeyPEM(privateKey{signer: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[string(der)] = append(owners[string(der)], file)
+	}
+	for name, p := range s.Certs {
+		add(name+".key", p.Key)
+	}
+	add("sa.key", s.ServiceAccount.Private)
+	for name, data := range s.Kubeconfigs {
+		_, user, err := currentContext(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(name, user.ClientKeyData)
+	}
+	return owners
+}
+
+// sharing lists the groups of files that hold the same key.
+func sharing(owners map[string][]string) [][]string {
+	var out [][]string
+	for _, files := range owners {
+		if len(files) > 1 {
+			out = append(out, sorted(files))
+		}
+	}
+	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
+
+// TestSharedKeys checks that the controller-manager and the scheduler each
+// get one key pair for serving and for their kubeconfig, and that no other
+// file shares a key.
+func TestSharedKeys(t *testing.T) {
+	cfg := testConfig(t, nil)
+	full := ensureAll(t, cfg)
+	want := [][]string{
+		{"controller-manager.conf", "controller-manager.key"},
+		{"scheduler.conf", "scheduler.key"},
+	}
+	owners := keyOwners(t, full)
+	if diff := cmp.Diff(want, sharing(owners)); diff != "" {
+		t.Errorf("fresh PKI: files sharing a key (-want +got):\n%s", diff)
+	}
+	if len(owners) != 16 {
+		t.Errorf("fresh PKI has %d keys, want 16", len(owners))
+	}
+
+	got, err := Ensure(cfg, without(full, "scheduler.conf"), time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, sharing(keyOwners(t, merge(full, got)))); diff != "" {
+		t.Errorf("scheduler.conf recreated: files sharing a key (-want +got):\n%s", diff)
+	}
+
+	for _, tt := range []struct {
+		names []string
+		want  [][]string
+	}{
+		{[]string{"scheduler", "scheduler.conf"}, want},
+		{[]string{"scheduler.conf"}, want[:1]},
+	} {
+		got, err := Renew(cfg, full, time.Now(), tt.names, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, sharing(keyOwners(t, merge(full, got)))); diff != "" {
+			t.Errorf("renew %q with new keys: files sharing a key (-want +got):\n%s", tt.names, diff)
+		}
+	}
+}

@@ -96,6 +96,11 @@ type KubeconfigSpec struct {
 	Server string
 	// Client is the embedded client certificate; its CN is the user name.
 	Client CertSpec
+	// SharedKey names the certificate whose key the client certificate
+	// certifies when the kubeconfig is created: the component's serving
+	// certificate. One key pair per component identity spares two RSA key
+	// generations, which dominate the time of an init.
+	SharedKey string
 }
 
 // Context is the name of the file's only context, user@cluster as kubeadm
@@ -184,21 +189,21 @@ func apiServerSANs(cfg *config.ClusterConfiguration, advertise net.IP) ([]string
 // components talk to their own API server; the others go through the
 // controlPlaneEndpoint.
 func KubeconfigSpecs(cfg *config.ClusterConfiguration) []KubeconfigSpec {
-	kubeconfig := func(name, server, cn, org string, restart ...string) KubeconfigSpec {
+	kubeconfig := func(name, server, cn, org string, shared string, restart ...string) KubeconfigSpec {
 		client := CertSpec{Name: name, CN: cn, Usage: UsageClient, CA: config.CertCA, Restart: restart,
 			Algorithm: cfg.Certificates.KeyAlgorithm, Validity: cfg.Certificates.LeafValidity.Duration}
 		if org != "" {
 			client.Org = []string{org}
 		}
-		return KubeconfigSpec{Name: name, Cluster: cfg.ClusterName, Server: server, Client: client}
+		return KubeconfigSpec{Name: name, Cluster: cfg.ClusterName, Server: server, Client: client, SharedKey: shared}
 	}
 	remote, local := cfg.ControlPlaneURL(), cfg.LocalAPIEndpoint()
 	return []KubeconfigSpec{
-		kubeconfig(config.KubeconfigAdmin, remote, "kubernetes-admin", "kubeadm:cluster-admins"),
-		kubeconfig(config.KubeconfigSuperAdmin, remote, "kubernetes-super-admin", "system:masters"),
-		kubeconfig(config.KubeconfigKubelet, remote, "system:node:"+cfg.Node.Name, "system:nodes", Kubelet),
-		kubeconfig(config.KubeconfigControllerManager, local, "system:kube-controller-manager", "", config.NameControllerManager),
-		kubeconfig(config.KubeconfigScheduler, local, "system:kube-scheduler", "", config.NameScheduler),
+		kubeconfig(config.KubeconfigAdmin, remote, "kubernetes-admin", "kubeadm:cluster-admins", ""),
+		kubeconfig(config.KubeconfigSuperAdmin, remote, "kubernetes-super-admin", "system:masters", ""),
+		kubeconfig(config.KubeconfigKubelet, remote, "system:node:"+cfg.Node.Name, "system:nodes", "", Kubelet),
+		kubeconfig(config.KubeconfigControllerManager, local, "system:kube-controller-manager", "", config.CertControllerManager, config.NameControllerManager),
+		kubeconfig(config.KubeconfigScheduler, local, "system:kube-scheduler", "", config.CertScheduler, config.NameScheduler),
 	}
 }
 

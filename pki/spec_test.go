@@ -170,13 +170,13 @@ func TestCertSpecsCAsComeFirst(t *testing.T) {
 
 func TestKubeconfigSpecs(t *testing.T) {
 	type kc struct {
-		Name, Server, Context, CN, CA string
-		Org, Restart                  []string
+		Name, Server, Context, CN, CA, SharedKey string
+		Org, Restart                             []string
 	}
 	get := func(cfg *config.ClusterConfiguration) []kc {
 		var out []kc
 		for _, k := range KubeconfigSpecs(cfg) {
-			out = append(out, kc{k.Name, k.Server, k.Context(), k.Client.CN, k.Client.CA, k.Client.Org, k.Client.Restart})
+			out = append(out, kc{k.Name, k.Server, k.Context(), k.Client.CN, k.Client.CA, k.SharedKey, k.Client.Org, k.Client.Restart})
 		}
 		return out
 	}
@@ -186,11 +186,11 @@ func TestKubeconfigSpecs(t *testing.T) {
 	})
 	remote, local := "https://api.example.com:6443", "https://10.0.0.5:6443"
 	want := []kc{
-		{"admin.conf", remote, "kubernetes-admin@lab", "kubernetes-admin", "ca", []string{"kubeadm:cluster-admins"}, nil},
-		{"super-admin.conf", remote, "kubernetes-super-admin@lab", "kubernetes-super-admin", "ca", []string{"system:masters"}, nil},
-		{"kubelet.conf", remote, "system:node:cp-1@lab", "system:node:cp-1", "ca", []string{"system:nodes"}, []string{"kubelet"}},
-		{"controller-manager.conf", local, "system:kube-controller-manager@lab", "system:kube-controller-manager", "ca", nil, []string{"kube-controller-manager"}},
-		{"scheduler.conf", local, "system:kube-scheduler@lab", "system:kube-scheduler", "ca", nil, []string{"kube-scheduler"}},
+		{"admin.conf", remote, "kubernetes-admin@lab", "kubernetes-admin", "ca", "", []string{"kubeadm:cluster-admins"}, nil},
+		{"super-admin.conf", remote, "kubernetes-super-admin@lab", "kubernetes-super-admin", "ca", "", []string{"system:masters"}, nil},
+		{"kubelet.conf", remote, "system:node:cp-1@lab", "system:node:cp-1", "ca", "", []string{"system:nodes"}, []string{"kubelet"}},
+		{"controller-manager.conf", local, "system:kube-controller-manager@lab", "system:kube-controller-manager", "ca", "controller-manager", nil, []string{"kube-controller-manager"}},
+		{"scheduler.conf", local, "system:kube-scheduler@lab", "system:kube-scheduler", "ca", "scheduler", nil, []string{"kube-scheduler"}},
 	}
 	if diff := cmp.Diff(want, get(cfg)); diff != "" {
 		t.Errorf("KubeconfigSpecs (-want +got):\n%s", diff)
