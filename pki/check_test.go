@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -101,8 +102,7 @@ func TestCheck(t *testing.T) {
 			var got *CheckError
 			err := Check(tt.spec, tt.pair, tt.ca, tt.now, window)
 			if err != nil {
-				var ok bool
-				if got, ok = err.(*CheckError); !ok {
+				if !errors.As(err, &got) {
 					t.Fatalf("Check returned %T %v, want a *CheckError", err, err)
 				}
 			}

@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -117,8 +118,7 @@ func TestCheckKubeconfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var got *CheckError
 			if err := CheckKubeconfig(tt.spec, tt.data, ca.Cert, tt.now, 720*time.Hour); err != nil {
-				var ok bool
-				if got, ok = err.(*CheckError); !ok {
+				if !errors.As(err, &got) {
 					t.Fatalf("CheckKubeconfig returned %T %v, want a *CheckError", err, err)
 				}
 			}
