@@ -61,15 +61,23 @@ func runChecks(t *testing.T, s *State, names ...string) error {
 	return runPreflight(context.Background(), s)
 }
 
-func TestPreflightPortInUse(t *testing.T) {
-	s, out := preflightState(t)
+// occupyAPIServerPort listens on the API server's port until the test ends
+// and returns the port.
+func occupyAPIServerPort(t *testing.T, s *State) string {
+	t.Helper()
 	port := strconv.Itoa(int(s.Config.APIServer.BindPort))
 	l, err := net.Listen("tcp", "127.0.0.1:"+port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	err = runChecks(t, s, "Port-"+port)
+	t.Cleanup(func() { _ = l.Close() })
+	return port
+}
+
+func TestPreflightPortInUse(t *testing.T) {
+	s, out := preflightState(t)
+	port := occupyAPIServerPort(t, s)
+	err := runChecks(t, s, "Port-"+port)
 	if err == nil || !strings.Contains(err.Error(), "Port-"+port) || !strings.Contains(err.Error(), "--ignore-preflight-errors=Port-"+port) {
 		t.Fatalf("want a failed port check with its fix, got %v", err)
 	}
@@ -86,12 +94,7 @@ func TestPreflightPortInUse(t *testing.T) {
 
 func TestPreflightIgnoredCheckIsAWarning(t *testing.T) {
 	s, out := preflightState(t)
-	port := strconv.Itoa(int(s.Config.APIServer.BindPort))
-	l, err := net.Listen("tcp", "127.0.0.1:"+port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
+	port := occupyAPIServerPort(t, s)
 	s.Options.IgnorePreflightErrors = []string{"port-" + port}
 	if err := runChecks(t, s, "Port-"+port); err != nil {
 		t.Fatalf("ignored check failed the phase: %v", err)

@@ -11,14 +11,21 @@ import (
 	"github.com/kubeboot/kubeboot/health"
 )
 
-func TestWaitTimesOutWithDiagnostic(t *testing.T) {
-	root := t.TempDir()
-	s := manifestState(t, root, "v1.36.3")
+// deadNode is a node with its PKI and manifests written on 127.0.0.1, where
+// no component runs.
+func deadNode(t *testing.T) *State {
+	t.Helper()
+	s := manifestState(t, t.TempDir(), "v1.36.3")
 	s.Config.Node.AdvertiseAddress = "127.0.0.1"
 	s.Config.APIServer.BindPort = int32(freePort(t))
 	s.Config.Timeouts.ControlPlane.Duration = 300 * time.Millisecond
 	must(t, runPKIPhases(s))
 	must(t, renderAndWrite(s))
+	return s
+}
+
+func TestWaitTimesOutWithDiagnostic(t *testing.T) {
+	s := deadNode(t)
 	writeHostFile(t, s, s.Config.Paths.ManifestsDir+"/kube-apiserver.yaml.bak", "")
 
 	err := Wait.Run(context.Background(), s)
@@ -42,12 +49,7 @@ func TestWaitNeedsManifests(t *testing.T) {
 }
 
 func TestWaitNamesMissingManifest(t *testing.T) {
-	s := manifestState(t, t.TempDir(), "v1.36.3")
-	s.Config.Node.AdvertiseAddress = "127.0.0.1"
-	s.Config.APIServer.BindPort = int32(freePort(t))
-	s.Config.Timeouts.ControlPlane.Duration = 200 * time.Millisecond
-	must(t, runPKIPhases(s))
-	must(t, renderAndWrite(s))
+	s := deadNode(t)
 	must(t, s.Files.Remove(s.Config.ManifestPath(config.NameScheduler)))
 	err := Wait.Run(context.Background(), s)
 	var notHealthy *health.NotHealthyError
