@@ -123,7 +123,8 @@ func TestStrictLoading(t *testing.T) {
 
 func TestLoadMissingFile(t *testing.T) {
 	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), testHost)
-	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
-		t.Fatalf("want an error naming the file, got %v", err)
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("want an InvalidError naming the file, got %v", err)
 	}
 }

@@ -69,7 +69,8 @@ func Load(path string, host Host) (*ClusterConfiguration, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config %q: %w", path, err)
+		// A config that cannot be read is a usage error, like one that is invalid.
+		return nil, &InvalidError{File: path, Problems: []Problem{{Message: "cannot read the file: " + err.Error()}}}
 	}
 	c, doc, err := Decode(path, data)
 	if err != nil {

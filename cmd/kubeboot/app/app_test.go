@@ -36,7 +36,10 @@ func TestExitCodes(t *testing.T) {
 		{"extra argument", []string{"version", "x"}, 2, "unknown command"},
 		{"unknown skipped phase", []string{"init", "--skip-phases", "nope"}, 2, `error: unknown phase "nope"`},
 		{"invalid config", []string{"config", "validate", bad}, 2, "line 3: node.advertiseAddress"},
-		{"missing config", []string{"config", "validate", "/nonexistent.yaml"}, 1, "read config"},
+		{"missing config", []string{"config", "validate", "/nonexistent.yaml"}, 2, "invalid config /nonexistent.yaml:\n  cannot read the file"},
+		{"unknown command", []string{"foo"}, 2, `unknown command "foo" for "kubeboot"`},
+		{"unknown phase command", []string{"init", "phase", "cert"}, 2, `unknown command "cert" for "kubeboot init phase"`},
+		{"unknown certificate", []string{"certs", "renew", "apiservr", "--root", "/nonexistent"}, 2, `unknown certificate or kubeconfig "apiservr"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

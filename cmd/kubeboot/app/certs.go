@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,7 +18,7 @@ import (
 
 func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &initOptions{output: "text"}
-	cmd := &cobra.Command{Use: "certs", Short: "Inspect and renew the node's certificates"}
+	cmd := groupCommand("certs", "Inspect and renew the node's certificates")
 	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file")
 	cmd.PersistentFlags().StringVar(&opts.root, "root", "", "read and write the files under this directory")
 
@@ -49,6 +50,12 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 				s.Report.SetPhase("certs renew")
 				if len(names) == 1 && names[0] == "all" {
 					names = nil
+				}
+				known := append(pki.CertNames(s.Config), pki.KubeconfigNames(s.Config)...)
+				for _, n := range names {
+					if !slices.Contains(known, n) {
+						return nil, &phases.UsageError{Msg: fmt.Sprintf("unknown certificate or kubeconfig %q: choose from %s", n, strings.Join(known, ", "))}
+					}
 				}
 				restart, err := phases.RenewCerts(s, names, newKeys)
 				if err != nil {

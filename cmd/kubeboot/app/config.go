@@ -10,10 +10,7 @@ import (
 )
 
 func newConfigCommand(stdout io.Writer) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "config",
-		Short: "Print and check kubeboot configuration files",
-	}
+	cmd := groupCommand("config", "Print and check kubeboot configuration files")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "print-defaults",
 		Short: "Print a ClusterConfiguration with every default filled in for this host",

@@ -51,7 +51,7 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 	flags.BoolVar(&opts.renew, "renew", false, "re-issue certificates and kubeconfigs that exist but are wrong in a way renewal fixes (missing SAN, near expiry)")
 	cmd.Flags().StringSliceVar(&opts.skipPhases, "skip-phases", nil, "phases to skip: "+strings.Join(phases.Init.Names(), ", "))
 
-	phaseCmd := &cobra.Command{Use: "phase", Short: "Run one phase of init alone"}
+	phaseCmd := groupCommand("phase", "Run one phase of init alone")
 	for _, p := range phases.Init.Phases {
 		sub := &cobra.Command{
 			Use:   p.Name,

@@ -30,15 +30,12 @@ type labOptions struct {
 
 func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &labOptions{initOptions: initOptions{output: "text"}}
-	cmd := &cobra.Command{
-		Use:   "lab",
-		Short: "Run a real control plane on this machine under the real kubelet, without a container runtime",
-		Long: "lab runs kubeboot's process-backed CRI runtime and the real kubelet, which then runs the static pods\n" +
-			"as plain processes. Every path comes from the config (see examples/lab.yaml); the lab's own files\n" +
-			"(pid files, logs, the kubelet's root dir) live in <kubeconfigDir>/lab. The config's kubelet.extraConfig\n" +
-			"must let the kubelet start on such a machine: failSwapOn: false, failCgroupV1: false,\n" +
-			"cgroupsPerQOS: false, enforceNodeAllocatable: [].",
-	}
+	cmd := groupCommand("lab", "Run a real control plane on this machine under the real kubelet, without a container runtime")
+	cmd.Long = "lab runs kubeboot's process-backed CRI runtime and the real kubelet, which then runs the static pods\n" +
+		"as plain processes. Every path comes from the config (see examples/lab.yaml); the lab's own files\n" +
+		"(pid files, logs, the kubelet's root dir) live in <kubeconfigDir>/lab. The config's kubelet.extraConfig\n" +
+		"must let the kubelet start on such a machine: failSwapOn: false, failCgroupV1: false,\n" +
+		"cgroupsPerQOS: false, enforceNodeAllocatable: []."
 	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file with every path under one lab directory")
 	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", envOr("KUBEBOOT_BIN_DIR", "test/tools/bin"), "directory of the kubelet, etcd and Kubernetes binaries ($KUBEBOOT_BIN_DIR)")
 

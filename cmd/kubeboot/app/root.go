@@ -61,14 +61,10 @@ func ExitCode(err error) int {
 
 // NewRootCommand builds the kubeboot command tree.
 func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
-	root := &cobra.Command{
-		Use:   "kubeboot",
-		Short: "Bootstrap a Kubernetes control plane on this node",
-		Long: "kubeboot generates the PKI and kubeconfigs, renders the control-plane static pod manifests,\n" +
-			"proves the kubelet will accept them, writes them atomically and waits until every component is healthy.",
-		SilenceErrors: true,
-		SilenceUsage:  true,
-	}
+	root := groupCommand("kubeboot", "Bootstrap a Kubernetes control plane on this node")
+	root.Long = "kubeboot generates the PKI and kubeconfigs, renders the control-plane static pod manifests,\n" +
+		"proves the kubelet will accept them, writes them atomically and waits until every component is healthy."
+	root.SilenceErrors, root.SilenceUsage = true, true
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
@@ -96,6 +92,18 @@ func (o *outputFormat) Type() string { return "text|json" }
 func addOutputFlag(cmd *cobra.Command, o *outputFormat) {
 	*o = "text"
 	cmd.Flags().VarP(o, "output", "o", "output format: text or json (one JSON object per line)")
+}
+
+// groupCommand is a command that only holds subcommands. Run bare, it shows
+// its help; with an unknown subcommand it fails with the usage exit code,
+// so a typo in a provisioning script cannot pass for success.
+func groupCommand(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
 }
 
 // usageArgs wraps a cobra positional-argument rule so that its failure
