@@ -2,6 +2,7 @@ package health
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -195,6 +196,13 @@ func tlsHint(e *ProbeError, host string) advice {
 		return advice{
 			cause: fmt.Sprintf("the server refused the client certificate %s: it is not signed by a CA the server trusts, or it expired", orNone(e.CertFile)),
 			run:   []string{"openssl verify -CAfile " + e.CAFile + " " + e.CertFile},
+		}
+	}
+	var hostname x509.HostnameError
+	if errors.As(e.Err, &hostname) {
+		return advice{
+			cause: fmt.Sprintf("the server certificate %s does not cover %s: it lacks that SAN", orNone(e.ServerCertFile), hostname.Host),
+			run:   []string{"kubeboot init --renew (or kubeboot certs renew <name>) re-issues it with every SAN"},
 		}
 	}
 	a := advice{cause: fmt.Sprintf("the server certificate and the CA %s do not match: was one of them regenerated without the other?", orNone(e.CAFile))}

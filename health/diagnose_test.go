@@ -2,6 +2,7 @@ package health
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,10 @@ func TestDiagnosticPerReason(t *testing.T) {
 				Err: &tls.CertificateVerificationError{Err: errors.New("x509")}}},
 			[]string{"the server certificate and the CA " + ca + " do not match", "openssl verify -CAfile " + ca + " /etc/kubernetes/pki/apiserver.crt",
 				"openssl s_client -connect 10.0.0.1:6443"}},
+		{"server certificate lacks a SAN", Unhealthy{Component: config.NameScheduler,
+			Err: &ProbeError{Reason: ReasonTLS, URL: "https://[::1]:10259/livez", CAFile: ca, ServerCertFile: "/etc/kubernetes/pki/scheduler.crt",
+				Err: &tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: &x509.Certificate{}, Host: "::1"}}}},
+			[]string{"the server certificate /etc/kubernetes/pki/scheduler.crt does not cover ::1", "kubeboot certs renew"}},
 		{"401", Unhealthy{Component: config.NameAPIServer,
 			Err: &ProbeError{Reason: ReasonCredentials, Status: 401, URL: api, CAFile: ca, CertFile: client}},
 			[]string{"did not authenticate the client certificate " + client, "--client-ca-file, expected " + ca, "openssl verify -CAfile " + ca + " " + client}},

@@ -132,7 +132,8 @@ func CertSpecs(cfg *config.ClusterConfiguration) []CertSpec {
 	scheduler := leaf(config.CertScheduler, "kube-scheduler", UsageServer, config.CertCA, config.NameScheduler)
 	for _, s := range []*CertSpec{&controllerManager, &scheduler} {
 		s.DNS = []string{"localhost", node}
-		s.IPs = uniqueIPs(loopback[0], advertise)
+		// Both loopbacks: on an IPv6 node the components bind ::1.
+		s.IPs = uniqueIPs(loopback[0], loopback[1], advertise)
 	}
 
 	specs := []CertSpec{

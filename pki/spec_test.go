@@ -49,9 +49,9 @@ func TestCertSpecsDefault(t *testing.T) {
 		{Name: "etcd/healthcheck-client", CN: "kube-etcd-healthcheck-client", CA: "etcd/ca", Usage: UsageClient},
 		{Name: "apiserver-etcd-client", CN: "kube-apiserver-etcd-client", CA: "etcd/ca", Usage: UsageClient, Restart: []string{"kube-apiserver"}},
 		{Name: "controller-manager", CN: "kube-controller-manager", CA: "ca", Usage: UsageServer,
-			DNS: []string{"localhost", "cp-1"}, IPs: []string{"127.0.0.1", "10.0.0.5"}, Restart: []string{"kube-controller-manager"}},
+			DNS: []string{"localhost", "cp-1"}, IPs: []string{"127.0.0.1", "::1", "10.0.0.5"}, Restart: []string{"kube-controller-manager"}},
 		{Name: "scheduler", CN: "kube-scheduler", CA: "ca", Usage: UsageServer,
-			DNS: []string{"localhost", "cp-1"}, IPs: []string{"127.0.0.1", "10.0.0.5"}, Restart: []string{"kube-scheduler"}},
+			DNS: []string{"localhost", "cp-1"}, IPs: []string{"127.0.0.1", "::1", "10.0.0.5"}, Restart: []string{"kube-scheduler"}},
 	}
 	specs := CertSpecs(cfg)
 	if diff := cmp.Diff(want, rows(specs)); diff != "" {
