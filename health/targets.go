@@ -108,7 +108,9 @@ func Targets(cfg *config.ClusterConfiguration, pods map[string]*corev1.Pod) ([]T
 func etcdTarget(cfg *config.ClusterConfiguration, flags map[string]string) Target {
 	t := Target{Component: config.NameEtcd, Endpoints: []string{etcdClientURL(flags)}}
 	if strings.HasPrefix(t.Endpoints[0], "https://") {
-		t.CAFile = flagOr(flags, "trusted-ca-file", cfg.CertPath(config.CertEtcdCA))
+		// The etcd CA issued the serving certificate; --trusted-ca-file only
+		// names the CA of client certificates, which happens to be the same.
+		t.CAFile = cfg.CertPath(config.CertEtcdCA)
 		t.CertFile = cfg.CertPath(config.CertEtcdHealthcheckClient)
 		t.KeyFile = cfg.KeyPath(config.CertEtcdHealthcheckClient)
 		t.ServerCertFile = flags["cert-file"]
@@ -176,10 +178,12 @@ func apiServerTarget(cfg *config.ClusterConfiguration, flags map[string]string) 
 		return Target{}, err
 	}
 	return Target{
-		Component:      config.NameAPIServer,
-		Endpoints:      []string{"https://" + net.JoinHostPort(host, port)},
-		Paths:          []string{"/livez", "/readyz"},
-		CAFile:         flagOr(flags, "client-ca-file", cfg.CertPath(config.CertCA)),
+		Component: config.NameAPIServer,
+		Endpoints: []string{"https://" + net.JoinHostPort(host, port)},
+		Paths:     []string{"/livez", "/readyz"},
+		// The cluster CA issued the serving certificate (--client-ca-file
+		// verifies clients and may name another CA).
+		CAFile:         cfg.CertPath(config.CertCA),
 		CertFile:       cfg.CertPath(config.CertAPIServerKubeletClient),
 		KeyFile:        cfg.KeyPath(config.CertAPIServerKubeletClient),
 		ServerCertFile: flags["tls-cert-file"],
