@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,7 +57,7 @@ func ensurePKI(s *State, names []string) error {
 		}
 		return err
 	}
-	return writePKI(s, names, have, merge(have, merge(renewed, created)))
+	return writePKI(s, names, merge(have, merge(renewed, created)))
 }
 
 // renewableNames returns the names behind err's check errors when a
@@ -171,9 +170,9 @@ func pkiFiles(c *config.ClusterConfiguration, set pki.Set, names []string) []pki
 }
 
 // writePKI makes the disk hold set: new material is written, keys before
-// their certificates so a crash never leaves a certificate without its key;
-// unchanged files are left alone but a looser mode is tightened.
-func writePKI(s *State, names []string, have, set pki.Set) error {
+// their certificates; unchanged files are left alone but a looser mode is
+// tightened.
+func writePKI(s *State, names []string, set pki.Set) error {
 	dirs := []string{s.Config.Certificates.Dir}
 	if s.Config.Etcd.Local != nil {
 		dirs = append(dirs, filepath.Dir(s.Config.CertPath(config.CertEtcdCA)))
@@ -183,10 +182,6 @@ func writePKI(s *State, names []string, have, set pki.Set) error {
 			return err
 		}
 	}
-	old := map[string][]byte{}
-	for _, f := range pkiFiles(s.Config, have, names) {
-		old[f.path] = f.data
-	}
 	files := pkiFiles(s.Config, set, names)
 	for _, certs := range []bool{false, true} {
 		for _, f := range files {
@@ -195,9 +190,6 @@ func writePKI(s *State, names []string, have, set pki.Set) error {
 			}
 			if err := s.Files.WriteFile(f.path, f.data, f.mode); err != nil {
 				return err
-			}
-			if !bytes.Equal(old[f.path], f.data) {
-				s.Report.Infof("wrote %s", f.path)
 			}
 		}
 	}
@@ -228,7 +220,7 @@ func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
 		}
 	}
 	slices.Sort(done)
-	if err := writePKI(s, done, have, merge(have, renewed)); err != nil {
+	if err := writePKI(s, done, merge(have, renewed)); err != nil {
 		return nil, err
 	}
 	return pki.Restarts(s.Config, done), nil

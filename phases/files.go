@@ -71,6 +71,8 @@ func (l *changeLog) Changes() Changes {
 type AtomicWriter struct {
 	// Root prefixes every path; empty means the node's own filesystem.
 	Root string
+	// Report, when set, receives one event per file written.
+	Report *Reporter
 	changeLog
 	// step, when set, runs before each step of a write and can fail it; tests
 	// use it to inject failures and crashes.
@@ -94,10 +96,7 @@ func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 	if err := os.Mkdir(host, mode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create directory %q: %w", host, err)
 	}
-	if err := os.Chmod(host, mode); err != nil {
-		return fmt.Errorf("set mode of %q: %w", host, err)
-	}
-	return nil
+	return fixMode(host, mode)
 }
 
 // WriteFile writes data atomically unless the file already holds it, in
@@ -118,9 +117,14 @@ func (w *AtomicWriter) WriteFile(path string, data []byte, mode fs.FileMode) err
 		return fmt.Errorf("write %q: %w", host, err)
 	}
 	w.record(path, true)
+	if w.Report != nil {
+		w.Report.Event(Event{Level: LevelInfo, Msg: "wrote " + path, Fields: map[string]any{"path": path, "mode": fmt.Sprintf("%04o", mode.Perm()), "size": len(data)}})
+	}
 	return nil
 }
 
+// fixMode sets the mode only when it differs, so a converged run changes
+// nothing, not even a ctime.
 func fixMode(path string, mode fs.FileMode) error {
 	info, err := os.Stat(path)
 	if err != nil {

@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +48,10 @@ var ControlPlane = Phase{
 
 // Validate checks every staged manifest against the kubelet's rules.
 var Validate = Phase{Name: "validate", Short: "Check that the kubelet will accept every manifest", Run: func(_ context.Context, s *State) error {
-	_, err := stagedSet(s)
+	set, err := stagedSet(s)
+	if err == nil {
+		s.Report.Infof("the kubelet will accept all %d manifests", len(set))
+	}
 	return err
 }}
 
@@ -167,6 +169,7 @@ type stagedManifest struct {
 
 // stagedSet reads every staged manifest and validates the whole set; it
 // fails, naming every finding, when the kubelet would reject any of them.
+// write-manifests validates again, because it may run alone.
 func stagedSet(s *State) ([]stagedManifest, error) {
 	var set []stagedManifest
 	var results []staticpod.Result
@@ -193,7 +196,6 @@ func stagedSet(s *State) ([]stagedManifest, error) {
 	if err := staticpod.Err(results); err != nil {
 		return nil, err
 	}
-	s.Report.Infof("the kubelet will accept all %d manifests", len(set))
 	return set, nil
 }
 
@@ -217,15 +219,9 @@ func runWriteManifests(_ context.Context, s *State) error {
 		s.Report.Infof("removed %s, left by an interrupted write", r)
 	}
 	for _, m := range set {
-		path := s.Config.ManifestPath(m.component)
-		current, _ := s.Files.ReadFile(path)
-		if err := s.Files.WriteFile(path, m.data, manifestMode); err != nil {
+		if err := s.Files.WriteFile(s.Config.ManifestPath(m.component), m.data, manifestMode); err != nil {
 			return err
 		}
-		if !bytes.Equal(current, m.data) {
-			s.Report.Infof("wrote %s", path)
-		}
 	}
-	s.Report.Infof("manifests in %s are up to date", dir)
 	return nil
 }

@@ -121,7 +121,7 @@ func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*ph
 	if err != nil {
 		return nil, err
 	}
-	var files phases.FileWriter = &phases.AtomicWriter{Root: opts.root}
+	var files phases.FileWriter = &phases.AtomicWriter{Root: opts.root, Report: report}
 	if opts.dryRun || opts.diff {
 		files = &phases.DryRunWriter{Root: opts.root, Report: report, Stdout: stdout, ManifestsDir: cfg.Paths.ManifestsDir}
 	}

@@ -1,0 +1,70 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"testing"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// nodeFile is one write of a run: what a re-run writes again.
+type nodeFile struct {
+	path string
+	data []byte
+	mode fs.FileMode
+}
+
+// recordingWriter is an AtomicWriter that remembers every file written
+// through it, so a benchmark can replay exactly the writes of a real run.
+type recordingWriter struct {
+	*AtomicWriter
+	files []nodeFile
+}
+
+func (w *recordingWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
+	w.files = append(w.files, nodeFile{path, data, mode})
+	return w.AtomicWriter.WriteFile(path, data, mode)
+}
+
+// writeNode runs every phase that writes files (all but preflight and the
+// live ones) on a fresh node under root, and returns the files it wrote.
+func writeNode(tb testing.TB, root string) []nodeFile {
+	tb.Helper()
+	c := config.New()
+	config.SetDefaults(c, config.Host{Name: "node1", Address: "10.0.0.10"})
+	if errs := config.Validate(c); len(errs) > 0 {
+		tb.Fatal(errs.ToAggregate())
+	}
+	w := &recordingWriter{AtomicWriter: &AtomicWriter{Root: root}}
+	s := &State{Config: c, Files: w, Report: NewReporter(&bytes.Buffer{}, false), Options: Options{Offline: true}}
+	writers := Runner{Phases: []Phase{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
+	if _, err := writers.Run(context.Background(), s, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return w.files
+}
+
+// BenchmarkAtomicWriterUnchanged replays the writes of a whole node (PKI,
+// kubeconfigs, kubelet config, staged and installed manifests) on a node
+// that already holds them: the FileWriter's share of a converged re-run,
+// which must compare and leave every file alone.
+func BenchmarkAtomicWriterUnchanged(b *testing.B) {
+	root := b.TempDir()
+	files := writeNode(b, root)
+	b.ReportAllocs()
+	var w *AtomicWriter
+	for b.Loop() {
+		w = &AtomicWriter{Root: root}
+		for _, f := range files {
+			if err := w.WriteFile(f.path, f.data, f.mode); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if written := w.Changes().Written; len(written) > 0 {
+		b.Fatalf("a converged node was rewritten: %v", written)
+	}
+	b.ReportMetric(float64(len(files)), "files/op")
+}
