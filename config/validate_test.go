@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 			c.ControllerManager.ExtraVolumes = []HostPathMount{{Name: "v", HostPath: "rel", MountPath: "/m"}, {Name: "v", HostPath: "/h", MountPath: "/m", PathType: "Dir"}}
 		}, []string{"extraVolumes[0].hostPath", "extraVolumes[1].name: Duplicate", "extraVolumes[1].pathType: Unsupported"}},
 		{"bad extra env", func(c *ClusterConfiguration) { c.APIServer.ExtraEnv = []EnvVar{{Name: "1X", Value: "y"}} }, []string{"apiServer.extraEnv[0].name"}},
+		{"kubeconfigs in the manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/etc/kubernetes" }, []string{"paths.kubeconfigDir: Invalid value: \"/etc/kubernetes\": must be outside paths.manifestsDir"}},
+		{"pki in the manifest dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/kubernetes/manifests" }, []string{"certificates.dir"}},
 		{"bad key algorithm", func(c *ClusterConfiguration) { c.Certificates.KeyAlgorithm = "ed25519" }, []string{"certificates.keyAlgorithm: Unsupported value: \"ed25519\""}},
 		{"leaf outlives CA", func(c *ClusterConfiguration) { c.Certificates.LeafValidity.Duration = 20 * 365 * 24 * time.Hour }, []string{"certificates.leafValidity"}},
 		{"renewal window too long", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = 400 * 24 * time.Hour }, []string{"certificates.renewBefore"}},

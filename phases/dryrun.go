@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -20,10 +21,11 @@ type DryRunWriter struct {
 	Root string
 	// Report receives one event per file.
 	Report *Reporter
-	// Stdout receives the manifests: files under ManifestsDir.
+	// Stdout receives the manifests.
 	Stdout io.Writer
-	// ManifestsDir is the node path of the kubelet's manifest directory.
-	ManifestsDir string
+	// Manifests are the node paths of the manifests to print; nothing else
+	// is ever printed, so no key can reach stdout.
+	Manifests []string
 
 	changeLog
 	mu      sync.Mutex
@@ -71,7 +73,7 @@ func (w *DryRunWriter) WriteFile(path string, data []byte, mode fs.FileMode) err
 		verb = "unchanged"
 	}
 	fields := map[string]any{"path": path, "mode": fmt.Sprintf("%04o", mode.Perm()), "size": len(data), "dryRun": true}
-	isManifest := w.ManifestsDir != "" && filepath.Dir(path) == w.ManifestsDir
+	isManifest := slices.Contains(w.Manifests, path)
 	if isManifest && w.Report.JSON() {
 		fields["content"] = string(data)
 	}

@@ -140,7 +140,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var events, stdout bytes.Buffer
-	w := &DryRunWriter{Root: root, Report: NewReporter(&events, false), Stdout: &stdout, ManifestsDir: "/etc/kubernetes/manifests"}
+	w := &DryRunWriter{Root: root, Report: NewReporter(&events, false), Stdout: &stdout, Manifests: []string{"/etc/kubernetes/manifests/kube-apiserver.yaml", "/etc/kubernetes/manifests/etcd.yaml"}}
 	must(t, w.MkdirAll("/etc/kubernetes/pki", 0o700))
 	must(t, w.WriteFile("/etc/kubernetes/pki/ca.crt", []byte("cert"), 0o644))
 	must(t, w.WriteFile("/etc/kubernetes/manifests/kube-apiserver.yaml", []byte("kind: Pod\n"), 0o600))
@@ -178,7 +178,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 
 func TestDryRunJSONCarriesManifestContent(t *testing.T) {
 	var events, stdout bytes.Buffer
-	w := &DryRunWriter{Root: t.TempDir(), Report: NewReporter(&events, true), Stdout: &stdout, ManifestsDir: "/m"}
+	w := &DryRunWriter{Root: t.TempDir(), Report: NewReporter(&events, true), Stdout: &stdout, Manifests: []string{"/m/etcd.yaml"}}
 	must(t, w.WriteFile("/m/etcd.yaml", []byte("kind: Pod\n"), 0o600))
 	var e map[string]any
 	if err := json.Unmarshal(events.Bytes(), &e); err != nil {

@@ -71,6 +71,15 @@ func stagedPath(c *config.ClusterConfiguration, component string) string {
 	return filepath.Join(stagingDir(c), component+".yaml")
 }
 
+// ManifestPaths lists the node paths of the manifests this node runs.
+func ManifestPaths(c *config.ClusterConfiguration) []string {
+	var paths []string
+	for _, name := range components(c) {
+		paths = append(paths, c.ManifestPath(name))
+	}
+	return paths
+}
+
 // components lists the manifests this node runs, in start order.
 func components(c *config.ClusterConfiguration) []string {
 	if c.Etcd.External != nil {

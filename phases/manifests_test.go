@@ -126,7 +126,7 @@ func TestDryRunPrintsWhatTheRealRunWrites(t *testing.T) {
 	root := t.TempDir()
 	var stdout, events bytes.Buffer
 	dry := manifestState(t, root, "v1.36.3")
-	dry.Files = &DryRunWriter{Root: root, Report: NewReporter(&events, false), Stdout: &stdout, ManifestsDir: dry.Config.Paths.ManifestsDir}
+	dry.Files = &DryRunWriter{Root: root, Report: NewReporter(&events, false), Stdout: &stdout, Manifests: ManifestPaths(dry.Config)}
 	must(t, renderAndWrite(dry))
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Fatalf("dry run wrote %v", entries)

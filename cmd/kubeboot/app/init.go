@@ -123,7 +123,7 @@ func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*ph
 	}
 	var files phases.FileWriter = &phases.AtomicWriter{Root: opts.root, Report: report}
 	if opts.dryRun || opts.diff {
-		files = &phases.DryRunWriter{Root: opts.root, Report: report, Stdout: stdout, ManifestsDir: cfg.Paths.ManifestsDir}
+		files = &phases.DryRunWriter{Root: opts.root, Report: report, Stdout: stdout, Manifests: phases.ManifestPaths(cfg)}
 	}
 	var ignore []string
 	for _, name := range opts.ignoreErrors {
