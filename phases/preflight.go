@@ -139,5 +139,5 @@ func checkEtcdDataDir(s *State) error {
 	if err == nil && strings.Contains(string(manifest), "--data-dir="+filepath.Clean(dir)+"\n") {
 		return nil
 	}
-	return fmt.Errorf("etcd data dir %s is not empty and no etcd manifest of this node uses it: it belongs to another cluster; remove it (`kubeboot reset`, or `rm -rf %s`) or set etcd.local.dataDir", dir, dir)
+	return fmt.Errorf("etcd data dir %s is not empty and no etcd manifest of this node uses it: it belongs to another cluster; remove it (`rm -rf %s`) or set etcd.local.dataDir", dir, dir)
 }

@@ -148,3 +148,18 @@ func TestPreflightOfflineSkipsHostChecks(t *testing.T) {
 		t.Errorf("offline checks = %v, want only ManifestDir", names)
 	}
 }
+
+func TestPreflightManifestDirExactNames(t *testing.T) {
+	s, out := preflightState(t)
+	s.Config.Etcd = config.Etcd{External: &config.ExternalEtcd{Endpoints: []string{"https://10.0.0.2:2379"}, CAFile: "/e/ca.crt", CertFile: "/e/c.crt", KeyFile: "/e/c.key"}}
+	dir := s.Config.Paths.ManifestsDir
+	writeHostFile(t, s, filepath.Join(dir, "kube-apiserver"), "")             // a copy without extension
+	writeHostFile(t, s, filepath.Join(dir, "etcd.yaml"), "")                  // not ours with an external etcd
+	writeHostFile(t, s, filepath.Join(dir, "sub", "kube-apiserver.yaml"), "") // the kubelet skips subdirectories
+	if err := runChecks(t, s, "ManifestDir"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), ": etcd.yaml, kube-apiserver;") {
+		t.Errorf("want exactly etcd.yaml and kube-apiserver flagged, got %q", out.String())
+	}
+}

@@ -80,7 +80,8 @@ func (r Runner) Names() []string {
 }
 
 // Run executes every phase except those named in skip, and returns the names
-// of the phases that ran.
+// of the phases that ran; LiveOnly phases a dry run or an offline render
+// passes over are not among them.
 func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, error) {
 	for _, name := range skip {
 		if !slices.Contains(r.Names(), name) {
@@ -92,42 +93,46 @@ func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, err
 		if slices.Contains(skip, p.Name) {
 			continue
 		}
-		if err := r.runPhase(ctx, s, p); err != nil {
+		done, err := r.runPhase(ctx, s, p)
+		if err != nil {
 			return ran, err
 		}
-		ran = append(ran, p.Name)
+		if done {
+			ran = append(ran, p.Name)
+		}
 	}
 	return ran, nil
 }
 
-// RunOne executes the single phase called name.
-func (r Runner) RunOne(ctx context.Context, s *State, name string) error {
+// RunOne executes the single phase called name, and says whether it ran.
+func (r Runner) RunOne(ctx context.Context, s *State, name string) (bool, error) {
 	for _, p := range r.Phases {
 		if p.Name == name {
 			return r.runPhase(ctx, s, p)
 		}
 	}
-	return &UsageError{Msg: fmt.Sprintf("unknown phase %q: the phases are %s", name, strings.Join(r.Names(), ", "))}
+	return false, &UsageError{Msg: fmt.Sprintf("unknown phase %q: the phases are %s", name, strings.Join(r.Names(), ", "))}
 }
 
-func (r Runner) runPhase(ctx context.Context, s *State, p Phase) error {
+// runPhase runs p, unless it needs a live node this run does not have.
+func (r Runner) runPhase(ctx context.Context, s *State, p Phase) (bool, error) {
 	s.Report.SetPhase(p.Name)
 	defer s.Report.SetPhase("")
 	switch {
 	case p.LiveOnly && s.Options.DryRun:
 		s.Report.Infof("skipped in a dry run")
-		return nil
+		return false, nil
 	case p.LiveOnly && s.Options.Offline:
 		s.Report.Infof("skipped: --root renders for another machine")
-		return nil
+		return false, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("phase %s: %w", p.Name, err)
+		return false, fmt.Errorf("phase %s: %w", p.Name, err)
 	}
 	if err := p.Run(ctx, s); err != nil {
-		return fmt.Errorf("phase %s: %w", p.Name, err)
+		return false, fmt.Errorf("phase %s: %w", p.Name, err)
 	}
-	return nil
+	return true, nil
 }
 
 // UsageError is a mistake on the command line; it exits with code 2.

@@ -72,13 +72,13 @@ func TestRunnerSinglePhase(t *testing.T) {
 	var log []string
 	s, _ := testState()
 	r := recorder(&log, "a", "b", "c")
-	if err := r.RunOne(context.Background(), s, "b"); err != nil {
+	if ran, err := r.RunOne(context.Background(), s, "b"); err != nil || !ran {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"b"}, log); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if err := r.RunOne(context.Background(), s, "nope"); err == nil || !strings.Contains(err.Error(), `unknown phase "nope"`) {
+	if _, err := r.RunOne(context.Background(), s, "nope"); err == nil || !strings.Contains(err.Error(), `unknown phase "nope"`) {
 		t.Errorf("want unknown phase error, got %v", err)
 	}
 }
@@ -108,11 +108,15 @@ func TestRunnerDryRunSkipsLiveOnly(t *testing.T) {
 	r.Phases[1].LiveOnly = true
 	s, out := testState()
 	s.Options.DryRun = true
-	if _, err := r.Run(context.Background(), s, nil); err != nil {
+	ran, err := r.Run(context.Background(), s, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"a"}, log); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a"}, ran); diff != "" {
+		t.Errorf("a skipped phase is reported as run (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(out.String(), "[wait] skipped in a dry run") {
 		t.Errorf("no skip message in %q", out.String())

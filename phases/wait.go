@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
 )
 
@@ -88,8 +87,8 @@ func manifestPods(s *State) (pods map[string]*corev1.Pod, missing []string, err 
 }
 
 // foreignManifests lists the files the kubelet runs besides ours, such as a
-// kube-apiserver.yaml.bak: the kubelet runs every non-dot file, so they are
-// a common hidden cause of a control plane that does not come up.
+// kube-apiserver.yaml.bak: the kubelet runs every non-dot regular file, so
+// they are a common hidden cause of a control plane that does not come up.
 func foreignManifests(s *State) ([]string, error) {
 	dir := s.Config.Paths.ManifestsDir
 	entries, err := os.ReadDir(s.Files.HostPath(dir))
@@ -99,10 +98,11 @@ func foreignManifests(s *State) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read manifest directory %q: %w", dir, err)
 	}
+	ours := ManifestPaths(s.Config)
 	var foreign []string
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, ".") && !slices.Contains(config.ComponentNames, strings.TrimSuffix(name, ".yaml")) {
+		if !strings.HasPrefix(name, ".") && !e.IsDir() && !slices.Contains(ours, filepath.Join(dir, name)) {
 			foreign = append(foreign, name)
 		}
 	}

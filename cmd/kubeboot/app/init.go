@@ -59,7 +59,10 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 			Args:  usageArgs(cobra.NoArgs),
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return runWorkflow(cmd.Context(), opts, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
-					return []string{p.Name}, phases.Init.RunOne(ctx, s, p.Name)
+					if ran, err := phases.Init.RunOne(ctx, s, p.Name); !ran {
+						return nil, err
+					}
+					return []string{p.Name}, nil
 				})
 			},
 		}
