@@ -29,6 +29,8 @@ type batch struct {
 type caState struct {
 	spec    CertSpec
 	created bool
+	// key is an existing CA key to certify, when its certificate is missing.
+	key []byte
 	// broken marks a CA whose problem was already reported.
 	broken bool
 	ready  chan struct{}
@@ -116,9 +118,9 @@ func (b *batch) ca(name string) (*caState, error) {
 	return st, nil
 }
 
-// create registers a CA for run to create.
-func (b *batch) create(spec CertSpec) {
-	b.cas[spec.Name] = &caState{spec: spec, created: true, ready: make(chan struct{})}
+// create registers a CA for run to create, with key when it is not nil.
+func (b *batch) create(spec CertSpec, key []byte) {
+	b.cas[spec.Name] = &caState{spec: spec, created: true, key: key, ready: make(chan struct{})}
 }
 
 // add registers a leaf for run to issue with ca, which needs the CA key.
@@ -166,8 +168,14 @@ func (b *batch) run() (Set, error) {
 		}
 		wg.Go(func() {
 			defer close(ca.ready)
-			ca.auth, ca.err = createCA(ca.spec)
-			done(ca.err, func() { b.out.Certs[ca.spec.Name] = ca.auth.pair })
+			ca.auth, ca.err = createCA(ca.spec, ca.key)
+			done(ca.err, func() {
+				pair := ca.auth.pair
+				if ca.key != nil {
+					pair.Key = nil // the kept key file stays as it is
+				}
+				b.out.Certs[ca.spec.Name] = pair
+			})
 		})
 	}
 	for _, j := range b.jobs {

@@ -91,15 +91,16 @@ func reuseKey(alg config.KeyAlgorithm, keyPEM []byte) (privateKey, error) {
 
 // NewCA creates a self-signed CA with a new key.
 func NewCA(spec CertSpec) (KeyPair, error) {
-	auth, err := createCA(spec)
+	auth, err := createCA(spec, nil)
 	if err != nil {
 		return KeyPair{}, err
 	}
 	return auth.pair, nil
 }
 
-func createCA(spec CertSpec) (*authority, error) {
-	key, err := newKey(spec.Algorithm)
+// createCA self-signs a CA for keyPEM, or for a new key when it is nil.
+func createCA(spec CertSpec, keyPEM []byte) (*authority, error) {
+	key, err := reuseKey(spec.Algorithm, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("create CA %q: %w", spec.Name, err)
 	}

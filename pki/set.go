@@ -87,10 +87,12 @@ func (b *batch) ensureCA(spec CertSpec) error {
 		_, err := b.ca(spec.Name)
 		return err
 	case len(pair.Key) > 0:
-		b.cas[spec.Name] = &caState{spec: spec, broken: true}
-		return &CheckError{File: spec.File(), Problems: []string{"is missing while " + spec.KeyFile() + " exists"}}
+		// An interrupted first run writes keys before certificates: certify
+		// the kept key rather than ask for a human.
+		b.create(spec, pair.Key)
+		return nil
 	}
-	b.create(spec)
+	b.create(spec, nil)
 	return nil
 }
 

@@ -187,8 +187,12 @@ func TestEnsureRefuses(t *testing.T) {
 		{name: "leaf without its CA", cfg: cfg, have: without(full, "etcd/ca.crt", "etcd/ca.key"), now: now,
 			want: []string{"etcd/server.crt: exists but its CA etcd/ca.crt does not", "etcd/peer.crt: exists but its CA etcd/ca.crt does not",
 				"etcd/healthcheck-client.crt: exists but its CA etcd/ca.crt does not", "apiserver-etcd-client.crt: exists but its CA etcd/ca.crt does not"}},
-		{name: "CA key without certificate", cfg: cfg, have: without(full, "ca.crt"), now: now,
-			want: []string{"ca.crt: is missing while ca.key exists"}},
+		{name: "CA key without certificate, with leaves", cfg: cfg, have: without(full, "ca.crt"), now: now,
+			want: []string{"apiserver.crt: exists but its CA ca.crt does not", "apiserver-kubelet-client.crt: exists but its CA ca.crt does not",
+				"controller-manager.crt: exists but its CA ca.crt does not", "scheduler.crt: exists but its CA ca.crt does not",
+				"admin.conf: exists but its CA ca.crt does not", "super-admin.conf: exists but its CA ca.crt does not",
+				"kubelet.conf: exists but its CA ca.crt does not", "controller-manager.conf: exists but its CA ca.crt does not",
+				"scheduler.conf: exists but its CA ca.crt does not"}},
 		{name: "sa.pub without sa.key", cfg: cfg, have: without(full, "sa.key"), now: now,
 			want: []string{"sa.key: is missing while sa.pub exists"}},
 		{name: "expired CA is reported once", cfg: cfg, have: full, now: now.Add(11 * 365 * 24 * time.Hour),
@@ -306,5 +310,31 @@ func TestSharedKeys(t *testing.T) {
 		if diff := cmp.Diff(tt.want, sharing(keyOwners(t, merge(full, got)))); diff != "" {
 			t.Errorf("renew %q with new keys: files sharing a key (-want +got):\n%s", tt.names, diff)
 		}
+	}
+}
+
+// TestEnsureCertifiesAnInterruptedCAKey covers a first run killed between
+// writing the keys and the certificates: the kept CA key gets a certificate.
+func TestEnsureCertifiesAnInterruptedCAKey(t *testing.T) {
+	cfg := testConfig(t, nil)
+	now := time.Now()
+	keyOnly, err := Ensure(cfg, Set{}, now, []string{config.CertCA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := Set{Certs: map[string]KeyPair{config.CertCA: {Key: keyOnly.Certs[config.CertCA].Key}}}
+	got, err := Ensure(cfg, have, now, []string{config.CertCA, config.CertAPIServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := got.Certs[config.CertCA]
+	if len(ca.Cert) == 0 || ca.Key != nil {
+		t.Fatalf("want a new ca.crt and the kept key left alone, got cert %d bytes, key %d bytes", len(ca.Cert), len(ca.Key))
+	}
+	if err := Check(CertSpecs(cfg)[0], KeyPair{Cert: ca.Cert, Key: have.Certs[config.CertCA].Key}, nil, now, 0); err != nil {
+		t.Errorf("the new CA certificate does not match the kept key: %v", err)
+	}
+	if len(got.Certs[config.CertAPIServer].Cert) == 0 {
+		t.Error("apiserver.crt was not issued by the recovered CA")
 	}
 }
