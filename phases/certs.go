@@ -28,6 +28,10 @@ var Kubeconfig = Phase{
 	Name:  "kubeconfig",
 	Short: "Generate the kubeconfig files",
 	Run: func(_ context.Context, s *State) error {
+		ca := s.Config.CertPath(config.CertCA)
+		if _, err := s.Files.ReadFile(ca); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s not found: run `kubeboot init phase certs` first", ca)
+		}
 		return ensurePKI(s, pki.KubeconfigNames(s.Config))
 	},
 }

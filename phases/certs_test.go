@@ -177,3 +177,11 @@ func parseCert(t *testing.T, s *State, name string) *x509.Certificate {
 	must(t, err)
 	return cert
 }
+
+func TestKubeconfigPhaseNeedsCerts(t *testing.T) {
+	s := manifestState(t, t.TempDir(), "v1.36.3")
+	err := Kubeconfig.Run(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "/etc/kubernetes/pki/ca.crt not found: run `kubeboot init phase certs` first") {
+		t.Errorf("want a hint to run the certs phase, got %v", err)
+	}
+}

@@ -134,8 +134,13 @@ func printDiff(s *State, component string, rendered []byte) error {
 		return fmt.Errorf("read manifest %q: %w", path, err)
 	}
 	diff := udiff.Unified(path, path+" (rendered)", string(current), string(rendered))
-	if diff == "" {
+	switch {
+	case diff == "":
 		s.Report.Infof("%s: no change", component)
+		return nil
+	case s.Report.JSON():
+		// stdout carries one JSON object per line: the diff travels inside one.
+		s.Report.Event(Event{Level: LevelInfo, Msg: component + ": differs", Fields: map[string]any{"path": path, "diff": diff}})
 		return nil
 	}
 	if _, err := io.WriteString(s.Stdout, diff); err != nil {

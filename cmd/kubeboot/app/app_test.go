@@ -209,6 +209,20 @@ func TestInitPhaseDiffWritesNothing(t *testing.T) {
 	if after, _ := os.ReadFile(manifest); string(after) != edited {
 		t.Error("--diff rewrote the manifest")
 	}
+	_, stdout, _ = runCLI(t, "init", "phase", "control-plane", "--root", root, "--diff", "-o", "json")
+	diffs := 0
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var event map[string]any
+		if err := json.Unmarshal([]byte(line), &event); err != nil {
+			t.Fatalf("with -o json, stdout line %q is not JSON", line)
+		}
+		if d, ok := event["diff"].(string); ok && strings.Contains(d, want) {
+			diffs++
+		}
+	}
+	if diffs != 1 {
+		t.Errorf("want one JSON event carrying the diff, got %d in:\n%s", diffs, stdout)
+	}
 }
 
 func TestCertsCommands(t *testing.T) {
