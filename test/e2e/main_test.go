@@ -1,0 +1,85 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The components kubeboot runs as static pods, in start order.
+var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// kubernetesVersion is what the API server must report: the version the
+// binaries in KUBEBOOT_BIN_DIR are built at and kubeboot's default.
+const kubernetesVersion = "v1.36.3"
+
+// neededBinaries are the binaries of KUBEBOOT_BIN_DIR the suite runs.
+var neededBinaries = []string{
+	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+	"kubelet", "kubectl", "crictl",
+}
+
+var (
+	// kubebootBin is the kubeboot binary TestMain builds.
+	kubebootBin string
+	// binDir holds the real etcd, Kubernetes and crictl binaries.
+	binDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+// runSuite checks the environment, builds kubeboot once, runs the tests
+// and reports the suite's duration.
+func runSuite(m *testing.M) int {
+	start := time.Now()
+	if err := checkEnvironment(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "kb-e2e-bin-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	kubebootBin = filepath.Join(tmp, "kubeboot")
+	build := exec.Command("go", "build", "-o", kubebootBin, "github.com/kubeboot/kubeboot/cmd/kubeboot")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: build kubeboot: %v\n", err)
+		return 1
+	}
+	code := m.Run()
+	fmt.Fprintf(os.Stderr, "e2e: suite took %s\n", time.Since(start).Round(100*time.Millisecond))
+	return code
+}
+
+// checkEnvironment fails, never skips, when the suite cannot run here.
+func checkEnvironment() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the suite runs the real kubelet, which needs root: run it as root")
+	}
+	binDir = os.Getenv("KUBEBOOT_BIN_DIR")
+	if binDir == "" {
+		return fmt.Errorf("KUBEBOOT_BIN_DIR is not set: run the suite with `make e2e`, or build the binaries with `make binaries` and set KUBEBOOT_BIN_DIR=test/tools/bin")
+	}
+	abs, err := filepath.Abs(binDir)
+	if err != nil {
+		return err
+	}
+	binDir = abs
+	for _, name := range neededBinaries {
+		path := filepath.Join(binDir, name)
+		if info, err := os.Stat(path); err != nil || info.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%s is missing or not executable in KUBEBOOT_BIN_DIR=%s: build the binaries with `make binaries`", name, binDir)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// process is a running process seen in /proc.
+type process struct {
+	pid  int
+	argv []string
+}
+
+// processesUnder lists the processes, other than this one, whose command
+// line names dir or a path under it: the daemons and containers of a lab.
+func processesUnder(dir string) []process {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var found []process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(data) == 0 { // gone, or a zombie or kernel thread
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if slices.ContainsFunc(argv, func(arg string) bool {
+			return strings.Contains(arg, dir+"/") || strings.HasSuffix(arg, dir)
+		}) {
+			found = append(found, process{pid: pid, argv: argv})
+		}
+	}
+	return found
+}
+
+func describe(procs []process) string {
+	var b strings.Builder
+	for _, p := range procs {
+		line := strings.Join(p.argv, " ")
+		if len(line) > 200 {
+			line = line[:200] + "..."
+		}
+		fmt.Fprintf(&b, "  pid %d: %s\n", p.pid, line)
+	}
+	return b.String()
+}
+
+// componentPids maps each control-plane component running for the node to
+// its process id; the runtime starts each with the component's name as argv[0].
+func (n *node) componentPids() map[string]int {
+	pids := map[string]int{}
+	for _, p := range processesUnder(n.root) {
+		name := filepath.Base(p.argv[0])
+		if slices.Contains(components, name) {
+			pids[name] = p.pid
+		}
+	}
+	return pids
+}
+
+// dumpLogs logs the tail of the kubelet's, the runtime's and each
+// component's newest log.
+func (n *node) dumpLogs() {
+	files := []string{n.path("lab/kubelet.log"), n.path("lab/runtime.log")}
+	for _, c := range components {
+		if f := newestFile(filepath.Join(n.path("pod-logs"), "kube-system_"+c+"-"+n.name+"_*", c, "*.log")); f != "" {
+			files = append(files, f)
+		} else {
+			n.t.Logf("no log of %s under %s", c, n.path("pod-logs"))
+		}
+	}
+	for _, f := range files {
+		n.t.Logf("--- last lines of %s ---\n%s", f, tail(f, 40))
+	}
+}
+
+// newestFile is the most recently modified file matching a glob.
+func newestFile(pattern string) string {
+	matches, _ := filepath.Glob(pattern)
+	var newest string
+	var newestTime time.Time
+	for _, m := range matches {
+		if info, err := os.Stat(m); err == nil && info.ModTime().After(newestTime) {
+			newest, newestTime = m, info.ModTime()
+		}
+	}
+	return newest
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// settleTimeout bounds how long the kubelet may take to reflect a change:
+// register the node, run or stop a pod, publish a mirror pod.
+const settleTimeout = 90 * time.Second
+
+// pollInterval is how often eventually and consistently check.
+const pollInterval = 250 * time.Millisecond
+
+// eventually polls check until it returns nil, and fails the test with its
+// last error when settleTimeout passes.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still false after %s: %v", what, settleTimeout, err)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// consistently polls check for the whole duration and fails the test at the
+// first error: it proves that something does not happen.
+func consistently(t *testing.T, duration time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(duration)
+	for time.Now().Before(deadline) {
+		if err := check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(pollInterval)
+	}
+}
