@@ -57,7 +57,8 @@ const stopAllGrace = 10 * time.Second
 
 // Options configures a Runtime.
 type Options struct {
-	// BinDir holds the binaries that stand in for images.
+	// BinDir holds the binaries that stand in for images. It may be empty
+	// for a runtime that only stops containers.
 	BinDir string
 	// StateDir holds the runtime's state: one JSON file per sandbox and per
 	// container, and the containers' output FIFOs. Keep it across runtime
@@ -90,17 +91,12 @@ type Runtime struct {
 // state in opts.StateDir. It loads the state a previous runtime left behind
 // and reattaches to the containers that are still running.
 func NewRuntime(opts Options) (*Runtime, error) {
-	if opts.BinDir == "" || opts.StateDir == "" {
-		return nil, errors.New("create lab runtime: BinDir and StateDir are required")
+	if opts.StateDir == "" {
+		return nil, errors.New("create lab runtime: StateDir is required")
 	}
-	binDir, err := filepath.Abs(opts.BinDir)
+	binDir, err := checkBinDir(opts.BinDir)
 	if err != nil {
-		return nil, fmt.Errorf("resolve bin dir %q: %w", opts.BinDir, err)
-	}
-	if fi, err := os.Stat(binDir); err != nil {
-		return nil, fmt.Errorf("open bin dir %q: %w", binDir, err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("open bin dir %q: not a directory", binDir)
+		return nil, err
 	}
 	stateDir, err := filepath.Abs(opts.StateDir)
 	if err != nil {
@@ -134,6 +130,9 @@ func NewRuntime(opts Options) (*Runtime, error) {
 // replaced. Containers keep running when Serve returns: a runtime restart
 // must not restart the control plane. Use StopAll to stop them.
 func (r *Runtime) Serve(ctx context.Context, socketPath string) error {
+	if r.binDir == "" {
+		return errors.New("serve CRI: the runtime has no BinDir")
+	}
 	if err := removeStaleSocket(socketPath); err != nil {
 		return err
 	}
@@ -195,6 +194,24 @@ func (r *Runtime) StopAll(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// checkBinDir resolves a bin dir. Empty is allowed: such a runtime can only
+// stop containers (StopAll), which needs no binaries.
+func checkBinDir(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolve bin dir %q: %w", dir, err)
+	}
+	if fi, err := os.Stat(abs); err != nil {
+		return "", fmt.Errorf("open bin dir %q: %w", abs, err)
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("open bin dir %q: not a directory", abs)
+	}
+	return abs, nil
 }
 
 // removeStaleSocket removes a socket that no runtime answers on any more,

@@ -95,6 +95,21 @@ func TestServeReplacesStaleSocketAndRefusesLiveOne(t *testing.T) {
 	}
 }
 
+// TestRuntimeWithoutBinDirOnlyStops covers `kubeboot lab down`, which needs
+// no binaries: such a runtime stops containers but refuses to serve.
+func TestRuntimeWithoutBinDirOnlyStops(t *testing.T) {
+	rt, err := lab.NewRuntime(lab.Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StopAll(context.Background()); err != nil {
+		t.Errorf("StopAll: %v", err)
+	}
+	if err := rt.Serve(context.Background(), filepath.Join(t.TempDir(), "s.sock")); err == nil || !strings.Contains(err.Error(), "no BinDir") {
+		t.Errorf("Serve without a bin dir = %v, want a refusal", err)
+	}
+}
+
 func TestNewRuntimeErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -102,7 +117,7 @@ func TestNewRuntimeErrors(t *testing.T) {
 		opts lab.Options
 		want string
 	}{
-		{"no bin dir", lab.Options{StateDir: dir}, "BinDir and StateDir are required"},
+		{"no state dir", lab.Options{BinDir: dir}, "StateDir is required"},
 		{"missing bin dir", lab.Options{BinDir: filepath.Join(dir, "nope"), StateDir: dir}, "open bin dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,16 +56,24 @@ func (r *Runtime) deleteContainer(c *container) error {
 	return nil
 }
 
-// writeJSON replaces the file at path with v as JSON: it writes a temp file
-// in the same directory, syncs it and renames it over path.
+// writeJSON replaces the file at path with v as JSON.
 func writeJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode state %q: %w", path, err)
 	}
+	if err := writeAtomic(path, data); err != nil {
+		return fmt.Errorf("write state %q: %w", path, err)
+	}
+	return nil
+}
+
+// writeAtomic replaces the file at path with data: it writes a temp file in
+// the same directory, syncs it and renames it over path.
+func writeAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("write state %q: %w", path, err)
+		return err
 	}
 	_, err = tmp.Write(data)
 	if err == nil {
@@ -79,9 +87,8 @@ func writeJSON(path string, v any) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write state %q: %w", path, err)
 	}
-	return nil
+	return err
 }
 
 func readJSON(path string, v any) error {

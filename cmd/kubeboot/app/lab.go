@@ -7,10 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,11 +60,14 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Stop the kubelet, every container and the CRI runtime",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.configPath == "" {
+				return &phases.UsageError{Msg: "lab down needs --config: the config the lab was brought up with"}
+			}
 			cfg, err := config.Load(opts.configPath, config.DetectHost())
 			if err != nil {
 				return err
 			}
-			return labDown(cmd.Context(), cfg, opts.binDir, phases.NewReporter(stderr, false))
+			return labDown(cmd.Context(), cfg, phases.NewReporter(stderr, false))
 		},
 	}
 	runtime := &cobra.Command{
@@ -102,109 +103,12 @@ func socketPath(cfg *config.ClusterConfiguration) string {
 	return strings.TrimPrefix(cfg.Kubelet.ContainerRuntimeEndpoint, "unix://")
 }
 
-// labUp starts the runtime, writes what the kubelet needs, starts the
-// kubelet, and runs every init phase; the wait phase then sees the kubelet
-// bring the control plane up.
-func labUp(ctx context.Context, s *phases.State, configPath, binDir string) ([]string, error) {
-	cfg := s.Config
-	binDir, err := filepath.Abs(binDir)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(labDir(cfg), 0o700); err != nil {
-		return nil, fmt.Errorf("create lab dir: %w", err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find the kubeboot binary: %w", err)
-	}
-	s.Report.SetPhase("lab")
-	if err := startDaemon(cfg, "runtime", self, "lab", "runtime", "--config", configPath, "--bin-dir", binDir); err != nil {
-		return nil, err
-	}
-	if err := waitForSocket(ctx, socketPath(cfg), 10*time.Second); err != nil {
-		return nil, fmt.Errorf("CRI runtime did not start (see %s): %w", logPath(cfg, "runtime"), err)
-	}
-	s.Report.Infof("CRI runtime serving on %s", socketPath(cfg))
-	prep := phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}}
-	if _, err := prep.Run(ctx, s, nil); err != nil {
-		return nil, err
-	}
-	s.Report.SetPhase("lab")
-	root := filepath.Join(labDir(cfg), "kubelet")
-	err = startDaemon(cfg, "kubelet", filepath.Join(binDir, "kubelet"),
-		"--config="+cfg.Kubelet.ConfigFile,
-		"--kubeconfig="+cfg.KubeconfigPath(config.KubeconfigKubelet),
-		"--hostname-override="+cfg.Node.Name,
-		"--node-ip="+cfg.Node.AdvertiseAddress,
-		"--root-dir="+root,
-		"--cert-dir="+filepath.Join(root, "pki"))
-	if err != nil {
-		return nil, err
-	}
-	s.Report.Infof("kubelet started (log: %s)", logPath(cfg, "kubelet"))
-	ran, err := phases.Init.Run(ctx, s, nil)
-	if err != nil {
-		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, logPath(cfg, "kubelet"), logPath(cfg, "runtime"))
-	}
-	s.Report.SetPhase("lab")
-	s.Report.Infof("control plane is up: kubectl --kubeconfig %s get pods -n kube-system", cfg.KubeconfigPath(config.KubeconfigAdmin))
-	return ran, nil
+// daemons are the lab's background processes, in stop order.
+func daemons(cfg *config.ClusterConfiguration) (kubelet, runtime lab.Daemon) {
+	return lab.Daemon{Name: "kubelet", Dir: labDir(cfg)}, lab.Daemon{Name: "runtime", Dir: labDir(cfg)}
 }
 
-func pidPath(cfg *config.ClusterConfiguration, name string) string {
-	return filepath.Join(labDir(cfg), name+".pid")
-}
-
-func logPath(cfg *config.ClusterConfiguration, name string) string {
-	return filepath.Join(labDir(cfg), name+".log")
-}
-
-// startDaemon starts a background process in its own session, logging to
-// <lab>/<name>.log, unless the one in <lab>/<name>.pid still runs.
-func startDaemon(cfg *config.ClusterConfiguration, name, binary string, args ...string) error {
-	if pid, ok := runningPid(pidPath(cfg, name)); ok {
-		return fmt.Errorf("%s already runs as pid %d: run `kubeboot lab down` first", name, pid)
-	}
-	logFile, err := os.OpenFile(logPath(cfg, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("open %s log: %w", name, err)
-	}
-	defer func() { _ = logFile.Close() }()
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	if err := os.WriteFile(pidPath(cfg, name), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("record %s pid: %w", name, err)
-	}
-	return cmd.Process.Release()
-}
-
-// runningPid reads a pid file and says whether that process still runs.
-func runningPid(path string) (int, bool) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	return pid, syscall.Kill(pid, 0) == nil && !isZombie(pid)
-}
-
-func isZombie(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true
-	}
-	_, after, _ := strings.Cut(string(stat), ") ")
-	return strings.HasPrefix(after, "Z")
-}
-
+// waitForSocket waits until something accepts connections on the socket.
 func waitForSocket(ctx context.Context, path string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -223,23 +127,80 @@ func waitForSocket(ctx context.Context, path string, timeout time.Duration) erro
 	}
 }
 
+// labUp starts the runtime, writes what the kubelet needs, starts the
+// kubelet, and runs every init phase; the wait phase then sees the kubelet
+// bring the control plane up. If it fails before init runs, it stops what it
+// started; after that the lab stays up for a look at its logs.
+func labUp(ctx context.Context, s *phases.State, configPath, binDir string) (ran []string, err error) {
+	cfg := s.Config
+	if binDir, err = filepath.Abs(binDir); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the kubeboot binary: %w", err)
+	}
+	kubelet, runtime := daemons(cfg)
+	initStarted := false
+	defer func() {
+		if err != nil && !initStarted {
+			_ = kubelet.Stop(10 * time.Second)
+			_ = runtime.Stop(10 * time.Second)
+		}
+	}()
+	s.Report.SetPhase("lab")
+	if err := runtime.Start(self, "lab", "runtime", "--config", configPath, "--bin-dir", binDir); err != nil {
+		return nil, err
+	}
+	if err := waitForSocket(ctx, socketPath(cfg), 10*time.Second); err != nil {
+		return nil, fmt.Errorf("CRI runtime did not start (see %s): %w", runtime.LogFile(), err)
+	}
+	s.Report.Infof("CRI runtime serving on %s", socketPath(cfg))
+	prep := phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}}
+	if _, err := prep.Run(ctx, s, nil); err != nil {
+		return nil, err
+	}
+	s.Report.SetPhase("lab")
+	root := filepath.Join(labDir(cfg), "kubelet")
+	err = kubelet.Start(filepath.Join(binDir, "kubelet"),
+		"--config="+cfg.Kubelet.ConfigFile,
+		"--kubeconfig="+cfg.KubeconfigPath(config.KubeconfigKubelet),
+		"--hostname-override="+cfg.Node.Name,
+		"--node-ip="+cfg.Node.AdvertiseAddress,
+		"--root-dir="+root,
+		"--cert-dir="+filepath.Join(root, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	s.Report.Infof("kubelet started (log: %s)", kubelet.LogFile())
+	initStarted = true
+	if ran, err = phases.Init.Run(ctx, s, nil); err != nil {
+		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), runtime.LogFile())
+	}
+	s.Report.SetPhase("lab")
+	s.Report.Infof("control plane is up: kubectl --kubeconfig %s get pods -n kube-system", cfg.KubeconfigPath(config.KubeconfigAdmin))
+	return ran, nil
+}
+
 // labDown stops the kubelet first, so it does not restart the pods, then
 // the runtime daemon, then every container through a runtime on the same
 // state, and finally undoes the kubelet's bind mount of its root dir.
-func labDown(ctx context.Context, cfg *config.ClusterConfiguration, binDir string, report *phases.Reporter) error {
+func labDown(ctx context.Context, cfg *config.ClusterConfiguration, report *phases.Reporter) error {
 	report.SetPhase("lab")
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	var errs []error
-	for _, name := range []string{"kubelet", "runtime"} {
-		if err := stopDaemon(pidPath(cfg, name), 30*time.Second); err != nil {
-			errs = append(errs, fmt.Errorf("stop %s: %w", name, err))
+	kubelet, runtime := daemons(cfg)
+	for _, d := range []lab.Daemon{kubelet, runtime} {
+		if err := d.Stop(30 * time.Second); err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		report.Infof("stopped %s", name)
+		report.Infof("stopped %s", d.Name)
 	}
-	rt, err := lab.NewRuntime(lab.Options{BinDir: binDir, StateDir: runtimeStateDir(cfg)})
+	// Stopping containers needs their state, not the binaries.
+	rt, err := lab.NewRuntime(lab.Options{StateDir: runtimeStateDir(cfg)})
 	if err == nil {
 		err = rt.StopAll(ctx)
 	}
@@ -257,27 +218,6 @@ func labDown(ctx context.Context, cfg *config.ClusterConfiguration, binDir strin
 
 func runtimeStateDir(cfg *config.ClusterConfiguration) string {
 	return filepath.Join(labDir(cfg), "runtime")
-}
-
-// stopDaemon sends SIGTERM to the pid file's process group, then SIGKILL
-// after the timeout, and removes the pid file.
-func stopDaemon(pidFile string, timeout time.Duration) error {
-	pid, running := runningPid(pidFile)
-	if running {
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		deadline := time.Now().Add(timeout)
-		for running && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			_, running = runningPid(pidFile)
-		}
-		if running {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-	}
-	if err := os.Remove(pidFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
 }
 
 // serveRuntime is the runtime daemon: it serves until SIGTERM.
