@@ -94,15 +94,13 @@ func etcdClientFlags(cfg *config.ClusterConfiguration, advertise net.IP) []flag 
 			{"etcd-servers", etcdURL("https", loopbackAddress(advertise), etcdClientPort)},
 		}
 	}
-	flags := []flag{{"etcd-servers", strings.Join(external.Endpoints, ",")}}
-	if external.CAFile != "" {
-		flags = append(flags, flag{"etcd-cafile", external.CAFile})
+	// Validation requires all three files of an external etcd.
+	return []flag{
+		{"etcd-cafile", external.CAFile},
+		{"etcd-certfile", external.CertFile},
+		{"etcd-keyfile", external.KeyFile},
+		{"etcd-servers", strings.Join(external.Endpoints, ",")},
 	}
-	// A client certificate is useless without its key, and the reverse.
-	if external.CertFile != "" && external.KeyFile != "" {
-		flags = append(flags, flag{"etcd-certfile", external.CertFile}, flag{"etcd-keyfile", external.KeyFile})
-	}
-	return flags
 }
 
 // apiServerProbeHost probes the address the API server listens on: its

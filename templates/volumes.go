@@ -68,9 +68,6 @@ func externalEtcdMounts(cfg *config.ClusterConfiguration) []hostMount {
 	}
 	var dirs []string
 	for _, file := range []string{cfg.Etcd.External.CAFile, cfg.Etcd.External.CertFile, cfg.Etcd.External.KeyFile} {
-		if file == "" {
-			continue
-		}
 		dir := filepath.Dir(filepath.Clean(file))
 		if !slices.ContainsFunc(covered, func(root string) bool { return within(dir, root) }) {
 			dirs = append(dirs, dir)
