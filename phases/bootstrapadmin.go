@@ -16,13 +16,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/pki"
 )
 
 // The RBAC names bootstrap-admin manages. They are kubeadm's, so admin.conf
 // and runbooks behave as on a kubeadm node.
 const (
-	clusterAdminsGroup   = "kubeadm:cluster-admins"
-	kubeletClientUser    = "kube-apiserver-kubelet-client"
+	clusterAdminsGroup   = pki.AdminsGroup
+	kubeletClientUser    = pki.KubeletClientUser
 	kubeletAPIAdminRole  = "system:kubelet-api-admin"
 	kubeletClientBinding = "kubeboot:apiserver-kubelet-client"
 )

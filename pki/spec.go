@@ -28,6 +28,14 @@ const (
 	UsagePeer Usage = "peer"
 )
 
+// Identities that RBAC bindings refer to; bootstrap-admin binds them.
+const (
+	// AdminsGroup is the organization of admin.conf's client certificate.
+	AdminsGroup = "kubeadm:cluster-admins"
+	// KubeletClientUser is the CN of the API server's kubelet client certificate.
+	KubeletClientUser = "kube-apiserver-kubelet-client"
+)
+
 // Kubelet names the kubelet in Restart lists. It is a host service rather
 // than a static pod, so config does not list it among the components.
 const Kubelet = "kubelet"
@@ -139,7 +147,7 @@ func CertSpecs(cfg *config.ClusterConfiguration) []CertSpec {
 	specs := []CertSpec{
 		ca(config.CertCA, "kubernetes"),
 		apiServer,
-		leaf(config.CertAPIServerKubeletClient, "kube-apiserver-kubelet-client", UsageClient, config.CertCA, config.NameAPIServer),
+		leaf(config.CertAPIServerKubeletClient, KubeletClientUser, UsageClient, config.CertCA, config.NameAPIServer),
 		ca(config.CertFrontProxyCA, "front-proxy-ca"),
 		leaf(config.CertFrontProxyClient, "front-proxy-client", UsageClient, config.CertFrontProxyCA, config.NameAPIServer),
 	}
@@ -200,7 +208,7 @@ func KubeconfigSpecs(cfg *config.ClusterConfiguration) []KubeconfigSpec {
 	}
 	remote, local := cfg.ControlPlaneURL(), cfg.LocalAPIEndpoint()
 	return []KubeconfigSpec{
-		kubeconfig(config.KubeconfigAdmin, remote, "kubernetes-admin", "kubeadm:cluster-admins", ""),
+		kubeconfig(config.KubeconfigAdmin, remote, "kubernetes-admin", AdminsGroup, ""),
 		kubeconfig(config.KubeconfigSuperAdmin, remote, "kubernetes-super-admin", "system:masters", ""),
 		kubeconfig(config.KubeconfigKubelet, remote, "system:node:"+cfg.Node.Name, "system:nodes", "", Kubelet),
 		kubeconfig(config.KubeconfigControllerManager, local, "system:kube-controller-manager", "", config.CertControllerManager, config.NameControllerManager),
