@@ -23,6 +23,15 @@ const (
 	NameScheduler         = "kube-scheduler"
 )
 
+// The components' well-known ports. The API server's is apiServer.bindPort.
+const (
+	PortEtcdClient        = 2379
+	PortEtcdPeer          = 2380
+	PortEtcdMetrics       = 2381
+	PortControllerManager = 10257
+	PortScheduler         = 10259
+)
+
 // ComponentNames lists the control-plane components in start order.
 var ComponentNames = []string{NameEtcd, NameAPIServer, NameControllerManager, NameScheduler}
 

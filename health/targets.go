@@ -24,8 +24,8 @@ import (
 // not set --secure-port.
 const (
 	defaultAPIServerPort         = 6443
-	defaultControllerManagerPort = 10257
-	defaultSchedulerPort         = 10259
+	defaultControllerManagerPort = config.PortControllerManager
+	defaultSchedulerPort         = config.PortScheduler
 )
 
 // etcdDefaultClientURL is where etcd listens and advertises when its
@@ -82,7 +82,7 @@ func Targets(cfg *config.ClusterConfiguration, pods map[string]*corev1.Pod) ([]T
 		if pod == nil {
 			return nil, fmt.Errorf("read health target of %q: no manifest given", name)
 		}
-		flags := commandFlags(pod, name)
+		flags := CommandFlags(pod, name)
 		var t Target
 		var err error
 		switch name {
@@ -211,11 +211,11 @@ func loopbackTarget(cfg *config.ClusterConfiguration, name string, flags map[str
 	}, nil
 }
 
-// commandFlags returns the flags on the command line of the component's
+// CommandFlags returns the flags on the command line of the component's
 // container (or the pod's first container), in both the --name=value and
 // the --name value forms. A repeated flag keeps its last value, as the
 // components' flag parsers do.
-func commandFlags(pod *corev1.Pod, component string) map[string]string {
+func CommandFlags(pod *corev1.Pod, component string) map[string]string {
 	containers := pod.Spec.Containers
 	if len(containers) == 0 {
 		return map[string]string{}

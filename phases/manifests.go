@@ -88,13 +88,27 @@ func components(c *config.ClusterConfiguration) []string {
 	return config.ComponentNames
 }
 
-// render builds, patches and stages the named components' manifests.
-func render(s *State, names ...string) error {
+// renderPods builds this node's pods and applies the patches, in memory.
+func renderPods(s *State) ([]templates.Manifest, error) {
 	patches, err := readPatches(s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	manifests, err := templates.All(s.Config)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range manifests {
+		if manifests[i].Pod, err = templates.ApplyPatches(m.Component, m.Pod, patches); err != nil {
+			return nil, err
+		}
+	}
+	return manifests, nil
+}
+
+// render builds, patches and stages the named components' manifests.
+func render(s *State, names ...string) error {
+	manifests, err := renderPods(s)
 	if err != nil {
 		return err
 	}
@@ -102,11 +116,7 @@ func render(s *State, names ...string) error {
 		if !slices.Contains(names, m.Component) {
 			continue
 		}
-		pod, err := templates.ApplyPatches(m.Component, m.Pod, patches)
-		if err != nil {
-			return err
-		}
-		data, err := templates.Marshal(pod)
+		data, err := templates.Marshal(m.Pod)
 		if err != nil {
 			return err
 		}

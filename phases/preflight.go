@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/health"
 )
 
 // check is one preflight check. It returns a problem with its fix, or nil.
@@ -31,8 +33,12 @@ var Preflight = Phase{
 }
 
 func runPreflight(_ context.Context, s *State) error {
+	checks, err := preflightChecks(s)
+	if err != nil {
+		return err
+	}
 	var failed []string
-	for _, c := range preflightChecks(s) {
+	for _, c := range checks {
 		err := c.run(s)
 		if err == nil {
 			continue
@@ -55,21 +61,23 @@ func runPreflight(_ context.Context, s *State) error {
 
 // preflightChecks lists the checks for this run. Offline renders (--root)
 // describe another machine, so this host's ports and data are not checked.
-func preflightChecks(s *State) []check {
+func preflightChecks(s *State) ([]check, error) {
 	checks := []check{{name: "ManifestDir", warnOnly: true, run: checkManifestDir}}
 	if s.Options.Offline {
-		return checks
+		return checks, nil
 	}
 	checks = append(checks, check{name: "IsPrivilegedUser", run: checkPrivileged})
-	for _, p := range ownedPorts(s.Config) {
-		checks = append(checks, check{name: "Port-" + strconv.Itoa(p.port), run: func(s *State) error {
-			return checkPort(s, s.Config.Node.AdvertiseAddress, p.port, p.component)
-		}})
+	listeners, err := plannedListeners(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range listeners {
+		checks = append(checks, check{name: "Port-" + l.port, run: func(s *State) error { return checkPort(s, l) }})
 	}
 	if s.Config.Etcd.Local != nil {
 		checks = append(checks, check{name: "EtcdDataDir", run: checkEtcdDataDir})
 	}
-	return checks
+	return checks, nil
 }
 
 func checkPrivileged(s *State) error {
@@ -80,36 +88,64 @@ func checkPrivileged(s *State) error {
 	return errors.New("writing " + s.Config.Paths.KubeconfigDir + " needs root: run as root, or render offline with --root DIR")
 }
 
-// ownedPort is a port the control plane will listen on, and its owner.
-type ownedPort struct {
-	port      int
-	component string
+// listener is an address a component will listen on.
+type listener struct {
+	component  string
+	host, port string
 }
 
-func ownedPorts(c *config.ClusterConfiguration) []ownedPort {
-	ports := []ownedPort{{int(c.APIServer.BindPort), config.NameAPIServer}, {10257, config.NameControllerManager}, {10259, config.NameScheduler}}
-	if c.Etcd.Local != nil {
-		ports = append(ports, ownedPort{2379, config.NameEtcd}, ownedPort{2380, config.NameEtcd})
+// plannedListeners reads the addresses the components will listen on from
+// the pods as they will be rendered, patches and extra args included.
+func plannedListeners(s *State) ([]listener, error) {
+	manifests, err := renderPods(s)
+	if err != nil {
+		return nil, err
 	}
-	return ports
+	var listeners []listener
+	for _, m := range manifests {
+		flags := health.CommandFlags(m.Pod, m.Component)
+		if m.Component == config.NameEtcd {
+			for _, name := range []string{"listen-client-urls", "listen-peer-urls", "listen-metrics-urls"} {
+				for _, raw := range strings.Split(flags[name], ",") {
+					if u, err := url.Parse(raw); err == nil && u.Port() != "" {
+						listeners = append(listeners, listener{m.Component, u.Hostname(), u.Port()})
+					}
+				}
+			}
+			continue
+		}
+		port := map[string]string{
+			config.NameAPIServer:         strconv.Itoa(int(s.Config.APIServer.BindPort)),
+			config.NameControllerManager: strconv.Itoa(config.PortControllerManager),
+			config.NameScheduler:         strconv.Itoa(config.PortScheduler),
+		}[m.Component]
+		if p := flags["secure-port"]; p != "" {
+			port = p
+		}
+		listeners = append(listeners, listener{m.Component, flags["bind-address"], port})
+	}
+	return listeners, nil
 }
 
-// checkPort fails when port is taken on address. A port in use is fine when
-// our own component's manifest is there: that is a re-run.
-func checkPort(s *State, address string, port int, component string) error {
-	addr := net.JoinHostPort(address, strconv.Itoa(port))
-	l, err := net.Listen("tcp", addr)
+// checkPort fails when the listener's address is taken. An address in use
+// is fine when our own component's manifest is there: that is a re-run.
+func checkPort(s *State, l listener) error {
+	addr := net.JoinHostPort(l.host, l.port)
+	if ip := net.ParseIP(l.host); l.host == "" || ip != nil && ip.IsUnspecified() {
+		addr = ":" + l.port // every address
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err == nil {
-		return l.Close()
+		return ln.Close()
 	}
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		if _, statErr := os.Stat(s.Files.HostPath(s.Config.ManifestPath(component))); statErr == nil {
+		if _, statErr := os.Stat(s.Files.HostPath(s.Config.ManifestPath(l.component))); statErr == nil {
 			return nil
 		}
-		return fmt.Errorf("port %d on %s is in use, and not by a %s of ours: stop whatever listens there (`ss -ltnp 'sport = :%d'`)", port, address, component, port)
+		return fmt.Errorf("%s is in use, and not by a %s of ours: stop whatever listens there (`ss -ltnp 'sport = :%s'`)", addr, l.component, l.port)
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		return fmt.Errorf("advertise address %s is not on this host: set node.advertiseAddress to one of this host's IPs (`ip -brief addr`)", address)
+		return fmt.Errorf("%s of %s is not an address of this host: set node.advertiseAddress to one of this host's IPs (`ip -brief addr`)", l.host, l.component)
 	}
 	return fmt.Errorf("listen on %s: %w", addr, err)
 }

@@ -49,7 +49,11 @@ func writeHostFile(t *testing.T, s *State, path, content string) {
 // ports may be taken by unrelated processes on a shared CI machine.
 func runChecks(t *testing.T, s *State, names ...string) error {
 	t.Helper()
-	for _, c := range preflightChecks(s) {
+	checks, err := preflightChecks(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
 		keep := false
 		for _, n := range names {
 			keep = keep || c.name == n
@@ -81,7 +85,7 @@ func TestPreflightPortInUse(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Port-"+port) || !strings.Contains(err.Error(), "--ignore-preflight-errors=Port-"+port) {
 		t.Fatalf("want a failed port check with its fix, got %v", err)
 	}
-	if !strings.Contains(out.String(), "port "+port+" on 127.0.0.1 is in use") || !strings.Contains(out.String(), "ss -ltnp") {
+	if !strings.Contains(out.String(), ":"+port+" is in use, and not by a kube-apiserver of ours") || !strings.Contains(out.String(), "ss -ltnp") {
 		t.Errorf("no explanation in %q", out.String())
 	}
 
@@ -141,7 +145,11 @@ func TestPreflightOfflineSkipsHostChecks(t *testing.T) {
 	s, _ := preflightState(t)
 	s.Options.Offline = true
 	var names []string
-	for _, c := range preflightChecks(s) {
+	checks, err := preflightChecks(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
 		names = append(names, c.name)
 	}
 	if strings.Join(names, ",") != "ManifestDir" {
@@ -161,5 +169,24 @@ func TestPreflightManifestDirExactNames(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), ": etcd.yaml, kube-apiserver;") {
 		t.Errorf("want exactly etcd.yaml and kube-apiserver flagged, got %q", out.String())
+	}
+}
+
+// TestPreflightChecksRenderedListeners covers listeners the flags move: the
+// controller-manager's port set through extraArgs, on its loopback address.
+func TestPreflightChecksRenderedListeners(t *testing.T) {
+	s, out := preflightState(t)
+	port := freePort(t)
+	s.Config.ControllerManager.ExtraArgs = []config.Arg{{Name: "secure-port", Value: strconv.Itoa(port)}}
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	if err := runChecks(t, s, "Port-"+strconv.Itoa(port)); err == nil {
+		t.Fatalf("a taken controller-manager port passed; output:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "127.0.0.1:"+strconv.Itoa(port)+" is in use, and not by a kube-controller-manager") {
+		t.Errorf("the failure does not name the address and component: %q", out.String())
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // controllerManagerPort is kube-controller-manager's default secure port.
-const controllerManagerPort = 10257
+const controllerManagerPort = config.PortControllerManager
 
 // ControllerManager builds the kube-controller-manager static pod. It
 // serves its health checks on the loopback address with a certificate from

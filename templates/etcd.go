@@ -19,9 +19,9 @@ const etcdImageTag = "3.6.8-0"
 
 // etcd's ports, as kubeadm uses them.
 const (
-	etcdClientPort  = 2379
-	etcdPeerPort    = 2380
-	etcdMetricsPort = 2381
+	etcdClientPort  = config.PortEtcdClient
+	etcdPeerPort    = config.PortEtcdPeer
+	etcdMetricsPort = config.PortEtcdMetrics
 )
 
 // Etcd builds the static pod of this node's etcd member, the first and only

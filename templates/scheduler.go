@@ -9,7 +9,7 @@ import (
 )
 
 // schedulerPort is kube-scheduler's default secure port.
-const schedulerPort = 10259
+const schedulerPort = config.PortScheduler
 
 // Scheduler builds the kube-scheduler static pod. It serves its health
 // checks on the loopback address with a certificate from the cluster CA.
