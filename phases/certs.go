@@ -186,6 +186,12 @@ func writePKI(s *State, names []string, set pki.Set) error {
 			return err
 		}
 	}
+	// A write killed midway leaves a dot temp file with part of a key.
+	for _, dir := range append(dirs, s.Config.Paths.KubeconfigDir) {
+		if _, err := RemoveTempFiles(s.Files, dir); err != nil {
+			return err
+		}
+	}
 	files := pkiFiles(s.Config, set, names)
 	for _, certs := range []bool{false, true} {
 		for _, f := range files {

@@ -185,3 +185,14 @@ func TestKubeconfigPhaseNeedsCerts(t *testing.T) {
 		t.Errorf("want a hint to run the certs phase, got %v", err)
 	}
 }
+
+func TestPKIPhaseRemovesTempFilesOfAKilledWrite(t *testing.T) {
+	root := t.TempDir()
+	s := manifestState(t, root, "v1.36.3")
+	leftover := filepath.Join(s.Config.Certificates.Dir, ".sa.key.tmp-123")
+	writeHostFile(t, s, leftover, "partial key")
+	must(t, runPKIPhases(s))
+	if _, err := os.Stat(s.Files.HostPath(leftover)); !os.IsNotExist(err) {
+		t.Errorf("%s survived the next run: %v", leftover, err)
+	}
+}

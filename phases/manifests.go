@@ -106,12 +106,16 @@ func renderPods(s *State) ([]templates.Manifest, error) {
 	return manifests, nil
 }
 
-// render builds, patches and stages the named components' manifests.
+// render builds, patches and stages the named components' manifests. A
+// manifest the kubelet would reject is never staged, so a later phase run
+// alone cannot pick it up.
 func render(s *State, names ...string) error {
 	manifests, err := renderPods(s)
 	if err != nil {
 		return err
 	}
+	var staged []stagedManifest
+	var results []staticpod.Result
 	for _, m := range manifests {
 		if !slices.Contains(names, m.Component) {
 			continue
@@ -120,18 +124,25 @@ func render(s *State, names ...string) error {
 		if err != nil {
 			return err
 		}
+		results = append(results, staticpod.Validate(m.Component+".yaml", data, s.Config.Node.Name))
+		staged = append(staged, stagedManifest{component: m.Component, data: data})
+	}
+	if err := staticpod.Err(results); err != nil {
+		return err
+	}
+	for _, m := range staged {
 		if s.Options.Diff {
-			if err := printDiff(s, m.Component, data); err != nil {
+			if err := printDiff(s, m.component, m.data); err != nil {
 				return err
 			}
 		}
 		if err := s.Files.MkdirAll(stagingDir(s.Config), manifestDirMode); err != nil {
 			return err
 		}
-		if err := s.Files.WriteFile(stagedPath(s.Config, m.Component), data, manifestMode); err != nil {
+		if err := s.Files.WriteFile(stagedPath(s.Config, m.component), m.data, manifestMode); err != nil {
 			return err
 		}
-		s.Report.Infof("rendered %s", m.Component)
+		s.Report.Infof("rendered %s", m.component)
 	}
 	return nil
 }

@@ -112,6 +112,11 @@ func TestRejectedPatchWritesNothing(t *testing.T) {
 			t.Errorf("%s changed although the set was rejected", name)
 		}
 	}
+	staged, err := s.Files.ReadFile(stagedPath(s.Config, "kube-apiserver"))
+	must(t, err)
+	if string(staged) != before["kube-apiserver.yaml"] {
+		t.Error("the rejected manifest was staged, where write-manifests run alone would find it")
+	}
 }
 
 func TestWriteManifestsNeedsRenderedSet(t *testing.T) {
