@@ -280,8 +280,8 @@ func TestSharedKeys(t *testing.T) {
 	if diff := cmp.Diff(want, sharing(owners)); diff != "" {
 		t.Errorf("fresh PKI: files sharing a key (-want +got):\n%s", diff)
 	}
-	if len(owners) != 16 {
-		t.Errorf("fresh PKI has %d keys, want 16", len(owners))
+	if len(owners) != 17 {
+		t.Errorf("fresh PKI has %d keys, want 17", len(owners))
 	}
 
 	got, err := Ensure(cfg, without(full, "scheduler.conf"), time.Now(), nil)
