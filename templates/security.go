@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -55,9 +56,7 @@ func apiServerSecurity(cfg *config.ClusterConfiguration) ([]flag, []hostMount) {
 		flags = append(flags, flag{"admission-control-config-file", cfg.AdmissionConfigPath()})
 		configDir = true
 	}
-	// The structured configuration and --anonymous-auth exclude each other,
-	// and a user's own --authentication-config replaces ours.
-	if config.On(s.AnonymousHealthChecksOnly) && !hasArg(cfg.APIServer.ExtraArgs, "authentication-config") && !hasArg(cfg.APIServer.ExtraArgs, "anonymous-auth") {
+	if usesAuthenticationConfig(cfg) {
 		flags = append(flags, flag{"authentication-config", cfg.AuthenticationConfigPath()})
 		configDir = true
 	}
@@ -69,6 +68,52 @@ func apiServerSecurity(cfg *config.ClusterConfiguration) ([]flag, []hostMount) {
 		mounts = append(mounts, hostMount{name: "apiserver-config", path: cfg.APIServerConfigDir(), readOnly: true, pathType: corev1.HostPathDirectory})
 	}
 	return flags, mounts
+}
+
+// usesAuthenticationConfig reports whether the API server gets kubeboot's
+// authentication configuration. The structured configuration and
+// --anonymous-auth exclude each other, and a user's own
+// --authentication-config replaces ours.
+func usesAuthenticationConfig(cfg *config.ClusterConfiguration) bool {
+	return config.On(cfg.Security.AnonymousHealthChecksOnly) &&
+		!hasArg(cfg.APIServer.ExtraArgs, "authentication-config") && !hasArg(cfg.APIServer.ExtraArgs, "anonymous-auth")
+}
+
+// File is a file the API server reads beside its flags.
+type File struct {
+	// Path is the node path.
+	Path string
+	// Data is the content.
+	Data []byte
+}
+
+// APIServerFiles renders the policy files the API server's flags name:
+// kubeboot's audit policy, the admission configuration and the
+// authentication configuration, as cfg turns them on. The encryption
+// configuration is not among them: it holds a random key, so it is created
+// once and then kept (see EncryptionConfig).
+func APIServerFiles(cfg *config.ClusterConfiguration) ([]File, error) {
+	s := cfg.Security
+	var renders []func() ([]byte, error)
+	var paths []string
+	if config.On(s.Audit.Enabled) && s.Audit.PolicyFile == "" {
+		renders, paths = append(renders, AuditPolicy), append(paths, cfg.AuditPolicyPath())
+	}
+	if config.On(s.EventRateLimit) {
+		renders, paths = append(renders, AdmissionConfig), append(paths, cfg.AdmissionConfigPath())
+	}
+	if usesAuthenticationConfig(cfg) {
+		renders, paths = append(renders, AuthenticationConfig), append(paths, cfg.AuthenticationConfigPath())
+	}
+	files := make([]File, len(renders))
+	for i, render := range renders {
+		data, err := render()
+		if err != nil {
+			return nil, fmt.Errorf("render %q: %w", paths[i], err)
+		}
+		files[i] = File{Path: paths[i], Data: data}
+	}
+	return files, nil
 }
 
 // admissionPlugins is the value of --enable-admission-plugins: kubeadm's

@@ -276,3 +276,32 @@ func mustAll(t *testing.T, cfg *config.ClusterConfiguration) map[string]*corev1.
 	}
 	return pods
 }
+
+func TestAPIServerFiles(t *testing.T) {
+	paths := func(edit func(*config.ClusterConfiguration)) []string {
+		files, err := APIServerFiles(newConfig(edit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range files {
+			if len(f.Data) == 0 {
+				t.Errorf("%s is empty", f.Path)
+			}
+			out = append(out, f.Path)
+		}
+		return out
+	}
+	want := []string{"/etc/kubernetes/apiserver/audit-policy.yaml", "/etc/kubernetes/apiserver/admission-config.yaml", "/etc/kubernetes/apiserver/authentication-config.yaml"}
+	if diff := cmp.Diff(want, paths(nil)); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	if got := paths(securityOff); len(got) != 0 {
+		t.Errorf("off: %v", got)
+	}
+	// The user's policy is theirs to write; kubeboot renders neither it
+	// nor, with the switches off, the other two.
+	if got := paths(securityCustom); len(got) != 0 {
+		t.Errorf("custom: %v", got)
+	}
+}

@@ -105,7 +105,7 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 	for _, c := range initCmd.Commands() {
 		got = append(got, c.Name())
 	}
-	want := []string{"bootstrap-admin", "certs", "control-plane", "etcd", "kubeconfig", "kubelet-config", "preflight", "validate", "wait", "write-manifests"}
+	want := []string{"apiserver-config", "bootstrap-admin", "certs", "control-plane", "etcd", "kubeconfig", "kubelet-config", "preflight", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
 	}
