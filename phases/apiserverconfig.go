@@ -113,7 +113,7 @@ func ensureEncryptionConfig(s *State) error {
 		if err := s.Files.WriteFile(path, data, apiServerFileMode); err != nil {
 			return err
 		}
-		s.Report.Infof("wrote %s with a new %s key: back it up with the CA, Secrets cannot be read without it", path, want)
+		s.Report.Infof("new %s key in %s: back it up with the CA; Secrets cannot be read without it", want, path)
 		return nil
 	default:
 		return fmt.Errorf("read encryption configuration %q: %w", path, err)
