@@ -116,6 +116,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setDuration(&c.Timeouts.ControlPlane, DefaultControlPlaneWait)
 	setString(&c.Kubelet.ConfigFile, DefaultKubeletConfigFile)
 	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)
+	setSecurityDefaults(&c.Security)
 }
 
 func setString(field *string, value string) {

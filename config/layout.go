@@ -24,6 +24,10 @@ const (
 	// kubeadm does not issue; they let health checks verify TLS.
 	CertControllerManager = "controller-manager"
 	CertScheduler         = "scheduler"
+	// CertKubeletServer is the kubelet's serving certificate, issued from
+	// the cluster CA when security.verifyKubeletServingCerts is on, so that
+	// the API server can verify the kubelet it talks to.
+	CertKubeletServer = "kubelet-server"
 	// KeyServiceAccount is the service-account signing pair: sa.key and sa.pub.
 	KeyServiceAccount = "sa"
 )

@@ -51,6 +51,8 @@ type ClusterConfiguration struct {
 	Kubelet Kubelet `json:"kubelet"`
 	// Timeouts bound the waiting steps.
 	Timeouts Timeouts `json:"timeouts"`
+	// Security is the control plane's hardening, all on by default.
+	Security Security `json:"security"`
 }
 
 // Kubelet is what the kubelet-config phase writes for the node's kubelet.

@@ -52,6 +52,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	if u, err := url.Parse(c.Kubelet.ContainerRuntimeEndpoint); err != nil || u.Scheme != "unix" || !filepath.IsAbs(u.Path) {
 		errs = append(errs, field.Invalid(field.NewPath("kubelet", "containerRuntimeEndpoint"), c.Kubelet.ContainerRuntimeEndpoint, "want a unix socket URL like "+DefaultCRIEndpoint))
 	}
+	errs = append(errs, validateSecurity(field.NewPath("security"), c.Security)...)
 	if c.Timeouts.ControlPlane.Duration <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.String(), "must be positive, like 4m"))
 	}

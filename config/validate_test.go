@@ -61,6 +61,18 @@ func TestValidate(t *testing.T) {
 		{"renewal window too long", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = 400 * 24 * time.Hour }, []string{"certificates.renewBefore"}},
 		{"bad image repository", func(c *ClusterConfiguration) { c.ImageRepository = "registry.example/" }, []string{"imageRepository"}},
 		{"bad timeout", func(c *ClusterConfiguration) { c.Timeouts.ControlPlane.Duration = -time.Second }, []string{"timeouts.controlPlane"}},
+		{"bad encryption provider", func(c *ClusterConfiguration) { c.Security.EncryptionAtRest.Provider = "aesgcm" }, []string{"security.encryptionAtRest.provider: Unsupported value: \"aesgcm\""}},
+		{"bad audit paths and sizes", func(c *ClusterConfiguration) {
+			c.Security.Audit.PolicyFile = "policy.yaml"
+			c.Security.Audit.LogDir = "/var/log/"
+			c.Security.Audit.MaxAge = -1
+			c.Security.Audit.MaxSize = -5
+		}, []string{"security.audit.policyFile: Invalid value: \"policy.yaml\": must be an absolute path", "security.audit.logDir", "security.audit.maxAge", "security.audit.maxSize"}},
+		{"bad TLS", func(c *ClusterConfiguration) {
+			c.Security.TLS.MinVersion = "VersionTLS11"
+			c.Security.TLS.CipherSuites = []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_RC4_128_SHA", "TLS_AES_128_GCM_SHA256"}
+		}, []string{"security.tls.minVersion: Unsupported value", "security.tls.cipherSuites[1]", "security.tls.cipherSuites[2]"}},
+		{"bad etcd owner", func(c *ClusterConfiguration) { c.Security.EtcdDataDirOwner = "Etcd User" }, []string{"security.etcdDataDirOwner"}},
 		{"several errors at once", func(c *ClusterConfiguration) {
 			c.Node.AdvertiseAddress = "x"
 			c.Networking.DNSDomain = "Cluster_Local"

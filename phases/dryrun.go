@@ -52,6 +52,13 @@ func (w *DryRunWriter) ReadFile(path string) ([]byte, error) {
 // MkdirAll reports nothing: directories follow from the files.
 func (w *DryRunWriter) MkdirAll(string, fs.FileMode) error { return nil }
 
+// Chown reports the owner a real run would set.
+func (w *DryRunWriter) Chown(path string, uid, gid int) error {
+	w.Report.Event(Event{Level: LevelInfo, Msg: fmt.Sprintf("would set the owner of %s to %d:%d", path, uid, gid),
+		Fields: map[string]any{"path": path, "uid": uid, "gid": gid, "dryRun": true}})
+	return nil
+}
+
 // Remove records that path would be removed.
 func (w *DryRunWriter) Remove(path string) error {
 	if _, err := w.ReadFile(path); errors.Is(err, fs.ErrNotExist) {

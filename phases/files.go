@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 )
 
 // FileWriter is the only way phases touch disk. Paths are node paths; a
@@ -22,6 +23,9 @@ type FileWriter interface {
 	ReadFile(path string) ([]byte, error)
 	// MkdirAll creates a directory and its parents, and sets its mode.
 	MkdirAll(path string, mode fs.FileMode) error
+	// Chown sets the owner and group of an existing path, leaving it
+	// untouched when they are right already.
+	Chown(path string, uid, gid int) error
 	// Remove deletes path; a missing file is not an error.
 	Remove(path string) error
 	// HostPath maps a node path to the path on this machine.
@@ -97,6 +101,22 @@ func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 		return fmt.Errorf("create directory %q: %w", host, err)
 	}
 	return fixMode(host, mode)
+}
+
+// Chown sets the owner of a node path under Root unless it is right already.
+func (w *AtomicWriter) Chown(path string, uid, gid int) error {
+	host := w.HostPath(path)
+	info, err := os.Lstat(host)
+	if err != nil {
+		return fmt.Errorf("stat %q: %w", host, err)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == gid {
+		return nil
+	}
+	if err := os.Lchown(host, uid, gid); err != nil {
+		return fmt.Errorf("set owner of %q: %w", host, err)
+	}
+	return nil
 }
 
 // WriteFile writes data atomically unless the file already holds it, in

@@ -146,6 +146,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	must(t, w.WriteFile("/etc/kubernetes/manifests/kube-apiserver.yaml", []byte("kind: Pod\n"), 0o600))
 	must(t, w.WriteFile("/etc/kubernetes/manifests/etcd.yaml", []byte("same\n"), 0o600))
 	must(t, w.Remove("/etc/kubernetes/manifests/etcd.yaml"))
+	must(t, w.Chown("/var/lib/etcd", 998, 997))
 
 	var files []string
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, _ error) error {
@@ -166,7 +167,8 @@ func TestDryRunWritesNothing(t *testing.T) {
 	wantEvents := "would write /etc/kubernetes/pki/ca.crt (0644, 4 bytes)\n" +
 		"would write /etc/kubernetes/manifests/kube-apiserver.yaml (0600, 10 bytes)\n" +
 		"unchanged /etc/kubernetes/manifests/etcd.yaml (0600, 5 bytes)\n" +
-		"would remove /etc/kubernetes/manifests/etcd.yaml\n"
+		"would remove /etc/kubernetes/manifests/etcd.yaml\n" +
+		"would set the owner of /var/lib/etcd to 998:997\n"
 	if diff := cmp.Diff(wantEvents, events.String()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}

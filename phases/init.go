@@ -6,6 +6,7 @@ var Init = Runner{Phases: []Phase{
 	Certs,
 	Kubeconfig,
 	KubeletConfig,
+	APIServerConfig,
 	Etcd,
 	ControlPlane,
 	Validate,

@@ -44,6 +44,12 @@ type kubeletConfig struct {
 	HealthzPort              int               `json:"healthzPort"`
 	ReadOnlyPort             int               `json:"readOnlyPort"`
 	RotateCertificates       bool              `json:"rotateCertificates"`
+	// The serving certificate from the cluster CA, which the API server
+	// verifies; without it the kubelet signs its own.
+	TLSCertFile       string   `json:"tlsCertFile,omitempty"`
+	TLSPrivateKeyFile string   `json:"tlsPrivateKeyFile,omitempty"`
+	TLSMinVersion     string   `json:"tlsMinVersion,omitempty"`
+	TLSCipherSuites   []string `json:"tlsCipherSuites,omitempty"`
 }
 
 type kubeletAuthn struct {
@@ -71,6 +77,12 @@ func kubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
 		HealthzBindAddress: "127.0.0.1",
 		HealthzPort:        10248,
 		RotateCertificates: true,
+	}
+	if config.On(c.Security.VerifyKubeletServingCerts) {
+		kc.TLSCertFile, kc.TLSPrivateKeyFile = c.CertPath(config.CertKubeletServer), c.KeyPath(config.CertKubeletServer)
+	}
+	if config.On(c.Security.TLS.Enabled) {
+		kc.TLSMinVersion, kc.TLSCipherSuites = c.Security.TLS.MinVersion, c.Security.TLS.CipherSuites
 	}
 	data, err := json.Marshal(kc)
 	if err != nil {

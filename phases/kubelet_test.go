@@ -38,8 +38,39 @@ func TestKubeletConfiguration(t *testing.T) {
 		"readOnlyPort":       float64(0),
 		"rotateCertificates": true,
 		"failSwapOn":         false, // added by extraConfig; healthzPort removed by its null
+		// The serving certificate the API server verifies, and the TLS limits.
+		"tlsCertFile":       "/etc/kubernetes/pki/kubelet-server.crt",
+		"tlsPrivateKeyFile": "/etc/kubernetes/pki/kubelet-server.key",
+		"tlsMinVersion":     "VersionTLS12",
+		"tlsCipherSuites": []any{
+			"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+			"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("KubeletConfiguration (-want +got):\n%s", diff)
+	}
+}
+
+// TestKubeletConfigurationWithoutHardening checks that the kubelet signs
+// its own serving certificate and keeps Go's TLS defaults when the
+// switches are off.
+func TestKubeletConfigurationWithoutHardening(t *testing.T) {
+	c := config.New()
+	off := false
+	c.Security.VerifyKubeletServingCerts, c.Security.TLS.Enabled = &off, &off
+	config.SetDefaults(c, config.Host{Name: "node1", Address: "10.0.0.10"})
+	data, err := kubeletConfiguration(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := yaml.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"tlsCertFile", "tlsPrivateKeyFile", "tlsMinVersion", "tlsCipherSuites"} {
+		if v, ok := got[key]; ok {
+			t.Errorf("%s = %v with the switches off", key, v)
+		}
 	}
 }

@@ -28,11 +28,14 @@ const (
 	manifestDirMode fs.FileMode = 0o700
 )
 
-// Etcd renders the local etcd member's manifest.
-var Etcd = Phase{Name: "etcd", Short: "Render the etcd static pod manifest", Run: func(_ context.Context, s *State) error {
+// Etcd prepares the local etcd member's data directory and renders its manifest.
+var Etcd = Phase{Name: "etcd", Short: "Create the etcd data directory and render the etcd static pod manifest", Run: func(_ context.Context, s *State) error {
 	if s.Config.Etcd.External != nil {
 		s.Report.Infof("external etcd: no local etcd manifest")
 		return nil
+	}
+	if err := ensureEtcdDataDir(s); err != nil {
+		return err
 	}
 	return render(s, config.NameEtcd)
 }}

@@ -155,6 +155,7 @@ func TestExpirations(t *testing.T) {
 		{Name: "apiserver-etcd-client", CA: "etcd/ca", Days: leaf},
 		{Name: "controller-manager", CA: "ca", Days: leaf},
 		{Name: "scheduler", CA: "ca", Missing: true},
+		{Name: "kubelet-server", CA: "ca", Days: leaf},
 		{Name: "admin.conf", CA: "ca", Missing: true},
 		{Name: "super-admin.conf", CA: "ca", Err: `read kubeconfig "super-admin.conf": cannot parse: `},
 		{Name: "kubelet.conf", CA: "ca", Days: leaf},

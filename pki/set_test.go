@@ -190,7 +190,7 @@ func TestEnsureRefuses(t *testing.T) {
 		{name: "CA key without certificate, with leaves", cfg: cfg, have: without(full, "ca.crt"), now: now,
 			want: []string{"apiserver.crt: exists but its CA ca.crt does not", "apiserver-kubelet-client.crt: exists but its CA ca.crt does not",
 				"controller-manager.crt: exists but its CA ca.crt does not", "scheduler.crt: exists but its CA ca.crt does not",
-				"admin.conf: exists but its CA ca.crt does not", "super-admin.conf: exists but its CA ca.crt does not",
+				"kubelet-server.crt: exists but its CA ca.crt does not", "admin.conf: exists but its CA ca.crt does not", "super-admin.conf: exists but its CA ca.crt does not",
 				"kubelet.conf: exists but its CA ca.crt does not", "controller-manager.conf: exists but its CA ca.crt does not",
 				"scheduler.conf: exists but its CA ca.crt does not"}},
 		{name: "sa.pub without sa.key", cfg: cfg, have: without(full, "sa.key"), now: now,
@@ -284,8 +284,8 @@ func TestSharedKeys(t *testing.T) {
 	if diff := cmp.Diff(want, sharing(owners)); diff != "" {
 		t.Errorf("fresh PKI: files sharing a key (-want +got):\n%s", diff)
 	}
-	if len(owners) != 16 {
-		t.Errorf("fresh PKI has %d keys, want 16", len(owners))
+	if len(owners) != 17 {
+		t.Errorf("fresh PKI has %d keys, want 17", len(owners))
 	}
 
 	got, err := Ensure(cfg, without(full, "scheduler.conf"), time.Now(), nil)

@@ -171,7 +171,17 @@ func CertSpecs(cfg *config.ClusterConfiguration) []CertSpec {
 			leaf(config.CertAPIServerEtcdClient, "kube-apiserver-etcd-client", UsageClient, config.CertEtcdCA, config.NameAPIServer),
 		)
 	}
-	return append(specs, controllerManager, scheduler)
+	specs = append(specs, controllerManager, scheduler)
+	if config.On(cfg.Security.VerifyKubeletServingCerts) {
+		// The identity serverTLSBootstrap would request, so that the
+		// certificate looks the same however a kubelet got it; the API
+		// server dials the node's InternalIP, which is the advertise address.
+		kubelet := leaf(config.CertKubeletServer, "system:node:"+node, UsageServer, config.CertCA, Kubelet)
+		kubelet.Org = []string{"system:nodes"}
+		kubelet.DNS, kubelet.IPs = []string{node}, uniqueIPs(advertise)
+		specs = append(specs, kubelet)
+	}
+	return specs
 }
 
 // apiServerSANs lists every name under which clients reach the API server:

@@ -52,6 +52,8 @@ func TestCertSpecsDefault(t *testing.T) {
 			DNS: []string{"localhost", "cp-1"}, IPs: []string{"127.0.0.1", "::1", "10.0.0.5"}, Restart: []string{"kube-controller-manager"}},
 		{Name: "scheduler", CN: "kube-scheduler", CA: "ca", Usage: UsageServer,
 			DNS: []string{"localhost", "cp-1"}, IPs: []string{"127.0.0.1", "::1", "10.0.0.5"}, Restart: []string{"kube-scheduler"}},
+		{Name: "kubelet-server", CN: "system:node:cp-1", Org: []string{"system:nodes"}, CA: "ca", Usage: UsageServer,
+			DNS: []string{"cp-1"}, IPs: []string{"10.0.0.5"}, Restart: []string{"kubelet"}},
 	}
 	specs := CertSpecs(cfg)
 	if diff := cmp.Diff(want, rows(specs)); diff != "" {
@@ -89,14 +91,14 @@ func TestCertSpecsSANs(t *testing.T) {
 		spec:      "apiserver",
 		wantDNS:   []string{"cp-1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.example.internal", "api.example.com", "*.api.example.com"},
 		wantIPs:   []string{"10.96.0.1", "fd00:10:96::1", "10.0.0.5", "10.0.0.100", "2001:db8::1"},
-		wantSpecs: 12,
+		wantSpecs: 13,
 	}, {
 		name:      "endpoint IP without port",
 		mutate:    func(c *config.ClusterConfiguration) { c.ControlPlaneEndpoint = "192.168.1.10" },
 		spec:      "apiserver",
 		wantDNS:   []string{"cp-1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		wantIPs:   []string{"10.96.0.1", "10.0.0.5", "192.168.1.10"},
-		wantSpecs: 12,
+		wantSpecs: 13,
 	}, {
 		name: "IPv6 endpoint equal to the advertise address",
 		mutate: func(c *config.ClusterConfiguration) {
@@ -106,7 +108,7 @@ func TestCertSpecsSANs(t *testing.T) {
 		spec:      "apiserver",
 		wantDNS:   []string{"cp-1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		wantIPs:   []string{"10.96.0.1", "fd00::5"},
-		wantSpecs: 12,
+		wantSpecs: 13,
 	}, {
 		name: "etcd server extra SANs",
 		mutate: func(c *config.ClusterConfiguration) {
@@ -115,7 +117,7 @@ func TestCertSpecsSANs(t *testing.T) {
 		spec:      "etcd/server",
 		wantDNS:   []string{"cp-1", "localhost", "etcd.example.com"},
 		wantIPs:   []string{"10.0.0.5", "127.0.0.1", "::1", "10.1.1.1"},
-		wantSpecs: 12,
+		wantSpecs: 13,
 	}, {
 		name: "etcd peer extra SANs",
 		mutate: func(c *config.ClusterConfiguration) {
@@ -124,7 +126,7 @@ func TestCertSpecsSANs(t *testing.T) {
 		spec:      "etcd/peer",
 		wantDNS:   []string{"cp-1", "localhost", "peer.example.com"},
 		wantIPs:   []string{"10.0.0.5", "127.0.0.1", "::1", "fd00::9"},
-		wantSpecs: 12,
+		wantSpecs: 13,
 	}, {
 		name: "external etcd drops the etcd CA and its leaves",
 		mutate: func(c *config.ClusterConfiguration) {
@@ -133,7 +135,7 @@ func TestCertSpecsSANs(t *testing.T) {
 		spec:      "apiserver",
 		wantDNS:   []string{"cp-1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		wantIPs:   []string{"10.96.0.1", "10.0.0.5"},
-		wantSpecs: 7,
+		wantSpecs: 8,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

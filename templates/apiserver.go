@@ -23,7 +23,6 @@ func APIServer(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"advertise-address", cfg.Node.AdvertiseAddress},
 		{"allow-privileged", "true"},
 		{"client-ca-file", cfg.CertPath(config.CertCA)},
-		{"enable-admission-plugins", "NodeRestriction"},
 		{"enable-bootstrap-token-auth", "true"},
 		{"kubelet-client-certificate", cfg.CertPath(config.CertAPIServerKubeletClient)},
 		{"kubelet-client-key", cfg.KeyPath(config.CertAPIServerKubeletClient)},
@@ -55,9 +54,11 @@ func APIServer(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		defaults = append(defaults, flag{"bind-address", cfg.Node.AdvertiseAddress})
 	}
 	defaults = append(defaults, etcdClientFlags(cfg, advertise)...)
-	flags := mergeFlags(defaults, cfg.APIServer.ExtraArgs)
+	securityFlags, securityMounts := apiServerSecurity(cfg)
+	flags := mergeFlags(append(defaults, securityFlags...), cfg.APIServer.ExtraArgs)
 
 	mounts := append([]hostMount{pkiMount(cfg)}, caBundleMounts()...)
+	mounts = append(mounts, securityMounts...)
 	if cfg.Etcd.External != nil {
 		mounts = append(mounts, externalEtcdMounts(cfg)...)
 	}

@@ -49,7 +49,7 @@ func ControllerManager(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 	if podSubnet := cidrs(cfg.Networking.PodSubnet); podSubnet != "" {
 		defaults = append(defaults, flag{"allocate-node-cidrs", "true"}, flag{"cluster-cidr", podSubnet})
 	}
-	flags := mergeFlags(defaults, cfg.ControllerManager.ExtraArgs)
+	flags := mergeFlags(append(defaults, controllerManagerSecurity(cfg)...), cfg.ControllerManager.ExtraArgs)
 
 	mounts := append([]hostMount{pkiMount(cfg), kubeconfigMount(cfg, config.KubeconfigControllerManager)}, caBundleMounts()...)
 	return newPod(spec{

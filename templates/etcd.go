@@ -44,7 +44,7 @@ func Etcd(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 	if !advertise.IsLoopback() {
 		listenClientURLs = etcdURL("https", local, etcdClientPort) + "," + clientURL
 	}
-	flags := mergeFlags([]flag{
+	defaults := []flag{
 		{"advertise-client-urls", clientURL},
 		{"cert-file", cfg.CertPath(config.CertEtcdServer)},
 		{"client-cert-auth", "true"},
@@ -64,7 +64,8 @@ func Etcd(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"snapshot-count", "10000"},
 		{"trusted-ca-file", cfg.CertPath(config.CertEtcdCA)},
 		{"watch-progress-notify-interval", "5s"},
-	}, cfg.Etcd.Local.ExtraArgs)
+	}
+	flags := mergeFlags(append(defaults, etcdSecurity(cfg)...), cfg.Etcd.Local.ExtraArgs)
 
 	return newPod(spec{
 		name:    config.NameEtcd,

@@ -1,8 +1,10 @@
 // Package templates owns the static pod manifests of the control plane: one
 // pure, deterministic corev1.Pod builder per component (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler), the user patches applied on top
-// of them, and their YAML form. It never touches disk and never prints; the
-// phases decide where the bytes go.
+// of them, and their YAML form. It also renders the files the API server
+// reads beside its flags (encryption, audit, admission and authentication
+// configuration). It never touches disk and never prints; the phases decide
+// where the bytes go.
 //
 // The builders start from kubeadm v1.36's flags, pod shape and probes, so
 // the manifests look like what users already know. DIFFERENCES.md lists every

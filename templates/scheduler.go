@@ -19,7 +19,7 @@ func Scheduler(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("build %s pod: %w", config.NameScheduler, err)
 	}
 	kubeconfig := cfg.KubeconfigPath(config.KubeconfigScheduler)
-	flags := mergeFlags([]flag{
+	defaults := []flag{
 		{"authentication-kubeconfig", kubeconfig},
 		{"authorization-kubeconfig", kubeconfig},
 		{"bind-address", loopbackAddress(advertise)},
@@ -27,7 +27,8 @@ func Scheduler(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"leader-elect", "true"},
 		{"tls-cert-file", cfg.CertPath(config.CertScheduler)},
 		{"tls-private-key-file", cfg.KeyPath(config.CertScheduler)},
-	}, cfg.Scheduler.ExtraArgs)
+	}
+	flags := mergeFlags(append(defaults, schedulerSecurity(cfg)...), cfg.Scheduler.ExtraArgs)
 
 	return newPod(spec{
 		name:    config.NameScheduler,

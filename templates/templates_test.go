@@ -145,6 +145,8 @@ var goldenCases = []struct {
 		}
 	}},
 	{name: "overrides", edit: overrides},
+	{name: "security-off", edit: securityOff},
+	{name: "security-custom", edit: securityCustom},
 	{name: "patch-strategic", patches: testPatches(PatchStrategic)},
 	{name: "patch-merge", patches: testPatches(PatchMerge)},
 	{name: "patch-json", patches: testPatches(PatchJSON)},

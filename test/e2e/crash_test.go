@@ -223,7 +223,7 @@ func listFiles(dir string) string {
 // phase first when it has written its first file (preflight's event comes
 // before the keys are generated), so a kill that leaves one of these as the
 // last reported phase landed after the first write and before the wait.
-var writePhases = []string{"certs", "kubeconfig", "kubelet-config", "etcd", "control-plane", "validate", "write-manifests"}
+var writePhases = []string{"certs", "kubeconfig", "kubelet-config", "apiserver-config", "etcd", "control-plane", "validate", "write-manifests"}
 
 // lastEventPhase is the phase of the last complete JSON event line.
 func lastEventPhase(stdout string) string {

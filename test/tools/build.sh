@@ -8,6 +8,7 @@
 #   <bin-dir>/kube-apiserver kube-controller-manager kube-scheduler
 #             kubelet kubectl kubeadm              Kubernetes  (module ./kubernetes/v1.36)
 #   <bin-dir>/crictl                               cri-tools   (module ./crictl)
+#   <bin-dir>/kube-bench, kube-bench-cfg/          kube-bench  (module ./kube-bench)
 #   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet
 #                                                  only with --with-v1.35 (module ./kubernetes/v1.35)
 #
@@ -33,7 +34,7 @@ tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bin_dir=
 force=false
-families=(family_etcd family_kubernetes_v1_36 family_crictl)
+families=(family_etcd family_kubernetes_v1_36 family_crictl family_kube_bench)
 for arg in "$@"; do
 	case $arg in
 	--with-v1.35) families+=(family_kubernetes_v1_35) ;;
@@ -55,6 +56,8 @@ export CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local
 # committed go.sum, so builds do not need this; `go mod tidy` in ./crictl
 # does, and setting it here keeps the two paths alike.
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}sigs.k8s.io/cri-tools"
+# Likewise the kube-bench tag (see ./kube-bench/go.mod).
+export GONOSUMDB="$GONOSUMDB,github.com/aquasecurity/kube-bench"
 
 # Flags common to every build. With -trimpath and a build date taken from the
 # release (see k8s_ldflags), the binaries depend neither on the checkout path
@@ -212,6 +215,26 @@ family_crictl() {
 	# cri-tools' own Makefile stamps the version without the leading v.
 	build_family crictl crictl "" sigs.k8s.io/cri-tools "-X sigs.k8s.io/cri-tools/pkg/version.Version=${version#v}" \
 		crictl=sigs.k8s.io/cri-tools/cmd/crictl
+}
+
+# kube-bench reads the benchmark definitions (cfg/<benchmark>/*.yaml) at run
+# time; they ship in its module, not in the binary. They are copied next to
+# it on every run, which takes no time, so a reused binary never meets
+# definitions of another version.
+family_kube_bench() {
+	local version src dest="$bin_dir/kube-bench-cfg"
+	version=$(cd "$tools_dir/kube-bench" && module_field github.com/aquasecurity/kube-bench '{{.Version}}')
+	build_family kube-bench kube-bench "" github.com/aquasecurity/kube-bench \
+		"-X github.com/aquasecurity/kube-bench/cmd.KubeBenchVersion=$version" \
+		kube-bench=github.com/aquasecurity/kube-bench
+	src=$(cd "$tools_dir/kube-bench" && module_field github.com/aquasecurity/kube-bench '{{.Dir}}')/cfg
+	scratch=$(mktemp -d "$bin_dir/.kube-bench-cfg.XXXXXX")
+	cp -R "$src/." "$scratch/"
+	chmod -R u+w "$scratch" # the module cache is read-only
+	rm -rf "$dest"
+	mv "$scratch" "$dest"
+	scratch=
+	echo "copied kube-bench-cfg                  $version (benchmark definitions)"
 }
 
 # --- main -----------------------------------------------------------------------
