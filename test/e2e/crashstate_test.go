@@ -80,18 +80,31 @@ func checkFile(rel string, data []byte) error {
 	case dir == "." && ext == ".conf":
 		return checkKubeconfig(data)
 	case rel == "kubelet/config.yaml":
-		var cfg struct {
-			Kind string `json:"kind"`
-		}
-		if err := yaml.Unmarshal(data, &cfg); err != nil {
-			return err
-		}
-		if cfg.Kind != "KubeletConfiguration" {
-			return fmt.Errorf("kind %q, want KubeletConfiguration", cfg.Kind)
-		}
-		return nil
+		return checkKind(data, "KubeletConfiguration")
+	case rel == "pki/encryption-config.yaml":
+		return checkKind(data, "EncryptionConfiguration")
+	case rel == "apiserver/audit-policy.yaml":
+		return checkKind(data, "Policy")
+	case rel == "apiserver/admission-config.yaml":
+		return checkKind(data, "AdmissionConfiguration")
+	case rel == "apiserver/authentication-config.yaml":
+		return checkKind(data, "AuthenticationConfiguration")
 	}
 	return fmt.Errorf("a file kubeboot does not write")
+}
+
+// checkKind parses a YAML document and checks its kind.
+func checkKind(data []byte, want string) error {
+	var doc struct {
+		Kind string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	if doc.Kind != want {
+		return fmt.Errorf("kind %q, want %s", doc.Kind, want)
+	}
+	return nil
 }
 
 // checkPEM parses every PEM block of a certificate, key or public key file
