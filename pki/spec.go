@@ -217,10 +217,17 @@ func KubeconfigSpecs(cfg *config.ClusterConfiguration) []KubeconfigSpec {
 		return KubeconfigSpec{Name: name, Cluster: cfg.ClusterName, Server: server, Client: client, SharedKey: shared}
 	}
 	remote, local := cfg.ControlPlaneURL(), cfg.LocalAPIEndpoint()
+	// Like the controller-manager and scheduler, the kubelet's client and
+	// serving certificates share one key: one identity, one fewer key to
+	// generate (RSA keys dominate the time of a render).
+	kubeletKey := ""
+	if config.On(cfg.Security.VerifyKubeletServingCerts) {
+		kubeletKey = config.CertKubeletServer
+	}
 	return []KubeconfigSpec{
 		kubeconfig(config.KubeconfigAdmin, remote, "kubernetes-admin", AdminsGroup, ""),
 		kubeconfig(config.KubeconfigSuperAdmin, remote, "kubernetes-super-admin", "system:masters", ""),
-		kubeconfig(config.KubeconfigKubelet, remote, "system:node:"+cfg.Node.Name, "system:nodes", "", Kubelet),
+		kubeconfig(config.KubeconfigKubelet, remote, "system:node:"+cfg.Node.Name, "system:nodes", kubeletKey, Kubelet),
 		kubeconfig(config.KubeconfigControllerManager, local, "system:kube-controller-manager", "", config.CertControllerManager, config.NameControllerManager),
 		kubeconfig(config.KubeconfigScheduler, local, "system:kube-scheduler", "", config.CertScheduler, config.NameScheduler),
 	}

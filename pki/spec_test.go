@@ -190,7 +190,7 @@ func TestKubeconfigSpecs(t *testing.T) {
 	want := []kc{
 		{"admin.conf", remote, "kubernetes-admin@lab", "kubernetes-admin", "ca", "", []string{"kubeadm:cluster-admins"}, nil},
 		{"super-admin.conf", remote, "kubernetes-super-admin@lab", "kubernetes-super-admin", "ca", "", []string{"system:masters"}, nil},
-		{"kubelet.conf", remote, "system:node:cp-1@lab", "system:node:cp-1", "ca", "", []string{"system:nodes"}, []string{"kubelet"}},
+		{"kubelet.conf", remote, "system:node:cp-1@lab", "system:node:cp-1", "ca", "kubelet-server", []string{"system:nodes"}, []string{"kubelet"}},
 		{"controller-manager.conf", local, "system:kube-controller-manager@lab", "system:kube-controller-manager", "ca", "controller-manager", nil, []string{"kube-controller-manager"}},
 		{"scheduler.conf", local, "system:kube-scheduler@lab", "system:kube-scheduler", "ca", "scheduler", nil, []string{"kube-scheduler"}},
 	}
