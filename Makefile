@@ -51,9 +51,9 @@ fuzz:
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./staticpod
 
-## bench: micro-benchmarks (benchstat-friendly output)
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee $(CACHE)/bench.txt
+## bench: kubeboot side by side with kubeadm and the micro-benchmarks, written to docs/benchmarks.md (~10 min; raw go test -bench output for benchstat in .cache/bench)
+bench: build binaries
+	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 
 ## lab: bring up a real control plane under the real kubelet from examples/lab.yaml
 lab: build binaries

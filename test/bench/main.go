@@ -1,0 +1,125 @@
+// Command bench measures kubeboot side by side with kubeadm on this machine
+// and writes the result as a Markdown report, docs/benchmarks.md. `make
+// bench` builds kubeboot and the pinned binaries, then runs it from the
+// repository root:
+//
+//	go run ./test/bench -kubeboot bin/kubeboot -bin-dir test/tools/bin -out docs/benchmarks.md
+//
+// The machine is small and shared (two cores, often an end-to-end suite
+// running beside), so absolute times drift from one run to the next. Every
+// comparison is therefore a ratio of commands measured in the same run,
+// interleaved round by round so that a burst of load hits both sides alike,
+// and every figure is given as min, median and max over repeated runs.
+//
+// kubeadm's dry run talks to the API server it would create (it tries a
+// real GET before falling back to its fake client), so every timed command,
+// kubeboot's too, runs in a fresh network namespace of its own: nothing can
+// leave the machine, and the refused connection costs nothing. Only the
+// lab, which needs the loopback address it serves on, runs outside one.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// options are the command-line flags.
+type options struct {
+	kubeboot, binDir, goBin string
+	out, rawDir             string
+	address                 string
+	runs, warmup, labRuns   int
+	microCount, waitCount   int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.kubeboot, "kubeboot", "bin/kubeboot", "the kubeboot binary")
+	flag.StringVar(&o.binDir, "bin-dir", "test/tools/bin", "directory of kubeadm, etcd and the Kubernetes binaries (make binaries)")
+	flag.StringVar(&o.goBin, "go", "go", "the go command, for the micro-benchmarks")
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "the report to write")
+	flag.StringVar(&o.rawDir, "raw", ".cache/bench", "directory for raw outputs (go test -bench lines for benchstat, lab logs of a failed round)")
+	flag.StringVar(&o.address, "address", "127.0.0.50", "loopback address of the lab control plane; it must be free")
+	flag.IntVar(&o.runs, "runs", 30, "timed runs of each command")
+	flag.IntVar(&o.warmup, "warmup", 2, "untimed runs of each command first, to warm caches")
+	flag.IntVar(&o.labRuns, "lab-runs", 5, "rounds of lab up and of the direct start")
+	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
+	flag.IntVar(&o.waitCount, "wait-count", 3, "go test -count of BenchmarkWaitDetection (20 iterations each)")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	for _, p := range []*string{&o.kubeboot, &o.binDir, &o.out, &o.rawDir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	if _, err := os.Stat("go.mod"); err != nil {
+		return errors.New("run from the repository root (make bench does)")
+	}
+	if err := os.MkdirAll(o.rawDir, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// A short directory under /tmp, because the lab's CRI socket lives
+	// under it and a unix socket path has at most 107 bytes.
+	work, err := os.MkdirTemp("/tmp", "kbb-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+
+	r := &report{started: time.Now().UTC(), opts: o}
+	r.machine = readMachine()
+	if r.versions, err = readVersions(ctx, o); err != nil {
+		return err
+	}
+	if r.commands, err = measureCommands(ctx, o, work, r.versions.kubeadm); err != nil {
+		return err
+	}
+	if r.sizes, err = binarySizes(o); err != nil {
+		return err
+	}
+	if r.wait, err = waitDetection(ctx, o); err != nil {
+		return err
+	}
+	if r.lab, err = measureLab(ctx, o, work); err != nil {
+		return err
+	}
+	if r.micro, err = microBenchmarks(ctx, o); err != nil {
+		return err
+	}
+	if r.keygenShare, err = keygenShare(ctx, o); err != nil {
+		return err
+	}
+	r.finished = time.Now().UTC()
+	r.loadEnd = loadAverage()
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.out, []byte(r.markdown()), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s in %s", o.out, r.finished.Sub(r.started).Round(time.Second))
+	return nil
+}
+
+// logf prints progress to stderr.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[bench] "+format+"\n", args...)
+}
