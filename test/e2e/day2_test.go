@@ -1,0 +1,108 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDay2 runs the day-2 commands against one live lab node: diff on a
+// fresh node and after a manual edit, then reset and a new init in the
+// same directories.
+func TestDay2(t *testing.T) {
+	n := newNode(t, "day2", "127.0.0.70")
+	if r := n.labUp(t); r.code != 0 {
+		t.Fatalf("lab up exited %d:\n%s", r.code, r.stderr)
+	}
+	if !t.Run("diff", func(t *testing.T) { testDiff(t, n) }) {
+		return
+	}
+	t.Run("reset and init again", func(t *testing.T) { testReset(t, n) })
+}
+
+// testDiff: nothing differs on a freshly initialised node; a manual edit
+// of a manifest is shown and exits 1.
+func testDiff(t *testing.T, n *node) {
+	r := n.kubeboot(t, "diff", "--config", n.config)
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("diff on a fresh node: exit %d (%s), stdout:\n%s\nstderr: %s", r.code, r.took, r.stdout, r.stderr)
+	}
+	t.Logf("TIMING: diff on a fresh node: %s", r.took)
+	path := n.manifestPath("kube-scheduler")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "--leader-elect=true") {
+		t.Fatal("the scheduler manifest has no --leader-elect=true")
+	}
+	edited := strings.Replace(string(data), "--leader-elect=true", "--leader-elect=false", 1)
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = n.kubeboot(t, "diff", "--config", n.config)
+	if r.code != 1 || !strings.Contains(r.stdout, "-    - --leader-elect=false\n+    - --leader-elect=true\n") {
+		t.Errorf("diff after an edit: exit %d, stdout:\n%s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	// Put it back as it was, so the node converges again.
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testReset: reset --force leaves no file kubeboot wrote, the components
+// stop, and a new lab up (init) in the same directories succeeds.
+func testReset(t *testing.T, n *node) {
+	r := n.kubeboot(t, "reset", "--config", n.config)
+	if r.code != 1 || !strings.Contains(r.stderr, "--force") {
+		t.Fatalf("reset without --force over live etcd data: exit %d, stderr: %s", r.code, r.stderr)
+	}
+	r = n.kubeboot(t, "reset", "--force", "--config", n.config)
+	if r.code != 0 {
+		t.Fatalf("reset --force exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: reset --force (components stopped, files removed): %s", r.took)
+	if pids := n.componentPids(); len(pids) > 0 {
+		t.Errorf("components still run after reset: %v", pids)
+	}
+	if left := kubebootFiles(t, n); len(left) > 0 {
+		t.Errorf("kubeboot-owned files left after reset: %s", strings.Join(left, ", "))
+	}
+	if r := n.kubeboot(t, "lab", "down", "--config", n.config, "--bin-dir", binDir); r.code != 0 {
+		t.Fatalf("lab down exited %d:\n%s", r.code, r.stderr)
+	}
+	r = n.labUp(t)
+	if r.code != 0 {
+		t.Fatalf("lab up after reset exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: lab up (init) after reset: %s", r.took)
+}
+
+// kubebootFiles lists the regular files under the node's directory other
+// than the lab's own (pid files, logs, the kubelet's state), the audit and
+// pod logs: everything else is kubeboot's.
+func kubebootFiles(t *testing.T, n *node) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(n.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(n.dir, path)
+		switch {
+		case d.IsDir() && (rel == "lab" || rel == "audit" || rel == "pod-logs"):
+			return filepath.SkipDir
+		case d.Type().IsRegular() && (!strings.HasPrefix(rel, "kubelet/") || rel == "kubelet/config.yaml"):
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
