@@ -3,7 +3,12 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +26,7 @@ func TestDay2(t *testing.T) {
 	if !t.Run("diff", func(t *testing.T) { testDiff(t, n) }) {
 		return
 	}
+	t.Run("renew apiserver --restart", func(t *testing.T) { testRenewRestart(t, n) })
 	t.Run("reset and init again", func(t *testing.T) { testReset(t, n) })
 }
 
@@ -51,6 +57,51 @@ func testDiff(t *testing.T, n *node) {
 	// Put it back as it was, so the node converges again.
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testRenewRestart: after renew --restart a new API server process runs
+// and serves the renewed certificate.
+func testRenewRestart(t *testing.T, n *node) {
+	before := n.componentPids()["kube-apiserver"]
+	old, err := os.ReadFile(n.path("pki/apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := n.kubeboot(t, "certs", "renew", "apiserver", "--restart", "--config", n.config)
+	if r.code != 0 {
+		t.Fatalf("certs renew apiserver --restart exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: certs renew apiserver --restart: %s", r.took)
+	renewed, err := os.ReadFile(n.path("pki/apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(old, renewed) {
+		t.Fatal("apiserver.crt was not renewed")
+	}
+	if after := n.componentPids()["kube-apiserver"]; after == before || after == 0 {
+		t.Errorf("kube-apiserver pid %d before, %d after: not a new process", before, after)
+	}
+	block, _ := pem.Decode(renewed)
+	if block == nil {
+		t.Fatal("apiserver.crt holds no PEM")
+	}
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(n.path("pki/ca.crt"))
+	if err != nil || !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("read ca.crt: %v", err)
+	}
+	conn, err := tls.Dial("tcp", net.JoinHostPort(n.addr, "6443"), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if served := conn.ConnectionState().PeerCertificates[0]; !bytes.Equal(served.Raw, block.Bytes) {
+		t.Errorf("the API server serves serial %s, not the renewed apiserver.crt", served.SerialNumber)
+	}
+	if _, err := n.kubectlErr(t, "get", "--raw", "/readyz"); err != nil {
+		t.Errorf("API server not ready after the restart: %v", err)
 	}
 }
 
