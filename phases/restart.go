@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
@@ -78,39 +79,62 @@ func restartOne(ctx context.Context, s *State, t health.Target, listeners []list
 	}
 	// The copy outside the manifest dir survives a crash while the manifest
 	// is out; init (write-manifests) also restores it from the staged copy.
-	backup := filepath.Join(backupsDir(s.Config), name+".yaml")
-	if err := s.Files.MkdirAll(backupsDir(s.Config), manifestDirMode); err != nil {
-		return err
-	}
-	if err := s.Files.WriteFile(backup, data, manifestMode); err != nil {
-		return err
-	}
-	s.Report.Infof("restarting %s: its manifest is out of %s until it has stopped (copy in %s)", name, s.Config.Paths.ManifestsDir, backup)
-	if err := s.Files.Remove(path); err != nil {
-		return err
-	}
-	timeout := s.Config.Timeouts.ControlPlane.Duration
-	stopErr := waitStopped(ctx, s, listeners, timeout)
-	// Whatever happened, the manifest goes back: the node must not be left
-	// without one of its components.
-	if err := s.Files.WriteFile(path, data, manifestMode); err != nil {
-		return fmt.Errorf("restore manifest %q from %q: %w", path, backup, err)
-	}
-	if stopErr != nil {
-		return fmt.Errorf("restart %s: %w", name, stopErr)
-	}
-	probe, err := health.NewProbe(t, s.Files.HostPath)
+	backup, err := backupManifest(s, name, data)
 	if err != nil {
 		return err
 	}
-	if _, err := health.Wait(ctx, []health.Probe{probe}, health.WaitOptions{Timeout: timeout, ManifestsDir: s.Config.Paths.ManifestsDir}); err != nil {
-		return fmt.Errorf("restart %s: %w", name, err)
-	}
-	if err := checkServedCert(ctx, s, t); err != nil {
+	s.Report.Infof("restarting %s: its manifest is out of %s until it has stopped (copy in %s)", name, s.Config.Paths.ManifestsDir, backup)
+	if err := replaceManifest(ctx, s, data, listeners, instance{data: data, target: t}, s.Config.Timeouts.ControlPlane.Duration); err != nil {
 		return fmt.Errorf("restart %s: %w", name, err)
 	}
 	s.Report.Infof("%s restarted: a new instance is healthy and serves %s", name, t.ServerCertFile)
 	return s.Files.Remove(backup)
+}
+
+// backupManifest copies a manifest into the backups dir and returns the copy's path.
+func backupManifest(s *State, component string, data []byte) (string, error) {
+	backup := filepath.Join(backupsDir(s.Config), component+".yaml")
+	if err := s.Files.MkdirAll(backupsDir(s.Config), manifestDirMode); err != nil {
+		return "", err
+	}
+	return backup, s.Files.WriteFile(backup, data, manifestMode)
+}
+
+// instance is one manifest of a component and where it is checked.
+type instance struct {
+	data   []byte
+	target health.Target
+}
+
+// replaceManifest stops the running instance by moving its manifest out of
+// the manifest dir, waits until it has stopped listening on stopping, then
+// writes next's manifest and waits until that instance is healthy and
+// serves its certificate file. Because the old instance is gone first, a
+// healthy answer can only come from the new one. When the old one does not
+// stop, current is put back. timeout bounds each of the two waits.
+func replaceManifest(ctx context.Context, s *State, current []byte, stopping []listener, next instance, timeout time.Duration) error {
+	path := s.Config.ManifestPath(next.target.Component)
+	if err := s.Files.Remove(path); err != nil {
+		return err
+	}
+	if err := waitStopped(ctx, s, stopping, timeout); err != nil {
+		// The node must not be left without one of its components.
+		if werr := s.Files.WriteFile(path, current, manifestMode); werr != nil {
+			return fmt.Errorf("%w; restore manifest %q: %w", err, path, werr)
+		}
+		return err
+	}
+	if err := s.Files.WriteFile(path, next.data, manifestMode); err != nil {
+		return err
+	}
+	probe, err := health.NewProbe(next.target, s.Files.HostPath)
+	if err != nil {
+		return err
+	}
+	if _, err := health.Wait(ctx, []health.Probe{probe}, health.WaitOptions{Timeout: timeout, ManifestsDir: s.Config.Paths.ManifestsDir}); err != nil {
+		return err
+	}
+	return checkServedCert(ctx, s, next.target)
 }
 
 // checkServedCert fails unless the component serves its certificate file.

@@ -27,6 +27,7 @@ func TestDay2(t *testing.T) {
 		return
 	}
 	t.Run("renew apiserver --restart", func(t *testing.T) { testRenewRestart(t, n) })
+	t.Run("upgrade apply", func(t *testing.T) { testUpgradeApply(t, n) })
 	t.Run("reset and init again", func(t *testing.T) { testReset(t, n) })
 }
 
@@ -102,6 +103,56 @@ func testRenewRestart(t *testing.T, n *node) {
 	}
 	if _, err := n.kubectlErr(t, "get", "--raw", "/readyz"); err != nil {
 		t.Errorf("API server not ready after the restart: %v", err)
+	}
+}
+
+// testUpgradeApply: with nothing to change it changes nothing; an etcd
+// change is preceded by a snapshot; an API server that cannot start is
+// rolled back to its previous manifest, byte for byte and healthy.
+func testUpgradeApply(t *testing.T, n *node) {
+	r := n.kubeboot(t, "upgrade", "apply", "--config", n.config)
+	if r.code != 0 || !strings.Contains(r.stderr, "every manifest is up to date") {
+		t.Fatalf("upgrade apply without a change: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: upgrade apply without a change: %s", r.took)
+
+	etcdConfig := n.writeConfig(t, "etcd-change.yaml", map[string]any{
+		"etcd.local.extraArgs": []any{map[string]any{"name": "snapshot-count", "value": "10001"}},
+	})
+	r = n.kubeboot(t, "upgrade", "apply", "--config", etcdConfig)
+	if r.code != 0 {
+		t.Fatalf("upgrade apply of an etcd change: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: upgrade apply of an etcd change: %s", r.took)
+	snaps, _ := filepath.Glob(n.path("kubeboot/backups/etcd-snapshot-*.db"))
+	if len(snaps) != 1 {
+		t.Fatalf("want one etcd snapshot in the backups dir, got %v", snaps)
+	}
+	if st := runCommand(t, filepath.Join(binDir, "etcdutl"), "snapshot", "status", snaps[0], "-w", "json"); st.code != 0 {
+		t.Errorf("etcdutl snapshot status: exit %d: %s", st.code, st.stderr)
+	}
+	if m, _ := os.ReadFile(n.manifestPath("etcd")); !strings.Contains(string(m), "--snapshot-count=10001") {
+		t.Error("the etcd manifest does not carry the change")
+	}
+
+	before, err := os.ReadFile(n.manifestPath("kube-apiserver"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := n.writeConfig(t, "bogus.yaml", map[string]any{
+		"etcd.local.extraArgs": []any{map[string]any{"name": "snapshot-count", "value": "10001"}},
+		"apiServer.extraArgs":  []any{map[string]any{"name": "bogus-flag", "value": "x"}},
+	})
+	r = n.kubeboot(t, "upgrade", "apply", "--config", bad, "--timeout", "75s")
+	t.Logf("TIMING: upgrade apply with a failing API server, rolled back: %s", r.took)
+	if r.code == 0 || !strings.Contains(r.stderr, "rolled back") {
+		t.Errorf("upgrade apply with a bogus flag: exit %d\n%s", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(n.manifestPath("kube-apiserver")); !bytes.Equal(before, after) {
+		t.Error("the previous kube-apiserver manifest is not back byte for byte")
+	}
+	if _, err := n.kubectlErr(t, "get", "--raw", "/readyz"); err != nil {
+		t.Errorf("API server not ready after the rollback: %v", err)
 	}
 }
 
