@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"io/fs"
 	"net"
@@ -207,4 +208,46 @@ func kubebootFiles(t *testing.T, n *node) []string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// TestUpgradeMinor brings a lab up at v1.35.4 (the lab runtime runs the
+// binaries of <bin dir>/v1.35 for v1.35 images) and upgrades it to
+// v1.36.3 with `upgrade apply`.
+func TestUpgradeMinor(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
+		t.Skipf("no v1.35 binaries in %s/v1.35: %v", binDir, err)
+	}
+	n := newNode(t, "upgrade", "127.0.0.71")
+	n.config = n.writeConfig(t, "v135.yaml", map[string]any{"kubernetesVersion": "v1.35.4"})
+	if r := n.labUp(t); r.code != 0 {
+		t.Fatalf("lab up at v1.35.4 exited %d:\n%s", r.code, r.stderr)
+	}
+	if v := n.serverVersion(t); v != "v1.35.4" {
+		t.Fatalf("the API server runs %s, want v1.35.4", v)
+	}
+	target := n.writeConfig(t, "v136.yaml", nil)
+	r := n.kubeboot(t, "upgrade", "apply", "--config", target)
+	if r.code != 0 {
+		t.Fatalf("upgrade apply to v1.36.3 exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: upgrade apply v1.35.4 -> v1.36.3: %s", r.took)
+	if v := n.serverVersion(t); v != "v1.36.3" {
+		t.Errorf("after the upgrade the API server runs %s, want v1.36.3", v)
+	}
+	if r := n.kubeboot(t, "diff", "--config", target); r.code != 0 {
+		t.Errorf("diff after the upgrade: exit %d:\n%s", r.code, r.stdout)
+	}
+}
+
+// serverVersion is the API server's gitVersion.
+func (n *node) serverVersion(t *testing.T) string {
+	t.Helper()
+	out := n.kubectl(t, "get", "--raw", "/version")
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("decode /version %q: %v", out, err)
+	}
+	return v.GitVersion
 }
