@@ -99,8 +99,13 @@ func (r *Runtime) newContainer(sb *sandbox, cfg *runtimeapi.ContainerConfig) (*c
 	path := img.path
 	if len(cfg.GetCommand()) > 0 {
 		argv = append(append([]string(nil), cfg.GetCommand()...), cfg.GetArgs()...)
-		if path, err = r.resolveCommand(argv[0]); err != nil {
-			return nil, err
+		// A command naming the image's own binary, as kubeadm-style
+		// manifests do, runs the image's binary: a v1.35 image runs
+		// <bin dir>/v1.35/<name> when that exists (see tagDir).
+		if argv[0] != img.name {
+			if path, err = r.resolveCommand(argv[0]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var logPath string

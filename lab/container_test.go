@@ -221,6 +221,25 @@ func TestCommandResolution(t *testing.T) {
 		t.Errorf("log %q: the bin dir's ls did not run", log)
 	}
 
+	// An image of a minor version runs <bin dir>/vX.Y/<name> when it is
+	// there, even when the command names the binary, as manifests do.
+	if err := os.MkdirAll(filepath.Join(e.binDir, "v1.35"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"kube-tool", "v1.35/kube-tool"} {
+		if err := os.WriteFile(filepath.Join(e.binDir, f), []byte("#!/bin/sh\necho "+f+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for image, want := range map[string]string{"registry.k8s.io/kube-tool:v1.35.4": "v1.35/kube-tool", "registry.k8s.io/kube-tool:v1.36.3": "kube-tool"} {
+		cfg = shConfig("tool", "")
+		cfg.Image, cfg.Command = &runtimeapi.ImageSpec{Image: image}, []string{"kube-tool"}
+		st = e.waitExited(e.run(sb, cfg))
+		if log := readLog(t, st.LogPath); !containsLine(log, want) {
+			t.Errorf("image %s: log %q, want the output of %s", image, log, want)
+		}
+	}
+
 	// The literal env, a PATH starting with the bin dir, and nothing inherited.
 	cfg = shConfig("env", `echo "FOO=$FOO PATH=$PATH HOME=$HOME"`)
 	cfg.Envs = []*runtimeapi.KeyValue{{Key: "FOO", Value: []byte("bar")}}

@@ -110,11 +110,40 @@ func (s *imageStore) byName(ref string) (image, error) {
 	if name == sandboxImageName {
 		return image{name: name, id: sandboxImageID}, nil
 	}
+	// A minor version's own binaries, such as <bin dir>/v1.35/kube-apiserver,
+	// come first, so a lab can run one version and upgrade to another.
+	if dir := tagDir(ref); dir != "" {
+		if img, err := s.binary(filepath.Join(dir, name)); err == nil {
+			img.name = name
+			return img, nil
+		}
+	}
 	img, err := s.binary(name)
 	if os.IsNotExist(err) {
 		return image{}, status.Errorf(codes.NotFound, "image %q: no binary %q in bin dir %q", ref, name, s.binDir)
 	}
 	return img, err
+}
+
+// tagDir is the bin dir subdirectory of an image's minor version:
+// "registry.k8s.io/kube-apiserver:v1.35.4" -> "v1.35"; "" when the tag is
+// not a vMAJOR.MINOR... version (etcd's "3.6.8-0", a digest, no tag).
+func tagDir(ref string) string {
+	name, _, _ := strings.Cut(ref, "@")
+	name = name[strings.LastIndex(name, "/")+1:]
+	_, tag, ok := strings.Cut(name, ":")
+	if !ok || !strings.HasPrefix(tag, "v") {
+		return ""
+	}
+	parts := strings.SplitN(tag[1:], ".", 3)
+	if len(parts) < 2 || !allDigits(parts[0]) || !allDigits(parts[1]) {
+		return ""
+	}
+	return "v" + parts[0] + "." + parts[1]
+}
+
+func allDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // binary describes the executable binDir/name, hashing it if its cached

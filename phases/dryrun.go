@@ -69,6 +69,15 @@ func (w *DryRunWriter) Remove(path string) error {
 	return nil
 }
 
+// RemoveAll reports that path and everything under it would be removed.
+func (w *DryRunWriter) RemoveAll(path string) error {
+	if _, err := os.Lstat(w.HostPath(path)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	w.Report.Event(Event{Level: LevelInfo, Msg: "would remove " + path + " and everything under it", Fields: map[string]any{"path": path, "dryRun": true}})
+	return nil
+}
+
 // WriteFile records and reports the file; it prints manifests to stdout.
 func (w *DryRunWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
 	current, err := w.ReadFile(path)

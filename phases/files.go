@@ -28,6 +28,9 @@ type FileWriter interface {
 	Chown(path string, uid, gid int) error
 	// Remove deletes path; a missing file is not an error.
 	Remove(path string) error
+	// RemoveAll deletes path and everything under it; a missing path is
+	// not an error.
+	RemoveAll(path string) error
 	// HostPath maps a node path to the path on this machine.
 	HostPath(path string) string
 	// Changes lists what the writer wrote, or would write, and what it left alone.
@@ -214,6 +217,14 @@ func syncDir(dir string) error {
 // Remove deletes a node path under Root; a missing file is not an error.
 func (w *AtomicWriter) Remove(path string) error {
 	if err := os.Remove(w.HostPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %q: %w", w.HostPath(path), err)
+	}
+	return nil
+}
+
+// RemoveAll deletes a node path under Root and everything below it.
+func (w *AtomicWriter) RemoveAll(path string) error {
+	if err := os.RemoveAll(w.HostPath(path)); err != nil {
 		return fmt.Errorf("remove %q: %w", w.HostPath(path), err)
 	}
 	return nil

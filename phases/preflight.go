@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // check is one preflight check. It returns a problem with its fix, or nil.
@@ -101,6 +102,11 @@ func plannedListeners(s *State) ([]listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	return podListeners(s, manifests), nil
+}
+
+// podListeners reads the addresses the given pods listen on.
+func podListeners(s *State, manifests []templates.Manifest) []listener {
 	var listeners []listener
 	for _, m := range manifests {
 		flags := health.CommandFlags(m.Pod, m.Component)
@@ -124,7 +130,7 @@ func plannedListeners(s *State) ([]listener, error) {
 		}
 		listeners = append(listeners, listener{m.Component, flags["bind-address"], port})
 	}
-	return listeners, nil
+	return listeners
 }
 
 // checkPort fails when the listener's address is taken. An address in use

@@ -248,13 +248,17 @@ func TestCertsCommands(t *testing.T) {
 	key := filepath.Join(root, "/etc/kubernetes/pki/apiserver.key")
 	keyBefore, _ := os.ReadFile(key)
 	code, _, stderr = runCLI(t, "certs", "renew", "apiserver", "--root", root)
-	if code != 0 || !strings.Contains(stderr, "restart to load the new certificates: kube-apiserver\n") {
+	if code != 0 || !strings.Contains(stderr, "restart to load the new certificates: kube-apiserver (or re-run with --restart)\n") {
 		t.Fatalf("code %d, stderr %q", code, stderr)
 	}
 	after, _ := os.ReadFile(apiserver)
 	keyAfter, _ := os.ReadFile(key)
 	if string(before) == string(after) || string(keyBefore) != string(keyAfter) {
 		t.Error("renew must re-issue apiserver.crt and keep its key")
+	}
+	// --root renders for another machine: there is nothing to restart.
+	if code, _, stderr = runCLI(t, "certs", "renew", "apiserver", "--root", root, "--restart"); code != 0 || !strings.Contains(stderr, "skipped the restart of [kube-apiserver]") {
+		t.Errorf("renew --restart under --root: code %d, stderr %q", code, stderr)
 	}
 	if code, _, stderr = runCLI(t, "certs", "renew", "ca", "--root", root); code != 1 || !strings.Contains(stderr, "does not renew CAs") {
 		t.Errorf("renewing a CA: code %d, stderr %q", code, stderr)

@@ -40,13 +40,13 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	addOutputFlag(check, &opts.output)
 
-	var newKeys bool
+	var newKeys, restartAfter bool
 	renew := &cobra.Command{
 		Use:   "renew all|NAME...",
 		Short: "Re-issue certificates and kubeconfigs with the existing CAs, and say which components must restart",
 		Args:  usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, names []string) error {
-			return runWorkflow(cmd.Context(), opts, stdout, stderr, func(_ context.Context, s *phases.State) ([]string, error) {
+			return runWorkflow(cmd.Context(), opts, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
 				s.Report.SetPhase("certs renew")
 				if len(names) == 1 && names[0] == "all" {
 					names = nil
@@ -61,14 +61,19 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 				if err != nil {
 					return nil, err
 				}
-				if len(restart) > 0 {
-					s.Report.Infof("restart to load the new certificates: %s", strings.Join(restart, ", "))
+				if len(restart) == 0 {
+					return nil, nil
 				}
-				return nil, nil
+				if !restartAfter {
+					s.Report.Infof("restart to load the new certificates: %s (or re-run with --restart)", strings.Join(restart, ", "))
+					return nil, nil
+				}
+				return nil, phases.RestartComponents(ctx, s, restart)
 			})
 		},
 	}
 	renew.Flags().BoolVar(&newKeys, "new-keys", false, "generate new private keys too")
+	renew.Flags().BoolVar(&restartAfter, "restart", false, "then restart the affected static pods one at a time (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), each waited for until a new instance is healthy and serves its certificate file")
 	renew.Flags().VarP(&opts.output, "output", "o", "output format: text or json")
 	cmd.AddCommand(check, renew)
 	return cmd

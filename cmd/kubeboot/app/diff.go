@@ -1,0 +1,78 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// newDiffCommand is `kubeboot diff`: what init or upgrade would change on
+// this node, changing nothing. Like diff(1), it exits 0 when nothing would
+// change and 1 when something would.
+func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
+	opts := &initOptions{output: "text", dryRun: true}
+	cmd := &cobra.Command{
+		Use:   "diff",
+		Short: "Show what init or upgrade would change on this node: manifests, configuration files, certificates and kubeconfigs",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			s, err := newState(opts, phases.NewReporter(stderr, false), stdout)
+			if err != nil {
+				return err
+			}
+			diffs, err := phases.Diff(s)
+			if err != nil {
+				return err
+			}
+			if err := printDifferences(stdout, diffs, opts.output == "json"); err != nil {
+				return err
+			}
+			if len(diffs) > 0 {
+				return &exitError{code: exitFailure, msg: fmt.Sprintf("%d file(s) would change", len(diffs))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file")
+	cmd.Flags().StringVar(&opts.root, "root", "", "read the files under this directory")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+// printDifferences prints the unified diffs of the text files and one
+// comment line per certificate, key or kubeconfig; with JSON, one object
+// per difference and a final result.
+func printDifferences(w io.Writer, diffs []phases.Difference, asJSON bool) error {
+	var b strings.Builder
+	if asJSON {
+		enc := json.NewEncoder(&b)
+		for _, d := range diffs {
+			if err := enc.Encode(d); err != nil {
+				return fmt.Errorf("encode difference of %q: %w", d.Path, err)
+			}
+		}
+		if err := enc.Encode(map[string]any{"result": map[string]any{"changed": len(diffs) > 0, "differences": len(diffs)}}); err != nil {
+			return fmt.Errorf("encode diff result: %w", err)
+		}
+	} else {
+		for _, d := range diffs {
+			switch {
+			case d.Diff != "":
+				b.WriteString(d.Diff)
+			case d.Reason != "":
+				fmt.Fprintf(&b, "# %s: would %s: %s\n", d.Path, d.Change, d.Reason)
+			default:
+				fmt.Fprintf(&b, "# %s: would %s\n", d.Path, d.Change)
+			}
+		}
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("print differences: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package phases
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// initialised is a node under a temp root on which every file-writing
+// phase of init has run.
+func initialised(t *testing.T) *State {
+	t.Helper()
+	s := manifestState(t, t.TempDir(), "v1.36.3")
+	s.Options.Offline = true
+	r := Runner{Phases: []Phase{Certs, Kubeconfig, KubeletConfig, APIServerConfig, Etcd, ControlPlane, Validate, WriteManifests}}
+	if _, err := r.Run(context.Background(), s, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// changes summarises differences as "change kind path" lines.
+func changes(diffs []Difference) []string {
+	var out []string
+	for _, d := range diffs {
+		out = append(out, d.Change+" "+d.Kind+" "+d.Path)
+	}
+	return out
+}
+
+func TestDiffInitialisedNodeHasNoChange(t *testing.T) {
+	s := initialised(t)
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 0 {
+		t.Errorf("a freshly initialised node differs:\n%s", strings.Join(changes(diffs), "\n"))
+	}
+}
+
+func TestDiffShowsManifestEdit(t *testing.T) {
+	s := initialised(t)
+	path := s.Config.ManifestPath(config.NameScheduler)
+	host := s.Files.HostPath(path)
+	data, err := os.ReadFile(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "--leader-elect=true", "--leader-elect=false", 1)
+	if edited == string(data) {
+		t.Fatal("the scheduler manifest has no --leader-elect=true to edit")
+	}
+	if err := os.WriteFile(host, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"update manifest " + path}, changes(diffs)); diff != "" {
+		t.Fatalf("differences (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(diffs[0].Diff, "-    - --leader-elect=false") || !strings.Contains(diffs[0].Diff, "+    - --leader-elect=true") {
+		t.Errorf("diff does not show the edit:\n%s", diffs[0].Diff)
+	}
+}
+
+func TestDiffPKI(t *testing.T) {
+	s := initialised(t)
+	c := s.Config
+	// A removed certificate is created again; a new SAN renews the API
+	// server's certificate. Neither may show any PEM.
+	if err := os.Remove(s.Files.HostPath(c.CertPath(config.CertFrontProxyClient))); err != nil {
+		t.Fatal(err)
+	}
+	c.APIServer.CertSANs = append(c.APIServer.CertSANs, "10.9.9.9")
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"create pki " + c.CertPath(config.CertFrontProxyClient),
+		"renew pki " + c.CertPath(config.CertAPIServer),
+	}
+	if diff := cmp.Diff(want, changes(diffs)); diff != "" {
+		t.Errorf("differences (-want +got):\n%s", diff)
+	}
+	for _, d := range diffs {
+		if d.Diff != "" {
+			t.Errorf("%s: a PKI difference shows content", d.Path)
+		}
+		if d.Change == ChangeRenew && !strings.Contains(d.Reason, "10.9.9.9") {
+			t.Errorf("%s: reason %q does not name the missing SAN", d.Path, d.Reason)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// ResetOptions are the choices of `kubeboot reset`.
+type ResetOptions struct {
+	// KeepPKI leaves the certificates, keys and encryption configuration.
+	KeepPKI bool
+	// Force removes the etcd data dir without asking.
+	Force bool
+	// Confirm, when set, asks the operator whether the etcd data dir may go;
+	// without Force or a yes, reset refuses before removing anything.
+	Confirm func(question string) bool
+}
+
+// ResetResult is what reset removed and what it left on purpose.
+type ResetResult struct {
+	// Removed are node paths that existed and are gone (or would go).
+	Removed []string `json:"removed"`
+	// Left describes what reset does not own or was told to keep.
+	Left []string `json:"left"`
+}
+
+// pollInterval is how often reset looks whether a component has stopped.
+const pollInterval = 250 * time.Millisecond
+
+// Reset undoes init on this node, file by file, in an order that never
+// pulls files from under a running component: first the manifests, then,
+// once the kubelet has stopped every component (its ports are closed), the
+// kubeconfigs, configuration, PKI and etcd data.
+func Reset(ctx context.Context, s *State, opts ResetOptions) (ResetResult, error) {
+	c := s.Config
+	var res ResetResult
+	if err := confirmEtcdData(s, opts); err != nil {
+		return res, err
+	}
+	listeners, err := plannedListeners(s)
+	if err != nil {
+		return res, err
+	}
+	rm := func(path string, all bool) error { return resetRemove(s, &res, path, all) }
+
+	for _, path := range ManifestPaths(c) {
+		if err := rm(path, false); err != nil {
+			return res, err
+		}
+	}
+	if err := removeLeftovers(s, &res, c.Paths.ManifestsDir); err != nil {
+		return res, err
+	}
+	if !s.Options.DryRun && !s.Options.Offline {
+		if err := waitStopped(ctx, s, listeners, c.Timeouts.ControlPlane.Duration); err != nil {
+			return res, err
+		}
+	}
+
+	var files []string
+	for _, name := range pki.KubeconfigNames(c) {
+		files = append(files, c.KubeconfigPath(name))
+	}
+	files = append(files, c.Kubelet.ConfigFile)
+	for _, path := range files {
+		if err := rm(path, false); err != nil {
+			return res, err
+		}
+	}
+	if err := removeLeftovers(s, &res, c.Paths.KubeconfigDir); err != nil {
+		return res, err
+	}
+	// The staging and backups dirs (and the journal) live under kubeboot/.
+	for _, dir := range []string{c.APIServerConfigDir(), filepath.Join(c.Paths.KubeconfigDir, "kubeboot")} {
+		if err := rm(dir, true); err != nil {
+			return res, err
+		}
+	}
+	if opts.KeepPKI {
+		res.Left = append(res.Left, c.Certificates.Dir+": kept (--keep-pki)")
+	} else if err := resetPKI(s, &res); err != nil {
+		return res, err
+	}
+	if c.Etcd.Local != nil {
+		if err := rm(c.Etcd.Local.DataDir, true); err != nil {
+			return res, err
+		}
+	}
+	res.Left = append(res.Left,
+		"the kubelet: its process, its own state and the manifest dir "+c.Paths.ManifestsDir+" stay; stop it with your service manager",
+		"CNI configuration (/etc/cni/net.d), iptables and IPVS rules: kubeboot does not own them",
+		"the audit logs in "+c.Security.Audit.LogDir)
+	return res, nil
+}
+
+// confirmEtcdData refuses to go on, before anything is removed, when the
+// etcd data dir holds data and neither Force nor the operator allows
+// removing it: that is the cluster's state, and no backup is made here.
+func confirmEtcdData(s *State, opts ResetOptions) error {
+	if s.Config.Etcd.Local == nil || opts.Force {
+		return nil
+	}
+	dir := s.Config.Etcd.Local.DataDir
+	entries, err := os.ReadDir(s.Files.HostPath(dir))
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return nil
+	}
+	if opts.Confirm != nil && opts.Confirm(fmt.Sprintf("remove the etcd data dir %s, and with it the cluster's state?", dir)) {
+		return nil
+	}
+	return fmt.Errorf("reset would remove the etcd data dir %s, which holds the cluster's state: re-run with --force to remove it (back it up first with `etcdctl snapshot save`)", dir)
+}
+
+// resetRemove removes one path and records it when it was there.
+func resetRemove(s *State, res *ResetResult, path string, all bool) error {
+	if _, err := os.Lstat(s.Files.HostPath(path)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	remove := s.Files.Remove
+	if all {
+		remove = s.Files.RemoveAll
+	}
+	if err := remove(path); err != nil {
+		return err
+	}
+	res.Removed = append(res.Removed, path)
+	s.Report.Infof("removed %s", path)
+	return nil
+}
+
+// removeLeftovers removes the dot temp files an interrupted write left.
+func removeLeftovers(s *State, res *ResetResult, dir string) error {
+	removed, err := RemoveTempFiles(s.Files, dir)
+	for _, path := range removed {
+		res.Removed = append(res.Removed, path)
+		s.Report.Infof("removed %s, left by an interrupted write", path)
+	}
+	return err
+}
+
+// resetPKI removes every certificate, key and the encryption configuration,
+// then the PKI directories when nothing else is in them.
+func resetPKI(s *State, res *ResetResult) error {
+	c := s.Config
+	paths := []string{c.KeyPath(config.KeyServiceAccount), c.PublicKeyPath(config.KeyServiceAccount), c.EncryptionConfigPath()}
+	for _, spec := range pki.CertSpecs(c) {
+		paths = append(paths, c.CertPath(spec.Name), c.KeyPath(spec.Name))
+	}
+	for _, path := range paths {
+		if err := resetRemove(s, res, path, false); err != nil {
+			return err
+		}
+	}
+	etcdDir := filepath.Dir(c.CertPath(config.CertEtcdCA))
+	for _, dir := range []string{etcdDir, c.Certificates.Dir} {
+		if err := removeLeftovers(s, res, dir); err != nil {
+			return err
+		}
+		if s.Options.DryRun {
+			continue // the files are still there: directories follow from them
+		}
+		entries, err := os.ReadDir(s.Files.HostPath(dir))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("read directory %q: %w", dir, err)
+		case len(entries) == 0:
+			if err := resetRemove(s, res, dir, false); err != nil {
+				return err
+			}
+		default:
+			res.Left = append(res.Left, dir+": holds files kubeboot did not write")
+		}
+	}
+	return nil
+}
+
+// waitStopped waits until nothing listens on the components' addresses any
+// more, that is until the kubelet has stopped the pods of the removed
+// manifests. A timeout names what still listens.
+func waitStopped(ctx context.Context, s *State, listeners []listener, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s.Report.Infof("waiting for the kubelet to stop the components")
+	for {
+		open := openListeners(listeners)
+		if len(open) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the components to stop: still listening after %s: %s (is the kubelet running? it stops static pods whose manifest is gone)", timeout, strings.Join(open, ", "))
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// openListeners lists the listeners that still accept connections.
+func openListeners(listeners []listener) []string {
+	var open []string
+	for _, l := range listeners {
+		host := l.host
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, l.port), pollInterval)
+		if err == nil {
+			_ = conn.Close()
+			open = append(open, l.component+" on "+net.JoinHostPort(host, l.port))
+		}
+	}
+	return open
+}

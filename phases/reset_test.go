@@ -1,0 +1,162 @@
+package phases
+
+import (
+	"context"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// regularFiles lists the regular files under the node's root.
+func regularFiles(t *testing.T, s *State) []string {
+	t.Helper()
+	var files []string
+	root := s.Files.HostPath("/")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, strings.TrimPrefix(path, root))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// withEtcdData gives the node's etcd data dir some content.
+func withEtcdData(t *testing.T, s *State) {
+	t.Helper()
+	dir := s.Files.HostPath(filepath.Join(s.Config.Etcd.Local.DataDir, "member"))
+	must(t, os.MkdirAll(dir, 0o700))
+	must(t, os.WriteFile(filepath.Join(dir, "db"), []byte("data"), 0o600))
+}
+
+func TestResetRefusesEtcdDataWithoutForce(t *testing.T) {
+	s := initialised(t)
+	withEtcdData(t, s)
+	before := regularFiles(t, s)
+	asked := ""
+	_, err := Reset(context.Background(), s, ResetOptions{Confirm: func(q string) bool { asked = q; return false }})
+	if err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("want a refusal naming --force, got %v", err)
+	}
+	if !strings.Contains(asked, s.Config.Etcd.Local.DataDir) {
+		t.Errorf("the question %q does not name the data dir", asked)
+	}
+	if after := regularFiles(t, s); len(after) != len(before) {
+		t.Errorf("a refused reset removed %d files", len(before)-len(after))
+	}
+}
+
+func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts ResetOptions
+	}{
+		{"force", ResetOptions{Force: true}},
+		{"confirmed", ResetOptions{Confirm: func(string) bool { return true }}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := initialised(t)
+			withEtcdData(t, s)
+			c := s.Config
+			// Leftovers of an interrupted write, in two directories.
+			must(t, os.WriteFile(s.Files.HostPath(filepath.Join(c.Paths.ManifestsDir, ".etcd.yaml.tmp-1")), nil, 0o600))
+			must(t, os.WriteFile(s.Files.HostPath(filepath.Join(c.Certificates.Dir, ".ca.key.tmp-2")), nil, 0o600))
+			res, err := Reset(context.Background(), s, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := regularFiles(t, s); len(left) > 0 {
+				t.Errorf("files left after reset: %s", strings.Join(left, ", "))
+			}
+			for _, gone := range []string{c.Certificates.Dir, c.Etcd.Local.DataDir, filepath.Join(c.Paths.KubeconfigDir, "kubeboot")} {
+				if _, err := os.Stat(s.Files.HostPath(gone)); err == nil {
+					t.Errorf("%s is still there", gone)
+				}
+			}
+			if len(res.Removed) == 0 || res.Removed[0] != c.ManifestPath(config.NameEtcd) {
+				t.Errorf("the manifests must go first, removed: %v", res.Removed)
+			}
+			if !strings.Contains(strings.Join(res.Left, "\n"), "kubelet") {
+				t.Errorf("reset does not say it left the kubelet: %v", res.Left)
+			}
+		})
+	}
+}
+
+func TestResetKeepPKIAndForeignFiles(t *testing.T) {
+	s := initialised(t)
+	c := s.Config
+	foreign := filepath.Join(c.Certificates.Dir, "etcd", "notes.txt")
+	must(t, os.WriteFile(s.Files.HostPath(foreign), []byte("mine"), 0o600))
+	res, err := Reset(context.Background(), s, ResetOptions{KeepPKI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kept := range []string{c.CertPath(config.CertCA), c.KeyPath(config.CertCA), c.EncryptionConfigPath(), foreign} {
+		if _, err := os.Stat(s.Files.HostPath(kept)); err != nil {
+			t.Errorf("--keep-pki removed %s", kept)
+		}
+	}
+	if _, err := os.Stat(s.Files.HostPath(c.KubeconfigPath(config.KubeconfigAdmin))); err == nil {
+		t.Error("admin.conf survived reset")
+	}
+	if !strings.Contains(strings.Join(res.Left, "\n"), "--keep-pki") {
+		t.Errorf("reset does not say it kept the PKI: %v", res.Left)
+	}
+
+	// Without --keep-pki the foreign file stays, and reset says so.
+	res, err = Reset(context.Background(), s, ResetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := regularFiles(t, s); len(left) != 1 || left[0] != foreign {
+		t.Errorf("want only %s left, got %v", foreign, left)
+	}
+	if !strings.Contains(strings.Join(res.Left, "\n"), filepath.Dir(foreign)+": holds files kubeboot did not write") {
+		t.Errorf("reset does not report the foreign file's directory: %v", res.Left)
+	}
+}
+
+func TestResetDryRunRemovesNothing(t *testing.T) {
+	s := initialised(t)
+	before := regularFiles(t, s)
+	s.Files = &DryRunWriter{Root: s.Files.HostPath("/"), Report: s.Report}
+	s.Options.DryRun = true
+	res, err := Reset(context.Background(), s, ResetOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Removed) == 0 {
+		t.Error("a dry run reports nothing to remove")
+	}
+	if after := regularFiles(t, s); len(after) != len(before) {
+		t.Errorf("a dry run removed %d files", len(before)-len(after))
+	}
+}
+
+func TestWaitStopped(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	l := []listener{{component: "kube-apiserver", host: host, port: port}}
+	s, _ := testState()
+	err = waitStopped(context.Background(), s, l, 600*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "kube-apiserver on "+ln.Addr().String()) {
+		t.Errorf("want a timeout naming the open listener, got %v", err)
+	}
+	go func() { time.Sleep(300 * time.Millisecond); _ = ln.Close() }()
+	if err := waitStopped(context.Background(), s, l, 5*time.Second); err != nil {
+		t.Errorf("the listener closed, yet: %v", err)
+	}
+}

@@ -1,0 +1,216 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/staticpod"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// Upgrade is the part of init that `upgrade apply` runs before the
+// manifests: the files components read at start converge first (nothing
+// reads them before its restart), then each manifest is replaced in turn.
+var Upgrade = Runner{Phases: []Phase{Certs, Kubeconfig, KubeletConfig, APIServerConfig}}
+
+// journal records how far an upgrade got, so that a re-run after a crash
+// completes the step it was in.
+type journal struct {
+	// Component is the component whose manifest is being replaced.
+	Component string `json:"component"`
+	// Backup is the previous manifest's copy.
+	Backup string `json:"backup"`
+	// Started is when the step began.
+	Started time.Time `json:"started"`
+}
+
+func journalPath(c *config.ClusterConfiguration) string {
+	return filepath.Join(backupsDir(c), "upgrade-journal.json")
+}
+
+// UpgradeApply moves the running control plane to what the configuration
+// renders, one component at a time in start order. Before etcd changes it
+// saves a snapshot. Each changed component's manifest is backed up outside
+// the manifest dir and replaced (see replaceManifest); when the new
+// instance is not healthy, the previous manifest goes back and must be
+// healthy again, and the upgrade stops with the new instance's diagnostic.
+//
+// timeout bounds each wait for a component to stop or become healthy; 0
+// means timeouts.controlPlane. It is not the configuration's field because
+// that one is rendered into the manifests' probes.
+func UpgradeApply(ctx context.Context, s *State, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = s.Config.Timeouts.ControlPlane.Duration
+	}
+	if err := resumeUpgrade(s); err != nil {
+		return err
+	}
+	current, _, err := manifestPods(s)
+	if err != nil {
+		return err
+	}
+	wanted, data, err := wantedPods(s)
+	if err != nil {
+		return err
+	}
+	if err := upgradePreflight(ctx, s, current); err != nil {
+		return err
+	}
+	if _, err := Upgrade.Run(ctx, s, nil); err != nil {
+		return err
+	}
+	oldTargets, err := health.Targets(s.Config, current)
+	if err != nil {
+		return err
+	}
+	newTargets, err := health.Targets(s.Config, wanted)
+	if err != nil {
+		return err
+	}
+	changed := 0
+	for _, name := range components(s.Config) {
+		path := s.Config.ManifestPath(name)
+		old, err := s.Files.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read manifest %q: %w", path, err)
+		}
+		if string(old) == string(data[name]) {
+			continue
+		}
+		changed++
+		if name == config.NameEtcd {
+			if err := saveEtcdSnapshot(ctx, s, targetOf(oldTargets, name)); err != nil {
+				return err
+			}
+		}
+		prev := instance{data: old, target: targetOf(oldTargets, name)}
+		next := instance{data: data[name], target: targetOf(newTargets, name)}
+		if err := upgradeOne(ctx, s, timeout, prev, next, podListeners(s, []templates.Manifest{{Component: name, Pod: current[name]}}),
+			podListeners(s, []templates.Manifest{{Component: name, Pod: wanted[name]}})); err != nil {
+			return err
+		}
+	}
+	if changed == 0 {
+		s.Report.Infof("every manifest is up to date")
+	}
+	return nil
+}
+
+// targetOf picks a component's target; Targets returns one per component.
+func targetOf(targets []health.Target, name string) health.Target {
+	for _, t := range targets {
+		if t.Component == name {
+			return t
+		}
+	}
+	return health.Target{Component: name}
+}
+
+// wantedPods renders, patches and validates the manifests; a manifest the
+// kubelet would reject stops the upgrade before anything is touched.
+func wantedPods(s *State) (map[string]*corev1.Pod, map[string][]byte, error) {
+	manifests, err := renderPods(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, data := map[string]*corev1.Pod{}, map[string][]byte{}
+	var results []staticpod.Result
+	for _, m := range manifests {
+		b, err := templates.Marshal(m.Pod)
+		if err != nil {
+			return nil, nil, err
+		}
+		results = append(results, staticpod.Validate(m.Component+".yaml", b, s.Config.Node.Name))
+		pods[m.Component], data[m.Component] = m.Pod, b
+	}
+	return pods, data, staticpod.Err(results)
+}
+
+// upgradeOne replaces one manifest and, when the new instance fails,
+// rolls back and verifies the previous one is healthy again.
+func upgradeOne(ctx context.Context, s *State, timeout time.Duration, prev, next instance, prevListeners, nextListeners []listener) error {
+	name := next.target.Component
+	backup, err := backupManifest(s, name, prev.data)
+	if err != nil {
+		return err
+	}
+	if err := writeJournal(s, journal{Component: name, Backup: backup, Started: time.Now()}); err != nil {
+		return err
+	}
+	s.Report.Infof("upgrading %s (previous manifest in %s)", name, backup)
+	upErr := replaceManifest(ctx, s, prev.data, prevListeners, next, timeout)
+	if upErr == nil {
+		s.Report.Infof("%s upgraded: a new instance is healthy", name)
+		return s.Files.Remove(journalPath(s.Config))
+	}
+	s.Report.Warnf("%s: the new instance failed; rolling back to %s", name, backup)
+	if err := replaceManifest(ctx, s, next.data, nextListeners, prev, timeout); err != nil {
+		return fmt.Errorf("upgrade %s: %w\nrollback failed too: %w (the previous manifest is in %s)", name, upErr, err, backup)
+	}
+	if err := s.Files.Remove(journalPath(s.Config)); err != nil {
+		return err
+	}
+	return fmt.Errorf("upgrade %s: %w\nrolled back: the previous manifest is in place again and healthy", name, upErr)
+}
+
+// resumeUpgrade finishes the step a crashed upgrade was in: the previous
+// manifest goes back from its backup (whether the crash left the manifest
+// out, or the new one in but unverified), so the pass that follows
+// replaces it again, verified, with a rollback if it fails.
+func resumeUpgrade(s *State) error {
+	data, err := s.Files.ReadFile(journalPath(s.Config))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read upgrade journal %q: %w", journalPath(s.Config), err)
+	}
+	var j journal
+	if err := json.Unmarshal(data, &j); err != nil {
+		return fmt.Errorf("read upgrade journal %q: %w", journalPath(s.Config), err)
+	}
+	s.Report.Infof("resuming an interrupted upgrade of %s (started %s)", j.Component, j.Started.Format(time.RFC3339))
+	prev, err := s.Files.ReadFile(j.Backup)
+	if err != nil {
+		return fmt.Errorf("read previous manifest %q: %w", j.Backup, err)
+	}
+	if err := s.Files.WriteFile(s.Config.ManifestPath(j.Component), prev, manifestMode); err != nil {
+		return err
+	}
+	return s.Files.Remove(journalPath(s.Config))
+}
+
+func writeJournal(s *State, j journal) error {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("encode upgrade journal: %w", err)
+	}
+	return s.Files.WriteFile(journalPath(s.Config), data, manifestMode)
+}
+
+// saveEtcdSnapshot writes a consistent snapshot into the backups dir,
+// outside the manifest dir and the data dir.
+func saveEtcdSnapshot(ctx context.Context, s *State, t health.Target) error {
+	snap, err := health.EtcdSnapshot(ctx, t, s.Files.HostPath)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(backupsDir(s.Config), "etcd-snapshot-"+time.Now().UTC().Format("20060102T150405Z")+".db")
+	if err := s.Files.MkdirAll(backupsDir(s.Config), manifestDirMode); err != nil {
+		return err
+	}
+	if err := s.Files.WriteFile(path, snap, 0o600); err != nil {
+		return err
+	}
+	s.Report.Infof("saved an etcd snapshot (%d bytes) to %s", len(snap), path)
+	return nil
+}

@@ -1,0 +1,253 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDay2 runs the day-2 commands against one live lab node: diff on a
+// fresh node and after a manual edit, then reset and a new init in the
+// same directories.
+func TestDay2(t *testing.T) {
+	n := newNode(t, "day2", "127.0.0.70")
+	if r := n.labUp(t); r.code != 0 {
+		t.Fatalf("lab up exited %d:\n%s", r.code, r.stderr)
+	}
+	if !t.Run("diff", func(t *testing.T) { testDiff(t, n) }) {
+		return
+	}
+	t.Run("renew apiserver --restart", func(t *testing.T) { testRenewRestart(t, n) })
+	t.Run("upgrade apply", func(t *testing.T) { testUpgradeApply(t, n) })
+	t.Run("reset and init again", func(t *testing.T) { testReset(t, n) })
+}
+
+// testDiff: nothing differs on a freshly initialised node; a manual edit
+// of a manifest is shown and exits 1.
+func testDiff(t *testing.T, n *node) {
+	r := n.kubeboot(t, "diff", "--config", n.config)
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("diff on a fresh node: exit %d (%s), stdout:\n%s\nstderr: %s", r.code, r.took, r.stdout, r.stderr)
+	}
+	t.Logf("TIMING: diff on a fresh node: %s", r.took)
+	path := n.manifestPath("kube-scheduler")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "--leader-elect=true") {
+		t.Fatal("the scheduler manifest has no --leader-elect=true")
+	}
+	edited := strings.Replace(string(data), "--leader-elect=true", "--leader-elect=false", 1)
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = n.kubeboot(t, "diff", "--config", n.config)
+	if r.code != 1 || !strings.Contains(r.stdout, "-    - --leader-elect=false\n+    - --leader-elect=true\n") {
+		t.Errorf("diff after an edit: exit %d, stdout:\n%s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	// Put it back as it was, so the node converges again.
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testRenewRestart: after renew --restart a new API server process runs
+// and serves the renewed certificate.
+func testRenewRestart(t *testing.T, n *node) {
+	before := n.componentPids()["kube-apiserver"]
+	old, err := os.ReadFile(n.path("pki/apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := n.kubeboot(t, "certs", "renew", "apiserver", "--restart", "--config", n.config)
+	if r.code != 0 {
+		t.Fatalf("certs renew apiserver --restart exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: certs renew apiserver --restart: %s", r.took)
+	renewed, err := os.ReadFile(n.path("pki/apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(old, renewed) {
+		t.Fatal("apiserver.crt was not renewed")
+	}
+	if after := n.componentPids()["kube-apiserver"]; after == before || after == 0 {
+		t.Errorf("kube-apiserver pid %d before, %d after: not a new process", before, after)
+	}
+	block, _ := pem.Decode(renewed)
+	if block == nil {
+		t.Fatal("apiserver.crt holds no PEM")
+	}
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(n.path("pki/ca.crt"))
+	if err != nil || !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("read ca.crt: %v", err)
+	}
+	conn, err := tls.Dial("tcp", net.JoinHostPort(n.addr, "6443"), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if served := conn.ConnectionState().PeerCertificates[0]; !bytes.Equal(served.Raw, block.Bytes) {
+		t.Errorf("the API server serves serial %s, not the renewed apiserver.crt", served.SerialNumber)
+	}
+	if _, err := n.kubectlErr(t, "get", "--raw", "/readyz"); err != nil {
+		t.Errorf("API server not ready after the restart: %v", err)
+	}
+}
+
+// testUpgradeApply: with nothing to change it changes nothing; an etcd
+// change is preceded by a snapshot; an API server that cannot start is
+// rolled back to its previous manifest, byte for byte and healthy.
+func testUpgradeApply(t *testing.T, n *node) {
+	r := n.kubeboot(t, "upgrade", "apply", "--config", n.config)
+	if r.code != 0 || !strings.Contains(r.stderr, "every manifest is up to date") {
+		t.Fatalf("upgrade apply without a change: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: upgrade apply without a change: %s", r.took)
+
+	etcdConfig := n.writeConfig(t, "etcd-change.yaml", map[string]any{
+		"etcd.local.extraArgs": []any{map[string]any{"name": "snapshot-count", "value": "10001"}},
+	})
+	r = n.kubeboot(t, "upgrade", "apply", "--config", etcdConfig)
+	if r.code != 0 {
+		t.Fatalf("upgrade apply of an etcd change: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: upgrade apply of an etcd change: %s", r.took)
+	snaps, _ := filepath.Glob(n.path("kubeboot/backups/etcd-snapshot-*.db"))
+	if len(snaps) != 1 {
+		t.Fatalf("want one etcd snapshot in the backups dir, got %v", snaps)
+	}
+	if st := runCommand(t, filepath.Join(binDir, "etcdutl"), "snapshot", "status", snaps[0], "-w", "json"); st.code != 0 {
+		t.Errorf("etcdutl snapshot status: exit %d: %s", st.code, st.stderr)
+	}
+	if m, _ := os.ReadFile(n.manifestPath("etcd")); !strings.Contains(string(m), "--snapshot-count=10001") {
+		t.Error("the etcd manifest does not carry the change")
+	}
+
+	before, err := os.ReadFile(n.manifestPath("kube-apiserver"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := n.writeConfig(t, "bogus.yaml", map[string]any{
+		"etcd.local.extraArgs": []any{map[string]any{"name": "snapshot-count", "value": "10001"}},
+		"apiServer.extraArgs":  []any{map[string]any{"name": "bogus-flag", "value": "x"}},
+	})
+	r = n.kubeboot(t, "upgrade", "apply", "--config", bad, "--timeout", "75s")
+	t.Logf("TIMING: upgrade apply with a failing API server, rolled back: %s", r.took)
+	if r.code == 0 || !strings.Contains(r.stderr, "rolled back") {
+		t.Errorf("upgrade apply with a bogus flag: exit %d\n%s", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(n.manifestPath("kube-apiserver")); !bytes.Equal(before, after) {
+		t.Error("the previous kube-apiserver manifest is not back byte for byte")
+	}
+	if _, err := n.kubectlErr(t, "get", "--raw", "/readyz"); err != nil {
+		t.Errorf("API server not ready after the rollback: %v", err)
+	}
+}
+
+// testReset: reset --force leaves no file kubeboot wrote, the components
+// stop, and a new lab up (init) in the same directories succeeds.
+func testReset(t *testing.T, n *node) {
+	r := n.kubeboot(t, "reset", "--config", n.config)
+	if r.code != 1 || !strings.Contains(r.stderr, "--force") {
+		t.Fatalf("reset without --force over live etcd data: exit %d, stderr: %s", r.code, r.stderr)
+	}
+	r = n.kubeboot(t, "reset", "--force", "--config", n.config)
+	if r.code != 0 {
+		t.Fatalf("reset --force exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: reset --force (components stopped, files removed): %s", r.took)
+	if pids := n.componentPids(); len(pids) > 0 {
+		t.Errorf("components still run after reset: %v", pids)
+	}
+	if left := kubebootFiles(t, n); len(left) > 0 {
+		t.Errorf("kubeboot-owned files left after reset: %s", strings.Join(left, ", "))
+	}
+	if r := n.kubeboot(t, "lab", "down", "--config", n.config, "--bin-dir", binDir); r.code != 0 {
+		t.Fatalf("lab down exited %d:\n%s", r.code, r.stderr)
+	}
+	r = n.labUp(t)
+	if r.code != 0 {
+		t.Fatalf("lab up after reset exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: lab up (init) after reset: %s", r.took)
+}
+
+// kubebootFiles lists the regular files under the node's directory other
+// than the lab's own (pid files, logs, the kubelet's state), the audit and
+// pod logs: everything else is kubeboot's.
+func kubebootFiles(t *testing.T, n *node) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(n.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(n.dir, path)
+		switch {
+		case d.IsDir() && (rel == "lab" || rel == "audit" || rel == "pod-logs"):
+			return filepath.SkipDir
+		case d.Type().IsRegular() && (!strings.HasPrefix(rel, "kubelet/") || rel == "kubelet/config.yaml"):
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestUpgradeMinor brings a lab up at v1.35.4 (the lab runtime runs the
+// binaries of <bin dir>/v1.35 for v1.35 images) and upgrades it to
+// v1.36.3 with `upgrade apply`.
+func TestUpgradeMinor(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
+		t.Skipf("no v1.35 binaries in %s/v1.35: %v", binDir, err)
+	}
+	n := newNode(t, "upgrade", "127.0.0.71")
+	n.config = n.writeConfig(t, "v135.yaml", map[string]any{"kubernetesVersion": "v1.35.4"})
+	if r := n.labUp(t); r.code != 0 {
+		t.Fatalf("lab up at v1.35.4 exited %d:\n%s", r.code, r.stderr)
+	}
+	if v := n.serverVersion(t); v != "v1.35.4" {
+		t.Fatalf("the API server runs %s, want v1.35.4", v)
+	}
+	target := n.writeConfig(t, "v136.yaml", nil)
+	r := n.kubeboot(t, "upgrade", "apply", "--config", target)
+	if r.code != 0 {
+		t.Fatalf("upgrade apply to v1.36.3 exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: upgrade apply v1.35.4 -> v1.36.3: %s", r.took)
+	if v := n.serverVersion(t); v != "v1.36.3" {
+		t.Errorf("after the upgrade the API server runs %s, want v1.36.3", v)
+	}
+	if r := n.kubeboot(t, "diff", "--config", target); r.code != 0 {
+		t.Errorf("diff after the upgrade: exit %d:\n%s", r.code, r.stdout)
+	}
+}
+
+// serverVersion is the API server's gitVersion.
+func (n *node) serverVersion(t *testing.T) string {
+	t.Helper()
+	out := n.kubectl(t, "get", "--raw", "/version")
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("decode /version %q: %v", out, err)
+	}
+	return v.GitVersion
+}
