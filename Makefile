@@ -28,9 +28,9 @@ unit:
 e2e: binaries
 	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -timeout 60m -tags e2e -v ./test/e2e/...
 
-## binaries: build (or reuse) the pinned etcd, Kubernetes and crictl binaries
+## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl and kube-bench binaries
 binaries:
-	bash test/tools/build.sh $(K8S_BIN)
+	bash test/tools/build.sh $(K8S_BIN) --with-v1.35
 
 ## lint: gofmt, go vet and golangci-lint with .golangci.yml
 lint: $(TOOLS_BIN)/golangci-lint

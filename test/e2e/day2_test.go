@@ -215,7 +215,7 @@ func kubebootFiles(t *testing.T, n *node) []string {
 // v1.36.3 with `upgrade apply`.
 func TestUpgradeMinor(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
-		t.Skipf("no v1.35 binaries in %s/v1.35: %v", binDir, err)
+		t.Fatalf("no v1.35 binaries in %s/v1.35 (`make binaries` builds them): %v", binDir, err)
 	}
 	n := newNode(t, "upgrade", "127.0.0.71")
 	n.config = n.writeConfig(t, "v135.yaml", map[string]any{"kubernetesVersion": "v1.35.4"})
