@@ -20,6 +20,12 @@ func TestDaemonLifecycle(t *testing.T) {
 	if !ok {
 		t.Fatal("the daemon does not run after Start")
 	}
+	// On a loaded machine the shell may not have printed yet.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if log, _ := os.ReadFile(d.LogFile()); len(log) > 0 {
+			break
+		}
+	}
 	if err := d.Start("/bin/true"); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("already runs as pid %d", pid)) {
 		t.Errorf("a second Start = %v, want a refusal naming pid %d", err, pid)
 	}
