@@ -18,7 +18,7 @@ import (
 
 func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &initOptions{output: "text"}
-	cmd := groupCommand("certs", "Inspect and renew the node's certificates")
+	cmd := groupCommand("certs", "Inspect, renew and export the node's certificates")
 	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file")
 	cmd.PersistentFlags().StringVar(&opts.root, "root", "", "read and write the files under this directory")
 
@@ -70,7 +70,7 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	renew.Flags().BoolVar(&newKeys, "new-keys", false, "generate new private keys too")
 	renew.Flags().VarP(&opts.output, "output", "o", "output format: text or json")
-	cmd.AddCommand(check, renew)
+	cmd.AddCommand(check, renew, newCertsExportCommand(opts, stdout, stderr))
 	return cmd
 }
 
