@@ -27,8 +27,9 @@ const (
 	// promoteInterval is the pause between promotion attempts while a
 	// learner catches up with the leader's log.
 	promoteInterval = time.Second
-	// removeTimeout bounds the retries of a removal etcd calls unsafe for now.
-	removeTimeout = 30 * time.Second
+	// reconfigTimeout bounds the retries of a membership change etcd
+	// calls unsafe for now.
+	reconfigTimeout = 30 * time.Second
 )
 
 // EtcdPeerURL is the peer URL this node's stacked member advertises.
@@ -80,25 +81,32 @@ func findMember(members []*pb.Member, name, peerURL string) *pb.Member {
 
 // addLearner adds the member name at peerURL as a learner, unless it is a
 // member already (a join that crashed halfway resumes here), and returns
-// its ID and the members including it.
-func addLearner(ctx context.Context, cli *clientv3.Client, name, peerURL string) (uint64, []*pb.Member, error) {
-	ctx, cancel := context.WithTimeout(ctx, etcdRequestTimeout)
-	defer cancel()
-	list, err := cli.MemberList(ctx)
-	if err != nil {
-		return 0, nil, fmt.Errorf("list etcd members: %w", err)
-	}
-	if m := findMember(list.Members, name, peerURL); m != nil {
-		if !slices.Contains(m.PeerURLs, peerURL) {
-			return 0, nil, fmt.Errorf("add etcd member %q: a member of that name exists with peer URLs %v, not %s: remove it first", name, m.PeerURLs, peerURL)
+// its ID and the members including it. Each attempt lists the members
+// first, so a retry after an add that did succeed does not add twice.
+func addLearner(ctx context.Context, cli *clientv3.Client, name, peerURL string) (id uint64, members []*pb.Member, err error) {
+	err = retryReconfig(ctx, func(ctx context.Context) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
 		}
-		return m.ID, list.Members, nil
-	}
-	resp, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+		if m := findMember(list.Members, name, peerURL); m != nil {
+			if !slices.Contains(m.PeerURLs, peerURL) {
+				return fmt.Errorf("a member of that name exists with peer URLs %v, not %s: remove it first", m.PeerURLs, peerURL)
+			}
+			id, members = m.ID, list.Members
+			return nil
+		}
+		resp, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+		if err != nil {
+			return err
+		}
+		id, members = resp.Member.ID, resp.Members
+		return nil
+	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("add etcd learner %q: %w", peerURL, err)
+		return 0, nil, fmt.Errorf("add etcd learner %s at %q: %w", name, peerURL, err)
 	}
-	return resp.Member.ID, resp.Members, nil
+	return id, members, nil
 }
 
 // initialCluster is etcd's --initial-cluster for a member joining members:
@@ -137,7 +145,7 @@ func promoteLearner(ctx context.Context, cli *clientv3.Client, id uint64, timeou
 		case !isEtcdError(err, rpctypes.ErrMemberLearnerNotReady) && !isUnavailable(err):
 			return fmt.Errorf("promote etcd learner %x: %w", id, err)
 		case time.Now().After(deadline):
-			return fmt.Errorf("promote etcd learner %x: still not in sync with the leader after %s (%d attempts): %w", id, timeout, attempt, err)
+			return &TimeoutError{Msg: fmt.Sprintf("promote etcd learner %x: still not in sync with the leader after %s (%d attempts): %v", id, timeout, attempt, err)}
 		}
 		if attempt == 1 || attempt%10 == 0 {
 			report.Infof("etcd learner %x is catching up with the leader (attempt %d)", id, attempt)
@@ -150,24 +158,38 @@ func promoteLearner(ctx context.Context, cli *clientv3.Client, id uint64, timeou
 	}
 }
 
-// removeMember removes member id from the cluster. etcd refuses a removal
-// as "unhealthy cluster" until every remaining member has been connected
-// for a few seconds, as right after a join: that is retried.
+// removeMember removes member id from the cluster.
 func removeMember(ctx context.Context, cli *clientv3.Client, id uint64) error {
-	deadline := time.Now().Add(removeTimeout)
+	err := retryReconfig(ctx, func(ctx context.Context) error {
+		_, err := cli.MemberRemove(ctx, id)
+		if isEtcdError(err, rpctypes.ErrMemberNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("remove etcd member %x: %w", id, err)
+	}
+	return nil
+}
+
+// retryReconfig runs a membership change, retrying while etcd refuses it
+// as unsafe for now: "unhealthy cluster" until every member has been
+// connected for a few seconds, as right after a join, or no leader during
+// an election. Other errors, and the last one after reconfigTimeout, are
+// returned.
+func retryReconfig(ctx context.Context, op func(context.Context) error) error {
+	deadline := time.Now().Add(reconfigTimeout)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, etcdRequestTimeout)
-		_, err := cli.MemberRemove(rctx, id)
+		err := op(rctx)
 		cancel()
-		switch {
-		case err == nil, isEtcdError(err, rpctypes.ErrMemberNotFound):
-			return nil
-		case !isEtcdError(err, rpctypes.ErrUnhealthy) && !isUnavailable(err), time.Now().After(deadline):
-			return fmt.Errorf("remove etcd member %x: %w", id, err)
+		if err == nil || (!isEtcdError(err, rpctypes.ErrUnhealthy) && !isUnavailable(err)) || time.Now().After(deadline) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("remove etcd member %x: %w", id, ctx.Err())
+			return ctx.Err()
 		case <-time.After(promoteInterval):
 		}
 	}

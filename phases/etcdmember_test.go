@@ -268,3 +268,27 @@ func membersOf(t *testing.T, n *etcdNode) (voters []string, learners []string) {
 	}
 	return voters, learners
 }
+
+func TestDescribeEtcdCluster(t *testing.T) {
+	m1, l := newEtcdNode(t, "m1"), newEtcdNode(t, "learner")
+	m1.start(t)
+	if _, _, err := addLearner(t.Context(), m1.cli(t), l.name, l.peer); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := describeEtcdCluster(t.Context(), m1.cli(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"etcd cluster: 2 members, leader m1 (",
+		"learners: unstarted " + l.peer,
+		"etcd member m1 (",
+		"voter) at " + m1.client + ": healthy, raft index",
+		"learner) at : not answering",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("description lacks %q:\n%s", want, text)
+		}
+	}
+}

@@ -209,23 +209,50 @@ func writeStaged(s *State, names ...string) error {
 	return nil
 }
 
-// waitLocalEtcd waits until this node's etcd member is healthy.
+// TimeoutError is a join step that did not finish in time; like an
+// unhealthy control plane, it exits with code 4.
+type TimeoutError struct {
+	// Msg says what did not happen and where to look.
+	Msg string
+}
+
+// Error returns the message.
+func (e *TimeoutError) Error() string { return e.Msg }
+
+// ExitCode makes a timeout exit with code 4.
+func (e *TimeoutError) ExitCode() int { return 4 }
+
+// waitLocalEtcd waits until this node's etcd member answers and knows
+// the leader. The health probes' linearizable read is no test here: a
+// learner refuses it ("rpc not supported for learner") until promoted.
 func waitLocalEtcd(ctx context.Context, s *State) error {
-	pods, _, err := manifestPods(s)
+	endpoint := EtcdClientURL(s.Config)
+	cli, err := newEtcdClient(ctx, s, []string{endpoint})
 	if err != nil {
 		return err
 	}
-	probes, err := health.Probes(s.Config, pods, s.Files.HostPath)
-	if err != nil {
-		return err
+	defer func() { _ = cli.Close() }()
+	timeout := s.Config.Timeouts.ControlPlane.Duration
+	deadline := time.Now().Add(timeout)
+	s.Report.Infof("waiting for the local etcd member at %s", endpoint)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+		resp, err := cli.Status(sctx, endpoint)
+		cancel()
+		if err == nil && resp.Leader != 0 {
+			s.Report.Infof("local etcd member is up and follows leader %x (raft index %d)", resp.Leader, resp.RaftIndex)
+			return nil
+		}
+		if err == nil {
+			err = errors.New("no leader known yet")
+		}
+		if time.Now().After(deadline) {
+			return &TimeoutError{Msg: fmt.Sprintf("wait for local etcd member %s: not up after %s: %v (see `crictl logs` of etcd)", endpoint, timeout, err)}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for local etcd member %s: %w", endpoint, ctx.Err())
+		case <-time.After(promoteInterval):
+		}
 	}
-	// Probes come in start order: etcd first.
-	progress := s.Report.Progress()
-	defer progress.Stop()
-	_, err = health.Wait(ctx, probes[:1], health.WaitOptions{
-		Timeout:      s.Config.Timeouts.ControlPlane.Duration,
-		ManifestsDir: s.Config.Paths.ManifestsDir,
-		OnChange:     progress.Update,
-	})
-	return err
 }
