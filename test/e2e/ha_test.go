@@ -1,0 +1,211 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The HA lab: a load balancer on .80 in front of three control-plane nodes.
+const (
+	haEndpoint = "127.0.0.80:6443"
+	haproxyPkg = "haproxy"
+)
+
+var haNodes = []string{"127.0.0.81", "127.0.0.82", "127.0.0.83"}
+
+// startHAProxy runs haproxy in TCP mode, round-robin over the nodes' API
+// servers, until the test ends.
+func startHAProxy(t *testing.T) {
+	t.Helper()
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/haproxy"); serr != nil {
+			t.Fatalf("haproxy not found (PATH or /usr/sbin/haproxy): install the Debian package %q", haproxyPkg)
+		}
+		bin = "/usr/sbin/haproxy"
+	}
+	dir := t.TempDir()
+	var servers strings.Builder
+	for i, addr := range haNodes {
+		fmt.Fprintf(&servers, "  server n%d %s:6443 check inter 1s fall 2 rise 1\n", i+1, addr)
+	}
+	cfg := "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5m\n  timeout server 5m\n" +
+		"frontend api\n  bind " + haEndpoint + "\n  default_backend nodes\n" +
+		"backend nodes\n  balance roundrobin\n  option redispatch\n  retries 3\n" + servers.String()
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-db", "-f", path)
+	log, err := os.Create(filepath.Join(dir, "haproxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start haproxy: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		_ = log.Close()
+	})
+}
+
+// haConfig writes the node's config for the HA cluster: a ClusterConfiguration
+// for the first node, a JoinConfiguration through etcdEndpoints for the others.
+func (n *node) haConfig(t *testing.T, etcdEndpoints []string) {
+	t.Helper()
+	edits := map[string]any{"controlPlaneEndpoint": haEndpoint}
+	if etcdEndpoints != nil {
+		edits["kind"] = "JoinConfiguration"
+		edits["join.etcdEndpoints"] = etcdEndpoints
+	}
+	n.config = n.writeConfig(t, "kubeboot.yaml", edits)
+}
+
+// etcdctl runs etcdctl against endpoints with the node's API server etcd client certificate.
+func (n *node) etcdctl(t *testing.T, endpoints []string, args ...string) result {
+	t.Helper()
+	base := []string{"--endpoints", strings.Join(endpoints, ","),
+		"--cacert", n.path("pki/etcd/ca.crt"), "--cert", n.path("pki/apiserver-etcd-client.crt"), "--key", n.path("pki/apiserver-etcd-client.key")}
+	return runCommand(t, filepath.Join(binDir, "etcdctl"), append(base, args...)...)
+}
+
+// etcdMembers returns the names of the voting members and of the learners.
+func (n *node) etcdMembers(t *testing.T, endpoints []string) (voters, learners []string) {
+	t.Helper()
+	r := n.etcdctl(t, endpoints, "member", "list", "-w", "json")
+	if r.code != 0 {
+		t.Fatalf("etcdctl member list: %s", r.stderr)
+	}
+	var list struct {
+		Members []struct {
+			Name      string `json:"name"`
+			IsLearner bool   `json:"isLearner"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Members {
+		if m.IsLearner {
+			learners = append(learners, m.Name)
+		} else {
+			voters = append(voters, m.Name)
+		}
+	}
+	return voters, learners
+}
+
+func etcdURL(addr string) string { return "https://" + addr + ":2379" }
+
+// TestHAControlPlane brings up three control-plane nodes behind haproxy:
+// the first with lab up (init), the others joining with a certificate bundle.
+func TestHAControlPlane(t *testing.T) {
+	startHAProxy(t)
+	var nodes []*node
+	for i, addr := range haNodes {
+		nodes = append(nodes, newNode(t, fmt.Sprintf("ha%d", i+1), addr))
+	}
+	first := nodes[0]
+	first.haConfig(t, nil)
+	start := time.Now()
+	if r := first.labUp(t); r.code != 0 {
+		t.Fatalf("lab up (init) on %s exited %d:\n%s", first.name, r.code, r.stderr)
+	}
+	t.Logf("TIMING: first node up (init): %s", time.Since(start).Round(time.Millisecond))
+
+	// The bundle and its key travel separately: never in one directory.
+	bundle := filepath.Join(first.root, "secrets.bundle")
+	r := first.kubeboot(t, "certs", "export", "--config", first.config, "--out", bundle)
+	if r.code != 0 {
+		t.Fatalf("certs export: %s", r.stderr)
+	}
+	keyText := strings.TrimSpace(r.stdout)
+	if strings.Contains(r.stderr, keyText) {
+		t.Error("certs export printed the key on stderr")
+	}
+
+	var endpoints []string
+	for i, n := range nodes {
+		endpoints = append(endpoints, etcdURL(haNodes[i]))
+		if i == 0 {
+			continue
+		}
+		n.haConfig(t, endpoints[:i])
+		keyFile := filepath.Join(n.root, "bundle.key")
+		if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n.labStarted = true
+		joinStart := time.Now()
+		r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json",
+			"--control-plane", "--certs-bundle", bundle, "--key-file", keyFile)
+		if r.code != 0 {
+			t.Fatalf("lab up --control-plane (join) on %s exited %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
+		}
+		t.Logf("TIMING: join of %s: %s", n.name, time.Since(joinStart).Round(time.Millisecond))
+		voters, learners := first.etcdMembers(t, endpoints)
+		if len(voters) != i+1 || len(learners) != 0 {
+			t.Fatalf("after joining %s: voters %v, learners %v", n.name, voters, learners)
+		}
+	}
+	t.Logf("TIMING: three-node bring-up: %s", time.Since(start).Round(time.Millisecond))
+
+	t.Run("all 12 components run, every API server answers", func(t *testing.T) {
+		for i, n := range nodes {
+			if pids := n.componentPids(); len(pids) != len(components) {
+				t.Errorf("%s runs %v, want all of %v", n.name, pids, components)
+			}
+			server := "https://" + haNodes[i] + ":6443"
+			if out, err := n.kubectlErr(t, "--server", server, "get", "--raw", "/readyz"); err != nil || out != "ok" {
+				t.Errorf("%s /readyz: %q, %v", server, out, err)
+			}
+		}
+	})
+
+	t.Run("a ConfigMap written through the endpoint is read through every API server", func(t *testing.T) {
+		first.kubectl(t, "create", "configmap", "ha-check", "--from-literal=k=v")
+		for i, n := range nodes {
+			server := "https://" + haNodes[i] + ":6443"
+			out, err := n.kubectlErr(t, "--server", server, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}")
+			if err != nil || out != "v" {
+				t.Errorf("via %s: %q, %v", server, out, err)
+			}
+		}
+	})
+
+	t.Run("re-running join writes nothing", func(t *testing.T) {
+		n := nodes[1]
+		r := n.kubeboot(t, "join", "--control-plane", "--config", n.config, "-o", "json")
+		_, res, err := parseJSONOutput(r.stdout)
+		if err != nil || r.code != 0 || !res.OK {
+			t.Fatalf("re-run: code %d, %v, %+v\n%s", r.code, err, res, r.stderr)
+		}
+		if len(res.Written) != 0 {
+			t.Errorf("re-run wrote %v", res.Written)
+		}
+		if voters, learners := first.etcdMembers(t, endpoints); len(voters) != 3 || len(learners) != 0 {
+			t.Errorf("after the re-run: voters %v, learners %v", voters, learners)
+		}
+	})
+}
+
+// tail2 is the last n lines of s.
+func tail2(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
