@@ -185,6 +185,31 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
+	t.Run("a join whose etcd cannot start leaves the members as they were", func(t *testing.T) {
+		testFailedJoin(t, first, bundle, keyText, endpoints)
+	})
+
+	t.Run("writes through the endpoint survive a killed etcd member", func(t *testing.T) {
+		killComponent(t, nodes[2], "etcd")
+		for i := range 5 {
+			first.kubectl(t, "create", "configmap", fmt.Sprintf("etcd-down-%d", i))
+		}
+		eventually(t, "all three etcd members healthy again", func() error {
+			if r := first.etcdctl(t, endpoints, "endpoint", "health"); r.code != 0 {
+				return fmt.Errorf("%s", r.stderr)
+			}
+			return nil
+		})
+	})
+
+	t.Run("requests through the endpoint survive node 1's API server going down", func(t *testing.T) {
+		killComponent(t, first, "kube-apiserver")
+		for i := range 5 {
+			first.kubectl(t, "create", "configmap", fmt.Sprintf("apiserver-down-%d", i))
+			first.kubectl(t, "get", "configmap", fmt.Sprintf("apiserver-down-%d", i))
+		}
+	})
+
 	t.Run("re-running join writes nothing", func(t *testing.T) {
 		n := nodes[1]
 		r := n.kubeboot(t, "join", "--control-plane", "--config", n.config, "-o", "json")
@@ -199,6 +224,47 @@ func TestHAControlPlane(t *testing.T) {
 			t.Errorf("after the re-run: voters %v, learners %v", voters, learners)
 		}
 	})
+}
+
+// killComponent kills a control-plane process of n; its kubelet restarts it.
+func killComponent(t *testing.T, n *node, component string) {
+	t.Helper()
+	pid, ok := n.componentPids()[component]
+	if !ok {
+		t.Fatalf("%s runs no %s", n.name, component)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %s of %s: %v", component, n.name, err)
+	}
+}
+
+// testFailedJoin joins a fourth node whose etcd exits at once (an unknown
+// flag): the join must fail, remove its learner, and leave the voters.
+func testFailedJoin(t *testing.T, first *node, bundle, keyText string, endpoints []string) {
+	before, _ := first.etcdMembers(t, endpoints)
+	n := newNode(t, "ha-bad", "127.0.0.84")
+	n.config = n.writeConfig(t, "kubeboot.yaml", map[string]any{
+		"kind":                  "JoinConfiguration",
+		"controlPlaneEndpoint":  haEndpoint,
+		"join.etcdEndpoints":    endpoints,
+		"etcd.local.extraArgs":  []any{map[string]any{"name": "no-such-flag", "value": "x"}},
+		"timeouts.controlPlane": "20s",
+	})
+	keyFile := filepath.Join(n.root, "bundle.key")
+	if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.labStarted = true
+	r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir,
+		"--control-plane", "--certs-bundle", bundle, "--key-file", keyFile)
+	if r.code != 4 || !strings.Contains(r.stderr, "removed the learner") {
+		t.Fatalf("join with a broken etcd: exit %d, want 4 and the learner removed:\n%s", r.code, r.stderr)
+	}
+	t.Logf("the failed join said:\n%s", r.stderr)
+	after, learners := first.etcdMembers(t, endpoints)
+	if strings.Join(after, ",") != strings.Join(before, ",") || len(learners) != 0 {
+		t.Errorf("after the failed join: voters %v (before %v), learners %v", after, before, learners)
+	}
 }
 
 // tail2 is the last n lines of s.
