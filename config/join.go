@@ -4,7 +4,9 @@ import (
 	"net/url"
 	"os"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // KindJoinConfiguration is the kind of the document that describes a
@@ -73,4 +75,19 @@ func validateJoin(j *JoinConfiguration) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// LoadAny loads a ClusterConfiguration or a JoinConfiguration, as the
+// file's kind says, for commands that take either: `config validate`, and
+// the lab's daemons, which only need the node's paths.
+func LoadAny(path string, host Host) (*ClusterConfiguration, error) {
+	var meta metav1.TypeMeta
+	if data, err := os.ReadFile(path); err == nil && sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindJoinConfiguration {
+		j, err := LoadJoin(path, host)
+		if err != nil {
+			return nil, err
+		}
+		return &j.ClusterConfiguration, nil
+	}
+	return Load(path, host)
 }

@@ -40,3 +40,19 @@ func TestLoadJoin(t *testing.T) {
 		t.Errorf("Load of a JoinConfiguration: %v", err)
 	}
 }
+
+func TestLoadAny(t *testing.T) {
+	host := Host{Name: "node2", Address: "10.0.0.12"}
+	c, err := LoadAny(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoints: [https://10.0.0.11:2379]}\n"), host)
+	if err != nil || c.ControlPlaneEndpoint != "10.0.0.10" {
+		t.Fatalf("LoadAny(JoinConfiguration) = %+v, %v", c, err)
+	}
+	if _, err := LoadAny(writeConfig(t, header), host); err != nil {
+		t.Fatalf("LoadAny(ClusterConfiguration): %v", err)
+	}
+	// A broken JoinConfiguration reports its own problem, not its kind.
+	_, err = LoadAny(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), host)
+	if err == nil || !strings.Contains(err.Error(), "join.etcdEndpoints: Required value") {
+		t.Fatalf("LoadAny(invalid JoinConfiguration): %v", err)
+	}
+}

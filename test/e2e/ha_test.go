@@ -36,11 +36,15 @@ func startHAProxy(t *testing.T) {
 	dir := t.TempDir()
 	var servers strings.Builder
 	for i, addr := range haNodes {
-		fmt.Fprintf(&servers, "  server n%d %s:6443 check inter 1s fall 2 rise 1\n", i+1, addr)
+		// A TCP check would send requests to an API server that listens
+		// but is not ready yet (its RBAC cache empty: 403s), as after a
+		// restart; /readyz is what a real load balancer checks. The check
+		// skips TLS verification: it only reads the status code.
+		fmt.Fprintf(&servers, "  server n%d %s:6443 check check-ssl verify none inter 1s fall 2 rise 1\n", i+1, addr)
 	}
 	cfg := "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5m\n  timeout server 5m\n" +
 		"frontend api\n  bind " + haEndpoint + "\n  default_backend nodes\n" +
-		"backend nodes\n  balance roundrobin\n  option redispatch\n  retries 3\n" + servers.String()
+		"backend nodes\n  balance roundrobin\n  option redispatch\n  retries 3\n  option httpchk GET /readyz\n  http-check expect status 200\n" + servers.String()
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -124,6 +128,11 @@ func TestHAControlPlane(t *testing.T) {
 		t.Fatalf("lab up (init) on %s exited %d:\n%s", first.name, r.code, r.stderr)
 	}
 	t.Logf("TIMING: first node up (init): %s", time.Since(start).Round(time.Millisecond))
+	// haproxy's check needs a moment to see the first API server ready.
+	eventually(t, "the load balancer serves node 1's API server", func() error {
+		_, err := first.kubectlErr(t, "get", "--raw", "/readyz")
+		return err
+	})
 
 	// The bundle and its key travel separately: never in one directory.
 	bundle := filepath.Join(first.root, "secrets.bundle")
@@ -155,6 +164,11 @@ func TestHAControlPlane(t *testing.T) {
 			t.Fatalf("lab up --control-plane (join) on %s exited %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
 		}
 		t.Logf("TIMING: join of %s: %s", n.name, time.Since(joinStart).Round(time.Millisecond))
+		// The wait phase reports the etcd cluster it joined.
+		wantSummary := fmt.Sprintf("etcd cluster: %d members, leader ", i+1)
+		if !strings.Contains(r.stdout, wantSummary) || !strings.Contains(r.stdout, "learners: none") {
+			t.Errorf("join of %s did not report %q and no learners:\n%s", n.name, wantSummary, tail2(r.stdout, 12))
+		}
 		voters, learners := first.etcdMembers(t, endpoints)
 		if len(voters) != i+1 || len(learners) != 0 {
 			t.Fatalf("after joining %s: voters %v, learners %v", n.name, voters, learners)

@@ -104,14 +104,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 // loadNodeConfig loads a ClusterConfiguration or a JoinConfiguration: the
 // lab's daemons only need the node's paths, whichever way it came up.
 func loadNodeConfig(path string) (*config.ClusterConfiguration, error) {
-	cfg, err := config.Load(path, config.DetectHost())
-	if err == nil {
-		return cfg, nil
-	}
-	if j, joinErr := config.LoadJoin(path, config.DetectHost()); joinErr == nil {
-		return &j.ClusterConfiguration, nil
-	}
-	return nil, err
+	return config.LoadAny(path, config.DetectHost())
 }
 
 func envOr(name, fallback string) string {
