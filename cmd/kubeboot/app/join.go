@@ -53,7 +53,6 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	addJoinFlags(cmd, opts)
 	cmd.Flags().StringVar(&opts.configPath, "config", "", "JoinConfiguration file")
-	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "write nothing: report every file, print the manifests to stdout")
 	cmd.Flags().VarP(&opts.output, "output", "o", "output format: text, or json (one event per line and a final result)")
 	cmd.Flags().BoolVar(&opts.strict, "strict", false, "treat preflight warnings as errors")
 	cmd.Flags().StringSliceVar(&opts.ignoreErrors, "ignore-preflight-errors", nil, "preflight checks to report as warnings only, or all")
@@ -64,6 +63,6 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 // addJoinFlags adds the flags join and `lab up --join` share.
 func addJoinFlags(cmd *cobra.Command, opts *joinOptions) {
 	cmd.Flags().BoolVar(&opts.controlPlane, "control-plane", false, "join as a control-plane node (the only kind kubeboot joins)")
-	cmd.Flags().StringVar(&opts.bundle, "certs-bundle", "", "the bundle written by `kubeboot certs export`")
+	cmd.Flags().StringVar(&opts.bundle, "certs-bundle", "", "the bundle file written by kubeboot certs export")
 	cmd.Flags().StringVar(&opts.keyFile, "key-file", "", "the file holding the bundle key (64 hex digits)")
 }
