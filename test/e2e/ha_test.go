@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	bundlepkg "github.com/kubeboot/kubeboot/bundle"
 )
 
 // The HA lab: a load balancer on .80 in front of three control-plane nodes.
@@ -217,10 +219,55 @@ func TestHAControlPlane(t *testing.T) {
 	})
 
 	t.Run("requests through the endpoint survive node 1's API server going down", func(t *testing.T) {
-		killComponent(t, first, "kube-apiserver")
+		// Moving the manifest out stops the API server for good (a killed
+		// one is restarted at once); a request in flight when a backend dies
+		// fails with any load balancer, so the check starts once it is gone.
+		manifest := first.manifestPath("kube-apiserver")
+		parked := filepath.Join(first.root, "kube-apiserver.yaml.parked")
+		if err := os.Rename(manifest, parked); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "node 1's API server stopped", func() error {
+			if pid, ok := first.componentPids()["kube-apiserver"]; ok {
+				return fmt.Errorf("still runs as pid %d", pid)
+			}
+			return nil
+		})
 		for i := range 5 {
 			first.kubectl(t, "create", "configmap", fmt.Sprintf("apiserver-down-%d", i))
 			first.kubectl(t, "get", "configmap", fmt.Sprintf("apiserver-down-%d", i))
+		}
+		if err := os.Rename(parked, manifest); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "node 1's API server back", func() error {
+			_, err := first.kubectlErr(t, "--server", "https://"+haNodes[0]+":6443", "get", "--raw", "/readyz")
+			return err
+		})
+	})
+
+	t.Run("a joined node exports the cluster's own secrets", func(t *testing.T) {
+		n := nodes[2]
+		out := filepath.Join(n.root, "again.bundle")
+		keyFile := filepath.Join(n.root, "bundle.key")
+		if r := n.kubeboot(t, "certs", "export", "--config", n.config, "--out", out, "--key-file", keyFile); r.code != 0 || r.stdout != "" {
+			t.Fatalf("export on %s: exit %d, stdout %q, stderr %s", n.name, r.code, r.stdout, r.stderr)
+		}
+		key, err := bundlepkg.DecodeKey(keyText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := bundlepkg.Open(key, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caKey, err := os.ReadFile(first.path("pki/ca.key"))
+		if err != nil || string(files["ca.key"]) != string(caKey) {
+			t.Errorf("%s's bundle holds another ca.key than %s (%v)", n.name, first.name, err)
 		}
 	})
 

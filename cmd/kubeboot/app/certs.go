@@ -17,9 +17,10 @@ import (
 )
 
 func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &initOptions{output: "text"}
+	// A joined node has a JoinConfiguration; its certificates are the same kind.
+	opts := &initOptions{output: "text", anyKind: true}
 	cmd := groupCommand("certs", "Inspect, renew and export the node's certificates")
-	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file")
+	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration or JoinConfiguration file")
 	cmd.PersistentFlags().StringVar(&opts.root, "root", "", "read and write the files under this directory")
 
 	check := &cobra.Command{

@@ -30,6 +30,9 @@ type initOptions struct {
 	// join loads a JoinConfiguration instead, and keeps its join part here.
 	join       bool
 	joinConfig config.Join
+	// anyKind loads either kind, for commands that serve every control-plane
+	// node however it was made, such as the certs commands.
+	anyKind bool
 }
 
 func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -153,6 +156,9 @@ func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*ph
 
 // loadConfig loads the config kind the command takes.
 func loadConfig(opts *initOptions) (*config.ClusterConfiguration, error) {
+	if opts.anyKind && opts.configPath != "" {
+		return config.LoadAny(opts.configPath, config.DetectHost())
+	}
 	if !opts.join {
 		return config.Load(opts.configPath, config.DetectHost())
 	}
