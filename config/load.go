@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -100,27 +101,38 @@ func validated(c *ClusterConfiguration, file string, doc *yaml.Node) error {
 // mismatches. It returns the decoded document, not yet defaulted, and its
 // YAML tree for line lookups.
 func Decode(file string, data []byte) (*ClusterConfiguration, *yaml.Node, error) {
+	c := &ClusterConfiguration{}
+	doc, err := decodeKind(file, data, KindClusterConfiguration, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, doc, nil
+}
+
+// decodeKind decodes the one document of data, which must be of kind, into
+// out, strictly. A file of another kubeboot kind is an error that names the
+// command that takes it.
+func decodeKind(file string, data []byte, kind string, out any) (*yaml.Node, error) {
 	docs, err := splitDocuments(data)
 	if err != nil {
-		return nil, nil, &InvalidError{File: file, Problems: []Problem{{Line: yamlErrorLine(err), Message: err.Error()}}}
+		return nil, &InvalidError{File: file, Problems: []Problem{{Line: yamlErrorLine(err), Message: err.Error()}}}
 	}
 	if len(docs) == 0 {
-		return nil, nil, &InvalidError{File: file, Problems: []Problem{{Message: "no " + KindClusterConfiguration + " document: the file is empty"}}}
+		return nil, &InvalidError{File: file, Problems: []Problem{{Message: "no " + kind + " document: the file is empty"}}}
 	}
 	var problems []Problem
 	for i, doc := range docs {
-		problems = append(problems, checkTypeMeta(doc, i, len(docs))...)
+		problems = append(problems, checkTypeMeta(doc, i, len(docs), kind)...)
 		problems = append(problems, duplicateKeys(doc)...)
 	}
 	if len(problems) > 0 {
-		return nil, nil, &InvalidError{File: file, Problems: problems}
+		return nil, &InvalidError{File: file, Problems: problems}
 	}
 	doc := docs[0]
-	c, problems := decodeDocument(doc)
-	if len(problems) > 0 {
-		return nil, nil, &InvalidError{File: file, Problems: problems}
+	if problems := decodeDocument(doc, out); len(problems) > 0 {
+		return nil, &InvalidError{File: file, Problems: problems}
 	}
-	return c, doc, nil
+	return doc, nil
 }
 
 func splitDocuments(data []byte) ([]*yaml.Node, error) {
@@ -155,8 +167,15 @@ func yamlErrorLine(err error) int {
 	return n
 }
 
-// checkTypeMeta accepts exactly one document, of our apiVersion and kind.
-func checkTypeMeta(doc *yaml.Node, index, total int) []Problem {
+// commandOf names the command that reads each kind, for a file given to
+// the wrong one.
+var commandOf = map[string]string{
+	KindClusterConfiguration: "kubeboot init",
+	KindJoinConfiguration:    "kubeboot join --control-plane",
+}
+
+// checkTypeMeta accepts exactly one document, of our apiVersion and want.
+func checkTypeMeta(doc *yaml.Node, index, total int, want string) []Problem {
 	where := ""
 	if total > 1 {
 		where = fmt.Sprintf("document %d: ", index+1)
@@ -166,11 +185,13 @@ func checkTypeMeta(doc *yaml.Node, index, total int) []Problem {
 	}
 	apiVersion, kind := scalar(doc, "apiVersion"), scalar(doc, "kind")
 	switch {
-	case apiVersion != APIVersion || kind != KindClusterConfiguration:
+	case apiVersion == APIVersion && kind != want && commandOf[kind] != "":
+		return []Problem{{Line: doc.Line, Message: fmt.Sprintf("%sa %s is for `%s`; this command takes a %s", where, kind, commandOf[kind], want)}}
+	case apiVersion != APIVersion || kind != want:
 		return []Problem{{Line: doc.Line, Message: fmt.Sprintf("%sunsupported document apiVersion %q kind %q: want apiVersion %s and kind %s",
-			where, apiVersion, kind, APIVersion, KindClusterConfiguration)}}
+			where, apiVersion, kind, APIVersion, want)}}
 	case index > 0:
-		return []Problem{{Line: doc.Line, Message: where + "more than one " + KindClusterConfiguration + ": keep exactly one per file"}}
+		return []Problem{{Line: doc.Line, Message: where + "more than one " + want + ": keep exactly one per file"}}
 	}
 	return nil
 }
@@ -209,18 +230,17 @@ func duplicateKeys(n *yaml.Node) []Problem {
 // decodeDocument converts the document to JSON with the same YAML rules as
 // the rest of Kubernetes, then decodes it case-sensitively, reporting
 // unknown fields and type mismatches with their paths.
-func decodeDocument(doc *yaml.Node) (*ClusterConfiguration, []Problem) {
+func decodeDocument(doc *yaml.Node, out any) []Problem {
 	raw, err := yaml.Marshal(doc)
 	if err == nil {
 		raw, err = sigsyaml.YAMLToJSON(raw)
 	}
 	if err != nil {
-		return nil, []Problem{{Line: doc.Line, Message: err.Error()}}
+		return []Problem{{Line: doc.Line, Message: err.Error()}}
 	}
-	c := &ClusterConfiguration{}
-	strict, err := sigsjson.UnmarshalStrict(raw, c)
+	strict, err := sigsjson.UnmarshalStrict(raw, out)
 	if err != nil {
-		return nil, []Problem{typeProblem(doc, raw, err)}
+		return []Problem{typeProblem(doc, raw, err, out)}
 	}
 	var problems []Problem
 	for _, e := range strict {
@@ -231,15 +251,16 @@ func decodeDocument(doc *yaml.Node) (*ClusterConfiguration, []Problem) {
 		}
 		problems = append(problems, Problem{Line: lineOf(doc, path), Field: path, Message: "unknown field: check its spelling and indentation against `kubeboot config print-defaults`"})
 	}
-	return c, problems
+	return problems
 }
 
 // typeProblem describes a type mismatch. The standard library decoder gives
 // the field path of the first mismatch; the case-sensitive decoder that
 // found it does not expose it.
-func typeProblem(doc *yaml.Node, raw []byte, err error) Problem {
+func typeProblem(doc *yaml.Node, raw []byte, err error, out any) Problem {
 	var te *json.UnmarshalTypeError
-	if errors.As(json.Unmarshal(raw, &ClusterConfiguration{}), &te) && te.Field != "" {
+	fresh := reflect.New(reflect.TypeOf(out).Elem()).Interface()
+	if errors.As(json.Unmarshal(raw, fresh), &te) && te.Field != "" {
 		msg := fmt.Sprintf("wrong type: got %s, want %s", te.Value, te.Type)
 		if te.Value == "bool" && te.Type.Kind().String() == "string" {
 			msg += ` (YAML reads yes/no/on/off/y/n as booleans: quote the value)`

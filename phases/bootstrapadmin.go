@@ -48,6 +48,12 @@ func runBootstrapAdmin(ctx context.Context, s *State) error {
 	if err != nil {
 		return fmt.Errorf("load %q: %w", path, err)
 	}
+	if s.Config.ControlPlaneEndpoint != "" {
+		// The wait phase saw this node's API server healthy; a load
+		// balancer in front of it may not have noticed yet (the first
+		// node of a cluster is its only backend), so talk to it directly.
+		api.server = s.Config.LocalAPIEndpoint()
+	}
 	for _, b := range adminBindings() {
 		verb, err := api.ensureClusterRoleBinding(ctx, b)
 		if err != nil {

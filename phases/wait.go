@@ -51,6 +51,9 @@ func runWait(ctx context.Context, s *State) error {
 		opts.OnChange = progress.Update
 	}
 	s.Healthy, err = health.Wait(ctx, probes, opts)
+	if err == nil {
+		reportEtcdCluster(ctx, s)
+	}
 	if err != nil && len(missing) > 0 {
 		return fmt.Errorf("%w\nalso: %s missing from %s, so the kubelet does not run it: restore it with `kubeboot init phase write-manifests`",
 			err, strings.Join(missing, ", "), s.Config.Paths.ManifestsDir)

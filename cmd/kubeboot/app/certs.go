@@ -17,9 +17,10 @@ import (
 )
 
 func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &initOptions{output: "text"}
-	cmd := groupCommand("certs", "Inspect and renew the node's certificates")
-	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file")
+	// A joined node has a JoinConfiguration; its certificates are the same kind.
+	opts := &initOptions{output: "text", anyKind: true}
+	cmd := groupCommand("certs", "Inspect, renew and export the node's certificates")
+	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration or JoinConfiguration file")
 	cmd.PersistentFlags().StringVar(&opts.root, "root", "", "read and write the files under this directory")
 
 	check := &cobra.Command{
@@ -75,7 +76,7 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 	renew.Flags().BoolVar(&newKeys, "new-keys", false, "generate new private keys too")
 	renew.Flags().BoolVar(&restartAfter, "restart", false, "then restart the affected static pods one at a time (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), each waited for until a new instance is healthy and serves its certificate file")
 	renew.Flags().VarP(&opts.output, "output", "o", "output format: text or json")
-	cmd.AddCommand(check, renew)
+	cmd.AddCommand(check, renew, newCertsExportCommand(opts, stdout, stderr))
 	return cmd
 }
 

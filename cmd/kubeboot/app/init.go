@@ -27,6 +27,12 @@ type initOptions struct {
 	ignoreErrors []string
 	diff         bool
 	renew        bool
+	// join loads a JoinConfiguration instead, and keeps its join part here.
+	join       bool
+	joinConfig config.Join
+	// anyKind loads either kind, for commands that serve every control-plane
+	// node however it was made, such as the certs commands.
+	anyKind bool
 }
 
 func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -120,7 +126,7 @@ func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*ph
 		}
 		opts.root = abs
 	}
-	cfg, err := config.Load(opts.configPath, config.DetectHost())
+	cfg, err := loadConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +152,25 @@ func newState(opts *initOptions, report *phases.Reporter, stdout io.Writer) (*ph
 			IgnorePreflightErrors: ignore,
 		},
 	}, nil
+}
+
+// loadConfig loads the config kind the command takes.
+func loadConfig(opts *initOptions) (*config.ClusterConfiguration, error) {
+	if opts.anyKind && opts.configPath != "" {
+		return config.LoadAny(opts.configPath, config.DetectHost())
+	}
+	if !opts.join {
+		return config.Load(opts.configPath, config.DetectHost())
+	}
+	if opts.configPath == "" {
+		return nil, &phases.UsageError{Msg: "join needs --config: a JoinConfiguration file"}
+	}
+	j, err := config.LoadJoin(opts.configPath, config.DetectHost())
+	if err != nil {
+		return nil, err
+	}
+	opts.joinConfig = j.Join
+	return &j.ClusterConfiguration, nil
 }
 
 func nonNil(s []string) []string {

@@ -22,12 +22,12 @@ import (
 
 // labOptions are the flags of `kubeboot lab`.
 type labOptions struct {
-	initOptions
+	joinOptions
 	binDir string
 }
 
 func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &labOptions{initOptions: initOptions{output: "text"}}
+	opts := &labOptions{joinOptions: joinOptions{initOptions: initOptions{output: "text"}}}
 	cmd := groupCommand("lab", "Run a real control plane on this machine under the real kubelet, without a container runtime")
 	cmd.Long = "lab runs kubeboot's process-backed CRI runtime and the real kubelet, which then runs the static pods\n" +
 		"as plain processes. Every path comes from the config (see examples/lab.yaml); the lab's own files\n" +
@@ -39,7 +39,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 
 	up := &cobra.Command{
 		Use:   "up",
-		Short: "Start the CRI runtime and the kubelet, then run kubeboot init",
+		Short: "Start the CRI runtime and the kubelet, then run kubeboot init (or, with --join, kubeboot join --control-plane)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.configPath == "" {
@@ -49,12 +49,26 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			opts.join = opts.controlPlane
+			secrets, err := opts.secrets()
+			if err != nil {
+				return err
+			}
 			return runWorkflow(cmd.Context(), &opts.initOptions, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
-				return labUp(ctx, s, configPath, opts.binDir)
+				// The kubelet needs its config and kubeconfig, so the
+				// phases that write them run before it starts.
+				prep := []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}
+				workflow := phases.Init
+				if opts.join {
+					prep = phases.JoinPrepare(secrets)
+					workflow = phases.JoinControlPlane(opts.joinConfig, secrets)
+				}
+				return labUp(ctx, s, configPath, opts.binDir, prep, workflow)
 			})
 		},
 	}
 	up.Flags().VarP(&opts.output, "output", "o", "output format: text or json")
+	addJoinFlags(up, &opts.joinOptions)
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the kubelet, every container and the CRI runtime",
@@ -63,7 +77,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			if opts.configPath == "" {
 				return &phases.UsageError{Msg: "lab down needs --config: the config the lab was brought up with"}
 			}
-			cfg, err := config.Load(opts.configPath, config.DetectHost())
+			cfg, err := loadNodeConfig(opts.configPath)
 			if err != nil {
 				return err
 			}
@@ -76,7 +90,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		Hidden: true,
 		Args:   usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(opts.configPath, config.DetectHost())
+			cfg, err := loadNodeConfig(opts.configPath)
 			if err != nil {
 				return err
 			}
@@ -85,6 +99,12 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	cmd.AddCommand(up, down, runtime)
 	return cmd
+}
+
+// loadNodeConfig loads a ClusterConfiguration or a JoinConfiguration: the
+// lab's daemons only need the node's paths, whichever way it came up.
+func loadNodeConfig(path string) (*config.ClusterConfiguration, error) {
+	return config.LoadAny(path, config.DetectHost())
 }
 
 func envOr(name, fallback string) string {
@@ -131,7 +151,7 @@ func waitForSocket(ctx context.Context, path string, timeout time.Duration) erro
 // kubelet, and runs every init phase; the wait phase then sees the kubelet
 // bring the control plane up. If it fails before init runs, it stops what it
 // started; after that the lab stays up for a look at its logs.
-func labUp(ctx context.Context, s *phases.State, configPath, binDir string) (ran []string, err error) {
+func labUp(ctx context.Context, s *phases.State, configPath, binDir string, prep []phases.Phase, workflow phases.Runner) (ran []string, err error) {
 	cfg := s.Config
 	if binDir, err = filepath.Abs(binDir); err != nil {
 		return nil, err
@@ -156,8 +176,7 @@ func labUp(ctx context.Context, s *phases.State, configPath, binDir string) (ran
 		return nil, fmt.Errorf("CRI runtime did not start (see %s): %w", runtime.LogFile(), err)
 	}
 	s.Report.Infof("CRI runtime serving on %s", socketPath(cfg))
-	prep := phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}}
-	if _, err := prep.Run(ctx, s, nil); err != nil {
+	if _, err := (phases.Runner{Phases: prep}).Run(ctx, s, nil); err != nil {
 		return nil, err
 	}
 	s.Report.SetPhase("lab")
@@ -174,7 +193,7 @@ func labUp(ctx context.Context, s *phases.State, configPath, binDir string) (ran
 	}
 	s.Report.Infof("kubelet started (log: %s)", kubelet.LogFile())
 	initStarted = true
-	if ran, err = phases.Init.Run(ctx, s, nil); err != nil {
+	if ran, err = workflow.Run(ctx, s, nil); err != nil {
 		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), runtime.LogFile())
 	}
 	s.Report.SetPhase("lab")

@@ -70,7 +70,9 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &phases.UsageError{Msg: err.Error()}
 	})
-	root.AddCommand(newInitCommand(stdout, stderr), newCertsCommand(stdout, stderr), newDiffCommand(stdout, stderr), newResetCommand(stdout, stderr), newUpgradeCommand(stdout, stderr), newLabCommand(stdout, stderr), newValidateCommand(stdout), newConfigCommand(stdout), newVersionCommand(stdout))
+	root.AddCommand(newInitCommand(stdout, stderr), newJoinCommand(stdout, stderr), newCertsCommand(stdout, stderr),
+		newDiffCommand(stdout, stderr), newResetCommand(stdout, stderr), newUpgradeCommand(stdout, stderr),
+		newLabCommand(stdout, stderr), newValidateCommand(stdout), newConfigCommand(stdout), newVersionCommand(stdout))
 	return root
 }
 

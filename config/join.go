@@ -1,0 +1,93 @@
+package config
+
+import (
+	"net/url"
+	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// KindJoinConfiguration is the kind of the document that describes a
+// control-plane node joining an existing cluster.
+const KindJoinConfiguration = "JoinConfiguration"
+
+// JoinConfiguration describes a control-plane node that joins a cluster
+// made by `kubeboot init`. It has every field of a ClusterConfiguration,
+// which must describe the same cluster (networking, certificates,
+// security...) with this node's own identity, plus how to reach the
+// cluster. It is the only input of `kubeboot join --control-plane`.
+type JoinConfiguration struct {
+	ClusterConfiguration `json:",inline"`
+	// Join says how to reach the cluster being joined.
+	Join Join `json:"join"`
+}
+
+// Join is how a joining node reaches the existing cluster.
+type Join struct {
+	// EtcdEndpoints are client URLs of existing etcd members; the new
+	// member is added through them.
+	EtcdEndpoints []string `json:"etcdEndpoints"`
+}
+
+// LoadJoin reads, decodes strictly, defaults and validates a
+// JoinConfiguration file.
+func LoadJoin(path string, host Host) (*JoinConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &InvalidError{File: path, Problems: []Problem{{Message: "cannot read the file: " + err.Error()}}}
+	}
+	j := &JoinConfiguration{}
+	doc, err := decodeKind(path, data, KindJoinConfiguration, j)
+	if err != nil {
+		return nil, err
+	}
+	SetDefaults(&j.ClusterConfiguration, host)
+	errs := append(Validate(&j.ClusterConfiguration), validateJoin(j)...)
+	j.Kind = KindJoinConfiguration
+	if len(errs) == 0 {
+		return j, nil
+	}
+	inv := &InvalidError{File: path}
+	for _, e := range errs {
+		inv.Problems = append(inv.Problems, Problem{Line: lineOf(doc, e.Field), Field: e.Field, Message: e.ErrorBody()})
+	}
+	return nil, inv
+}
+
+// validateJoin checks what a join needs beyond a valid ClusterConfiguration.
+func validateJoin(j *JoinConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if j.ControlPlaneEndpoint == "" {
+		errs = append(errs, field.Required(field.NewPath("controlPlaneEndpoint"), "a joining control-plane node reaches the cluster through its load balancer"))
+	}
+	if j.Etcd.Local == nil {
+		errs = append(errs, field.Required(field.NewPath("etcd", "local"), "kubeboot joins control-plane nodes with a stacked etcd member only"))
+	}
+	p := field.NewPath("join", "etcdEndpoints")
+	if len(j.Join.EtcdEndpoints) == 0 {
+		errs = append(errs, field.Required(p, "list the client URLs of existing etcd members, e.g. https://10.0.0.11:2379"))
+	}
+	for i, ep := range j.Join.EtcdEndpoints {
+		if u, err := url.Parse(ep); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, field.Invalid(p.Index(i), ep, "want an https:// client URL"))
+		}
+	}
+	return errs
+}
+
+// LoadAny loads a ClusterConfiguration or a JoinConfiguration, as the
+// file's kind says, for commands that take either: `config validate`, and
+// the lab's daemons, which only need the node's paths.
+func LoadAny(path string, host Host) (*ClusterConfiguration, error) {
+	var meta metav1.TypeMeta
+	if data, err := os.ReadFile(path); err == nil && sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindJoinConfiguration {
+		j, err := LoadJoin(path, host)
+		if err != nil {
+			return nil, err
+		}
+		return &j.ClusterConfiguration, nil
+	}
+	return Load(path, host)
+}

@@ -1,0 +1,90 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// reportEtcdCluster tells, after the wait phase, what the local member's
+// cluster looks like: its members, the leader, the learners and each
+// member's endpoint and health. It only informs, so a failure is a warning.
+func reportEtcdCluster(ctx context.Context, s *State) {
+	if s.Config.Etcd.Local == nil {
+		return
+	}
+	cli, err := newEtcdClient(ctx, s, []string{EtcdClientURL(s.Config)})
+	if err != nil {
+		s.Report.Warnf("etcd cluster health unknown: %v", err)
+		return
+	}
+	defer func() { _ = cli.Close() }()
+	lines, err := describeEtcdCluster(ctx, cli)
+	if err != nil {
+		s.Report.Warnf("etcd cluster health unknown: %v", err)
+		return
+	}
+	for _, l := range lines {
+		s.Report.Infof("%s", l)
+	}
+}
+
+// describeEtcdCluster returns a summary line, then one line per member.
+func describeEtcdCluster(ctx context.Context, cli *clientv3.Client) ([]string, error) {
+	lctx, cancel := context.WithTimeout(ctx, etcdRequestTimeout)
+	list, err := cli.MemberList(lctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("list etcd members: %w", err)
+	}
+	names := map[uint64]string{}
+	var learners, lines []string
+	var leader uint64
+	for _, m := range list.Members {
+		names[m.ID] = m.Name
+		if m.Name == "" {
+			// A learner that has not started yet has no name.
+			names[m.ID] = "unstarted " + strings.Join(m.PeerURLs, ",")
+		}
+		if m.IsLearner {
+			learners = append(learners, names[m.ID])
+		}
+	}
+	for _, m := range list.Members {
+		role := "voter"
+		if m.IsLearner {
+			role = "learner"
+		}
+		state := "not answering"
+		for _, u := range m.ClientURLs {
+			sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+			st, err := cli.Status(sctx, u)
+			cancel()
+			if err != nil {
+				state = "not answering: " + err.Error()
+				continue
+			}
+			leader = st.Leader
+			state = fmt.Sprintf("healthy, raft index %d", st.RaftIndex)
+			if len(st.Errors) > 0 {
+				state = "errors: " + strings.Join(st.Errors, "; ")
+			}
+			break
+		}
+		lines = append(lines, fmt.Sprintf("etcd member %s (%x, %s) at %s: %s", names[m.ID], m.ID, role, strings.Join(m.ClientURLs, ","), state))
+	}
+	slices.Sort(lines)
+	leaderName := "none"
+	if leader != 0 {
+		leaderName = fmt.Sprintf("%s (%x)", names[leader], leader)
+	}
+	learnerText := "none"
+	if len(learners) > 0 {
+		learnerText = strings.Join(learners, ", ")
+	}
+	summary := fmt.Sprintf("etcd cluster: %d members, leader %s, learners: %s", len(list.Members), leaderName, learnerText)
+	return append([]string{summary}, lines...), nil
+}

@@ -1,0 +1,338 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	bundlepkg "github.com/kubeboot/kubeboot/bundle"
+)
+
+// The HA lab: a load balancer on .80 in front of three control-plane nodes.
+const (
+	haEndpoint = "127.0.0.80:6443"
+	haproxyPkg = "haproxy"
+)
+
+var haNodes = []string{"127.0.0.81", "127.0.0.82", "127.0.0.83"}
+
+// startHAProxy runs haproxy in TCP mode, round-robin over the nodes' API
+// servers, until the test ends.
+func startHAProxy(t *testing.T) {
+	t.Helper()
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/haproxy"); serr != nil {
+			t.Fatalf("haproxy not found (PATH or /usr/sbin/haproxy): install the Debian package %q", haproxyPkg)
+		}
+		bin = "/usr/sbin/haproxy"
+	}
+	dir := t.TempDir()
+	var servers strings.Builder
+	for i, addr := range haNodes {
+		// A TCP check would send requests to an API server that listens
+		// but is not ready yet (its RBAC cache empty: 403s), as after a
+		// restart; /readyz is what a real load balancer checks. The check
+		// skips TLS verification: it only reads the status code.
+		fmt.Fprintf(&servers, "  server n%d %s:6443 check check-ssl verify none inter 1s fall 2 rise 1\n", i+1, addr)
+	}
+	cfg := "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5m\n  timeout server 5m\n" +
+		"frontend api\n  bind " + haEndpoint + "\n  default_backend nodes\n" +
+		"backend nodes\n  balance roundrobin\n  option redispatch\n  retries 3\n  option httpchk GET /readyz\n  http-check expect status 200\n" + servers.String()
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-db", "-f", path)
+	log, err := os.Create(filepath.Join(dir, "haproxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start haproxy: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		_ = log.Close()
+	})
+}
+
+// haConfig writes the node's config for the HA cluster: a ClusterConfiguration
+// for the first node, a JoinConfiguration through etcdEndpoints for the others.
+func (n *node) haConfig(t *testing.T, etcdEndpoints []string) {
+	t.Helper()
+	edits := map[string]any{"controlPlaneEndpoint": haEndpoint}
+	if etcdEndpoints != nil {
+		edits["kind"] = "JoinConfiguration"
+		edits["join.etcdEndpoints"] = etcdEndpoints
+	}
+	n.config = n.writeConfig(t, "kubeboot.yaml", edits)
+}
+
+// etcdctl runs etcdctl against endpoints with the node's API server etcd client certificate.
+func (n *node) etcdctl(t *testing.T, endpoints []string, args ...string) result {
+	t.Helper()
+	base := []string{"--endpoints", strings.Join(endpoints, ","),
+		"--cacert", n.path("pki/etcd/ca.crt"), "--cert", n.path("pki/apiserver-etcd-client.crt"), "--key", n.path("pki/apiserver-etcd-client.key")}
+	return runCommand(t, filepath.Join(binDir, "etcdctl"), append(base, args...)...)
+}
+
+// etcdMembers returns the names of the voting members and of the learners.
+func (n *node) etcdMembers(t *testing.T, endpoints []string) (voters, learners []string) {
+	t.Helper()
+	r := n.etcdctl(t, endpoints, "member", "list", "-w", "json")
+	if r.code != 0 {
+		t.Fatalf("etcdctl member list: %s", r.stderr)
+	}
+	var list struct {
+		Members []struct {
+			Name      string `json:"name"`
+			IsLearner bool   `json:"isLearner"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Members {
+		if m.IsLearner {
+			learners = append(learners, m.Name)
+		} else {
+			voters = append(voters, m.Name)
+		}
+	}
+	return voters, learners
+}
+
+func etcdURL(addr string) string { return "https://" + addr + ":2379" }
+
+// TestHAControlPlane brings up three control-plane nodes behind haproxy:
+// the first with lab up (init), the others joining with a certificate bundle.
+func TestHAControlPlane(t *testing.T) {
+	startHAProxy(t)
+	var nodes []*node
+	for i, addr := range haNodes {
+		nodes = append(nodes, newNode(t, fmt.Sprintf("ha%d", i+1), addr))
+	}
+	first := nodes[0]
+	first.haConfig(t, nil)
+	start := time.Now()
+	if r := first.labUp(t); r.code != 0 {
+		t.Fatalf("lab up (init) on %s exited %d:\n%s", first.name, r.code, r.stderr)
+	}
+	t.Logf("TIMING: first node up (init): %s", time.Since(start).Round(time.Millisecond))
+	// haproxy's check needs a moment to see the first API server ready.
+	eventually(t, "the load balancer serves node 1's API server", func() error {
+		_, err := first.kubectlErr(t, "get", "--raw", "/readyz")
+		return err
+	})
+
+	// The bundle and its key travel separately: never in one directory.
+	bundle := filepath.Join(first.root, "secrets.bundle")
+	r := first.kubeboot(t, "certs", "export", "--config", first.config, "--out", bundle)
+	if r.code != 0 {
+		t.Fatalf("certs export: %s", r.stderr)
+	}
+	keyText := strings.TrimSpace(r.stdout)
+	if strings.Contains(r.stderr, keyText) {
+		t.Error("certs export printed the key on stderr")
+	}
+
+	var endpoints []string
+	for i, n := range nodes {
+		endpoints = append(endpoints, etcdURL(haNodes[i]))
+		if i == 0 {
+			continue
+		}
+		n.haConfig(t, endpoints[:i])
+		keyFile := filepath.Join(n.root, "bundle.key")
+		if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n.labStarted = true
+		joinStart := time.Now()
+		r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json",
+			"--control-plane", "--certs-bundle", bundle, "--key-file", keyFile)
+		if r.code != 0 {
+			t.Fatalf("lab up --control-plane (join) on %s exited %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
+		}
+		t.Logf("TIMING: join of %s: %s", n.name, time.Since(joinStart).Round(time.Millisecond))
+		// The wait phase reports the etcd cluster it joined.
+		wantSummary := fmt.Sprintf("etcd cluster: %d members, leader ", i+1)
+		if !strings.Contains(r.stdout, wantSummary) || !strings.Contains(r.stdout, "learners: none") {
+			t.Errorf("join of %s did not report %q and no learners:\n%s", n.name, wantSummary, tail2(r.stdout, 12))
+		}
+		voters, learners := first.etcdMembers(t, endpoints)
+		if len(voters) != i+1 || len(learners) != 0 {
+			t.Fatalf("after joining %s: voters %v, learners %v", n.name, voters, learners)
+		}
+	}
+	t.Logf("TIMING: three-node bring-up: %s", time.Since(start).Round(time.Millisecond))
+
+	t.Run("all 12 components run, every API server answers", func(t *testing.T) {
+		for i, n := range nodes {
+			if pids := n.componentPids(); len(pids) != len(components) {
+				t.Errorf("%s runs %v, want all of %v", n.name, pids, components)
+			}
+			server := "https://" + haNodes[i] + ":6443"
+			if out, err := n.kubectlErr(t, "--server", server, "get", "--raw", "/readyz"); err != nil || out != "ok" {
+				t.Errorf("%s /readyz: %q, %v", server, out, err)
+			}
+		}
+	})
+
+	t.Run("a ConfigMap written through the endpoint is read through every API server", func(t *testing.T) {
+		first.kubectl(t, "create", "configmap", "ha-check", "--from-literal=k=v")
+		for i, n := range nodes {
+			server := "https://" + haNodes[i] + ":6443"
+			out, err := n.kubectlErr(t, "--server", server, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}")
+			if err != nil || out != "v" {
+				t.Errorf("via %s: %q, %v", server, out, err)
+			}
+		}
+	})
+
+	t.Run("a join whose etcd cannot start leaves the members as they were", func(t *testing.T) {
+		testFailedJoin(t, first, bundle, keyText, endpoints)
+	})
+
+	t.Run("writes through the endpoint survive a killed etcd member", func(t *testing.T) {
+		killComponent(t, nodes[2], "etcd")
+		for i := range 5 {
+			first.kubectl(t, "create", "configmap", fmt.Sprintf("etcd-down-%d", i))
+		}
+		eventually(t, "all three etcd members healthy again", func() error {
+			if r := first.etcdctl(t, endpoints, "endpoint", "health"); r.code != 0 {
+				return fmt.Errorf("%s", r.stderr)
+			}
+			return nil
+		})
+	})
+
+	t.Run("requests through the endpoint survive node 1's API server going down", func(t *testing.T) {
+		// Moving the manifest out stops the API server for good (a killed
+		// one is restarted at once); a request in flight when a backend dies
+		// fails with any load balancer, so the check starts once it is gone.
+		manifest := first.manifestPath("kube-apiserver")
+		parked := filepath.Join(first.root, "kube-apiserver.yaml.parked")
+		if err := os.Rename(manifest, parked); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "node 1's API server stopped", func() error {
+			if pid, ok := first.componentPids()["kube-apiserver"]; ok {
+				return fmt.Errorf("still runs as pid %d", pid)
+			}
+			return nil
+		})
+		for i := range 5 {
+			first.kubectl(t, "create", "configmap", fmt.Sprintf("apiserver-down-%d", i))
+			first.kubectl(t, "get", "configmap", fmt.Sprintf("apiserver-down-%d", i))
+		}
+		if err := os.Rename(parked, manifest); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "node 1's API server back", func() error {
+			_, err := first.kubectlErr(t, "--server", "https://"+haNodes[0]+":6443", "get", "--raw", "/readyz")
+			return err
+		})
+	})
+
+	t.Run("a joined node exports the cluster's own secrets", func(t *testing.T) {
+		n := nodes[2]
+		out := filepath.Join(n.root, "again.bundle")
+		keyFile := filepath.Join(n.root, "bundle.key")
+		if r := n.kubeboot(t, "certs", "export", "--config", n.config, "--out", out, "--key-file", keyFile); r.code != 0 || r.stdout != "" {
+			t.Fatalf("export on %s: exit %d, stdout %q, stderr %s", n.name, r.code, r.stdout, r.stderr)
+		}
+		key, err := bundlepkg.DecodeKey(keyText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := bundlepkg.Open(key, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caKey, err := os.ReadFile(first.path("pki/ca.key"))
+		if err != nil || string(files["ca.key"]) != string(caKey) {
+			t.Errorf("%s's bundle holds another ca.key than %s (%v)", n.name, first.name, err)
+		}
+	})
+
+	t.Run("re-running join writes nothing", func(t *testing.T) {
+		n := nodes[1]
+		r := n.kubeboot(t, "join", "--control-plane", "--config", n.config, "-o", "json")
+		_, res, err := parseJSONOutput(r.stdout)
+		if err != nil || r.code != 0 || !res.OK {
+			t.Fatalf("re-run: code %d, %v, %+v\n%s", r.code, err, res, r.stderr)
+		}
+		if len(res.Written) != 0 {
+			t.Errorf("re-run wrote %v", res.Written)
+		}
+		if voters, learners := first.etcdMembers(t, endpoints); len(voters) != 3 || len(learners) != 0 {
+			t.Errorf("after the re-run: voters %v, learners %v", voters, learners)
+		}
+	})
+}
+
+// killComponent kills a control-plane process of n; its kubelet restarts it.
+func killComponent(t *testing.T, n *node, component string) {
+	t.Helper()
+	pid, ok := n.componentPids()[component]
+	if !ok {
+		t.Fatalf("%s runs no %s", n.name, component)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %s of %s: %v", component, n.name, err)
+	}
+}
+
+// testFailedJoin joins a fourth node whose etcd exits at once (an unknown
+// flag): the join must fail, remove its learner, and leave the voters.
+func testFailedJoin(t *testing.T, first *node, bundle, keyText string, endpoints []string) {
+	before, _ := first.etcdMembers(t, endpoints)
+	n := newNode(t, "ha-bad", "127.0.0.84")
+	n.config = n.writeConfig(t, "kubeboot.yaml", map[string]any{
+		"kind":                  "JoinConfiguration",
+		"controlPlaneEndpoint":  haEndpoint,
+		"join.etcdEndpoints":    endpoints,
+		"etcd.local.extraArgs":  []any{map[string]any{"name": "no-such-flag", "value": "x"}},
+		"timeouts.controlPlane": "20s",
+	})
+	keyFile := filepath.Join(n.root, "bundle.key")
+	if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.labStarted = true
+	r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir,
+		"--control-plane", "--certs-bundle", bundle, "--key-file", keyFile)
+	if r.code != 4 || !strings.Contains(r.stderr, "removed the learner") {
+		t.Fatalf("join with a broken etcd: exit %d, want 4 and the learner removed:\n%s", r.code, r.stderr)
+	}
+	t.Logf("the failed join said:\n%s", r.stderr)
+	after, learners := first.etcdMembers(t, endpoints)
+	if strings.Join(after, ",") != strings.Join(before, ",") || len(learners) != 0 {
+		t.Errorf("after the failed join: voters %v (before %v), learners %v", after, before, learners)
+	}
+}
+
+// tail2 is the last n lines of s.
+func tail2(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
