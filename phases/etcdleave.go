@@ -56,6 +56,11 @@ func leaveCluster(ctx context.Context, cli *clientv3.Client, name, peerURL strin
 		return nil
 	}
 	if !self.IsLearner {
+		if force && len(voters(list.Members)) == 1 {
+			// The last member cannot leave: the cluster ends with it.
+			report.Infof("etcd member %s is the last one: the cluster ends with it", name)
+			return nil
+		}
 		if err := checkQuorumWithout(ctx, cli, list.Members, self); err != nil {
 			if !force {
 				return fmt.Errorf("remove etcd member %q: %w (re-run with force to remove it anyway)", name, err)
@@ -121,4 +126,15 @@ func memberHealthy(ctx context.Context, cli *clientv3.Client, m *pb.Member) bool
 		}
 	}
 	return false
+}
+
+// voters lists the voting members.
+func voters(members []*pb.Member) []*pb.Member {
+	var out []*pb.Member
+	for _, m := range members {
+		if !m.IsLearner {
+			out = append(out, m)
+		}
+	}
+	return out
 }

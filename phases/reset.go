@@ -47,6 +47,14 @@ func Reset(ctx context.Context, s *State, opts ResetOptions) (ResetResult, error
 	if err := confirmEtcdData(s, opts); err != nil {
 		return res, err
 	}
+	// A joined node leaves the etcd cluster while its member still runs, so
+	// the others stop counting on it; reaching here means the operator
+	// agreed to lose this member's data.
+	if c.Etcd.Local != nil && !s.Options.DryRun && !s.Options.Offline && etcdRunning(s) {
+		if err := LeaveEtcd(ctx, s, opts.Force); err != nil {
+			return res, err
+		}
+	}
 	listeners, err := plannedListeners(s)
 	if err != nil {
 		return res, err
@@ -220,4 +228,15 @@ func openListeners(listeners []listener) []string {
 		}
 	}
 	return open
+}
+
+// etcdRunning says whether the local etcd member answers on its client
+// port, so reset only talks to a member that is there.
+func etcdRunning(s *State) bool {
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(EtcdClientURL(s.Config), "https://"), time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }

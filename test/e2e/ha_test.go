@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -283,6 +284,24 @@ func TestHAControlPlane(t *testing.T) {
 		}
 		if voters, learners := first.etcdMembers(t, endpoints); len(voters) != 3 || len(learners) != 0 {
 			t.Errorf("after the re-run: voters %v, learners %v", voters, learners)
+		}
+	})
+
+	t.Run("reset on node 3 removes its etcd member; the cluster serves writes", func(t *testing.T) {
+		n := nodes[2]
+		r := n.kubeboot(t, "reset", "--force", "--config", n.config)
+		if r.code != 0 {
+			t.Fatalf("reset --force on %s exited %d:\n%s", n.name, r.code, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "removed etcd member") {
+			t.Errorf("reset did not report leaving etcd:\n%s", r.stderr)
+		}
+		voters, learners := first.etcdMembers(t, endpoints[:2])
+		if len(voters) != 2 || len(learners) != 0 || slices.Contains(voters, n.name) {
+			t.Errorf("after reset of %s: voters %v, learners %v", n.name, voters, learners)
+		}
+		for i := range 3 {
+			first.kubectl(t, "create", "configmap", fmt.Sprintf("after-reset-%d", i))
 		}
 	})
 }

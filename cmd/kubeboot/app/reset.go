@@ -17,7 +17,7 @@ import (
 // newResetCommand is `kubeboot reset`: it undoes init's files on this node.
 // Processes are the kubelet's business (and, in the lab, `lab down`'s).
 func newResetCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &initOptions{output: "text"}
+	opts := &initOptions{output: "text", anyKind: true} // a joined node resets too
 	var reset phases.ResetOptions
 	cmd := &cobra.Command{
 		Use:   "reset",
