@@ -189,15 +189,7 @@ func TestInitPhaseDiffWritesNothing(t *testing.T) {
 	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "certs,kubeconfig"); code != 0 {
 		t.Fatalf("init: %s", stderr)
 	}
-	manifest := filepath.Join(root, "/etc/kubernetes/manifests/kube-scheduler.yaml")
-	data, err := os.ReadFile(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := strings.Replace(string(data), "--leader-elect=true", "--leader-elect=false", 1)
-	if err := os.WriteFile(manifest, []byte(edited), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	manifest, edited := editSchedulerManifest(t, root)
 	code, stdout, stderr := runCLI(t, "init", "phase", "control-plane", "--root", root, "--diff")
 	if code != 0 {
 		t.Fatalf("code %d: %s", code, stderr)
@@ -263,4 +255,20 @@ func TestCertsCommands(t *testing.T) {
 	if code, _, stderr = runCLI(t, "certs", "renew", "ca", "--root", root); code != 1 || !strings.Contains(stderr, "does not renew CAs") {
 		t.Errorf("renewing a CA: code %d, stderr %q", code, stderr)
 	}
+}
+
+// editSchedulerManifest turns leader election off in the scheduler manifest
+// under root, by hand as an operator would, and returns its path and content.
+func editSchedulerManifest(t *testing.T, root string) (manifest, edited string) {
+	t.Helper()
+	manifest = filepath.Join(root, "/etc/kubernetes/manifests/kube-scheduler.yaml")
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited = strings.Replace(string(data), "--leader-elect=true", "--leader-elect=false", 1)
+	if err := os.WriteFile(manifest, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return manifest, edited
 }

@@ -17,15 +17,7 @@ func TestDiffCommand(t *testing.T) {
 		t.Fatalf("diff of a freshly initialised node: code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
-	manifest := filepath.Join(root, "/etc/kubernetes/manifests/kube-scheduler.yaml")
-	data, err := os.ReadFile(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := strings.Replace(string(data), "--leader-elect=true", "--leader-elect=false", 1)
-	if err := os.WriteFile(manifest, []byte(edited), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	manifest, edited := editSchedulerManifest(t, root)
 	if err := os.Remove(filepath.Join(root, "/etc/kubernetes/pki/apiserver-kubelet-client.crt")); err != nil {
 		t.Fatal(err)
 	}
