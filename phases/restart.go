@@ -6,13 +6,16 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
 	"github.com/kubeboot/kubeboot/pki"
+	"github.com/kubeboot/kubeboot/procnet"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -84,7 +87,22 @@ func restartOne(ctx context.Context, s *State, t health.Target, listeners []list
 		return err
 	}
 	s.Report.Infof("restarting %s: its manifest is out of %s until it has stopped (copy in %s)", name, s.Config.Paths.ManifestsDir, backup)
-	if err := replaceManifest(ctx, s, data, listeners, instance{data: data, target: t}, s.Config.Timeouts.ControlPlane.Duration); err != nil {
+	if err := s.Files.Remove(path); err != nil {
+		return err
+	}
+	timeout := s.Config.Timeouts.ControlPlane.Duration
+	if err := waitStopped(ctx, s, listeners, timeout); err != nil {
+		// The node must not be left without one of its components.
+		if werr := s.Files.WriteFile(path, data, manifestMode); werr != nil {
+			return fmt.Errorf("restart %s: %w; restore manifest %q: %w", name, err, path, werr)
+		}
+		return fmt.Errorf("restart %s: %w", name, err)
+	}
+	back := time.Now()
+	if err := s.Files.WriteFile(path, data, manifestMode); err != nil {
+		return err
+	}
+	if err := waitNewInstance(ctx, s, t, back, timeout); err != nil {
 		return fmt.Errorf("restart %s: %w", name, err)
 	}
 	s.Report.Infof("%s restarted: a new instance is healthy and serves %s", name, t.ServerCertFile)
@@ -106,35 +124,56 @@ type instance struct {
 	target health.Target
 }
 
-// replaceManifest stops the running instance by moving its manifest out of
-// the manifest dir, waits until it has stopped listening on stopping, then
-// writes next's manifest and waits until that instance is healthy and
-// serves its certificate file. Because the old instance is gone first, a
-// healthy answer can only come from the new one. When the old one does not
-// stop, current is put back. timeout bounds each of the two waits.
-func replaceManifest(ctx context.Context, s *State, current []byte, stopping []listener, next instance, timeout time.Duration) error {
-	path := s.Config.ManifestPath(next.target.Component)
-	if err := s.Files.Remove(path); err != nil {
-		return err
-	}
-	if err := waitStopped(ctx, s, stopping, timeout); err != nil {
-		// The node must not be left without one of its components.
-		if werr := s.Files.WriteFile(path, current, manifestMode); werr != nil {
-			return fmt.Errorf("%w; restore manifest %q: %w", err, path, werr)
-		}
-		return err
-	}
-	if err := s.Files.WriteFile(path, next.data, manifestMode); err != nil {
-		return err
-	}
-	probe, err := health.NewProbe(next.target, s.Files.HostPath)
+// waitNewInstance waits until an instance of t's component that started
+// after since is healthy, then checks that it serves its certificate file.
+//
+// An instance is the process listening on the checked address, told apart
+// by its start time (see procnet): the kubelet starts a new process for a
+// changed manifest, so an old instance that keeps answering, such as one
+// the kubelet has not replaced yet, never passes. This works the same
+// under the kubelet and in the lab, needs neither the API server (which
+// may be the component being replaced) nor a version change, and survives
+// a crash of kubeboot: since is kept in the upgrade journal.
+func waitNewInstance(ctx context.Context, s *State, t health.Target, since time.Time, timeout time.Duration) error {
+	probe, err := health.NewProbe(t, s.Files.HostPath)
 	if err != nil {
 		return err
+	}
+	check := probe.Check
+	probe.Check = func(ctx context.Context) error {
+		if err := check(ctx); err != nil {
+			return err
+		}
+		return checkStartedAfter(t, since)
 	}
 	if _, err := health.Wait(ctx, []health.Probe{probe}, health.WaitOptions{Timeout: timeout, ManifestsDir: s.Config.Paths.ManifestsDir}); err != nil {
 		return err
 	}
-	return checkServedCert(ctx, s, next.target)
+	return checkServedCert(ctx, s, t)
+}
+
+// checkStartedAfter fails unless the process listening on t's address
+// started after since. procnet's start times may read up to a tick early.
+func checkStartedAfter(t health.Target, since time.Time) error {
+	if len(t.Endpoints) == 0 {
+		return fmt.Errorf("%s: no address to check", t.Component)
+	}
+	u, err := url.Parse(t.Endpoints[0])
+	if err != nil {
+		return fmt.Errorf("%s: parse %q: %w", t.Component, t.Endpoints[0], err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return fmt.Errorf("%s: no port in %q", t.Component, t.Endpoints[0])
+	}
+	p, err := procnet.Listener(u.Hostname(), port)
+	if err != nil {
+		return err
+	}
+	if p.Started.Before(since.Add(-procnet.Tick)) {
+		return fmt.Errorf("%s still answers from the instance that was running before (%s): the kubelet has not started one from the new manifest yet", u.Host, p)
+	}
+	return nil
 }
 
 // checkServedCert fails unless the component serves its certificate file.

@@ -2,15 +2,9 @@ package phases
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
-	"io"
-	"log"
 	"net"
-	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,59 +12,10 @@ import (
 	"github.com/kubeboot/kubeboot/health"
 )
 
-// fakeKubelet runs a stand-in scheduler on addr while its manifest is in
-// the manifest dir, and stops it while the manifest is out, as the kubelet
-// does with a static pod. Each start loads the serving certificate, unless
-// stale is set: then it keeps serving the first one it loaded.
-type fakeKubelet struct {
-	mu     sync.Mutex
-	starts int
-}
-
-func (k *fakeKubelet) started() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.starts
-}
-
-func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *State, addr string, stale bool) {
-	c := s.Config
-	manifest := s.Files.HostPath(c.ManifestPath(config.NameScheduler))
-	var srv *http.Server
-	var first *tls.Certificate
-	for ctx.Err() == nil {
-		data, err := os.ReadFile(manifest)
-		switch {
-		case err == nil && srv == nil && strings.Contains(string(data), "bogus-flag"):
-			// A component that exits at once never listens.
-		case err == nil && srv == nil:
-			cert, err := tls.LoadX509KeyPair(s.Files.HostPath(c.CertPath(config.CertScheduler)), s.Files.HostPath(c.KeyPath(config.CertScheduler)))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if first == nil || !stale {
-				first = &cert
-			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				continue // the old socket is still closing
-			}
-			srv = &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ErrorLog: log.New(io.Discard, "", 0),
-				TLSConfig: &tls.Config{Certificates: []tls.Certificate{*first}}}
-			go func(srv *http.Server) { _ = srv.ServeTLS(ln, "", "") }(srv)
-			k.mu.Lock()
-			k.starts++
-			k.mu.Unlock()
-		case errors.Is(err, os.ErrNotExist) && srv != nil:
-			_ = srv.Close()
-			srv = nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if srv != nil {
-		_ = srv.Close()
-	}
+// schedulerTarget is how the stand-in scheduler on addr is checked.
+func schedulerTarget(s *State, addr string) health.Target {
+	return health.Target{Component: config.NameScheduler, Endpoints: []string{"https://" + addr}, Paths: []string{"/livez"},
+		CAFile: s.Config.CertPath(config.CertCA), ServerCertFile: s.Config.CertPath(config.CertScheduler)}
 }
 
 func TestRestartOne(t *testing.T) {
@@ -86,23 +31,9 @@ func TestRestartOne(t *testing.T) {
 			s := initialised(t)
 			s.Options.Offline = false
 			s.Config.Timeouts.ControlPlane.Duration = 10 * time.Second
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			_ = ln.Close()
-			host, port, _ := net.SplitHostPort(addr)
-
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			k := &fakeKubelet{}
-			done := make(chan struct{})
-			go func() { k.run(ctx, t, s, addr, tt.stale); close(done) }()
-			defer func() { cancel(); <-done }()
-			for k.started() == 0 {
-				time.Sleep(10 * time.Millisecond)
-			}
+			k := &fakeKubelet{addr: freeAddr(t), stale: tt.stale}
+			k.start(t, s)
+			host, port, _ := net.SplitHostPort(k.addr)
 
 			manifest := s.Files.HostPath(s.Config.ManifestPath(config.NameScheduler))
 			before, err := os.ReadFile(manifest)
@@ -112,9 +43,7 @@ func TestRestartOne(t *testing.T) {
 			if _, err := RenewCerts(s, []string{config.CertScheduler}, false); err != nil {
 				t.Fatal(err)
 			}
-			target := health.Target{Component: config.NameScheduler, Endpoints: []string{"https://" + addr}, Paths: []string{"/livez"},
-				CAFile: s.Config.CertPath(config.CertCA), ServerCertFile: s.Config.CertPath(config.CertScheduler)}
-			err = restartOne(ctx, s, target, []listener{{config.NameScheduler, host, port}})
+			err = restartOne(context.Background(), s, schedulerTarget(s, k.addr), []listener{{config.NameScheduler, host, port}})
 
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

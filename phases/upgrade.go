@@ -29,7 +29,8 @@ type journal struct {
 	Component string `json:"component"`
 	// Backup is the previous manifest's copy.
 	Backup string `json:"backup"`
-	// Started is when the step began.
+	// Started is when the step began, before the new manifest was written:
+	// an instance that started later runs the new manifest.
 	Started time.Time `json:"started"`
 }
 
@@ -38,20 +39,25 @@ func journalPath(c *config.ClusterConfiguration) string {
 }
 
 // UpgradeApply moves the running control plane to what the configuration
-// renders, one component at a time in start order. Before etcd changes it
-// saves a snapshot. Each changed component's manifest is backed up outside
-// the manifest dir and replaced (see replaceManifest); when the new
-// instance is not healthy, the previous manifest goes back and must be
-// healthy again, and the upgrade stops with the new instance's diagnostic.
+// renders, one component at a time in start order. Before the first change
+// it saves an etcd snapshot: a new API server may rewrite stored objects
+// too, so the restore point must come before any component changes. Each
+// changed component's manifest is backed up outside the manifest dir and
+// replaced atomically, so the kubelet always has one manifest per
+// component; the step succeeds once a new instance is healthy (see
+// waitNewInstance). When it is not, the previous manifest goes back and
+// must be healthy again, and the upgrade stops with the new instance's
+// diagnostic. A journal in the backups dir lets a re-run finish a step a
+// crash interrupted.
 //
-// timeout bounds each wait for a component to stop or become healthy; 0
-// means timeouts.controlPlane. It is not the configuration's field because
-// that one is rendered into the manifests' probes.
+// timeout bounds each wait for a component to become healthy; 0 means
+// timeouts.controlPlane. It is not the configuration's field because that
+// one is rendered into the manifests' probes.
 func UpgradeApply(ctx context.Context, s *State, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = s.Config.Timeouts.ControlPlane.Duration
 	}
-	if err := resumeUpgrade(s); err != nil {
+	if err := resumeUpgrade(ctx, s, timeout); err != nil {
 		return err
 	}
 	current, _, err := manifestPods(s)
@@ -87,15 +93,14 @@ func UpgradeApply(ctx context.Context, s *State, timeout time.Duration) error {
 			continue
 		}
 		changed++
-		if name == config.NameEtcd {
-			if err := saveEtcdSnapshot(ctx, s, targetOf(oldTargets, name)); err != nil {
+		if changed == 1 && s.Config.Etcd.Local != nil {
+			if err := saveEtcdSnapshot(ctx, s, targetOf(oldTargets, config.NameEtcd)); err != nil {
 				return err
 			}
 		}
 		prev := instance{data: old, target: targetOf(oldTargets, name)}
 		next := instance{data: data[name], target: targetOf(newTargets, name)}
-		if err := upgradeOne(ctx, s, timeout, prev, next, podListeners(s, []templates.Manifest{{Component: name, Pod: current[name]}}),
-			podListeners(s, []templates.Manifest{{Component: name, Pod: wanted[name]}})); err != nil {
+		if err := upgradeOne(ctx, s, timeout, prev, next); err != nil {
 			return err
 		}
 	}
@@ -135,25 +140,42 @@ func wantedPods(s *State) (map[string]*corev1.Pod, map[string][]byte, error) {
 	return pods, data, staticpod.Err(results)
 }
 
-// upgradeOne replaces one manifest and, when the new instance fails,
-// rolls back and verifies the previous one is healthy again.
-func upgradeOne(ctx context.Context, s *State, timeout time.Duration, prev, next instance, prevListeners, nextListeners []listener) error {
+// upgradeOne backs up prev's manifest, journals the step and writes next's
+// manifest over it, then finishes the step (see finishStep).
+func upgradeOne(ctx context.Context, s *State, timeout time.Duration, prev, next instance) error {
 	name := next.target.Component
 	backup, err := backupManifest(s, name, prev.data)
 	if err != nil {
 		return err
 	}
-	if err := writeJournal(s, journal{Component: name, Backup: backup, Started: time.Now()}); err != nil {
+	started := time.Now()
+	if err := writeJournal(s, journal{Component: name, Backup: backup, Started: started}); err != nil {
 		return err
 	}
 	s.Report.Infof("upgrading %s (previous manifest in %s)", name, backup)
-	upErr := replaceManifest(ctx, s, prev.data, prevListeners, next, timeout)
+	if err := s.Files.WriteFile(s.Config.ManifestPath(name), next.data, manifestMode); err != nil {
+		return err
+	}
+	return finishStep(ctx, s, timeout, started, prev, next, backup)
+}
+
+// finishStep waits for next's instance started after started; when it is
+// not healthy, prev's manifest goes back and its new instance must be
+// healthy in turn: the rollback is verified, not assumed. The journal goes
+// once the node runs a verified manifest.
+func finishStep(ctx context.Context, s *State, timeout time.Duration, started time.Time, prev, next instance, backup string) error {
+	name := next.target.Component
+	upErr := waitNewInstance(ctx, s, next.target, started, timeout)
 	if upErr == nil {
 		s.Report.Infof("%s upgraded: a new instance is healthy", name)
 		return s.Files.Remove(journalPath(s.Config))
 	}
 	s.Report.Warnf("%s: the new instance failed; rolling back to %s", name, backup)
-	if err := replaceManifest(ctx, s, next.data, nextListeners, prev, timeout); err != nil {
+	rollback := time.Now()
+	if err := s.Files.WriteFile(s.Config.ManifestPath(name), prev.data, manifestMode); err != nil {
+		return fmt.Errorf("upgrade %s: %w\nrollback failed too: %w (the previous manifest is in %s)", name, upErr, err, backup)
+	}
+	if err := waitNewInstance(ctx, s, prev.target, rollback, timeout); err != nil {
 		return fmt.Errorf("upgrade %s: %w\nrollback failed too: %w (the previous manifest is in %s)", name, upErr, err, backup)
 	}
 	if err := s.Files.Remove(journalPath(s.Config)); err != nil {
@@ -162,11 +184,12 @@ func upgradeOne(ctx context.Context, s *State, timeout time.Duration, prev, next
 	return fmt.Errorf("upgrade %s: %w\nrolled back: the previous manifest is in place again and healthy", name, upErr)
 }
 
-// resumeUpgrade finishes the step a crashed upgrade was in: the previous
-// manifest goes back from its backup (whether the crash left the manifest
-// out, or the new one in but unverified), so the pass that follows
-// replaces it again, verified, with a rollback if it fails.
-func resumeUpgrade(s *State) error {
+// resumeUpgrade finishes the step a crashed upgrade was in. When the crash
+// came before the new manifest was written, there is nothing to finish: the
+// pass that follows does the step. Otherwise the step is finished as if
+// there had been no crash: the instance started after the journal must be
+// healthy, or the previous manifest goes back, verified.
+func resumeUpgrade(ctx context.Context, s *State, timeout time.Duration) error {
 	data, err := s.Files.ReadFile(journalPath(s.Config))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -176,17 +199,38 @@ func resumeUpgrade(s *State) error {
 	}
 	var j journal
 	if err := json.Unmarshal(data, &j); err != nil {
-		return fmt.Errorf("read upgrade journal %q: %w", journalPath(s.Config), err)
+		return fmt.Errorf("read upgrade journal %q (remove it if no upgrade is under way): %w", journalPath(s.Config), err)
 	}
-	s.Report.Infof("resuming an interrupted upgrade of %s (started %s)", j.Component, j.Started.Format(time.RFC3339))
-	prev, err := s.Files.ReadFile(j.Backup)
+	prevData, err := s.Files.ReadFile(j.Backup)
 	if err != nil {
 		return fmt.Errorf("read previous manifest %q: %w", j.Backup, err)
 	}
-	if err := s.Files.WriteFile(s.Config.ManifestPath(j.Component), prev, manifestMode); err != nil {
+	nextData, err := s.Files.ReadFile(s.Config.ManifestPath(j.Component))
+	if err != nil {
+		return fmt.Errorf("read manifest %q: %w", s.Config.ManifestPath(j.Component), err)
+	}
+	if string(nextData) == string(prevData) {
+		return s.Files.Remove(journalPath(s.Config))
+	}
+	s.Report.Infof("resuming the interrupted upgrade of %s (started %s)", j.Component, j.Started.Format(time.RFC3339))
+	pods, _, err := manifestPods(s)
+	if err != nil {
 		return err
 	}
-	return s.Files.Remove(journalPath(s.Config))
+	nextTargets, err := health.Targets(s.Config, pods)
+	if err != nil {
+		return err
+	}
+	if pods[j.Component], err = decodePod(j.Backup, prevData); err != nil {
+		return err
+	}
+	prevTargets, err := health.Targets(s.Config, pods)
+	if err != nil {
+		return err
+	}
+	prev := instance{data: prevData, target: targetOf(prevTargets, j.Component)}
+	next := instance{data: nextData, target: targetOf(nextTargets, j.Component)}
+	return finishStep(ctx, s, timeout, j.Started, prev, next, j.Backup)
 }
 
 func writeJournal(s *State, j journal) error {

@@ -4,14 +4,15 @@ import (
 	"context"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/health"
 )
 
 func TestCheckSkew(t *testing.T) {
@@ -37,72 +38,32 @@ func TestCheckSkew(t *testing.T) {
 	}
 }
 
-// A crash while a manifest was out of the manifest dir, or in but not
-// verified, leaves a journal; the next run puts the previous manifest back
-// and forgets the journal, so its pass replaces the component again.
-func TestResumeUpgrade(t *testing.T) {
-	for _, tt := range []struct {
-		name     string
-		leftOver func(path string) error
-	}{
-		{"manifest out", os.Remove},
-		{"new manifest in", func(path string) error { return os.WriteFile(path, []byte("new"), 0o600) }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			s := initialised(t)
-			path := s.Config.ManifestPath(config.NameAPIServer)
-			prev, err := s.Files.ReadFile(path)
-			must(t, err)
-			backup, err := backupManifest(s, config.NameAPIServer, prev)
-			must(t, err)
-			must(t, writeJournal(s, journal{Component: config.NameAPIServer, Backup: backup}))
-			must(t, tt.leftOver(s.Files.HostPath(path)))
-
-			must(t, resumeUpgrade(s))
-			if got, _ := s.Files.ReadFile(path); string(got) != string(prev) {
-				t.Error("the previous manifest is not back")
-			}
-			if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
-				t.Error("the journal is still there")
-			}
-		})
-	}
-}
-
 func TestUpgradeOne(t *testing.T) {
 	for _, tt := range []struct {
-		name    string
-		edit    string
-		wantErr string
+		name          string
+		edit          string
+		ignoreChanges bool
+		wantErr       string
+		wantStarts    int
 	}{
-		{name: "healthy new instance", edit: "# a change\n"},
-		{name: "failing new instance is rolled back", edit: "# --bogus-flag\n", wantErr: "rolled back"},
+		{name: "healthy new instance", edit: "# a change\n", wantStarts: 2},
+		{name: "failing new instance is rolled back", edit: "# --bogus-flag\n", wantErr: "rolled back", wantStarts: 2},
+		{name: "old instance that keeps answering is no success", edit: "# a change\n", ignoreChanges: true,
+			wantErr: "has not started one from the new manifest", wantStarts: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := initialised(t)
 			s.Options.Offline = false
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			must(t, err)
-			addr := ln.Addr().String()
-			_ = ln.Close()
-			host, port, _ := net.SplitHostPort(addr)
-			ctx, cancel := context.WithCancel(context.Background())
-			k := &fakeKubelet{}
-			done := make(chan struct{})
-			go func() { k.run(ctx, t, s, addr, false); close(done) }()
-			defer func() { cancel(); <-done }()
-			for k.started() == 0 {
-				time.Sleep(10 * time.Millisecond)
-			}
-
+			k := &fakeKubelet{addr: freeAddr(t), ignoreChanges: tt.ignoreChanges}
+			k.start(t, s)
 			path := s.Config.ManifestPath(config.NameScheduler)
 			prev, err := s.Files.ReadFile(path)
 			must(t, err)
 			next := append(append([]byte{}, prev...), tt.edit...)
-			target := health.Target{Component: config.NameScheduler, Endpoints: []string{"https://" + addr}, Paths: []string{"/livez"},
-				CAFile: s.Config.CertPath(config.CertCA), ServerCertFile: s.Config.CertPath(config.CertScheduler)}
-			l := []listener{{config.NameScheduler, host, port}}
-			err = upgradeOne(ctx, s, 2*time.Second, instance{data: prev, target: target}, instance{data: next, target: target}, l, l)
+			target := schedulerTarget(s, k.addr)
+			manifests := watchManifest(t, s.Files.HostPath(path))
+
+			err = upgradeOne(context.Background(), s, 2*time.Second, instance{data: prev, target: target}, instance{data: next, target: target})
 
 			want := next
 			if tt.wantErr != "" {
@@ -116,11 +77,88 @@ func TestUpgradeOne(t *testing.T) {
 			if got, _ := s.Files.ReadFile(path); string(got) != string(want) {
 				t.Errorf("manifest after the upgrade:\n%s\nwant:\n%s", got, want)
 			}
-			if k.started() != 2 {
-				t.Errorf("the component started %d times, want 2 (before, and the upgraded or rolled-back instance)", k.started())
+			if k.started() != tt.wantStarts {
+				t.Errorf("the component started %d times, want %d", k.started(), tt.wantStarts)
+			}
+			if missing := manifests(); missing > 0 {
+				t.Errorf("the manifest was missing %d times during the upgrade", missing)
+			}
+			if _, err := s.Files.ReadFile(journalPath(s.Config)); tt.wantErr == "rolled back" && err == nil {
+				t.Error("the journal outlived a verified rollback")
+			}
+		})
+	}
+}
+
+// watchManifest polls path until the test ends; the returned function
+// says how many polls found it missing.
+func watchManifest(t *testing.T, path string) func() int {
+	var missing atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if _, err := os.Stat(path); err != nil {
+				missing.Add(1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	stop := func() int { cancel(); <-done; return int(missing.Load()) }
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// A crash in a step leaves a journal. When the crash came before the new
+// manifest was written, the re-run just forgets it; after, the re-run
+// finishes the step: a healthy new instance ends it, a failing one is
+// rolled back, verified.
+func TestResumeUpgrade(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		written   string // what the crash left in the manifest dir; "" = the previous manifest
+		wantErr   string
+		wantPrev  bool
+		wantStart int
+	}{
+		{name: "crash before the write", wantPrev: true, wantStart: 1},
+		{name: "crash after the write", written: "# a change\n", wantStart: 2},
+		{name: "crash after writing a failing manifest", written: "# --bogus-flag\n", wantErr: "rolled back", wantPrev: true, wantStart: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := initialised(t)
+			s.Options.Offline = false
+			// The stand-in scheduler is checked where the manifest says.
+			k := &fakeKubelet{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(config.PortScheduler))}
+			if conn, err := net.Dial("tcp", k.addr); err == nil {
+				_ = conn.Close()
+				t.Fatalf("%s is taken: this test runs the stand-in scheduler there", k.addr)
+			}
+			path := s.Config.ManifestPath(config.NameScheduler)
+			prev, err := s.Files.ReadFile(path)
+			must(t, err)
+			backup, err := backupManifest(s, config.NameScheduler, prev)
+			must(t, err)
+			k.start(t, s)
+			must(t, writeJournal(s, journal{Component: config.NameScheduler, Backup: backup, Started: time.Now()}))
+			if tt.written != "" {
+				must(t, s.Files.WriteFile(path, append(append([]byte{}, prev...), tt.written...), manifestMode))
+			}
+
+			err = resumeUpgrade(context.Background(), s, 5*time.Second)
+
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
+			}
+			if got, _ := s.Files.ReadFile(path); (string(got) == string(prev)) != tt.wantPrev {
+				t.Errorf("previous manifest in place: %v, want %v", !tt.wantPrev, tt.wantPrev)
+			}
+			if k.started() != tt.wantStart {
+				t.Errorf("the component started %d times, want %d", k.started(), tt.wantStart)
 			}
 			if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
-				t.Error("the journal outlived the step")
+				t.Error("the journal is still there")
 			}
 		})
 	}

@@ -80,13 +80,20 @@ func manifestPods(s *State) (pods map[string]*corev1.Pod, missing []string, err 
 		if err != nil {
 			return nil, nil, fmt.Errorf("read manifest %q: %w", path, err)
 		}
-		pod := &corev1.Pod{}
-		if err := yaml.Unmarshal(data, pod); err != nil {
-			return nil, nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
+		if pods[name], err = decodePod(path, data); err != nil {
+			return nil, nil, err
 		}
-		pods[name] = pod
 	}
 	return pods, missing, nil
+}
+
+// decodePod decodes the manifest read from path.
+func decodePod(path string, data []byte) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	if err := yaml.Unmarshal(data, pod); err != nil {
+		return nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
+	}
+	return pod, nil
 }
 
 // foreignManifests lists the files the kubelet runs besides ours, such as a

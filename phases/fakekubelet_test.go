@@ -1,0 +1,170 @@
+package phases
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// componentEnv makes the test binary a stand-in component: it serves
+// HTTPS on the address in it, with the certificate and key files named in
+// componentCertEnv and componentKeyEnv, until it is killed.
+const (
+	componentEnv     = "PHASES_TEST_COMPONENT_ADDR"
+	componentCertEnv = "PHASES_TEST_COMPONENT_CERT"
+	componentKeyEnv  = "PHASES_TEST_COMPONENT_KEY"
+)
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(componentEnv); addr != "" {
+		err := serveComponent(addr, os.Getenv(componentCertEnv), os.Getenv(componentKeyEnv))
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// serveComponent is the stand-in component's main; it returns only on failure.
+func serveComponent(addr, certFile, keyFile string) error {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return err
+	}
+	// The previous instance's socket may still be closing.
+	var ln net.Listener
+	for range 100 {
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ErrorLog: log.New(io.Discard, "", 0),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	return srv.ServeTLS(ln, "", "")
+}
+
+// fakeKubelet runs the scheduler's manifest as the kubelet runs a static
+// pod, with a stand-in process: it starts one while the manifest is in the
+// manifest dir, stops it when the manifest goes, and replaces it when the
+// manifest changes. A manifest with "bogus-flag" makes a process that
+// exits at once. Each process loads the serving certificate at start.
+type fakeKubelet struct {
+	// addr is where the stand-in scheduler listens.
+	addr string
+	// stale makes every process serve the certificate the first one loaded.
+	stale bool
+	// ignoreChanges makes it keep the first process whatever the manifest
+	// says, as a kubelet that does not notice a change.
+	ignoreChanges bool
+
+	mu     sync.Mutex
+	starts int
+}
+
+func (k *fakeKubelet) started() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.starts
+}
+
+// start runs the fake kubelet until the test ends and waits for the first
+// instance to listen.
+func (k *fakeKubelet) start(t *testing.T, s *State) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { k.run(ctx, t, s); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", k.addr); err == nil {
+			_ = conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stand-in scheduler did not start")
+		}
+	}
+}
+
+func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *State) {
+	c := s.Config
+	manifest := s.Files.HostPath(c.ManifestPath(config.NameScheduler))
+	cert, key := s.Files.HostPath(c.CertPath(config.CertScheduler)), s.Files.HostPath(c.KeyPath(config.CertScheduler))
+	if k.stale {
+		cert, key = copyFile(t, cert), copyFile(t, key)
+	}
+	var proc *exec.Cmd
+	var running string // the manifest proc runs
+	stop := func() {
+		if proc != nil {
+			_ = proc.Process.Kill()
+			_ = proc.Wait()
+			proc = nil
+		}
+	}
+	defer stop()
+	for ctx.Err() == nil {
+		data, err := os.ReadFile(manifest)
+		switch {
+		case err != nil:
+			stop()
+			running = ""
+		case string(data) != running && (!k.ignoreChanges || running == ""):
+			stop()
+			running = string(data)
+			if strings.Contains(running, "bogus-flag") {
+				break // a component that exits at once never listens
+			}
+			proc = exec.Command(os.Args[0], "-test.run=^$")
+			proc.Env = append(os.Environ(), componentEnv+"="+k.addr, componentCertEnv+"="+cert, componentKeyEnv+"="+key)
+			if err := proc.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			k.mu.Lock()
+			k.starts++
+			k.mu.Unlock()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// copyFile copies a file into the test's temp dir and returns the copy.
+func copyFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := t.TempDir() + "/copy"
+	if err := os.WriteFile(copied, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return copied
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String()
+}

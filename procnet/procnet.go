@@ -1,0 +1,219 @@
+// Package procnet tells which process listens on a TCP address of this
+// host, from Linux's /proc: the socket tables of the caller's network
+// namespace and the open files of every process the caller can see.
+//
+// kubeboot uses it to tell a component's new instance from the old one: a
+// pid may be reused, but a pid with its start time names one process.
+package procnet
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tick is the resolution of a process's start time: the kernel counts it
+// in clock ticks of USER_HZ (100 per second on every Linux architecture Go
+// supports), so Started may be up to one Tick before the real start.
+const Tick = 10 * time.Millisecond
+
+// listenState is the state column of a listening socket in /proc/net/tcp.
+const listenState = "0A"
+
+// ErrNotListening means no socket listens on the address.
+var ErrNotListening = errors.New("nothing listens")
+
+// Process is one process instance.
+type Process struct {
+	// PID is the process ID in the caller's PID namespace.
+	PID int
+	// Started is when the process started, truncated to a Tick.
+	Started time.Time
+}
+
+// String is "pid 1234, started 10:04:05.36".
+func (p Process) String() string {
+	return fmt.Sprintf("pid %d, started %s", p.PID, p.Started.Format("15:04:05.00"))
+}
+
+// Listener returns the process that listens on host:port over TCP. host
+// is an IP address or a name to resolve; a socket bound to the unspecified
+// address (0.0.0.0 or ::) listens on every host. When several processes
+// share the socket, one of them is returned. The error wraps
+// ErrNotListening when no socket listens there.
+func Listener(host string, port int) (Process, error) {
+	ips, err := addresses(host)
+	if err != nil {
+		return Process{}, err
+	}
+	var inodes []string
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		found, err := listeningInodes(table, ips, port)
+		if err != nil {
+			return Process{}, err
+		}
+		inodes = append(inodes, found...)
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	if len(inodes) == 0 {
+		return Process{}, fmt.Errorf("%s: %w", addr, ErrNotListening)
+	}
+	pid, err := socketOwner(inodes)
+	if err != nil {
+		return Process{}, fmt.Errorf("find the process listening on %s: %w", addr, err)
+	}
+	started, err := startTime(pid)
+	if err != nil {
+		return Process{}, fmt.Errorf("find the process listening on %s: %w", addr, err)
+	}
+	return Process{PID: pid, Started: started}, nil
+}
+
+// addresses resolves host to the IP addresses a socket may be bound to.
+func addresses(host string) ([]net.IP, error) {
+	if ip := net.ParseIP(host); ip != nil {
+		return []net.IP{ip}, nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", host, err)
+	}
+	return ips, nil
+}
+
+// listeningInodes reads one socket table and returns the inodes of the
+// listening sockets bound to port on one of ips or the unspecified address.
+func listeningInodes(table string, ips []net.IP, port int) ([]string, error) {
+	f, err := os.Open(table)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // no IPv6 in this kernel
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var inodes []string
+	lines := bufio.NewScanner(f)
+	lines.Scan() // the header
+	for lines.Scan() {
+		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+		fields := strings.Fields(lines.Text())
+		if len(fields) < 10 || fields[3] != listenState {
+			continue
+		}
+		ip, p, err := parseAddress(fields[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", table, err)
+		}
+		if p == port && (ip.IsUnspecified() || containsIP(ips, ip)) {
+			inodes = append(inodes, fields[9])
+		}
+	}
+	return inodes, lines.Err()
+}
+
+// parseAddress decodes "0100007F:1F90": the address is printed as 32-bit
+// words in hex, each in the host's byte order; the port in hex.
+func parseAddress(s string) (net.IP, int, error) {
+	hexIP, hexPort, ok := strings.Cut(s, ":")
+	raw, err := hex.DecodeString(hexIP)
+	if !ok || err != nil || len(raw)%4 != 0 {
+		return nil, 0, fmt.Errorf("malformed socket address %q", s)
+	}
+	ip := make(net.IP, len(raw))
+	for i := 0; i < len(raw); i += 4 {
+		binary.NativeEndian.PutUint32(ip[i:], binary.BigEndian.Uint32(raw[i:]))
+	}
+	port, err := strconv.ParseUint(hexPort, 16, 16)
+	if err != nil {
+		return nil, 0, fmt.Errorf("malformed socket address %q", s)
+	}
+	return ip, int(port), nil
+}
+
+func containsIP(ips []net.IP, ip net.IP) bool {
+	for _, candidate := range ips {
+		if candidate.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// socketOwner returns a process that holds one of the socket inodes open.
+func socketOwner(inodes []string) (int, error) {
+	wanted := map[string]bool{}
+	for _, inode := range inodes {
+		wanted["socket:["+inode+"]"] = true
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		fdDir := filepath.Join("/proc", p.Name(), "fd")
+		// A process may exit, or belong to another user, while we look.
+		fds, _ := os.ReadDir(fdDir)
+		for _, fd := range fds {
+			if link, err := os.Readlink(filepath.Join(fdDir, fd.Name())); err == nil && wanted[link] {
+				return pid, nil
+			}
+		}
+	}
+	return 0, errors.New("no visible process holds the socket: run kubeboot as root in the host's PID namespace")
+}
+
+// startTime reads when a process started: field 22 of /proc/<pid>/stat, in
+// ticks since boot.
+func startTime(pid int) (time.Time, error) {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return time.Time{}, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	end := strings.LastIndexByte(string(data), ')')
+	if end < 0 {
+		return time.Time{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(data[end+1:]))
+	const startTimeField = 22 - 3 // fields counted from the state, field 3
+	if len(fields) <= startTimeField {
+		return time.Time{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	ticks, err := strconv.ParseInt(fields[startTimeField], 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("malformed /proc/%d/stat: %w", pid, err)
+	}
+	boot, err := bootTime()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return boot.Add(time.Duration(ticks) * Tick), nil
+}
+
+// bootTime is when the system booted, on the wall clock: now minus the
+// time since boot. /proc/stat's btime would do, but only to the second.
+// It is read once, so that one process's start time reads the same on
+// every call.
+var bootTime = sync.OnceValues(func() (time.Time, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return time.Time{}, fmt.Errorf("read the time since boot: %w", err)
+	}
+	return time.Now().Round(0).Add(-time.Duration(ts.Nano())), nil
+})

@@ -1,0 +1,160 @@
+package procnet
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// listenEnv makes the test binary a helper process that listens on the
+// address in it and prints the port.
+const listenEnv = "PROCNET_TEST_LISTEN"
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(listenEnv); addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println(ln.Addr().(*net.TCPAddr).Port)
+		select {} // until killed
+	}
+	os.Exit(m.Run())
+}
+
+// listenInChild starts a helper process listening on addr and returns it
+// with its port, once it listens.
+func listenInChild(t *testing.T, addr string) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), listenEnv+"="+addr)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper on %s: %v", addr, err)
+	}
+	port, err := strconv.Atoi(line[:len(line)-1])
+	if err != nil {
+		t.Fatalf("helper on %s said %q", addr, line)
+	}
+	return cmd, port
+}
+
+func TestListenerFindsTheChildAndItsStartTime(t *testing.T) {
+	before := time.Now()
+	cmd, port := listenInChild(t, "127.0.0.1:0")
+	after := time.Now()
+
+	p, err := Listener("127.0.0.1", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PID != cmd.Process.Pid {
+		t.Errorf("pid %d, want the helper's %d", p.PID, cmd.Process.Pid)
+	}
+	// Started is truncated to a tick; allow one more for the clock reads.
+	if p.Started.Before(before.Add(-2*Tick)) || p.Started.After(after) {
+		t.Errorf("started %s, want between %s and %s", p.Started, before, after)
+	}
+	if again, _ := Listener("localhost", port); again != p {
+		t.Errorf("by name: %v, want %v", again, p)
+	}
+}
+
+func TestListenerTellsInstancesApart(t *testing.T) {
+	first, port := listenInChild(t, "127.0.0.1:0")
+	old, err := Listener("127.0.0.1", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Process.Kill()
+	_ = first.Wait()
+	since := time.Now()
+	listenInChild(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	next, err := Listener("127.0.0.1", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next == old || next.Started.Before(since.Add(-Tick)) {
+		t.Errorf("the new instance (%s) is not told apart from the old one (%s), replaced at %s", next, old, since.Format("15:04:05.000"))
+	}
+}
+
+func TestListenerMatchesTheBoundAddress(t *testing.T) {
+	cmd, port := listenInChild(t, "0.0.0.0:0")
+	for _, host := range []string{"127.0.0.1", "127.0.0.2"} {
+		if p, err := Listener(host, port); err != nil || p.PID != cmd.Process.Pid {
+			t.Errorf("wildcard socket seen from %s: %v, %v", host, p, err)
+		}
+	}
+
+	_, port = listenInChild(t, "127.0.0.1:0")
+	if _, err := Listener("127.0.0.2", port); !errors.Is(err, ErrNotListening) {
+		t.Errorf("a socket bound to 127.0.0.1 seen from 127.0.0.2: %v, want ErrNotListening", err)
+	}
+}
+
+func TestListenerIPv6(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Fatalf("this test needs IPv6 loopback: %v", err)
+	}
+	_ = ln.Close()
+	cmd, port := listenInChild(t, "[::1]:0")
+	if p, err := Listener("::1", port); err != nil || p.PID != cmd.Process.Pid {
+		t.Errorf("::1: %v, %v", p, err)
+	}
+}
+
+func TestListenerNothingListens(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	if _, err := Listener("127.0.0.1", port); !errors.Is(err, ErrNotListening) {
+		t.Errorf("got %v, want ErrNotListening", err)
+	}
+}
+
+func TestParseAddress(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Fatalf("the table below is little-endian; %s needs its own", runtime.GOARCH)
+	}
+	for _, tt := range []struct {
+		in   string
+		ip   string
+		port int
+	}{
+		{"0100007F:1F90", "127.0.0.1", 8080},
+		{"00000000:0050", "0.0.0.0", 80},
+		{"00000000000000000000000001000000:0050", "::1", 80},
+		{"0000000000000000FFFF00004600007F:0893", "127.0.0.70", 2195},
+	} {
+		ip, port, err := parseAddress(tt.in)
+		if err != nil || !ip.Equal(net.ParseIP(tt.ip)) || port != tt.port {
+			t.Errorf("%s: %v:%d (%v), want %s:%d", tt.in, ip, port, err, tt.ip, tt.port)
+		}
+	}
+	for _, bad := range []string{"", "0100007F", "zz00007F:0050", "0100007F:XYZ", "01007F:0050"} {
+		if _, _, err := parseAddress(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
