@@ -3,17 +3,23 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDay2 runs the day-2 commands against one live lab node: diff on a
@@ -211,8 +217,11 @@ func kubebootFiles(t *testing.T, n *node) []string {
 }
 
 // TestUpgradeMinor brings a lab up at v1.35.4 (the lab runtime runs the
-// binaries of <bin dir>/v1.35 for v1.35 images) and upgrades it to
-// v1.36.3 with `upgrade apply`.
+// binaries of <bin dir>/v1.35 for v1.35 images) and upgrades it to v1.36.3
+// with `upgrade apply`, killed with SIGKILL once between two components and
+// once inside a step, and run again: the re-run completes the upgrade, the
+// data written before it is still there, and the manifest dir never lacks
+// a component.
 func TestUpgradeMinor(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
 		t.Fatalf("no v1.35 binaries in %s/v1.35 (`make binaries` builds them): %v", binDir, err)
@@ -225,18 +234,171 @@ func TestUpgradeMinor(t *testing.T) {
 	if v := n.serverVersion(t); v != "v1.35.4" {
 		t.Fatalf("the API server runs %s, want v1.35.4", v)
 	}
+	n.kubectl(t, "create", "configmap", "before-upgrade", "--from-literal=written=at-v1.35.4")
+
+	watch := watchManifests(n)
 	target := n.writeConfig(t, "v136.yaml", nil)
+	// Killed between two components: the API server is done.
+	killed := n.upgradeKilledAfter(t, target, "kube-apiserver upgraded")
+	t.Logf("killed upgrade apply after the API server's step; its last events:\n%s", strings.Join(killed[max(len(killed)-3, 0):], "\n"))
+	if v := n.serverVersion(t); v != "v1.36.3" {
+		t.Errorf("after the killed run the API server runs %s, want v1.36.3", v)
+	}
+	// Killed inside a step: the controller manager's new manifest is
+	// written, its new instance not yet verified.
+	n.upgradeKilledAfter(t, target, "wrote "+n.manifestPath("kube-controller-manager"))
+
 	r := n.kubeboot(t, "upgrade", "apply", "--config", target)
 	if r.code != 0 {
-		t.Fatalf("upgrade apply to v1.36.3 exited %d:\n%s", r.code, r.stderr)
+		t.Fatalf("upgrade apply after the kills exited %d:\n%s", r.code, r.stderr)
 	}
-	t.Logf("TIMING: upgrade apply v1.35.4 -> v1.36.3: %s", r.took)
-	if v := n.serverVersion(t); v != "v1.36.3" {
-		t.Errorf("after the upgrade the API server runs %s, want v1.36.3", v)
+	t.Logf("TIMING: upgrade apply re-run after the kills: %s\n%s", r.took, r.stderr)
+	if !strings.Contains(r.stderr, "resuming the interrupted upgrade of kube-controller-manager") ||
+		!strings.Contains(r.stderr, "kube-controller-manager upgraded") || !strings.Contains(r.stderr, "kube-scheduler upgraded") {
+		t.Error("the re-run did not finish the controller manager's step and upgrade the scheduler")
+	}
+	polls, gaps := watch()
+	t.Logf("the manifest dir was checked %d times during the three runs", polls)
+	if polls < 1000 || len(gaps) > 0 {
+		t.Errorf("%d checks of the manifest dir; a component had no complete manifest in %d of them: %s", polls, len(gaps), strings.Join(gaps[:min(len(gaps), 10)], "; "))
+	}
+
+	for component, version := range n.componentVersions(t) {
+		if want := map[string]string{"etcd": "3.6.8"}[component]; want == "" && version != "v1.36.3" || want != "" && version != want {
+			t.Errorf("%s reports version %s after the upgrade", component, version)
+		}
+	}
+	if got := n.kubectl(t, "get", "configmap", "before-upgrade", "-o", "jsonpath={.data.written}"); got != "at-v1.35.4" {
+		t.Errorf("the ConfigMap written before the upgrade reads %q, want at-v1.35.4", got)
+	}
+	snaps, _ := filepath.Glob(n.path("kubeboot/backups/etcd-snapshot-*.db"))
+	if len(snaps) == 0 {
+		t.Error("no etcd snapshot in the backups dir")
+	}
+	for _, snap := range snaps {
+		if st := runCommand(t, filepath.Join(binDir, "etcdutl"), "snapshot", "status", snap, "-w", "json"); st.code != 0 {
+			t.Errorf("etcdutl snapshot status %s: exit %d: %s", snap, st.code, st.stderr)
+		}
+	}
+	if _, err := os.Stat(n.path("kubeboot/backups/upgrade-journal.json")); err == nil {
+		t.Error("the upgrade journal outlived the upgrade")
 	}
 	if r := n.kubeboot(t, "diff", "--config", target); r.code != 0 {
 		t.Errorf("diff after the upgrade: exit %d:\n%s", r.code, r.stdout)
 	}
+}
+
+// upgradeKilledAfter runs `upgrade apply -o json` and kills it with
+// SIGKILL as soon as it prints an event whose message holds msg. It
+// returns the events printed up to then.
+func (n *node) upgradeKilledAfter(t *testing.T, config, msg string) []string {
+	t.Helper()
+	cmd := exec.Command(kubebootBin, "upgrade", "apply", "--config", config, "-o", "json")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(commandTimeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	var events []string
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		events = append(events, lines.Text())
+		var e event
+		if json.Unmarshal(lines.Bytes(), &e) == nil && strings.Contains(e.Msg, msg) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return events
+		}
+	}
+	_ = cmd.Wait()
+	t.Fatalf("upgrade apply ended without an event about %q:\n%s\n%s", msg, strings.Join(events, "\n"), stderr.String())
+	return nil
+}
+
+// watchManifests checks the node's four manifests every millisecond until
+// the returned function is called, which returns the number of checks and
+// a description of each check that found a manifest missing or empty.
+func watchManifests(n *node) func() (int, []string) {
+	stop := make(chan struct{})
+	var polls int
+	var gaps []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			polls++
+			for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+				if info, err := os.Stat(n.manifestPath(c)); err != nil || info.Size() == 0 {
+					gaps = append(gaps, fmt.Sprintf("%s at %s: %v", c, time.Now().Format("15:04:05.000"), err))
+				}
+			}
+		}
+	}()
+	return func() (int, []string) {
+		close(stop)
+		<-done
+		return polls, gaps
+	}
+}
+
+// componentVersions asks each component its version: the API server
+// through /version; the controller manager and the scheduler have no
+// /version, so their kubernetes_build_info metric, read through their
+// secure ports with the admin credentials; etcd through /version on its
+// client URL with the healthcheck client certificate.
+func (n *node) componentVersions(t *testing.T) map[string]string {
+	t.Helper()
+	versions := map[string]string{"kube-apiserver": n.serverVersion(t), "etcd": n.etcdVersion(t)}
+	buildInfo := regexp.MustCompile(`(?m)^kubernetes_build_info\{.*git_version="([^"]+)"`)
+	for component, port := range map[string]string{"kube-controller-manager": "10257", "kube-scheduler": "10259"} {
+		metrics := n.kubectl(t, "get", "--raw", "/metrics", "--server", "https://"+net.JoinHostPort(n.addr, port))
+		if m := buildInfo.FindStringSubmatch(metrics); m != nil {
+			versions[component] = m[1]
+		} else {
+			t.Errorf("%s's /metrics has no kubernetes_build_info", component)
+		}
+	}
+	return versions
+}
+
+// etcdVersion is what etcd's /version says its server version is.
+func (n *node) etcdVersion(t *testing.T) string {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(n.path("pki/etcd/healthcheck-client.crt"), n.path("pki/etcd/healthcheck-client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(n.path("pki/etcd/ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool}}}
+	resp, err := client.Get("https://" + net.JoinHostPort(n.addr, "2379") + "/version")
+	if err != nil {
+		t.Fatalf("etcd /version: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var v struct {
+		Server string `json:"etcdserver"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatalf("decode etcd /version: %v", err)
+	}
+	return v.Server
 }
 
 // serverVersion is the API server's gitVersion.
