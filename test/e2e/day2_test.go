@@ -114,8 +114,7 @@ func testRenewRestart(t *testing.T, n *node) {
 }
 
 // testUpgradeApply: with nothing to change it changes nothing; an etcd
-// change is preceded by a snapshot; an API server that cannot start is
-// rolled back to its previous manifest, byte for byte and healthy.
+// change is preceded by a snapshot. (TestUpgradeMinor covers the rollback.)
 func testUpgradeApply(t *testing.T, n *node) {
 	r := n.kubeboot(t, "upgrade", "apply", "--config", n.config)
 	if r.code != 0 || !strings.Contains(r.stderr, "every manifest is up to date") {
@@ -142,25 +141,6 @@ func testUpgradeApply(t *testing.T, n *node) {
 		t.Error("the etcd manifest does not carry the change")
 	}
 
-	before, err := os.ReadFile(n.manifestPath("kube-apiserver"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := n.writeConfig(t, "bogus.yaml", map[string]any{
-		"etcd.local.extraArgs": []any{map[string]any{"name": "snapshot-count", "value": "10001"}},
-		"apiServer.extraArgs":  []any{map[string]any{"name": "bogus-flag", "value": "x"}},
-	})
-	r = n.kubeboot(t, "upgrade", "apply", "--config", bad, "--timeout", "75s")
-	t.Logf("TIMING: upgrade apply with a failing API server, rolled back: %s", r.took)
-	if r.code == 0 || !strings.Contains(r.stderr, "rolled back") {
-		t.Errorf("upgrade apply with a bogus flag: exit %d\n%s", r.code, r.stderr)
-	}
-	if after, _ := os.ReadFile(n.manifestPath("kube-apiserver")); !bytes.Equal(before, after) {
-		t.Error("the previous kube-apiserver manifest is not back byte for byte")
-	}
-	if _, err := n.kubectlErr(t, "get", "--raw", "/readyz"); err != nil {
-		t.Errorf("API server not ready after the rollback: %v", err)
-	}
 }
 
 // testReset: reset --force leaves no file kubeboot wrote, the components
@@ -218,7 +198,8 @@ func kubebootFiles(t *testing.T, n *node) []string {
 
 // TestUpgradeMinor brings a lab up at v1.35.4 (the lab runtime runs the
 // binaries of <bin dir>/v1.35 for v1.35 images) and upgrades it to v1.36.3
-// with `upgrade apply`, killed with SIGKILL once between two components and
+// with `upgrade apply`: first with a failing API server flag, rolled back;
+// then killed with SIGKILL once between two components and
 // once inside a step, and run again: the re-run completes the upgrade, the
 // data written before it is still there, and the manifest dir never lacks
 // a component.
@@ -237,6 +218,7 @@ func TestUpgradeMinor(t *testing.T) {
 	n.kubectl(t, "create", "configmap", "before-upgrade", "--from-literal=written=at-v1.35.4")
 
 	watch := watchManifests(n)
+	testRollback(t, n)
 	target := n.writeConfig(t, "v136.yaml", nil)
 	// Killed between two components: the API server is done.
 	killed := n.upgradeKilledAfter(t, target, "kube-apiserver upgraded")
@@ -285,6 +267,35 @@ func TestUpgradeMinor(t *testing.T) {
 	}
 	if r := n.kubeboot(t, "diff", "--config", target); r.code != 0 {
 		t.Errorf("diff after the upgrade: exit %d:\n%s", r.code, r.stdout)
+	}
+}
+
+// testRollback: an upgrade to v1.36.3 whose API server manifest carries a
+// flag that makes kube-apiserver exit is rolled back: the v1.35.4 manifest
+// is back byte for byte, the API server is healthy on v1.35.4, and the
+// command fails.
+func testRollback(t *testing.T, n *node) {
+	t.Helper()
+	before, err := os.ReadFile(n.manifestPath("kube-apiserver"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := n.writeConfig(t, "bogus.yaml", map[string]any{
+		"apiServer.extraArgs": []any{map[string]any{"name": "bogus-flag", "value": "x"}},
+	})
+	r := n.kubeboot(t, "upgrade", "apply", "--config", bad, "--timeout", "75s")
+	t.Logf("TIMING: upgrade apply with a failing API server, rolled back: %s", r.took)
+	if r.code == 0 || !strings.Contains(r.stderr, "rolled back") {
+		t.Errorf("upgrade apply with a bogus flag: exit %d\n%s", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(n.manifestPath("kube-apiserver")); !bytes.Equal(before, after) {
+		t.Error("the previous kube-apiserver manifest is not back byte for byte")
+	}
+	if _, err := n.kubectlErr(t, "get", "--raw", "/readyz"); err != nil {
+		t.Errorf("API server not ready after the rollback: %v", err)
+	}
+	if v := n.serverVersion(t); v != "v1.35.4" {
+		t.Errorf("after the rollback the API server runs %s, want v1.35.4", v)
 	}
 }
 
