@@ -78,8 +78,9 @@ func validateJoin(j *JoinConfiguration) field.ErrorList {
 }
 
 // LoadAny loads a ClusterConfiguration or a JoinConfiguration, as the
-// file's kind says, for commands that take either: `config validate`, and
-// the lab's daemons, which only need the node's paths.
+// file's kind says, for commands that serve any control-plane node (certs,
+// diff, upgrade, reset), `config validate`, and the lab's daemons, which
+// only need the node's paths.
 func LoadAny(path string, host Host) (*ClusterConfiguration, error) {
 	var meta metav1.TypeMeta
 	if data, err := os.ReadFile(path); err == nil && sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindJoinConfiguration {

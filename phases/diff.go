@@ -52,8 +52,12 @@ type Difference struct {
 
 // Diff computes, in memory, what init would change on this node: the
 // manifests, the kubelet and API server configuration files, and the
-// certificates, keys and kubeconfigs. It writes nothing.
+// certificates, keys and kubeconfigs. It writes nothing. A node whose etcd
+// joined a cluster keeps its join flags (see keepJoinedEtcdFlags).
 func Diff(s *State) ([]Difference, error) {
+	if err := keepJoinedEtcdFlags(s); err != nil {
+		return nil, err
+	}
 	var out []Difference
 	text, err := wantedTextFiles(s)
 	if err != nil {

@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/health"
 )
 
 // initialised is a node under a temp root on which every file-writing
@@ -42,6 +44,55 @@ func TestDiffInitialisedNodeHasNoChange(t *testing.T) {
 	if len(diffs) != 0 {
 		t.Errorf("a freshly initialised node differs:\n%s", strings.Join(changes(diffs), "\n"))
 	}
+}
+
+// A node whose etcd joined a cluster was rendered with join flags its
+// configuration does not hold; diff keeps them, so the node has no change,
+// while a change to another etcd flag still shows.
+func TestDiffJoinedNode(t *testing.T) {
+	s := initialised(t)
+	cluster := "node1=https://10.0.0.1:2380," + s.Config.Node.Name + "=https://10.0.0.5:2380"
+	local := s.Config.Etcd.Local
+	local.ExtraArgs = []config.Arg{{Name: "initial-cluster", Value: cluster}, {Name: "initial-cluster-state", Value: "existing"}}
+	if _, err := (Runner{Phases: []Phase{Etcd, WriteManifests}}).Run(context.Background(), s, nil); err != nil {
+		t.Fatal(err)
+	}
+	local.ExtraArgs = nil
+
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 0 {
+		t.Errorf("a joined node differs:\n%s", strings.Join(changes(diffs), "\n"))
+	}
+	if got := health.CommandFlags(mustDecode(t, s, config.NameEtcd), config.NameEtcd)["initial-cluster"]; got != cluster {
+		t.Fatalf("the etcd manifest on disk has --initial-cluster=%s", got)
+	}
+
+	local.ExtraArgs = []config.Arg{{Name: "snapshot-count", Value: "10001"}}
+	diffs, err = Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 1 || !strings.Contains(diffs[0].Diff, "+    - --snapshot-count=10001") || strings.Contains(diffs[0].Diff, "initial-cluster") {
+		t.Errorf("an etcd change on a joined node: %+v", diffs)
+	}
+}
+
+// mustDecode decodes a component's manifest on disk.
+func mustDecode(t *testing.T, s *State, component string) *corev1.Pod {
+	t.Helper()
+	path := s.Config.ManifestPath(component)
+	data, err := s.Files.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := decodePod(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
 }
 
 func TestDiffShowsManifestEdit(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -186,6 +187,29 @@ func initialClusterOnDisk(s *State) (string, error) {
 		return "", nil
 	}
 	return flags["initial-cluster"], nil
+}
+
+// keepJoinedEtcdFlags makes a node whose etcd member joined an existing
+// cluster render its etcd manifest as join did: with the --initial-cluster
+// and --initial-cluster-state=existing of the manifest on disk. Without
+// them the manifest would differ from the running one, and a re-rendered
+// member would be told to found a new cluster. Commands that re-render a
+// node (diff, upgrade apply) call it before rendering; it does nothing on
+// the node that founded the cluster, with an external etcd, or when the
+// configuration already sets the flags.
+func keepJoinedEtcdFlags(s *State) error {
+	local := s.Config.Etcd.Local
+	if local == nil || slices.ContainsFunc(local.ExtraArgs, func(a config.Arg) bool { return a.Name == "initial-cluster-state" }) {
+		return nil
+	}
+	cluster, err := initialClusterOnDisk(s)
+	if err != nil || cluster == "" {
+		return err
+	}
+	local.ExtraArgs = append(local.ExtraArgs,
+		config.Arg{Name: "initial-cluster", Value: cluster},
+		config.Arg{Name: "initial-cluster-state", Value: "existing"})
+	return nil
 }
 
 // writeStaged validates and writes the named staged manifests alone, so

@@ -48,7 +48,8 @@ func journalPath(c *config.ClusterConfiguration) string {
 // waitNewInstance). When it is not, the previous manifest goes back and
 // must be healthy again, and the upgrade stops with the new instance's
 // diagnostic. A journal in the backups dir lets a re-run finish a step a
-// crash interrupted.
+// crash interrupted. On a node that joined the cluster, etcd keeps its
+// join flags (see keepJoinedEtcdFlags).
 //
 // timeout bounds each wait for a component to become healthy; 0 means
 // timeouts.controlPlane. It is not the configuration's field because that
@@ -58,6 +59,9 @@ func UpgradeApply(ctx context.Context, s *State, timeout time.Duration) error {
 		timeout = s.Config.Timeouts.ControlPlane.Duration
 	}
 	if err := resumeUpgrade(ctx, s, timeout); err != nil {
+		return err
+	}
+	if err := keepJoinedEtcdFlags(s); err != nil {
 		return err
 	}
 	current, _, err := manifestPods(s)

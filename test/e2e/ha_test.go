@@ -287,6 +287,18 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
+	t.Run("diff and upgrade apply change nothing on any node", func(t *testing.T) {
+		for _, n := range nodes {
+			if r := n.kubeboot(t, "diff", "--config", n.config); r.code != 0 {
+				t.Errorf("diff on %s: exit %d\n%s%s", n.name, r.code, r.stdout, r.stderr)
+			}
+			r := n.kubeboot(t, "upgrade", "apply", "--config", n.config)
+			if r.code != 0 || !strings.Contains(r.stderr, "every manifest is up to date") {
+				t.Errorf("upgrade apply without a change on %s: exit %d\n%s", n.name, r.code, r.stderr)
+			}
+		}
+	})
+
 	t.Run("reset on node 3 removes its etcd member; the cluster serves writes", func(t *testing.T) {
 		n := nodes[2]
 		r := n.kubeboot(t, "reset", "--force", "--config", n.config)

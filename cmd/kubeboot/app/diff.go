@@ -15,7 +15,7 @@ import (
 // this node, changing nothing. Like diff(1), it exits 0 when nothing would
 // change and 1 when something would.
 func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &initOptions{output: "text", dryRun: true}
+	opts := &initOptions{output: "text", dryRun: true, anyKind: true} // a joined node too
 	cmd := &cobra.Command{
 		Use:   "diff",
 		Short: "Show what init or upgrade would change on this node: manifests, configuration files, certificates and kubeconfigs",
@@ -38,7 +38,7 @@ func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file")
+	cmd.Flags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration or JoinConfiguration file")
 	cmd.Flags().StringVar(&opts.root, "root", "", "read the files under this directory")
 	addOutputFlag(cmd, &opts.output)
 	return cmd

@@ -13,7 +13,7 @@ import (
 // newUpgradeCommand is `kubeboot upgrade apply`: move the running control
 // plane to what the configuration renders, one verified step at a time.
 func newUpgradeCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &initOptions{output: "text"}
+	opts := &initOptions{output: "text", anyKind: true} // a joined node too
 	var timeout time.Duration
 	cmd := groupCommand("upgrade", "Upgrade or reconfigure the running control plane")
 	apply := &cobra.Command{
@@ -30,7 +30,7 @@ func newUpgradeCommand(stdout, stderr io.Writer) *cobra.Command {
 			})
 		},
 	}
-	apply.Flags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file: the new version or configuration")
+	apply.Flags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration or JoinConfiguration file: the new version or configuration")
 	apply.Flags().VarP(&opts.output, "output", "o", "output format: text, or json (one event per line and a final result)")
 	apply.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for each new instance to be healthy (default: timeouts.controlPlane, which the manifests' probes also use)")
 	cmd.AddCommand(apply)
