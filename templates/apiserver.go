@@ -11,6 +11,10 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 )
 
+// shutdownWatchGrace is how long a stopping API server waits for the
+// watches it closed to end; well under the pod's 30 s termination grace.
+const shutdownWatchGrace = "5s"
+
 // APIServer builds the kube-apiserver static pod. It serves on the node's
 // advertise address and bind port and stores its data in the local etcd
 // member or in the configured external etcd.
@@ -39,6 +43,9 @@ func APIServer(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"service-account-key-file", cfg.PublicKeyPath(config.KeyServiceAccount)},
 		{"service-account-signing-key-file", cfg.KeyPath(config.KeyServiceAccount)},
 		{"service-cluster-ip-range", cidrs(cfg.Networking.ServiceSubnet)},
+		// Close open watches when stopping, so that the API server exits
+		// at once instead of at the kubelet's SIGKILL 30 s later.
+		{"shutdown-watch-termination-grace-period", shutdownWatchGrace},
 		{"tls-cert-file", cfg.CertPath(config.CertAPIServer)},
 		{"tls-private-key-file", cfg.KeyPath(config.CertAPIServer)},
 	}
