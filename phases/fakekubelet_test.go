@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,9 @@ const (
 	componentEnv     = "PHASES_TEST_COMPONENT_ADDR"
 	componentCertEnv = "PHASES_TEST_COMPONENT_CERT"
 	componentKeyEnv  = "PHASES_TEST_COMPONENT_KEY"
+	// componentLingerEnv makes the stand-in close its socket on SIGTERM
+	// and exit that long after, as a shutting-down API server does.
+	componentLingerEnv = "PHASES_TEST_COMPONENT_LINGER"
 )
 
 func TestMain(m *testing.M) {
@@ -42,6 +47,9 @@ func serveComponent(addr, certFile, keyFile string) error {
 	if err != nil {
 		return err
 	}
+	// Before it listens: a SIGTERM may come as soon as it does.
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
 	// The previous instance's socket may still be closing.
 	var ln net.Listener
 	for range 100 {
@@ -55,7 +63,31 @@ func serveComponent(addr, certFile, keyFile string) error {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ErrorLog: log.New(io.Discard, "", 0),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
-	return srv.ServeTLS(ln, "", "")
+	linger, err := time.ParseDuration(os.Getenv(componentLingerEnv))
+	if err != nil {
+		return srv.ServeTLS(ln, "", "")
+	}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	<-terms
+	_ = ln.Close()
+	time.Sleep(linger)
+	os.Exit(0)
+	return nil
+}
+
+// startComponent starts a stand-in scheduler process on addr, serving the
+// scheduler's certificate, with the extra environment given.
+func startComponent(t *testing.T, s *State, addr string, env ...string) *exec.Cmd {
+	t.Helper()
+	c := s.Config
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), componentEnv+"="+addr,
+		componentCertEnv+"="+s.Files.HostPath(c.CertPath(config.CertScheduler)), componentKeyEnv+"="+s.Files.HostPath(c.KeyPath(config.CertScheduler)))
+	cmd.Env = append(cmd.Env, env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
 }
 
 // fakeKubelet runs the scheduler's manifest as the kubelet runs a static
@@ -104,9 +136,10 @@ func (k *fakeKubelet) start(t *testing.T, s *State) {
 func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *State) {
 	c := s.Config
 	manifest := s.Files.HostPath(c.ManifestPath(config.NameScheduler))
-	cert, key := s.Files.HostPath(c.CertPath(config.CertScheduler)), s.Files.HostPath(c.KeyPath(config.CertScheduler))
+	var env []string
 	if k.stale {
-		cert, key = copyFile(t, cert), copyFile(t, key)
+		cert, key := s.Files.HostPath(c.CertPath(config.CertScheduler)), s.Files.HostPath(c.KeyPath(config.CertScheduler))
+		env = []string{componentCertEnv + "=" + copyFile(t, cert), componentKeyEnv + "=" + copyFile(t, key)}
 	}
 	var proc *exec.Cmd
 	var running string // the manifest proc runs
@@ -130,12 +163,7 @@ func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *State) {
 			if strings.Contains(running, "bogus-flag") {
 				break // a component that exits at once never listens
 			}
-			proc = exec.Command(os.Args[0], "-test.run=^$")
-			proc.Env = append(os.Environ(), componentEnv+"="+k.addr, componentCertEnv+"="+cert, componentKeyEnv+"="+key)
-			if err := proc.Start(); err != nil {
-				t.Error(err)
-				return
-			}
+			proc = startComponent(t, s, k.addr, env...)
 			k.mu.Lock()
 			k.starts++
 			k.mu.Unlock()

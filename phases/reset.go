@@ -8,11 +8,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/pki"
+	"github.com/kubeboot/kubeboot/procnet"
 )
 
 // ResetOptions are the choices of `kubeboot reset`.
@@ -38,8 +41,9 @@ type ResetResult struct {
 const pollInterval = 250 * time.Millisecond
 
 // Reset undoes init on this node, file by file, in an order that never
-// pulls files from under a running component: first the manifests, then,
-// once the kubelet has stopped every component (its ports are closed), the
+// pulls files from under a running component: first the manifests (the
+// control plane's, then etcd's, each time until the kubelet has stopped
+// the components: their ports closed and their processes gone), then the
 // kubeconfigs, configuration, PKI and etcd data.
 func Reset(ctx context.Context, s *State, opts ResetOptions) (ResetResult, error) {
 	c := s.Config
@@ -61,18 +65,24 @@ func Reset(ctx context.Context, s *State, opts ResetOptions) (ResetResult, error
 	}
 	rm := func(path string, all bool) error { return resetRemove(s, &res, path, all) }
 
-	for _, path := range ManifestPaths(c) {
-		if err := rm(path, false); err != nil {
-			return res, err
+	// In reverse start order: the API server stops while its storage still
+	// answers, so it shuts down at once instead of at the kubelet's SIGKILL.
+	for _, group := range [][]string{{config.NameScheduler, config.NameControllerManager, config.NameAPIServer}, {config.NameEtcd}} {
+		group = slices.DeleteFunc(group, func(name string) bool { return !slices.Contains(components(c), name) })
+		st := stoppingNow(slices.DeleteFunc(slices.Clone(listeners), func(l listener) bool { return !slices.Contains(group, l.component) }))
+		for _, name := range group {
+			if err := rm(c.ManifestPath(name), false); err != nil {
+				return res, err
+			}
+		}
+		if !s.Options.DryRun && !s.Options.Offline && len(group) > 0 {
+			if err := waitStopped(ctx, s, st, c.Timeouts.ControlPlane.Duration); err != nil {
+				return res, err
+			}
 		}
 	}
 	if err := removeLeftovers(s, &res, c.Paths.ManifestsDir); err != nil {
 		return res, err
-	}
-	if !s.Options.DryRun && !s.Options.Offline {
-		if err := waitStopped(ctx, s, listeners, c.Timeouts.ControlPlane.Duration); err != nil {
-			return res, err
-		}
 	}
 
 	var files []string
@@ -193,38 +203,92 @@ func resetPKI(s *State, res *ResetResult) error {
 	return nil
 }
 
-// waitStopped waits until nothing listens on the components' addresses any
-// more, that is until the kubelet has stopped the pods of the removed
-// manifests. A timeout names what still listens.
-func waitStopped(ctx context.Context, s *State, listeners []listener, timeout time.Duration) error {
+// stopping is a set of components whose manifests go: the addresses they
+// listen on, and the processes that listened there before the manifests
+// went. Those may close their sockets well before they exit.
+type stopping struct {
+	listeners []listener
+	procs     []stoppingProcess
+}
+
+// stoppingProcess is one component's process.
+type stoppingProcess struct {
+	component string
+	process   procnet.Process
+}
+
+// stoppingNow records the processes listening on the listeners' addresses;
+// call it before the manifests go.
+func stoppingNow(listeners []listener) stopping {
+	st := stopping{listeners: listeners}
+	for _, l := range listeners {
+		port, err := strconv.Atoi(l.port)
+		if err != nil {
+			continue
+		}
+		p, err := procnet.Listener(dialHost(l.host), port)
+		if err == nil && !slices.ContainsFunc(st.procs, func(sp stoppingProcess) bool { return sp.process == p }) {
+			st.procs = append(st.procs, stoppingProcess{l.component, p})
+		}
+	}
+	return st
+}
+
+// waitStopped waits until the kubelet has stopped the components whose
+// manifests went: nothing listens on their addresses any more and their
+// processes have exited, so no file is pulled from under a component that
+// is still shutting down. A timeout names what still runs.
+func waitStopped(ctx context.Context, s *State, st stopping, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	s.Report.Infof("waiting for the kubelet to stop the components")
+	s.Report.Infof("waiting for the kubelet to stop %s", strings.Join(st.components(), ", "))
 	for {
-		open := openListeners(listeners)
-		if len(open) == 0 {
+		running := openListeners(st.listeners)
+		for _, sp := range st.procs {
+			if sp.process.Running() {
+				running = append(running, fmt.Sprintf("%s (%s)", sp.component, sp.process))
+			}
+		}
+		if len(running) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for the components to stop: still listening after %s: %s (is the kubelet running? it stops static pods whose manifest is gone)", timeout, strings.Join(open, ", "))
+			return fmt.Errorf("wait for the components to stop: still running after %s: %s (is the kubelet running? it stops static pods whose manifest is gone)", timeout, strings.Join(running, ", "))
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// components names the stopping components once each, in order.
+func (st stopping) components() []string {
+	var names []string
+	for _, l := range st.listeners {
+		if !slices.Contains(names, l.component) {
+			names = append(names, l.component)
+		}
+	}
+	return names
+}
+
+// dialHost is where a listener bound to host is reached: its own address,
+// or the loopback address for a wildcard.
+func dialHost(host string) string {
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return host
 }
 
 // openListeners lists the listeners that still accept connections.
 func openListeners(listeners []listener) []string {
 	var open []string
 	for _, l := range listeners {
-		host := l.host
-		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-			host = "127.0.0.1"
-		}
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, l.port), pollInterval)
+		addr := net.JoinHostPort(dialHost(l.host), l.port)
+		conn, err := net.DialTimeout("tcp", addr, pollInterval)
 		if err == nil {
 			_ = conn.Close()
-			open = append(open, l.component+" on "+net.JoinHostPort(host, l.port))
+			open = append(open, l.component+" on "+addr)
 		}
 	}
 	return open

@@ -2,11 +2,14 @@ package phases
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,8 +85,10 @@ func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
 					t.Errorf("%s is still there", gone)
 				}
 			}
-			if len(res.Removed) == 0 || res.Removed[0] != c.ManifestPath(config.NameEtcd) {
-				t.Errorf("the manifests must go first, removed: %v", res.Removed)
+			wantFirst := []string{c.ManifestPath(config.NameScheduler), c.ManifestPath(config.NameControllerManager),
+				c.ManifestPath(config.NameAPIServer), c.ManifestPath(config.NameEtcd)}
+			if len(res.Removed) < 4 || !slices.Equal(res.Removed[:4], wantFirst) {
+				t.Errorf("the manifests must go first, etcd's last, removed: %v", res.Removed)
 			}
 			if !strings.Contains(strings.Join(res.Left, "\n"), "kubelet") {
 				t.Errorf("reset does not say it left the kubelet: %v", res.Left)
@@ -151,12 +156,48 @@ func TestWaitStopped(t *testing.T) {
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	l := []listener{{component: "kube-apiserver", host: host, port: port}}
 	s, _ := testState()
-	err = waitStopped(context.Background(), s, l, 600*time.Millisecond)
+	err = waitStopped(context.Background(), s, stopping{listeners: l}, 600*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "kube-apiserver on "+ln.Addr().String()) {
 		t.Errorf("want a timeout naming the open listener, got %v", err)
 	}
 	go func() { time.Sleep(300 * time.Millisecond); _ = ln.Close() }()
-	if err := waitStopped(context.Background(), s, l, 5*time.Second); err != nil {
+	if err := waitStopped(context.Background(), s, stopping{listeners: l}, 5*time.Second); err != nil {
 		t.Errorf("the listener closed, yet: %v", err)
+	}
+}
+
+// A component that closes its socket first and exits later, as a stopping
+// API server does, is waited for until its process is gone.
+func TestWaitStoppedWaitsForTheProcess(t *testing.T) {
+	s := initialised(t)
+	addr := freeAddr(t)
+	cmd := startComponent(t, s, addr, componentLingerEnv+"=1500ms")
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	host, port, _ := net.SplitHostPort(addr)
+	l := []listener{{component: "kube-apiserver", host: host, port: port}}
+	for deadline := time.Now().Add(10 * time.Second); len(openListeners(l)) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stand-in component did not start")
+		}
+	}
+	st := stoppingNow(l)
+	if len(st.procs) != 1 || st.procs[0].process.PID != cmd.Process.Pid {
+		t.Fatalf("recorded %+v, want the stand-in's pid %d", st.procs, cmd.Process.Pid)
+	}
+
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	if err := waitStopped(context.Background(), s, st, 800*time.Millisecond); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("kube-apiserver (pid %d", cmd.Process.Pid)) {
+		t.Errorf("want a timeout naming the lingering process, got %v", err)
+	}
+	if len(openListeners(l)) > 0 {
+		t.Fatal("the stand-in still listens after SIGTERM")
+	}
+	must(t, waitStopped(context.Background(), s, st, 5*time.Second))
+	select {
+	case <-exited:
+	case <-time.After(time.Second):
+		t.Error("waitStopped returned while the process still ran")
 	}
 }

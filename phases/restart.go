@@ -87,11 +87,12 @@ func restartOne(ctx context.Context, s *State, t health.Target, listeners []list
 		return err
 	}
 	s.Report.Infof("restarting %s: its manifest is out of %s until it has stopped (copy in %s)", name, s.Config.Paths.ManifestsDir, backup)
+	st := stoppingNow(listeners)
 	if err := s.Files.Remove(path); err != nil {
 		return err
 	}
 	timeout := s.Config.Timeouts.ControlPlane.Duration
-	if err := waitStopped(ctx, s, listeners, timeout); err != nil {
+	if err := waitStopped(ctx, s, st, timeout); err != nil {
 		// The node must not be left without one of its components.
 		if werr := s.Files.WriteFile(path, data, manifestMode); werr != nil {
 			return fmt.Errorf("restart %s: %w; restore manifest %q: %w", name, err, path, werr)

@@ -178,32 +178,45 @@ func socketOwner(inodes []string) (int, error) {
 	return 0, errors.New("no visible process holds the socket: run kubeboot as root in the host's PID namespace")
 }
 
-// startTime reads when a process started: field 22 of /proc/<pid>/stat, in
-// ticks since boot.
+// Running says whether the process still runs: a process with its pid and
+// start time exists and is not a zombie waiting to be reaped.
+func (p Process) Running() bool {
+	state, started, err := readStat(p.PID)
+	return err == nil && state != 'Z' && started.Equal(p.Started)
+}
+
+// startTime reads when a process started.
 func startTime(pid int) (time.Time, error) {
+	_, started, err := readStat(pid)
+	return started, err
+}
+
+// readStat reads a process's state (field 3 of /proc/<pid>/stat) and when
+// it started (field 22, in ticks since boot).
+func readStat(pid int) (byte, time.Time, error) {
 	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return time.Time{}, err
+		return 0, time.Time{}, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	end := strings.LastIndexByte(string(data), ')')
 	if end < 0 {
-		return time.Time{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return 0, time.Time{}, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	fields := strings.Fields(string(data[end+1:]))
 	const startTimeField = 22 - 3 // fields counted from the state, field 3
 	if len(fields) <= startTimeField {
-		return time.Time{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return 0, time.Time{}, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	ticks, err := strconv.ParseInt(fields[startTimeField], 10, 64)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("malformed /proc/%d/stat: %w", pid, err)
+		return 0, time.Time{}, fmt.Errorf("malformed /proc/%d/stat: %w", pid, err)
 	}
 	boot, err := bootTime()
 	if err != nil {
-		return time.Time{}, err
+		return 0, time.Time{}, err
 	}
-	return boot.Add(time.Duration(ticks) * Tick), nil
+	return fields[0][0], boot.Add(time.Duration(ticks) * Tick), nil
 }
 
 // bootTime is when the system booted, on the wall clock: now minus the

@@ -82,15 +82,30 @@ func TestListenerTellsInstancesApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !old.Running() {
+		t.Fatalf("%s is not running", old)
+	}
+	// Killed but not waited for, it stays a zombie: not running.
 	_ = first.Process.Kill()
+	for deadline := time.Now().Add(5 * time.Second); old.Running(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed %s is still running", old)
+		}
+	}
+	if state, _, err := readStat(old.PID); err != nil || state != 'Z' {
+		t.Errorf("the killed helper: state %q, %v; want a zombie", state, err)
+	}
 	_ = first.Wait()
+	if old.Running() {
+		t.Errorf("the exited %s is still running", old)
+	}
 	since := time.Now()
 	listenInChild(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	next, err := Listener("127.0.0.1", port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next == old || next.Started.Before(since.Add(-Tick)) {
+	if next == old || next.Started.Before(since.Add(-Tick)) || !next.Running() {
 		t.Errorf("the new instance (%s) is not told apart from the old one (%s), replaced at %s", next, old, since.Format("15:04:05.000"))
 	}
 }
