@@ -156,25 +156,30 @@ func waitNewInstance(ctx context.Context, s *State, t health.Target, since time.
 // checkStartedAfter fails unless the process listening on t's address
 // started after since. procnet's start times may read up to a tick early.
 func checkStartedAfter(t health.Target, since time.Time) error {
-	if len(t.Endpoints) == 0 {
-		return fmt.Errorf("%s: no address to check", t.Component)
-	}
-	u, err := url.Parse(t.Endpoints[0])
-	if err != nil {
-		return fmt.Errorf("%s: parse %q: %w", t.Component, t.Endpoints[0], err)
-	}
-	port, err := strconv.Atoi(u.Port())
-	if err != nil {
-		return fmt.Errorf("%s: no port in %q", t.Component, t.Endpoints[0])
-	}
-	p, err := procnet.Listener(u.Hostname(), port)
+	p, err := instanceOf(t)
 	if err != nil {
 		return err
 	}
 	if p.Started.Before(since.Add(-procnet.Tick)) {
-		return fmt.Errorf("%s still answers from the instance that was running before (%s): the kubelet has not started one from the new manifest yet", u.Host, p)
+		return fmt.Errorf("%s still answers from the instance that was running before (%s): the kubelet has not started one from the new manifest yet", t.Endpoints[0], p)
 	}
 	return nil
+}
+
+// instanceOf returns the process listening on t's first endpoint.
+func instanceOf(t health.Target) (procnet.Process, error) {
+	if len(t.Endpoints) == 0 {
+		return procnet.Process{}, fmt.Errorf("%s: no address to check", t.Component)
+	}
+	u, err := url.Parse(t.Endpoints[0])
+	if err != nil {
+		return procnet.Process{}, fmt.Errorf("%s: parse %q: %w", t.Component, t.Endpoints[0], err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return procnet.Process{}, fmt.Errorf("%s: no port in %q", t.Component, t.Endpoints[0])
+	}
+	return procnet.Listener(u.Hostname(), port)
 }
 
 // checkServedCert fails unless the component serves its certificate file.

@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/procnet"
 )
 
 func TestCheckSkew(t *testing.T) {
@@ -161,5 +163,36 @@ func TestResumeUpgrade(t *testing.T) {
 				t.Error("the journal is still there")
 			}
 		})
+	}
+}
+
+// The upgrade tells instances apart by the process behind the checked
+// address; preflight refuses when it cannot see that process.
+func TestInstanceOf(t *testing.T) {
+	s := initialised(t)
+	addr := freeAddr(t)
+	target := schedulerTarget(s, addr)
+	if _, err := instanceOf(target); !errors.Is(err, procnet.ErrNotListening) {
+		t.Errorf("nothing on %s: got %v, want ErrNotListening", addr, err)
+	}
+	pods, _, err := manifestPods(s)
+	must(t, err)
+	if err := checkInstancesVisible(s, pods); err == nil || !strings.Contains(err.Error(), "cannot tell the etcd instances apart") {
+		t.Errorf("preflight with no component running: %v", err)
+	}
+
+	cmd := startComponent(t, s, addr)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p, err := instanceOf(target)
+		if err == nil {
+			if p.PID != cmd.Process.Pid {
+				t.Errorf("instance %s, want the stand-in's pid %d", p, cmd.Process.Pid)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 }
