@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +32,15 @@ const Tick = 10 * time.Millisecond
 // listenState is the state column of a listening socket in /proc/net/tcp.
 const listenState = "0A"
 
-// ErrNotListening means no socket listens on the address.
-var ErrNotListening = errors.New("nothing listens")
+// The errors Listener wraps.
+var (
+	// ErrNotListening means no socket listens on the address.
+	ErrNotListening = errors.New("nothing listens")
+	// ErrNotVisible means a socket listens, but no process this one can
+	// see holds it: this process runs in another PID namespace, or
+	// without the right to read other processes' file descriptors.
+	ErrNotVisible = errors.New("no visible process holds the socket: run kubeboot as root in the host's PID namespace")
+)
 
 // Process is one process instance.
 type Process struct {
@@ -49,9 +57,10 @@ func (p Process) String() string {
 
 // Listener returns the process that listens on host:port over TCP. host
 // is an IP address or a name to resolve; a socket bound to the unspecified
-// address (0.0.0.0 or ::) listens on every host. When several processes
-// share the socket, one of them is returned. The error wraps
-// ErrNotListening when no socket listens there.
+// address listens on every host of its family: 0.0.0.0 on IPv4 hosts, and
+// :: on every host (taken to be dual-stack, as Linux makes it by default).
+// When several processes share the socket, one of them is returned. The
+// error wraps ErrNotListening or ErrNotVisible.
 func Listener(host string, port int) (Process, error) {
 	ips, err := addresses(host)
 	if err != nil {
@@ -116,7 +125,7 @@ func listeningInodes(table string, ips []net.IP, port int) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", table, err)
 		}
-		if p == port && (ip.IsUnspecified() || containsIP(ips, ip)) {
+		if p == port && (containsIP(ips, ip) || servesEvery(ip, ips)) {
 			inodes = append(inodes, fields[9])
 		}
 	}
@@ -128,7 +137,7 @@ func listeningInodes(table string, ips []net.IP, port int) ([]string, error) {
 func parseAddress(s string) (net.IP, int, error) {
 	hexIP, hexPort, ok := strings.Cut(s, ":")
 	raw, err := hex.DecodeString(hexIP)
-	if !ok || err != nil || len(raw)%4 != 0 {
+	if !ok || err != nil || len(raw) != net.IPv4len && len(raw) != net.IPv6len {
 		return nil, 0, fmt.Errorf("malformed socket address %q", s)
 	}
 	ip := make(net.IP, len(raw))
@@ -140,6 +149,18 @@ func parseAddress(s string) (net.IP, int, error) {
 		return nil, 0, fmt.Errorf("malformed socket address %q", s)
 	}
 	return ip, int(port), nil
+}
+
+// servesEvery says whether a socket bound to ip accepts connections to
+// one of ips: 0.0.0.0 takes every IPv4 address, :: every address.
+func servesEvery(ip net.IP, ips []net.IP) bool {
+	switch {
+	case ip.Equal(net.IPv6unspecified):
+		return true
+	case ip.Equal(net.IPv4zero):
+		return slices.ContainsFunc(ips, func(candidate net.IP) bool { return candidate.To4() != nil })
+	}
+	return false
 }
 
 func containsIP(ips []net.IP, ip net.IP) bool {
@@ -175,7 +196,7 @@ func socketOwner(inodes []string) (int, error) {
 			}
 		}
 	}
-	return 0, errors.New("no visible process holds the socket: run kubeboot as root in the host's PID namespace")
+	return 0, ErrNotVisible
 }
 
 // Running says whether the process still runs: a process with its pid and

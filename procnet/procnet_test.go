@@ -2,13 +2,14 @@ package procnet
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,6 +125,25 @@ func TestListenerMatchesTheBoundAddress(t *testing.T) {
 	}
 }
 
+func TestServesEvery(t *testing.T) {
+	v4, v6 := []net.IP{net.ParseIP("127.0.0.1")}, []net.IP{net.ParseIP("::1")}
+	for _, tt := range []struct {
+		bound string
+		hosts []net.IP
+		want  bool
+	}{
+		{"0.0.0.0", v4, true},
+		{"0.0.0.0", v6, false},
+		{"::", v4, true},
+		{"::", v6, true},
+		{"127.0.0.1", v4, false},
+	} {
+		if got := servesEvery(net.ParseIP(tt.bound), tt.hosts); got != tt.want {
+			t.Errorf("socket on %s, host %v: %v, want %v", tt.bound, tt.hosts, got, tt.want)
+		}
+	}
+}
+
 func TestListenerIPv6(t *testing.T) {
 	ln, err := net.Listen("tcp6", "[::1]:0")
 	if err != nil {
@@ -148,26 +168,58 @@ func TestListenerNothingListens(t *testing.T) {
 	}
 }
 
-func TestParseAddress(t *testing.T) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		t.Fatalf("the table below is little-endian; %s needs its own", runtime.GOARCH)
+// kernelHex prints an address as /proc/net/tcp does: 32-bit words in hex,
+// each in the host's byte order.
+func kernelHex(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
 	}
+	var b strings.Builder
+	for i := 0; i < len(ip); i += 4 {
+		fmt.Fprintf(&b, "%08X", binary.NativeEndian.Uint32(ip[i:]))
+	}
+	return b.String()
+}
+
+func TestParseAddress(t *testing.T) {
 	for _, tt := range []struct {
-		in   string
 		ip   string
 		port int
 	}{
-		{"0100007F:1F90", "127.0.0.1", 8080},
-		{"00000000:0050", "0.0.0.0", 80},
-		{"00000000000000000000000001000000:0050", "::1", 80},
-		{"0000000000000000FFFF00004600007F:0893", "127.0.0.70", 2195},
+		{"127.0.0.1", 8080},
+		{"0.0.0.0", 80},
+		{"::1", 80},
+		{"::ffff:127.0.0.70", 2195},
+		{"fd00::10:2", 6443},
 	} {
-		ip, port, err := parseAddress(tt.in)
-		if err != nil || !ip.Equal(net.ParseIP(tt.ip)) || port != tt.port {
-			t.Errorf("%s: %v:%d (%v), want %s:%d", tt.in, ip, port, err, tt.ip, tt.port)
+		want := net.ParseIP(tt.ip)
+		raw := want
+		if strings.Contains(tt.ip, ":") {
+			raw = want.To16() // an IPv4-mapped address stays 16 bytes in tcp6
+			var b strings.Builder
+			for i := 0; i < 16; i += 4 {
+				fmt.Fprintf(&b, "%08X", binary.NativeEndian.Uint32(raw[i:]))
+			}
+			in := fmt.Sprintf("%s:%04X", b.String(), tt.port)
+			ip, port, err := parseAddress(in)
+			if err != nil || !ip.Equal(want) || port != tt.port {
+				t.Errorf("%s: %v:%d (%v), want %s:%d", in, ip, port, err, tt.ip, tt.port)
+			}
+			continue
+		}
+		in := fmt.Sprintf("%s:%04X", kernelHex(raw), tt.port)
+		ip, port, err := parseAddress(in)
+		if err != nil || !ip.Equal(want) || port != tt.port {
+			t.Errorf("%s: %v:%d (%v), want %s:%d", in, ip, port, err, tt.ip, tt.port)
 		}
 	}
-	for _, bad := range []string{"", "0100007F", "zz00007F:0050", "0100007F:XYZ", "01007F:0050"} {
+	// The kernel's own rendering of 127.0.0.1:8080 on a little-endian host.
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
+		if ip, port, err := parseAddress("0100007F:1F90"); err != nil || !ip.Equal(net.IPv4(127, 0, 0, 1)) || port != 8080 {
+			t.Errorf("0100007F:1F90: %v:%d (%v)", ip, port, err)
+		}
+	}
+	for _, bad := range []string{"", "0100007F", "zz00007F:0050", "0100007F:XYZ", "01007F:0050", "0100007F0100007F:0050"} {
 		if _, _, err := parseAddress(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
