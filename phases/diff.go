@@ -52,8 +52,9 @@ type Difference struct {
 
 // Diff computes, in memory, what init would change on this node: the
 // manifests, the kubelet and API server configuration files, and the
-// certificates, keys and kubeconfigs. It writes nothing. A node whose etcd
-// joined a cluster keeps its join flags (see keepJoinedEtcdFlags).
+// certificates, keys and kubeconfigs. It writes no file. A node whose etcd
+// joined a cluster keeps its join flags (see keepJoinedEtcdFlags), which
+// are added to s.Config.
 func Diff(s *State) ([]Difference, error) {
 	if err := keepJoinedEtcdFlags(s); err != nil {
 		return nil, err

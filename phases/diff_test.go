@@ -17,7 +17,15 @@ import (
 // phase of init has run.
 func initialised(t *testing.T) *State {
 	t.Helper()
+	return initialisedWith(t, func(*config.ClusterConfiguration) {})
+}
+
+// initialisedWith is initialised with edit applied to the configuration
+// first.
+func initialisedWith(t *testing.T, edit func(*config.ClusterConfiguration)) *State {
+	t.Helper()
 	s := manifestState(t, t.TempDir(), "v1.36.3")
+	edit(s.Config)
 	s.Options.Offline = true
 	r := Runner{Phases: []Phase{Certs, Kubeconfig, KubeletConfig, APIServerConfig, Etcd, ControlPlane, Validate, WriteManifests}}
 	if _, err := r.Run(context.Background(), s, nil); err != nil {

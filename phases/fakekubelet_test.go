@@ -11,13 +11,16 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
+	"reflect"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/templates"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // componentEnv makes the test binary a stand-in component: it serves
@@ -34,22 +37,29 @@ const (
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(componentEnv); addr != "" {
-		err := serveComponent(addr, os.Getenv(componentCertEnv), os.Getenv(componentKeyEnv))
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		if err := serveComponent(addr, os.Getenv(componentCertEnv), os.Getenv(componentKeyEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
-// serveComponent is the stand-in component's main; it returns only on failure.
+// serveComponent is the stand-in component's main. It serves until killed
+// or, with componentLingerEnv set, until SIGTERM: then it closes its socket
+// and returns nil that long after.
 func serveComponent(addr, certFile, keyFile string) error {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return err
 	}
-	// Before it listens: a SIGTERM may come as soon as it does.
+	linger, lingerErr := time.ParseDuration(os.Getenv(componentLingerEnv))
 	terms := make(chan os.Signal, 1)
-	signal.Notify(terms, syscall.SIGTERM)
+	if lingerErr == nil {
+		// Before it listens: a SIGTERM may come as soon as it does.
+		signal.Notify(terms, syscall.SIGTERM)
+	}
 	// The previous instance's socket may still be closing.
 	var ln net.Listener
 	for range 100 {
@@ -63,15 +73,13 @@ func serveComponent(addr, certFile, keyFile string) error {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ErrorLog: log.New(io.Discard, "", 0),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
-	linger, err := time.ParseDuration(os.Getenv(componentLingerEnv))
-	if err != nil {
+	if lingerErr != nil {
 		return srv.ServeTLS(ln, "", "")
 	}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	<-terms
 	_ = ln.Close()
 	time.Sleep(linger)
-	os.Exit(0)
 	return nil
 }
 
@@ -93,8 +101,9 @@ func startComponent(t *testing.T, s *State, addr string, env ...string) *exec.Cm
 // fakeKubelet runs the scheduler's manifest as the kubelet runs a static
 // pod, with a stand-in process: it starts one while the manifest is in the
 // manifest dir, stops it when the manifest goes, and replaces it when the
-// manifest changes. A manifest with "bogus-flag" makes a process that
-// exits at once. Each process loads the serving certificate at start.
+// pod the manifest decodes to changes (not for comments or layout). A pod
+// whose command has --bogus-flag makes a process that exits at once. Each
+// process loads the serving certificate at start.
 type fakeKubelet struct {
 	// addr is where the stand-in scheduler listens.
 	addr string
@@ -142,7 +151,7 @@ func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *State) {
 		env = []string{componentCertEnv + "=" + copyFile(t, cert), componentKeyEnv + "=" + copyFile(t, key)}
 	}
 	var proc *exec.Cmd
-	var running string // the manifest proc runs
+	var running *corev1.Pod // the pod proc runs
 	stop := func() {
 		if proc != nil {
 			_ = proc.Process.Kill()
@@ -152,15 +161,15 @@ func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *State) {
 	}
 	defer stop()
 	for ctx.Err() == nil {
-		data, err := os.ReadFile(manifest)
+		pod, err := readManifest(manifest)
 		switch {
 		case err != nil:
 			stop()
-			running = ""
-		case string(data) != running && (!k.ignoreChanges || running == ""):
+			running = nil
+		case !reflect.DeepEqual(pod, running) && (!k.ignoreChanges || running == nil):
 			stop()
-			running = string(data)
-			if strings.Contains(running, "bogus-flag") {
+			running = pod
+			if slices.Contains(pod.Spec.Containers[0].Command, "--bogus-flag") {
 				break // a component that exits at once never listens
 			}
 			proc = startComponent(t, s, k.addr, env...)
@@ -170,6 +179,31 @@ func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *State) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// readManifest decodes the manifest at a host path.
+func readManifest(path string) (*corev1.Pod, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return decodePod(path, data)
+}
+
+// withArg returns a manifest whose first container has arg appended to
+// its command.
+func withArg(t *testing.T, manifest []byte, arg string) []byte {
+	t.Helper()
+	pod, err := decodePod("manifest", manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.Containers[0].Command = append(pod.Spec.Containers[0].Command, arg)
+	data, err := templates.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // copyFile copies a file into the test's temp dir and returns the copy.

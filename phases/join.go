@@ -195,20 +195,22 @@ func initialClusterOnDisk(s *State) (string, error) {
 // them the manifest would differ from the running one, and a re-rendered
 // member would be told to found a new cluster. Commands that re-render a
 // node (diff, upgrade apply) call it before rendering; it does nothing on
-// the node that founded the cluster, with an external etcd, or when the
-// configuration already sets the flags.
+// the node that founded the cluster or with an external etcd, and keeps a
+// flag the configuration sets (or removes) itself.
 func keepJoinedEtcdFlags(s *State) error {
 	local := s.Config.Etcd.Local
-	if local == nil || slices.ContainsFunc(local.ExtraArgs, func(a config.Arg) bool { return a.Name == "initial-cluster-state" }) {
+	if local == nil {
 		return nil
 	}
 	cluster, err := initialClusterOnDisk(s)
 	if err != nil || cluster == "" {
 		return err
 	}
-	local.ExtraArgs = append(local.ExtraArgs,
-		config.Arg{Name: "initial-cluster", Value: cluster},
-		config.Arg{Name: "initial-cluster-state", Value: "existing"})
+	for _, arg := range []config.Arg{{Name: "initial-cluster", Value: cluster}, {Name: "initial-cluster-state", Value: "existing"}} {
+		if !slices.ContainsFunc(local.ExtraArgs, func(a config.Arg) bool { return a.Name == arg.Name }) {
+			local.ExtraArgs = append(local.ExtraArgs, arg)
+		}
+	}
 	return nil
 }
 

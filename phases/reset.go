@@ -69,7 +69,7 @@ func Reset(ctx context.Context, s *State, opts ResetOptions) (ResetResult, error
 	// answers, so it shuts down at once instead of at the kubelet's SIGKILL.
 	for _, group := range [][]string{{config.NameScheduler, config.NameControllerManager, config.NameAPIServer}, {config.NameEtcd}} {
 		group = slices.DeleteFunc(group, func(name string) bool { return !slices.Contains(components(c), name) })
-		st := stoppingNow(slices.DeleteFunc(slices.Clone(listeners), func(l listener) bool { return !slices.Contains(group, l.component) }))
+		st := stoppingNow(s, slices.DeleteFunc(slices.Clone(listeners), func(l listener) bool { return !slices.Contains(group, l.component) }))
 		for _, name := range group {
 			if err := rm(c.ManifestPath(name), false); err != nil {
 				return res, err
@@ -218,8 +218,9 @@ type stoppingProcess struct {
 }
 
 // stoppingNow records the processes listening on the listeners' addresses;
-// call it before the manifests go.
-func stoppingNow(listeners []listener) stopping {
+// call it before the manifests go. When it cannot see them, it says so:
+// the wait then covers the ports alone.
+func stoppingNow(s *State, listeners []listener) stopping {
 	st := stopping{listeners: listeners}
 	for _, l := range listeners {
 		port, err := strconv.Atoi(l.port)
@@ -227,6 +228,9 @@ func stoppingNow(listeners []listener) stopping {
 			continue
 		}
 		p, err := procnet.Listener(dialHost(l.host), port)
+		if errors.Is(err, procnet.ErrNotVisible) {
+			s.Report.Warnf("%s: %v; waiting for its port to close only", l.component, err)
+		}
 		if err == nil && !slices.ContainsFunc(st.procs, func(sp stoppingProcess) bool { return sp.process == p }) {
 			st.procs = append(st.procs, stoppingProcess{l.component, p})
 		}

@@ -182,7 +182,7 @@ func TestWaitStoppedWaitsForTheProcess(t *testing.T) {
 			t.Fatal("the stand-in component did not start")
 		}
 	}
-	st := stoppingNow(l)
+	st := stoppingNow(s, l)
 	if len(st.procs) != 1 || st.procs[0].process.PID != cmd.Process.Pid {
 		t.Fatalf("recorded %+v, want the stand-in's pid %d", st.procs, cmd.Process.Pid)
 	}

@@ -34,13 +34,17 @@ func backupsDir(c *config.ClusterConfiguration) string {
 // starts a new one when it is back. An annotation bump would restart it
 // too, but leave a manifest that differs from what kubeboot renders, so the
 // next init would restart it again. The old instance is known to be gone
-// when its ports are closed; after that, a healthy answer can only come
-// from the new one. Finally the new instance must serve the certificate
-// file on disk, which proves it loaded the renewed one.
+// when its ports are closed and its process has exited; the new one is the
+// process started after the manifest came back (see waitInstance). Finally
+// the new instance must serve the certificate file on disk, which proves
+// it loaded the renewed one.
 func RestartComponents(ctx context.Context, s *State, names []string) error {
 	if s.Options.DryRun || s.Options.Offline {
 		s.Report.Infof("skipped the restart of %v: this run does not touch a live node", names)
 		return nil
+	}
+	if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
+		return fmt.Errorf("an upgrade was interrupted (%s): run `kubeboot upgrade apply` again to finish it before restarting components", journalPath(s.Config))
 	}
 	pods, missing, err := manifestPods(s)
 	if err != nil {
@@ -48,6 +52,9 @@ func RestartComponents(ctx context.Context, s *State, names []string) error {
 	}
 	targets, err := health.Targets(s.Config, pods)
 	if err != nil {
+		return err
+	}
+	if err := checkProcessesVisible(targets); err != nil {
 		return err
 	}
 	for _, name := range config.ComponentNames {
@@ -87,7 +94,7 @@ func restartOne(ctx context.Context, s *State, t health.Target, listeners []list
 		return err
 	}
 	s.Report.Infof("restarting %s: its manifest is out of %s until it has stopped (copy in %s)", name, s.Config.Paths.ManifestsDir, backup)
-	st := stoppingNow(listeners)
+	st := stoppingNow(s, listeners)
 	if err := s.Files.Remove(path); err != nil {
 		return err
 	}
@@ -103,7 +110,7 @@ func restartOne(ctx context.Context, s *State, t health.Target, listeners []list
 	if err := s.Files.WriteFile(path, data, manifestMode); err != nil {
 		return err
 	}
-	if err := waitNewInstance(ctx, s, t, back, timeout); err != nil {
+	if err := waitInstance(ctx, s, t, startedAfter(back), timeout); err != nil {
 		return fmt.Errorf("restart %s: %w", name, err)
 	}
 	s.Report.Infof("%s restarted: a new instance is healthy and serves %s", name, t.ServerCertFile)
@@ -125,8 +132,37 @@ type instance struct {
 	target health.Target
 }
 
-// waitNewInstance waits until an instance of t's component that started
-// after since is healthy, then checks that it serves its certificate file.
+// instanceRule says whether the process serving a component is the
+// instance a step waits for, and if not, why.
+type instanceRule func(p procnet.Process) error
+
+// startedAfter accepts an instance that started after since: the kubelet
+// started it from a manifest written since. procnet's start times may
+// read up to a tick early.
+func startedAfter(since time.Time) instanceRule {
+	return func(p procnet.Process) error {
+		if p.Started.Before(since.Add(-procnet.Tick)) {
+			return fmt.Errorf("the instance that was running before (%s) still answers: the kubelet has not started one from the new manifest yet", p)
+		}
+		return nil
+	}
+}
+
+// rolledBack accepts, after the previous manifest went back at rollback,
+// an instance that runs it: one from before the step began at started
+// (the kubelet never replaced it) or one started after the rollback. One
+// started in between runs the manifest that failed.
+func rolledBack(started, rollback time.Time) instanceRule {
+	return func(p procnet.Process) error {
+		if p.Started.Before(started.Add(-procnet.Tick)) || !p.Started.Before(rollback.Add(-procnet.Tick)) {
+			return nil
+		}
+		return fmt.Errorf("the instance of the failed manifest (%s) still answers: the kubelet has not started one from the previous manifest yet", p)
+	}
+}
+
+// waitInstance waits until the component's instance that rule accepts is
+// healthy, then checks that it serves its certificate file.
 //
 // An instance is the process listening on the checked address, told apart
 // by its start time (see procnet): the kubelet starts a new process for a
@@ -134,36 +170,36 @@ type instance struct {
 // the kubelet has not replaced yet, never passes. This works the same
 // under the kubelet and in the lab, needs neither the API server (which
 // may be the component being replaced) nor a version change, and survives
-// a crash of kubeboot: since is kept in the upgrade journal.
-func waitNewInstance(ctx context.Context, s *State, t health.Target, since time.Time, timeout time.Duration) error {
+// a crash of kubeboot: an upgrade step's start is kept in its journal. The
+// process is read before and after the health check, so the answer is
+// known to come from it.
+func waitInstance(ctx context.Context, s *State, t health.Target, rule instanceRule, timeout time.Duration) error {
 	probe, err := health.NewProbe(t, s.Files.HostPath)
 	if err != nil {
 		return err
 	}
 	check := probe.Check
 	probe.Check = func(ctx context.Context) error {
+		before, beforeErr := instanceOf(t)
 		if err := check(ctx); err != nil {
 			return err
 		}
-		return checkStartedAfter(t, since)
+		if beforeErr != nil {
+			return beforeErr
+		}
+		after, err := instanceOf(t)
+		if err != nil {
+			return err
+		}
+		if after != before {
+			return fmt.Errorf("another instance (%s) took over during the check", after)
+		}
+		return rule(after)
 	}
 	if _, err := health.Wait(ctx, []health.Probe{probe}, health.WaitOptions{Timeout: timeout, ManifestsDir: s.Config.Paths.ManifestsDir}); err != nil {
 		return err
 	}
 	return checkServedCert(ctx, s, t)
-}
-
-// checkStartedAfter fails unless the process listening on t's address
-// started after since. procnet's start times may read up to a tick early.
-func checkStartedAfter(t health.Target, since time.Time) error {
-	p, err := instanceOf(t)
-	if err != nil {
-		return err
-	}
-	if p.Started.Before(since.Add(-procnet.Tick)) {
-		return fmt.Errorf("%s still answers from the instance that was running before (%s): the kubelet has not started one from the new manifest yet", t.Endpoints[0], p)
-	}
-	return nil
 }
 
 // instanceOf returns the process listening on t's first endpoint.
@@ -180,6 +216,23 @@ func instanceOf(t health.Target) (procnet.Process, error) {
 		return procnet.Process{}, fmt.Errorf("%s: no port in %q", t.Component, t.Endpoints[0])
 	}
 	return procnet.Listener(u.Hostname(), port)
+}
+
+// checkProcessesVisible fails when this process cannot see the process
+// behind a component's socket (see procnet.ErrNotVisible): kubeboot could
+// then not tell a new instance from the old one, and each step would only
+// time out. A component that does not listen at the moment proves nothing
+// either way and is passed over.
+func checkProcessesVisible(targets []health.Target) error {
+	for _, t := range targets {
+		if t.External {
+			continue
+		}
+		if _, err := instanceOf(t); errors.Is(err, procnet.ErrNotVisible) {
+			return fmt.Errorf("cannot tell the %s instances apart: %w", t.Component, err)
+		}
+	}
+	return nil
 }
 
 // checkServedCert fails unless the component serves its certificate file.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,9 @@ type journal struct {
 	// Started is when the step began, before the new manifest was written:
 	// an instance that started later runs the new manifest.
 	Started time.Time `json:"started"`
+	// RollbackStarted, when set, is when the previous manifest started to
+	// go back, after the new instance failed.
+	RollbackStarted time.Time `json:"rollbackStarted,omitzero"`
 }
 
 func journalPath(c *config.ClusterConfiguration) string {
@@ -40,8 +44,9 @@ func journalPath(c *config.ClusterConfiguration) string {
 
 // UpgradeApply moves the running control plane to what the configuration
 // renders, one component at a time in start order. Before the first change
-// it saves an etcd snapshot: a new API server may rewrite stored objects
-// too, so the restore point must come before any component changes. Each
+// of a run it saves an etcd snapshot: a new API server may rewrite stored
+// objects too, so the restore point must come before any component
+// changes. (A re-run after a crash saves one of the state it finds.) Each
 // changed component's manifest is backed up outside the manifest dir and
 // replaced atomically, so the kubelet always has one manifest per
 // component; the step succeeds once a new instance is healthy (see
@@ -58,14 +63,24 @@ func UpgradeApply(ctx context.Context, s *State, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = s.Config.Timeouts.ControlPlane.Duration
 	}
+	current, _, err := manifestPods(s)
+	if err != nil {
+		return err
+	}
+	oldTargets, err := health.Targets(s.Config, current)
+	if err != nil {
+		return err
+	}
+	if err := checkProcessesVisible(oldTargets); err != nil {
+		return err
+	}
 	if err := resumeUpgrade(ctx, s, timeout); err != nil {
 		return err
 	}
 	if err := keepJoinedEtcdFlags(s); err != nil {
 		return err
 	}
-	current, _, err := manifestPods(s)
-	if err != nil {
+	if current, _, err = manifestPods(s); err != nil {
 		return err
 	}
 	wanted, data, err := wantedPods(s)
@@ -78,8 +93,7 @@ func UpgradeApply(ctx context.Context, s *State, timeout time.Duration) error {
 	if _, err := Upgrade.Run(ctx, s, nil); err != nil {
 		return err
 	}
-	oldTargets, err := health.Targets(s.Config, current)
-	if err != nil {
+	if oldTargets, err = health.Targets(s.Config, current); err != nil {
 		return err
 	}
 	newTargets, err := health.Targets(s.Config, wanted)
@@ -94,6 +108,17 @@ func UpgradeApply(ctx context.Context, s *State, timeout time.Duration) error {
 			return fmt.Errorf("read manifest %q: %w", path, err)
 		}
 		if string(old) == string(data[name]) {
+			continue
+		}
+		if same, err := samePod(old, data[name]); err != nil || same {
+			if err == nil {
+				// The kubelet names a static pod by its content, not its
+				// bytes: no new instance will come, so none is waited for.
+				err = s.Files.WriteFile(path, data[name], manifestMode)
+			}
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		changed++
@@ -144,55 +169,92 @@ func wantedPods(s *State) (map[string]*corev1.Pod, map[string][]byte, error) {
 	return pods, data, staticpod.Err(results)
 }
 
+// samePod says whether two manifests decode to the same pod; the kubelet
+// restarts a static pod only when that changes, not for comments or layout.
+func samePod(a, b []byte) (bool, error) {
+	podA, err := decodePod("the current manifest", a)
+	if err != nil {
+		return false, err
+	}
+	podB, err := decodePod("the new manifest", b)
+	if err != nil {
+		return false, err
+	}
+	return reflect.DeepEqual(podA, podB), nil
+}
+
 // upgradeOne backs up prev's manifest, journals the step and writes next's
 // manifest over it, then finishes the step (see finishStep).
 func upgradeOne(ctx context.Context, s *State, timeout time.Duration, prev, next instance) error {
 	name := next.target.Component
-	backup, err := backupManifest(s, name, prev.data)
+	backup, err := backupManifest(s, name+".before-upgrade", prev.data)
 	if err != nil {
 		return err
 	}
-	started := time.Now()
-	if err := writeJournal(s, journal{Component: name, Backup: backup, Started: started}); err != nil {
+	j := journal{Component: name, Backup: backup, Started: time.Now()}
+	if err := writeJournal(s, j); err != nil {
 		return err
 	}
 	s.Report.Infof("upgrading %s (previous manifest in %s)", name, backup)
 	if err := s.Files.WriteFile(s.Config.ManifestPath(name), next.data, manifestMode); err != nil {
 		return err
 	}
-	return finishStep(ctx, s, timeout, started, prev, next, backup)
+	return finishStep(ctx, s, timeout, j, prev, next)
 }
 
-// finishStep waits for next's instance started after started; when it is
-// not healthy, prev's manifest goes back and its new instance must be
-// healthy in turn: the rollback is verified, not assumed. The journal goes
-// once the node runs a verified manifest.
-func finishStep(ctx context.Context, s *State, timeout time.Duration, started time.Time, prev, next instance, backup string) error {
-	name := next.target.Component
-	upErr := waitNewInstance(ctx, s, next.target, started, timeout)
+// finishStep waits for next's instance started after the step began; when
+// it is not healthy, prev's manifest goes back (journaled first) and must
+// run healthy again: the rollback is verified, not assumed. The journal
+// goes once the node runs a verified manifest. An interrupted wait (the
+// operator's Ctrl-C) is no failure: it keeps the journal for the re-run.
+func finishStep(ctx context.Context, s *State, timeout time.Duration, j journal, prev, next instance) error {
+	upErr := waitInstance(ctx, s, next.target, startedAfter(j.Started), timeout)
 	if upErr == nil {
-		s.Report.Infof("%s upgraded: a new instance is healthy", name)
+		s.Report.Infof("%s upgraded: a new instance is healthy", j.Component)
 		return s.Files.Remove(journalPath(s.Config))
 	}
-	s.Report.Warnf("%s: the new instance failed; rolling back to %s", name, backup)
-	rollback := time.Now()
-	if err := s.Files.WriteFile(s.Config.ManifestPath(name), prev.data, manifestMode); err != nil {
-		return fmt.Errorf("upgrade %s: %w\nrollback failed too: %w (the previous manifest is in %s)", name, upErr, err, backup)
+	if ctx.Err() != nil {
+		return interrupted(j, ctx.Err())
 	}
-	if err := waitNewInstance(ctx, s, prev.target, rollback, timeout); err != nil {
-		return fmt.Errorf("upgrade %s: %w\nrollback failed too: %w (the previous manifest is in %s)", name, upErr, err, backup)
+	s.Report.Warnf("%s: the new instance failed; rolling back to %s", j.Component, j.Backup)
+	j.RollbackStarted = time.Now()
+	if err := writeJournal(s, j); err != nil {
+		return err
+	}
+	if err := s.Files.WriteFile(s.Config.ManifestPath(j.Component), prev.data, manifestMode); err != nil {
+		return fmt.Errorf("upgrade %s: %w\nrollback failed too: %w (the previous manifest is in %s)", j.Component, upErr, err, j.Backup)
+	}
+	return verifyRollback(ctx, s, timeout, j, prev, upErr)
+}
+
+// verifyRollback waits until prev's manifest runs healthy again, then
+// forgets the step and returns the failure that caused the rollback.
+func verifyRollback(ctx context.Context, s *State, timeout time.Duration, j journal, prev instance, cause error) error {
+	if err := waitInstance(ctx, s, prev.target, rolledBack(j.Started, j.RollbackStarted), timeout); err != nil {
+		if ctx.Err() != nil {
+			return interrupted(j, ctx.Err())
+		}
+		return fmt.Errorf("upgrade %s: %w\nrollback failed too: %w (the previous manifest is in %s)", j.Component, cause, err, j.Backup)
 	}
 	if err := s.Files.Remove(journalPath(s.Config)); err != nil {
 		return err
 	}
-	return fmt.Errorf("upgrade %s: %w\nrolled back: the previous manifest is in place again and healthy", name, upErr)
+	return fmt.Errorf("upgrade %s: %w\nrolled back: the previous manifest is in place again and healthy", j.Component, cause)
 }
 
-// resumeUpgrade finishes the step a crashed upgrade was in. When the crash
-// came before the new manifest was written, there is nothing to finish: the
-// pass that follows does the step. Otherwise the step is finished as if
-// there had been no crash: the instance started after the journal must be
-// healthy, or the previous manifest goes back, verified.
+// interrupted is the error of a step cut short; its journal stays.
+func interrupted(j journal, err error) error {
+	return fmt.Errorf("upgrade %s interrupted (%w): run `kubeboot upgrade apply` again to finish the step", j.Component, err)
+}
+
+// resumeUpgrade finishes the step a crashed (or interrupted) upgrade was
+// in, as the journal tells:
+//   - a rollback had begun: the previous manifest goes back, if the crash
+//     came before that, and must run healthy (see verifyRollback);
+//   - the new manifest is in the manifest dir: the instance started after
+//     the step began must be healthy, or the step rolls back (finishStep);
+//   - the previous manifest still is: the crash came before the write, and
+//     the pass that follows does the step.
 func resumeUpgrade(ctx context.Context, s *State, timeout time.Duration) error {
 	data, err := s.Files.ReadFile(journalPath(s.Config))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -209,11 +271,12 @@ func resumeUpgrade(ctx context.Context, s *State, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("read previous manifest %q: %w", j.Backup, err)
 	}
-	nextData, err := s.Files.ReadFile(s.Config.ManifestPath(j.Component))
+	path := s.Config.ManifestPath(j.Component)
+	nextData, err := s.Files.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("read manifest %q: %w", s.Config.ManifestPath(j.Component), err)
+		return fmt.Errorf("read manifest %q: %w", path, err)
 	}
-	if string(nextData) == string(prevData) {
+	if j.RollbackStarted.IsZero() && string(nextData) == string(prevData) {
 		return s.Files.Remove(journalPath(s.Config))
 	}
 	s.Report.Infof("resuming the interrupted upgrade of %s (started %s)", j.Component, j.Started.Format(time.RFC3339))
@@ -234,7 +297,21 @@ func resumeUpgrade(ctx context.Context, s *State, timeout time.Duration) error {
 	}
 	prev := instance{data: prevData, target: targetOf(prevTargets, j.Component)}
 	next := instance{data: nextData, target: targetOf(nextTargets, j.Component)}
-	return finishStep(ctx, s, timeout, j.Started, prev, next, j.Backup)
+	if j.RollbackStarted.IsZero() {
+		return finishStep(ctx, s, timeout, j, prev, next)
+	}
+	if string(nextData) != string(prevData) {
+		// The crash came before the previous manifest went back: from now
+		// on, an instance that starts runs it.
+		j.RollbackStarted = time.Now()
+		if err := writeJournal(s, j); err != nil {
+			return err
+		}
+		if err := s.Files.WriteFile(path, prevData, manifestMode); err != nil {
+			return err
+		}
+	}
+	return verifyRollback(ctx, s, timeout, j, prev, errors.New("its new instance had failed before the interruption"))
 }
 
 func writeJournal(s *State, j journal) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/health"
 	"github.com/kubeboot/kubeboot/procnet"
 )
 
@@ -43,14 +43,17 @@ func TestCheckSkew(t *testing.T) {
 func TestUpgradeOne(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
-		edit          string
+		arg           string
 		ignoreChanges bool
 		wantErr       string
 		wantStarts    int
+		wantNext      bool
 	}{
-		{name: "healthy new instance", edit: "# a change\n", wantStarts: 2},
-		{name: "failing new instance is rolled back", edit: "# --bogus-flag\n", wantErr: "rolled back", wantStarts: 2},
-		{name: "old instance that keeps answering is no success", edit: "# a change\n", ignoreChanges: true,
+		{name: "healthy new instance", arg: "--v=2", wantStarts: 2, wantNext: true},
+		{name: "failing new instance is rolled back", arg: "--bogus-flag", wantErr: "rolled back", wantStarts: 2},
+		// The old instance answering is no success; once the previous
+		// manifest is back it is the instance that runs it.
+		{name: "old instance that keeps answering is no success", arg: "--v=2", ignoreChanges: true,
 			wantErr: "has not started one from the new manifest", wantStarts: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,20 +64,21 @@ func TestUpgradeOne(t *testing.T) {
 			path := s.Config.ManifestPath(config.NameScheduler)
 			prev, err := s.Files.ReadFile(path)
 			must(t, err)
-			next := append(append([]byte{}, prev...), tt.edit...)
+			next := withArg(t, prev, tt.arg)
 			target := schedulerTarget(s, k.addr)
 			manifests := watchManifest(t, s.Files.HostPath(path))
 
 			err = upgradeOne(context.Background(), s, 2*time.Second, instance{data: prev, target: target}, instance{data: next, target: target})
 
-			want := next
-			if tt.wantErr != "" {
-				want = prev
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("want an error with %q, got %v", tt.wantErr, err)
-				}
-			} else if err != nil {
+			want := prev
+			if tt.wantNext {
+				want = next
+			}
+			if tt.wantErr == "" && err != nil {
 				t.Fatal(err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "rolled back: the previous manifest is in place again and healthy")) {
+				t.Fatalf("want a verified rollback after an error with %q, got %v", tt.wantErr, err)
 			}
 			if got, _ := s.Files.ReadFile(path); string(got) != string(want) {
 				t.Errorf("manifest after the upgrade:\n%s\nwant:\n%s", got, want)
@@ -85,10 +89,56 @@ func TestUpgradeOne(t *testing.T) {
 			if missing := manifests(); missing > 0 {
 				t.Errorf("the manifest was missing %d times during the upgrade", missing)
 			}
-			if _, err := s.Files.ReadFile(journalPath(s.Config)); tt.wantErr == "rolled back" && err == nil {
-				t.Error("the journal outlived a verified rollback")
+			if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
+				t.Error("the journal outlived a verified step")
 			}
 		})
+	}
+}
+
+// An interrupted wait (Ctrl-C) is no failure: nothing is rolled back and
+// the journal stays for the re-run.
+func TestUpgradeOneInterrupted(t *testing.T) {
+	s := initialised(t)
+	s.Options.Offline = false
+	k := &fakeKubelet{addr: freeAddr(t), ignoreChanges: true}
+	k.start(t, s)
+	path := s.Config.ManifestPath(config.NameScheduler)
+	prev, err := s.Files.ReadFile(path)
+	must(t, err)
+	next := withArg(t, prev, "--v=2")
+	target := schedulerTarget(s, k.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+
+	err = upgradeOne(ctx, s, 10*time.Second, instance{data: prev, target: target}, instance{data: next, target: target})
+
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("want an interruption without a rollback, got %v", err)
+	}
+	if got, _ := s.Files.ReadFile(path); string(got) != string(next) {
+		t.Error("the new manifest was taken back")
+	}
+	if _, err := s.Files.ReadFile(journalPath(s.Config)); err != nil {
+		t.Errorf("the journal is gone: %v", err)
+	}
+}
+
+func TestSamePod(t *testing.T) {
+	s := initialised(t)
+	prev, err := s.Files.ReadFile(s.Config.ManifestPath(config.NameScheduler))
+	must(t, err)
+	for _, tt := range []struct {
+		name string
+		next []byte
+		want bool
+	}{
+		{"a comment", append([]byte("# rendered by an older kubeboot\n"), prev...), true},
+		{"another flag", withArg(t, prev, "--v=2"), false},
+	} {
+		if got, err := samePod(prev, tt.next); err != nil || got != tt.want {
+			t.Errorf("%s: same pod %v (%v), want %v", tt.name, got, err, tt.want)
+		}
 	}
 }
 
@@ -112,40 +162,53 @@ func watchManifest(t *testing.T, path string) func() int {
 	return stop
 }
 
-// A crash in a step leaves a journal. When the crash came before the new
-// manifest was written, the re-run just forgets it; after, the re-run
-// finishes the step: a healthy new instance ends it, a failing one is
-// rolled back, verified.
+// A crash in a step leaves a journal; the re-run finishes the step as the
+// journal and the manifest dir tell.
 func TestResumeUpgrade(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
-		written   string // what the crash left in the manifest dir; "" = the previous manifest
+		arg       string // the new manifest's extra flag; "" = the crash came before the write
+		rollback  bool   // the crash came during the rollback
 		wantErr   string
 		wantPrev  bool
 		wantStart int
 	}{
 		{name: "crash before the write", wantPrev: true, wantStart: 1},
-		{name: "crash after the write", written: "# a change\n", wantStart: 2},
-		{name: "crash after writing a failing manifest", written: "# --bogus-flag\n", wantErr: "rolled back", wantPrev: true, wantStart: 2},
+		{name: "crash after the write", arg: "--v=2", wantStart: 2},
+		{name: "crash after writing a failing manifest", arg: "--bogus-flag", wantErr: "rolled back", wantPrev: true, wantStart: 2},
+		{name: "crash during the rollback", arg: "--bogus-flag", rollback: true, wantErr: "rolled back", wantPrev: true, wantStart: 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := initialised(t)
+			// The stand-in scheduler listens where the manifest says.
+			addr := freeAddr(t)
+			_, port, _ := net.SplitHostPort(addr)
+			s := initialisedWith(t, func(c *config.ClusterConfiguration) {
+				c.Scheduler.ExtraArgs = append(c.Scheduler.ExtraArgs, config.Arg{Name: "secure-port", Value: port})
+			})
 			s.Options.Offline = false
-			// The stand-in scheduler is checked where the manifest says.
-			k := &fakeKubelet{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(config.PortScheduler))}
-			if conn, err := net.Dial("tcp", k.addr); err == nil {
-				_ = conn.Close()
-				t.Fatalf("%s is taken: this test runs the stand-in scheduler there", k.addr)
-			}
+			k := &fakeKubelet{addr: addr}
 			path := s.Config.ManifestPath(config.NameScheduler)
 			prev, err := s.Files.ReadFile(path)
 			must(t, err)
-			backup, err := backupManifest(s, config.NameScheduler, prev)
+			backup, err := backupManifest(s, config.NameScheduler+".before-upgrade", prev)
 			must(t, err)
 			k.start(t, s)
-			must(t, writeJournal(s, journal{Component: config.NameScheduler, Backup: backup, Started: time.Now()}))
-			if tt.written != "" {
-				must(t, s.Files.WriteFile(path, append(append([]byte{}, prev...), tt.written...), manifestMode))
+			j := journal{Component: config.NameScheduler, Backup: backup, Started: time.Now()}
+			must(t, writeJournal(s, j))
+			if tt.arg != "" {
+				must(t, s.Files.WriteFile(path, withArg(t, prev, tt.arg), manifestMode))
+			}
+			if tt.arg == "--bogus-flag" {
+				// The kubelet has acted on it: the old instance is gone.
+				for deadline := time.Now().Add(5 * time.Second); len(openListeners([]listener{{config.NameScheduler, "127.0.0.1", port}})) > 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the old instance still runs")
+					}
+				}
+			}
+			if tt.rollback {
+				j.RollbackStarted = time.Now()
+				must(t, writeJournal(s, j))
 			}
 
 			err = resumeUpgrade(context.Background(), s, 5*time.Second)
@@ -167,7 +230,7 @@ func TestResumeUpgrade(t *testing.T) {
 }
 
 // The upgrade tells instances apart by the process behind the checked
-// address; preflight refuses when it cannot see that process.
+// address.
 func TestInstanceOf(t *testing.T) {
 	s := initialised(t)
 	addr := freeAddr(t)
@@ -175,10 +238,9 @@ func TestInstanceOf(t *testing.T) {
 	if _, err := instanceOf(target); !errors.Is(err, procnet.ErrNotListening) {
 		t.Errorf("nothing on %s: got %v, want ErrNotListening", addr, err)
 	}
-	pods, _, err := manifestPods(s)
-	must(t, err)
-	if err := checkInstancesVisible(s, pods); err == nil || !strings.Contains(err.Error(), "cannot tell the etcd instances apart") {
-		t.Errorf("preflight with no component running: %v", err)
+	// A component that does not listen proves nothing about visibility.
+	if err := checkProcessesVisible([]health.Target{target}); err != nil {
+		t.Errorf("visibility with nothing listening: %v", err)
 	}
 
 	cmd := startComponent(t, s, addr)
@@ -194,5 +256,8 @@ func TestInstanceOf(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal(err)
 		}
+	}
+	if err := checkProcessesVisible([]health.Target{target}); err != nil {
+		t.Errorf("visibility of a child process: %v", err)
 	}
 }

@@ -22,8 +22,8 @@ const snapshotHeadroom = 64 << 20
 
 // upgradePreflight refuses an upgrade that skips a minor version or goes
 // back one, one started on a control plane that is not healthy (a failure
-// could not be told apart from the upgrade's) or whose processes this
-// process cannot see, and one without the disk space for the etcd snapshot.
+// could not be told apart from the upgrade's), and one without the disk
+// space for the etcd snapshot.
 func upgradePreflight(ctx context.Context, s *State, current map[string]*corev1.Pod) error {
 	if err := checkSkew(current[config.NameAPIServer], s.Config.KubernetesVersion); err != nil {
 		return err
@@ -36,30 +36,8 @@ func upgradePreflight(ctx context.Context, s *State, current map[string]*corev1.
 	if _, err := health.Wait(ctx, probes, health.WaitOptions{Timeout: timeout, ManifestsDir: s.Config.Paths.ManifestsDir}); err != nil {
 		return fmt.Errorf("the control plane is not healthy before the upgrade; fix it first: %w", err)
 	}
-	if err := checkInstancesVisible(s, current); err != nil {
-		return err
-	}
 	if s.Config.Etcd.Local != nil {
 		return checkDiskSpace(s)
-	}
-	return nil
-}
-
-// checkInstancesVisible fails unless this process can see every local
-// component's process, which the upgrade needs to tell a new instance from
-// the old one; otherwise each step would only time out and roll back.
-func checkInstancesVisible(s *State, current map[string]*corev1.Pod) error {
-	targets, err := health.Targets(s.Config, current)
-	if err != nil {
-		return err
-	}
-	for _, t := range targets {
-		if t.External {
-			continue
-		}
-		if _, err := instanceOf(t); err != nil {
-			return fmt.Errorf("cannot tell the %s instances apart: %w", t.Component, err)
-		}
 	}
 	return nil
 }

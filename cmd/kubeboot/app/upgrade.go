@@ -32,7 +32,7 @@ func newUpgradeCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	apply.Flags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration or JoinConfiguration file: the new version or configuration")
 	apply.Flags().VarP(&opts.output, "output", "o", "output format: text, or json (one event per line and a final result)")
-	apply.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for each new instance to be healthy (default: timeouts.controlPlane, which the manifests' probes also use)")
+	apply.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for each new instance to be healthy, and again for the previous one after a rollback (default: timeouts.controlPlane, which the manifests' probes also use)")
 	cmd.AddCommand(apply)
 	return cmd
 }
