@@ -106,7 +106,10 @@ func restartOne(ctx context.Context, s *State, t health.Target, listeners []list
 		}
 		return fmt.Errorf("restart %s: %w", name, err)
 	}
-	back := time.Now()
+	back, err := procnet.Now()
+	if err != nil {
+		return err
+	}
 	if err := s.Files.WriteFile(path, data, manifestMode); err != nil {
 		return err
 	}
@@ -137,11 +140,10 @@ type instance struct {
 type instanceRule func(p procnet.Process) error
 
 // startedAfter accepts an instance that started after since: the kubelet
-// started it from a manifest written since. procnet's start times may
-// read up to a tick early.
-func startedAfter(since time.Time) instanceRule {
+// started it from a manifest written since.
+func startedAfter(since procnet.Instant) instanceRule {
 	return func(p procnet.Process) error {
-		if p.Started.Before(since.Add(-procnet.Tick)) {
+		if !p.StartedAfter(since) {
 			return fmt.Errorf("the instance that was running before (%s) still answers: the kubelet has not started one from the new manifest yet", p)
 		}
 		return nil
@@ -152,9 +154,9 @@ func startedAfter(since time.Time) instanceRule {
 // an instance that runs it: one from before the step began at started
 // (the kubelet never replaced it) or one started after the rollback. One
 // started in between runs the manifest that failed.
-func rolledBack(started, rollback time.Time) instanceRule {
+func rolledBack(started, rollback procnet.Instant) instanceRule {
 	return func(p procnet.Process) error {
-		if p.Started.Before(started.Add(-procnet.Tick)) || !p.Started.Before(rollback.Add(-procnet.Tick)) {
+		if !p.StartedAfter(started) || p.StartedAfter(rollback) {
 			return nil
 		}
 		return fmt.Errorf("the instance of the failed manifest (%s) still answers: the kubelet has not started one from the previous manifest yet", p)

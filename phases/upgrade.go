@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/procnet"
 	"github.com/kubeboot/kubeboot/staticpod"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -30,12 +31,27 @@ type journal struct {
 	Component string `json:"component"`
 	// Backup is the previous manifest's copy.
 	Backup string `json:"backup"`
+	// Time is when the step began, for people.
+	Time time.Time `json:"time"`
 	// Started is when the step began, before the new manifest was written:
 	// an instance that started later runs the new manifest.
-	Started time.Time `json:"started"`
+	Started procnet.Instant `json:"started"`
 	// RollbackStarted, when set, is when the previous manifest started to
 	// go back, after the new instance failed.
-	RollbackStarted time.Time `json:"rollbackStarted,omitzero"`
+	RollbackStarted *procnet.Instant `json:"rollbackStarted,omitempty"`
+}
+
+// newJournal starts the journal of a step.
+func newJournal(component, backup string) (journal, error) {
+	now, err := procnet.Now()
+	return journal{Component: component, Backup: backup, Time: time.Now(), Started: now}, err
+}
+
+// startRollback records that the previous manifest goes back from now on.
+func (j *journal) startRollback() error {
+	now, err := procnet.Now()
+	j.RollbackStarted = &now
+	return err
 }
 
 func journalPath(c *config.ClusterConfiguration) string {
@@ -191,7 +207,10 @@ func upgradeOne(ctx context.Context, s *State, timeout time.Duration, prev, next
 	if err != nil {
 		return err
 	}
-	j := journal{Component: name, Backup: backup, Started: time.Now()}
+	j, err := newJournal(name, backup)
+	if err != nil {
+		return err
+	}
 	if err := writeJournal(s, j); err != nil {
 		return err
 	}
@@ -217,7 +236,9 @@ func finishStep(ctx context.Context, s *State, timeout time.Duration, j journal,
 		return interrupted(j, ctx.Err())
 	}
 	s.Report.Warnf("%s: the new instance failed; rolling back to %s", j.Component, j.Backup)
-	j.RollbackStarted = time.Now()
+	if err := j.startRollback(); err != nil {
+		return err
+	}
 	if err := writeJournal(s, j); err != nil {
 		return err
 	}
@@ -230,7 +251,7 @@ func finishStep(ctx context.Context, s *State, timeout time.Duration, j journal,
 // verifyRollback waits until prev's manifest runs healthy again, then
 // forgets the step and returns the failure that caused the rollback.
 func verifyRollback(ctx context.Context, s *State, timeout time.Duration, j journal, prev instance, cause error) error {
-	if err := waitInstance(ctx, s, prev.target, rolledBack(j.Started, j.RollbackStarted), timeout); err != nil {
+	if err := waitInstance(ctx, s, prev.target, rolledBack(j.Started, *j.RollbackStarted), timeout); err != nil {
 		if ctx.Err() != nil {
 			return interrupted(j, ctx.Err())
 		}
@@ -276,10 +297,10 @@ func resumeUpgrade(ctx context.Context, s *State, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("read manifest %q: %w", path, err)
 	}
-	if j.RollbackStarted.IsZero() && string(nextData) == string(prevData) {
+	if j.RollbackStarted == nil && string(nextData) == string(prevData) {
 		return s.Files.Remove(journalPath(s.Config))
 	}
-	s.Report.Infof("resuming the interrupted upgrade of %s (started %s)", j.Component, j.Started.Format(time.RFC3339))
+	s.Report.Infof("resuming the interrupted upgrade of %s (started %s)", j.Component, j.Time.Format(time.RFC3339))
 	pods, _, err := manifestPods(s)
 	if err != nil {
 		return err
@@ -297,13 +318,15 @@ func resumeUpgrade(ctx context.Context, s *State, timeout time.Duration) error {
 	}
 	prev := instance{data: prevData, target: targetOf(prevTargets, j.Component)}
 	next := instance{data: nextData, target: targetOf(nextTargets, j.Component)}
-	if j.RollbackStarted.IsZero() {
+	if j.RollbackStarted == nil {
 		return finishStep(ctx, s, timeout, j, prev, next)
 	}
 	if string(nextData) != string(prevData) {
 		// The crash came before the previous manifest went back: from now
 		// on, an instance that starts runs it.
-		j.RollbackStarted = time.Now()
+		if err := j.startRollback(); err != nil {
+			return err
+		}
 		if err := writeJournal(s, j); err != nil {
 			return err
 		}

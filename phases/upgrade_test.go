@@ -193,7 +193,8 @@ func TestResumeUpgrade(t *testing.T) {
 			backup, err := backupManifest(s, config.NameScheduler+".before-upgrade", prev)
 			must(t, err)
 			k.start(t, s)
-			j := journal{Component: config.NameScheduler, Backup: backup, Started: time.Now()}
+			j, err := newJournal(config.NameScheduler, backup)
+			must(t, err)
 			must(t, writeJournal(s, j))
 			if tt.arg != "" {
 				must(t, s.Files.WriteFile(path, withArg(t, prev, tt.arg), manifestMode))
@@ -207,7 +208,7 @@ func TestResumeUpgrade(t *testing.T) {
 				}
 			}
 			if tt.rollback {
-				j.RollbackStarted = time.Now()
+				must(t, j.startRollback())
 				must(t, writeJournal(s, j))
 			}
 

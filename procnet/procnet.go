@@ -4,6 +4,8 @@
 //
 // kubeboot uses it to tell a component's new instance from the old one: a
 // pid may be reused, but a pid with its start time names one process.
+// Start times are Instants: time since boot, which no clock step moves,
+// with the boot they belong to.
 package procnet
 
 import (
@@ -26,7 +28,7 @@ import (
 
 // Tick is the resolution of a process's start time: the kernel counts it
 // in clock ticks of USER_HZ (100 per second on every Linux architecture Go
-// supports), so Started may be up to one Tick before the real start.
+// supports), so a start time may be up to one Tick before the real start.
 const Tick = 10 * time.Millisecond
 
 // listenState is the state column of a listening socket in /proc/net/tcp.
@@ -42,17 +44,55 @@ var (
 	ErrNotVisible = errors.New("no visible process holds the socket: run kubeboot as root in the host's PID namespace")
 )
 
+// Instant is a moment on the clock process start times are counted on.
+type Instant struct {
+	// BootID names the boot (/proc/sys/kernel/random/boot_id).
+	BootID string `json:"bootID"`
+	// SinceBoot is the time since that boot, suspend included.
+	SinceBoot time.Duration `json:"sinceBoot"`
+}
+
+// Now is the current Instant.
+func Now() (Instant, error) {
+	id, err := bootID()
+	if err != nil {
+		return Instant{}, err
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return Instant{}, fmt.Errorf("read the time since boot: %w", err)
+	}
+	return Instant{BootID: id, SinceBoot: time.Duration(ts.Nano())}, nil
+}
+
+// bootID reads the current boot's ID once: it does not change while this
+// process runs.
+var bootID = sync.OnceValues(func() (string, error) {
+	data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("read the boot ID: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+})
+
 // Process is one process instance.
 type Process struct {
 	// PID is the process ID in the caller's PID namespace.
 	PID int
-	// Started is when the process started, truncated to a Tick.
-	Started time.Time
+	// Start is when the process started, truncated to a Tick.
+	Start Instant
 }
 
-// String is "pid 1234, started 10:04:05.36".
+// String is "pid 1234, started 12m3.45s after boot".
 func (p Process) String() string {
-	return fmt.Sprintf("pid %d, started %s", p.PID, p.Started.Format("15:04:05.00"))
+	return fmt.Sprintf("pid %d, started %s after boot", p.PID, p.Start.SinceBoot)
+}
+
+// StartedAfter says whether the process started after i: in a later boot,
+// or later in the same one. A start within a Tick before i counts, since
+// start times are truncated to a Tick.
+func (p Process) StartedAfter(i Instant) bool {
+	return p.Start.BootID != i.BootID || p.Start.SinceBoot >= i.SinceBoot-Tick
 }
 
 // Listener returns the process that listens on host:port over TCP. host
@@ -82,11 +122,11 @@ func Listener(host string, port int) (Process, error) {
 	if err != nil {
 		return Process{}, fmt.Errorf("find the process listening on %s: %w", addr, err)
 	}
-	started, err := startTime(pid)
+	_, start, err := readStat(pid)
 	if err != nil {
 		return Process{}, fmt.Errorf("find the process listening on %s: %w", addr, err)
 	}
-	return Process{PID: pid, Started: started}, nil
+	return Process{PID: pid, Start: start}, nil
 }
 
 // addresses resolves host to the IP addresses a socket may be bound to.
@@ -202,52 +242,34 @@ func socketOwner(inodes []string) (int, error) {
 // Running says whether the process still runs: a process with its pid and
 // start time exists and is not a zombie waiting to be reaped.
 func (p Process) Running() bool {
-	state, started, err := readStat(p.PID)
-	return err == nil && state != 'Z' && started.Equal(p.Started)
-}
-
-// startTime reads when a process started.
-func startTime(pid int) (time.Time, error) {
-	_, started, err := readStat(pid)
-	return started, err
+	state, start, err := readStat(p.PID)
+	return err == nil && state != 'Z' && start == p.Start
 }
 
 // readStat reads a process's state (field 3 of /proc/<pid>/stat) and when
 // it started (field 22, in ticks since boot).
-func readStat(pid int) (byte, time.Time, error) {
+func readStat(pid int) (byte, Instant, error) {
 	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, Instant{}, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	end := strings.LastIndexByte(string(data), ')')
 	if end < 0 {
-		return 0, time.Time{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return 0, Instant{}, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	fields := strings.Fields(string(data[end+1:]))
 	const startTimeField = 22 - 3 // fields counted from the state, field 3
 	if len(fields) <= startTimeField {
-		return 0, time.Time{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return 0, Instant{}, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	ticks, err := strconv.ParseInt(fields[startTimeField], 10, 64)
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("malformed /proc/%d/stat: %w", pid, err)
+		return 0, Instant{}, fmt.Errorf("malformed /proc/%d/stat: %w", pid, err)
 	}
-	boot, err := bootTime()
+	id, err := bootID()
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, Instant{}, err
 	}
-	return fields[0][0], boot.Add(time.Duration(ticks) * Tick), nil
+	return fields[0][0], Instant{BootID: id, SinceBoot: time.Duration(ticks) * Tick}, nil
 }
-
-// bootTime is when the system booted, on the wall clock: now minus the
-// time since boot. /proc/stat's btime would do, but only to the second.
-// It is read once, so that one process's start time reads the same on
-// every call.
-var bootTime = sync.OnceValues(func() (time.Time, error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return time.Time{}, fmt.Errorf("read the time since boot: %w", err)
-	}
-	return time.Now().Round(0).Add(-time.Duration(ts.Nano())), nil
-})

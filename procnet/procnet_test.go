@@ -57,9 +57,9 @@ func listenInChild(t *testing.T, addr string) (*exec.Cmd, int) {
 }
 
 func TestListenerFindsTheChildAndItsStartTime(t *testing.T) {
-	before := time.Now()
+	before := now(t)
 	cmd, port := listenInChild(t, "127.0.0.1:0")
-	after := time.Now()
+	after := now(t)
 
 	p, err := Listener("127.0.0.1", port)
 	if err != nil {
@@ -68,9 +68,8 @@ func TestListenerFindsTheChildAndItsStartTime(t *testing.T) {
 	if p.PID != cmd.Process.Pid {
 		t.Errorf("pid %d, want the helper's %d", p.PID, cmd.Process.Pid)
 	}
-	// Started is truncated to a tick; allow one more for the clock reads.
-	if p.Started.Before(before.Add(-2*Tick)) || p.Started.After(after) {
-		t.Errorf("started %s, want between %s and %s", p.Started, before, after)
+	if !p.StartedAfter(before) || p.Start.SinceBoot > after.SinceBoot || p.Start.BootID != before.BootID {
+		t.Errorf("started %+v, want between %+v and %+v", p.Start, before, after)
 	}
 	if again, _ := Listener("localhost", port); again != p {
 		t.Errorf("by name: %v, want %v", again, p)
@@ -100,14 +99,36 @@ func TestListenerTellsInstancesApart(t *testing.T) {
 	if old.Running() {
 		t.Errorf("the exited %s is still running", old)
 	}
-	since := time.Now()
+	since := now(t)
 	listenInChild(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	next, err := Listener("127.0.0.1", port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next == old || next.Started.Before(since.Add(-Tick)) || !next.Running() {
-		t.Errorf("the new instance (%s) is not told apart from the old one (%s), replaced at %s", next, old, since.Format("15:04:05.000"))
+	if next == old || !next.StartedAfter(since) || old.StartedAfter(since) || !next.Running() {
+		t.Errorf("the new instance (%s) is not told apart from the old one (%s), replaced at %s", next, old, since.SinceBoot)
+	}
+}
+
+// now is Now, failing the test on an error.
+func now(t *testing.T) Instant {
+	t.Helper()
+	i, err := Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
+// A process of another boot started after any instant of this one.
+func TestStartedAfterAcrossBoots(t *testing.T) {
+	i := now(t)
+	earlier := Process{PID: 1, Start: Instant{BootID: i.BootID, SinceBoot: i.SinceBoot - time.Second}}
+	if earlier.StartedAfter(i) {
+		t.Error("a process of this boot that started a second before counts as after")
+	}
+	if other := (Process{PID: 1, Start: Instant{BootID: "another boot", SinceBoot: time.Second}}); !other.StartedAfter(i) {
+		t.Error("a process of another boot does not count as after")
 	}
 }
 
