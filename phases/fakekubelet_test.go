@@ -131,13 +131,18 @@ func (k *fakeKubelet) start(t *testing.T, s *State) {
 	done := make(chan struct{})
 	go func() { k.run(ctx, t, s); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if conn, err := net.Dial("tcp", k.addr); err == nil {
-			_ = conn.Close()
-			return
-		}
+	waitListening(t, k.addr, true)
+}
+
+// waitListening waits up to 10 s until something listens on addr (want)
+// or nothing does (!want).
+func waitListening(t *testing.T, addr string, want bool) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	l := []listener{{component: "the stand-in", host: host, port: port}}
+	for deadline := time.Now().Add(10 * time.Second); (len(openListeners(l)) > 0) != want; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the stand-in scheduler did not start")
+			t.Fatalf("%s: listening is not %v after 10 s", addr, want)
 		}
 	}
 }

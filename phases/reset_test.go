@@ -177,11 +177,7 @@ func TestWaitStoppedWaitsForTheProcess(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 	host, port, _ := net.SplitHostPort(addr)
 	l := []listener{{component: "kube-apiserver", host: host, port: port}}
-	for deadline := time.Now().Add(10 * time.Second); len(openListeners(l)) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the stand-in component did not start")
-		}
-	}
+	waitListening(t, addr, true)
 	st := stoppingNow(s, l)
 	if len(st.procs) != 1 || st.procs[0].process.PID != cmd.Process.Pid {
 		t.Fatalf("recorded %+v, want the stand-in's pid %d", st.procs, cmd.Process.Pid)

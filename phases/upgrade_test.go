@@ -201,11 +201,7 @@ func TestResumeUpgrade(t *testing.T) {
 			}
 			if tt.arg == "--bogus-flag" {
 				// The kubelet has acted on it: the old instance is gone.
-				for deadline := time.Now().Add(5 * time.Second); len(openListeners([]listener{{config.NameScheduler, "127.0.0.1", port}})) > 0; time.Sleep(5 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatal("the old instance still runs")
-					}
-				}
+				waitListening(t, addr, false)
 			}
 			if tt.rollback {
 				must(t, j.startRollback())
@@ -246,17 +242,9 @@ func TestInstanceOf(t *testing.T) {
 
 	cmd := startComponent(t, s, addr)
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		p, err := instanceOf(target)
-		if err == nil {
-			if p.PID != cmd.Process.Pid {
-				t.Errorf("instance %s, want the stand-in's pid %d", p, cmd.Process.Pid)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
+	waitListening(t, addr, true)
+	if p, err := instanceOf(target); err != nil || p.PID != cmd.Process.Pid {
+		t.Errorf("instance %s (%v), want the stand-in's pid %d", p, err, cmd.Process.Pid)
 	}
 	if err := checkProcessesVisible([]health.Target{target}); err != nil {
 		t.Errorf("visibility of a child process: %v", err)
