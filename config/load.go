@@ -15,6 +15,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/exit"
 )
 
 // InvalidError reports every problem of a configuration file at once. Its
@@ -58,7 +60,7 @@ func (e *InvalidError) Error() string {
 }
 
 // ExitCode makes invalid configuration exit with code 2.
-func (e *InvalidError) ExitCode() int { return 2 }
+func (e *InvalidError) ExitCode() int { return exit.Usage }
 
 // Load reads, decodes strictly, defaults and validates the configuration
 // file at path. An empty path means the defaults alone.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
 )
 
 // NotHealthyError is Wait's error when time runs out. Its text explains,
@@ -43,7 +44,7 @@ type Unhealthy struct {
 }
 
 // ExitCode makes a control plane that is not healthy in time exit with 4.
-func (e *NotHealthyError) ExitCode() int { return 4 }
+func (e *NotHealthyError) ExitCode() int { return exit.NotHealthy }
 
 // Error is the full diagnostic, one finding per line.
 func (e *NotHealthyError) Error() string {

@@ -7,15 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
+
+	"github.com/kubeboot/kubeboot/etcd"
 )
 
 // alertWait is how long connect waits for a TLS alert after the handshake.
@@ -43,56 +40,20 @@ func (c *etcdCheck) check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// member checks one endpoint with a fresh client. A client kept across
-// polls would wait out gRPC's reconnect backoff, which grows to minutes,
-// and so notice late that a member came up.
+// member checks one endpoint and classifies a failure for diagnosis.
 func (c *etcdCheck) member(ctx context.Context, endpoint string) error {
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{endpoint},
-		TLS:         c.tls,
-		DialTimeout: dialTimeout,
-		Context:     ctx,
-		Logger:      zap.NewNop(),
-		// One retry keeps a refused connection from being retried until
-		// the check's deadline.
-		MaxUnaryRetries: 1,
-		DialOptions:     []grpc.DialOption{grpc.WithChainUnaryInterceptor(failFast)},
-	})
-	if err != nil {
-		return c.fail(ctx, endpoint, err)
-	}
-	defer func() { _ = cli.Close() }()
-
-	// Without a leader the member answers at once instead of waiting.
-	_, err = cli.Get(clientv3.WithRequireLeader(ctx), "health")
-	if err != nil && !errors.Is(err, rpctypes.ErrPermissionDenied) {
-		return c.fail(ctx, endpoint, err)
-	}
-	resp, err := cli.AlarmList(ctx)
-	if err != nil {
-		return c.fail(ctx, endpoint, err)
-	}
-	var alarms []string
-	for _, a := range resp.Alarms {
-		if a.Alarm == pb.AlarmType_NOSPACE || a.Alarm == pb.AlarmType_CORRUPT {
-			alarms = append(alarms, fmt.Sprintf("%s on member %x", a.Alarm, a.MemberID))
-		}
-	}
-	if len(alarms) > 0 {
+	err := etcd.CheckHealth(ctx, endpoint, c.tls)
+	var alarm *etcd.AlarmError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &alarm):
 		e := newProbeError(ReasonAlarm, endpoint, c.files, nil)
-		e.Alarms = alarms
-		e.Detail = "alarm raised: " + strings.Join(alarms, ", ")
+		e.Alarms = alarm.Alarms
+		e.Detail = alarm.Error()
 		return e
 	}
-	return nil
-}
-
-// failFast makes a call fail as soon as the member turns out unreachable.
-// clientv3 asks gRPC to wait for a connection instead, which would turn
-// every refused connection or TLS error into a timeout at the check's
-// deadline. A later call option overrides an earlier one.
-func failFast(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	return invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(false))...)
+	return c.fail(ctx, endpoint, err)
 }
 
 // fail classifies an etcd client error. gRPC reports transport failures as

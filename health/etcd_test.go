@@ -29,7 +29,7 @@ func freeAddr(t *testing.T) string {
 
 // member is the configuration of one embedded etcd member with the test
 // PKI: client URLs over TLS with client certificates, peers over HTTP.
-func member(t *testing.T, p *pki, name string) *embed.Config {
+func member(t *testing.T, p *testPKI, name string) *embed.Config {
 	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Name = name
@@ -156,7 +156,7 @@ func TestEtcdCheck(t *testing.T) {
 	})
 }
 
-func clientTLS(t *testing.T, p *pki) *tls.Config {
+func clientTLS(t *testing.T, p *testPKI) *tls.Config {
 	t.Helper()
 	cfg, err := loadTLS(tlsFiles{ca: p.ca.file, cert: p.client.certFile, key: p.client.keyFile})
 	if err != nil {

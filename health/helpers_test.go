@@ -129,7 +129,7 @@ func writePEM(t testing.TB, path, kind string, der []byte) {
 
 // pki is the test's cluster CA with a server certificate for 127.0.0.1
 // and a client certificate, and a second, unrelated CA.
-type pki struct {
+type testPKI struct {
 	dir    string
 	ca     *testCA
 	server pair
@@ -137,10 +137,10 @@ type pki struct {
 	other  *testCA
 }
 
-func newPKI(t testing.TB) *pki {
+func newPKI(t testing.TB) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
-	p := &pki{dir: dir, ca: newCA(t, dir, "cluster-ca"), other: newCA(t, dir, "other-ca")}
+	p := &testPKI{dir: dir, ca: newCA(t, dir, "cluster-ca"), other: newCA(t, dir, "other-ca")}
 	p.server = p.ca.issue(t, dir, "server", "127.0.0.1")
 	p.client = p.ca.issue(t, dir, "client")
 	return p

@@ -3,7 +3,6 @@ package health
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"time"
@@ -11,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/pki"
 )
 
 // dialTimeout bounds one connection attempt, so that a member that is down
@@ -84,23 +84,24 @@ func hostFile(path string, hostPath func(string) string) string {
 // loadTLS builds the client TLS configuration: the CA pool that verifies
 // servers (nil: the system roots) and the client certificate, if any.
 func loadTLS(files tlsFiles) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	var caPEM, certPEM, keyPEM []byte
+	var err error
 	if files.ca != "" {
-		pem, err := os.ReadFile(files.ca)
-		if err != nil {
+		if caPEM, err = os.ReadFile(files.ca); err != nil {
 			return nil, fmt.Errorf("read CA %q: %w", files.ca, err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("read CA %q: no PEM certificate in it", files.ca)
 		}
 	}
 	if files.cert != "" {
-		pair, err := tls.LoadX509KeyPair(files.cert, files.key)
-		if err != nil {
+		if certPEM, err = os.ReadFile(files.cert); err != nil {
 			return nil, fmt.Errorf("load client certificate %q: %w", files.cert, err)
 		}
-		cfg.Certificates = []tls.Certificate{pair}
+		if keyPEM, err = os.ReadFile(files.key); err != nil {
+			return nil, fmt.Errorf("load client certificate key %q: %w", files.key, err)
+		}
+	}
+	cfg, err := pki.ClientTLS(caPEM, certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("TLS files %q, %q: %w", files.ca, files.cert, err)
 	}
 	return cfg, nil
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // httpsProbe is a probe of an HTTPS test server with the test PKI.
-func httpsProbe(t testing.TB, p *pki, component, url string, paths ...string) Probe {
+func httpsProbe(t testing.TB, p *testPKI, component, url string, paths ...string) Probe {
 	t.Helper()
 	probe, err := NewProbe(Target{Component: component, Endpoints: []string{url}, Paths: paths,
 		CAFile: p.ca.file, CertFile: p.client.certFile, KeyFile: p.client.keyFile}, nil)

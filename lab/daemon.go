@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Daemon is a background process of the lab, such as the runtime or the
@@ -84,11 +87,11 @@ func (d Daemon) Stop(timeout time.Duration) error {
 	pid, running := d.Running()
 	if running {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		for deadline := time.Now().Add(timeout); running && time.Now().Before(deadline); {
-			time.Sleep(50 * time.Millisecond)
+		stopped := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, false, func(context.Context) (bool, error) {
 			_, running = d.Running()
-		}
-		if running {
+			return !running, nil
+		})
+		if stopped != nil {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubeboot/kubeboot/files"
 )
 
 // The state dir holds
@@ -68,29 +70,14 @@ func writeJSON(path string, v any) error {
 	return nil
 }
 
-// writeAtomic replaces the file at path with data: it writes a temp file in
-// the same directory, syncs it and renames it over path.
+// writeAtomic replaces the file at path with data through kubeboot's one
+// atomic writer: a reader never sees it half-written, and a crash leaves
+// the old or the new file, with the directory entry synced too.
 func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-	}
-	return err
+	return (&files.AtomicWriter{}).WriteFile(path, data, 0o600)
 }
 
+// readJSON decodes the state file at path into v.
 func readJSON(path string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -18,7 +18,9 @@ import (
 // Modes of the API server's configuration: only root reads them, as CIS
 // asks of every control-plane file; the audit log is no more public.
 const (
-	apiServerFileMode fs.FileMode = 0o600
+	// APIServerFileMode is the mode of every file the API server reads its
+	// configuration from.
+	APIServerFileMode fs.FileMode = 0o600
 	apiServerDirMode  fs.FileMode = 0o700
 )
 
@@ -55,7 +57,7 @@ func runAPIServerConfig(_ context.Context, s *State) error {
 		return err
 	}
 	for _, f := range files {
-		if err := writeReported(s, f.Path, f.Data, apiServerFileMode); err != nil {
+		if err := writeReported(s, f.Path, f.Data, APIServerFileMode); err != nil {
 			return err
 		}
 	}
@@ -98,7 +100,7 @@ func ensureEncryptionConfig(s *State) error {
 			s.Report.Warnf("%s encrypts new Secrets with %s, not %s; kubeboot keeps the file as it is (see docs/security.md to rotate keys)", path, provider, want)
 		}
 		// Rewriting the same bytes only tightens a loose mode.
-		return s.Files.WriteFile(path, data, apiServerFileMode)
+		return s.Files.WriteFile(path, data, APIServerFileMode)
 	case errors.Is(err, fs.ErrNotExist):
 		key := make([]byte, templates.EncryptionKeySize)
 		if _, err := rand.Read(key); err != nil {
@@ -110,7 +112,7 @@ func ensureEncryptionConfig(s *State) error {
 		if err := s.Files.MkdirAll(s.Config.Certificates.Dir, pki.ModeDir); err != nil {
 			return err
 		}
-		if err := s.Files.WriteFile(path, data, apiServerFileMode); err != nil {
+		if err := s.Files.WriteFile(path, data, APIServerFileMode); err != nil {
 			return err
 		}
 		s.Report.Infof("new %s key in %s: back it up with the CA; Secrets cannot be read without it", want, path)

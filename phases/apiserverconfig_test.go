@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -113,7 +115,7 @@ func TestEncryptionConfigOfAnotherProviderIsKept(t *testing.T) {
 	var events bytes.Buffer
 	again := manifestState(t, root, "v1.36.3")
 	again.Config.Security.EncryptionAtRest.Provider = config.ProviderAESCBC
-	again.Report = NewReporter(&events, false)
+	again.Report = output.NewReporter(&events, false)
 	must(t, runAPIServerConfigPhase(again))
 	if !bytes.Equal(first, hostFile(t, again, again.Config.EncryptionConfigPath())) {
 		t.Error("a valid file with another provider was rewritten")
@@ -130,9 +132,9 @@ func TestDryRunNeverPrintsTheKey(t *testing.T) {
 		root := t.TempDir()
 		var events, stdout bytes.Buffer
 		s := manifestState(t, root, "v1.36.3")
-		report := NewReporter(&events, asJSON)
+		report := output.NewReporter(&events, asJSON)
 		s.Report = report
-		s.Files = &DryRunWriter{Root: root, Report: report, Stdout: &stdout, Manifests: ManifestPaths(s.Config)}
+		s.Files = &files.DryRunWriter{Root: root, Report: report, Stdout: &stdout, Manifests: ManifestPaths(s.Config)}
 		must(t, runAPIServerConfigPhase(s))
 		data, err := s.Files.ReadFile(s.Config.EncryptionConfigPath())
 		if err != nil {

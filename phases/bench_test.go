@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
 )
 
 // nodeFile is one write of a run: what a re-run writes again.
@@ -19,12 +21,12 @@ type nodeFile struct {
 // recordingWriter is an AtomicWriter that remembers every file written
 // through it, so a benchmark can replay exactly the writes of a real run.
 type recordingWriter struct {
-	*AtomicWriter
-	files []nodeFile
+	*files.AtomicWriter
+	written []nodeFile
 }
 
 func (w *recordingWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
-	w.files = append(w.files, nodeFile{path, data, mode})
+	w.written = append(w.written, nodeFile{path, data, mode})
 	return w.AtomicWriter.WriteFile(path, data, mode)
 }
 
@@ -37,27 +39,27 @@ func writeNode(tb testing.TB, root string) []nodeFile {
 	if errs := config.Validate(c); len(errs) > 0 {
 		tb.Fatal(errs.ToAggregate())
 	}
-	w := &recordingWriter{AtomicWriter: &AtomicWriter{Root: root}}
-	s := &State{Config: c, Files: w, Report: NewReporter(&bytes.Buffer{}, false), Options: Options{Offline: true}}
+	w := &recordingWriter{AtomicWriter: &files.AtomicWriter{Root: root}}
+	s := &State{Config: c, Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: Options{Offline: true}}
 	writers := Runner{Phases: []Phase{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
 	if _, err := writers.Run(context.Background(), s, nil); err != nil {
 		tb.Fatal(err)
 	}
-	return w.files
+	return w.written
 }
 
 // BenchmarkAtomicWriterUnchanged replays the writes of a whole node (PKI,
 // kubeconfigs, kubelet config, staged and installed manifests) on a node
-// that already holds them: the FileWriter's share of a converged re-run,
+// that already holds them: the files.Writer's share of a converged re-run,
 // which must compare and leave every file alone.
 func BenchmarkAtomicWriterUnchanged(b *testing.B) {
 	root := b.TempDir()
-	files := writeNode(b, root)
+	nodeFiles := writeNode(b, root)
 	b.ReportAllocs()
-	var w *AtomicWriter
+	var w *files.AtomicWriter
 	for b.Loop() {
-		w = &AtomicWriter{Root: root}
-		for _, f := range files {
+		w = &files.AtomicWriter{Root: root}
+		for _, f := range nodeFiles {
 			if err := w.WriteFile(f.path, f.data, f.mode); err != nil {
 				b.Fatal(err)
 			}
@@ -66,5 +68,5 @@ func BenchmarkAtomicWriterUnchanged(b *testing.B) {
 	if written := w.Changes().Written; len(written) > 0 {
 		b.Fatalf("a converged node was rewritten: %v", written)
 	}
-	b.ReportMetric(float64(len(files)), "files/op")
+	b.ReportMetric(float64(len(nodeFiles)), "files/op")
 }

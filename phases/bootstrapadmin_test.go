@@ -17,6 +17,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
 )
 
 // bindingStore serves the ClusterRoleBinding endpoints from memory and logs
@@ -66,7 +68,7 @@ func TestBootstrapAdminConverges(t *testing.T) {
 	c := config.New()
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.1"})
 	var out bytes.Buffer
-	s := &State{Config: c, Files: &AtomicWriter{Root: t.TempDir()}, Report: NewReporter(&out, false)}
+	s := &State{Config: c, Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}
 	kubeconfig, err := clientcmd.Write(clientcmdapi.Config{
 		Clusters:       map[string]*clientcmdapi.Cluster{"k": {Server: server.URL, CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"k": {Token: "t"}},
@@ -117,7 +119,7 @@ func TestBootstrapAdminConverges(t *testing.T) {
 func TestBootstrapAdminNeedsKubeconfig(t *testing.T) {
 	c := config.New()
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.1"})
-	s := &State{Config: c, Files: &AtomicWriter{Root: t.TempDir()}, Report: NewReporter(&bytes.Buffer{}, false)}
+	s := &State{Config: c, Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&bytes.Buffer{}, false)}
 	err := runBootstrapAdmin(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "run `kubeboot init phase kubeconfig` first") {
 		t.Errorf("want a hint to run the kubeconfig phase, got %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -68,7 +69,7 @@ func ensurePKI(s *State, names []string) error {
 // renewal fixes every one of them, else nil.
 func renewableNames(err error) []string {
 	var names []string
-	for _, e := range leafErrors(err) {
+	for _, e := range LeafErrors(err) {
 		var check *pki.CheckError
 		if !errors.As(e, &check) || !check.Renewable {
 			return nil
@@ -78,12 +79,12 @@ func renewableNames(err error) []string {
 	return names
 }
 
-// leafErrors flattens errors.Join trees.
-func leafErrors(err error) []error {
+// LeafErrors flattens errors.Join trees.
+func LeafErrors(err error) []error {
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []error
 		for _, e := range joined.Unwrap() {
-			out = append(out, leafErrors(e)...)
+			out = append(out, LeafErrors(e)...)
 		}
 		return out
 	}
@@ -188,7 +189,7 @@ func writePKI(s *State, names []string, set pki.Set) error {
 	}
 	// A write killed midway leaves a dot temp file with part of a key.
 	for _, dir := range append(dirs, s.Config.Paths.KubeconfigDir) {
-		if _, err := RemoveTempFiles(s.Files, dir); err != nil {
+		if _, err := files.RemoveTempFiles(s.Files, dir); err != nil {
 			return err
 		}
 	}

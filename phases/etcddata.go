@@ -12,16 +12,16 @@ import (
 // users (CIS 1.1.11).
 const etcdDataDirMode fs.FileMode = 0o700
 
-// passwdFile is read through the FileWriter, so that an offline render
+// passwdFile is read through the files.Writer, so that an offline Render
 // would see the image's users rather than this machine's.
 const passwdFile = "/etc/passwd"
 
-// ensureEtcdDataDir creates the local etcd data directory with mode 0700,
+// EnsureEtcdDataDir creates the local etcd data directory with mode 0700,
 // tightening a looser one, and gives it to security.etcdDataDirOwner when
 // that user exists (CIS 1.1.12), else leaves it to root with a warning.
 // Offline renders describe another machine, whose user IDs this one
 // cannot know, so they only create the directory.
-func ensureEtcdDataDir(s *State) error {
+func EnsureEtcdDataDir(s *State) error {
 	dir := s.Config.Etcd.Local.DataDir
 	if err := s.Files.MkdirAll(dir, etcdDataDirMode); err != nil {
 		return err

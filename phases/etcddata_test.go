@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kubeboot/kubeboot/output"
 )
 
 func TestLookupUser(t *testing.T) {
@@ -56,7 +58,7 @@ func TestEtcdDataDirModeAndOwner(t *testing.T) {
 func TestEtcdDataDirWithoutTheUserWarns(t *testing.T) {
 	var events bytes.Buffer
 	s := manifestState(t, t.TempDir(), "v1.36.3")
-	s.Report = NewReporter(&events, false)
+	s.Report = output.NewReporter(&events, false)
 	writeHostFile(t, s, passwdFile, "root:x:0:0::/root:/bin/sh\n")
 	must(t, renderAndWrite(s))
 	mode, u, _ := ownerOf(t, s.Files.HostPath(s.Config.Etcd.Local.DataDir))
@@ -76,13 +78,13 @@ func TestEtcdDataDirWithoutTheUserWarns(t *testing.T) {
 	}
 }
 
-// TestEtcdDataDirOffline: an offline render cannot know the node's user
+// TestEtcdDataDirOffline: an offline Render cannot know the node's user
 // IDs, so it creates the directory and sets no owner.
 func TestEtcdDataDirOffline(t *testing.T) {
 	var events bytes.Buffer
 	s := manifestState(t, t.TempDir(), "v1.36.3")
 	s.Options.Offline = true
-	s.Report = NewReporter(&events, false)
+	s.Report = output.NewReporter(&events, false)
 	writeHostFile(t, s, passwdFile, "etcd:x:4242:4242::/:/bin/false\n")
 	must(t, renderAndWrite(s))
 	mode, u, _ := ownerOf(t, s.Files.HostPath(s.Config.Etcd.Local.DataDir))

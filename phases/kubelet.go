@@ -20,7 +20,7 @@ var KubeletConfig = Phase{
 	Name:  "kubelet-config",
 	Short: "Write the kubelet's configuration, pointing it at the manifest directory",
 	Run: func(_ context.Context, s *State) error {
-		data, err := kubeletConfiguration(s.Config)
+		data, err := KubeletConfiguration(s.Config)
 		if err != nil {
 			return err
 		}
@@ -58,9 +58,9 @@ type kubeletAuthn struct {
 	Anonymous map[string]bool   `json:"anonymous"`
 }
 
-// kubeletConfiguration renders the file: kubeboot's settings, then
+// KubeletConfiguration renders the file: kubeboot's settings, then
 // kubelet.extraConfig applied as a JSON merge patch.
-func kubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
+func KubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
 	kc := kubeletConfig{
 		APIVersion:               "kubelet.config.k8s.io/v1beta1",
 		Kind:                     "KubeletConfiguration",

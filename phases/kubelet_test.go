@@ -14,7 +14,7 @@ func TestKubeletConfiguration(t *testing.T) {
 	c.Networking.ServiceSubnet = "fd00:10:96::/112,10.96.0.0/16"
 	c.Kubelet.ExtraConfig = map[string]any{"failSwapOn": false, "authentication": map[string]any{"anonymous": map[string]any{"enabled": true}}, "healthzPort": nil}
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "fd00::10"})
-	data, err := kubeletConfiguration(c)
+	data, err := KubeletConfiguration(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestKubeletConfigurationWithoutHardening(t *testing.T) {
 	off := false
 	c.Security.VerifyKubeletServingCerts, c.Security.TLS.Enabled = &off, &off
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "10.0.0.10"})
-	data, err := kubeletConfiguration(c)
+	data, err := KubeletConfiguration(c)
 	if err != nil {
 		t.Fatal(err)
 	}

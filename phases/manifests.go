@@ -14,6 +14,8 @@ import (
 	udiff "github.com/aymanbagabas/go-udiff"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/staticpod"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -24,20 +26,22 @@ import (
 
 // Manifest file modes: only root reads them, as CIS asks.
 const (
-	manifestMode    fs.FileMode = 0o600
-	manifestDirMode fs.FileMode = 0o700
+	// ManifestMode is the mode of a manifest.
+	ManifestMode fs.FileMode = 0o600
+	// ManifestDirMode is the mode of the manifest and staging directories.
+	ManifestDirMode fs.FileMode = 0o700
 )
 
 // Etcd prepares the local etcd member's data directory and renders its manifest.
-var Etcd = Phase{Name: "etcd", Short: "Create the etcd data directory and render the etcd static pod manifest", Run: func(_ context.Context, s *State) error {
+var Etcd = Phase{Name: "etcd", Short: "Create the etcd data directory and Render the etcd static pod manifest", Run: func(_ context.Context, s *State) error {
 	if s.Config.Etcd.External != nil {
 		s.Report.Infof("external etcd: no local etcd manifest")
 		return nil
 	}
-	if err := ensureEtcdDataDir(s); err != nil {
+	if err := EnsureEtcdDataDir(s); err != nil {
 		return err
 	}
-	return render(s, config.NameEtcd)
+	return Render(s, config.NameEtcd)
 }}
 
 // ControlPlane renders the API server, controller-manager and scheduler manifests.
@@ -45,7 +49,7 @@ var ControlPlane = Phase{
 	Name:  "control-plane",
 	Short: "Render the API server, controller-manager and scheduler manifests",
 	Run: func(_ context.Context, s *State) error {
-		return render(s, config.NameAPIServer, config.NameControllerManager, config.NameScheduler)
+		return Render(s, config.NameAPIServer, config.NameControllerManager, config.NameScheduler)
 	},
 }
 
@@ -77,22 +81,22 @@ func stagedPath(c *config.ClusterConfiguration, component string) string {
 // ManifestPaths lists the node paths of the manifests this node runs.
 func ManifestPaths(c *config.ClusterConfiguration) []string {
 	var paths []string
-	for _, name := range components(c) {
+	for _, name := range Components(c) {
 		paths = append(paths, c.ManifestPath(name))
 	}
 	return paths
 }
 
-// components lists the manifests this node runs, in start order.
-func components(c *config.ClusterConfiguration) []string {
+// Components lists the manifests this node runs, in start order.
+func Components(c *config.ClusterConfiguration) []string {
 	if c.Etcd.External != nil {
 		return config.ComponentNames[1:]
 	}
 	return config.ComponentNames
 }
 
-// renderPods builds this node's pods and applies the patches, in memory.
-func renderPods(s *State) ([]templates.Manifest, error) {
+// RenderPods builds this node's pods and applies the patches, in memory.
+func RenderPods(s *State) ([]templates.Manifest, error) {
 	patches, err := readPatches(s)
 	if err != nil {
 		return nil, err
@@ -109,11 +113,11 @@ func renderPods(s *State) ([]templates.Manifest, error) {
 	return manifests, nil
 }
 
-// render builds, patches and stages the named components' manifests. A
+// Render builds, patches and stages the named components' manifests. A
 // manifest the kubelet would reject is never staged, so a later phase run
 // alone cannot pick it up.
-func render(s *State, names ...string) error {
-	manifests, err := renderPods(s)
+func Render(s *State, names ...string) error {
+	manifests, err := RenderPods(s)
 	if err != nil {
 		return err
 	}
@@ -139,10 +143,10 @@ func render(s *State, names ...string) error {
 				return err
 			}
 		}
-		if err := s.Files.MkdirAll(stagingDir(s.Config), manifestDirMode); err != nil {
+		if err := s.Files.MkdirAll(stagingDir(s.Config), ManifestDirMode); err != nil {
 			return err
 		}
-		if err := s.Files.WriteFile(stagedPath(s.Config, m.component), m.data, manifestMode); err != nil {
+		if err := s.Files.WriteFile(stagedPath(s.Config, m.component), m.data, ManifestMode); err != nil {
 			return err
 		}
 		s.Report.Infof("rendered %s", m.component)
@@ -164,7 +168,7 @@ func printDiff(s *State, component string, rendered []byte) error {
 		return nil
 	case s.Report.JSON():
 		// stdout carries one JSON object per line: the diff travels inside one.
-		s.Report.Event(Event{Level: LevelInfo, Msg: component + ": differs", Fields: map[string]any{"path": path, "diff": diff}})
+		s.Report.Event(output.Event{Level: output.LevelInfo, Msg: component + ": differs", Fields: map[string]any{"path": path, "diff": diff}})
 		return nil
 	}
 	if _, err := io.WriteString(s.Stdout, diff); err != nil {
@@ -211,7 +215,7 @@ type stagedManifest struct {
 func stagedSet(s *State) ([]stagedManifest, error) {
 	var set []stagedManifest
 	var results []staticpod.Result
-	for _, name := range components(s.Config) {
+	for _, name := range Components(s.Config) {
 		path := stagedPath(s.Config, name)
 		data, err := s.Files.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -246,10 +250,10 @@ func runWriteManifests(_ context.Context, s *State) error {
 		return err
 	}
 	dir := s.Config.Paths.ManifestsDir
-	if err := s.Files.MkdirAll(dir, manifestDirMode); err != nil {
+	if err := s.Files.MkdirAll(dir, ManifestDirMode); err != nil {
 		return err
 	}
-	removed, err := RemoveTempFiles(s.Files, dir)
+	removed, err := files.RemoveTempFiles(s.Files, dir)
 	if err != nil {
 		return err
 	}
@@ -257,7 +261,7 @@ func runWriteManifests(_ context.Context, s *State) error {
 		s.Report.Infof("removed %s, left by an interrupted write", r)
 	}
 	for _, m := range set {
-		if err := s.Files.WriteFile(s.Config.ManifestPath(m.component), m.data, manifestMode); err != nil {
+		if err := s.Files.WriteFile(s.Config.ManifestPath(m.component), m.data, ManifestMode); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/staticpod"
 )
 
@@ -26,7 +28,7 @@ func manifestState(t *testing.T, root, version string) *State {
 	if errs := config.Validate(c); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	return &State{Config: c, Files: &AtomicWriter{Root: root}, Report: NewReporter(&bytes.Buffer{}, false)}
+	return &State{Config: c, Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&bytes.Buffer{}, false)}
 }
 
 // renderAndWrite runs the manifest phases in order.
@@ -131,7 +133,7 @@ func TestDryRunPrintsWhatTheRealRunWrites(t *testing.T) {
 	root := t.TempDir()
 	var stdout, events bytes.Buffer
 	dry := manifestState(t, root, "v1.36.3")
-	dry.Files = &DryRunWriter{Root: root, Report: NewReporter(&events, false), Stdout: &stdout, Manifests: ManifestPaths(dry.Config)}
+	dry.Files = &files.DryRunWriter{Root: root, Report: output.NewReporter(&events, false), Stdout: &stdout, Manifests: ManifestPaths(dry.Config)}
 	must(t, renderAndWrite(dry))
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Fatalf("dry run wrote %v", entries)
@@ -181,7 +183,7 @@ func TestWriteManifestsCrashSafety(t *testing.T) {
 	for step := 1; ; step++ {
 		// Each run starts from the old set, so step numbers are distinct kill points.
 		for name, data := range oldFiles {
-			must(t, os.WriteFile(filepath.Join(old.Files.HostPath(old.Config.Paths.ManifestsDir), name), []byte(data), manifestMode))
+			must(t, os.WriteFile(filepath.Join(old.Files.HostPath(old.Config.Paths.ManifestsDir), name), []byte(data), ManifestMode))
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestWriteManifestsCrashSafety$")
 		cmd.Env = append(os.Environ(), crashStepEnv+"="+strconv.Itoa(step), "KUBEBOOT_TEST_ROOT="+root)
@@ -219,7 +221,7 @@ func crashWriter(t *testing.T) {
 	at, _ := strconv.Atoi(os.Getenv(crashStepEnv))
 	s := manifestState(t, os.Getenv("KUBEBOOT_TEST_ROOT"), "v1.36.3")
 	steps := 0
-	s.Files.(*AtomicWriter).step = func(string) error {
+	s.Files.(*files.AtomicWriter).BeforeStep = func(string) error {
 		if steps++; steps == at {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}

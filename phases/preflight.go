@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -49,7 +50,7 @@ func runPreflight(_ context.Context, s *State) error {
 			s.Report.Warnf("%s: %v", c.name, err)
 			continue
 		}
-		s.Report.Event(Event{Level: LevelError, Msg: fmt.Sprintf("%s: %v", c.name, err), Fields: map[string]any{"check": c.name}})
+		s.Report.Event(output.Event{Level: output.LevelError, Msg: fmt.Sprintf("%s: %v", c.name, err), Fields: map[string]any{"check": c.name}})
 		failed = append(failed, c.name)
 	}
 	if len(failed) > 0 {
@@ -68,12 +69,12 @@ func preflightChecks(s *State) ([]check, error) {
 		return checks, nil
 	}
 	checks = append(checks, check{name: "IsPrivilegedUser", run: checkPrivileged})
-	listeners, err := plannedListeners(s)
+	listeners, err := PlannedListeners(s)
 	if err != nil {
 		return nil, err
 	}
 	for _, l := range listeners {
-		checks = append(checks, check{name: "Port-" + l.port, run: func(s *State) error { return checkPort(s, l) }})
+		checks = append(checks, check{name: "Port-" + l.Port, run: func(s *State) error { return checkPort(s, l) }})
 	}
 	if s.Config.Etcd.Local != nil {
 		checks = append(checks, check{name: "EtcdDataDir", run: checkEtcdDataDir})
@@ -86,35 +87,37 @@ func checkPrivileged(s *State) error {
 	if s.Options.DryRun || os.Geteuid() == 0 {
 		return nil
 	}
-	return errors.New("writing " + s.Config.Paths.KubeconfigDir + " needs root: run as root, or render offline with --root DIR")
+	return errors.New("writing " + s.Config.Paths.KubeconfigDir + " needs root: run as root, or Render offline with --root DIR")
 }
 
-// listener is an address a component will listen on.
-type listener struct {
-	component  string
-	host, port string
+// Listener is an address a component will listen on.
+type Listener struct {
+	// Component is the component that listens.
+	Component string
+	// Host and Port are the address, as in the component's flags.
+	Host, Port string
 }
 
-// plannedListeners reads the addresses the components will listen on from
+// PlannedListeners reads the addresses the components will listen on from
 // the pods as they will be rendered, patches and extra args included.
-func plannedListeners(s *State) ([]listener, error) {
-	manifests, err := renderPods(s)
+func PlannedListeners(s *State) ([]Listener, error) {
+	manifests, err := RenderPods(s)
 	if err != nil {
 		return nil, err
 	}
-	return podListeners(s, manifests), nil
+	return PodListeners(s, manifests), nil
 }
 
-// podListeners reads the addresses the given pods listen on.
-func podListeners(s *State, manifests []templates.Manifest) []listener {
-	var listeners []listener
+// PodListeners reads the addresses the given pods listen on.
+func PodListeners(s *State, manifests []templates.Manifest) []Listener {
+	var listeners []Listener
 	for _, m := range manifests {
 		flags := health.CommandFlags(m.Pod, m.Component)
 		if m.Component == config.NameEtcd {
 			for _, name := range []string{"listen-client-urls", "listen-peer-urls", "listen-metrics-urls"} {
 				for _, raw := range strings.Split(flags[name], ",") {
 					if u, err := url.Parse(raw); err == nil && u.Port() != "" {
-						listeners = append(listeners, listener{m.Component, u.Hostname(), u.Port()})
+						listeners = append(listeners, Listener{m.Component, u.Hostname(), u.Port()})
 					}
 				}
 			}
@@ -128,17 +131,17 @@ func podListeners(s *State, manifests []templates.Manifest) []listener {
 		if p := flags["secure-port"]; p != "" {
 			port = p
 		}
-		listeners = append(listeners, listener{m.Component, flags["bind-address"], port})
+		listeners = append(listeners, Listener{m.Component, flags["bind-address"], port})
 	}
 	return listeners
 }
 
 // checkPort fails when the listener's address is taken. An address in use
 // is fine when our own component's manifest is there: that is a re-run.
-func checkPort(s *State, l listener) error {
-	addr := net.JoinHostPort(l.host, l.port)
-	if ip := net.ParseIP(l.host); l.host == "" || ip != nil && ip.IsUnspecified() {
-		addr = ":" + l.port // every address
+func checkPort(s *State, l Listener) error {
+	addr := net.JoinHostPort(l.Host, l.Port)
+	if ip := net.ParseIP(l.Host); l.Host == "" || ip != nil && ip.IsUnspecified() {
+		addr = ":" + l.Port // every address
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
@@ -146,12 +149,12 @@ func checkPort(s *State, l listener) error {
 	}
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		if _, statErr := os.Stat(s.Files.HostPath(s.Config.ManifestPath(l.component))); statErr == nil {
+		if _, statErr := os.Stat(s.Files.HostPath(s.Config.ManifestPath(l.Component))); statErr == nil {
 			return nil
 		}
-		return fmt.Errorf("%s is in use, and not by a %s of ours: stop whatever listens there (`ss -ltnp 'sport = :%s'`)", addr, l.component, l.port)
+		return fmt.Errorf("%s is in use, and not by a %s of ours: stop whatever listens there (`ss -ltnp 'sport = :%s'`)", addr, l.Component, l.Port)
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		return fmt.Errorf("%s of %s is not an address of this host: set node.advertiseAddress to one of this host's IPs (`ip -brief addr`)", l.host, l.component)
+		return fmt.Errorf("%s of %s is not an address of this host: set node.advertiseAddress to one of this host's IPs (`ip -brief addr`)", l.Host, l.Component)
 	}
 	return fmt.Errorf("listen on %s: %w", addr, err)
 }

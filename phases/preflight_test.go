@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
 )
 
 // preflightState is a node rooted in a temp dir, on 127.0.0.1 with a free
@@ -21,7 +23,7 @@ func preflightState(t *testing.T) (*State, *bytes.Buffer) {
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.1"})
 	c.APIServer.BindPort = int32(freePort(t))
 	var out bytes.Buffer
-	return &State{Config: c, Files: &AtomicWriter{Root: t.TempDir()}, Report: NewReporter(&out, false)}, &out
+	return &State{Config: c, Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}, &out
 }
 
 func freePort(t *testing.T) int {

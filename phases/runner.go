@@ -1,16 +1,23 @@
-// Package phases owns the init workflow: the ordered list of phases, the
-// runner that executes them, their shared State, and the FileWriter through
-// which every disk write goes. It is the only package that touches disk.
+// Package phases owns kubeboot's workflows as ordered phase lists: the
+// runner that executes them, the State a run's phases share, and the phases
+// themselves, each of which converges. Init is the `kubeboot init` list;
+// join builds the join list from the same phases, and day2 reuses their
+// helpers. Phases reach disk only through a files.Writer and the terminal
+// only through an output.Reporter.
 package phases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
 )
 
 // Phase is one step of a workflow. Phases hand data to each other through
@@ -53,13 +60,19 @@ type State struct {
 	// Config is the defaulted, validated configuration.
 	Config *config.ClusterConfiguration
 	// Files performs every disk write.
-	Files FileWriter
+	Files files.Writer
 	// Report prints progress.
-	Report *Reporter
+	Report *output.Reporter
 	// Stdout receives the product, such as diffs.
 	Stdout io.Writer
 	// Options are the run-wide settings.
 	Options Options
+	// Join is the join part of a JoinConfiguration, for the join
+	// workflow; nil otherwise.
+	Join *config.Join
+	// Secrets are the files of the certificate bundle a join imports; nil
+	// when the node holds them already.
+	Secrets map[string][]byte
 	// Healthy collects the components the wait phase saw healthy.
 	Healthy []string
 }
@@ -80,12 +93,12 @@ func (r Runner) Names() []string {
 }
 
 // Run executes every phase except those named in skip, and returns the names
-// of the phases that ran; LiveOnly phases a dry run or an offline render
+// of the phases that ran; LiveOnly phases a dry run or an offline Render
 // passes over are not among them.
 func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, error) {
 	for _, name := range skip {
 		if !slices.Contains(r.Names(), name) {
-			return nil, &UsageError{Msg: fmt.Sprintf("unknown phase %q in --skip-phases: the phases are %s", name, strings.Join(r.Names(), ", "))}
+			return nil, &exit.UsageError{Msg: fmt.Sprintf("unknown phase %q in --skip-phases: the phases are %s", name, strings.Join(r.Names(), ", "))}
 		}
 	}
 	var ran []string
@@ -111,7 +124,26 @@ func (r Runner) RunOne(ctx context.Context, s *State, name string) (bool, error)
 			return r.runPhase(ctx, s, p)
 		}
 	}
-	return false, &UsageError{Msg: fmt.Sprintf("unknown phase %q: the phases are %s", name, strings.Join(r.Names(), ", "))}
+	return false, &exit.UsageError{Msg: fmt.Sprintf("unknown phase %q: the phases are %s", name, strings.Join(r.Names(), ", "))}
+}
+
+// Operation is a command that is not a phase list, such as reset or
+// upgrade apply: one named step that reports as a phase does.
+type Operation struct {
+	// Name is the step's name in progress lines and the result, like "reset".
+	Name string
+	// Run does the work.
+	Run func(ctx context.Context, s *State) error
+}
+
+// Execute runs the operation as a one-phase workflow and returns the
+// names of the steps that ran: its own, unless it failed.
+func (o Operation) Execute(ctx context.Context, s *State) ([]string, error) {
+	ran, err := Runner{Phases: []Phase{{Name: o.Name, Run: o.Run}}}.Run(ctx, s, nil)
+	if err != nil {
+		return nil, errors.Unwrap(err)
+	}
+	return ran, nil
 }
 
 // runPhase runs p, unless it needs a live node this run does not have.
@@ -135,14 +167,19 @@ func (r Runner) runPhase(ctx context.Context, s *State, p Phase) (bool, error) {
 	return true, nil
 }
 
-// UsageError is a mistake on the command line; it exits with code 2.
-type UsageError struct {
-	// Msg says what is wrong and how to fix it.
-	Msg string
+// Result is the final object of a run, printed last with -o json.
+type Result struct {
+	// OK says whether the run succeeded.
+	OK bool `json:"ok"`
+	// Error is the failure, when OK is false.
+	Error string `json:"error,omitempty"`
+	// ExitCode is the process exit code.
+	ExitCode int `json:"exitCode"`
+	// DryRun says that nothing was written.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Phases are the phases that ran, in order.
+	Phases []string `json:"phases"`
+	files.Changes
+	// Healthy are the components seen healthy.
+	Healthy []string `json:"healthy"`
 }
-
-// Error returns the message.
-func (e *UsageError) Error() string { return e.Msg }
-
-// ExitCode makes usage errors exit with code 2.
-func (e *UsageError) ExitCode() int { return 2 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/output"
 )
 
 // recorder builds phases that append their name to a log when they run.
@@ -24,7 +27,7 @@ func recorder(log *[]string, names ...string) Runner {
 
 func testState() (*State, *bytes.Buffer) {
 	var out bytes.Buffer
-	return &State{Report: NewReporter(&out, false)}, &out
+	return &State{Report: output.NewReporter(&out, false)}, &out
 }
 
 func TestRunnerOrderAndSkip(t *testing.T) {
@@ -59,7 +62,7 @@ func TestRunnerUnknownSkipRunsNothing(t *testing.T) {
 	var log []string
 	s, _ := testState()
 	_, err := recorder(&log, "a", "b").Run(context.Background(), s, []string{"x"})
-	var usage *UsageError
+	var usage *exit.UsageError
 	if !errors.As(err, &usage) || usage.ExitCode() != 2 || !strings.Contains(err.Error(), `unknown phase "x"`) || !strings.Contains(err.Error(), "a, b") {
 		t.Fatalf("want a usage error listing the phases, got %v", err)
 	}
@@ -136,5 +139,13 @@ func TestRunnerPrefixesProgress(t *testing.T) {
 	want := "[certs] generated 3 certificates\n[certs] WARNING: slow disk\n"
 	if out.String() != want {
 		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
+
+// must fails the test on an error.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -13,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/output"
 )
 
 // Wait probes every component concurrently until all are healthy, or the
@@ -26,7 +28,7 @@ var Wait = Phase{
 }
 
 func runWait(ctx context.Context, s *State) error {
-	pods, missing, err := manifestPods(s)
+	pods, missing, err := ManifestPods(s)
 	if err != nil {
 		return err
 	}
@@ -43,7 +45,7 @@ func runWait(ctx context.Context, s *State) error {
 	}
 	if s.Report.JSON() {
 		opts.OnChange = func(c health.Change) {
-			s.Report.Event(Event{Level: LevelInfo, Msg: c.String(), Fields: map[string]any{"health": c}})
+			s.Report.Event(output.Event{Level: output.LevelInfo, Msg: c.String(), Fields: map[string]any{"health": c}})
 		}
 	} else {
 		progress := s.Report.Progress()
@@ -61,12 +63,12 @@ func runWait(ctx context.Context, s *State) error {
 	return err
 }
 
-// manifestPods decodes the manifests the kubelet runs, so the probes use
+// ManifestPods decodes the manifests the kubelet runs, so the probes use
 // the addresses, ports and files that are really in effect. A manifest
 // missing from the manifest directory is probed as rendered, and named.
-func manifestPods(s *State) (pods map[string]*corev1.Pod, missing []string, err error) {
+func ManifestPods(s *State) (pods map[string]*corev1.Pod, missing []string, err error) {
 	pods = map[string]*corev1.Pod{}
-	for _, name := range components(s.Config) {
+	for _, name := range Components(s.Config) {
 		path := s.Config.ManifestPath(name)
 		data, err := s.Files.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -80,15 +82,15 @@ func manifestPods(s *State) (pods map[string]*corev1.Pod, missing []string, err 
 		if err != nil {
 			return nil, nil, fmt.Errorf("read manifest %q: %w", path, err)
 		}
-		if pods[name], err = decodePod(path, data); err != nil {
+		if pods[name], err = DecodePod(path, data); err != nil {
 			return nil, nil, err
 		}
 	}
 	return pods, missing, nil
 }
 
-// decodePod decodes the manifest read from path.
-func decodePod(path string, data []byte) (*corev1.Pod, error) {
+// DecodePod decodes the manifest read from path.
+func DecodePod(path string, data []byte) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	if err := yaml.Unmarshal(data, pod); err != nil {
 		return nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
@@ -117,4 +119,27 @@ func foreignManifests(s *State) ([]string, error) {
 		}
 	}
 	return foreign, nil
+}
+
+// reportEtcdCluster tells, after the wait phase, what the local member's
+// cluster looks like: its members, the leader, the learners and each
+// member's endpoint and health. It only informs, so a failure is a warning.
+func reportEtcdCluster(ctx context.Context, s *State) {
+	if s.Config.Etcd.Local == nil {
+		return
+	}
+	cli, err := etcd.New(ctx, []string{etcd.ClientURL(s.Config)}, etcd.LocalTLS(s.Config, s.Files.HostPath))
+	if err != nil {
+		s.Report.Warnf("etcd cluster health unknown: %v", err)
+		return
+	}
+	defer func() { _ = cli.Close() }()
+	lines, err := etcd.Describe(ctx, cli)
+	if err != nil {
+		s.Report.Warnf("etcd cluster health unknown: %v", err)
+		return
+	}
+	for _, l := range lines {
+		s.Report.Infof("%s", l)
+	}
 }

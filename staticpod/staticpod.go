@@ -21,6 +21,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeboot/kubeboot/exit"
 )
 
 // Finding is one reason, at one field, why the kubelet would reject a
@@ -94,7 +96,7 @@ func (e *RejectedError) Error() string {
 
 // ExitCode returns 3, kubeboot's exit code for a manifest the kubelet would
 // reject.
-func (e *RejectedError) ExitCode() int { return 3 }
+func (e *RejectedError) ExitCode() int { return exit.Rejected }
 
 // Err returns a *RejectedError holding the results that are not accepted,
 // or nil when every result is accepted.

@@ -15,7 +15,7 @@ import (
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(args, &out, &errOut)
+	code = runArgs(args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

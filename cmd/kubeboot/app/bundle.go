@@ -9,7 +9,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/bundle"
-	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/join"
+	"github.com/kubeboot/kubeboot/output"
 )
 
 // bundleMode keeps the encrypted bundle private too: it is only as safe as
@@ -18,8 +21,15 @@ const bundleMode = 0o600
 
 // newCertsExportCommand is `kubeboot certs export`: it seals the cluster
 // secrets into an encrypted bundle for `kubeboot join --control-plane`.
-func newCertsExportCommand(opts *initOptions, stdout, stderr io.Writer) *cobra.Command {
-	var out, keyFile string
+// certsExportOptions are the flags of `kubeboot certs export`.
+type certsExportOptions struct {
+	*certsOptions
+	out     string
+	keyFile string
+}
+
+func newCertsExportCommand(shared *certsOptions, stdout, stderr io.Writer) *cobra.Command {
+	opts := &certsExportOptions{certsOptions: shared}
 	cmd := &cobra.Command{
 		Use:   "export --out FILE [--key-file K]",
 		Short: "Write the CAs, service-account keys and encryption config to an encrypted bundle for joining control-plane nodes",
@@ -32,65 +42,71 @@ as 64 hex digits; it is printed nowhere else and never written to disk.
 Store it apart from the bundle. With --key-file the key is read from that file.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			if out == "" {
-				return &phases.UsageError{Msg: "certs export needs --out FILE"}
-			}
-			abs, err := filepath.Abs(out)
-			if err != nil {
-				return &phases.UsageError{Msg: fmt.Sprintf("--out %s: %v", out, err)}
-			}
-			report := phases.NewReporter(stderr, false)
-			report.SetPhase("certs export")
-			s, err := newState(opts, report, stdout)
-			if err != nil {
-				return err
-			}
-			var key []byte
-			if keyFile != "" {
-				if key, err = readBundleKey(keyFile); err != nil {
-					return err
-				}
-			} else if key, err = bundle.NewKey(); err != nil {
-				return err
-			}
-			files, err := phases.ExportSecrets(s)
-			if err != nil {
-				return err
-			}
-			data, err := bundle.Seal(key, files)
-			if err != nil {
-				return err
-			}
-			// The bundle is not a node file: write it where --out says, even with --root.
-			w := &phases.AtomicWriter{}
-			if err := w.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-				return err
-			}
-			if err := w.WriteFile(abs, data, bundleMode); err != nil {
-				return err
-			}
-			report.Infof("wrote %s (%d files)", abs, len(files))
-			if keyFile == "" {
-				report.Infof("the bundle key follows on stdout; it is shown only this once")
-				_, err = fmt.Fprintln(stdout, bundle.EncodeKey(key))
-			}
-			return err
+			return runCertsExport(opts, stdout, stderr)
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "the bundle file to write")
-	cmd.Flags().StringVar(&keyFile, "key-file", "", "read the bundle key (64 hex digits) from this file instead of generating and printing one")
+	cmd.Flags().StringVar(&opts.out, "out", "", "the bundle file to write")
+	cmd.Flags().StringVar(&opts.keyFile, "key-file", "", "read the bundle key (64 hex digits) from this file instead of generating and printing one")
 	return cmd
+}
+
+func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
+	out, keyFile := opts.out, opts.keyFile
+	if out == "" {
+		return &exit.UsageError{Msg: "certs export needs --out FILE"}
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return &exit.UsageError{Msg: fmt.Sprintf("--out %s: %v", out, err)}
+	}
+	report := output.NewReporter(stderr, false)
+	report.SetPhase("certs export")
+	r, err := opts.run("text")
+	if err != nil {
+		return err
+	}
+	s := r.state(report, stdout)
+	var key []byte
+	if keyFile != "" {
+		if key, err = readBundleKey(keyFile); err != nil {
+			return err
+		}
+	} else if key, err = bundle.NewKey(); err != nil {
+		return err
+	}
+	secrets, err := join.ExportSecrets(s)
+	if err != nil {
+		return err
+	}
+	data, err := bundle.Seal(key, secrets)
+	if err != nil {
+		return err
+	}
+	// The bundle is not a node file: write it where --out says, even with --root.
+	w := &files.AtomicWriter{}
+	if err := w.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return err
+	}
+	if err := w.WriteFile(abs, data, bundleMode); err != nil {
+		return err
+	}
+	report.Infof("wrote %s (%d files)", abs, len(secrets))
+	if keyFile == "" {
+		report.Infof("the bundle key follows on stdout; it is shown only this once")
+		_, err = fmt.Fprintln(stdout, bundle.EncodeKey(key))
+	}
+	return err
 }
 
 // readBundleKey reads a key file as `kubeboot certs export` prints keys.
 func readBundleKey(path string) ([]byte, error) {
 	text, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &phases.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
 	}
 	key, err := bundle.DecodeKey(string(text))
 	if err != nil {
-		return nil, &phases.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
 	}
 	return key, nil
 }
@@ -98,7 +114,7 @@ func readBundleKey(path string) ([]byte, error) {
 // openBundle reads and decrypts the bundle at path with the key in keyFile.
 func openBundle(path, keyFile string) (map[string][]byte, error) {
 	if path == "" || keyFile == "" {
-		return nil, &phases.UsageError{Msg: "--certs-bundle and --key-file go together"}
+		return nil, &exit.UsageError{Msg: "--certs-bundle and --key-file go together"}
 	}
 	key, err := readBundleKey(keyFile)
 	if err != nil {

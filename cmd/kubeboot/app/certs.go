@@ -1,82 +1,99 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/day2"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
-func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
-	// A joined node has a JoinConfiguration; its certificates are the same kind.
-	opts := &initOptions{output: "text", anyKind: true}
-	cmd := groupCommand("certs", "Inspect, renew and export the node's certificates")
-	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration or JoinConfiguration file")
-	cmd.PersistentFlags().StringVar(&opts.root, "root", "", "read and write the files under this directory")
+// certsOptions are the flags every certs subcommand shares: the node's
+// configuration (either kind: a joined node's certificates are the same)
+// and its root.
+type certsOptions struct {
+	configPath string
+	root       string
+}
 
+// run loads the node's configuration.
+func (o *certsOptions) run(format outputFormat) (run, error) {
+	root, err := absRoot(o.root)
+	if err != nil {
+		return run{}, err
+	}
+	cfg, err := loadNode(o.configPath)
+	if err != nil {
+		return run{}, err
+	}
+	return run{config: cfg, root: root, output: format, options: phases.Options{Offline: root != ""}}, nil
+}
+
+// certsCheckOptions are the flags of `kubeboot certs check-expiration`.
+type certsCheckOptions struct {
+	*certsOptions
+	output outputFormat
+}
+
+// certsRenewOptions are the flags of `kubeboot certs renew`.
+type certsRenewOptions struct {
+	*certsOptions
+	output  outputFormat
+	newKeys bool
+	restart bool
+}
+
+func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
+	shared := &certsOptions{}
+	cmd := groupCommand("certs", "Inspect, renew and export the node's certificates")
+	addConfigFlag(cmd.PersistentFlags(), &shared.configPath)
+	addRootFlag(cmd.PersistentFlags(), &shared.root)
+
+	checkOpts := &certsCheckOptions{certsOptions: shared}
 	check := &cobra.Command{
 		Use:   "check-expiration",
 		Short: "List every certificate, including those embedded in kubeconfigs, with its residual time",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			s, err := newState(opts, phases.NewReporter(stderr, false), stdout)
+			r, err := checkOpts.run(checkOpts.output)
 			if err != nil {
 				return err
 			}
+			s := r.state(output.NewReporter(stderr, false), stdout)
 			have, err := phases.ReadPKI(s)
 			if err != nil {
 				return err
 			}
-			return printExpirations(stdout, pki.Expirations(s.Config, have, time.Now()), opts.output == "json")
+			return printExpirations(stdout, pki.Expirations(s.Config, have, time.Now()), checkOpts.output.json())
 		},
 	}
-	addOutputFlag(check, &opts.output)
+	addOutputFlag(check.Flags(), &checkOpts.output)
 
-	var newKeys, restartAfter bool
+	renewOpts := &certsRenewOptions{certsOptions: shared}
 	renew := &cobra.Command{
 		Use:   "renew all|NAME...",
 		Short: "Re-issue certificates and kubeconfigs with the existing CAs, and say which components must restart",
 		Args:  usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, names []string) error {
-			return runWorkflow(cmd.Context(), opts, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
-				s.Report.SetPhase("certs renew")
-				if len(names) == 1 && names[0] == "all" {
-					names = nil
-				}
-				known := append(pki.CertNames(s.Config), pki.KubeconfigNames(s.Config)...)
-				for _, n := range names {
-					if !slices.Contains(known, n) {
-						return nil, &phases.UsageError{Msg: fmt.Sprintf("unknown certificate or kubeconfig %q: choose from %s", n, strings.Join(known, ", "))}
-					}
-				}
-				restart, err := phases.RenewCerts(s, names, newKeys)
-				if err != nil {
-					return nil, err
-				}
-				if len(restart) == 0 {
-					return nil, nil
-				}
-				if !restartAfter {
-					s.Report.Infof("restart to load the new certificates: %s (or re-run with --restart)", strings.Join(restart, ", "))
-					return nil, nil
-				}
-				return nil, phases.RestartComponents(ctx, s, restart)
-			})
+			if len(names) == 1 && names[0] == "all" {
+				names = nil
+			}
+			load := func() (run, error) { return renewOpts.run(renewOpts.output) }
+			renew := day2.Renew(names, renewOpts.newKeys, renewOpts.restart)
+			return execute(cmd.Context(), renewOpts.output, stdout, stderr, load, renew.Execute)
 		},
 	}
-	renew.Flags().BoolVar(&newKeys, "new-keys", false, "generate new private keys too")
-	renew.Flags().BoolVar(&restartAfter, "restart", false, "then restart the affected static pods one at a time (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), each waited for until a new instance is healthy and serves its certificate file")
-	renew.Flags().VarP(&opts.output, "output", "o", "output format: text or json")
-	cmd.AddCommand(check, renew, newCertsExportCommand(opts, stdout, stderr))
+	renew.Flags().BoolVar(&renewOpts.newKeys, "new-keys", false, "generate new private keys too")
+	renew.Flags().BoolVar(&renewOpts.restart, "restart", false, "then restart the affected static pods one at a time (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), each waited for until a new instance is healthy and serves its certificate file")
+	addOutputFlag(renew.Flags(), &renewOpts.output)
+	cmd.AddCommand(check, renew, newCertsExportCommand(shared, stdout, stderr))
 	return cmd
 }
 

@@ -8,46 +8,65 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/day2"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
+
+// diffOptions are the flags of `kubeboot diff`.
+type diffOptions struct {
+	configPath string
+	root       string
+	output     outputFormat
+}
 
 // newDiffCommand is `kubeboot diff`: what init or upgrade would change on
 // this node, changing nothing. Like diff(1), it exits 0 when nothing would
 // change and 1 when something would.
 func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &initOptions{output: "text", dryRun: true, anyKind: true} // a joined node too
+	opts := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff",
 		Short: "Show what init or upgrade would change on this node: manifests, configuration files, certificates and kubeconfigs",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			s, err := newState(opts, phases.NewReporter(stderr, false), stdout)
-			if err != nil {
-				return err
-			}
-			diffs, err := phases.Diff(s)
-			if err != nil {
-				return err
-			}
-			if err := printDifferences(stdout, diffs, opts.output == "json"); err != nil {
-				return err
-			}
-			if len(diffs) > 0 {
-				return &exitError{code: exitFailure, msg: fmt.Sprintf("%d file(s) would change", len(diffs))}
-			}
-			return nil
+			return runDiff(opts, stdout, stderr)
 		},
 	}
-	cmd.Flags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration or JoinConfiguration file")
-	cmd.Flags().StringVar(&opts.root, "root", "", "read the files under this directory")
-	addOutputFlag(cmd, &opts.output)
+	addConfigFlag(cmd.Flags(), &opts.configPath)
+	addRootFlag(cmd.Flags(), &opts.root)
+	addOutputFlag(cmd.Flags(), &opts.output)
 	return cmd
+}
+
+func runDiff(opts *diffOptions, stdout, stderr io.Writer) error {
+	root, err := absRoot(opts.root)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadNode(opts.configPath) // a joined node too
+	if err != nil {
+		return err
+	}
+	r := run{config: cfg, root: root, options: phases.Options{DryRun: true, Offline: root != ""}}
+	diffs, err := day2.Diff(r.state(output.NewReporter(stderr, false), stdout))
+	if err != nil {
+		return err
+	}
+	if err := printDifferences(stdout, diffs, opts.output.json()); err != nil {
+		return err
+	}
+	if len(diffs) > 0 {
+		return &exitError{code: exit.Failure, msg: fmt.Sprintf("%d file(s) would change", len(diffs))}
+	}
+	return nil
 }
 
 // printDifferences prints the unified diffs of the text files and one
 // comment line per certificate, key or kubeconfig; with JSON, one object
 // per difference and a final result.
-func printDifferences(w io.Writer, diffs []phases.Difference, asJSON bool) error {
+func printDifferences(w io.Writer, diffs []day2.Difference, asJSON bool) error {
 	var b strings.Builder
 	if asJSON {
 		enc := json.NewEncoder(&b)

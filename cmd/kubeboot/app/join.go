@@ -7,28 +7,63 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
-// joinOptions are the flags of `kubeboot join`.
+// joinOptions are the flags of `kubeboot join` and its phase subcommands.
 type joinOptions struct {
-	initOptions
+	configPath   string
+	output       outputFormat
+	preflight    preflightFlags
+	skipPhases   []string
 	controlPlane bool
-	bundle       string
-	keyFile      string
+	bundle       bundleFlags
 }
 
-// secrets opens the bundle given with --certs-bundle, or returns nil
-// without one: a re-run uses the CAs on the node.
-func (o *joinOptions) secrets() (map[string][]byte, error) {
-	if o.bundle == "" && o.keyFile == "" {
+// run loads the JoinConfiguration and opens the bundle, if one is given.
+func (o *joinOptions) run() (run, error) {
+	if !o.controlPlane {
+		return run{}, &exit.UsageError{Msg: "only control-plane nodes can join: pass --control-plane"}
+	}
+	secrets, err := o.bundle.open()
+	if err != nil {
+		return run{}, err
+	}
+	j, err := loadJoin(o.configPath)
+	if err != nil {
+		return run{}, err
+	}
+	return run{config: &j.ClusterConfiguration, output: o.output, join: &j.Join, secrets: secrets, options: phases.Options{
+		Strict:                o.preflight.strict,
+		IgnorePreflightErrors: o.preflight.ignored(),
+	}}, nil
+}
+
+// bundleFlags name the certificate bundle a control-plane join imports.
+type bundleFlags struct {
+	path    string
+	keyFile string
+}
+
+// add registers --certs-bundle and --key-file.
+func (b *bundleFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&b.path, "certs-bundle", "", "the bundle file written by kubeboot certs export")
+	cmd.Flags().StringVar(&b.keyFile, "key-file", "", "the file holding the bundle key (64 hex digits)")
+}
+
+// open reads and decrypts the bundle, or returns nil without one: a
+// re-run uses the CAs on the node.
+func (b bundleFlags) open() (map[string][]byte, error) {
+	if b.path == "" && b.keyFile == "" {
 		return nil, nil
 	}
-	return openBundle(o.bundle, o.keyFile)
+	return openBundle(b.path, b.keyFile)
 }
 
 func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &joinOptions{initOptions: initOptions{output: "text", join: true}}
+	opts := &joinOptions{}
 	cmd := &cobra.Command{
 		Use:   "join --control-plane --config F --certs-bundle B --key-file K",
 		Short: "Join this node to a cluster as another control-plane node with a stacked etcd member",
@@ -36,33 +71,26 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 			"made by `kubeboot certs export`, issues this node's certificates and kubeconfigs, adds its etcd member\n" +
 			"as a learner, starts it, promotes it once it has caught up, then starts the API server, controller\n" +
 			"manager and scheduler. Re-running it on a joined node changes nothing; a join that stopped halfway\n" +
-			"resumes. Phases: " + strings.Join(phases.JoinControlPlane(opts.joinConfig, nil).Names(), ", "),
+			"resumes. Phases: " + strings.Join(join.ControlPlane.Names(), ", "),
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !opts.controlPlane {
-				return &phases.UsageError{Msg: "only control-plane nodes can join: pass --control-plane"}
-			}
-			secrets, err := opts.secrets()
-			if err != nil {
-				return err
-			}
-			return runWorkflow(cmd.Context(), &opts.initOptions, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
-				return phases.JoinControlPlane(opts.joinConfig, secrets).Run(ctx, s, opts.skipPhases)
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, func(ctx context.Context, s *phases.State) ([]string, error) {
+				return join.ControlPlane.Run(ctx, s, opts.skipPhases)
 			})
 		},
 	}
-	addJoinFlags(cmd, opts)
-	cmd.Flags().StringVar(&opts.configPath, "config", "", "JoinConfiguration file")
-	cmd.Flags().VarP(&opts.output, "output", "o", "output format: text, or json (one event per line and a final result)")
-	cmd.Flags().BoolVar(&opts.strict, "strict", false, "treat preflight warnings as errors")
-	cmd.Flags().StringSliceVar(&opts.ignoreErrors, "ignore-preflight-errors", nil, "preflight checks to report as warnings only, or all")
-	cmd.Flags().StringSliceVar(&opts.skipPhases, "skip-phases", nil, "phases to skip")
+	flags := cmd.PersistentFlags()
+	addConfigFlag(flags, &opts.configPath)
+	addOutputFlag(flags, &opts.output)
+	opts.preflight.add(flags)
+	flags.BoolVar(&opts.controlPlane, "control-plane", false, "join as a control-plane node (the only kind kubeboot joins)")
+	opts.bundle.add(cmd)
+	addSkipPhasesFlag(cmd, &opts.skipPhases, join.ControlPlane)
+	cmd.AddCommand(phaseCommands("join", join.ControlPlane, stdout, stderr, func(p phases.Phase, sub *cobra.Command) {
+		opts.bundle.add(sub)
+		sub.RunE = func(cmd *cobra.Command, _ []string) error {
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, runOne(join.ControlPlane, p.Name))
+		}
+	}))
 	return cmd
-}
-
-// addJoinFlags adds the flags join and `lab up --join` share.
-func addJoinFlags(cmd *cobra.Command, opts *joinOptions) {
-	cmd.Flags().BoolVar(&opts.controlPlane, "control-plane", false, "join as a control-plane node (the only kind kubeboot joins)")
-	cmd.Flags().StringVar(&opts.bundle, "certs-bundle", "", "the bundle file written by kubeboot certs export")
-	cmd.Flags().StringVar(&opts.keyFile, "key-file", "", "the file holding the bundle key (64 hex digits)")
 }

@@ -14,74 +14,87 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
-// labOptions are the flags of `kubeboot lab`.
+// labOptions are the flags of `kubeboot lab` and its subcommands.
 type labOptions struct {
-	joinOptions
-	binDir string
+	configPath   string
+	binDir       string
+	output       outputFormat
+	controlPlane bool
+	bundle       bundleFlags
+}
+
+// run loads the lab node's configuration: a ClusterConfiguration, or with
+// --control-plane a JoinConfiguration and the bundle.
+func (o *labOptions) run() (run, error) {
+	if !o.controlPlane {
+		cfg, err := loadCluster(o.configPath)
+		return run{config: cfg, output: o.output}, err
+	}
+	joining := joinOptions{configPath: o.configPath, output: o.output, controlPlane: true, bundle: o.bundle}
+	return joining.run()
 }
 
 func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &labOptions{joinOptions: joinOptions{initOptions: initOptions{output: "text"}}}
+	opts := &labOptions{}
 	cmd := groupCommand("lab", "Run a real control plane on this machine under the real kubelet, without a container runtime")
 	cmd.Long = "lab runs kubeboot's process-backed CRI runtime and the real kubelet, which then runs the static pods\n" +
 		"as plain processes. Every path comes from the config (see examples/lab.yaml); the lab's own files\n" +
 		"(pid files, logs, the kubelet's root dir) live in <kubeconfigDir>/lab. The config's kubelet.extraConfig\n" +
 		"must let the kubelet start on such a machine: failSwapOn: false, failCgroupV1: false,\n" +
 		"cgroupsPerQOS: false, enforceNodeAllocatable: []."
-	cmd.PersistentFlags().StringVar(&opts.configPath, "config", "", "ClusterConfiguration file with every path under one lab directory")
+	addConfigFlag(cmd.PersistentFlags(), &opts.configPath)
 	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", envOr("KUBEBOOT_BIN_DIR", "test/tools/bin"), "directory of the kubelet, etcd and Kubernetes binaries ($KUBEBOOT_BIN_DIR)")
 
 	up := &cobra.Command{
 		Use:   "up",
-		Short: "Start the CRI runtime and the kubelet, then run kubeboot init (or, with --join, kubeboot join --control-plane)",
+		Short: "Start the CRI runtime and the kubelet, then run kubeboot init (or, with --control-plane, kubeboot join --control-plane)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.configPath == "" {
-				return &phases.UsageError{Msg: "lab up needs --config: a config with every path under one lab directory, like examples/lab.yaml"}
+				return &exit.UsageError{Msg: "lab up needs --config: a config with every path under one lab directory, like examples/lab.yaml"}
 			}
 			configPath, err := filepath.Abs(opts.configPath)
 			if err != nil {
 				return err
 			}
-			opts.join = opts.controlPlane
-			secrets, err := opts.secrets()
-			if err != nil {
-				return err
-			}
-			return runWorkflow(cmd.Context(), &opts.initOptions, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, func(ctx context.Context, s *phases.State) ([]string, error) {
 				// The kubelet needs its config and kubeconfig, so the
 				// phases that write them run before it starts.
 				prep := []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}
 				workflow := phases.Init
-				if opts.join {
-					prep = phases.JoinPrepare(secrets)
-					workflow = phases.JoinControlPlane(opts.joinConfig, secrets)
+				if opts.controlPlane {
+					prep, workflow = join.Prepare, join.ControlPlane
 				}
 				return labUp(ctx, s, configPath, opts.binDir, prep, workflow)
 			})
 		},
 	}
-	up.Flags().VarP(&opts.output, "output", "o", "output format: text or json")
-	addJoinFlags(up, &opts.joinOptions)
+	addOutputFlag(up.Flags(), &opts.output)
+	up.Flags().BoolVar(&opts.controlPlane, "control-plane", false, "join as a control-plane node from a JoinConfiguration (the only kind kubeboot joins)")
+	opts.bundle.add(up)
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the kubelet, every container and the CRI runtime",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.configPath == "" {
-				return &phases.UsageError{Msg: "lab down needs --config: the config the lab was brought up with"}
+				return &exit.UsageError{Msg: "lab down needs --config: the config the lab was brought up with"}
 			}
-			cfg, err := loadNodeConfig(opts.configPath)
+			cfg, err := loadNode(opts.configPath)
 			if err != nil {
 				return err
 			}
-			return labDown(cmd.Context(), cfg, phases.NewReporter(stderr, false))
+			return labDown(cmd.Context(), cfg, output.NewReporter(stderr, false))
 		},
 	}
 	runtime := &cobra.Command{
@@ -90,7 +103,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		Hidden: true,
 		Args:   usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadNodeConfig(opts.configPath)
+			cfg, err := loadNode(opts.configPath)
 			if err != nil {
 				return err
 			}
@@ -99,12 +112,6 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	cmd.AddCommand(up, down, runtime)
 	return cmd
-}
-
-// loadNodeConfig loads a ClusterConfiguration or a JoinConfiguration: the
-// lab's daemons only need the node's paths, whichever way it came up.
-func loadNodeConfig(path string) (*config.ClusterConfiguration, error) {
-	return config.LoadAny(path, config.DetectHost())
 }
 
 func envOr(name, fallback string) string {
@@ -130,21 +137,18 @@ func daemons(cfg *config.ClusterConfiguration) (kubelet, runtime lab.Daemon) {
 
 // waitForSocket waits until something accepts connections on the socket.
 func waitForSocket(ctx context.Context, path string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		conn, err := net.Dial("unix", path)
-		if err == nil {
-			return conn.Close()
+		if last = err; err != nil {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return true, conn.Close()
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return last
 	}
+	return err
 }
 
 // labUp starts the runtime, writes what the kubelet needs, starts the
@@ -204,7 +208,7 @@ func labUp(ctx context.Context, s *phases.State, configPath, binDir string, prep
 // labDown stops the kubelet first, so it does not restart the pods, then
 // the runtime daemon, then every container through a runtime on the same
 // state, and finally undoes the kubelet's bind mount of its root dir.
-func labDown(ctx context.Context, cfg *config.ClusterConfiguration, report *phases.Reporter) error {
+func labDown(ctx context.Context, cfg *config.ClusterConfiguration, report *output.Reporter) error {
 	report.SetPhase("lab")
 	if ctx == nil {
 		ctx = context.Background()

@@ -2,7 +2,6 @@ package app
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,43 +10,57 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/kubeboot/kubeboot/day2"
 	"github.com/kubeboot/kubeboot/phases"
 )
+
+// resetOptions are the flags of `kubeboot reset`.
+type resetOptions struct {
+	configPath string
+	root       string
+	output     outputFormat
+	dryRun     bool
+	force      bool
+	keepPKI    bool
+}
+
+// run loads the node's configuration, whichever kind: a joined node resets too.
+func (o *resetOptions) run() (run, error) {
+	root, err := absRoot(o.root)
+	if err != nil {
+		return run{}, err
+	}
+	cfg, err := loadNode(o.configPath)
+	if err != nil {
+		return run{}, err
+	}
+	return run{config: cfg, root: root, output: o.output, dryRun: o.dryRun, options: phases.Options{DryRun: o.dryRun, Offline: root != ""}}, nil
+}
 
 // newResetCommand is `kubeboot reset`: it undoes init's files on this node.
 // Processes are the kubelet's business (and, in the lab, `lab down`'s).
 func newResetCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &initOptions{output: "text", anyKind: true} // a joined node resets too
-	var reset phases.ResetOptions
+	opts := &resetOptions{}
 	cmd := &cobra.Command{
 		Use:   "reset",
 		Short: "Remove the manifests, wait for the components to stop, then remove the kubeconfigs, PKI, etcd data and kubeboot's own files",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			reset := day2.ResetOptions{Force: opts.force, KeepPKI: opts.keepPKI}
 			// Only a human at a terminal is asked; a script gets a refusal.
 			if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				reset.Confirm = func(q string) bool { return confirm(f, stderr, q) }
 			}
-			return runWorkflow(cmd.Context(), opts, stdout, stderr, func(ctx context.Context, s *phases.State) ([]string, error) {
-				s.Report.SetPhase("reset")
-				res, err := phases.Reset(ctx, s, reset)
-				for _, left := range res.Left {
-					s.Report.Infof("left %s", left)
-				}
-				if err != nil {
-					return nil, err
-				}
-				return []string{"reset"}, nil
-			})
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, day2.Reset(reset).Execute)
 		},
 	}
 	flags := cmd.Flags()
-	flags.StringVar(&opts.configPath, "config", "", "ClusterConfiguration file")
-	flags.BoolVar(&opts.dryRun, "dry-run", false, "remove nothing: report what would be removed")
-	flags.StringVar(&opts.root, "root", "", "the node's files are under this directory")
-	flags.VarP(&opts.output, "output", "o", "output format: text, or json (one event per line and a final result)")
-	flags.BoolVar(&reset.Force, "force", false, "remove the etcd data dir without asking")
-	flags.BoolVar(&reset.KeepPKI, "keep-pki", false, "keep the certificates, keys and encryption configuration")
+	addConfigFlag(flags, &opts.configPath)
+	addDryRunFlag(flags, &opts.dryRun)
+	addRootFlag(flags, &opts.root)
+	addOutputFlag(flags, &opts.output)
+	flags.BoolVar(&opts.force, "force", false, "remove the etcd data dir without asking")
+	flags.BoolVar(&opts.keepPKI, "keep-pki", false, "keep the certificates, keys and encryption configuration")
 	return cmd
 }
 

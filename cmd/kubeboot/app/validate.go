@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/staticpod"
 )
 
@@ -44,12 +45,12 @@ func newValidateCommand(stdout io.Writer) *cobra.Command {
 				}
 			}
 			if rejected > 0 {
-				return &exitError{code: exitRejected, msg: fmt.Sprintf("the kubelet would reject %d of %d manifests", rejected, len(results))}
+				return &exitError{code: exit.Rejected, msg: fmt.Sprintf("the kubelet would reject %d of %d manifests", rejected, len(results))}
 			}
 			return nil
 		},
 	}
-	addOutputFlag(cmd, &opts.output)
+	addOutputFlag(cmd.Flags(), &opts.output)
 	cmd.Flags().StringVar(&opts.nodeName, "node-name", config.DetectHost().Name, "node name the kubelet appends to each pod name")
 	return cmd
 }

@@ -59,6 +59,6 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 			return err
 		},
 	}
-	addOutputFlag(cmd, &output)
+	addOutputFlag(cmd.Flags(), &output)
 	return cmd
 }

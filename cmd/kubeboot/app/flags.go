@@ -1,0 +1,108 @@
+package app
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
+)
+
+// The shared flags: each is registered by one helper, with one help text.
+
+// outputFormat is the value of -o: text or json.
+type outputFormat string
+
+func (o *outputFormat) String() string { return string(*o) }
+
+func (o *outputFormat) Set(s string) error {
+	if s != "text" && s != "json" {
+		return fmt.Errorf("want text or json, got %q", s)
+	}
+	*o = outputFormat(s)
+	return nil
+}
+
+func (o *outputFormat) Type() string { return "text|json" }
+
+// json says whether -o json was given.
+func (o outputFormat) json() bool { return o == "json" }
+
+// addOutputFlag registers -o, --output.
+func addOutputFlag(flags *pflag.FlagSet, o *outputFormat) {
+	*o = "text"
+	flags.VarP(o, "output", "o", "output format: text, or json (one JSON object per line, then a final result)")
+}
+
+// addConfigFlag registers --config.
+func addConfigFlag(flags *pflag.FlagSet, path *string) {
+	flags.StringVar(path, "config", "", "the node's configuration file: a ClusterConfiguration (init; default: what `kubeboot config print-defaults` shows) or, on a joined node, its JoinConfiguration")
+}
+
+// addRootFlag registers --root.
+func addRootFlag(flags *pflag.FlagSet, root *string) {
+	flags.StringVar(root, "root", "", "the node's files are under this directory; manifests keep the node's own paths (offline image builds)")
+}
+
+// addDryRunFlag registers --dry-run.
+func addDryRunFlag(flags *pflag.FlagSet, dryRun *bool) {
+	flags.BoolVar(dryRun, "dry-run", false, "change nothing: report every file that would be written or removed (init prints the manifests to stdout)")
+}
+
+// preflightFlags are the flags of the commands that run preflight checks.
+type preflightFlags struct {
+	strict       bool
+	ignoreErrors []string
+}
+
+// add registers --strict and --ignore-preflight-errors.
+func (p *preflightFlags) add(flags *pflag.FlagSet) {
+	flags.BoolVar(&p.strict, "strict", false, "treat preflight warnings, such as foreign files in the manifest directory, as errors")
+	flags.StringSliceVar(&p.ignoreErrors, "ignore-preflight-errors", nil, "preflight checks to report as warnings only, e.g. Port-6443,EtcdDataDir, or all")
+}
+
+// ignored returns the check names to ignore, lower-cased as the checks compare them.
+func (p preflightFlags) ignored() []string {
+	var names []string
+	for _, name := range p.ignoreErrors {
+		names = append(names, strings.ToLower(name))
+	}
+	return names
+}
+
+// absRoot makes --root absolute, so that every path derived from it is.
+func absRoot(root string) (string, error) {
+	if root == "" || filepath.IsAbs(root) {
+		return root, nil
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", &exit.UsageError{Msg: "--root " + root + ": " + err.Error()}
+	}
+	return abs, nil
+}
+
+// loadCluster loads a ClusterConfiguration; no path means the defaults.
+func loadCluster(path string) (*config.ClusterConfiguration, error) {
+	return config.Load(path, config.DetectHost())
+}
+
+// loadNode loads the configuration of a node however it came up: a
+// ClusterConfiguration or a JoinConfiguration. No path means the defaults.
+func loadNode(path string) (*config.ClusterConfiguration, error) {
+	if path == "" {
+		return loadCluster(path)
+	}
+	return config.LoadAny(path, config.DetectHost())
+}
+
+// loadJoin loads the JoinConfiguration that join needs.
+func loadJoin(path string) (*config.JoinConfiguration, error) {
+	if path == "" {
+		return nil, &exit.UsageError{Msg: "join needs --config: a JoinConfiguration file"}
+	}
+	return config.LoadJoin(path, config.DetectHost())
+}

@@ -1,0 +1,96 @@
+package app
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// run is what a command's options say about a run's State. Commands build
+// one from their options; nothing changes it once the run has started.
+type run struct {
+	config  *config.ClusterConfiguration
+	root    string // absolute, or empty for the node's own filesystem
+	output  outputFormat
+	options phases.Options
+	// dryRun is --dry-run itself; options.DryRun also holds for --diff.
+	dryRun  bool
+	join    *config.Join
+	secrets map[string][]byte
+}
+
+// steps runs phases, or an operation, on a State and returns the names of
+// the steps that ran.
+type steps func(ctx context.Context, s *phases.State) ([]string, error)
+
+// reporter prints progress for people to stderr, or JSON events to stdout;
+// it redraws in place on a terminal.
+func reporter(format outputFormat, stdout, stderr io.Writer) *output.Reporter {
+	progress := stderr
+	if format.json() {
+		progress = stdout
+	}
+	report := output.NewReporter(progress, format.json())
+	if f, ok := progress.(*os.File); ok && !format.json() && term.IsTerminal(int(f.Fd())) {
+		width, _, _ := term.GetSize(int(f.Fd()))
+		report.SetTerminal(max(width, 1))
+	}
+	return report
+}
+
+// state builds the run's State: an atomic writer, or a dry-run writer that
+// prints the manifests.
+func (r run) state(report *output.Reporter, stdout io.Writer) *phases.State {
+	var writer files.Writer = &files.AtomicWriter{Root: r.root, Report: report}
+	if r.options.DryRun {
+		writer = &files.DryRunWriter{Root: r.root, Report: report, Stdout: stdout, Manifests: phases.ManifestPaths(r.config)}
+	}
+	return &phases.State{Config: r.config, Files: writer, Report: report, Stdout: stdout, Options: r.options, Join: r.join, Secrets: r.secrets}
+}
+
+// execute runs the steps until SIGINT or SIGTERM and, with -o json, prints
+// the final result whether or not they succeeded. load builds the run; its
+// failure (a bad config) is reported like any other.
+func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer, load func() (run, error), do steps) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report := reporter(format, stdout, stderr)
+	r, err := load()
+	var s *phases.State
+	var ran []string
+	if err == nil {
+		s = r.state(report, stdout)
+		ran, err = do(ctx, s)
+	}
+	result := phases.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: []string{}}
+	if s != nil {
+		result.Changes = s.Files.Changes()
+		result.Healthy = nonNil(s.Healthy)
+	}
+	result.Written, result.Unchanged = nonNil(result.Written), nonNil(result.Unchanged)
+	if err != nil {
+		result.Error, result.ExitCode = err.Error(), exit.Code(err)
+	}
+	report.PrintResult(result)
+	return err
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

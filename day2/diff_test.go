@@ -1,0 +1,165 @@
+package day2
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/kubeboot/kubeboot/phases/phasestest"
+
+	"github.com/kubeboot/kubeboot/phases"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/health"
+)
+
+// initialised is a node under a temp root on which every file-writing
+// phase of init has run.
+func initialised(t *testing.T) *phases.State {
+	t.Helper()
+	return initialisedWith(t, func(*config.ClusterConfiguration) {})
+}
+
+// initialisedWith is initialised with edit applied to the configuration
+// first.
+func initialisedWith(t *testing.T, edit func(*config.ClusterConfiguration)) *phases.State {
+	t.Helper()
+	s := phasestest.NewState(t, t.TempDir(), "v1.36.3")
+	edit(s.Config)
+	s.Options.Offline = true
+	r := phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
+	if _, err := r.Run(context.Background(), s, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// changes summarises differences as "change kind path" lines.
+func changes(diffs []Difference) []string {
+	var out []string
+	for _, d := range diffs {
+		out = append(out, d.Change+" "+d.Kind+" "+d.Path)
+	}
+	return out
+}
+
+func TestDiffInitialisedNodeHasNoChange(t *testing.T) {
+	s := initialised(t)
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 0 {
+		t.Errorf("a freshly initialised node differs:\n%s", strings.Join(changes(diffs), "\n"))
+	}
+}
+
+// A node whose etcd joined a cluster was rendered with join flags its
+// configuration does not hold; diff keeps them, so the node has no change,
+// while a change to another etcd flag still shows.
+func TestDiffJoinedNode(t *testing.T) {
+	s := initialised(t)
+	cluster := "node1=https://10.0.0.1:2380," + s.Config.Node.Name + "=https://10.0.0.5:2380"
+	local := s.Config.Etcd.Local
+	local.ExtraArgs = []config.Arg{{Name: "initial-cluster", Value: cluster}, {Name: "initial-cluster-state", Value: "existing"}}
+	if _, err := (phases.Runner{Phases: []phases.Phase{phases.Etcd, phases.WriteManifests}}).Run(context.Background(), s, nil); err != nil {
+		t.Fatal(err)
+	}
+	local.ExtraArgs = nil
+
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 0 {
+		t.Errorf("a joined node differs:\n%s", strings.Join(changes(diffs), "\n"))
+	}
+	if got := health.CommandFlags(mustDecode(t, s, config.NameEtcd), config.NameEtcd)["initial-cluster"]; got != cluster {
+		t.Fatalf("the etcd manifest on disk has --initial-cluster=%s", got)
+	}
+
+	local.ExtraArgs = []config.Arg{{Name: "snapshot-count", Value: "10001"}}
+	diffs, err = Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 1 || !strings.Contains(diffs[0].Diff, "+    - --snapshot-count=10001") || strings.Contains(diffs[0].Diff, "initial-cluster") {
+		t.Errorf("an etcd change on a joined node: %+v", diffs)
+	}
+}
+
+// mustDecode decodes a component's manifest on disk.
+func mustDecode(t *testing.T, s *phases.State, component string) *corev1.Pod {
+	t.Helper()
+	path := s.Config.ManifestPath(component)
+	data, err := s.Files.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := phases.DecodePod(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+func TestDiffShowsManifestEdit(t *testing.T) {
+	s := initialised(t)
+	path := s.Config.ManifestPath(config.NameScheduler)
+	host := s.Files.HostPath(path)
+	data, err := os.ReadFile(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "--leader-elect=true", "--leader-elect=false", 1)
+	if edited == string(data) {
+		t.Fatal("the scheduler manifest has no --leader-elect=true to edit")
+	}
+	if err := os.WriteFile(host, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"update manifest " + path}, changes(diffs)); diff != "" {
+		t.Fatalf("differences (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(diffs[0].Diff, "-    - --leader-elect=false") || !strings.Contains(diffs[0].Diff, "+    - --leader-elect=true") {
+		t.Errorf("diff does not show the edit:\n%s", diffs[0].Diff)
+	}
+}
+
+func TestDiffPKI(t *testing.T) {
+	s := initialised(t)
+	c := s.Config
+	// A removed certificate is created again; a new SAN renews the API
+	// server's certificate. Neither may show any PEM.
+	if err := os.Remove(s.Files.HostPath(c.CertPath(config.CertFrontProxyClient))); err != nil {
+		t.Fatal(err)
+	}
+	c.APIServer.CertSANs = append(c.APIServer.CertSANs, "10.9.9.9")
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"create pki " + c.CertPath(config.CertFrontProxyClient),
+		"renew pki " + c.CertPath(config.CertAPIServer),
+	}
+	if diff := cmp.Diff(want, changes(diffs)); diff != "" {
+		t.Errorf("differences (-want +got):\n%s", diff)
+	}
+	for _, d := range diffs {
+		if d.Diff != "" {
+			t.Errorf("%s: a PKI difference shows content", d.Path)
+		}
+		if d.Change == ChangeRenew && !strings.Contains(d.Reason, "10.9.9.9") {
+			t.Errorf("%s: reason %q does not name the missing SAN", d.Path, d.Reason)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package day2
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// Reset is `kubeboot reset`: it undoes init's files on this node (see
+// resetNode) and says what it left.
+func Reset(opts ResetOptions) phases.Operation {
+	return phases.Operation{Name: "reset", Run: func(ctx context.Context, s *phases.State) error {
+		res, err := resetNode(ctx, s, opts)
+		for _, left := range res.Left {
+			s.Report.Infof("left %s", left)
+		}
+		return err
+	}}
+}
+
+// Upgrade is `kubeboot upgrade apply` (see UpgradeApply); timeout bounds
+// each wait, 0 meaning timeouts.controlPlane.
+func Upgrade(timeout time.Duration) phases.Operation {
+	return phases.Operation{Name: "upgrade", Run: func(ctx context.Context, s *phases.State) error {
+		return UpgradeApply(ctx, s, timeout)
+	}}
+}
+
+// Renew is `kubeboot certs renew`: it re-issues the named certificates and
+// kubeconfigs (none: all) with the existing CAs, new keys too with
+// newKeys, then restarts the components that must load them when restart
+// is set, or says which they are.
+func Renew(names []string, newKeys, restart bool) phases.Operation {
+	return phases.Operation{Name: "certs renew", Run: func(ctx context.Context, s *phases.State) error {
+		known := append(pki.CertNames(s.Config), pki.KubeconfigNames(s.Config)...)
+		for _, n := range names {
+			if !slices.Contains(known, n) {
+				return &exit.UsageError{Msg: fmt.Sprintf("unknown certificate or kubeconfig %q: choose from %s", n, strings.Join(known, ", "))}
+			}
+		}
+		components, err := phases.RenewCerts(s, names, newKeys)
+		if err != nil || len(components) == 0 {
+			return err
+		}
+		if !restart {
+			s.Report.Infof("restart to load the new certificates: %s (or re-run with --restart)", strings.Join(components, ", "))
+			return nil
+		}
+		return RestartComponents(ctx, s, components)
+	}}
+}

@@ -1,0 +1,330 @@
+package day2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/phases"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/pki"
+	"github.com/kubeboot/kubeboot/procnet"
+)
+
+// ResetOptions are the choices of `kubeboot reset`.
+type ResetOptions struct {
+	// KeepPKI leaves the certificates, keys and encryption configuration.
+	KeepPKI bool
+	// Force removes the etcd data dir without asking.
+	Force bool
+	// Confirm, when set, asks the operator whether the etcd data dir may go;
+	// without Force or a yes, reset refuses before removing anything.
+	Confirm func(question string) bool
+}
+
+// ResetResult is what reset removed and what it left on purpose.
+type ResetResult struct {
+	// Removed are node paths that existed and are gone (or would go).
+	Removed []string `json:"removed"`
+	// Left describes what reset does not own or was told to keep.
+	Left []string `json:"left"`
+}
+
+// pollInterval is how often reset looks whether a component has stopped.
+const pollInterval = 250 * time.Millisecond
+
+// resetNode undoes init on this node, file by file, in an order that never
+// pulls files from under a running component: first the manifests (the
+// control plane's, then etcd's, each time until the kubelet has stopped
+// the components: their ports closed and their processes gone), then the
+// kubeconfigs, configuration, PKI and etcd data.
+func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (ResetResult, error) {
+	c := s.Config
+	var res ResetResult
+	if err := confirmEtcdData(s, opts); err != nil {
+		return res, err
+	}
+	// A joined node leaves the etcd cluster while its member still runs, so
+	// the others stop counting on it; reaching here means the operator
+	// agreed to lose this member's data.
+	if c.Etcd.Local != nil && !s.Options.DryRun && !s.Options.Offline && etcdRunning(s) {
+		if err := LeaveEtcd(ctx, s, opts.Force); err != nil {
+			return res, err
+		}
+	}
+	listeners, err := phases.PlannedListeners(s)
+	if err != nil {
+		return res, err
+	}
+	rm := func(path string, all bool) error { return resetRemove(s, &res, path, all) }
+
+	// In reverse start order: the API server stops while its storage still
+	// answers, so it shuts down at once instead of at the kubelet's SIGKILL.
+	for _, group := range [][]string{{config.NameScheduler, config.NameControllerManager, config.NameAPIServer}, {config.NameEtcd}} {
+		group = slices.DeleteFunc(group, func(name string) bool { return !slices.Contains(phases.Components(c), name) })
+		st := stoppingNow(s, slices.DeleteFunc(slices.Clone(listeners), func(l phases.Listener) bool { return !slices.Contains(group, l.Component) }))
+		for _, name := range group {
+			if err := rm(c.ManifestPath(name), false); err != nil {
+				return res, err
+			}
+		}
+		if !s.Options.DryRun && !s.Options.Offline && len(group) > 0 {
+			if err := waitStopped(ctx, s, st, c.Timeouts.ControlPlane.Duration); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := removeLeftovers(s, &res, c.Paths.ManifestsDir); err != nil {
+		return res, err
+	}
+
+	var files []string
+	for _, name := range pki.KubeconfigNames(c) {
+		files = append(files, c.KubeconfigPath(name))
+	}
+	files = append(files, c.Kubelet.ConfigFile)
+	for _, path := range files {
+		if err := rm(path, false); err != nil {
+			return res, err
+		}
+	}
+	if err := removeLeftovers(s, &res, c.Paths.KubeconfigDir); err != nil {
+		return res, err
+	}
+	// The staging and backups dirs (and the journal) live under kubeboot/.
+	for _, dir := range []string{c.APIServerConfigDir(), filepath.Join(c.Paths.KubeconfigDir, "kubeboot")} {
+		if err := rm(dir, true); err != nil {
+			return res, err
+		}
+	}
+	if opts.KeepPKI {
+		res.Left = append(res.Left, c.Certificates.Dir+": kept (--keep-pki)")
+	} else if err := resetPKI(s, &res); err != nil {
+		return res, err
+	}
+	if c.Etcd.Local != nil {
+		if err := rm(c.Etcd.Local.DataDir, true); err != nil {
+			return res, err
+		}
+	}
+	res.Left = append(res.Left,
+		"the kubelet: its process, its own state and the manifest dir "+c.Paths.ManifestsDir+" stay; stop it with your service manager",
+		"CNI configuration (/etc/cni/net.d), iptables and IPVS rules: kubeboot does not own them",
+		"the audit logs in "+c.Security.Audit.LogDir)
+	return res, nil
+}
+
+// confirmEtcdData refuses to go on, before anything is removed, when the
+// etcd data dir holds data and neither Force nor the operator allows
+// removing it: that is the cluster's state, and no backup is made here.
+func confirmEtcdData(s *phases.State, opts ResetOptions) error {
+	if s.Config.Etcd.Local == nil || opts.Force {
+		return nil
+	}
+	dir := s.Config.Etcd.Local.DataDir
+	entries, err := os.ReadDir(s.Files.HostPath(dir))
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return nil
+	}
+	if opts.Confirm != nil && opts.Confirm(fmt.Sprintf("remove the etcd data dir %s, and with it the cluster's state?", dir)) {
+		return nil
+	}
+	return fmt.Errorf("reset would remove the etcd data dir %s, which holds the cluster's state: re-run with --force to remove it (back it up first with `etcdctl snapshot save`)", dir)
+}
+
+// resetRemove removes one path and records it when it was there.
+func resetRemove(s *phases.State, res *ResetResult, path string, all bool) error {
+	if _, err := os.Lstat(s.Files.HostPath(path)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	remove := s.Files.Remove
+	if all {
+		remove = s.Files.RemoveAll
+	}
+	if err := remove(path); err != nil {
+		return err
+	}
+	res.Removed = append(res.Removed, path)
+	s.Report.Infof("removed %s", path)
+	return nil
+}
+
+// removeLeftovers removes the dot temp files an interrupted write left.
+func removeLeftovers(s *phases.State, res *ResetResult, dir string) error {
+	removed, err := files.RemoveTempFiles(s.Files, dir)
+	for _, path := range removed {
+		res.Removed = append(res.Removed, path)
+		s.Report.Infof("removed %s, left by an interrupted write", path)
+	}
+	return err
+}
+
+// resetPKI removes every certificate, key and the encryption configuration,
+// then the PKI directories when nothing else is in them.
+func resetPKI(s *phases.State, res *ResetResult) error {
+	c := s.Config
+	paths := []string{c.KeyPath(config.KeyServiceAccount), c.PublicKeyPath(config.KeyServiceAccount), c.EncryptionConfigPath()}
+	for _, spec := range pki.CertSpecs(c) {
+		paths = append(paths, c.CertPath(spec.Name), c.KeyPath(spec.Name))
+	}
+	for _, path := range paths {
+		if err := resetRemove(s, res, path, false); err != nil {
+			return err
+		}
+	}
+	etcdDir := filepath.Dir(c.CertPath(config.CertEtcdCA))
+	for _, dir := range []string{etcdDir, c.Certificates.Dir} {
+		if err := removeLeftovers(s, res, dir); err != nil {
+			return err
+		}
+		if s.Options.DryRun {
+			continue // the files are still there: directories follow from them
+		}
+		entries, err := os.ReadDir(s.Files.HostPath(dir))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("read directory %q: %w", dir, err)
+		case len(entries) == 0:
+			if err := resetRemove(s, res, dir, false); err != nil {
+				return err
+			}
+		default:
+			res.Left = append(res.Left, dir+": holds files kubeboot did not write")
+		}
+	}
+	return nil
+}
+
+// stopping is a set of components whose manifests go: the addresses they
+// listen on, and the processes that listened there before the manifests
+// went. Those may close their sockets well before they exit.
+type stopping struct {
+	listeners []phases.Listener
+	procs     []stoppingProcess
+}
+
+// stoppingProcess is one component's process.
+type stoppingProcess struct {
+	component string
+	process   procnet.Process
+}
+
+// stoppingNow records the processes listening on the listeners' addresses;
+// call it before the manifests go. When it cannot see them, it says so:
+// the wait then covers the ports alone.
+func stoppingNow(s *phases.State, listeners []phases.Listener) stopping {
+	st := stopping{listeners: listeners}
+	for _, l := range listeners {
+		port, err := strconv.Atoi(l.Port)
+		if err != nil {
+			continue
+		}
+		p, err := procnet.Listener(dialHost(l.Host), port)
+		if errors.Is(err, procnet.ErrNotVisible) {
+			s.Report.Warnf("%s: %v; waiting for its port to close only", l.Component, err)
+		}
+		if err == nil && !slices.ContainsFunc(st.procs, func(sp stoppingProcess) bool { return sp.process == p }) {
+			st.procs = append(st.procs, stoppingProcess{l.Component, p})
+		}
+	}
+	return st
+}
+
+// waitStopped waits until the kubelet has stopped the components whose
+// manifests went: nothing listens on their addresses any more and their
+// processes have exited, so no file is pulled from under a component that
+// is still shutting down. A timeout names what still runs.
+func waitStopped(ctx context.Context, s *phases.State, st stopping, timeout time.Duration) error {
+	s.Report.Infof("waiting for the kubelet to stop %s", strings.Join(st.components(), ", "))
+	var running []string
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(context.Context) (bool, error) {
+		running = openListeners(st.listeners)
+		for _, sp := range st.procs {
+			if sp.process.Running() {
+				running = append(running, fmt.Sprintf("%s (%s)", sp.component, sp.process))
+			}
+		}
+		return len(running) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for the components to stop: still running after %s: %s (is the kubelet running? it stops static pods whose manifest is gone)", timeout, strings.Join(running, ", "))
+	}
+	return nil
+}
+
+// components names the stopping components once each, in order.
+func (st stopping) components() []string {
+	var names []string
+	for _, l := range st.listeners {
+		if !slices.Contains(names, l.Component) {
+			names = append(names, l.Component)
+		}
+	}
+	return names
+}
+
+// dialHost is where a listener bound to host is reached: its own address,
+// or the loopback address for a wildcard.
+func dialHost(host string) string {
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return host
+}
+
+// openListeners lists the listeners that still accept connections.
+func openListeners(listeners []phases.Listener) []string {
+	var open []string
+	for _, l := range listeners {
+		addr := net.JoinHostPort(dialHost(l.Host), l.Port)
+		conn, err := net.DialTimeout("tcp", addr, pollInterval)
+		if err == nil {
+			_ = conn.Close()
+			open = append(open, l.Component+" on "+addr)
+		}
+	}
+	return open
+}
+
+// etcdRunning says whether the local etcd member answers on its client
+// port, so reset only talks to a member that is there.
+func etcdRunning(s *phases.State) bool {
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(etcd.ClientURL(s.Config), "https://"), time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// LeaveEtcd removes this node's stacked etcd member from its cluster (see
+// etcd.Leave), before reset stops the local etcd and deletes its data dir.
+// It connects with the API server's etcd client certificate to this member
+// and to endpoints, the client URLs of other members (needed when the local
+// member is down). A node without a local etcd has nothing to do; force
+// removes the member even when that breaks the cluster's quorum.
+func LeaveEtcd(ctx context.Context, s *phases.State, force bool, endpoints ...string) error {
+	if s.Config.Etcd.Local == nil {
+		return nil
+	}
+	cli, err := etcd.New(ctx, append([]string{etcd.ClientURL(s.Config)}, endpoints...), etcd.LocalTLS(s.Config, s.Files.HostPath))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	return etcd.Leave(ctx, cli, s.Config.Node.Name, etcd.PeerURL(s.Config), force, s.Report)
+}

@@ -1,0 +1,204 @@
+package day2
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/phases"
+
+	"github.com/kubeboot/kubeboot/config"
+)
+
+// regularFiles lists the regular files under the node's root.
+func regularFiles(t *testing.T, s *phases.State) []string {
+	t.Helper()
+	var files []string
+	root := s.Files.HostPath("/")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, strings.TrimPrefix(path, root))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// withEtcdData gives the node's etcd data dir some content.
+func withEtcdData(t *testing.T, s *phases.State) {
+	t.Helper()
+	dir := s.Files.HostPath(filepath.Join(s.Config.Etcd.Local.DataDir, "member"))
+	must(t, os.MkdirAll(dir, 0o700))
+	must(t, os.WriteFile(filepath.Join(dir, "db"), []byte("data"), 0o600))
+}
+
+func TestResetRefusesEtcdDataWithoutForce(t *testing.T) {
+	s := initialised(t)
+	withEtcdData(t, s)
+	before := regularFiles(t, s)
+	asked := ""
+	_, err := resetNode(context.Background(), s, ResetOptions{Confirm: func(q string) bool { asked = q; return false }})
+	if err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("want a refusal naming --force, got %v", err)
+	}
+	if !strings.Contains(asked, s.Config.Etcd.Local.DataDir) {
+		t.Errorf("the question %q does not name the data dir", asked)
+	}
+	if after := regularFiles(t, s); len(after) != len(before) {
+		t.Errorf("a refused reset removed %d files", len(before)-len(after))
+	}
+}
+
+func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts ResetOptions
+	}{
+		{"force", ResetOptions{Force: true}},
+		{"confirmed", ResetOptions{Confirm: func(string) bool { return true }}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := initialised(t)
+			withEtcdData(t, s)
+			c := s.Config
+			// Leftovers of an interrupted write, in two directories.
+			must(t, os.WriteFile(s.Files.HostPath(filepath.Join(c.Paths.ManifestsDir, ".etcd.yaml.tmp-1")), nil, 0o600))
+			must(t, os.WriteFile(s.Files.HostPath(filepath.Join(c.Certificates.Dir, ".ca.key.tmp-2")), nil, 0o600))
+			res, err := resetNode(context.Background(), s, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := regularFiles(t, s); len(left) > 0 {
+				t.Errorf("files left after reset: %s", strings.Join(left, ", "))
+			}
+			for _, gone := range []string{c.Certificates.Dir, c.Etcd.Local.DataDir, filepath.Join(c.Paths.KubeconfigDir, "kubeboot")} {
+				if _, err := os.Stat(s.Files.HostPath(gone)); err == nil {
+					t.Errorf("%s is still there", gone)
+				}
+			}
+			wantFirst := []string{c.ManifestPath(config.NameScheduler), c.ManifestPath(config.NameControllerManager),
+				c.ManifestPath(config.NameAPIServer), c.ManifestPath(config.NameEtcd)}
+			if len(res.Removed) < 4 || !slices.Equal(res.Removed[:4], wantFirst) {
+				t.Errorf("the manifests must go first, etcd's last, removed: %v", res.Removed)
+			}
+			if !strings.Contains(strings.Join(res.Left, "\n"), "kubelet") {
+				t.Errorf("reset does not say it left the kubelet: %v", res.Left)
+			}
+		})
+	}
+}
+
+func TestResetKeepPKIAndForeignFiles(t *testing.T) {
+	s := initialised(t)
+	c := s.Config
+	foreign := filepath.Join(c.Certificates.Dir, "etcd", "notes.txt")
+	must(t, os.WriteFile(s.Files.HostPath(foreign), []byte("mine"), 0o600))
+	res, err := resetNode(context.Background(), s, ResetOptions{KeepPKI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kept := range []string{c.CertPath(config.CertCA), c.KeyPath(config.CertCA), c.EncryptionConfigPath(), foreign} {
+		if _, err := os.Stat(s.Files.HostPath(kept)); err != nil {
+			t.Errorf("--keep-pki removed %s", kept)
+		}
+	}
+	if _, err := os.Stat(s.Files.HostPath(c.KubeconfigPath(config.KubeconfigAdmin))); err == nil {
+		t.Error("admin.conf survived reset")
+	}
+	if !strings.Contains(strings.Join(res.Left, "\n"), "--keep-pki") {
+		t.Errorf("reset does not say it kept the PKI: %v", res.Left)
+	}
+
+	// Without --keep-pki the foreign file stays, and reset says so.
+	res, err = resetNode(context.Background(), s, ResetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := regularFiles(t, s); len(left) != 1 || left[0] != foreign {
+		t.Errorf("want only %s left, got %v", foreign, left)
+	}
+	if !strings.Contains(strings.Join(res.Left, "\n"), filepath.Dir(foreign)+": holds files kubeboot did not write") {
+		t.Errorf("reset does not report the foreign file's directory: %v", res.Left)
+	}
+}
+
+func TestResetDryRunRemovesNothing(t *testing.T) {
+	s := initialised(t)
+	before := regularFiles(t, s)
+	s.Files = &files.DryRunWriter{Root: s.Files.HostPath("/"), Report: s.Report}
+	s.Options.DryRun = true
+	res, err := resetNode(context.Background(), s, ResetOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Removed) == 0 {
+		t.Error("a dry run reports nothing to remove")
+	}
+	if after := regularFiles(t, s); len(after) != len(before) {
+		t.Errorf("a dry run removed %d files", len(before)-len(after))
+	}
+}
+
+func TestWaitStopped(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	l := []phases.Listener{{Component: "kube-apiserver", Host: host, Port: port}}
+	s := &phases.State{Report: output.NewReporter(io.Discard, false)}
+	err = waitStopped(context.Background(), s, stopping{listeners: l}, 600*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "kube-apiserver on "+ln.Addr().String()) {
+		t.Errorf("want a timeout naming the open listener, got %v", err)
+	}
+	go func() { time.Sleep(300 * time.Millisecond); _ = ln.Close() }()
+	if err := waitStopped(context.Background(), s, stopping{listeners: l}, 5*time.Second); err != nil {
+		t.Errorf("the listener closed, yet: %v", err)
+	}
+}
+
+// A component that closes its socket first and exits later, as a stopping
+// API server does, is waited for until its process is gone.
+func TestWaitStoppedWaitsForTheProcess(t *testing.T) {
+	s := initialised(t)
+	addr := freeAddr(t)
+	cmd := startComponent(t, s, addr, componentLingerEnv+"=1500ms")
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	host, port, _ := net.SplitHostPort(addr)
+	l := []phases.Listener{{Component: "kube-apiserver", Host: host, Port: port}}
+	waitListening(t, addr, true)
+	st := stoppingNow(s, l)
+	if len(st.procs) != 1 || st.procs[0].process.PID != cmd.Process.Pid {
+		t.Fatalf("recorded %+v, want the stand-in's pid %d", st.procs, cmd.Process.Pid)
+	}
+
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	if err := waitStopped(context.Background(), s, st, 800*time.Millisecond); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("kube-apiserver (pid %d", cmd.Process.Pid)) {
+		t.Errorf("want a timeout naming the lingering process, got %v", err)
+	}
+	if len(openListeners(l)) > 0 {
+		t.Fatal("the stand-in still listens after SIGTERM")
+	}
+	must(t, waitStopped(context.Background(), s, st, 5*time.Second))
+	select {
+	case <-exited:
+	case <-time.After(time.Second):
+		t.Error("waitStopped returned while the process still ran")
+	}
+}

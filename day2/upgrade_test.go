@@ -1,0 +1,253 @@
+package day2
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/procnet"
+)
+
+func TestCheckSkew(t *testing.T) {
+	pod := func(image string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Image: image}}}}
+	}
+	tests := []struct {
+		from, to string
+		wantErr  string
+	}{
+		{"registry.k8s.io/kube-apiserver:v1.35.4", "v1.36.3", ""},
+		{"registry.k8s.io/kube-apiserver:v1.36.0", "v1.36.3", ""},
+		{"localhost:5000/kube-apiserver:v1.36.3", "v1.36.1", ""},
+		{"registry.k8s.io/kube-apiserver:v1.34.1", "v1.36.3", "one minor version at a time (to v1.35 first)"},
+		{"registry.k8s.io/kube-apiserver:v1.36.3", "v1.35.4", "downgrades across minor versions"},
+		{"registry.k8s.io/kube-apiserver:latest", "v1.36.3", "read the running version"},
+	}
+	for _, tt := range tests {
+		err := checkSkew(pod(tt.from), tt.to)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%s -> %s: got %v, want %q", tt.from, tt.to, err, tt.wantErr)
+		}
+	}
+}
+
+func TestUpgradeOne(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		arg           string
+		ignoreChanges bool
+		wantErr       string
+		wantStarts    int
+		wantNext      bool
+	}{
+		{name: "healthy new instance", arg: "--v=2", wantStarts: 2, wantNext: true},
+		{name: "failing new instance is rolled back", arg: "--bogus-flag", wantErr: "rolled back", wantStarts: 2},
+		// The old instance answering is no success; once the previous
+		// manifest is back it is the instance that runs it.
+		{name: "old instance that keeps answering is no success", arg: "--v=2", ignoreChanges: true,
+			wantErr: "has not started one from the new manifest", wantStarts: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := initialised(t)
+			s.Options.Offline = false
+			k := &fakeKubelet{addr: freeAddr(t), ignoreChanges: tt.ignoreChanges}
+			k.start(t, s)
+			path := s.Config.ManifestPath(config.NameScheduler)
+			prev, err := s.Files.ReadFile(path)
+			must(t, err)
+			next := withArg(t, prev, tt.arg)
+			target := schedulerTarget(s, k.addr)
+			manifests := watchManifest(t, s.Files.HostPath(path))
+
+			err = upgradeOne(context.Background(), s, 2*time.Second, instance{data: prev, target: target}, instance{data: next, target: target})
+
+			want := prev
+			if tt.wantNext {
+				want = next
+			}
+			if tt.wantErr == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "rolled back: the previous manifest is in place again and healthy")) {
+				t.Fatalf("want a verified rollback after an error with %q, got %v", tt.wantErr, err)
+			}
+			if got, _ := s.Files.ReadFile(path); string(got) != string(want) {
+				t.Errorf("manifest after the upgrade:\n%s\nwant:\n%s", got, want)
+			}
+			if k.started() != tt.wantStarts {
+				t.Errorf("the component started %d times, want %d", k.started(), tt.wantStarts)
+			}
+			if missing := manifests(); missing > 0 {
+				t.Errorf("the manifest was missing %d times during the upgrade", missing)
+			}
+			if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
+				t.Error("the journal outlived a verified step")
+			}
+		})
+	}
+}
+
+// An interrupted wait (Ctrl-C) is no failure: nothing is rolled back and
+// the journal stays for the re-run.
+func TestUpgradeOneInterrupted(t *testing.T) {
+	s := initialised(t)
+	s.Options.Offline = false
+	k := &fakeKubelet{addr: freeAddr(t), ignoreChanges: true}
+	k.start(t, s)
+	path := s.Config.ManifestPath(config.NameScheduler)
+	prev, err := s.Files.ReadFile(path)
+	must(t, err)
+	next := withArg(t, prev, "--v=2")
+	target := schedulerTarget(s, k.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+
+	err = upgradeOne(ctx, s, 10*time.Second, instance{data: prev, target: target}, instance{data: next, target: target})
+
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("want an interruption without a rollback, got %v", err)
+	}
+	if got, _ := s.Files.ReadFile(path); string(got) != string(next) {
+		t.Error("the new manifest was taken back")
+	}
+	if _, err := s.Files.ReadFile(journalPath(s.Config)); err != nil {
+		t.Errorf("the journal is gone: %v", err)
+	}
+}
+
+func TestSamePod(t *testing.T) {
+	s := initialised(t)
+	prev, err := s.Files.ReadFile(s.Config.ManifestPath(config.NameScheduler))
+	must(t, err)
+	for _, tt := range []struct {
+		name string
+		next []byte
+		want bool
+	}{
+		{"a comment", append([]byte("# rendered by an older kubeboot\n"), prev...), true},
+		{"another flag", withArg(t, prev, "--v=2"), false},
+	} {
+		if got, err := samePod(prev, tt.next); err != nil || got != tt.want {
+			t.Errorf("%s: same pod %v (%v), want %v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+// watchManifest polls path until the test ends; the returned function
+// says how many polls found it missing.
+func watchManifest(t *testing.T, path string) func() int {
+	var missing atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if _, err := os.Stat(path); err != nil {
+				missing.Add(1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	stop := func() int { cancel(); <-done; return int(missing.Load()) }
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// A crash in a step leaves a journal; the re-run finishes the step as the
+// journal and the manifest dir tell.
+func TestResumeUpgrade(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		arg       string // the new manifest's extra flag; "" = the crash came before the write
+		rollback  bool   // the crash came during the rollback
+		wantErr   string
+		wantPrev  bool
+		wantStart int
+	}{
+		{name: "crash before the write", wantPrev: true, wantStart: 1},
+		{name: "crash after the write", arg: "--v=2", wantStart: 2},
+		{name: "crash after writing a failing manifest", arg: "--bogus-flag", wantErr: "rolled back", wantPrev: true, wantStart: 2},
+		{name: "crash during the rollback", arg: "--bogus-flag", rollback: true, wantErr: "rolled back", wantPrev: true, wantStart: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// The stand-in scheduler listens where the manifest says.
+			addr := freeAddr(t)
+			_, port, _ := net.SplitHostPort(addr)
+			s := initialisedWith(t, func(c *config.ClusterConfiguration) {
+				c.Scheduler.ExtraArgs = append(c.Scheduler.ExtraArgs, config.Arg{Name: "secure-port", Value: port})
+			})
+			s.Options.Offline = false
+			k := &fakeKubelet{addr: addr}
+			path := s.Config.ManifestPath(config.NameScheduler)
+			prev, err := s.Files.ReadFile(path)
+			must(t, err)
+			backup, err := backupManifest(s, config.NameScheduler+".before-upgrade", prev)
+			must(t, err)
+			k.start(t, s)
+			j, err := newJournal(config.NameScheduler, backup)
+			must(t, err)
+			must(t, writeJournal(s, j))
+			if tt.arg != "" {
+				must(t, s.Files.WriteFile(path, withArg(t, prev, tt.arg), phases.ManifestMode))
+			}
+			if tt.arg == "--bogus-flag" {
+				// The kubelet has acted on it: the old instance is gone.
+				waitListening(t, addr, false)
+			}
+			if tt.rollback {
+				must(t, j.startRollback())
+				must(t, writeJournal(s, j))
+			}
+
+			err = resumeUpgrade(context.Background(), s, 5*time.Second)
+
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
+			}
+			if got, _ := s.Files.ReadFile(path); (string(got) == string(prev)) != tt.wantPrev {
+				t.Errorf("previous manifest in place: %v, want %v", !tt.wantPrev, tt.wantPrev)
+			}
+			if k.started() != tt.wantStart {
+				t.Errorf("the component started %d times, want %d", k.started(), tt.wantStart)
+			}
+			if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
+				t.Error("the journal is still there")
+			}
+		})
+	}
+}
+
+// The upgrade tells instances apart by the process behind the checked
+// address.
+func TestInstanceOf(t *testing.T) {
+	s := initialised(t)
+	addr := freeAddr(t)
+	target := schedulerTarget(s, addr)
+	if _, err := instanceOf(target); !errors.Is(err, procnet.ErrNotListening) {
+		t.Errorf("nothing on %s: got %v, want ErrNotListening", addr, err)
+	}
+	// A component that does not listen proves nothing about visibility.
+	if err := checkProcessesVisible([]health.Target{target}); err != nil {
+		t.Errorf("visibility with nothing listening: %v", err)
+	}
+
+	cmd := startComponent(t, s, addr)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitListening(t, addr, true)
+	if p, err := instanceOf(target); err != nil || p.PID != cmd.Process.Pid {
+		t.Errorf("instance %s (%v), want the stand-in's pid %d", p, err, cmd.Process.Pid)
+	}
+	if err := checkProcessesVisible([]health.Target{target}); err != nil {
+		t.Errorf("visibility of a child process: %v", err)
+	}
+}

@@ -1,0 +1,26 @@
+package exit
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, OK},
+		{"plain", errors.New("boom"), Failure},
+		{"usage", &UsageError{Msg: "bad flag"}, Usage},
+		{"wrapped usage", fmt.Errorf("phase x: %w", &UsageError{Msg: "bad"}), Usage},
+		{"timeout", &TimeoutError{Msg: "slow"}, NotHealthy},
+	}
+	for _, tt := range tests {
+		if got := Code(tt.err); got != tt.want {
+			t.Errorf("%s: Code = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package files
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/kubeboot/kubeboot/output"
+)
+
+// DryRunWriter writes nothing. It reports each file it would write, prints
+// the manifests to stdout, and remembers the content so that later phases
+// read what earlier ones would have written.
+type DryRunWriter struct {
+	// Root prefixes every path read from disk.
+	Root string
+	// Report receives one event per file.
+	Report *output.Reporter
+	// Stdout receives the manifests.
+	Stdout io.Writer
+	// Manifests are the node paths of the manifests to print; nothing else
+	// is ever printed, so no key can reach stdout.
+	Manifests []string
+
+	changeLog
+	mu      sync.Mutex
+	overlay map[string][]byte
+}
+
+// HostPath maps a node path under Root.
+func (w *DryRunWriter) HostPath(path string) string { return filepath.Join(w.Root, path) }
+
+// ReadFile returns what the dry run would have written, else the disk content.
+func (w *DryRunWriter) ReadFile(path string) ([]byte, error) {
+	w.mu.Lock()
+	data, ok := w.overlay[path]
+	w.mu.Unlock()
+	if ok {
+		if data == nil {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+		}
+		return data, nil
+	}
+	return os.ReadFile(w.HostPath(path))
+}
+
+// MkdirAll reports nothing: directories follow from the files.
+func (w *DryRunWriter) MkdirAll(string, fs.FileMode) error { return nil }
+
+// Chown reports the owner a real run would set.
+func (w *DryRunWriter) Chown(path string, uid, gid int) error {
+	w.Report.Event(output.Event{Level: output.LevelInfo, Msg: fmt.Sprintf("would set the owner of %s to %d:%d", path, uid, gid),
+		Fields: map[string]any{"path": path, "uid": uid, "gid": gid, "dryRun": true}})
+	return nil
+}
+
+// Remove records that path would be removed.
+func (w *DryRunWriter) Remove(path string) error {
+	if _, err := w.ReadFile(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	w.remember(path, nil)
+	w.Report.Event(output.Event{Level: output.LevelInfo, Msg: "would remove " + path, Fields: map[string]any{"path": path, "dryRun": true}})
+	return nil
+}
+
+// RemoveAll reports that path and everything under it would be removed.
+func (w *DryRunWriter) RemoveAll(path string) error {
+	if _, err := os.Lstat(w.HostPath(path)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	w.Report.Event(output.Event{Level: output.LevelInfo, Msg: "would remove " + path + " and everything under it", Fields: map[string]any{"path": path, "dryRun": true}})
+	return nil
+}
+
+// WriteFile records and reports the file; it prints manifests to stdout.
+func (w *DryRunWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
+	current, err := w.ReadFile(path)
+	unchanged := err == nil && bytes.Equal(current, data)
+	w.record(path, !unchanged)
+	w.remember(path, data)
+	verb := "would write"
+	if unchanged {
+		verb = "unchanged"
+	}
+	fields := map[string]any{"path": path, "mode": fmt.Sprintf("%04o", mode.Perm()), "size": len(data), "dryRun": true}
+	isManifest := slices.Contains(w.Manifests, path)
+	if isManifest && w.Report.JSON() {
+		fields["content"] = string(data)
+	}
+	w.Report.Event(output.Event{Level: output.LevelInfo, Msg: fmt.Sprintf("%s %s (%04o, %d bytes)", verb, path, mode.Perm(), len(data)), Fields: fields})
+	if isManifest && !w.Report.JSON() {
+		if _, err := fmt.Fprintf(w.Stdout, "---\n# %s\n%s", path, ensureNewline(data)); err != nil {
+			return fmt.Errorf("print %q: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func (w *DryRunWriter) remember(path string, data []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.overlay == nil {
+		w.overlay = map[string][]byte{}
+	}
+	w.overlay[path] = data
+}
+
+func ensureNewline(b []byte) string {
+	s := string(b)
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return s
+}

@@ -1,0 +1,148 @@
+package join
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// sharedCAs are the CAs every control-plane node of a cluster must hold
+// with their keys, so that each issues its own leaves from the same roots.
+var sharedCAs = []string{config.CertCA, config.CertFrontProxyCA, config.CertEtcdCA}
+
+// sharedFile is one file of the cluster secrets, named relative to
+// certificates.dir in a bundle.
+type sharedFile struct {
+	name string
+	mode fs.FileMode
+	// optional files, such as the encryption config, may be absent.
+	optional bool
+}
+
+// sharedFiles lists what a certificate bundle carries, keys first so an
+// import never leaves a certificate without its key.
+func sharedFiles(c *config.ClusterConfiguration) []sharedFile {
+	var files []sharedFile
+	for _, ca := range sharedCAs {
+		if ca == config.CertEtcdCA && c.Etcd.Local == nil {
+			continue
+		}
+		files = append(files, sharedFile{name: ca + ".key", mode: pki.ModeKey})
+	}
+	files = append(files, sharedFile{name: config.KeyServiceAccount + ".key", mode: pki.ModeKey})
+	for _, ca := range sharedCAs {
+		if ca == config.CertEtcdCA && c.Etcd.Local == nil {
+			continue
+		}
+		files = append(files, sharedFile{name: ca + ".crt", mode: pki.ModeCert})
+	}
+	// Every API server must decrypt what any other one encrypted.
+	return append(files,
+		sharedFile{name: config.KeyServiceAccount + ".pub", mode: pki.ModeCert},
+		sharedFile{name: config.FileEncryptionConfig, mode: phases.APIServerFileMode, optional: true})
+}
+
+// ExportSecrets reads the cluster secrets a joining control-plane node
+// needs, by bundle name. Every CA must have its key: a node with an
+// external CA has nothing to share.
+func ExportSecrets(s *phases.State) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, f := range sharedFiles(s.Config) {
+		path := filepath.Join(s.Config.Certificates.Dir, f.name)
+		data, err := s.Files.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && f.optional:
+			continue
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("export %q: not found: run `kubeboot init phase certs` first (a CA without its key cannot be shared)", path)
+		case err != nil:
+			return nil, fmt.Errorf("export %q: %w", path, err)
+		}
+		out[f.name] = data
+	}
+	return out, checkSecrets(s.Config, out)
+}
+
+// checkSecrets makes sure every CA certificate matches its key, so a
+// bundle never carries, or an import never writes, a broken pair.
+func checkSecrets(c *config.ClusterConfiguration, files map[string][]byte) error {
+	var errs []error
+	for _, ca := range sharedCAs {
+		if ca == config.CertEtcdCA && c.Etcd.Local == nil {
+			continue
+		}
+		if _, err := tls.X509KeyPair(files[ca+".crt"], files[ca+".key"]); err != nil {
+			errs = append(errs, fmt.Errorf("check CA %q: its certificate and key do not form a pair: %w", ca, err))
+		}
+	}
+	if _, err := pki.ServiceAccountPublicKey(files[config.KeyServiceAccount+".key"]); err != nil {
+		errs = append(errs, fmt.Errorf("check service-account key %q: %w", config.KeyServiceAccount+".key", err))
+	}
+	return errors.Join(errs...)
+}
+
+// ImportSecrets writes the cluster secrets of a bundle into
+// certificates.dir. It converges: a file that already holds the bundle's
+// content is left alone. It writes nothing if the bundle is incomplete,
+// holds an unexpected name, or any file on the node differs from it,
+// because a node with other CAs belongs to another cluster.
+func ImportSecrets(s *phases.State, files map[string][]byte) error {
+	want := sharedFiles(s.Config)
+	var problems []string
+	for name := range files {
+		if !slices.ContainsFunc(want, func(f sharedFile) bool { return f.name == name }) {
+			problems = append(problems, fmt.Sprintf("%s: not a file a bundle carries", name))
+		}
+	}
+	for _, f := range want {
+		path := filepath.Join(s.Config.Certificates.Dir, f.name)
+		data, ok := files[f.name]
+		if !ok {
+			if !f.optional {
+				problems = append(problems, f.name+": missing from the bundle")
+			}
+			continue
+		}
+		have, err := s.Files.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("read %q: %w", path, err)
+		case !bytes.Equal(have, data):
+			problems = append(problems, fmt.Sprintf("%s: exists and differs from the bundle (this node has other cluster secrets: reset it first)", path))
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		return fmt.Errorf("import certificate bundle:\n  %s", strings.Join(problems, "\n  "))
+	}
+	if err := checkSecrets(s.Config, files); err != nil {
+		return fmt.Errorf("import certificate bundle: %w", err)
+	}
+	dirs := []string{s.Config.Certificates.Dir}
+	if s.Config.Etcd.Local != nil {
+		dirs = append(dirs, filepath.Dir(s.Config.CertPath(config.CertEtcdCA)))
+	}
+	for _, dir := range dirs {
+		if err := s.Files.MkdirAll(dir, pki.ModeDir); err != nil {
+			return err
+		}
+	}
+	for _, f := range want {
+		if data, ok := files[f.name]; ok {
+			if err := s.Files.WriteFile(filepath.Join(s.Config.Certificates.Dir, f.name), data, f.mode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

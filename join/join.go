@@ -1,0 +1,164 @@
+package join
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/kubeboot/kubeboot/phases"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/exit"
+)
+
+// endpointTimeout bounds the preflight's TLS handshake with the
+// controlPlaneEndpoint.
+const endpointTimeout = 10 * time.Second
+
+// ControlPlane is the `kubeboot join --control-plane` workflow, in
+// dependency order. It reads the node's join settings from State.Join and
+// the certificate bundle's files from State.Secrets (nil when the node holds
+// them already, as on a re-run). The etcd member joins as a learner and is
+// promoted before the API server starts on this node.
+var ControlPlane = phases.Runner{Phases: slices.Concat(Prepare, []phases.Phase{
+	phases.APIServerConfig,
+	Etcd,
+	phases.ControlPlane,
+	phases.Validate,
+	phases.WriteManifests,
+	phases.Wait,
+})}
+
+// Prepare are the join's phases up to the kubelet's configuration, which
+// `kubeboot lab up --control-plane` runs before it starts the kubelet.
+var Prepare = []phases.Phase{Preflight, phases.Preflight, CertsImport, phases.Certs, phases.Kubeconfig, phases.KubeletConfig}
+
+// Preflight checks that the cluster is reachable through the
+// controlPlaneEndpoint and that it is the bundle's cluster: its API server
+// presents a certificate of the bundle's cluster CA.
+var Preflight = phases.Phase{Name: "join-preflight", Short: "Check the control-plane endpoint and that its CA is the bundle's", Run: runPreflight}
+
+func runPreflight(ctx context.Context, s *phases.State) error {
+	caPEM := s.Secrets[config.CertCA+".crt"]
+	if caPEM == nil {
+		var err error
+		if caPEM, err = s.Files.ReadFile(s.Config.CertPath(config.CertCA)); errors.Is(err, fs.ErrNotExist) {
+			return &exit.UsageError{Msg: "this node has no cluster CA yet: pass --certs-bundle and --key-file from `kubeboot certs export` on a control-plane node"}
+		} else if err != nil {
+			return fmt.Errorf("read cluster CA %q: %w", s.Config.CertPath(config.CertCA), err)
+		}
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("read cluster CA: no certificate in ca.crt")
+	}
+	host, port := s.Config.ControlPlaneHostPort()
+	dialer := &tls.Dialer{NetDialer: &net.Dialer{Timeout: endpointTimeout}, Config: &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}}
+	dctx, cancel := context.WithTimeout(ctx, endpointTimeout)
+	defer cancel()
+	conn, err := dialer.DialContext(dctx, "tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		var unknown x509.UnknownAuthorityError
+		if errors.As(err, &unknown) {
+			return fmt.Errorf("check control-plane endpoint %q: its certificate is not from the bundle's cluster CA: the bundle or the endpoint belongs to another cluster: %w", s.Config.ControlPlaneEndpoint, err)
+		}
+		return fmt.Errorf("check control-plane endpoint %q: %w", s.Config.ControlPlaneEndpoint, err)
+	}
+	_ = conn.Close()
+	s.Report.Infof("%s serves a certificate of the bundle's cluster CA", net.JoinHostPort(host, port))
+	return nil
+}
+
+// CertsImport writes the bundle's cluster secrets, unless there is no
+// bundle (a re-run relies on the files on the node).
+var CertsImport = phases.Phase{Name: "certs-import", Short: "Write the shared CAs, service-account keys and encryption config from the bundle", Run: func(_ context.Context, s *phases.State) error {
+	if s.Secrets == nil {
+		s.Report.Infof("no bundle given: using the CAs on this node")
+		return nil
+	}
+	return ImportSecrets(s, s.Secrets)
+}}
+
+// Etcd adds this node's etcd member to the cluster as a learner,
+// starts it, waits until it is healthy and promotes it to a voter. A
+// member that does not come up or catch up in time is removed again, so the
+// cluster is left as it was.
+var Etcd = phases.Phase{Name: "etcd-join", Short: "Add this node's etcd member as a learner, start it and promote it", LiveOnly: true, Run: runEtcdJoin}
+
+func runEtcdJoin(ctx context.Context, s *phases.State) error {
+	c := s.Config
+	if s.Join == nil {
+		return &exit.UsageError{Msg: "etcd-join needs a JoinConfiguration: its join.etcdEndpoints name the members to join through"}
+	}
+	cli, err := etcd.New(ctx, s.Join.EtcdEndpoints, etcd.LocalTLS(c, s.Files.HostPath))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	id, all, err := etcd.AddLearner(ctx, cli, c.Node.Name, etcd.PeerURL(c))
+	if err != nil {
+		return err
+	}
+	learner := etcd.IsLearner(all, id)
+	s.Report.Infof("etcd member %s (%x) is in the cluster of %d (learner: %t)", c.Node.Name, id, len(all), learner)
+	cluster, err := phases.InitialClusterOnDisk(s)
+	if err != nil {
+		return err
+	}
+	if cluster == "" {
+		cluster = etcd.InitialCluster(all, id, c.Node.Name)
+	}
+	// Joining flags go after the user's, so they win: etcd must not found a new cluster.
+	c.Etcd.Local.ExtraArgs = append(c.Etcd.Local.ExtraArgs,
+		config.Arg{Name: "initial-cluster", Value: cluster},
+		config.Arg{Name: "initial-cluster-state", Value: "existing"})
+	if err := phases.EnsureEtcdDataDir(s); err != nil {
+		return err
+	}
+	if err := phases.Render(s, config.NameEtcd, config.NameAPIServer, config.NameControllerManager, config.NameScheduler); err != nil {
+		return err
+	}
+	if err := phases.WriteStaged(s, config.NameEtcd); err != nil {
+		return err
+	}
+	giveUp := func(cause error) error {
+		if !learner {
+			return cause
+		}
+		if err := etcd.RemoveMember(ctx, cli, id); err != nil {
+			return fmt.Errorf("%w\nremoving the learner failed too: %w", cause, err)
+		}
+		return fmt.Errorf("%w\nremoved the learner %x again: the cluster is as before. Fix the cause, delete %s and %s, and join again",
+			cause, id, c.ManifestPath(config.NameEtcd), c.Etcd.Local.DataDir)
+	}
+	if err := waitLocalEtcd(ctx, s); err != nil {
+		return giveUp(err)
+	}
+	if learner {
+		if err := etcd.PromoteLearner(ctx, cli, id, c.Timeouts.ControlPlane.Duration, s.Report); err != nil {
+			return giveUp(err)
+		}
+		s.Report.Infof("promoted etcd member %s to a voting member", c.Node.Name)
+	}
+	return nil
+}
+
+// waitLocalEtcd waits until this node's etcd member answers and knows
+// the leader. The health probes' linearizable read is no test here: a
+// learner refuses it ("rpc not supported for learner") until promoted.
+func waitLocalEtcd(ctx context.Context, s *phases.State) error {
+	endpoint := etcd.ClientURL(s.Config)
+	cli, err := etcd.New(ctx, []string{endpoint}, etcd.LocalTLS(s.Config, s.Files.HostPath))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	return etcd.WaitMember(ctx, cli, endpoint, s.Config.Timeouts.ControlPlane.Duration, s.Report)
+}
