@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -15,6 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 // InvalidError reports every problem of a configuration file at once. Its
@@ -68,11 +69,27 @@ func Load(path string, host Host) (*ClusterConfiguration, error) {
 		SetDefaults(c, host)
 		return c, validated(c, "", nil)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return loadCluster(path, data, host)
+}
+
+// readConfig reads a configuration file, refusing what is not a regular
+// file of at most inputfile.ConfigLimit bytes.
+func readConfig(path string) ([]byte, error) {
+	data, err := inputfile.Read(path, inputfile.ConfigLimit)
 	if err != nil {
 		// A config that cannot be read is a usage error, like one that is invalid.
 		return nil, &InvalidError{File: path, Problems: []Problem{{Message: "cannot read the file: " + err.Error()}}}
 	}
+	return data, nil
+}
+
+// loadCluster decodes, defaults and validates the ClusterConfiguration
+// read from path.
+func loadCluster(path string, data []byte, host Host) (*ClusterConfiguration, error) {
 	c, doc, err := Decode(path, data)
 	if err != nil {
 		return nil, err
