@@ -42,6 +42,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	errs = append(errs, absolutePath(field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir)...)
 	errs = append(errs, absolutePath(field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir)...)
 	errs = append(errs, outsideManifestsDir(c)...)
+	errs = append(errs, validateOwnedDirs(c)...)
 	if c.ImageRepository == "" || strings.HasSuffix(c.ImageRepository, "/") || strings.ContainsAny(c.ImageRepository, " :@") {
 		errs = append(errs, field.Invalid(field.NewPath("imageRepository"), c.ImageRepository, "want a registry path like registry.k8s.io, without tag or trailing slash"))
 	}

@@ -73,6 +73,30 @@ func TestValidate(t *testing.T) {
 			c.Security.TLS.CipherSuites = []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_RC4_128_SHA", "TLS_AES_128_GCM_SHA256"}
 		}, []string{"security.tls.minVersion: Unsupported value", "security.tls.cipherSuites[1]", "security.tls.cipherSuites[2]"}},
 		{"bad etcd owner", func(c *ClusterConfiguration) { c.Security.EtcdDataDirOwner = "Etcd User" }, []string{"security.etcdDataDirOwner"}},
+		{"system dir as etcd data dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/var/lib" }, []string{
+			`etcd.local.dataDir: Invalid value: "/var/lib": a system directory: kubeboot would chmod and chown it and, on reset, remove it with everything in it; use a directory of its own such as /var/lib/etcd`}},
+		{"system dir as audit log dir", func(c *ClusterConfiguration) { c.Security.Audit.LogDir = "/var/log" }, []string{
+			`security.audit.logDir: Invalid value: "/var/log": a system directory: kubeboot would chmod it; use a directory of its own such as /var/log/kubernetes/audit`}},
+		{"system dir as PKI dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc" }, []string{`certificates.dir: Invalid value: "/etc": a system directory`}},
+		{"root as kubeconfig dir", func(c *ClusterConfiguration) { c.Paths.KubeconfigDir = "/" }, []string{`paths.kubeconfigDir: Invalid value: "/": a system directory`}},
+		{"tmp as manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/tmp" }, []string{`paths.manifestsDir: Invalid value: "/tmp": a system directory`}},
+		{"ancestor of a system dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/usr" }, []string{`etcd.local.dataDir: Invalid value: "/usr": a system directory`}},
+		{"merged-usr system dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/usr/lib" }, []string{`etcd.local.dataDir: Invalid value: "/usr/lib": a system directory`}},
+		{"dirs of their own under system dirs", func(c *ClusterConfiguration) {
+			c.Etcd.Local.DataDir = "/tmp/kubeboot-lab/etcd"
+			c.Security.Audit.LogDir = "/srv/audit"
+			c.Certificates.Dir = "/tmp/kubeboot-lab/pki"
+			c.Paths.KubeconfigDir = "/tmp/kubeboot-lab"
+			c.Paths.ManifestsDir = "/opt/kubeboot/manifests"
+		}, nil},
+		{"unclean system dir is reported once", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/" }, []string{`certificates.dir: Invalid value: "/etc/": not clean: use /etc`}},
+		{"kubeboot dirs inside the etcd data dir", func(c *ClusterConfiguration) {
+			c.Etcd.Local.DataDir = "/srv/kube"
+			c.Certificates.Dir = "/srv/kube/pki"
+			c.Security.Audit.LogDir = "/srv/kube"
+		}, []string{
+			`etcd.local.dataDir: Invalid value: "/srv/kube": holds certificates.dir (/srv/kube/pki): reset removes the etcd data dir with everything in it; give etcd a directory of its own such as /var/lib/etcd`,
+			`etcd.local.dataDir: Invalid value: "/srv/kube": holds security.audit.logDir (/srv/kube)`}},
 		{"several errors at once", func(c *ClusterConfiguration) {
 			c.Node.AdvertiseAddress = "x"
 			c.Networking.DNSDomain = "Cluster_Local"
