@@ -55,7 +55,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	}
 	errs = append(errs, validateSecurity(field.NewPath("security"), c.Security)...)
 	if c.Timeouts.ControlPlane.Duration <= 0 {
-		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.String(), "must be positive, like 4m"))
+		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.Duration.String(), "must be positive, like 4m"))
 	}
 	return errs
 }
@@ -286,14 +286,19 @@ func validateCertificates(p *field.Path, c Certificates) field.ErrorList {
 		}
 		errs = append(errs, field.NotSupported(p.Child("keyAlgorithm"), c.KeyAlgorithm, names))
 	}
+	// metav1.Duration's own String is the protobuf debug form
+	// (&Duration{Duration:-5m0s,}): print the time.Duration.
 	if c.CAValidity.Duration <= 0 {
-		errs = append(errs, field.Invalid(p.Child("caValidity"), c.CAValidity.String(), "must be positive, like 87600h"))
+		errs = append(errs, field.Invalid(p.Child("caValidity"), c.CAValidity.Duration.String(), "must be positive, like 87600h"))
 	}
 	if c.LeafValidity.Duration <= 0 || c.LeafValidity.Duration > c.CAValidity.Duration {
-		errs = append(errs, field.Invalid(p.Child("leafValidity"), c.LeafValidity.String(), "must be positive and no longer than caValidity"))
+		errs = append(errs, field.Invalid(p.Child("leafValidity"), c.LeafValidity.Duration.String(), "must be positive and no longer than caValidity"))
 	}
-	if c.RenewBefore.Duration < 0 || c.RenewBefore.Duration >= c.LeafValidity.Duration {
-		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.String(), "must be shorter than leafValidity, or every run would renew"))
+	switch {
+	case c.RenewBefore.Duration < 0:
+		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.Duration.String(), "must not be negative, like 720h"))
+	case c.RenewBefore.Duration >= c.LeafValidity.Duration:
+		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.Duration.String(), "must be shorter than leafValidity, or every run would renew"))
 	}
 	return errs
 }

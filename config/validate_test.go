@@ -57,10 +57,13 @@ func TestValidate(t *testing.T) {
 		{"kubeconfigs in the manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/etc/kubernetes" }, []string{"paths.kubeconfigDir: Invalid value: \"/etc/kubernetes\": must be outside paths.manifestsDir"}},
 		{"pki in the manifest dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/kubernetes/manifests" }, []string{"certificates.dir"}},
 		{"bad key algorithm", func(c *ClusterConfiguration) { c.Certificates.KeyAlgorithm = "ed25519" }, []string{"certificates.keyAlgorithm: Unsupported value: \"ed25519\""}},
-		{"leaf outlives CA", func(c *ClusterConfiguration) { c.Certificates.LeafValidity.Duration = 20 * 365 * 24 * time.Hour }, []string{"certificates.leafValidity"}},
-		{"renewal window too long", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = 400 * 24 * time.Hour }, []string{"certificates.renewBefore"}},
+		{"leaf outlives CA", func(c *ClusterConfiguration) { c.Certificates.LeafValidity.Duration = 20 * 365 * 24 * time.Hour }, []string{`certificates.leafValidity: Invalid value: "175200h0m0s"`}},
+		{"negative CA validity", func(c *ClusterConfiguration) { c.Certificates.CAValidity.Duration = -time.Hour }, []string{
+			`certificates.caValidity: Invalid value: "-1h0m0s": must be positive`, `certificates.leafValidity: Invalid value: "8760h0m0s"`}},
+		{"negative renewal window", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = -5 * time.Minute }, []string{`certificates.renewBefore: Invalid value: "-5m0s"`}},
+		{"renewal window too long", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = 400 * 24 * time.Hour }, []string{`certificates.renewBefore: Invalid value: "9600h0m0s"`}},
 		{"bad image repository", func(c *ClusterConfiguration) { c.ImageRepository = "registry.example/" }, []string{"imageRepository"}},
-		{"bad timeout", func(c *ClusterConfiguration) { c.Timeouts.ControlPlane.Duration = -time.Second }, []string{"timeouts.controlPlane"}},
+		{"bad timeout", func(c *ClusterConfiguration) { c.Timeouts.ControlPlane.Duration = -5 * time.Minute }, []string{`timeouts.controlPlane: Invalid value: "-5m0s": must be positive`}},
 		{"bad encryption provider", func(c *ClusterConfiguration) { c.Security.EncryptionAtRest.Provider = "aesgcm" }, []string{"security.encryptionAtRest.provider: Unsupported value: \"aesgcm\""}},
 		{"bad audit paths and sizes", func(c *ClusterConfiguration) {
 			c.Security.Audit.PolicyFile = "policy.yaml"
