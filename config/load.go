@@ -140,7 +140,7 @@ func decodeKind(file string, data []byte, kind string, out any) (*yaml.Node, err
 	var problems []Problem
 	for i, doc := range docs {
 		problems = append(problems, checkTypeMeta(doc, i, len(docs), kind)...)
-		problems = append(problems, duplicateKeys(doc)...)
+		problems = append(problems, duplicateKeys(doc, "")...)
 	}
 	if len(problems) > 0 {
 		return nil, &InvalidError{File: file, Problems: problems}
@@ -222,24 +222,32 @@ func scalar(m *yaml.Node, key string) string {
 	return ""
 }
 
-// duplicateKeys finds repeated mapping keys anywhere in the document; the
-// JSON conversion would otherwise keep one of them silently.
-func duplicateKeys(n *yaml.Node) []Problem {
+// duplicateKeys finds repeated mapping keys anywhere in the document at
+// path ("" for the root); the JSON conversion would otherwise keep one of
+// them silently.
+func duplicateKeys(n *yaml.Node, path string) []Problem {
 	var problems []Problem
-	if n.Kind == yaml.MappingNode {
+	switch n.Kind {
+	case yaml.MappingNode:
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
-			if first, ok := seen[k.Value]; ok {
-				problems = append(problems, Problem{Line: k.Line, Field: k.Value,
-					Message: fmt.Sprintf("duplicate key (first set on line %d): remove one", first)})
-				continue
+			child := k.Value
+			if path != "" {
+				child = path + "." + k.Value
 			}
-			seen[k.Value] = k.Line
+			if first, ok := seen[k.Value]; ok {
+				problems = append(problems, Problem{Line: k.Line, Field: child,
+					Message: fmt.Sprintf("duplicate key (first set on line %d): remove one", first)})
+			} else {
+				seen[k.Value] = k.Line
+			}
+			problems = append(problems, duplicateKeys(n.Content[i+1], child)...)
 		}
-	}
-	for _, c := range n.Content {
-		problems = append(problems, duplicateKeys(c)...)
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			problems = append(problems, duplicateKeys(c, fmt.Sprintf("%s[%d]", path, i))...)
+		}
 	}
 	return problems
 }
