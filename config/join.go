@@ -48,17 +48,15 @@ func loadJoin(path string, data []byte, host Host) (*JoinConfiguration, error) {
 	if err != nil {
 		return nil, err
 	}
+	errs := checkExplicitZeros(&j.ClusterConfiguration, doc)
 	SetDefaults(&j.ClusterConfiguration, host)
-	errs := append(Validate(&j.ClusterConfiguration), validateJoin(j)...)
+	errs = append(errs, Validate(&j.ClusterConfiguration)...)
+	errs = append(errs, validateJoin(j)...)
 	j.Kind = KindJoinConfiguration
-	if len(errs) == 0 {
-		return j, nil
+	if err := validated(path, doc, errs); err != nil {
+		return nil, err
 	}
-	inv := &InvalidError{File: path}
-	for _, e := range errs {
-		inv.Problems = append(inv.Problems, Problem{Line: lineOf(doc, e.Field), Field: e.Field, Message: e.ErrorBody()})
-	}
-	return nil, inv
+	return j, nil
 }
 
 // validateJoin checks what a join needs beyond a valid ClusterConfiguration.

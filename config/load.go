@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -67,7 +68,7 @@ func Load(path string, host Host) (*ClusterConfiguration, error) {
 	if path == "" {
 		c := New()
 		SetDefaults(c, host)
-		return c, validated(c, "", nil)
+		return c, validated("", nil, Validate(c))
 	}
 	data, err := readConfig(path)
 	if err != nil {
@@ -94,14 +95,14 @@ func loadCluster(path string, data []byte, host Host) (*ClusterConfiguration, er
 	if err != nil {
 		return nil, err
 	}
+	errs := checkExplicitZeros(c, doc)
 	SetDefaults(c, host)
-	return c, validated(c, path, doc)
+	return c, validated(path, doc, append(errs, Validate(c)...))
 }
 
-// validated runs Validate and turns its field errors into an InvalidError,
+// validated turns field errors into an InvalidError, or nil without any,
 // using doc (when known) to give each field its line.
-func validated(c *ClusterConfiguration, file string, doc *yaml.Node) error {
-	errs := Validate(c)
+func validated(file string, doc *yaml.Node, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
@@ -296,6 +297,19 @@ func typeProblem(doc *yaml.Node, raw []byte, err error, out any) Problem {
 }
 
 var pathStep = regexp.MustCompile(`[^.\[\]]+|\[\d+\]`)
+
+// valueAt finds the value node of a field path in the YAML tree, or nil.
+func valueAt(doc *yaml.Node, path string) *yaml.Node {
+	n := doc
+	for _, step := range pathStep.FindAllString(path, -1) {
+		next := child(n, step)
+		if next == nil {
+			return nil
+		}
+		n = next.value
+	}
+	return n
+}
 
 // lineOf finds the line of a field path like apiServer.extraArgs[0].name in
 // the YAML tree, or the deepest known parent's line, or 0 without a tree.
