@@ -5,9 +5,11 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -253,15 +255,22 @@ func hostPathTypeNames() []string {
 	return names
 }
 
+// flagName is what the components' flag names are made of. Anything else,
+// a newline above all, could smuggle a second flag into the command line.
+var flagName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
+
 func validateArgs(p *field.Path, args []Arg) field.ErrorList {
 	var errs field.ErrorList
 	for i, a := range args {
 		ap := p.Index(i)
-		if a.Name == "" || strings.HasPrefix(a.Name, "-") || strings.ContainsAny(a.Name, "= \t") {
-			errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "want a flag name without leading dashes or '=', like profiling"))
+		if !flagName.MatchString(a.Name) {
+			errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "want a flag name of letters, digits and '-', without leading dashes or '=', like profiling"))
 		}
-		if a.Remove && a.Value != "" {
+		switch {
+		case a.Remove && a.Value != "":
 			errs = append(errs, field.Invalid(ap.Child("value"), a.Value, "a removed flag takes no value: drop value or remove"))
+		case strings.ContainsFunc(a.Value, unicode.IsControl):
+			errs = append(errs, field.Invalid(ap.Child("value"), a.Value, "must not contain a newline or other control character"))
 		}
 	}
 	return errs

@@ -50,6 +50,18 @@ func TestValidate(t *testing.T) {
 		{"bad extra arg", func(c *ClusterConfiguration) {
 			c.Scheduler.ExtraArgs = []Arg{{Name: "--v", Value: "2"}, {Name: "profiling", Value: "x", Remove: true}}
 		}, []string{"scheduler.extraArgs[0].name", "scheduler.extraArgs[1].value"}},
+		{"control characters in extra args", func(c *ClusterConfiguration) {
+			c.APIServer.ExtraArgs = []Arg{{Name: "profiling\n--anonymous-auth", Value: "true"}, {Name: "feature_gates", Value: "A=true"}, {Name: "v", Value: "2\n--anonymous-auth=true"}, {Name: "tls-sni-cert-key", Value: "a\tb"}}
+		}, []string{
+			`apiServer.extraArgs[0].name: Invalid value: "profiling\n--anonymous-auth": want a flag name of letters, digits and '-'`,
+			`apiServer.extraArgs[1].name: Invalid value: "feature_gates"`,
+			`apiServer.extraArgs[2].value: Invalid value: "2\n--anonymous-auth=true": must not contain a newline or other control character`,
+			`apiServer.extraArgs[3].value`,
+		}},
+		{"flag names and values that are fine", func(c *ClusterConfiguration) {
+			c.Etcd.Local.ExtraArgs = []Arg{{Name: "quota-backend-bytes", Value: "8589934592"}, {Name: "initial-cluster", Value: "a=https://10.0.0.1:2380,b=https://[fd00::1]:2380"}, {Name: "name", Value: "nœud"}}
+		}, nil},
+		{"control character in an env name", func(c *ClusterConfiguration) { c.Scheduler.ExtraEnv = []EnvVar{{Name: "A\nB", Value: "y"}} }, []string{"scheduler.extraEnv[0].name"}},
 		{"bad extra volume", func(c *ClusterConfiguration) {
 			c.ControllerManager.ExtraVolumes = []HostPathMount{{Name: "v", HostPath: "rel", MountPath: "/m"}, {Name: "v", HostPath: "/h", MountPath: "/m", PathType: "Dir"}}
 		}, []string{"extraVolumes[0].hostPath", "extraVolumes[1].name: Duplicate", "extraVolumes[1].pathType: Unsupported"}},
