@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // KeySize is the length of a bundle key: AES-256.
@@ -50,13 +51,16 @@ func EncodeKey(key []byte) string { return hex.EncodeToString(key) }
 // DecodeKey parses a hex key as EncodeKey writes it; surrounding
 // whitespace, such as a key file's trailing newline, is ignored.
 func DecodeKey(text string) ([]byte, error) {
-	key, err := hex.DecodeString(strings.TrimSpace(text))
+	text = strings.TrimSpace(text)
+	// Check the length first: an odd count is otherwise a hex error, and
+	// a key cut short by one digit is the likely mistake.
+	if n := utf8.RuneCountInString(text); n != hex.EncodedLen(KeySize) {
+		return nil, fmt.Errorf("decode bundle key: want %d hex digits, got %d", hex.EncodedLen(KeySize), n)
+	}
+	key, err := hex.DecodeString(text)
 	if err != nil {
 		// The parse error would quote part of the key: say only what is wrong.
 		return nil, errors.New("decode bundle key: not hexadecimal")
-	}
-	if len(key) != KeySize {
-		return nil, fmt.Errorf("decode bundle key: %d bytes, want %d (64 hex digits)", len(key), KeySize)
 	}
 	return key, nil
 }

@@ -98,6 +98,16 @@ func TestKeyText(t *testing.T) {
 			t.Errorf("DecodeKey(%q) succeeded", bad)
 		}
 	}
+	for _, tt := range []struct{ text, want string }{
+		{strings.Repeat("a", 63), "want 64 hex digits, got 63"},
+		{strings.Repeat("a", 65) + "\n", "want 64 hex digits, got 65"},
+		{"", "want 64 hex digits, got 0"},
+		{strings.Repeat("g", 64), "not hexadecimal"},
+	} {
+		if _, err := DecodeKey(tt.text); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("DecodeKey(%d characters): got %v, want an error containing %q", len(tt.text), err, tt.want)
+		}
+	}
 	// An error never quotes the key it could not parse.
 	secret := strings.Repeat("q1", 32)
 	if _, err := DecodeKey(secret); err == nil || strings.Contains(err.Error(), "q1q1") {

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // The static pod names of the control-plane components. Each manifest file
@@ -191,4 +192,41 @@ func blockStyle(n *yaml.Node) {
 	for _, c := range n.Content {
 		blockStyle(c)
 	}
+}
+
+// explicitZeros are the fields where a zero means "unset", so that a zero
+// the user wrote would silently become the default. Each is refused
+// instead. A zero renewBefore is refused too: it would reuse a certificate
+// until it has expired, when the control plane is already down.
+var explicitZeros = []struct {
+	path    string
+	isZero  func(c *ClusterConfiguration) bool
+	message string
+}{
+	{"certificates.caValidity", func(c *ClusterConfiguration) bool { return c.Certificates.CAValidity.Duration == 0 },
+		"must be positive, like 87600h; leave the field out for the default"},
+	{"certificates.leafValidity", func(c *ClusterConfiguration) bool { return c.Certificates.LeafValidity.Duration == 0 },
+		"must be positive, like 8760h; leave the field out for the default"},
+	{"certificates.renewBefore", func(c *ClusterConfiguration) bool { return c.Certificates.RenewBefore.Duration == 0 },
+		"0 would reuse a certificate until it has expired, and the control plane fails at that moment: use a window like 720h, or leave the field out for the default"},
+	{"timeouts.controlPlane", func(c *ClusterConfiguration) bool { return c.Timeouts.ControlPlane.Duration == 0 },
+		"must be positive, like 4m; leave the field out for the default"},
+	{"apiServer.bindPort", func(c *ClusterConfiguration) bool { return c.APIServer.BindPort == 0 },
+		"not a port: use one between 1 and 65535, like 6443, or leave the field out for the default"},
+}
+
+// checkExplicitZeros reports the fields of explicitZeros that doc sets to
+// zero. c is decoded from doc and not yet defaulted, so a zero in c is
+// either absent from doc, or null (which stays "unset"), or written.
+func checkExplicitZeros(c *ClusterConfiguration, doc *yaml.Node) field.ErrorList {
+	var errs field.ErrorList
+	for _, z := range explicitZeros {
+		if !z.isZero(c) {
+			continue
+		}
+		if v := valueAt(doc, z.path); v != nil && v.Kind == yaml.ScalarNode && !isNull(v) {
+			errs = append(errs, field.Invalid(field.NewPath(z.path), v.Value, z.message))
+		}
+	}
+	return errs
 }

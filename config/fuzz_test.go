@@ -24,7 +24,8 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			return
 		}
+		errs := checkExplicitZeros(c, doc)
 		SetDefaults(c, testHost)
-		_ = validated(c, "fuzz.yaml", doc)
+		_ = validated("fuzz.yaml", doc, append(errs, Validate(c)...))
 	})
 }

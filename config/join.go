@@ -2,7 +2,6 @@ package config
 
 import (
 	"net/url"
-	"os"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,26 +33,30 @@ type Join struct {
 // LoadJoin reads, decodes strictly, defaults and validates a
 // JoinConfiguration file.
 func LoadJoin(path string, host Host) (*JoinConfiguration, error) {
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path)
 	if err != nil {
-		return nil, &InvalidError{File: path, Problems: []Problem{{Message: "cannot read the file: " + err.Error()}}}
+		return nil, err
 	}
+	return loadJoin(path, data, host)
+}
+
+// loadJoin decodes, defaults and validates the JoinConfiguration read from
+// path.
+func loadJoin(path string, data []byte, host Host) (*JoinConfiguration, error) {
 	j := &JoinConfiguration{}
 	doc, err := decodeKind(path, data, KindJoinConfiguration, j)
 	if err != nil {
 		return nil, err
 	}
+	errs := checkExplicitZeros(&j.ClusterConfiguration, doc)
 	SetDefaults(&j.ClusterConfiguration, host)
-	errs := append(Validate(&j.ClusterConfiguration), validateJoin(j)...)
+	errs = append(errs, Validate(&j.ClusterConfiguration)...)
+	errs = append(errs, validateJoin(j)...)
 	j.Kind = KindJoinConfiguration
-	if len(errs) == 0 {
-		return j, nil
+	if err := validated(path, doc, errs); err != nil {
+		return nil, err
 	}
-	inv := &InvalidError{File: path}
-	for _, e := range errs {
-		inv.Problems = append(inv.Problems, Problem{Line: lineOf(doc, e.Field), Field: e.Field, Message: e.ErrorBody()})
-	}
-	return nil, inv
+	return j, nil
 }
 
 // validateJoin checks what a join needs beyond a valid ClusterConfiguration.
@@ -80,15 +83,22 @@ func validateJoin(j *JoinConfiguration) field.ErrorList {
 // LoadAny loads a ClusterConfiguration or a JoinConfiguration, as the
 // file's kind says, for commands that serve any control-plane node (certs,
 // diff, upgrade, reset), `config validate`, and the lab's daemons, which
-// only need the node's paths.
+// only need the node's paths. Like Load, it takes "" for the defaults.
 func LoadAny(path string, host Host) (*ClusterConfiguration, error) {
+	if path == "" {
+		return Load(path, host)
+	}
+	data, err := readConfig(path)
+	if err != nil {
+		return nil, err
+	}
 	var meta metav1.TypeMeta
-	if data, err := os.ReadFile(path); err == nil && sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindJoinConfiguration {
-		j, err := LoadJoin(path, host)
+	if sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindJoinConfiguration {
+		j, err := loadJoin(path, data, host)
 		if err != nil {
 			return nil, err
 		}
 		return &j.ClusterConfiguration, nil
 	}
-	return Load(path, host)
+	return loadCluster(path, data, host)
 }

@@ -6,17 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 // InvalidError reports every problem of a configuration file at once. Its
@@ -68,25 +69,41 @@ func Load(path string, host Host) (*ClusterConfiguration, error) {
 	if path == "" {
 		c := New()
 		SetDefaults(c, host)
-		return c, validated(c, "", nil)
+		return c, validated("", nil, Validate(c))
 	}
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return loadCluster(path, data, host)
+}
+
+// readConfig reads a configuration file, refusing what is not a regular
+// file of at most inputfile.ConfigLimit bytes.
+func readConfig(path string) ([]byte, error) {
+	data, err := inputfile.Read(path, inputfile.ConfigLimit)
 	if err != nil {
 		// A config that cannot be read is a usage error, like one that is invalid.
 		return nil, &InvalidError{File: path, Problems: []Problem{{Message: "cannot read the file: " + err.Error()}}}
 	}
+	return data, nil
+}
+
+// loadCluster decodes, defaults and validates the ClusterConfiguration
+// read from path.
+func loadCluster(path string, data []byte, host Host) (*ClusterConfiguration, error) {
 	c, doc, err := Decode(path, data)
 	if err != nil {
 		return nil, err
 	}
+	errs := checkExplicitZeros(c, doc)
 	SetDefaults(c, host)
-	return c, validated(c, path, doc)
+	return c, validated(path, doc, append(errs, Validate(c)...))
 }
 
-// validated runs Validate and turns its field errors into an InvalidError,
+// validated turns field errors into an InvalidError, or nil without any,
 // using doc (when known) to give each field its line.
-func validated(c *ClusterConfiguration, file string, doc *yaml.Node) error {
-	errs := Validate(c)
+func validated(file string, doc *yaml.Node, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
@@ -125,7 +142,7 @@ func decodeKind(file string, data []byte, kind string, out any) (*yaml.Node, err
 	var problems []Problem
 	for i, doc := range docs {
 		problems = append(problems, checkTypeMeta(doc, i, len(docs), kind)...)
-		problems = append(problems, duplicateKeys(doc)...)
+		problems = append(problems, duplicateKeys(doc, "")...)
 	}
 	if len(problems) > 0 {
 		return nil, &InvalidError{File: file, Problems: problems}
@@ -207,24 +224,32 @@ func scalar(m *yaml.Node, key string) string {
 	return ""
 }
 
-// duplicateKeys finds repeated mapping keys anywhere in the document; the
-// JSON conversion would otherwise keep one of them silently.
-func duplicateKeys(n *yaml.Node) []Problem {
+// duplicateKeys finds repeated mapping keys anywhere in the document at
+// path ("" for the root); the JSON conversion would otherwise keep one of
+// them silently.
+func duplicateKeys(n *yaml.Node, path string) []Problem {
 	var problems []Problem
-	if n.Kind == yaml.MappingNode {
+	switch n.Kind {
+	case yaml.MappingNode:
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
-			if first, ok := seen[k.Value]; ok {
-				problems = append(problems, Problem{Line: k.Line, Field: k.Value,
-					Message: fmt.Sprintf("duplicate key (first set on line %d): remove one", first)})
-				continue
+			child := k.Value
+			if path != "" {
+				child = path + "." + k.Value
 			}
-			seen[k.Value] = k.Line
+			if first, ok := seen[k.Value]; ok {
+				problems = append(problems, Problem{Line: k.Line, Field: child,
+					Message: fmt.Sprintf("duplicate key (first set on line %d): remove one", first)})
+			} else {
+				seen[k.Value] = k.Line
+			}
+			problems = append(problems, duplicateKeys(n.Content[i+1], child)...)
 		}
-	}
-	for _, c := range n.Content {
-		problems = append(problems, duplicateKeys(c)...)
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			problems = append(problems, duplicateKeys(c, fmt.Sprintf("%s[%d]", path, i))...)
+		}
 	}
 	return problems
 }
@@ -273,6 +298,19 @@ func typeProblem(doc *yaml.Node, raw []byte, err error, out any) Problem {
 }
 
 var pathStep = regexp.MustCompile(`[^.\[\]]+|\[\d+\]`)
+
+// valueAt finds the value node of a field path in the YAML tree, or nil.
+func valueAt(doc *yaml.Node, path string) *yaml.Node {
+	n := doc
+	for _, step := range pathStep.FindAllString(path, -1) {
+		next := child(n, step)
+		if next == nil {
+			return nil
+		}
+		n = next.value
+	}
+	return n
+}
 
 // lineOf finds the line of a field path like apiServer.extraArgs[0].name in
 // the YAML tree, or the deepest known parent's line, or 0 without a tree.

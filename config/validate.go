@@ -5,9 +5,11 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -42,6 +44,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	errs = append(errs, absolutePath(field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir)...)
 	errs = append(errs, absolutePath(field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir)...)
 	errs = append(errs, outsideManifestsDir(c)...)
+	errs = append(errs, validateOwnedDirs(c)...)
 	if c.ImageRepository == "" || strings.HasSuffix(c.ImageRepository, "/") || strings.ContainsAny(c.ImageRepository, " :@") {
 		errs = append(errs, field.Invalid(field.NewPath("imageRepository"), c.ImageRepository, "want a registry path like registry.k8s.io, without tag or trailing slash"))
 	}
@@ -54,7 +57,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	}
 	errs = append(errs, validateSecurity(field.NewPath("security"), c.Security)...)
 	if c.Timeouts.ControlPlane.Duration <= 0 {
-		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.String(), "must be positive, like 4m"))
+		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.Duration.String(), "must be positive, like 4m"))
 	}
 	return errs
 }
@@ -252,15 +255,22 @@ func hostPathTypeNames() []string {
 	return names
 }
 
+// flagName is what the components' flag names are made of. Anything else,
+// a newline above all, could smuggle a second flag into the command line.
+var flagName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
+
 func validateArgs(p *field.Path, args []Arg) field.ErrorList {
 	var errs field.ErrorList
 	for i, a := range args {
 		ap := p.Index(i)
-		if a.Name == "" || strings.HasPrefix(a.Name, "-") || strings.ContainsAny(a.Name, "= \t") {
-			errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "want a flag name without leading dashes or '=', like profiling"))
+		if !flagName.MatchString(a.Name) {
+			errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "want a flag name of letters, digits and '-', without leading dashes or '=', like profiling"))
 		}
-		if a.Remove && a.Value != "" {
+		switch {
+		case a.Remove && a.Value != "":
 			errs = append(errs, field.Invalid(ap.Child("value"), a.Value, "a removed flag takes no value: drop value or remove"))
+		case strings.ContainsFunc(a.Value, unicode.IsControl):
+			errs = append(errs, field.Invalid(ap.Child("value"), a.Value, "must not contain a newline or other control character"))
 		}
 	}
 	return errs
@@ -285,14 +295,19 @@ func validateCertificates(p *field.Path, c Certificates) field.ErrorList {
 		}
 		errs = append(errs, field.NotSupported(p.Child("keyAlgorithm"), c.KeyAlgorithm, names))
 	}
+	// metav1.Duration's own String is the protobuf debug form
+	// (&Duration{Duration:-5m0s,}): print the time.Duration.
 	if c.CAValidity.Duration <= 0 {
-		errs = append(errs, field.Invalid(p.Child("caValidity"), c.CAValidity.String(), "must be positive, like 87600h"))
+		errs = append(errs, field.Invalid(p.Child("caValidity"), c.CAValidity.Duration.String(), "must be positive, like 87600h"))
 	}
 	if c.LeafValidity.Duration <= 0 || c.LeafValidity.Duration > c.CAValidity.Duration {
-		errs = append(errs, field.Invalid(p.Child("leafValidity"), c.LeafValidity.String(), "must be positive and no longer than caValidity"))
+		errs = append(errs, field.Invalid(p.Child("leafValidity"), c.LeafValidity.Duration.String(), "must be positive and no longer than caValidity"))
 	}
-	if c.RenewBefore.Duration < 0 || c.RenewBefore.Duration >= c.LeafValidity.Duration {
-		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.String(), "must be shorter than leafValidity, or every run would renew"))
+	switch {
+	case c.RenewBefore.Duration < 0:
+		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.Duration.String(), "must not be negative, like 720h"))
+	case c.RenewBefore.Duration >= c.LeafValidity.Duration:
+		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.Duration.String(), "must be shorter than leafValidity, or every run would renew"))
 	}
 	return errs
 }

@@ -50,6 +50,18 @@ func TestValidate(t *testing.T) {
 		{"bad extra arg", func(c *ClusterConfiguration) {
 			c.Scheduler.ExtraArgs = []Arg{{Name: "--v", Value: "2"}, {Name: "profiling", Value: "x", Remove: true}}
 		}, []string{"scheduler.extraArgs[0].name", "scheduler.extraArgs[1].value"}},
+		{"control characters in extra args", func(c *ClusterConfiguration) {
+			c.APIServer.ExtraArgs = []Arg{{Name: "profiling\n--anonymous-auth", Value: "true"}, {Name: "feature_gates", Value: "A=true"}, {Name: "v", Value: "2\n--anonymous-auth=true"}, {Name: "tls-sni-cert-key", Value: "a\tb"}}
+		}, []string{
+			`apiServer.extraArgs[0].name: Invalid value: "profiling\n--anonymous-auth": want a flag name of letters, digits and '-'`,
+			`apiServer.extraArgs[1].name: Invalid value: "feature_gates"`,
+			`apiServer.extraArgs[2].value: Invalid value: "2\n--anonymous-auth=true": must not contain a newline or other control character`,
+			`apiServer.extraArgs[3].value`,
+		}},
+		{"flag names and values that are fine", func(c *ClusterConfiguration) {
+			c.Etcd.Local.ExtraArgs = []Arg{{Name: "quota-backend-bytes", Value: "8589934592"}, {Name: "initial-cluster", Value: "a=https://10.0.0.1:2380,b=https://[fd00::1]:2380"}, {Name: "name", Value: "nœud"}}
+		}, nil},
+		{"control character in an env name", func(c *ClusterConfiguration) { c.Scheduler.ExtraEnv = []EnvVar{{Name: "A\nB", Value: "y"}} }, []string{"scheduler.extraEnv[0].name"}},
 		{"bad extra volume", func(c *ClusterConfiguration) {
 			c.ControllerManager.ExtraVolumes = []HostPathMount{{Name: "v", HostPath: "rel", MountPath: "/m"}, {Name: "v", HostPath: "/h", MountPath: "/m", PathType: "Dir"}}
 		}, []string{"extraVolumes[0].hostPath", "extraVolumes[1].name: Duplicate", "extraVolumes[1].pathType: Unsupported"}},
@@ -57,10 +69,13 @@ func TestValidate(t *testing.T) {
 		{"kubeconfigs in the manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/etc/kubernetes" }, []string{"paths.kubeconfigDir: Invalid value: \"/etc/kubernetes\": must be outside paths.manifestsDir"}},
 		{"pki in the manifest dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/kubernetes/manifests" }, []string{"certificates.dir"}},
 		{"bad key algorithm", func(c *ClusterConfiguration) { c.Certificates.KeyAlgorithm = "ed25519" }, []string{"certificates.keyAlgorithm: Unsupported value: \"ed25519\""}},
-		{"leaf outlives CA", func(c *ClusterConfiguration) { c.Certificates.LeafValidity.Duration = 20 * 365 * 24 * time.Hour }, []string{"certificates.leafValidity"}},
-		{"renewal window too long", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = 400 * 24 * time.Hour }, []string{"certificates.renewBefore"}},
+		{"leaf outlives CA", func(c *ClusterConfiguration) { c.Certificates.LeafValidity.Duration = 20 * 365 * 24 * time.Hour }, []string{`certificates.leafValidity: Invalid value: "175200h0m0s"`}},
+		{"negative CA validity", func(c *ClusterConfiguration) { c.Certificates.CAValidity.Duration = -time.Hour }, []string{
+			`certificates.caValidity: Invalid value: "-1h0m0s": must be positive`, `certificates.leafValidity: Invalid value: "8760h0m0s"`}},
+		{"negative renewal window", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = -5 * time.Minute }, []string{`certificates.renewBefore: Invalid value: "-5m0s"`}},
+		{"renewal window too long", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = 400 * 24 * time.Hour }, []string{`certificates.renewBefore: Invalid value: "9600h0m0s"`}},
 		{"bad image repository", func(c *ClusterConfiguration) { c.ImageRepository = "registry.example/" }, []string{"imageRepository"}},
-		{"bad timeout", func(c *ClusterConfiguration) { c.Timeouts.ControlPlane.Duration = -time.Second }, []string{"timeouts.controlPlane"}},
+		{"bad timeout", func(c *ClusterConfiguration) { c.Timeouts.ControlPlane.Duration = -5 * time.Minute }, []string{`timeouts.controlPlane: Invalid value: "-5m0s": must be positive`}},
 		{"bad encryption provider", func(c *ClusterConfiguration) { c.Security.EncryptionAtRest.Provider = "aesgcm" }, []string{"security.encryptionAtRest.provider: Unsupported value: \"aesgcm\""}},
 		{"bad audit paths and sizes", func(c *ClusterConfiguration) {
 			c.Security.Audit.PolicyFile = "policy.yaml"
@@ -73,6 +88,30 @@ func TestValidate(t *testing.T) {
 			c.Security.TLS.CipherSuites = []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_RC4_128_SHA", "TLS_AES_128_GCM_SHA256"}
 		}, []string{"security.tls.minVersion: Unsupported value", "security.tls.cipherSuites[1]", "security.tls.cipherSuites[2]"}},
 		{"bad etcd owner", func(c *ClusterConfiguration) { c.Security.EtcdDataDirOwner = "Etcd User" }, []string{"security.etcdDataDirOwner"}},
+		{"system dir as etcd data dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/var/lib" }, []string{
+			`etcd.local.dataDir: Invalid value: "/var/lib": a system directory: kubeboot would chmod and chown it and, on reset, remove it with everything in it; use a directory of its own such as /var/lib/etcd`}},
+		{"system dir as audit log dir", func(c *ClusterConfiguration) { c.Security.Audit.LogDir = "/var/log" }, []string{
+			`security.audit.logDir: Invalid value: "/var/log": a system directory: kubeboot would chmod it; use a directory of its own such as /var/log/kubernetes/audit`}},
+		{"system dir as PKI dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc" }, []string{`certificates.dir: Invalid value: "/etc": a system directory`}},
+		{"root as kubeconfig dir", func(c *ClusterConfiguration) { c.Paths.KubeconfigDir = "/" }, []string{`paths.kubeconfigDir: Invalid value: "/": a system directory`}},
+		{"tmp as manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/tmp" }, []string{`paths.manifestsDir: Invalid value: "/tmp": a system directory`}},
+		{"ancestor of a system dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/usr" }, []string{`etcd.local.dataDir: Invalid value: "/usr": a system directory`}},
+		{"merged-usr system dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/usr/lib" }, []string{`etcd.local.dataDir: Invalid value: "/usr/lib": a system directory`}},
+		{"dirs of their own under system dirs", func(c *ClusterConfiguration) {
+			c.Etcd.Local.DataDir = "/tmp/kubeboot-lab/etcd"
+			c.Security.Audit.LogDir = "/srv/audit"
+			c.Certificates.Dir = "/tmp/kubeboot-lab/pki"
+			c.Paths.KubeconfigDir = "/tmp/kubeboot-lab"
+			c.Paths.ManifestsDir = "/opt/kubeboot/manifests"
+		}, nil},
+		{"unclean system dir is reported once", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/" }, []string{`certificates.dir: Invalid value: "/etc/": not clean: use /etc`}},
+		{"kubeboot dirs inside the etcd data dir", func(c *ClusterConfiguration) {
+			c.Etcd.Local.DataDir = "/srv/kube"
+			c.Certificates.Dir = "/srv/kube/pki"
+			c.Security.Audit.LogDir = "/srv/kube"
+		}, []string{
+			`etcd.local.dataDir: Invalid value: "/srv/kube": holds certificates.dir (/srv/kube/pki): reset removes the etcd data dir with everything in it; give etcd a directory of its own such as /var/lib/etcd`,
+			`etcd.local.dataDir: Invalid value: "/srv/kube": holds security.audit.logDir (/srv/kube)`}},
 		{"several errors at once", func(c *ClusterConfiguration) {
 			c.Node.AdvertiseAddress = "x"
 			c.Networking.DNSDomain = "Cluster_Local"

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 // The patch types, as they appear after the '+' in a patch file name.
@@ -154,7 +155,7 @@ func applyPatch(pod []byte, patchType string, patch []byte) ([]byte, error) {
 		if decodeErr != nil {
 			return nil, fmt.Errorf("decode json patch: %w", decodeErr)
 		}
-		patched, err = ops.Apply(pod)
+		patched, err = applyOperations(pod, ops)
 	case PatchMerge:
 		patched, err = jsonpatch.MergePatch(pod, patch)
 	default:
@@ -164,6 +165,23 @@ func applyPatch(pod []byte, patchType string, patch []byte) ([]byte, error) {
 		return nil, fmt.Errorf("apply %s patch: %w", patchType, err)
 	}
 	return patched, nil
+}
+
+// applyOperations applies a JSON patch one operation at a time, checking
+// the pod's size after each: a few dozen copy operations, each doubling the
+// pod, would otherwise exhaust memory before any error. A pod larger than
+// the kubelet's limit on a manifest could never run anyway.
+func applyOperations(pod []byte, ops jsonpatch.Patch) ([]byte, error) {
+	for i, op := range ops {
+		var err error
+		if pod, err = (jsonpatch.Patch{op}).Apply(pod); err != nil {
+			return nil, fmt.Errorf("operation %d: %w", i, err)
+		}
+		if len(pod) > inputfile.ManifestLimit {
+			return nil, fmt.Errorf("operation %d: the pod grows past %d bytes, the kubelet's limit on a manifest", i, inputfile.ManifestLimit)
+		}
+	}
+	return pod, nil
 }
 
 // decodePod decodes a patched pod strictly: unknown fields, duplicate

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -44,6 +45,16 @@ func TestParsePatchFileName(t *testing.T) {
 	}
 }
 
+// doublingCopies is a JSON patch of n operations that each copy the whole
+// spec into itself, doubling the pod.
+func doublingCopies(n int) []byte {
+	ops := make([]string, n)
+	for i := range ops {
+		ops[i] = fmt.Sprintf(`{"op": "copy", "from": "/spec", "path": "/spec/x%d"}`, i)
+	}
+	return []byte("[" + strings.Join(ops, ",") + "]")
+}
+
 func TestApplyPatchesErrors(t *testing.T) {
 	pod, err := APIServer(newConfig(nil))
 	if err != nil {
@@ -66,6 +77,7 @@ func TestApplyPatchesErrors(t *testing.T) {
 		{"unknown component", Patch{File: "p/kube-proxy.yaml", Data: []byte("{}")}, `unknown target "kube-proxy"`},
 		{"bad name", Patch{File: "p/kube-apiserver+foo.yaml", Data: []byte("{}")}, `unknown patch type "foo"`},
 		{"bad name of another component", Patch{File: "p/etcd.yml", Data: []byte("{}")}, "extension"},
+		{"copies that double the pod", Patch{File: "p/kube-apiserver+json.json", Data: doublingCopies(40)}, "the kubelet's limit on a manifest"},
 	}
 	for _, tc := range tests {
 		_, err := ApplyPatches(config.NameAPIServer, pod, []Patch{tc.patch})

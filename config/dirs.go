@@ -1,0 +1,105 @@
+package config
+
+import (
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// systemDirs are directories the operating system and its packages own.
+// kubeboot creates its own directories, sets their modes and, on reset,
+// removes them, so none of these, nor an ancestor of one, may be one of
+// kubeboot's: `etcd.local.dataDir: /var/lib` would make /var/lib 0700 and
+// let reset delete the package database. Beyond the top-level directories,
+// the list holds the /usr and /var directories that packages fill, because
+// on merged-/usr systems /lib and /bin are only links to /usr/lib and
+// /usr/bin, and the kubelet's own directory.
+var systemDirs = []string{
+	"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+	"/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp",
+	"/usr", "/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/local",
+	"/usr/local/bin", "/usr/local/lib", "/usr/local/sbin", "/usr/sbin", "/usr/share",
+	"/var", "/var/backups", "/var/cache", "/var/lib", "/var/lib/kubelet", "/var/log",
+	"/var/mail", "/var/opt", "/var/run", "/var/spool", "/var/tmp",
+}
+
+// ownedDir is a directory kubeboot creates and changes, with what it does
+// to it and the default to suggest instead of a system directory.
+type ownedDir struct {
+	path    *field.Path
+	dir     string
+	does    string
+	example string
+}
+
+func ownedDirs(c *ClusterConfiguration) []ownedDir {
+	dirs := []ownedDir{
+		{field.NewPath("certificates", "dir"), c.Certificates.Dir, "chmod it and, on reset, remove it", DefaultCertificatesDir},
+		{field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir, "write into it and, on reset, remove what it wrote", DefaultKubeconfigDir},
+		{field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir, "chmod it, and the kubelet would run every file in it as a pod", DefaultManifestsDir},
+		{field.NewPath("security", "audit", "logDir"), c.Security.Audit.LogDir, "chmod it", DefaultAuditLogDir},
+	}
+	if c.Etcd.Local != nil {
+		dirs = append(dirs, ownedDir{field.NewPath("etcd", "local", "dataDir"), c.Etcd.Local.DataDir,
+			"chmod and chown it and, on reset, remove it with everything in it", DefaultEtcdDataDir})
+	}
+	return dirs
+}
+
+// validateOwnedDirs refuses system directories as kubeboot's own, and any
+// other path of kubeboot's inside the etcd data dir, which reset removes
+// whole.
+func validateOwnedDirs(c *ClusterConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	for _, d := range ownedDirs(c) {
+		if checkable(d.dir) && isSystemDir(d.dir) {
+			errs = append(errs, field.Invalid(d.path, d.dir,
+				"a system directory: kubeboot would "+d.does+"; use a directory of its own such as "+d.example))
+		}
+	}
+	if c.Etcd.Local == nil || !checkable(c.Etcd.Local.DataDir) || isSystemDir(c.Etcd.Local.DataDir) {
+		return errs // a data dir that is already refused gets one error
+	}
+	data := c.Etcd.Local.DataDir
+	for _, other := range []struct {
+		path *field.Path
+		file string
+	}{
+		{field.NewPath("certificates", "dir"), c.Certificates.Dir},
+		{field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir},
+		{field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir},
+		{field.NewPath("security", "audit", "logDir"), c.Security.Audit.LogDir},
+		{field.NewPath("security", "audit", "policyFile"), c.Security.Audit.PolicyFile},
+		{field.NewPath("kubelet", "configFile"), c.Kubelet.ConfigFile},
+		{field.NewPath("patchesDir"), c.PatchesDir},
+	} {
+		if other.file != "" && within(filepath.Clean(other.file), data) {
+			errs = append(errs, field.Invalid(field.NewPath("etcd", "local", "dataDir"), data,
+				"holds "+other.path.String()+" ("+other.file+"): reset removes the etcd data dir with everything in it; give etcd a directory of its own such as "+DefaultEtcdDataDir))
+		}
+	}
+	return errs
+}
+
+// checkable reports whether path is absolute and clean; any other path
+// already has its own error.
+func checkable(path string) bool {
+	return filepath.IsAbs(path) && filepath.Clean(path) == path
+}
+
+// isSystemDir reports whether dir, a clean absolute path, is a system
+// directory or an ancestor of one.
+func isSystemDir(dir string) bool {
+	for _, s := range systemDirs {
+		if within(s, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether path is dir or below it; both are clean.
+func within(path, dir string) bool {
+	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+}
