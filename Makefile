@@ -20,12 +20,12 @@ GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dir
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubeboot ./cmd/kubeboot
 
-## test: lint, unit tests and the end-to-end suite (what CI runs)
-test: lint unit e2e
+## test: lint, the pinned binaries, unit tests and the end-to-end suite (what CI runs)
+test: lint binaries unit e2e
 
-## unit: every package's tests, including the fuzz seed corpora
+## unit: every package's tests, including the fuzz seed corpora (lab's TestCrictl uses crictl from the bin dir)
 unit:
-	$(GO) test -count=1 ./...
+	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 ./...
 
 ## e2e: the end-to-end suite against the real binaries and kubelet (build tag e2e)
 e2e: binaries
