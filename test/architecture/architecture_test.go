@@ -68,7 +68,7 @@ func docLayers(t *testing.T, text string) map[string]int {
 		t.Fatalf("%s: no <!-- layers --> ... <!-- /layers --> list", doc)
 	}
 	layers := map[string]int{}
-	item := regexp.MustCompile("^([0-9]+)\\. (.*)$")
+	item := regexp.MustCompile(`^([0-9]+)\. (.*)$`)
 	for _, line := range strings.Split(text[start:end], "\n") {
 		m := item.FindStringSubmatch(strings.TrimSpace(line))
 		if m == nil {

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/join"
 )
 
 // runCLI runs kubeboot in-process and returns its exit code and output.
@@ -111,6 +114,50 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 	want := []string{"apiserver-config", "bootstrap-admin", "certs", "control-plane", "etcd", "kubeconfig", "kubelet-config", "preflight", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
+	}
+}
+
+func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "join", "phase", "--help")
+	if code != 0 {
+		t.Fatalf("join phase --help: exit %d: %s", code, stderr)
+	}
+	want := []string{"join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config",
+		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait"}
+	if got := join.ControlPlane.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("join phases %v, want %v", got, want)
+	}
+	for _, name := range want {
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(name) + ` +\S`).MatchString(stdout) {
+			t.Errorf("join phase --help does not list %s:\n%s", name, stdout)
+		}
+	}
+}
+
+func TestOneHelpTextPerSharedFlag(t *testing.T) {
+	help := map[string]map[string]bool{}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, name := range []string{"output", "config", "root", "dry-run", "strict", "ignore-preflight-errors"} {
+			if f := c.Flags().Lookup(name); f != nil {
+				if help[name] == nil {
+					help[name] = map[string]bool{}
+				}
+				help[name][f.Usage] = true
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRootCommand(&bytes.Buffer{}, &bytes.Buffer{}))
+	for name, texts := range help {
+		if len(texts) != 1 {
+			t.Errorf("--%s has %d help texts, want one: %v", name, len(texts), texts)
+		}
+	}
+	if len(help["output"]) == 0 || len(help["config"]) == 0 {
+		t.Errorf("found no -o or --config flag: %v", help)
 	}
 }
 

@@ -34,7 +34,7 @@ func (o outputFormat) json() bool { return o == "json" }
 // addOutputFlag registers -o, --output.
 func addOutputFlag(flags *pflag.FlagSet, o *outputFormat) {
 	*o = "text"
-	flags.VarP(o, "output", "o", "output format: text, or json (one JSON object per line, then a final result)")
+	flags.VarP(o, "output", "o", "output format: text, or json (machine-readable: one JSON object per line)")
 }
 
 // addConfigFlag registers --config.
