@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubeboot/kubeboot/phases"
-
 	udiff "github.com/aymanbagabas/go-udiff"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )

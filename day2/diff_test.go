@@ -6,15 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/phases/phasestest"
-
-	"github.com/kubeboot/kubeboot/phases"
-
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
 // initialised is a node under a temp root on which every file-writing

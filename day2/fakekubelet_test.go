@@ -18,11 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/phases"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/templates"
 )
 

@@ -15,11 +15,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/phases"
-
-	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/procnet"
 )

@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
-
-	"github.com/kubeboot/kubeboot/config"
 )
 
 // regularFiles lists the regular files under the node's root.

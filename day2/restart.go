@@ -12,10 +12,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kubeboot/kubeboot/phases"
-
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/procnet"
 	"github.com/kubeboot/kubeboot/templates"

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/phases"
-
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // schedulerTarget is how the stand-in scheduler on addr is checked.

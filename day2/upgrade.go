@@ -10,13 +10,12 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/phases"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/procnet"
 	"github.com/kubeboot/kubeboot/staticpod"
 	"github.com/kubeboot/kubeboot/templates"

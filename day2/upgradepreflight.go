@@ -9,13 +9,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kubeboot/kubeboot/phases"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // snapshotHeadroom is free space wanted beyond the etcd data dir's size,

@@ -11,11 +11,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kubeboot/kubeboot/phases"
-
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // endpointTimeout bounds the preflight's TLS handshake with the

@@ -1,8 +1,6 @@
 package output
 
 import (
-	"github.com/kubeboot/kubeboot/health"
-
 	"bytes"
 	"regexp"
 	"strings"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubeboot/kubeboot/health"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the redraw goroutine.
