@@ -93,16 +93,25 @@ type AtomicWriter struct {
 	BeforeStep func(step string) error
 }
 
-// HostPath maps a node path under Root.
-func (w *AtomicWriter) HostPath(path string) string { return filepath.Join(w.Root, path) }
+// HostPath maps a node path under Root, its symlinks resolved inside Root.
+func (w *AtomicWriter) HostPath(path string) string { return hostPath(w.Root, path) }
 
 // ReadFile reads a node path under Root.
-func (w *AtomicWriter) ReadFile(path string) ([]byte, error) { return os.ReadFile(w.HostPath(path)) }
+func (w *AtomicWriter) ReadFile(path string) ([]byte, error) {
+	host, err := resolve(w.Root, path)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(host)
+}
 
 // MkdirAll creates the directory and sets its mode, whatever the umask,
 // tightening a looser existing mode; missing parents get 0755.
 func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
-	host := w.HostPath(path)
+	host, err := resolve(w.Root, path)
+	if err != nil {
+		return err
+	}
 	// Parents get the usual 0755: only the directory itself is restricted.
 	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
 		return fmt.Errorf("create directory %q: %w", filepath.Dir(host), err)
@@ -115,7 +124,10 @@ func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 
 // Chown sets the owner of a node path under Root unless it is right already.
 func (w *AtomicWriter) Chown(path string, uid, gid int) error {
-	host := w.HostPath(path)
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
+	}
 	info, err := os.Lstat(host)
 	if err != nil {
 		return fmt.Errorf("stat %q: %w", host, err)
@@ -130,15 +142,23 @@ func (w *AtomicWriter) Chown(path string, uid, gid int) error {
 }
 
 // WriteFile writes data atomically unless the file already holds it, in
-// which case only a wrong mode is corrected.
+// which case only a wrong mode is corrected. A symlink in place of the file
+// is replaced, not written through.
 func (w *AtomicWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
-	host := w.HostPath(path)
-	if current, err := os.ReadFile(host); err == nil && bytes.Equal(current, data) {
-		if err := fixMode(host, mode); err != nil {
+	target, err := resolve(w.Root, path)
+	if err != nil {
+		return err
+	}
+	if current, err := os.ReadFile(target); err == nil && bytes.Equal(current, data) {
+		if err := fixMode(target, mode); err != nil {
 			return err
 		}
 		w.record(path, false)
 		return nil
+	}
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
 		return fmt.Errorf("create directory of %q: %w", host, err)
@@ -223,16 +243,24 @@ func syncDir(dir string) error {
 
 // Remove deletes a node path under Root; a missing file is not an error.
 func (w *AtomicWriter) Remove(path string) error {
-	if err := os.Remove(w.HostPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %q: %w", w.HostPath(path), err)
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(host); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %q: %w", host, err)
 	}
 	return nil
 }
 
 // RemoveAll deletes a node path under Root and everything below it.
 func (w *AtomicWriter) RemoveAll(path string) error {
-	if err := os.RemoveAll(w.HostPath(path)); err != nil {
-		return fmt.Errorf("remove %q: %w", w.HostPath(path), err)
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(host); err != nil {
+		return fmt.Errorf("remove %q: %w", host, err)
 	}
 	return nil
 }
