@@ -47,11 +47,7 @@ func (w *DryRunWriter) ReadFile(path string) ([]byte, error) {
 		}
 		return data, nil
 	}
-	host, err := resolve(w.Root, path)
-	if err != nil {
-		return nil, err
-	}
-	return os.ReadFile(host)
+	return readFile(w.Root, path)
 }
 
 // MkdirAll reports nothing: directories follow from the files.

@@ -96,14 +96,8 @@ type AtomicWriter struct {
 // HostPath maps a node path under Root, its symlinks resolved inside Root.
 func (w *AtomicWriter) HostPath(path string) string { return hostPath(w.Root, path) }
 
-// ReadFile reads a node path under Root.
-func (w *AtomicWriter) ReadFile(path string) ([]byte, error) {
-	host, err := resolve(w.Root, path)
-	if err != nil {
-		return nil, err
-	}
-	return os.ReadFile(host)
-}
+// ReadFile reads a regular file of at most 10 MiB at a node path under Root.
+func (w *AtomicWriter) ReadFile(path string) ([]byte, error) { return readFile(w.Root, path) }
 
 // MkdirAll creates the directory and sets its mode, whatever the umask,
 // tightening a looser existing mode; missing parents get 0755.
@@ -145,11 +139,11 @@ func (w *AtomicWriter) Chown(path string, uid, gid int) error {
 // which case only a wrong mode is corrected. A symlink in place of the file
 // is replaced, not written through.
 func (w *AtomicWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
-	target, err := resolve(w.Root, path)
-	if err != nil {
-		return err
-	}
-	if current, err := os.ReadFile(target); err == nil && bytes.Equal(current, data) {
+	if current, err := readFile(w.Root, path); err == nil && bytes.Equal(current, data) {
+		target, err := resolve(w.Root, path)
+		if err != nil {
+			return err
+		}
 		if err := fixMode(target, mode); err != nil {
 			return err
 		}

@@ -1,10 +1,16 @@
 package files
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
+
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 // Resolving node paths under a root. A root is the node's filesystem seen
@@ -15,6 +21,11 @@ import (
 // or remove outside the root. Paths resolve at the time of each operation:
 // the root is the node's, and only kubeboot changes it while kubeboot runs.
 
+// readLimit caps each file a writer reads back. The largest kubeboot reads
+// back is a manifest, which the kubelet itself caps at this size; the
+// kubeconfigs, certificates and keys are far smaller.
+const readLimit = inputfile.ManifestLimit
+
 // resolve maps a node path to the path on this machine, every symlink in it
 // resolved inside root. An empty root is the node's own filesystem, where
 // the node path is the path.
@@ -22,9 +33,9 @@ func resolve(root, path string) (string, error) {
 	if root == "" {
 		return path, nil
 	}
-	abs, err := filepath.Abs(root)
+	abs, err := absRoot(root)
 	if err != nil {
-		return "", fmt.Errorf("resolve root %q: %w", root, err)
+		return "", err
 	}
 	host, err := securejoin.SecureJoin(abs, path)
 	if err != nil {
@@ -57,4 +68,57 @@ func hostPath(root, path string) string {
 		return filepath.Join(root, path)
 	}
 	return host
+}
+
+// absRoot is root as an absolute path, which SecureJoin needs to be free
+// of "..".
+func absRoot(root string) (string, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("resolve root %q: %w", root, err)
+	}
+	return abs, nil
+}
+
+// readFile reads the regular file at a node path, at most readLimit bytes.
+// It never opens a device and never blocks on a FIFO. Inside a root the
+// file is opened through a handle resolved in the root, so no symlink
+// swapped in after resolving leads out of it.
+func readFile(root, path string) ([]byte, error) {
+	if root == "" {
+		return inputfile.Read(path, readLimit)
+	}
+	abs, err := absRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	handle, err := pathrs.OpenInRoot(abs, path)
+	if err != nil {
+		return nil, openError(root, path, err)
+	}
+	defer func() { _ = handle.Close() }()
+	// The handle opens nothing yet (O_PATH): check it before a device is.
+	info, err := handle.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read %q: %w", path, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("read %q: %w (%s)", path, inputfile.ErrNotRegular, info.Mode().Type())
+	}
+	f, err := pathrs.Reopen(handle, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, openError(root, path, err)
+	}
+	defer func() { _ = f.Close() }()
+	return inputfile.ReadFile(f, path, readLimit)
+}
+
+// openError says what os.Open would, for the path under root: the resolver's
+// own layers of wrapping name the same path three times.
+func openError(root, path string, err error) error {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return &fs.PathError{Op: "open", Path: filepath.Join(root, path), Err: errno}
+	}
+	return fmt.Errorf("open %q inside root %q: %w", path, root, err)
 }
