@@ -27,7 +27,8 @@ type Writer interface {
 	// ReadFile reads path as the writer sees it, including what a dry run
 	// would have written.
 	ReadFile(path string) ([]byte, error)
-	// MkdirAll creates a directory and its parents, and sets its mode.
+	// MkdirAll creates a directory and its parents, and sets the
+	// directory's own mode; it never changes a parent that exists.
 	MkdirAll(path string, mode fs.FileMode) error
 	// Chown sets the owner and group of an existing path, leaving it
 	// untouched when they are right already.
@@ -100,7 +101,9 @@ func (w *AtomicWriter) HostPath(path string) string { return hostPath(w.Root, pa
 func (w *AtomicWriter) ReadFile(path string) ([]byte, error) { return readFile(w.Root, path) }
 
 // MkdirAll creates the directory and sets its mode, whatever the umask,
-// tightening a looser existing mode; missing parents get 0755.
+// tightening a looser existing mode; missing parents get 0755. Only the
+// directory itself, one kubeboot owns, gets its mode set: an existing
+// parent is never changed.
 func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 	host, err := resolve(w.Root, path)
 	if err != nil {
@@ -114,6 +117,36 @@ func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 		return fmt.Errorf("create directory %q: %w", host, err)
 	}
 	return fixMode(host, mode)
+}
+
+// MkdirMissing creates path and each missing parent with mode, whatever the
+// umask, and changes nothing that exists: it is for a directory kubeboot
+// does not own, such as where --out writes, which may well be /tmp.
+func (w *AtomicWriter) MkdirMissing(path string, mode fs.FileMode) error {
+	host, err := resolve(w.Root, path)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for dir := filepath.Clean(host); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) || dir == filepath.Dir(dir) {
+			break
+		}
+		missing = append(missing, dir)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		dir := missing[i]
+		if err := os.Mkdir(dir, mode); errors.Is(err, fs.ErrExist) {
+			continue // created meanwhile by someone else: theirs
+		} else if err != nil {
+			return fmt.Errorf("create directory %q: %w", dir, err)
+		}
+		// Mkdir applies the umask; the mode must not depend on it.
+		if err := fixMode(dir, mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Chown sets the owner of a node path under Root unless it is right already.

@@ -82,9 +82,11 @@ func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The bundle is not a node file: write it where --out says, even with --root.
+	// The bundle is not a node file: write it where --out says, even with
+	// --root. The directory is not kubeboot's: create it private if it is
+	// missing, leave it as it is if not.
 	w := &files.AtomicWriter{}
-	if err := w.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+	if err := w.MkdirMissing(filepath.Dir(abs), 0o700); err != nil {
 		return err
 	}
 	if err := w.WriteFile(abs, data, bundleMode); err != nil {
