@@ -159,7 +159,10 @@ func resetRemove(s *phases.State, res *ResetResult, path string, all bool) error
 		return err
 	}
 	res.Removed = append(res.Removed, path)
-	s.Report.Infof("removed %s", path)
+	// A dry run's writer has said "would remove" already.
+	if !s.Options.DryRun {
+		s.Report.Infof("removed %s", path)
+	}
 	return nil
 }
 
@@ -168,7 +171,9 @@ func removeLeftovers(s *phases.State, res *ResetResult, dir string) error {
 	removed, err := files.RemoveTempFiles(s.Files, dir)
 	for _, path := range removed {
 		res.Removed = append(res.Removed, path)
-		s.Report.Infof("removed %s, left by an interrupted write", path)
+		if !s.Options.DryRun {
+			s.Report.Infof("removed %s, left by an interrupted write", path)
+		}
 	}
 	return err
 }

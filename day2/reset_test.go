@@ -240,3 +240,30 @@ func TestResetLeavesFilesKubebootDidNotWrite(t *testing.T) {
 		t.Error("the emptied etcd PKI dir is still there")
 	}
 }
+
+// A dry run says what it would remove, and never that it removed it.
+func TestResetDryRunSaysWouldRemove(t *testing.T) {
+	s := initialised(t)
+	must(t, os.WriteFile(s.Files.HostPath(filepath.Join(s.Config.Paths.ManifestsDir, ".etcd.yaml.tmp-1")), nil, 0o600))
+	var out strings.Builder
+	s.Report = output.NewReporter(&out, false)
+	s.Files = &files.DryRunWriter{Root: s.Files.HostPath("/"), Report: s.Report}
+	s.Options.DryRun = true
+	res, err := resetNode(context.Background(), s, ResetOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var would int
+	for _, line := range lines {
+		if strings.Contains(line, "removed") {
+			t.Errorf("a dry run says %q", line)
+		}
+		if strings.HasPrefix(line, "would remove ") {
+			would++
+		}
+	}
+	if would != len(res.Removed) {
+		t.Errorf("%d lines say would remove, for %d paths:\n%s", would, len(res.Removed), out.String())
+	}
+}
