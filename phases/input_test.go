@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/inputfile"
 )
@@ -68,5 +69,25 @@ func TestReadPatchesRefusesHostileFiles(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The etcd data dir check reads this node's etcd manifest: a FIFO there
+// must not block preflight.
+func TestCheckEtcdDataDirDoesNotBlock(t *testing.T) {
+	root := t.TempDir()
+	s := manifestState(t, root, "v1.36.3")
+	must(t, os.MkdirAll(s.Files.HostPath(filepath.Join(s.Config.Etcd.Local.DataDir, "member")), 0o700))
+	must(t, os.MkdirAll(s.Files.HostPath(s.Config.Paths.ManifestsDir), 0o755))
+	must(t, syscall.Mkfifo(s.Files.HostPath(s.Config.ManifestPath(config.NameEtcd)), 0o600))
+	done := make(chan error, 1)
+	go func() { done <- checkEtcdDataDir(s) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not empty") {
+			t.Errorf("want the data dir refused, got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("checkEtcdDataDir blocked for 5s")
 	}
 }
