@@ -24,6 +24,21 @@ func TestHostileInputFiles(t *testing.T) {
 	if err := os.Truncate(huge, 64<<20); err != nil {
 		t.Fatal(err)
 	}
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(dir, "node")
+	joinConfig := filepath.Join(dir, "join.yaml")
+	text := "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 127.0.0.1:1\n" +
+		"certificates: {dir: " + node + "/pki}\npaths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\n" +
+		"etcd: {local: {dataDir: " + node + "/etcd}}\njoin: {etcdEndpoints: [https://127.0.0.1:1]}\n"
+	if err := os.WriteFile(joinConfig, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	joinWith := func(bundle, keyFile string) []string {
+		return []string{"join", "--control-plane", "--config", joinConfig, "--certs-bundle", bundle, "--key-file", keyFile}
+	}
 	tests := []struct {
 		name   string
 		args   []string
@@ -34,6 +49,12 @@ func TestHostileInputFiles(t *testing.T) {
 		{"validate a FIFO", []string{"validate", fifo}, 1, "it is a FIFO"},
 		// The kubelet refuses a manifest over 10 MiB: so does validate, unread.
 		{"validate a huge file", []string{"validate", huge}, 3, "the kubelet would reject 1 of 1 manifests"},
+		{"key file /dev/zero", []string{"certs", "export", "--out", filepath.Join(dir, "b"), "--key-file", "/dev/zero"}, 2, `read bundle key "/dev/zero"`},
+		{"key file FIFO", []string{"certs", "export", "--out", filepath.Join(dir, "b"), "--key-file", fifo}, 2, "it is a FIFO"},
+		{"huge key file", []string{"certs", "export", "--out", filepath.Join(dir, "b"), "--key-file", huge}, 2, "file too large"},
+		{"bundle /dev/zero", joinWith("/dev/zero", key), 1, `read certificate bundle "/dev/zero"`},
+		{"bundle FIFO", joinWith(fifo, key), 1, "it is a FIFO"},
+		{"huge bundle", joinWith(huge, key), 1, "file too large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
