@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -75,6 +76,9 @@ func TestWriterReadsOnlyBoundedRegularFiles(t *testing.T) {
 					err := promptly(t, func() error { _, err := w.ReadFile(path); return err })
 					if !errors.Is(err, want) {
 						t.Errorf("rooted %v: ReadFile: got %v, want %v", rooted, err, want)
+					}
+					if tt.name == "fifo" && !strings.Contains(fmt.Sprint(err), "it is a FIFO") {
+						t.Errorf("rooted %v: %v does not say what the file is", rooted, err)
 					}
 					// Writing over it reads it first, to skip an unchanged file.
 					if err := promptly(t, func() error { return w.WriteFile(path, []byte("x"), 0o600) }); err != nil && tt.name != "directory" {

@@ -103,7 +103,10 @@ func readFile(root, path string) ([]byte, error) {
 		return nil, fmt.Errorf("read %q: %w", path, err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %q: %w (%s)", path, inputfile.ErrNotRegular, info.Mode().Type())
+		// inputfile refuses it from the handle's stat, naming what it is,
+		// before it reads anything.
+		_, err := inputfile.ReadFile(handle, path, readLimit)
+		return nil, err
 	}
 	f, err := pathrs.Reopen(handle, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
 	if err != nil {
