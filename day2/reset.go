@@ -103,9 +103,8 @@ func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (ResetRe
 	if err := removeLeftovers(s, &res, c.Paths.KubeconfigDir); err != nil {
 		return res, err
 	}
-	// The staging and backups dirs (and the journal) live under kubeboot/.
-	for _, dir := range []string{c.APIServerConfigDir(), filepath.Join(c.Paths.KubeconfigDir, "kubeboot")} {
-		if err := rm(dir, true); err != nil {
+	for _, d := range ownedDirs(c) {
+		if err := removeOwned(s, &res, d); err != nil {
 			return res, err
 		}
 	}
@@ -146,7 +145,9 @@ func confirmEtcdData(s *phases.State, opts ResetOptions) error {
 
 // resetRemove removes one path and records it when it was there.
 func resetRemove(s *phases.State, res *ResetResult, path string, all bool) error {
-	if _, err := os.Lstat(s.Files.HostPath(path)); errors.Is(err, fs.ErrNotExist) {
+	// The path itself, not what a symlink there points to.
+	host := filepath.Join(s.Files.HostPath(filepath.Dir(path)), filepath.Base(path))
+	if _, err := os.Lstat(host); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	remove := s.Files.Remove
@@ -157,7 +158,10 @@ func resetRemove(s *phases.State, res *ResetResult, path string, all bool) error
 		return err
 	}
 	res.Removed = append(res.Removed, path)
-	s.Report.Infof("removed %s", path)
+	// A dry run's writer has said "would remove" already.
+	if !s.Options.DryRun {
+		s.Report.Infof("removed %s", path)
+	}
 	return nil
 }
 
@@ -166,46 +170,113 @@ func removeLeftovers(s *phases.State, res *ResetResult, dir string) error {
 	removed, err := files.RemoveTempFiles(s.Files, dir)
 	for _, path := range removed {
 		res.Removed = append(res.Removed, path)
-		s.Report.Infof("removed %s, left by an interrupted write", path)
+		if !s.Options.DryRun {
+			s.Report.Infof("removed %s, left by an interrupted write", path)
+		}
 	}
 	return err
 }
 
-// resetPKI removes every certificate, key and the encryption configuration,
-// then the PKI directories when nothing else is in them.
-func resetPKI(s *phases.State, res *ResetResult) error {
-	c := s.Config
-	paths := []string{c.KeyPath(config.KeyServiceAccount), c.PublicKeyPath(config.KeyServiceAccount), c.EncryptionConfigPath()}
-	for _, spec := range pki.CertSpecs(c) {
-		paths = append(paths, c.CertPath(spec.Name), c.KeyPath(spec.Name))
+// ownedDir is a directory kubeboot creates and what it writes there: the
+// files, and names matching patterns for the timestamped ones.
+type ownedDir struct {
+	dir      string
+	files    []string
+	patterns []string
+}
+
+// ownedDirs are the directories reset empties of kubeboot's files and then
+// removes, children before parents: the API server's configuration, and
+// under kubeboot/ the staged manifests, the backups and the upgrade journal.
+func ownedDirs(c *config.ClusterConfiguration) []ownedDir {
+	apiserver := ownedDir{dir: c.APIServerConfigDir(), files: []string{c.AdmissionConfigPath(), c.AuthenticationConfigPath()}}
+	// Whatever the config says now, these are the names kubeboot writes
+	// there, unless the user's own audit policy has that path.
+	if policy := filepath.Join(c.APIServerConfigDir(), config.FileAuditPolicy); c.Security.Audit.PolicyFile != policy {
+		apiserver.files = append(apiserver.files, policy)
+	}
+	own := filepath.Join(c.Paths.KubeconfigDir, "kubeboot")
+	staged := ownedDir{dir: filepath.Join(own, "staged")}
+	backups := ownedDir{dir: backupsDir(c), files: []string{journalPath(c)}, patterns: []string{"etcd-snapshot-*.db"}}
+	for _, name := range config.ComponentNames {
+		staged.files = append(staged.files, filepath.Join(staged.dir, name+".yaml"))
+		backups.files = append(backups.files, filepath.Join(backups.dir, name+".yaml"), filepath.Join(backups.dir, name+".before-upgrade.yaml"))
+	}
+	return []ownedDir{apiserver, staged, backups, {dir: own}}
+}
+
+// removeOwned removes kubeboot's files in d, then d when nothing else is
+// in it.
+func removeOwned(s *phases.State, res *ResetResult, d ownedDir) error {
+	paths := d.files
+	entries, err := os.ReadDir(s.Files.HostPath(d.dir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read directory %q: %w", d.dir, err)
+	}
+	for _, e := range entries {
+		if slices.ContainsFunc(d.patterns, func(p string) bool { ok, _ := filepath.Match(p, e.Name()); return ok }) {
+			paths = append(paths, filepath.Join(d.dir, e.Name()))
+		}
 	}
 	for _, path := range paths {
 		if err := resetRemove(s, res, path, false); err != nil {
 			return err
 		}
 	}
-	etcdDir := filepath.Dir(c.CertPath(config.CertEtcdCA))
-	for _, dir := range []string{etcdDir, c.Certificates.Dir} {
-		if err := removeLeftovers(s, res, dir); err != nil {
-			return err
+	if err := removeLeftovers(s, res, d.dir); err != nil {
+		return err
+	}
+	return removeIfEmpty(s, res, d.dir)
+}
+
+// removeIfEmpty removes dir when all it holds is what reset removed (in a
+// dry run, would remove), and otherwise lists each entry it leaves.
+func removeIfEmpty(s *phases.State, res *ResetResult, dir string) error {
+	entries, err := os.ReadDir(s.Files.HostPath(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read directory %q: %w", dir, err)
+	}
+	kept := false
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if slices.Contains(res.Removed, path) {
+			continue
 		}
-		if s.Options.DryRun {
-			continue // the files are still there: directories follow from them
-		}
-		entries, err := os.ReadDir(s.Files.HostPath(dir))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return fmt.Errorf("read directory %q: %w", dir, err)
-		case len(entries) == 0:
-			if err := resetRemove(s, res, dir, false); err != nil {
-				return err
-			}
-		default:
-			res.Left = append(res.Left, dir+": holds files kubeboot did not write")
+		kept = true
+		// A directory of kubeboot's that stays is there for what it holds,
+		// which is listed already.
+		if !slices.ContainsFunc(res.Left, func(l string) bool { return strings.HasPrefix(l, path+"/") }) {
+			res.Left = append(res.Left, path+": not written by kubeboot")
 		}
 	}
-	return nil
+	if kept {
+		return nil
+	}
+	return resetRemove(s, res, dir, false)
+}
+
+// resetPKI removes every certificate, key and the encryption configuration,
+// then the PKI directories when nothing else is in them.
+func resetPKI(s *phases.State, res *ResetResult) error {
+	c := s.Config
+	pkiDir := ownedDir{dir: c.Certificates.Dir, files: []string{c.KeyPath(config.KeyServiceAccount), c.PublicKeyPath(config.KeyServiceAccount), c.EncryptionConfigPath()}}
+	etcdDir := ownedDir{dir: filepath.Dir(c.CertPath(config.CertEtcdCA))}
+	for _, spec := range pki.CertSpecs(c) {
+		for _, path := range []string{c.CertPath(spec.Name), c.KeyPath(spec.Name)} {
+			if filepath.Dir(path) == etcdDir.dir {
+				etcdDir.files = append(etcdDir.files, path)
+			} else {
+				pkiDir.files = append(pkiDir.files, path)
+			}
+		}
+	}
+	if err := removeOwned(s, res, etcdDir); err != nil {
+		return err
+	}
+	return removeOwned(s, res, pkiDir)
 }
 
 // stopping is a set of components whose manifests go: the addresses they

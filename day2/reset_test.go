@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/output"
@@ -130,8 +133,8 @@ func TestResetKeepPKIAndForeignFiles(t *testing.T) {
 	if left := regularFiles(t, s); len(left) != 1 || left[0] != foreign {
 		t.Errorf("want only %s left, got %v", foreign, left)
 	}
-	if !strings.Contains(strings.Join(res.Left, "\n"), filepath.Dir(foreign)+": holds files kubeboot did not write") {
-		t.Errorf("reset does not report the foreign file's directory: %v", res.Left)
+	if !strings.Contains(strings.Join(res.Left, "\n"), foreign+": not written by kubeboot") {
+		t.Errorf("reset does not list the foreign file: %v", res.Left)
 	}
 }
 
@@ -199,5 +202,67 @@ func TestWaitStoppedWaitsForTheProcess(t *testing.T) {
 	case <-exited:
 	case <-time.After(time.Second):
 		t.Error("waitStopped returned while the process still ran")
+	}
+}
+
+// reset removes the files kubeboot writes, one by one, and a directory
+// only once it is empty: whatever else is there stays and is listed.
+func TestResetLeavesFilesKubebootDidNotWrite(t *testing.T) {
+	s := initialised(t)
+	withEtcdData(t, s)
+	c := s.Config
+	foreign := []string{
+		filepath.Join(c.APIServerConfigDir(), "my-audit-policy.yaml"),
+		filepath.Join(c.Certificates.Dir, "notes.txt"),
+		filepath.Join(c.Paths.KubeconfigDir, "kubeboot", "backups", "mine.yaml"),
+	}
+	for _, path := range foreign {
+		must(t, os.MkdirAll(s.Files.HostPath(filepath.Dir(path)), 0o700))
+		must(t, os.WriteFile(s.Files.HostPath(path), []byte("mine"), 0o600))
+	}
+	res, err := resetNode(context.Background(), s, ResetOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(foreign, regularFiles(t, s), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("files left after reset (-want +got):\n%s", diff)
+	}
+	for _, path := range foreign {
+		if want := path + ": not written by kubeboot"; !slices.Contains(res.Left, want) {
+			t.Errorf("reset does not list %q in %q", want, res.Left)
+		}
+		if slices.Contains(res.Removed, filepath.Dir(path)) {
+			t.Errorf("reset says it removed %s, which holds %s", filepath.Dir(path), path)
+		}
+	}
+	if _, err := os.Stat(s.Files.HostPath(filepath.Join(c.Certificates.Dir, "etcd"))); err == nil {
+		t.Error("the emptied etcd PKI dir is still there")
+	}
+}
+
+// A dry run says what it would remove, and never that it removed it.
+func TestResetDryRunSaysWouldRemove(t *testing.T) {
+	s := initialised(t)
+	must(t, os.WriteFile(s.Files.HostPath(filepath.Join(s.Config.Paths.ManifestsDir, ".etcd.yaml.tmp-1")), nil, 0o600))
+	var out strings.Builder
+	s.Report = output.NewReporter(&out, false)
+	s.Files = &files.DryRunWriter{Root: s.Files.HostPath("/"), Report: s.Report}
+	s.Options.DryRun = true
+	res, err := resetNode(context.Background(), s, ResetOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var would int
+	for _, line := range lines {
+		if strings.Contains(line, "removed") {
+			t.Errorf("a dry run says %q", line)
+		}
+		if strings.HasPrefix(line, "would remove ") {
+			would++
+		}
+	}
+	if would != len(res.Removed) {
+		t.Errorf("%d lines say would remove, for %d paths:\n%s", would, len(res.Removed), out.String())
 	}
 }

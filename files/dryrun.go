@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +18,7 @@ import (
 // the manifests to stdout, and remembers the content so that later phases
 // read what earlier ones would have written.
 type DryRunWriter struct {
-	// Root prefixes every path read from disk.
+	// Root prefixes every path read from disk; symlinks resolve inside it.
 	Root string
 	// Report receives one event per file.
 	Report *output.Reporter
@@ -34,8 +33,8 @@ type DryRunWriter struct {
 	overlay map[string][]byte
 }
 
-// HostPath maps a node path under Root.
-func (w *DryRunWriter) HostPath(path string) string { return filepath.Join(w.Root, path) }
+// HostPath maps a node path under Root, its symlinks resolved inside Root.
+func (w *DryRunWriter) HostPath(path string) string { return hostPath(w.Root, path) }
 
 // ReadFile returns what the dry run would have written, else the disk content.
 func (w *DryRunWriter) ReadFile(path string) ([]byte, error) {
@@ -48,7 +47,7 @@ func (w *DryRunWriter) ReadFile(path string) ([]byte, error) {
 		}
 		return data, nil
 	}
-	return os.ReadFile(w.HostPath(path))
+	return readFile(w.Root, path)
 }
 
 // MkdirAll reports nothing: directories follow from the files.
@@ -73,7 +72,11 @@ func (w *DryRunWriter) Remove(path string) error {
 
 // RemoveAll reports that path and everything under it would be removed.
 func (w *DryRunWriter) RemoveAll(path string) error {
-	if _, err := os.Lstat(w.HostPath(path)); errors.Is(err, fs.ErrNotExist) {
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(host); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	w.Report.Event(output.Event{Level: output.LevelInfo, Msg: "would remove " + path + " and everything under it", Fields: map[string]any{"path": path, "dryRun": true}})

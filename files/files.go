@@ -27,7 +27,8 @@ type Writer interface {
 	// ReadFile reads path as the writer sees it, including what a dry run
 	// would have written.
 	ReadFile(path string) ([]byte, error)
-	// MkdirAll creates a directory and its parents, and sets its mode.
+	// MkdirAll creates a directory and its parents, and sets the
+	// directory's own mode; it never changes a parent that exists.
 	MkdirAll(path string, mode fs.FileMode) error
 	// Chown sets the owner and group of an existing path, leaving it
 	// untouched when they are right already.
@@ -93,16 +94,21 @@ type AtomicWriter struct {
 	BeforeStep func(step string) error
 }
 
-// HostPath maps a node path under Root.
-func (w *AtomicWriter) HostPath(path string) string { return filepath.Join(w.Root, path) }
+// HostPath maps a node path under Root, its symlinks resolved inside Root.
+func (w *AtomicWriter) HostPath(path string) string { return hostPath(w.Root, path) }
 
-// ReadFile reads a node path under Root.
-func (w *AtomicWriter) ReadFile(path string) ([]byte, error) { return os.ReadFile(w.HostPath(path)) }
+// ReadFile reads a regular file of at most 10 MiB at a node path under Root.
+func (w *AtomicWriter) ReadFile(path string) ([]byte, error) { return readFile(w.Root, path) }
 
 // MkdirAll creates the directory and sets its mode, whatever the umask,
-// tightening a looser existing mode; missing parents get 0755.
+// tightening a looser existing mode; missing parents get 0755. Only the
+// directory itself, one kubeboot owns, gets its mode set: an existing
+// parent is never changed.
 func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
-	host := w.HostPath(path)
+	host, err := resolve(w.Root, path)
+	if err != nil {
+		return err
+	}
 	// Parents get the usual 0755: only the directory itself is restricted.
 	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
 		return fmt.Errorf("create directory %q: %w", filepath.Dir(host), err)
@@ -113,9 +119,42 @@ func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 	return fixMode(host, mode)
 }
 
+// MkdirMissing creates path and each missing parent with mode, whatever the
+// umask, and changes nothing that exists: it is for a directory kubeboot
+// does not own, such as where --out writes, which may well be /tmp.
+func (w *AtomicWriter) MkdirMissing(path string, mode fs.FileMode) error {
+	host, err := resolve(w.Root, path)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for dir := filepath.Clean(host); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) || dir == filepath.Dir(dir) {
+			break
+		}
+		missing = append(missing, dir)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		dir := missing[i]
+		if err := os.Mkdir(dir, mode); errors.Is(err, fs.ErrExist) {
+			continue // created meanwhile by someone else: theirs
+		} else if err != nil {
+			return fmt.Errorf("create directory %q: %w", dir, err)
+		}
+		// Mkdir applies the umask; the mode must not depend on it.
+		if err := fixMode(dir, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Chown sets the owner of a node path under Root unless it is right already.
 func (w *AtomicWriter) Chown(path string, uid, gid int) error {
-	host := w.HostPath(path)
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
+	}
 	info, err := os.Lstat(host)
 	if err != nil {
 		return fmt.Errorf("stat %q: %w", host, err)
@@ -130,15 +169,23 @@ func (w *AtomicWriter) Chown(path string, uid, gid int) error {
 }
 
 // WriteFile writes data atomically unless the file already holds it, in
-// which case only a wrong mode is corrected.
+// which case only a wrong mode is corrected. A symlink in place of the file
+// is replaced, not written through.
 func (w *AtomicWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
-	host := w.HostPath(path)
-	if current, err := os.ReadFile(host); err == nil && bytes.Equal(current, data) {
-		if err := fixMode(host, mode); err != nil {
+	if current, err := readFile(w.Root, path); err == nil && bytes.Equal(current, data) {
+		target, err := resolve(w.Root, path)
+		if err != nil {
+			return err
+		}
+		if err := fixMode(target, mode); err != nil {
 			return err
 		}
 		w.record(path, false)
 		return nil
+	}
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
 		return fmt.Errorf("create directory of %q: %w", host, err)
@@ -223,16 +270,24 @@ func syncDir(dir string) error {
 
 // Remove deletes a node path under Root; a missing file is not an error.
 func (w *AtomicWriter) Remove(path string) error {
-	if err := os.Remove(w.HostPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %q: %w", w.HostPath(path), err)
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(host); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %q: %w", host, err)
 	}
 	return nil
 }
 
 // RemoveAll deletes a node path under Root and everything below it.
 func (w *AtomicWriter) RemoveAll(path string) error {
-	if err := os.RemoveAll(w.HostPath(path)); err != nil {
-		return fmt.Errorf("remove %q: %w", w.HostPath(path), err)
+	host, err := resolveLink(w.Root, path)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(host); err != nil {
+		return fmt.Errorf("remove %q: %w", host, err)
 	}
 	return nil
 }

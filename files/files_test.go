@@ -207,3 +207,38 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestMkdirLeavesExistingParents(t *testing.T) {
+	const sticky = 0o777 | fs.ModeSticky
+	tests := []struct {
+		name  string
+		mkdir func(w *AtomicWriter, path string) error
+		// want are the modes of parent/a and parent/a/b.
+		want [2]fs.FileMode
+	}{
+		{"MkdirAll", func(w *AtomicWriter, path string) error { return w.MkdirAll(path, 0o700) }, [2]fs.FileMode{0o755, 0o700}},
+		{"MkdirMissing", func(w *AtomicWriter, path string) error { return w.MkdirMissing(path, 0o700) }, [2]fs.FileMode{0o700, 0o700}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := syscall.Umask(0o022)
+			t.Cleanup(func() { syscall.Umask(old) })
+			parent := t.TempDir()
+			must(t, os.Chmod(parent, sticky))
+			must(t, tt.mkdir(&AtomicWriter{}, filepath.Join(parent, "a", "b")))
+			for path, want := range map[string]fs.FileMode{parent: sticky, filepath.Join(parent, "a"): tt.want[0], filepath.Join(parent, "a", "b"): tt.want[1]} {
+				info, err := os.Stat(path)
+				must(t, err)
+				if got := info.Mode() & (fs.ModePerm | fs.ModeSticky); got != want {
+					t.Errorf("%s: mode %v, want %v", path, got, want)
+				}
+			}
+			// A second call finds everything there and changes nothing.
+			must(t, os.Chmod(filepath.Join(parent, "a"), 0o711))
+			must(t, tt.mkdir(&AtomicWriter{}, filepath.Join(parent, "a", "b")))
+			if info, _ := os.Stat(filepath.Join(parent, "a")); info.Mode().Perm() != 0o711 {
+				t.Errorf("an existing parent changed to %v", info.Mode().Perm())
+			}
+		})
+	}
+}

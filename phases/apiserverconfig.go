@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -56,22 +55,11 @@ func runAPIServerConfig(_ context.Context, s *State) error {
 	if err := s.Files.MkdirAll(s.Config.APIServerConfigDir(), apiServerDirMode); err != nil {
 		return err
 	}
+	// The writer reports each file it writes, or would write.
 	for _, f := range files {
-		if err := writeReported(s, f.Path, f.Data, APIServerFileMode); err != nil {
+		if err := s.Files.WriteFile(f.Path, f.Data, APIServerFileMode); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// writeReported writes a file and says so when its content changed.
-func writeReported(s *State, path string, data []byte, mode fs.FileMode) error {
-	current, _ := s.Files.ReadFile(path)
-	if err := s.Files.WriteFile(path, data, mode); err != nil {
-		return err
-	}
-	if !bytes.Equal(current, data) {
-		s.Report.Infof("wrote %s", path)
 	}
 	return nil
 }

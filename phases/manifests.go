@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	udiff "github.com/aymanbagabas/go-udiff"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/staticpod"
 	"github.com/kubeboot/kubeboot/templates"
@@ -184,7 +186,16 @@ func readPatches(s *State) ([]templates.Patch, error) {
 	if dir == "" {
 		return nil, nil
 	}
-	entries, err := os.ReadDir(s.Files.HostPath(dir))
+	host := s.Files.HostPath(dir)
+	// Opening a FIFO in place of the directory would block: look first.
+	info, err := os.Stat(host)
+	if err != nil {
+		return nil, fmt.Errorf("read patches directory %q: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("read patches directory %q: not a directory", dir)
+	}
+	entries, err := os.ReadDir(host)
 	if err != nil {
 		return nil, fmt.Errorf("read patches directory %q: %w", dir, err)
 	}
@@ -194,13 +205,27 @@ func readPatches(s *State) ([]templates.Patch, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		data, err := s.Files.ReadFile(path)
+		data, err := readPatch(s.Files.HostPath(path))
 		if err != nil {
-			return nil, fmt.Errorf("read patch %q: %w", path, err)
+			return nil, fmt.Errorf("read patch %q: %w; replace it or move it out of %s", path, err, dir)
 		}
 		patches = append(patches, templates.Patch{File: path, Data: data})
 	}
 	return patches, nil
+}
+
+// readPatch reads a patch file at host: a regular file of at most
+// inputfile.PatchLimit, owned by root or by the user running kubeboot,
+// because what it says runs as root in the control plane.
+func readPatch(host string) ([]byte, error) {
+	info, err := os.Stat(host)
+	if err != nil {
+		return nil, err
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("owned by uid %d, neither root nor you (uid %d), yet it changes what runs as root: chown it", st.Uid, os.Geteuid())
+	}
+	return inputfile.Read(host, inputfile.PatchLimit)
 }
 
 // stagedManifest is a rendered manifest ready to be written.

@@ -180,7 +180,7 @@ func checkEtcdDataDir(s *State) error {
 	if err != nil {
 		return fmt.Errorf("read etcd data dir %q: %w", dir, err)
 	}
-	manifest, err := os.ReadFile(s.Files.HostPath(s.Config.ManifestPath(config.NameEtcd)))
+	manifest, err := s.Files.ReadFile(s.Config.ManifestPath(config.NameEtcd))
 	if err == nil && strings.Contains(string(manifest), "--data-dir="+filepath.Clean(dir)+"\n") {
 		return nil
 	}

@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -11,6 +10,7 @@ import (
 	"github.com/kubeboot/kubeboot/bundle"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/output"
 )
@@ -82,9 +82,11 @@ func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The bundle is not a node file: write it where --out says, even with --root.
+	// The bundle is not a node file: write it where --out says, even with
+	// --root. The directory is not kubeboot's: create it private if it is
+	// missing, leave it as it is if not.
 	w := &files.AtomicWriter{}
-	if err := w.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+	if err := w.MkdirMissing(filepath.Dir(abs), 0o700); err != nil {
 		return err
 	}
 	if err := w.WriteFile(abs, data, bundleMode); err != nil {
@@ -100,7 +102,7 @@ func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 
 // readBundleKey reads a key file as `kubeboot certs export` prints keys.
 func readBundleKey(path string) ([]byte, error) {
-	text, err := os.ReadFile(path)
+	text, err := inputfile.Read(path, inputfile.KeyLimit)
 	if err != nil {
 		return nil, &exit.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
 	}
@@ -120,7 +122,7 @@ func openBundle(path, keyFile string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path, inputfile.BundleLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read certificate bundle %q: %w", path, err)
 	}

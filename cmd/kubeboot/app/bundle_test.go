@@ -132,3 +132,55 @@ func TestJoinRefusesBadBundlesAndWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// export creates the directories --out needs, private, and never changes
+// the mode of one that exists: /tmp must keep its sticky bit.
+func TestCertsExportKeepsExistingDirectories(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "etcd,control-plane,validate,write-manifests"); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	cwd := filepath.Join(dir, "cwd")
+	if err := os.Mkdir(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(cwd)
+	tests := []struct {
+		name string
+		out  string
+		// modes are the directories' modes after the export.
+		modes map[string]os.FileMode
+	}{
+		{"sticky parent", filepath.Join(shared, "s.bundle"), map[string]os.FileMode{shared: 0o777 | os.ModeSticky}},
+		{"relative", "rel.bundle", map[string]os.FileMode{cwd: 0o755}},
+		{"missing parents", filepath.Join(shared, "new", "deeper", "s.bundle"), map[string]os.FileMode{
+			shared:                                 0o777 | os.ModeSticky,
+			filepath.Join(shared, "new"):           0o700,
+			filepath.Join(shared, "new", "deeper"): 0o700,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if code, _, stderr := runCLI(t, "certs", "export", "--root", root, "--out", tt.out); code != 0 {
+				t.Fatalf("export: code %d, stderr %q", code, stderr)
+			}
+			for path, want := range tt.modes {
+				info, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := info.Mode() & (os.ModePerm | os.ModeSticky); got != want {
+					t.Errorf("%s: mode %v, want %v", path, got, want)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/staticpod"
 )
 
@@ -64,7 +66,11 @@ func validatePaths(paths []string, nodeName string) ([]staticpod.Result, error) 
 			return nil, fmt.Errorf("validate %q: %w", path, err)
 		}
 		if !info.IsDir() {
-			data, err := os.ReadFile(path)
+			data, err := inputfile.Read(path, inputfile.ManifestLimit)
+			if errors.Is(err, inputfile.ErrTooLarge) {
+				results = append(results, staticpod.Result{File: path, Errors: []staticpod.Finding{{Message: "larger than 10 MiB: the kubelet refuses to read it"}}, Warnings: []staticpod.Finding{}})
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("validate %q: %w", path, err)
 			}
