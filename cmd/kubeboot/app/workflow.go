@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/term"
@@ -12,6 +14,7 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -58,9 +61,20 @@ func (r run) state(report *output.Reporter, stdout io.Writer) *phases.State {
 	return &phases.State{Config: r.config, Files: writer, Report: report, Stdout: stdout, Options: r.options, Join: r.join, Secrets: r.secrets}
 }
 
+// lock takes the node lock, so that no other kubeboot changes the node
+// while this run does; a dry run changes nothing and takes none.
+func (r run) lock() (*nodelock.Lock, error) {
+	if r.options.DryRun {
+		return nil, nil
+	}
+	args := append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...)
+	return nodelock.Acquire(nodelock.Path(r.root, r.config.Paths.KubeconfigDir), strings.Join(args, " "))
+}
+
 // execute runs the steps until SIGINT or SIGTERM and, with -o json, prints
 // the final result whether or not they succeeded. load builds the run; its
-// failure (a bad config) is reported like any other.
+// failure (a bad config) is reported like any other. Every step runs under
+// the node lock.
 func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer, load func() (run, error), do steps) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -69,11 +83,20 @@ func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer,
 	defer stop()
 	report := reporter(format, stdout, stderr)
 	r, err := load()
+	var lock *nodelock.Lock
+	if err == nil {
+		lock, err = r.lock()
+	}
 	var s *phases.State
 	var ran []string
 	if err == nil {
 		s = r.state(report, stdout)
 		ran, err = do(ctx, s)
+	}
+	if lock != nil {
+		if released := lock.Release(); err == nil {
+			err = released
+		}
 	}
 	result := phases.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: []string{}}
 	if s != nil {

@@ -1,0 +1,103 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/nodelock"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
+)
+
+// TestChangingCommandsTakeTheNodeLock holds the node lock as another run
+// would, and expects every command that changes the node to fail at once,
+// naming the holder, and to change nothing.
+func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "etcd,control-plane,validate,write-manifests"); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	// Commands without --root find the kubeconfig dir in their config.
+	node := filepath.Join(dir, "node")
+	paths := "certificates: {dir: " + node + "/pki}\npaths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\n" +
+		"etcd: {local: {dataDir: " + node + "/etcd}}\n"
+	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+paths)
+	joinConfig := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 127.0.0.1:1\n"+
+		paths+"join: {etcdEndpoints: [https://127.0.0.1:1]}\n")
+
+	tests := []struct {
+		name string
+		lock string
+		args []string
+	}{
+		{"init", root, []string{"init", "--root", root}},
+		{"init phase", root, []string{"init", "phase", "certs", "--root", root}},
+		{"certs renew", root, []string{"certs", "renew", "all", "--root", root}},
+		{"reset", root, []string{"reset", "--root", root, "--force"}},
+		{"join", node, []string{"join", "--control-plane", "--config", joinConfig}},
+		{"join phase", node, []string{"join", "phase", "certs", "--control-plane", "--config", joinConfig}},
+		{"upgrade apply", node, []string{"upgrade", "apply", "--config", clusterConfig}},
+		{"lab up", node, []string{"lab", "up", "--config", clusterConfig}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kubeconfigDir := "/etc/kubernetes"
+			if tt.lock == node {
+				kubeconfigDir = ""
+			}
+			lock, err := nodelock.Acquire(nodelock.Path(tt.lock, kubeconfigDir), "kubeboot init --test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lock.Release() }()
+			before := phasestest.Snapshot(t, dir)
+			start := time.Now()
+			code, _, stderr := runCLI(t, tt.args...)
+			want := fmt.Sprintf("another kubeboot (pid %d, kubeboot init --test) is changing this node", os.Getpid())
+			if code != 1 || !strings.Contains(stderr, want) {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("took %s to give up", took)
+			}
+			after := phasestest.Snapshot(t, dir)
+			for path, b := range before {
+				if after[path] != b {
+					t.Errorf("changed %s", path)
+				}
+			}
+			for path := range after {
+				if _, ok := before[path]; !ok {
+					t.Errorf("created %s", path)
+				}
+			}
+		})
+	}
+}
+
+// TestDryRunTakesNoLock: a dry run changes nothing, so it neither waits
+// for nor blocks a run that does.
+func TestDryRunTakesNoLock(t *testing.T) {
+	root := t.TempDir()
+	lock, err := nodelock.Acquire(nodelock.Path(root, "/etc/kubernetes"), "kubeboot init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Release() }()
+	if code, _, stderr := runCLI(t, "init", "--root", root, "--dry-run"); code != 0 {
+		t.Errorf("init --dry-run under a held lock: exit %d, %s", code, stderr)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
