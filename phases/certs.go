@@ -66,7 +66,35 @@ func ensurePKI(s *State, names []string) error {
 	if err := checkCAExpiry(s, set, names); err != nil {
 		return err
 	}
+	warnKeyMismatches(s, set, names)
 	return writePKI(s, names, set)
+}
+
+// warnKeyMismatches says which of the named certificates and kubeconfigs
+// keep a key of another algorithm than certificates.keyAlgorithm, which
+// only applies to new keys, and what re-keys them.
+func warnKeyMismatches(s *State, set pki.Set, names []string) {
+	byChange := map[string][]string{}
+	var changes []string
+	for _, m := range pki.KeyMismatches(s.Config, set) {
+		if !slices.Contains(names, m.Name) {
+			continue
+		}
+		change := KeyMismatchReason(m)
+		if byChange[change] == nil {
+			changes = append(changes, change)
+		}
+		byChange[change] = append(byChange[change], m.File)
+	}
+	for _, change := range changes {
+		s.Report.Warnf("%s: %s", strings.Join(byChange[change], ", "), change)
+	}
+}
+
+// KeyMismatchReason says what is wrong with a key of another algorithm
+// than the configured one, and what fixes it.
+func KeyMismatchReason(m pki.KeyMismatch) string {
+	return fmt.Sprintf("key is %s, certificates.keyAlgorithm is %s: init keeps existing keys; `kubeboot certs renew --new-keys` replaces them", m.Have, m.Want)
 }
 
 // checkCAExpiry warns about each CA among names (nil: every CA) that

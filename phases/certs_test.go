@@ -258,3 +258,23 @@ func TestPKIPhaseCAExpiringWithinRenewalWindow(t *testing.T) {
 		t.Errorf("apiserver.crt expires %v, want it clamped to the CA's %v", got, want)
 	}
 }
+
+// TestPKIPhaseWarnsOfChangedKeyAlgorithm: existing keys are kept when the
+// configured algorithm changes, and the certs phase says so and what fixes it.
+func TestPKIPhaseWarnsOfChangedKeyAlgorithm(t *testing.T) {
+	root := t.TempDir()
+	must(t, runPKIPhases(manifestState(t, root, "v1.36.3")))
+	var out bytes.Buffer
+	s := manifestState(t, root, "v1.36.3")
+	s.Config.Certificates.KeyAlgorithm = config.RSA2048
+	s.Report = output.NewReporter(&out, false)
+	must(t, runPKIPhases(s))
+	if w := s.Files.Changes().Written; len(w) != 0 {
+		t.Errorf("wrote %v", w)
+	}
+	for _, want := range []string{"apiserver.crt", "admin.conf", "key is ecdsa-p256, certificates.keyAlgorithm is rsa-2048", "kubeboot certs renew --new-keys"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
