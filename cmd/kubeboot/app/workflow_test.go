@@ -101,3 +101,47 @@ func writeFile(t *testing.T, dir, name, text string) string {
 	}
 	return path
 }
+
+// TestMissingPatchesDirFailsBeforeWriting: every command that renders
+// manifests checks patchesDir on the node before it writes anything.
+func TestMissingPatchesDirFailsBeforeWriting(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	node := filepath.Join(dir, "node")
+	paths := "patchesDir: " + node + "/patches\ncertificates: {dir: " + node + "/pki}\n" +
+		"paths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\netcd: {local: {dataDir: " + node + "/etcd}}\n"
+	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+paths)
+	joinConfig := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 127.0.0.1:1\n"+
+		paths+"join: {etcdEndpoints: [https://127.0.0.1:1]}\n")
+	rootConfig := writeFile(t, dir, "root.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\npatchesDir: /etc/kubeboot/patches\n")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"init", []string{"init", "--root", root, "--config", rootConfig}, "/etc/kubeboot/patches does not exist (looked for " + root + "/etc/kubeboot/patches)"},
+		{"init phase", []string{"init", "phase", "certs", "--root", root, "--config", rootConfig}, "patchesDir"},
+		{"diff", []string{"diff", "--root", root, "--config", rootConfig}, "patchesDir"},
+		{"join", []string{"join", "--control-plane", "--config", joinConfig}, node + "/patches does not exist"},
+		{"upgrade apply", []string{"upgrade", "apply", "--config", clusterConfig}, node + "/patches does not exist"},
+		{"lab up", []string{"lab", "up", "--config", clusterConfig}, node + "/patches does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := phasestest.Snapshot(t, dir)
+			code, _, stderr := runCLI(t, tt.args...)
+			if code != 2 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			}
+			after := phasestest.Snapshot(t, dir)
+			if len(after) != len(before) {
+				t.Errorf("wrote %d files", len(after)-len(before))
+			}
+			for _, d := range []string{root, node} {
+				if _, err := os.Stat(d); !os.IsNotExist(err) {
+					t.Errorf("created %s", d)
+				}
+			}
+		})
+	}
+}
