@@ -1,6 +1,8 @@
 package app
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/nodelock"
+	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
@@ -143,5 +146,40 @@ func TestMissingPatchesDirFailsBeforeWriting(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestInterruptEndsABlockedStep: SIGINT or SIGTERM (here, the cancelled
+// parent context) ends a run even when a step blocks on something that
+// does not watch the context, such as opening a FIFO.
+func TestInterruptEndsABlockedStep(t *testing.T) {
+	grace := interruptGrace
+	interruptGrace = 100 * time.Millisecond
+	defer func() { interruptGrace = grace }()
+	root := t.TempDir()
+	blocked := make(chan struct{})
+	defer close(blocked)
+	ctx, cancel := context.WithCancel(context.Background())
+	load := func() (run, error) {
+		r, err := (&initOptions{root: root, dryRun: true}).run()
+		return r, err
+	}
+	stepStarted := make(chan struct{})
+	go func() { <-stepStarted; cancel() }()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	err := execute(ctx, "json", &stdout, &stderr, load, func(context.Context, *phases.State) ([]string, error) {
+		close(stepStarted)
+		<-blocked
+		return nil, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("got %v, want an interruption", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %s", took)
+	}
+	if !strings.Contains(stdout.String(), `"ok":false`) {
+		t.Errorf("no failed JSON result: %q", stdout.String())
 	}
 }
