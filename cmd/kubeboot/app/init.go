@@ -67,7 +67,7 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts.preflight.add(flags)
 	flags.BoolVar(&opts.renew, "renew", false, "re-issue certificates and kubeconfigs that exist but are wrong in a way renewal fixes (missing SAN, near expiry)")
 	addSkipPhasesFlag(cmd, &opts.skipPhases, phases.Init)
-	cmd.AddCommand(phaseCommands("init", phases.Init, stdout, stderr, func(p phases.Phase, sub *cobra.Command) {
+	cmd.AddCommand(phaseCommands("init", phases.Init, func(p phases.Phase, sub *cobra.Command) {
 		if p.Name == phases.Etcd.Name || p.Name == phases.ControlPlane.Name {
 			sub.Flags().BoolVar(&opts.diff, "diff", false, "show a unified diff of each rendered manifest against the one on disk; writes nothing")
 		}
@@ -86,7 +86,7 @@ func addSkipPhasesFlag(cmd *cobra.Command, skip *[]string, workflow phases.Runne
 // phaseCommands is `kubeboot <workflow> phase`: one subcommand per phase of
 // the workflow, generated from its list. wire sets each one's flags and
 // RunE.
-func phaseCommands(workflow string, r phases.Runner, stdout, stderr io.Writer, wire func(phases.Phase, *cobra.Command)) *cobra.Command {
+func phaseCommands(workflow string, r phases.Runner, wire func(phases.Phase, *cobra.Command)) *cobra.Command {
 	group := groupCommand("phase", "Run one phase of "+workflow+" alone")
 	for _, p := range r.Phases {
 		sub := &cobra.Command{Use: p.Name, Short: p.Short, Args: usageArgs(cobra.NoArgs)}

@@ -90,7 +90,7 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 	flags.BoolVar(&opts.controlPlane, "control-plane", false, "join as a control-plane node (the only kind kubeboot joins)")
 	opts.bundle.add(cmd)
 	addSkipPhasesFlag(cmd, &opts.skipPhases, join.ControlPlane)
-	cmd.AddCommand(phaseCommands("join", join.ControlPlane, stdout, stderr, func(p phases.Phase, sub *cobra.Command) {
+	cmd.AddCommand(phaseCommands("join", join.ControlPlane, func(p phases.Phase, sub *cobra.Command) {
 		opts.bundle.add(sub)
 		sub.RunE = func(cmd *cobra.Command, _ []string) error {
 			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, runOne(join.ControlPlane, p.Name))
