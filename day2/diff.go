@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,7 +183,23 @@ func diffPKI(s *phases.State) ([]Difference, error) {
 			out = append(out, Difference{Path: pkiPath(c, check.File), Kind: KindPKI, Change: change, Reason: strings.Join(check.Problems, "; ")})
 		}
 	}
-	return out, nil
+	return addKeyMismatches(c, out, pki.KeyMismatches(c, have)), nil
+}
+
+// addKeyMismatches adds each certificate or kubeconfig whose key is of
+// another algorithm than the configured one, which init never changes, as
+// a renewal; one already listed gets the reason added to its own.
+func addKeyMismatches(c *config.ClusterConfiguration, diffs []Difference, mismatches []pki.KeyMismatch) []Difference {
+	for _, m := range mismatches {
+		path, reason := pkiPath(c, m.File), phases.KeyMismatchReason(m)
+		i := slices.IndexFunc(diffs, func(d Difference) bool { return d.Path == path })
+		if i < 0 {
+			diffs = append(diffs, Difference{Path: path, Kind: KindPKI, Change: ChangeRenew, Reason: reason})
+			continue
+		}
+		diffs[i].Reason += "; " + reason
+	}
+	return diffs
 }
 
 // pkiPath maps a CheckError's file name to its node path: kubeconfigs live

@@ -161,3 +161,30 @@ func TestDiffPKI(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffReportsChangedKeyAlgorithm: a new certificates.keyAlgorithm is
+// not applied to existing keys by init, so diff names each certificate and
+// kubeconfig whose key is of the other algorithm.
+func TestDiffReportsChangedKeyAlgorithm(t *testing.T) {
+	s := initialised(t)
+	s.Config.Certificates.KeyAlgorithm = config.RSA2048
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string]Difference{}
+	for _, d := range diffs {
+		byPath[d.Path] = d
+	}
+	want := Difference{Path: s.Config.CertPath(config.CertAPIServer), Kind: KindPKI, Change: ChangeRenew,
+		Reason: "key is ecdsa-p256, certificates.keyAlgorithm is rsa-2048: init keeps existing keys; `kubeboot certs renew --new-keys` replaces them"}
+	if diff := cmp.Diff(want, byPath[want.Path]); diff != "" {
+		t.Errorf("apiserver.crt (-want +got):\n%s", diff)
+	}
+	if d := byPath[s.Config.KubeconfigPath(config.KubeconfigAdmin)]; d.Change != ChangeRenew || !strings.Contains(d.Reason, "key is ecdsa-p256") {
+		t.Errorf("admin.conf: %+v", d)
+	}
+	if d, ok := byPath[s.Config.CertPath(config.CertCA)]; ok {
+		t.Errorf("a CA is never re-keyed, yet diff lists it: %+v", d)
+	}
+}

@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // sharedCAs are the CAs every control-plane node of a cluster must hold
@@ -72,20 +74,35 @@ func ExportSecrets(s *phases.State) (map[string][]byte, error) {
 	return out, checkSecrets(s.Config, out)
 }
 
-// checkSecrets makes sure every CA certificate matches its key, so a
-// bundle never carries, or an import never writes, a broken pair.
+// checkSecrets checks every file of a bundle as the phases that read them
+// will, so a bundle never carries, or an import never writes, what a later
+// phase refuses: each CA certificate must be a CA, valid now and paired
+// with its key, sa.pub must be the public half of sa.key, and an
+// encryption config must be one the API server starts with.
 func checkSecrets(c *config.ClusterConfiguration, files map[string][]byte) error {
 	var errs []error
-	for _, ca := range sharedCAs {
-		if ca == config.CertEtcdCA && c.Etcd.Local == nil {
+	now := time.Now()
+	for _, spec := range pki.CertSpecs(c) {
+		if !slices.Contains(sharedCAs, spec.Name) {
 			continue
 		}
-		if _, err := tls.X509KeyPair(files[ca+".crt"], files[ca+".key"]); err != nil {
-			errs = append(errs, fmt.Errorf("check CA %q: its certificate and key do not form a pair: %w", ca, err))
+		pair := pki.KeyPair{Cert: files[spec.Name+".crt"], Key: files[spec.Name+".key"]}
+		if _, err := tls.X509KeyPair(pair.Cert, pair.Key); err != nil {
+			errs = append(errs, fmt.Errorf("check CA %q: its certificate and key do not form a pair: %w", spec.Name, err))
+			continue
+		}
+		if err := pki.Check(spec, pair, nil, now, 0); err != nil {
+			errs = append(errs, fmt.Errorf("check CA %q: %w", spec.Name, err))
 		}
 	}
-	if _, err := pki.ServiceAccountPublicKey(files[config.KeyServiceAccount+".key"]); err != nil {
+	sa := pki.ServiceAccountKey{Private: files[config.KeyServiceAccount+".key"], Public: files[config.KeyServiceAccount+".pub"]}
+	if err := pki.CheckServiceAccountKey(sa); err != nil {
 		errs = append(errs, fmt.Errorf("check service-account key %q: %w", config.KeyServiceAccount+".key", err))
+	}
+	if data, ok := files[config.FileEncryptionConfig]; ok {
+		if _, err := templates.CheckEncryptionConfig(data); err != nil {
+			errs = append(errs, fmt.Errorf("check encryption config %q: %w", config.FileEncryptionConfig, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
+	"github.com/kubeboot/kubeboot/pki"
 )
 
 // exportedNode is a node with a PKI and an encryption config, and its secrets.
@@ -68,8 +70,18 @@ func TestImportSecretsThenCertsReusesTheCAs(t *testing.T) {
 }
 
 func TestImportSecretsRefusesAndWritesNothing(t *testing.T) {
-	_, files := exportedNode(t)
+	exporter, files := exportedNode(t)
 	_, other := exportedNode(t)
+	// A leaf with its key is a pair, but no CA.
+	leafCert := phasestest.HostFile(t, exporter, exporter.Config.CertPath(config.CertAPIServer))
+	leafKey := phasestest.HostFile(t, exporter, exporter.Config.KeyPath(config.CertAPIServer))
+	// cfssl backdates a CA by five minutes, so one valid for a minute has expired.
+	spec := pki.CertSpecs(exporter.Config)[0]
+	spec.Validity = time.Minute
+	expired, err := pki.NewCA(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		files   map[string][]byte
@@ -79,6 +91,10 @@ func TestImportSecretsRefusesAndWritesNothing(t *testing.T) {
 		{"missing CA key", without(files, "ca.key"), nil, "ca.key: missing from the bundle"},
 		{"unknown file", with(files, "apiserver.key", []byte("x")), nil, "not a file a bundle carries"},
 		{"mismatched pair", with(files, "ca.key", other["ca.key"]), nil, "do not form a pair"},
+		{"a leaf as the CA", with(with(files, "ca.crt", leafCert), "ca.key", leafKey), nil, "ca.crt: is not a CA certificate"},
+		{"an expired CA", with(with(files, "front-proxy-ca.crt", expired.Cert), "front-proxy-ca.key", expired.Key), nil, "front-proxy-ca.crt: expired on"},
+		{"garbage encryption config", with(files, "encryption-config.yaml", []byte("garbage")), nil, `check encryption config "encryption-config.yaml": not a YAML EncryptionConfiguration`},
+		{"sa.pub of another key", with(files, "sa.pub", other["sa.pub"]), nil, "sa.pub"},
 		{"node has other CAs", files, func(s *phases.State) error { return phasestest.Run(s, phases.Certs, phases.Kubeconfig) }, "differs from the bundle"},
 	}
 	for _, tt := range tests {

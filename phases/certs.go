@@ -62,7 +62,61 @@ func ensurePKI(s *State, names []string) error {
 		}
 		return err
 	}
-	return writePKI(s, names, merge(have, merge(renewed, created)))
+	set := merge(have, merge(renewed, created))
+	if err := checkCAExpiry(s, set, names); err != nil {
+		return err
+	}
+	warnKeyMismatches(s, set, names)
+	return writePKI(s, names, set)
+}
+
+// warnKeyMismatches says which of the named certificates and kubeconfigs
+// keep a key of another algorithm than certificates.keyAlgorithm, which
+// only applies to new keys, and what re-keys them.
+func warnKeyMismatches(s *State, set pki.Set, names []string) {
+	byChange := map[string][]string{}
+	var changes []string
+	for _, m := range pki.KeyMismatches(s.Config, set) {
+		if !slices.Contains(names, m.Name) {
+			continue
+		}
+		change := KeyMismatchReason(m)
+		if byChange[change] == nil {
+			changes = append(changes, change)
+		}
+		byChange[change] = append(byChange[change], m.File)
+	}
+	for _, change := range changes {
+		s.Report.Warnf("%s: %s", strings.Join(byChange[change], ", "), change)
+	}
+}
+
+// KeyMismatchReason says what is wrong with a key of another algorithm
+// than the configured one, and what fixes it.
+func KeyMismatchReason(m pki.KeyMismatch) string {
+	return fmt.Sprintf("key is %s, certificates.keyAlgorithm is %s: init keeps existing keys; `kubeboot certs renew --new-keys` replaces them", m.Have, m.Want)
+}
+
+// checkCAExpiry warns about each CA among names (nil: every CA) that
+// expires within the renewal window, or with --strict fails on it. The
+// certificates such a CA issues expire with it, and pki.Check accepts them
+// as they are, so without the warning nothing would say why they are short.
+func checkCAExpiry(s *State, set pki.Set, names []string) error {
+	var errs []error
+	for _, e := range pki.ExpiringCAs(s.Config, set, time.Now()) {
+		if names != nil && !slices.Contains(names, e.Name) {
+			continue
+		}
+		msg := fmt.Sprintf("%s expires %s, within the renewal window of %s: every certificate it issues expires with it, and no renewal extends them; "+
+			"renew this CA with your own tooling, keeping its key, or re-create the cluster PKI (`kubeboot reset`, then `kubeboot init`) before then",
+			s.Config.CertPath(e.Name), e.NotAfter.UTC().Format(time.DateOnly), hours(s.Config.Certificates.RenewBefore.Duration))
+		if s.Options.Strict {
+			errs = append(errs, fmt.Errorf("check CA %q (--strict): %s", e.Name, msg))
+			continue
+		}
+		s.Report.Warnf("%s", msg)
+	}
+	return errors.Join(errs...)
 }
 
 // renewableNames returns the names behind err's check errors when a
@@ -207,6 +261,15 @@ func writePKI(s *State, names []string, set pki.Set) error {
 	return nil
 }
 
+// hours prints a whole number of hours as "720h", as the configuration
+// spells the renewal window, rather than "720h0m0s".
+func hours(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return d.String()
+}
+
 // RenewCerts re-issues the named certificates and kubeconfigs (nil: every
 // one whose CA key is here) with the existing CAs, and returns the
 // components that must restart to load them.
@@ -231,7 +294,11 @@ func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
 		}
 	}
 	slices.Sort(done)
-	if err := writePKI(s, done, merge(have, renewed)); err != nil {
+	set := merge(have, renewed)
+	if err := checkCAExpiry(s, set, nil); err != nil {
+		return nil, err
+	}
+	if err := writePKI(s, done, set); err != nil {
 		return nil, err
 	}
 	return pki.Restarts(s.Config, done), nil

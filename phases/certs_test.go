@@ -1,10 +1,12 @@
 package phases
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -194,5 +197,84 @@ func TestPKIPhaseRemovesTempFilesOfAKilledWrite(t *testing.T) {
 	must(t, runPKIPhases(s))
 	if _, err := os.Stat(s.Files.HostPath(leftover)); !os.IsNotExist(err) {
 		t.Errorf("%s survived the next run: %v", leftover, err)
+	}
+}
+
+// TestPKIPhaseCAExpiringWithinRenewalWindow: leaves issued by a CA that
+// expires within the renewal window expire with it, and no renewal makes
+// them last longer. Each run warns, naming the CA; none fails on them,
+// except with --strict, which fails on the CA before writing anything.
+func TestPKIPhaseCAExpiringWithinRenewalWindow(t *testing.T) {
+	root := t.TempDir()
+	s := manifestState(t, root, "v1.36.3")
+	spec := pki.CertSpecs(s.Config)[0]
+	spec.Validity = 48 * time.Hour
+	ca, err := pki.NewCA(spec)
+	must(t, err)
+	must(t, s.Files.MkdirAll(s.Config.Certificates.Dir, 0o700))
+	must(t, s.Files.WriteFile(s.Config.CertPath(config.CertCA), ca.Cert, 0o644))
+	must(t, s.Files.WriteFile(s.Config.KeyPath(config.CertCA), ca.Key, 0o600))
+	caWarning := "/etc/kubernetes/pki/ca.crt expires "
+	tests := []struct {
+		name          string
+		renew, strict bool
+		wantErr       string
+	}{
+		{name: "first run"},
+		{name: "second run"},
+		{name: "renew", renew: true},
+		{name: "strict", strict: true, wantErr: caWarning},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			run := manifestState(t, root, "v1.36.3")
+			run.Report = output.NewReporter(&out, false)
+			run.Options.Renew, run.Options.Strict = tt.renew, tt.strict
+			before := snapshot(t, root)
+			err := runPKIPhases(run)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "re-create the cluster PKI") {
+					t.Fatalf("want an error naming the CA, got %v", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), caWarning) && tt.wantErr == "" {
+				t.Errorf("no warning naming the CA in:\n%s", out.String())
+			}
+			if tt.name == "first run" {
+				return
+			}
+			if w := run.Files.Changes().Written; len(w) != 0 {
+				t.Errorf("wrote %v", w)
+			}
+			if after := snapshot(t, root); !maps.Equal(before, after) {
+				t.Error("the files changed")
+			}
+		})
+	}
+	if got, want := parseCert(t, s, config.CertAPIServer).NotAfter, parseCert(t, s, config.CertCA).NotAfter; !got.Equal(want) {
+		t.Errorf("apiserver.crt expires %v, want it clamped to the CA's %v", got, want)
+	}
+}
+
+// TestPKIPhaseWarnsOfChangedKeyAlgorithm: existing keys are kept when the
+// configured algorithm changes, and the certs phase says so and what fixes it.
+func TestPKIPhaseWarnsOfChangedKeyAlgorithm(t *testing.T) {
+	root := t.TempDir()
+	must(t, runPKIPhases(manifestState(t, root, "v1.36.3")))
+	var out bytes.Buffer
+	s := manifestState(t, root, "v1.36.3")
+	s.Config.Certificates.KeyAlgorithm = config.RSA2048
+	s.Report = output.NewReporter(&out, false)
+	must(t, runPKIPhases(s))
+	if w := s.Files.Changes().Written; len(w) != 0 {
+		t.Errorf("wrote %v", w)
+	}
+	for _, want := range []string{"apiserver.crt", "admin.conf", "key is ecdsa-p256, certificates.keyAlgorithm is rsa-2048", "kubeboot certs renew --new-keys"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -91,7 +91,7 @@ func checkCert(f *findings, spec CertSpec, pair KeyPair, ca *x509.Certificate, n
 	} else {
 		checkLeaf(f, spec, cert, ca)
 	}
-	checkValidity(f, cert, now, renewBefore)
+	checkValidity(f, cert, ca, now, renewBefore)
 	if spec.Usage == UsageCA {
 		// kubeboot never renews a CA.
 		f.human = f.human || len(f.problems) > 0
@@ -140,13 +140,18 @@ func checkLeaf(f *findings, spec CertSpec, cert, ca *x509.Certificate) {
 	}
 }
 
-func checkValidity(f *findings, cert *x509.Certificate, now time.Time, renewBefore time.Duration) {
+// checkValidity wants a certificate valid now and beyond the renewal
+// window, unless it is a leaf that expires with its CA (ca; nil for a CA):
+// a renewal could not make it last longer, so only a new CA helps, and
+// ExpiringCAs is what tells the user.
+func checkValidity(f *findings, cert, ca *x509.Certificate, now time.Time, renewBefore time.Duration) {
+	clamped := ca != nil && !cert.NotAfter.Before(ca.NotAfter)
 	switch {
 	case now.Before(cert.NotBefore):
 		f.needsHuman("is not valid before %s: check the clock", cert.NotBefore.UTC().Format(time.RFC3339))
 	case !now.Before(cert.NotAfter):
 		f.renewable("expired on %s", day(cert.NotAfter))
-	case cert.NotAfter.Sub(now) < renewBefore:
+	case cert.NotAfter.Sub(now) < renewBefore && !clamped:
 		f.renewable("expires %s, within the renewal window of %s", day(cert.NotAfter), hours(renewBefore))
 	}
 }

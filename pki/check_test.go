@@ -49,6 +49,10 @@ func TestCheck(t *testing.T) {
 	wrongOrg.Org = []string{"system:masters"}
 
 	const window = 720 * time.Hour
+	// A leaf of a CA that expires within the window expires with it.
+	shortCA := mustNewCA(t, withValidity(caSpec, 48*time.Hour))
+	clamped := mustIssue(t, apiServer, shortCA)
+	clampedExpiry := mustParseCert(t, clamped.Cert).NotAfter
 	tests := []struct {
 		name string
 		spec CertSpec
@@ -70,6 +74,11 @@ func TestCheck(t *testing.T) {
 		{name: "expiring", spec: apiServer, pair: good, ca: ca.Cert, now: cert.NotAfter.Add(-window + time.Minute),
 			want: &CheckError{File: "apiserver.crt", Problems: []string{"expires " + expiry + ", within the renewal window of 720h"}, Renewable: true}},
 		{name: "just outside the window", spec: apiServer, pair: good, ca: ca.Cert, now: cert.NotAfter.Add(-window)},
+		{name: "clamped to its CA, within the window: no renewal extends it", spec: apiServer, pair: clamped, ca: shortCA.Cert, now: issued},
+		{name: "clamped to its CA and expired", spec: apiServer, pair: clamped, ca: shortCA.Cert, now: clampedExpiry,
+			want: &CheckError{File: "apiserver.crt", Problems: []string{"expired on " + day(clampedExpiry)}, Renewable: true}},
+		{name: "shorter than its CA, within the window", spec: apiServer, pair: mustIssue(t, withValidity(apiServer, 24*time.Hour), shortCA), ca: shortCA.Cert, now: issued,
+			want: &CheckError{File: "apiserver.crt", Problems: []string{"expires " + day(issued.Add(24*time.Hour)) + ", within the renewal window of 720h"}, Renewable: true}},
 		{name: "not yet valid", spec: apiServer, pair: good, ca: ca.Cert, now: cert.NotBefore.Add(-time.Second),
 			want: &CheckError{File: "apiserver.crt", Problems: []string{"is not valid before " + cert.NotBefore.UTC().Format(time.RFC3339) + ": check the clock"}}},
 		{name: "not signed by the CA", spec: apiServer, pair: good, ca: otherCA.Cert, now: issued,
@@ -111,6 +120,11 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withValidity(s CertSpec, d time.Duration) CertSpec {
+	s.Validity = d
+	return s
 }
 
 func withUsage(s CertSpec, u Usage) CertSpec {

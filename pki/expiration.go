@@ -83,3 +83,17 @@ func embeddedCert(kubeconfig []byte) ([]byte, error) {
 	}
 	return user.ClientCertificateData, nil
 }
+
+// ExpiringCAs returns the Expirations of the CAs in have that expire
+// within cfg's renewal window. Every certificate such a CA issues is cut
+// short to its expiry and no renewal extends it: only a new CA helps,
+// which kubeboot never makes on its own.
+func ExpiringCAs(cfg *config.ClusterConfiguration, have Set, now time.Time) []Expiration {
+	var out []Expiration
+	for _, e := range Expirations(cfg, have, now) {
+		if e.CA == "" && !e.Missing && e.Err == nil && e.Residual < cfg.Certificates.RenewBefore.Duration {
+			out = append(out, e)
+		}
+	}
+	return out
+}

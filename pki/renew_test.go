@@ -171,3 +171,30 @@ func TestExpirations(t *testing.T) {
 		t.Errorf("Expirations (-want +got):\n%s", diff)
 	}
 }
+
+func TestExpiringCAs(t *testing.T) {
+	cfg := testConfig(t, nil)
+	full := ensureAll(t, cfg)
+	tests := []struct {
+		name  string
+		have  Set
+		after time.Duration
+		want  []string
+	}{
+		{name: "far from expiry", have: full, after: 100 * 24 * time.Hour},
+		{name: "just outside the window", have: full, after: (3650 - 31) * 24 * time.Hour},
+		{name: "within the window", have: full, after: (3650 - 29) * 24 * time.Hour, want: []string{"ca", "front-proxy-ca", "etcd/ca"}},
+		{name: "a missing CA is not expiring", have: without(full, "etcd/ca.crt"), after: (3650 - 29) * 24 * time.Hour, want: []string{"ca", "front-proxy-ca"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, e := range ExpiringCAs(cfg, tt.have, time.Now().Add(tt.after)) {
+				got = append(got, e.Name)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ExpiringCAs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/day2"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/output"
@@ -47,6 +48,9 @@ func runDiff(opts *diffOptions, stdout, stderr io.Writer) error {
 	}
 	cfg, err := loadNode(opts.configPath) // a joined node too
 	if err != nil {
+		return err
+	}
+	if err := config.CheckPatchesDir(cfg, opts.configPath, root); err != nil {
 		return err
 	}
 	r := run{config: cfg, root: root, options: phases.Options{DryRun: true, Offline: root != ""}}

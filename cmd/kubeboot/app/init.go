@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -31,6 +32,9 @@ func (o *initOptions) run() (run, error) {
 	}
 	cfg, err := loadCluster(o.configPath)
 	if err != nil {
+		return run{}, err
+	}
+	if err := config.CheckPatchesDir(cfg, o.configPath, root); err != nil {
 		return run{}, err
 	}
 	return run{config: cfg, root: root, output: o.output, dryRun: o.dryRun, options: phases.Options{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/phases"
@@ -33,6 +34,9 @@ func (o *joinOptions) run() (run, error) {
 	}
 	j, err := loadJoin(o.configPath)
 	if err != nil {
+		return run{}, err
+	}
+	if err := config.CheckPatchesDir(&j.ClusterConfiguration, o.configPath, ""); err != nil {
 		return run{}, err
 	}
 	return run{config: &j.ClusterConfiguration, output: o.output, join: &j.Join, secrets: secrets, options: phases.Options{

@@ -38,7 +38,10 @@ type labOptions struct {
 func (o *labOptions) run() (run, error) {
 	if !o.controlPlane {
 		cfg, err := loadCluster(o.configPath)
-		return run{config: cfg, output: o.output}, err
+		if err != nil {
+			return run{}, err
+		}
+		return run{config: cfg, output: o.output}, config.CheckPatchesDir(cfg, o.configPath, "")
 	}
 	joining := joinOptions{configPath: o.configPath, output: o.output, controlPlane: true, bundle: o.bundle}
 	return joining.run()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/day2"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -21,6 +22,9 @@ type upgradeOptions struct {
 func (o *upgradeOptions) run() (run, error) {
 	cfg, err := loadNode(o.configPath)
 	if err != nil {
+		return run{}, err
+	}
+	if err := config.CheckPatchesDir(cfg, o.configPath, ""); err != nil {
 		return run{}, err
 	}
 	return run{config: cfg, output: o.output, options: phases.Options{}}, nil

@@ -2,16 +2,21 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/term"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -58,9 +63,28 @@ func (r run) state(report *output.Reporter, stdout io.Writer) *phases.State {
 	return &phases.State{Config: r.config, Files: writer, Report: report, Stdout: stdout, Options: r.options, Join: r.join, Secrets: r.secrets}
 }
 
+// lock takes the node lock, so that no other kubeboot changes the node
+// while this run does; a dry run changes nothing and takes none.
+func (r run) lock() (*nodelock.Lock, error) {
+	if r.options.DryRun {
+		return nil, nil
+	}
+	args := append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...)
+	return nodelock.Acquire(nodelock.Path(r.root, r.config.Paths.KubeconfigDir), strings.Join(args, " "))
+}
+
+// interruptGrace is how long a run has, after SIGINT or SIGTERM, to stop
+// on its own before execute gives up on it. Every wait of the steps
+// watches the context, but a step blocked in a system call, such as the
+// open of a FIFO where a file was expected, cannot.
+var interruptGrace = 5 * time.Second
+
 // execute runs the steps until SIGINT or SIGTERM and, with -o json, prints
 // the final result whether or not they succeeded. load builds the run; its
-// failure (a bad config) is reported like any other.
+// failure (a bad config) is reported like any other. Every step runs under
+// the node lock. After a signal, the steps get interruptGrace to return;
+// then execute returns without them, and a second signal ends the process
+// at once.
 func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer, load func() (run, error), do steps) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -68,12 +92,50 @@ func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer,
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	report := reporter(format, stdout, stderr)
+	finished := make(chan outcome, 1)
+	go func() { finished <- runLocked(ctx, report, stdout, load, do) }()
+	var out outcome
+	select {
+	case out = <-finished:
+	case <-ctx.Done():
+		stop()
+		select {
+		case out = <-finished:
+		case <-time.After(interruptGrace):
+			err := fmt.Errorf("interrupted: a step did not stop within %s of the signal", interruptGrace)
+			out = outcome{err: err, result: phases.Result{Phases: []string{}, Healthy: []string{}, Changes: files.Changes{Written: []string{}, Unchanged: []string{}}}}
+		}
+	}
+	if out.err != nil {
+		out.result.Error, out.result.ExitCode = out.err.Error(), exit.Code(out.err)
+	}
+	report.PrintResult(out.result)
+	return out.err
+}
+
+// outcome is what a run ends with: its error and its final result.
+type outcome struct {
+	err    error
+	result phases.Result
+}
+
+// runLocked loads the run, takes the node lock and runs the steps.
+func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, load func() (run, error), do steps) outcome {
 	r, err := load()
+	var lock *nodelock.Lock
+	if err == nil {
+		lock, err = r.lock()
+	}
 	var s *phases.State
 	var ran []string
 	if err == nil {
 		s = r.state(report, stdout)
 		ran, err = do(ctx, s)
+	}
+	if lock != nil {
+		if released := lock.Release(); err == nil {
+			err = released
+		}
 	}
 	result := phases.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: []string{}}
 	if s != nil {
@@ -81,11 +143,7 @@ func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer,
 		result.Healthy = nonNil(s.Healthy)
 	}
 	result.Written, result.Unchanged = nonNil(result.Written), nonNil(result.Unchanged)
-	if err != nil {
-		result.Error, result.ExitCode = err.Error(), exit.Code(err)
-	}
-	report.PrintResult(result)
-	return err
+	return outcome{err: err, result: result}
 }
 
 func nonNil(s []string) []string {

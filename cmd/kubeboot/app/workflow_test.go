@@ -1,0 +1,185 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/nodelock"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
+)
+
+// TestChangingCommandsTakeTheNodeLock holds the node lock as another run
+// would, and expects every command that changes the node to fail at once,
+// naming the holder, and to change nothing.
+func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "etcd,control-plane,validate,write-manifests"); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	// Commands without --root find the kubeconfig dir in their config.
+	node := filepath.Join(dir, "node")
+	paths := "certificates: {dir: " + node + "/pki}\npaths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\n" +
+		"etcd: {local: {dataDir: " + node + "/etcd}}\n"
+	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+paths)
+	joinConfig := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 127.0.0.1:1\n"+
+		paths+"join: {etcdEndpoints: [https://127.0.0.1:1]}\n")
+
+	tests := []struct {
+		name string
+		lock string
+		args []string
+	}{
+		{"init", root, []string{"init", "--root", root}},
+		{"init phase", root, []string{"init", "phase", "certs", "--root", root}},
+		{"certs renew", root, []string{"certs", "renew", "all", "--root", root}},
+		{"reset", root, []string{"reset", "--root", root, "--force"}},
+		{"join", node, []string{"join", "--control-plane", "--config", joinConfig}},
+		{"join phase", node, []string{"join", "phase", "certs", "--control-plane", "--config", joinConfig}},
+		{"upgrade apply", node, []string{"upgrade", "apply", "--config", clusterConfig}},
+		{"lab up", node, []string{"lab", "up", "--config", clusterConfig}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kubeconfigDir := "/etc/kubernetes"
+			if tt.lock == node {
+				kubeconfigDir = ""
+			}
+			lock, err := nodelock.Acquire(nodelock.Path(tt.lock, kubeconfigDir), "kubeboot init --test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lock.Release() }()
+			before := phasestest.Snapshot(t, dir)
+			start := time.Now()
+			code, _, stderr := runCLI(t, tt.args...)
+			want := fmt.Sprintf("another kubeboot (pid %d, kubeboot init --test) is changing this node", os.Getpid())
+			if code != 1 || !strings.Contains(stderr, want) {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("took %s to give up", took)
+			}
+			after := phasestest.Snapshot(t, dir)
+			for path, b := range before {
+				if after[path] != b {
+					t.Errorf("changed %s", path)
+				}
+			}
+			for path := range after {
+				if _, ok := before[path]; !ok {
+					t.Errorf("created %s", path)
+				}
+			}
+		})
+	}
+}
+
+// TestDryRunTakesNoLock: a dry run changes nothing, so it neither waits
+// for nor blocks a run that does.
+func TestDryRunTakesNoLock(t *testing.T) {
+	root := t.TempDir()
+	lock, err := nodelock.Acquire(nodelock.Path(root, "/etc/kubernetes"), "kubeboot init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Release() }()
+	if code, _, stderr := runCLI(t, "init", "--root", root, "--dry-run"); code != 0 {
+		t.Errorf("init --dry-run under a held lock: exit %d, %s", code, stderr)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestMissingPatchesDirFailsBeforeWriting: every command that renders
+// manifests checks patchesDir on the node before it writes anything.
+func TestMissingPatchesDirFailsBeforeWriting(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	node := filepath.Join(dir, "node")
+	paths := "patchesDir: " + node + "/patches\ncertificates: {dir: " + node + "/pki}\n" +
+		"paths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\netcd: {local: {dataDir: " + node + "/etcd}}\n"
+	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+paths)
+	joinConfig := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 127.0.0.1:1\n"+
+		paths+"join: {etcdEndpoints: [https://127.0.0.1:1]}\n")
+	rootConfig := writeFile(t, dir, "root.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\npatchesDir: /etc/kubeboot/patches\n")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"init", []string{"init", "--root", root, "--config", rootConfig}, "/etc/kubeboot/patches does not exist (looked for " + root + "/etc/kubeboot/patches)"},
+		{"init phase", []string{"init", "phase", "certs", "--root", root, "--config", rootConfig}, "patchesDir"},
+		{"diff", []string{"diff", "--root", root, "--config", rootConfig}, "patchesDir"},
+		{"join", []string{"join", "--control-plane", "--config", joinConfig}, node + "/patches does not exist"},
+		{"upgrade apply", []string{"upgrade", "apply", "--config", clusterConfig}, node + "/patches does not exist"},
+		{"lab up", []string{"lab", "up", "--config", clusterConfig}, node + "/patches does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := phasestest.Snapshot(t, dir)
+			code, _, stderr := runCLI(t, tt.args...)
+			if code != 2 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			}
+			after := phasestest.Snapshot(t, dir)
+			if len(after) != len(before) {
+				t.Errorf("wrote %d files", len(after)-len(before))
+			}
+			for _, d := range []string{root, node} {
+				if _, err := os.Stat(d); !os.IsNotExist(err) {
+					t.Errorf("created %s", d)
+				}
+			}
+		})
+	}
+}
+
+// TestInterruptEndsABlockedStep: SIGINT or SIGTERM (here, the cancelled
+// parent context) ends a run even when a step blocks on something that
+// does not watch the context, such as opening a FIFO.
+func TestInterruptEndsABlockedStep(t *testing.T) {
+	grace := interruptGrace
+	interruptGrace = 100 * time.Millisecond
+	defer func() { interruptGrace = grace }()
+	root := t.TempDir()
+	blocked := make(chan struct{})
+	defer close(blocked)
+	ctx, cancel := context.WithCancel(context.Background())
+	load := func() (run, error) {
+		r, err := (&initOptions{root: root, dryRun: true}).run()
+		return r, err
+	}
+	stepStarted := make(chan struct{})
+	go func() { <-stepStarted; cancel() }()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	err := execute(ctx, "json", &stdout, &stderr, load, func(context.Context, *phases.State) ([]string, error) {
+		close(stepStarted)
+		<-blocked
+		return nil, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("got %v, want an interruption", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %s", took)
+	}
+	if !strings.Contains(stdout.String(), `"ok":false`) {
+		t.Errorf("no failed JSON result: %q", stdout.String())
+	}
+}
