@@ -18,6 +18,7 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/procnet"
@@ -246,6 +247,10 @@ func removeIfEmpty(s *phases.State, res *ResetResult, dir string) error {
 			continue
 		}
 		kept = true
+		// The node lock this reset holds goes when the run releases it.
+		if path == nodelock.Path(s.Config.Paths.KubeconfigDir) {
+			continue
+		}
 		// A directory of kubeboot's that stays is there for what it holds,
 		// which is listed already.
 		if !slices.ContainsFunc(res.Left, func(l string) bool { return strings.HasPrefix(l, path+"/") }) {

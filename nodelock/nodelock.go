@@ -23,10 +23,11 @@ import (
 // ownerLimit caps what is read of a lock file: a pid and a command line.
 const ownerLimit = 64 << 10
 
-// Path is the lock file of a node whose kubeconfig directory is
-// kubeconfigDir, on a filesystem that starts at root ("" for this machine).
-func Path(root, kubeconfigDir string) string {
-	return filepath.Join(root, kubeconfigDir, "kubeboot", "lock")
+// Path is the node path of the lock file of a node whose kubeconfig
+// directory is kubeconfigDir. Map it to this machine with the run's
+// files.Writer, which keeps it inside --root.
+func Path(kubeconfigDir string) string {
+	return filepath.Join(kubeconfigDir, "kubeboot", "lock")
 }
 
 // HeldError says that another process holds the lock, and which.
@@ -161,6 +162,9 @@ func (l *Lock) Release() error {
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil // removed by reset, with the directory that held it
 	}
+	// kubeboot's own directory goes when the lock was all it held, as
+	// after a reset, which leaves the lock it holds to this release.
+	_ = os.Remove(filepath.Dir(l.file.Name()))
 	l.removeDirs()
 	if closeErr := l.file.Close(); err == nil {
 		err = closeErr

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestAcquireReleaseAcquire(t *testing.T) {
-	path := Path(t.TempDir(), "/etc/kubernetes")
+	path := filepath.Join(t.TempDir(), Path("/etc/kubernetes"))
 	first, err := Acquire(path, "kubeboot  init\n--root /x")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestAcquireReleaseAcquire(t *testing.T) {
 // there before, or that the run wrote into, stays.
 func TestReleaseLeavesNothingItMade(t *testing.T) {
 	root := t.TempDir()
-	lock, err := Acquire(Path(root, "/etc/kubernetes"), "kubeboot init")
+	lock, err := Acquire(filepath.Join(root, Path("/etc/kubernetes")), "kubeboot init")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestReleaseLeavesNothingItMade(t *testing.T) {
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Errorf("left %v in the root", entries)
 	}
-	lock, err = Acquire(Path(root, "/etc/kubernetes"), "kubeboot init")
+	lock, err = Acquire(filepath.Join(root, Path("/etc/kubernetes")), "kubeboot init")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +96,13 @@ func TestReleaseLeavesNothingItMade(t *testing.T) {
 	if _, err := os.Stat(written); err != nil {
 		t.Error(err)
 	}
-	if _, err := os.Stat(filepath.Dir(Path(root, "/etc/kubernetes"))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Dir(filepath.Join(root, Path("/etc/kubernetes")))); !os.IsNotExist(err) {
 		t.Errorf("the empty lock directory stays: %v", err)
 	}
 }
 
 func TestKilledHolderReleases(t *testing.T) {
-	path := Path(t.TempDir(), "/etc/kubernetes")
+	path := filepath.Join(t.TempDir(), Path("/etc/kubernetes"))
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), "NODELOCK_HOLD="+path)
 	out, err := child.StdoutPipe()
@@ -140,7 +140,7 @@ func TestAcquireRefusesSymlink(t *testing.T) {
 	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	path := Path(dir, "/etc/kubernetes")
+	path := filepath.Join(dir, Path("/etc/kubernetes"))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestAcquireRefusesSymlink(t *testing.T) {
 // TestOneHolderAtATime races acquirers against releasers, who remove the
 // file: at no time may two of them hold the lock.
 func TestOneHolderAtATime(t *testing.T) {
-	path := Path(t.TempDir(), "/etc/kubernetes")
+	path := filepath.Join(t.TempDir(), Path("/etc/kubernetes"))
 	var holders, maxHolders atomic.Int32
 	var wg sync.WaitGroup
 	for range 8 {
@@ -188,5 +188,24 @@ func TestOneHolderAtATime(t *testing.T) {
 	wg.Wait()
 	if maxHolders.Load() > 1 {
 		t.Errorf("%d processes held the lock at once", maxHolders.Load())
+	}
+}
+
+// TestReleaseRemovesKubebootsEmptyDir: after a reset, the lock is all that
+// kubeboot's directory holds; releasing it leaves no empty directory.
+func TestReleaseRemovesKubebootsEmptyDir(t *testing.T) {
+	path := filepath.Join(t.TempDir(), Path("/etc/kubernetes"))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := Acquire(path, "kubeboot reset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Errorf("kubeboot's empty directory stays after the release: %v", err)
 	}
 }

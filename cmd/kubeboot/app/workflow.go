@@ -64,13 +64,14 @@ func (r run) state(report *output.Reporter, stdout io.Writer) *phases.State {
 }
 
 // lock takes the node lock, so that no other kubeboot changes the node
-// while this run does; a dry run changes nothing and takes none.
-func (r run) lock() (*nodelock.Lock, error) {
+// while this run does; a dry run changes nothing and takes none. The
+// writer maps the lock's path, so it stays inside --root.
+func (r run) lock(w files.Writer) (*nodelock.Lock, error) {
 	if r.options.DryRun {
 		return nil, nil
 	}
 	args := append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...)
-	return nodelock.Acquire(nodelock.Path(r.root, r.config.Paths.KubeconfigDir), strings.Join(args, " "))
+	return nodelock.Acquire(w.HostPath(nodelock.Path(r.config.Paths.KubeconfigDir)), strings.Join(args, " "))
 }
 
 // interruptGrace is how long a run has, after SIGINT or SIGTERM, to stop
@@ -123,13 +124,13 @@ type outcome struct {
 func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, load func() (run, error), do steps) outcome {
 	r, err := load()
 	var lock *nodelock.Lock
-	if err == nil {
-		lock, err = r.lock()
-	}
 	var s *phases.State
-	var ran []string
 	if err == nil {
 		s = r.state(report, stdout)
+		lock, err = r.lock(s.Files)
+	}
+	var ran []string
+	if err == nil {
 		ran, err = do(ctx, s)
 	}
 	if lock != nil {

@@ -52,7 +52,7 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 			if tt.lock == node {
 				kubeconfigDir = ""
 			}
-			lock, err := nodelock.Acquire(nodelock.Path(tt.lock, kubeconfigDir), "kubeboot init --test")
+			lock, err := nodelock.Acquire(filepath.Join(tt.lock, nodelock.Path(kubeconfigDir)), "kubeboot init --test")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 // for nor blocks a run that does.
 func TestDryRunTakesNoLock(t *testing.T) {
 	root := t.TempDir()
-	lock, err := nodelock.Acquire(nodelock.Path(root, "/etc/kubernetes"), "kubeboot init")
+	lock, err := nodelock.Acquire(filepath.Join(root, nodelock.Path("/etc/kubernetes")), "kubeboot init")
 	if err != nil {
 		t.Fatal(err)
 	}
