@@ -4,7 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
 )
 
 // CheckPatchesDir checks that c's patchesDir, when set, is a directory on
@@ -18,7 +19,15 @@ func CheckPatchesDir(c *ClusterConfiguration, file, root string) error {
 	if dir == "" {
 		return nil
 	}
-	host := filepath.Join(root, dir)
+	host := dir
+	if root != "" {
+		// Resolved inside root, as the writers resolve every node path, so
+		// an absolute symlink cannot send the check outside it.
+		var err error
+		if host, err = securejoin.SecureJoin(root, dir); err != nil {
+			return &InvalidError{File: file, Problems: []Problem{{Field: "patchesDir", Message: "cannot resolve it under " + root + ": " + err.Error()}}}
+		}
+	}
 	where := ""
 	if host != dir {
 		where = " (looked for " + host + ")"

@@ -48,3 +48,21 @@ func TestCheckPatchesDir(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckPatchesDirStaysInsideRoot: an absolute symlink under --root
+// points into the root, as the node will see it, not at this machine's
+// directory of that name.
+func TestCheckPatchesDirStaysInsideRoot(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "etc/patches")); err != nil {
+		t.Fatal(err)
+	}
+	c := &ClusterConfiguration{PatchesDir: "/etc/patches"}
+	err := CheckPatchesDir(c, "node.yaml", root)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("a patches dir that resolves outside the root: got %v, want it missing inside the root", err)
+	}
+}
