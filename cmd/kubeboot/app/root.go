@@ -54,7 +54,7 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.AddCommand(newInitCommand(stdout, stderr), newJoinCommand(stdout, stderr), newCertsCommand(stdout, stderr),
 		newDiffCommand(stdout, stderr), newResetCommand(stdout, stderr), newUpgradeCommand(stdout, stderr),
-		newLabCommand(stdout, stderr), newValidateCommand(stdout), newConfigCommand(stdout), newVersionCommand(stdout))
+		newLabCommand(stdout, stderr), newValidateCommand(stdout), newConfigCommand(stdout), newImagesCommand(stdout, stderr), newVersionCommand(stdout))
 	return root
 }
 
