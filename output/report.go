@@ -62,6 +62,13 @@ func (r *Reporter) Progress() *Progress {
 // JSON says whether the reporter prints JSON lines.
 func (r *Reporter) JSON() bool { return r.json }
 
+// Phase is the name of the phase events belong to now.
+func (r *Reporter) Phase() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.phase
+}
+
 // SetPhase names the phase that later events belong to.
 func (r *Reporter) SetPhase(name string) {
 	r.mu.Lock()

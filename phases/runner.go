@@ -148,8 +148,10 @@ func (o Operation) Execute(ctx context.Context, s *State) ([]string, error) {
 
 // runPhase runs p, unless it needs a live node this run does not have.
 func (r Runner) runPhase(ctx context.Context, s *State, p Phase) (bool, error) {
+	// A run nested in an operation (upgrade's prep phases) gives the
+	// operation its name back afterwards.
+	defer s.Report.SetPhase(s.Report.Phase())
 	s.Report.SetPhase(p.Name)
-	defer s.Report.SetPhase("")
 	switch {
 	case p.LiveOnly && s.Options.DryRun:
 		s.Report.Infof("skipped in a dry run")

@@ -149,3 +149,24 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestNestedRunRestoresThePhase: an operation that runs phases of its own
+// (upgrade apply runs init's file phases first) reports under its own name
+// again once they are done.
+func TestNestedRunRestoresThePhase(t *testing.T) {
+	var out bytes.Buffer
+	s := &State{Report: output.NewReporter(&out, false)}
+	op := Operation{Name: "upgrade", Run: func(ctx context.Context, s *State) error {
+		if _, err := recorder(&[]string{}, "certs").Run(ctx, s, nil); err != nil {
+			return err
+		}
+		s.Report.Infof("after the nested run")
+		return nil
+	}}
+	if _, err := op.Execute(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "[upgrade] after the nested run") {
+		t.Errorf("the operation's own line lost its phase:\n%s", out.String())
+	}
+}
