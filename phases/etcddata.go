@@ -12,7 +12,7 @@ import (
 // users (CIS 1.1.11).
 const etcdDataDirMode fs.FileMode = 0o700
 
-// passwdFile is read through the files.Writer, so that an offline Render
+// passwdFile is read through the files.Writer, so that an offline render
 // would see the image's users rather than this machine's.
 const passwdFile = "/etc/passwd"
 

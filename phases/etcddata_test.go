@@ -78,7 +78,7 @@ func TestEtcdDataDirWithoutTheUserWarns(t *testing.T) {
 	}
 }
 
-// TestEtcdDataDirOffline: an offline Render cannot know the node's user
+// TestEtcdDataDirOffline: an offline render cannot know the node's user
 // IDs, so it creates the directory and sets no owner.
 func TestEtcdDataDirOffline(t *testing.T) {
 	var events bytes.Buffer

@@ -37,10 +37,10 @@ func InitialClusterOnDisk(s *State) (string, error) {
 }
 
 // KeepJoinedEtcdFlags makes a node whose etcd member joined an existing
-// cluster Render its etcd manifest as join did: with the --initial-cluster
+// cluster render its etcd manifest as join did: with the --initial-cluster
 // and --initial-cluster-state=existing of the manifest on disk. Without
 // them the manifest would differ from the running one, and a re-rendered
-// member would be told to found a new cluster. Commands that re-Render a
+// member would be told to found a new cluster. Commands that re-render a
 // node (diff, upgrade apply) call it before rendering; it does nothing on
 // the node that founded the cluster or with an external etcd, and keeps a
 // flag the configuration sets (or removes) itself.

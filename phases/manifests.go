@@ -35,7 +35,7 @@ const (
 )
 
 // Etcd prepares the local etcd member's data directory and renders its manifest.
-var Etcd = Phase{Name: "etcd", Short: "Create the etcd data directory and Render the etcd static pod manifest", Run: func(_ context.Context, s *State) error {
+var Etcd = Phase{Name: "etcd", Short: "Create the etcd data directory and render the etcd static pod manifest", Run: func(_ context.Context, s *State) error {
 	if s.Config.Etcd.External != nil {
 		s.Report.Infof("external etcd: no local etcd manifest")
 		return nil

@@ -87,7 +87,7 @@ func checkPrivileged(s *State) error {
 	if s.Options.DryRun || os.Geteuid() == 0 {
 		return nil
 	}
-	return errors.New("writing " + s.Config.Paths.KubeconfigDir + " needs root: run as root, or Render offline with --root DIR")
+	return errors.New("writing " + s.Config.Paths.KubeconfigDir + " needs root: run as root, or render offline with --root DIR")
 }
 
 // Listener is an address a component will listen on.

@@ -93,7 +93,7 @@ func (r Runner) Names() []string {
 }
 
 // Run executes every phase except those named in skip, and returns the names
-// of the phases that ran; LiveOnly phases a dry run or an offline Render
+// of the phases that ran; LiveOnly phases a dry run or an offline render
 // passes over are not among them.
 func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, error) {
 	for _, name := range skip {
