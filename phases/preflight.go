@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/cri"
 	"github.com/kubeboot/kubeboot/health"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/templates"
@@ -79,7 +81,43 @@ func preflightChecks(s *State) ([]check, error) {
 	if s.Config.Etcd.Local != nil {
 		checks = append(checks, check{name: "EtcdDataDir", run: checkEtcdDataDir})
 	}
-	return checks, nil
+	return append(checks, check{name: "ImagePull", run: checkImages}), nil
+}
+
+// imageCheckTimeout bounds the image check: a runtime that does not answer
+// in time fails it, rather than hanging init.
+const imageCheckTimeout = 30 * time.Second
+
+// checkImages names every image the static pods need that the node's
+// container runtime lacks: without it, a missing image shows only as a
+// component that never gets healthy. A runtime that is not running yet is
+// a warning: the kubelet needs it, but it may be started after this check.
+func checkImages(s *State) error {
+	needed, err := Images(s)
+	if err != nil {
+		return err
+	}
+	endpoint := s.Config.Kubelet.ContainerRuntimeEndpoint
+	images, err := cri.Dial(endpoint, s.Files.HostPath)
+	if errors.Is(err, cri.ErrNoRuntime) {
+		s.Report.Warnf("ImagePull: cannot check the images: %v; start the runtime before the kubelet", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = images.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), imageCheckTimeout)
+	defer cancel()
+	missing, err := images.Missing(ctx, needed)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the container runtime at %s lacks %d image(s): %s: pull them with `kubeboot images pull`, or on an air-gapped node load their archives into the runtime",
+			endpoint, len(missing), strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func checkPrivileged(s *State) error {

@@ -1,6 +1,7 @@
 // Package phasestest holds test helpers for the packages built on phases
-// (join, day2): a State on a throw-away root, running phases, and reading
-// and comparing the files they write.
+// (join, day2) and for phases' external tests: a State on a throw-away
+// root, running phases, reading and comparing the files they write, and a
+// real CRI runtime (kubeboot's lab runtime) to check images against.
 package phasestest
 
 import (
@@ -8,6 +9,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/lab"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -92,4 +95,45 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// ServeRuntime runs kubeboot's lab CRI runtime on the unix socket sock
+// until the test ends, with a bin dir holding only the given binaries, so
+// that the runtime holds exactly those images (registry.k8s.io/<name>:...).
+func ServeRuntime(t testing.TB, sock string, binaries ...string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range binaries {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, err := lab.NewRuntime(lab.Options{BinDir: bin, StateDir: filepath.Join(dir, "state"), HostIP: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx, sock) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("the lab runtime on %s: %v", sock, err)
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lab runtime did not create %s", sock)
+		}
+	}
 }

@@ -1,14 +1,20 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/cri"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -35,8 +41,90 @@ func newImagesCommand(stdout, stderr io.Writer) *cobra.Command {
 	addConfigFlag(list.Flags(), &opts.configPath)
 	addRootFlag(list.Flags(), &opts.root)
 	addOutputFlag(list.Flags(), &opts.output)
-	cmd.AddCommand(list)
+	pullOpts := &imagesPullOptions{}
+	pull := &cobra.Command{
+		Use:   "pull",
+		Short: "Make the node's container runtime (kubelet.containerRuntimeEndpoint) pull every image of images list it lacks, as the kubelet would",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runImagesPull(cmd.Context(), pullOpts, stdout, stderr)
+		},
+	}
+	addConfigFlag(pull.Flags(), &pullOpts.configPath)
+	addOutputFlag(pull.Flags(), &pullOpts.output)
+	cmd.AddCommand(list, pull)
 	return cmd
+}
+
+// imagesPullOptions are the flags of `kubeboot images pull`.
+type imagesPullOptions struct {
+	configPath string
+	output     outputFormat
+}
+
+// pullResult is the final object of images pull with -o json.
+type pullResult struct {
+	OK      bool     `json:"ok"`
+	Error   string   `json:"error,omitempty"`
+	Pulled  []string `json:"pulled"`
+	Present []string `json:"present"`
+}
+
+func runImagesPull(ctx context.Context, opts *imagesPullOptions, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report := reporter(opts.output, stdout, stderr)
+	report.SetPhase("images pull")
+	res := pullResult{Pulled: []string{}, Present: []string{}}
+	err := pullImages(ctx, opts, report, &res)
+	res.OK = err == nil
+	if err != nil {
+		res.Error = err.Error()
+	}
+	report.PrintResult(res)
+	return err
+}
+
+// pullImages pulls, one at a time, each image the runtime lacks.
+func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Reporter, res *pullResult) error {
+	cfg, err := loadNode(opts.configPath)
+	if err != nil {
+		return err
+	}
+	if err := config.CheckPatchesDir(cfg, opts.configPath, ""); err != nil {
+		return err
+	}
+	r := run{config: cfg, options: phases.Options{DryRun: true}}
+	needed, err := phases.Images(r.state(report, io.Discard))
+	if err != nil {
+		return err
+	}
+	images, err := cri.Dial(cfg.Kubelet.ContainerRuntimeEndpoint, func(p string) string { return p })
+	if err != nil {
+		return err
+	}
+	defer func() { _ = images.Close() }()
+	missing, err := images.Missing(ctx, needed)
+	if err != nil {
+		return err
+	}
+	for _, ref := range needed {
+		if !slices.Contains(missing, ref) {
+			res.Present = append(res.Present, ref)
+			report.Infof("%s: present", ref)
+			continue
+		}
+		id, err := images.Pull(ctx, ref)
+		if err != nil {
+			return err
+		}
+		res.Pulled = append(res.Pulled, ref)
+		report.Infof("%s: pulled (%s)", ref, id)
+	}
+	return nil
 }
 
 func runImagesList(opts *imagesOptions, stdout, stderr io.Writer) error {

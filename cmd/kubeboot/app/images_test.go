@@ -3,6 +3,8 @@ package app
 import (
 	"bufio"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
 // TestImagesListMatchesTheManifests: `images list -o json` names exactly
@@ -55,5 +59,39 @@ func TestImagesListMatchesTheManifests(t *testing.T) {
 	}
 	if diff := cmp.Diff(fromManifests, listed.Images); diff != "" {
 		t.Errorf("images list -o json (-manifests +listed):\n%s", diff)
+	}
+}
+
+// TestImagesPull runs images pull against kubeboot's lab runtime: every
+// image present is reported so, and one the runtime cannot get fails the
+// command, naming it.
+func TestImagesPull(t *testing.T) {
+	pull := func(t *testing.T, binaries ...string) (int, string, string) {
+		dir := t.TempDir()
+		sock := filepath.Join(dir, "cri.sock")
+		phasestest.ServeRuntime(t, sock, binaries...)
+		cfg := filepath.Join(dir, "node.yaml")
+		text := "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nkubelet:\n  containerRuntimeEndpoint: unix://" + sock + "\n"
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return runCLI(t, "images", "pull", "--config", cfg, "-o", "json")
+	}
+	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+	if code != 0 {
+		t.Fatalf("images pull with every image: exit %d: %s%s", code, stdout, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var last struct{ Result pullResult }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if !last.Result.OK || len(last.Result.Present) != 4 || len(last.Result.Pulled) != 0 {
+		t.Errorf("result %+v, want 4 images present", last.Result)
+	}
+
+	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager")
+	if code != 1 || !strings.Contains(stdout, `pull image \"registry.k8s.io/kube-scheduler:`) {
+		t.Errorf("images pull of an image the runtime cannot get: exit %d:\n%s", code, stdout)
 	}
 }
