@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -58,6 +59,7 @@ func validateOwnedDirs(c *ClusterConfiguration) field.ErrorList {
 				"a system directory: kubeboot would "+d.does+"; use a directory of its own such as "+d.example))
 		}
 	}
+	errs = append(errs, validateKubeletConfigFile(c.Kubelet.ConfigFile)...)
 	if c.Etcd.Local == nil || !checkable(c.Etcd.Local.DataDir) || isSystemDir(c.Etcd.Local.DataDir) {
 		return errs // a data dir that is already refused gets one error
 	}
@@ -86,6 +88,27 @@ func validateOwnedDirs(c *ClusterConfiguration) field.ErrorList {
 // already has its own error.
 func checkable(path string) bool {
 	return filepath.IsAbs(path) && filepath.Clean(path) == path
+}
+
+// kubeletDir is the kubelet's own directory, where kubeadm and kubeboot
+// write its configuration by default: a system directory whose files the
+// kubelet's configuration may be.
+const kubeletDir = "/var/lib/kubelet"
+
+// validateKubeletConfigFile refuses a kubelet configuration file that is a
+// system directory or a file directly in one (other than the kubelet's):
+// kubeboot overwrites the file and, on reset, removes it, so
+// `kubelet.configFile: /etc/passwd` would destroy the password database.
+func validateKubeletConfigFile(file string) field.ErrorList {
+	if !checkable(file) {
+		return nil
+	}
+	dir := filepath.Dir(file)
+	if !isSystemDir(file) && (dir == kubeletDir || !slices.Contains(systemDirs, dir)) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("kubelet", "configFile"), file,
+		"a system file: kubeboot overwrites it and, on reset, removes it; use a file of its own such as "+DefaultKubeletConfigFile)}
 }
 
 // isSystemDir reports whether dir, a clean absolute path, is a system

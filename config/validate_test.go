@@ -93,6 +93,9 @@ func TestValidate(t *testing.T) {
 		{"system dir as audit log dir", func(c *ClusterConfiguration) { c.Security.Audit.LogDir = "/var/log" }, []string{
 			`security.audit.logDir: Invalid value: "/var/log": a system directory: kubeboot would chmod it; use a directory of its own such as /var/log/kubernetes/audit`}},
 		{"system dir as PKI dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc" }, []string{`certificates.dir: Invalid value: "/etc": a system directory`}},
+		{"system file as kubelet config", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/passwd" }, []string{
+			`kubelet.configFile: Invalid value: "/etc/passwd": a system file: kubeboot overwrites it and, on reset, removes it; use a file of its own such as /var/lib/kubelet/config.yaml`}},
+		{"system dir as kubelet config", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/usr/bin" }, []string{`kubelet.configFile: Invalid value: "/usr/bin": a system file`}},
 		{"root as kubeconfig dir", func(c *ClusterConfiguration) { c.Paths.KubeconfigDir = "/" }, []string{`paths.kubeconfigDir: Invalid value: "/": a system directory`}},
 		{"tmp as manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/tmp" }, []string{`paths.manifestsDir: Invalid value: "/tmp": a system directory`}},
 		{"ancestor of a system dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/usr" }, []string{`etcd.local.dataDir: Invalid value: "/usr": a system directory`}},
