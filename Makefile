@@ -14,7 +14,7 @@ FUZZTIME ?= 10m
 # (any other package's test binary rejects it).
 GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
-.PHONY: build test unit e2e lint golden bench fuzz binaries lab lab-down clean
+.PHONY: build test unit e2e lint golden bench fuzz binaries lab-binaries lab lab-down clean
 
 ## build: compile kubeboot into bin/kubeboot
 build:
@@ -36,6 +36,10 @@ e2e: binaries
 ## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl and kube-bench binaries
 binaries:
 	bash test/tools/build.sh $(K8S_BIN) --with-v1.35
+
+## lab-binaries: the binaries the lab runs (no v1.35 set: only the upgrade test uses it)
+lab-binaries:
+	bash test/tools/build.sh $(K8S_BIN)
 
 ## lint: gofmt, go vet and golangci-lint with .golangci.yml
 lint: $(TOOLS_BIN)/golangci-lint
@@ -63,7 +67,7 @@ bench: build binaries
 	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 
 ## lab: bring up a real control plane under the real kubelet from examples/lab.yaml
-lab: build binaries
+lab: build lab-binaries
 	$(BIN)/kubeboot lab up --config examples/lab.yaml --bin-dir $(K8S_BIN)
 	@echo
 	@echo "Use it:   export KUBECONFIG=/tmp/kubeboot-lab/admin.conf; $(K8S_BIN)/kubectl get pods -n kube-system"
