@@ -9,11 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
@@ -21,7 +18,6 @@ import (
 	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
-	"github.com/kubeboot/kubeboot/procnet"
 )
 
 // ResetOptions are the choices of `kubeboot reset`.
@@ -42,9 +38,6 @@ type ResetResult struct {
 	// Left describes what reset does not own or was told to keep.
 	Left []string `json:"left"`
 }
-
-// pollInterval is how often reset looks whether a component has stopped.
-const pollInterval = 250 * time.Millisecond
 
 // resetNode undoes init on this node, file by file, in an order that never
 // pulls files from under a running component: first the manifests (the
@@ -282,97 +275,6 @@ func resetPKI(s *phases.State, res *ResetResult) error {
 		return err
 	}
 	return removeOwned(s, res, pkiDir)
-}
-
-// stopping is a set of components whose manifests go: the addresses they
-// listen on, and the processes that listened there before the manifests
-// went. Those may close their sockets well before they exit.
-type stopping struct {
-	listeners []phases.Listener
-	procs     []stoppingProcess
-}
-
-// stoppingProcess is one component's process.
-type stoppingProcess struct {
-	component string
-	process   procnet.Process
-}
-
-// stoppingNow records the processes listening on the listeners' addresses;
-// call it before the manifests go. When it cannot see them, it says so:
-// the wait then covers the ports alone.
-func stoppingNow(s *phases.State, listeners []phases.Listener) stopping {
-	st := stopping{listeners: listeners}
-	for _, l := range listeners {
-		port, err := strconv.Atoi(l.Port)
-		if err != nil {
-			continue
-		}
-		p, err := procnet.Listener(dialHost(l.Host), port)
-		if errors.Is(err, procnet.ErrNotVisible) {
-			s.Report.Warnf("%s: %v; waiting for its port to close only", l.Component, err)
-		}
-		if err == nil && !slices.ContainsFunc(st.procs, func(sp stoppingProcess) bool { return sp.process == p }) {
-			st.procs = append(st.procs, stoppingProcess{l.Component, p})
-		}
-	}
-	return st
-}
-
-// waitStopped waits until the kubelet has stopped the components whose
-// manifests went: nothing listens on their addresses any more and their
-// processes have exited, so no file is pulled from under a component that
-// is still shutting down. A timeout names what still runs.
-func waitStopped(ctx context.Context, s *phases.State, st stopping, timeout time.Duration) error {
-	s.Report.Infof("waiting for the kubelet to stop %s", strings.Join(st.components(), ", "))
-	var running []string
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(context.Context) (bool, error) {
-		running = openListeners(st.listeners)
-		for _, sp := range st.procs {
-			if sp.process.Running() {
-				running = append(running, fmt.Sprintf("%s (%s)", sp.component, sp.process))
-			}
-		}
-		return len(running) == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("wait for the components to stop: still running after %s: %s (is the kubelet running? it stops static pods whose manifest is gone)", timeout, strings.Join(running, ", "))
-	}
-	return nil
-}
-
-// components names the stopping components once each, in order.
-func (st stopping) components() []string {
-	var names []string
-	for _, l := range st.listeners {
-		if !slices.Contains(names, l.Component) {
-			names = append(names, l.Component)
-		}
-	}
-	return names
-}
-
-// dialHost is where a listener bound to host is reached: its own address,
-// or the loopback address for a wildcard.
-func dialHost(host string) string {
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		return "127.0.0.1"
-	}
-	return host
-}
-
-// openListeners lists the listeners that still accept connections.
-func openListeners(listeners []phases.Listener) []string {
-	var open []string
-	for _, l := range listeners {
-		addr := net.JoinHostPort(dialHost(l.Host), l.Port)
-		conn, err := net.DialTimeout("tcp", addr, pollInterval)
-		if err == nil {
-			_ = conn.Close()
-			open = append(open, l.Component+" on "+addr)
-		}
-	}
-	return open
 }
 
 // etcdRunning says whether the local etcd member answers on its client
