@@ -70,6 +70,9 @@ func waitStopped(ctx context.Context, s *phases.State, st stopping, timeout time
 		}
 		return len(running) == 0, nil
 	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("wait for the components to stop: %w (still running: %s)", ctx.Err(), strings.Join(running, ", "))
+	}
 	if err != nil {
 		return fmt.Errorf("wait for the components to stop: still running after %s: %s (is the kubelet running? it stops static pods whose manifest is gone)", timeout, strings.Join(running, ", "))
 	}

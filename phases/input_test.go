@@ -33,6 +33,11 @@ func TestReadPatchesRefusesHostileFiles(t *testing.T) {
 			must(t, os.WriteFile(path, nil, 0o600))
 			must(t, os.Truncate(path, inputfile.PatchLimit+1))
 		}, inputfile.ErrTooLarge, "1 MiB"},
+		{"symlink to a root-owned file outside the patches dir", func(t *testing.T, path string) {
+			secret := filepath.Join(t.TempDir(), "shadow")
+			must(t, os.WriteFile(secret, []byte("root:$6$secret:19000::::::\n"), 0o600))
+			must(t, os.Symlink(secret, path))
+		}, nil, ""},
 		{"foreign owner", func(t *testing.T, path string) {
 			if os.Getuid() != 0 {
 				t.Skip("needs root to give a file away")
@@ -69,6 +74,21 @@ func TestReadPatchesRefusesHostileFiles(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestReadPatchesFollowsSymlinksInsideTheDir: a patch that links to another
+// file of the patches dir is read as that file.
+func TestReadPatchesFollowsSymlinksInsideTheDir(t *testing.T) {
+	s := manifestState(t, t.TempDir(), "v1.36.3")
+	s.Config.PatchesDir = "/etc/kubeboot/patches"
+	dir := s.Files.HostPath(s.Config.PatchesDir)
+	must(t, os.MkdirAll(filepath.Join(dir, "shared"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "shared", "common.yaml"), []byte("metadata:\n  labels:\n    a: b\n"), 0o600))
+	must(t, os.Symlink("shared/common.yaml", filepath.Join(dir, "kube-apiserver.yaml")))
+	patches, err := readPatches(s)
+	if err != nil || len(patches) != 1 || !strings.Contains(string(patches[0].Data), "a: b") {
+		t.Fatalf("a symlink inside the patches dir: %v, %v", patches, err)
 	}
 }
 

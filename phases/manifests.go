@@ -205,7 +205,7 @@ func readPatches(s *State) ([]templates.Patch, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		data, err := readPatch(s.Files.HostPath(path))
+		data, err := readPatch(s.Files.HostPath(dir), s.Files.HostPath(path))
 		if err != nil {
 			return nil, fmt.Errorf("read patch %q: %w; replace it or move it out of %s", path, err, dir)
 		}
@@ -214,10 +214,25 @@ func readPatches(s *State) ([]templates.Patch, error) {
 	return patches, nil
 }
 
-// readPatch reads a patch file at host: a regular file of at most
-// inputfile.PatchLimit, owned by root or by the user running kubeboot,
-// because what it says runs as root in the control plane.
-func readPatch(host string) ([]byte, error) {
+// readPatch reads a patch file at host, in the patches dir hostDir: a
+// regular file of at most inputfile.PatchLimit, owned by root or by the
+// user running kubeboot, because what it says runs as root in the control
+// plane. A symlink must stay inside the patches dir: one to /etc/shadow
+// would otherwise pass as root's file, and its content reach error messages.
+func readPatch(hostDir, host string) ([]byte, error) {
+	if link, err := os.Lstat(host); err == nil && link.Mode().Type() == fs.ModeSymlink {
+		target, err := filepath.EvalSymlinks(host)
+		if err != nil {
+			return nil, err
+		}
+		dir, err := filepath.EvalSymlinks(hostDir)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			return nil, fmt.Errorf("a symlink to %s, outside the patches dir: copy the patch into it", target)
+		}
+	}
 	info, err := os.Stat(host)
 	if err != nil {
 		return nil, err

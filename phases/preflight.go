@@ -26,7 +26,7 @@ type check struct {
 	name string
 	// warnOnly checks are warnings unless --strict is given.
 	warnOnly bool
-	run      func(s *State) error
+	run      func(ctx context.Context, s *State) error
 }
 
 // Preflight checks the node before anything is written.
@@ -36,14 +36,14 @@ var Preflight = Phase{
 	Run:   runPreflight,
 }
 
-func runPreflight(_ context.Context, s *State) error {
+func runPreflight(ctx context.Context, s *State) error {
 	checks, err := preflightChecks(s)
 	if err != nil {
 		return err
 	}
 	var failed []string
 	for _, c := range checks {
-		err := c.run(s)
+		err := c.run(ctx, s)
 		if err == nil {
 			continue
 		}
@@ -66,22 +66,28 @@ func runPreflight(_ context.Context, s *State) error {
 // preflightChecks lists the checks for this run. Offline renders (--root)
 // describe another machine, so this host's ports and data are not checked.
 func preflightChecks(s *State) ([]check, error) {
-	checks := []check{{name: "ManifestDir", warnOnly: true, run: checkManifestDir}}
+	checks := []check{{name: "ManifestDir", warnOnly: true, run: hostCheck(checkManifestDir)}}
 	if s.Options.Offline {
 		return checks, nil
 	}
-	checks = append(checks, check{name: "IsPrivilegedUser", run: checkPrivileged})
+	checks = append(checks, check{name: "IsPrivilegedUser", run: hostCheck(checkPrivileged)})
 	listeners, err := PlannedListeners(s)
 	if err != nil {
 		return nil, err
 	}
 	for _, l := range listeners {
-		checks = append(checks, check{name: "Port-" + l.Port, run: func(s *State) error { return checkPort(s, l) }})
+		checks = append(checks, check{name: "Port-" + l.Port, run: func(_ context.Context, s *State) error { return checkPort(s, l) }})
 	}
 	if s.Config.Etcd.Local != nil {
-		checks = append(checks, check{name: "EtcdDataDir", run: checkEtcdDataDir})
+		checks = append(checks, check{name: "EtcdDataDir", run: hostCheck(checkEtcdDataDir)})
 	}
 	return append(checks, check{name: "ImagePull", run: checkImages}), nil
+}
+
+// hostCheck adapts a check that only looks at files and ports, and so
+// never waits, to the checks' signature.
+func hostCheck(check func(s *State) error) func(context.Context, *State) error {
+	return func(_ context.Context, s *State) error { return check(s) }
 }
 
 // imageCheckTimeout bounds the image check: a runtime that does not answer
@@ -92,7 +98,7 @@ const imageCheckTimeout = 30 * time.Second
 // container runtime lacks: without it, a missing image shows only as a
 // component that never gets healthy. A runtime that is not running yet is
 // a warning: the kubelet needs it, but it may be started after this check.
-func checkImages(s *State) error {
+func checkImages(ctx context.Context, s *State) error {
 	needed, err := Images(s)
 	if err != nil {
 		return err
@@ -107,7 +113,7 @@ func checkImages(s *State) error {
 		return err
 	}
 	defer func() { _ = images.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), imageCheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, imageCheckTimeout)
 	defer cancel()
 	missing, err := images.Missing(ctx, needed)
 	if err != nil {
