@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,13 +20,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
 const (
-	// DialTimeout bounds one connection attempt, so that a member that is
+	// dialTimeout bounds one connection attempt, so that a member that is
 	// down fails fast instead of using up a whole check.
-	DialTimeout = time.Second
+	dialTimeout = time.Second
 	// memberDialTimeout is more patient, for membership changes, which
 	// run once and matter more than speed.
 	memberDialTimeout = 5 * time.Second
@@ -65,7 +65,7 @@ func (f TLSFiles) Load() (*tls.Config, error) {
 		if path == "" {
 			continue
 		}
-		data, err := os.ReadFile(path)
+		data, err := inputfile.Read(path, inputfile.PEMLimit)
 		if err != nil {
 			return nil, fmt.Errorf("read etcd client TLS file %q: %w", path, err)
 		}
@@ -73,7 +73,7 @@ func (f TLSFiles) Load() (*tls.Config, error) {
 	}
 	cfg, err := pki.ClientTLS(pems[0], pems[1], pems[2])
 	if err != nil {
-		return nil, fmt.Errorf("load etcd client certificate %q: %w", f.Cert, err)
+		return nil, fmt.Errorf("load etcd client TLS (CA %q, certificate %q): %w", f.CA, f.Cert, err)
 	}
 	return cfg, nil
 }
@@ -121,7 +121,7 @@ func newClient(ctx context.Context, endpoints []string, tlsConfig *tls.Config, f
 		Logger:      zap.NewNop(),
 	}
 	if failFast {
-		cfg.DialTimeout = DialTimeout
+		cfg.DialTimeout = dialTimeout
 		cfg.MaxUnaryRetries = 1
 		cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(noWaitForReady)}
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -87,21 +87,21 @@ func loadTLS(files tlsFiles) (*tls.Config, error) {
 	var caPEM, certPEM, keyPEM []byte
 	var err error
 	if files.ca != "" {
-		if caPEM, err = os.ReadFile(files.ca); err != nil {
+		if caPEM, err = inputfile.Read(files.ca, inputfile.PEMLimit); err != nil {
 			return nil, fmt.Errorf("read CA %q: %w", files.ca, err)
 		}
 	}
 	if files.cert != "" {
-		if certPEM, err = os.ReadFile(files.cert); err != nil {
+		if certPEM, err = inputfile.Read(files.cert, inputfile.PEMLimit); err != nil {
 			return nil, fmt.Errorf("load client certificate %q: %w", files.cert, err)
 		}
-		if keyPEM, err = os.ReadFile(files.key); err != nil {
+		if keyPEM, err = inputfile.Read(files.key, inputfile.PEMLimit); err != nil {
 			return nil, fmt.Errorf("load client certificate key %q: %w", files.key, err)
 		}
 	}
 	cfg, err := pki.ClientTLS(caPEM, certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("TLS files %q, %q: %w", files.ca, files.cert, err)
+		return nil, fmt.Errorf("load client TLS (CA %q, certificate %q): %w", files.ca, files.cert, err)
 	}
 	return cfg, nil
 }

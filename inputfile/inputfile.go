@@ -39,6 +39,10 @@ const (
 	// a newline). 4 KiB fits any PEM private key kubeboot supports, up to
 	// RSA-4096 (about 3.3 KiB).
 	KeyLimit = 4 << 10
+	// PEMLimit caps a certificate or CA file read for TLS. A CA file may be
+	// a bundle of many certificates (an external etcd's chain); 1 MiB holds
+	// hundreds of them.
+	PEMLimit = 1 << 20
 )
 
 // ErrNotRegular is wrapped by the error for a path that is not a regular
