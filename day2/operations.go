@@ -52,6 +52,6 @@ func Renew(names []string, newKeys, restart bool) phases.Operation {
 			s.Report.Infof("restart to load the new certificates: %s (or re-run with --restart)", strings.Join(components, ", "))
 			return nil
 		}
-		return RestartComponents(ctx, s, components)
+		return restartComponents(ctx, s, components)
 	}}
 }

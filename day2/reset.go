@@ -31,8 +31,8 @@ type ResetOptions struct {
 	Confirm func(question string) bool
 }
 
-// ResetResult is what reset removed and what it left on purpose.
-type ResetResult struct {
+// resetResult is what reset removed and what it left on purpose.
+type resetResult struct {
 	// Removed are node paths that existed and are gone (or would go).
 	Removed []string `json:"removed"`
 	// Left describes what reset does not own or was told to keep.
@@ -44,9 +44,9 @@ type ResetResult struct {
 // control plane's, then etcd's, each time until the kubelet has stopped
 // the components: their ports closed and their processes gone), then the
 // kubeconfigs, configuration, PKI and etcd data.
-func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (ResetResult, error) {
+func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (resetResult, error) {
 	c := s.Config
-	var res ResetResult
+	var res resetResult
 	if err := confirmEtcdData(s, opts); err != nil {
 		return res, err
 	}
@@ -54,7 +54,7 @@ func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (ResetRe
 	// the others stop counting on it; reaching here means the operator
 	// agreed to lose this member's data.
 	if c.Etcd.Local != nil && !s.Options.DryRun && !s.Options.Offline && etcdRunning(s) {
-		if err := LeaveEtcd(ctx, s, opts.Force); err != nil {
+		if err := leaveEtcd(ctx, s, opts.Force); err != nil {
 			return res, err
 		}
 	}
@@ -138,7 +138,7 @@ func confirmEtcdData(s *phases.State, opts ResetOptions) error {
 }
 
 // resetRemove removes one path and records it when it was there.
-func resetRemove(s *phases.State, res *ResetResult, path string, all bool) error {
+func resetRemove(s *phases.State, res *resetResult, path string, all bool) error {
 	// The path itself, not what a symlink there points to.
 	host := filepath.Join(s.Files.HostPath(filepath.Dir(path)), filepath.Base(path))
 	if _, err := os.Lstat(host); errors.Is(err, fs.ErrNotExist) {
@@ -160,7 +160,7 @@ func resetRemove(s *phases.State, res *ResetResult, path string, all bool) error
 }
 
 // removeLeftovers removes the dot temp files an interrupted write left.
-func removeLeftovers(s *phases.State, res *ResetResult, dir string) error {
+func removeLeftovers(s *phases.State, res *resetResult, dir string) error {
 	removed, err := files.RemoveTempFiles(s.Files, dir)
 	for _, path := range removed {
 		res.Removed = append(res.Removed, path)
@@ -201,7 +201,7 @@ func ownedDirs(c *config.ClusterConfiguration) []ownedDir {
 
 // removeOwned removes kubeboot's files in d, then d when nothing else is
 // in it.
-func removeOwned(s *phases.State, res *ResetResult, d ownedDir) error {
+func removeOwned(s *phases.State, res *resetResult, d ownedDir) error {
 	paths := d.files
 	entries, err := os.ReadDir(s.Files.HostPath(d.dir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -225,7 +225,7 @@ func removeOwned(s *phases.State, res *ResetResult, d ownedDir) error {
 
 // removeIfEmpty removes dir when all it holds is what reset removed (in a
 // dry run, would remove), and otherwise lists each entry it leaves.
-func removeIfEmpty(s *phases.State, res *ResetResult, dir string) error {
+func removeIfEmpty(s *phases.State, res *resetResult, dir string) error {
 	entries, err := os.ReadDir(s.Files.HostPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -258,7 +258,7 @@ func removeIfEmpty(s *phases.State, res *ResetResult, dir string) error {
 
 // resetPKI removes every certificate, key and the encryption configuration,
 // then the PKI directories when nothing else is in them.
-func resetPKI(s *phases.State, res *ResetResult) error {
+func resetPKI(s *phases.State, res *resetResult) error {
 	c := s.Config
 	pkiDir := ownedDir{dir: c.Certificates.Dir, files: []string{c.KeyPath(config.KeyServiceAccount), c.PublicKeyPath(config.KeyServiceAccount), c.EncryptionConfigPath()}}
 	etcdDir := ownedDir{dir: filepath.Dir(c.CertPath(config.CertEtcdCA))}
@@ -288,17 +288,17 @@ func etcdRunning(s *phases.State) bool {
 	return true
 }
 
-// LeaveEtcd removes this node's stacked etcd member from its cluster (see
+// leaveEtcd removes this node's stacked etcd member from its cluster (see
 // etcd.Leave), before reset stops the local etcd and deletes its data dir.
-// It connects with the API server's etcd client certificate to this member
-// and to endpoints, the client URLs of other members (needed when the local
-// member is down). A node without a local etcd has nothing to do; force
-// removes the member even when that breaks the cluster's quorum.
-func LeaveEtcd(ctx context.Context, s *phases.State, force bool, endpoints ...string) error {
+// It connects to this member, which reset has seen answering, with the API
+// server's etcd client certificate. A node without a local etcd has nothing
+// to do; force removes the member even when that breaks the cluster's
+// quorum.
+func leaveEtcd(ctx context.Context, s *phases.State, force bool) error {
 	if s.Config.Etcd.Local == nil {
 		return nil
 	}
-	cli, err := etcd.New(ctx, append([]string{etcd.ClientURL(s.Config)}, endpoints...), etcd.LocalTLS(s.Config, s.Files.HostPath))
+	cli, err := etcd.New(ctx, []string{etcd.ClientURL(s.Config)}, etcd.LocalTLS(s.Config, s.Files.HostPath))
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func backupsDir(c *config.ClusterConfiguration) string {
 	return filepath.Join(c.Paths.KubeconfigDir, "kubeboot", "backups")
 }
 
-// RestartComponents restarts the named components one at a time, in start
+// restartComponents restarts the named components one at a time, in start
 // order (etcd, kube-apiserver, kube-controller-manager, kube-scheduler),
 // and returns once each is healthy again as a new instance.
 //
@@ -39,7 +39,7 @@ func backupsDir(c *config.ClusterConfiguration) string {
 // process started after the manifest came back (see waitInstance). Finally
 // the new instance must serve the certificate file on disk, which proves
 // it loaded the renewed one.
-func RestartComponents(ctx context.Context, s *phases.State, names []string) error {
+func restartComponents(ctx context.Context, s *phases.State, names []string) error {
 	if s.Options.DryRun || s.Options.Offline {
 		s.Report.Infof("skipped the restart of %v: this run does not touch a live node", names)
 		return nil

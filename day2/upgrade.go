@@ -21,10 +21,10 @@ import (
 	"github.com/kubeboot/kubeboot/templates"
 )
 
-// UpgradePrepare is the part of init that `upgrade apply` runs before the
+// upgradePrepare is the part of init that `upgrade apply` runs before the
 // manifests: the files components read at start converge first (nothing
 // reads them before its restart), then each manifest is replaced in turn.
-var UpgradePrepare = phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig}}
+var upgradePrepare = phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig}}
 
 // journal records how far an upgrade got, so that a re-run after a crash
 // completes the step it was in.
@@ -108,7 +108,7 @@ func UpgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) e
 	if err := upgradePreflight(ctx, s, current); err != nil {
 		return err
 	}
-	if _, err := UpgradePrepare.Run(ctx, s, nil); err != nil {
+	if _, err := upgradePrepare.Run(ctx, s, nil); err != nil {
 		return err
 	}
 	if oldTargets, err = health.Targets(s.Config, current); err != nil {

@@ -41,7 +41,7 @@ func Leave(ctx context.Context, cli *clientv3.Client, name, peerURL string, forc
 		}
 		if err := checkQuorumWithout(ctx, cli, list.Members, self); err != nil {
 			if !force {
-				return fmt.Errorf("remove etcd member %q: %w (re-run with force to remove it anyway)", name, err)
+				return fmt.Errorf("remove etcd member %q: %w (reset --force removes it anyway)", name, err)
 			}
 			report.Warnf("removing etcd member %s anyway (forced): %v", name, err)
 		}

@@ -240,7 +240,7 @@ func TestLeaveCluster(t *testing.T) {
 	})
 }
 
-// both is a client of m1 and m2, as LeaveEtcd connects to the local
+// both is a client of m1 and m2, as reset connects to the local
 // member and the others.
 func both(t *testing.T, m1, m2 *etcdNode) *clientv3.Client {
 	t.Helper()

@@ -56,7 +56,11 @@ func runPreflight(ctx context.Context, s *phases.State) error {
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return fmt.Errorf("read cluster CA: no certificate in ca.crt")
+		from := s.Config.CertPath(config.CertCA)
+		if s.Secrets != nil {
+			from = config.CertCA + ".crt of the bundle"
+		}
+		return fmt.Errorf("read cluster CA %q: no PEM certificate in it", from)
 	}
 	host, port := s.Config.ControlPlaneHostPort()
 	dialer := &tls.Dialer{NetDialer: &net.Dialer{Timeout: endpointTimeout}, Config: &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}}

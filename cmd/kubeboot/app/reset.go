@@ -59,7 +59,7 @@ func newResetCommand(stdout, stderr io.Writer) *cobra.Command {
 	addDryRunFlag(flags, &opts.dryRun)
 	addRootFlag(flags, &opts.root)
 	addOutputFlag(flags, &opts.output)
-	flags.BoolVar(&opts.force, "force", false, "remove the etcd data dir without asking")
+	flags.BoolVar(&opts.force, "force", false, "remove the etcd data dir without asking, and leave the etcd cluster even when the remaining members would lose their quorum")
 	flags.BoolVar(&opts.keepPKI, "keep-pki", false, "keep the certificates, keys and encryption configuration")
 	return cmd
 }
