@@ -61,7 +61,7 @@ func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 	}
 	report := output.NewReporter(stderr, false)
 	report.SetPhase("certs export")
-	r, err := opts.run("text")
+	r, err := opts.spec()
 	if err != nil {
 		return err
 	}

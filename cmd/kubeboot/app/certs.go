@@ -23,17 +23,17 @@ type certsOptions struct {
 	root       string
 }
 
-// run loads the node's configuration.
-func (o *certsOptions) run(format outputFormat) (run, error) {
+// spec loads the node's configuration.
+func (o *certsOptions) spec() (runSpec, error) {
 	root, err := absRoot(o.root)
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
 	cfg, err := loadNode(o.configPath)
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
-	return run{config: cfg, root: root, output: format, options: phases.Options{Offline: root != ""}}, nil
+	return runSpec{config: cfg, root: root, options: phases.Options{Offline: root != ""}}, nil
 }
 
 // certsCheckOptions are the flags of `kubeboot certs check-expiration`.
@@ -62,7 +62,7 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "List every certificate, including those embedded in kubeconfigs, with its residual time",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			r, err := checkOpts.run(checkOpts.output)
+			r, err := checkOpts.spec()
 			if err != nil {
 				return err
 			}
@@ -85,7 +85,7 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 			if len(names) == 1 && names[0] == "all" {
 				names = nil
 			}
-			load := func() (run, error) { return renewOpts.run(renewOpts.output) }
+			load := func() (runSpec, error) { return renewOpts.spec() }
 			renew := day2.Renew(names, renewOpts.newKeys, renewOpts.restart)
 			return execute(cmd.Context(), renewOpts.output, stdout, stderr, load, renew.Execute)
 		},

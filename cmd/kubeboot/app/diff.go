@@ -53,7 +53,7 @@ func runDiff(opts *diffOptions, stdout, stderr io.Writer) error {
 	if err := config.CheckPatchesDir(cfg, opts.configPath, root); err != nil {
 		return err
 	}
-	r := run{config: cfg, root: root, options: phases.Options{DryRun: true, Offline: root != ""}}
+	r := runSpec{config: cfg, root: root, options: phases.Options{DryRun: true, Offline: root != ""}}
 	diffs, err := day2.Diff(r.state(output.NewReporter(stderr, false), stdout))
 	if err != nil {
 		return err

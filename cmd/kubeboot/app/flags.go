@@ -93,9 +93,6 @@ func loadCluster(path string) (*config.ClusterConfiguration, error) {
 // loadNode loads the configuration of a node however it came up: a
 // ClusterConfiguration or a JoinConfiguration. No path means the defaults.
 func loadNode(path string) (*config.ClusterConfiguration, error) {
-	if path == "" {
-		return loadCluster(path)
-	}
 	return config.LoadAny(path, config.DetectHost())
 }
 

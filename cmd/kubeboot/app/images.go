@@ -97,7 +97,7 @@ func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Rep
 	if err := config.CheckPatchesDir(cfg, opts.configPath, ""); err != nil {
 		return err
 	}
-	r := run{config: cfg, options: phases.Options{DryRun: true}}
+	r := runSpec{config: cfg, options: phases.Options{DryRun: true}}
 	needed, err := phases.Images(r.state(report, io.Discard))
 	if err != nil {
 		return err
@@ -139,7 +139,7 @@ func runImagesList(opts *imagesOptions, stdout, stderr io.Writer) error {
 	if err := config.CheckPatchesDir(cfg, opts.configPath, root); err != nil {
 		return err
 	}
-	r := run{config: cfg, root: root, options: phases.Options{DryRun: true, Offline: root != ""}}
+	r := runSpec{config: cfg, root: root, options: phases.Options{DryRun: true, Offline: root != ""}}
 	images, err := phases.Images(r.state(output.NewReporter(stderr, false), stdout))
 	if err != nil {
 		return err

@@ -24,20 +24,20 @@ type initOptions struct {
 	diff bool
 }
 
-// run loads the configuration into the run the options describe.
-func (o *initOptions) run() (run, error) {
+// spec loads the configuration into the runSpec the options describe.
+func (o *initOptions) spec() (runSpec, error) {
 	root, err := absRoot(o.root)
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
 	cfg, err := loadCluster(o.configPath)
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
 	if err := config.CheckPatchesDir(cfg, o.configPath, root); err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
-	return run{config: cfg, root: root, output: o.output, dryRun: o.dryRun, options: phases.Options{
+	return runSpec{config: cfg, root: root, dryRun: o.dryRun, options: phases.Options{
 		DryRun:                o.dryRun || o.diff,
 		Diff:                  o.diff,
 		Renew:                 o.renew,
@@ -54,7 +54,7 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Bootstrap this node's control plane: " + strings.Join(phases.Init.Names(), ", "),
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, func(ctx context.Context, s *phases.State) ([]string, error) {
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
 				return phases.Init.Run(ctx, s, opts.skipPhases)
 			})
 		},
@@ -72,7 +72,7 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 			sub.Flags().BoolVar(&opts.diff, "diff", false, "show a unified diff of each rendered manifest against the one on disk; writes nothing")
 		}
 		sub.RunE = func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, runOne(phases.Init, p.Name))
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, runOne(phases.Init, p.Name))
 		}
 	}))
 	return cmd

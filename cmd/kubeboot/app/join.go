@@ -23,23 +23,23 @@ type joinOptions struct {
 	bundle       bundleFlags
 }
 
-// run loads the JoinConfiguration and opens the bundle, if one is given.
-func (o *joinOptions) run() (run, error) {
+// spec loads the JoinConfiguration and opens the bundle, if one is given.
+func (o *joinOptions) spec() (runSpec, error) {
 	if !o.controlPlane {
-		return run{}, &exit.UsageError{Msg: "only control-plane nodes can join: pass --control-plane"}
+		return runSpec{}, &exit.UsageError{Msg: "only control-plane nodes can join: pass --control-plane"}
 	}
 	secrets, err := o.bundle.open()
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
 	j, err := loadJoin(o.configPath)
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
 	if err := config.CheckPatchesDir(&j.ClusterConfiguration, o.configPath, ""); err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
-	return run{config: &j.ClusterConfiguration, output: o.output, join: &j.Join, secrets: secrets, options: phases.Options{
+	return runSpec{config: &j.ClusterConfiguration, join: &j.Join, secrets: secrets, options: phases.Options{
 		Strict:                o.preflight.strict,
 		IgnorePreflightErrors: o.preflight.ignored(),
 	}}, nil
@@ -78,7 +78,7 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 			"resumes. Phases: " + strings.Join(join.ControlPlane.Names(), ", "),
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, func(ctx context.Context, s *phases.State) ([]string, error) {
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
 				return join.ControlPlane.Run(ctx, s, opts.skipPhases)
 			})
 		},
@@ -93,7 +93,7 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd.AddCommand(phaseCommands("join", join.ControlPlane, func(p phases.Phase, sub *cobra.Command) {
 		opts.bundle.add(sub)
 		sub.RunE = func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, runOne(join.ControlPlane, p.Name))
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, runOne(join.ControlPlane, p.Name))
 		}
 	}))
 	return cmd

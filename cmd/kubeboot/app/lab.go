@@ -33,18 +33,18 @@ type labOptions struct {
 	bundle       bundleFlags
 }
 
-// run loads the lab node's configuration: a ClusterConfiguration, or with
+// spec loads the lab node's configuration: a ClusterConfiguration, or with
 // --control-plane a JoinConfiguration and the bundle.
-func (o *labOptions) run() (run, error) {
+func (o *labOptions) spec() (runSpec, error) {
 	if !o.controlPlane {
 		cfg, err := loadCluster(o.configPath)
 		if err != nil {
-			return run{}, err
+			return runSpec{}, err
 		}
-		return run{config: cfg, output: o.output}, config.CheckPatchesDir(cfg, o.configPath, "")
+		return runSpec{config: cfg}, config.CheckPatchesDir(cfg, o.configPath, "")
 	}
-	joining := joinOptions{configPath: o.configPath, output: o.output, controlPlane: true, bundle: o.bundle}
-	return joining.run()
+	joining := joinOptions{configPath: o.configPath, controlPlane: true, bundle: o.bundle}
+	return joining.spec()
 }
 
 func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -70,7 +70,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, func(ctx context.Context, s *phases.State) ([]string, error) {
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
 				// The kubelet needs its config and kubeconfig, so the
 				// phases that write them run before it starts.
 				prep := []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}

@@ -24,17 +24,17 @@ type resetOptions struct {
 	keepPKI    bool
 }
 
-// run loads the node's configuration, whichever kind: a joined node resets too.
-func (o *resetOptions) run() (run, error) {
+// spec loads the node's configuration, whichever kind: a joined node resets too.
+func (o *resetOptions) spec() (runSpec, error) {
 	root, err := absRoot(o.root)
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
 	cfg, err := loadNode(o.configPath)
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
-	return run{config: cfg, root: root, output: o.output, dryRun: o.dryRun, options: phases.Options{DryRun: o.dryRun, Offline: root != ""}}, nil
+	return runSpec{config: cfg, root: root, dryRun: o.dryRun, options: phases.Options{DryRun: o.dryRun, Offline: root != ""}}, nil
 }
 
 // newResetCommand is `kubeboot reset`: it undoes init's files on this node.
@@ -51,7 +51,7 @@ func newResetCommand(stdout, stderr io.Writer) *cobra.Command {
 			if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				reset.Confirm = func(q string) bool { return confirm(f, stderr, q) }
 			}
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, day2.Reset(reset).Execute)
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, day2.Reset(reset).Execute)
 		},
 	}
 	flags := cmd.Flags()

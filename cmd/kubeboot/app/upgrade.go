@@ -18,16 +18,16 @@ type upgradeOptions struct {
 	timeout    time.Duration
 }
 
-// run loads the node's new configuration, whichever kind: a joined node upgrades too.
-func (o *upgradeOptions) run() (run, error) {
+// spec loads the node's new configuration, whichever kind: a joined node upgrades too.
+func (o *upgradeOptions) spec() (runSpec, error) {
 	cfg, err := loadNode(o.configPath)
 	if err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
 	if err := config.CheckPatchesDir(cfg, o.configPath, ""); err != nil {
-		return run{}, err
+		return runSpec{}, err
 	}
-	return run{config: cfg, output: o.output, options: phases.Options{}}, nil
+	return runSpec{config: cfg, options: phases.Options{}}, nil
 }
 
 // newUpgradeCommand is `kubeboot upgrade apply`: move the running control
@@ -40,7 +40,7 @@ func newUpgradeCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Replace each changed manifest in turn (etcd first, after a snapshot), rolling back any component whose new instance is not healthy",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.run, day2.Upgrade(opts.timeout).Execute)
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, day2.Upgrade(opts.timeout).Execute)
 		},
 	}
 	addConfigFlag(apply.Flags(), &opts.configPath)

@@ -21,12 +21,11 @@ import (
 	"github.com/kubeboot/kubeboot/phases"
 )
 
-// run is what a command's options say about a run's State. Commands build
+// runSpec is what a command's options say about a run's State. Commands build
 // one from their options; nothing changes it once the run has started.
-type run struct {
+type runSpec struct {
 	config  *config.ClusterConfiguration
 	root    string // absolute, or empty for the node's own filesystem
-	output  outputFormat
 	options phases.Options
 	// dryRun is --dry-run itself; options.DryRun also holds for --diff.
 	dryRun  bool
@@ -55,7 +54,7 @@ func reporter(format outputFormat, stdout, stderr io.Writer) *output.Reporter {
 
 // state builds the run's State: an atomic writer, or a dry-run writer that
 // prints the manifests.
-func (r run) state(report *output.Reporter, stdout io.Writer) *phases.State {
+func (r runSpec) state(report *output.Reporter, stdout io.Writer) *phases.State {
 	var writer files.Writer = &files.AtomicWriter{Root: r.root, Report: report}
 	if r.options.DryRun {
 		writer = &files.DryRunWriter{Root: r.root, Report: report, Stdout: stdout, Manifests: phases.ManifestPaths(r.config)}
@@ -66,7 +65,7 @@ func (r run) state(report *output.Reporter, stdout io.Writer) *phases.State {
 // lock takes the node lock, so that no other kubeboot changes the node
 // while this run does; a dry run changes nothing and takes none. The
 // writer maps the lock's path, so it stays inside --root.
-func (r run) lock(w files.Writer) (*nodelock.Lock, error) {
+func (r runSpec) lock(w files.Writer) (*nodelock.Lock, error) {
 	if r.options.DryRun {
 		return nil, nil
 	}
@@ -86,7 +85,7 @@ var interruptGrace = 5 * time.Second
 // the node lock. After a signal, the steps get interruptGrace to return;
 // then execute returns without them, and a second signal ends the process
 // at once.
-func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer, load func() (run, error), do steps) error {
+func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer, load func() (runSpec, error), do steps) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -121,7 +120,7 @@ type outcome struct {
 }
 
 // runLocked loads the run, takes the node lock and runs the steps.
-func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, load func() (run, error), do steps) outcome {
+func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, load func() (runSpec, error), do steps) outcome {
 	r, err := load()
 	var lock *nodelock.Lock
 	var s *phases.State

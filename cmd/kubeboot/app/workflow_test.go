@@ -160,8 +160,8 @@ func TestInterruptEndsABlockedStep(t *testing.T) {
 	blocked := make(chan struct{})
 	defer close(blocked)
 	ctx, cancel := context.WithCancel(context.Background())
-	load := func() (run, error) {
-		r, err := (&initOptions{root: root, dryRun: true}).run()
+	load := func() (runSpec, error) {
+		r, err := (&initOptions{root: root, dryRun: true}).spec()
 		return r, err
 	}
 	stepStarted := make(chan struct{})
