@@ -24,11 +24,11 @@ func Reset(opts ResetOptions) phases.Operation {
 	}}
 }
 
-// Upgrade is `kubeboot upgrade apply` (see UpgradeApply); timeout bounds
-// each wait, 0 meaning timeouts.controlPlane.
-func Upgrade(timeout time.Duration) phases.Operation {
+// UpgradeApply is `kubeboot upgrade apply` (see upgradeApply); timeout
+// bounds each wait, 0 meaning timeouts.controlPlane.
+func UpgradeApply(timeout time.Duration) phases.Operation {
 	return phases.Operation{Name: "upgrade", Run: func(ctx context.Context, s *phases.State) error {
-		return UpgradeApply(ctx, s, timeout)
+		return upgradeApply(ctx, s, timeout)
 	}}
 }
 

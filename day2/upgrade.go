@@ -60,7 +60,7 @@ func journalPath(c *config.ClusterConfiguration) string {
 	return filepath.Join(backupsDir(c), "upgrade-journal.json")
 }
 
-// UpgradeApply moves the running control plane to what the configuration
+// upgradeApply moves the running control plane to what the configuration
 // renders, one component at a time in start order. Before the first change
 // of a run it saves an etcd snapshot: a new API server may rewrite stored
 // objects too, so the restore point must come before any component
@@ -68,7 +68,7 @@ func journalPath(c *config.ClusterConfiguration) string {
 // changed component's manifest is backed up outside the manifest dir and
 // replaced atomically, so the kubelet always has one manifest per
 // component; the step succeeds once a new instance is healthy (see
-// waitNewInstance). When it is not, the previous manifest goes back and
+// waitInstance). When it is not, the previous manifest goes back and
 // must be healthy again, and the upgrade stops with the new instance's
 // diagnostic. A journal in the backups dir lets a re-run finish a step a
 // crash interrupted. On a node that joined the cluster, etcd keeps its
@@ -77,7 +77,7 @@ func journalPath(c *config.ClusterConfiguration) string {
 // timeout bounds each wait for a component to become healthy; 0 means
 // timeouts.controlPlane. It is not the configuration's field because that
 // one is rendered into the manifests' probes.
-func UpgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) error {
+func upgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = s.Config.Timeouts.ControlPlane.Duration
 	}

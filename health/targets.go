@@ -1,8 +1,9 @@
 // Package health owns the control-plane health checks. It reads where each
 // component serves from the static pod manifests, probes etcd through its
 // client API and the other components through their HTTPS health endpoints
-// with verified TLS, waits for all of them concurrently, renders the
-// progress, and explains in the final error why a component is not healthy.
+// with verified TLS, waits for all of them concurrently, and explains in the
+// final error why a component is not healthy. Showing the progress is
+// package output's.
 //
 // The package never writes to disk and never prints on its own: progress
 // and results go through the callbacks and writers the caller passes.

@@ -28,7 +28,7 @@ const endpointTimeout = 10 * time.Second
 // promoted before the API server starts on this node.
 var ControlPlane = phases.Runner{Phases: slices.Concat(Prepare, []phases.Phase{
 	phases.APIServerConfig,
-	Etcd,
+	EtcdMember,
 	phases.ControlPlane,
 	phases.Validate,
 	phases.WriteManifests,
@@ -37,14 +37,14 @@ var ControlPlane = phases.Runner{Phases: slices.Concat(Prepare, []phases.Phase{
 
 // Prepare are the join's phases up to the kubelet's configuration, which
 // `kubeboot lab up --control-plane` runs before it starts the kubelet.
-var Prepare = []phases.Phase{Preflight, phases.Preflight, CertsImport, phases.Certs, phases.Kubeconfig, phases.KubeletConfig}
+var Prepare = []phases.Phase{EndpointCheck, phases.Preflight, CertsImport, phases.Certs, phases.Kubeconfig, phases.KubeletConfig}
 
-// Preflight checks that the cluster is reachable through the
+// EndpointCheck checks that the cluster is reachable through the
 // controlPlaneEndpoint and that it is the bundle's cluster: its API server
 // presents a certificate of the bundle's cluster CA.
-var Preflight = phases.Phase{Name: "join-preflight", Short: "Check the control-plane endpoint and that its CA is the bundle's", Run: runPreflight}
+var EndpointCheck = phases.Phase{Name: "join-preflight", Short: "Check the control-plane endpoint and that its CA is the bundle's", Run: checkEndpoint}
 
-func runPreflight(ctx context.Context, s *phases.State) error {
+func checkEndpoint(ctx context.Context, s *phases.State) error {
 	caPEM := s.Secrets[config.CertCA+".crt"]
 	if caPEM == nil {
 		var err error
@@ -89,11 +89,11 @@ var CertsImport = phases.Phase{Name: "certs-import", Short: "Write the shared CA
 	return ImportSecrets(s, s.Secrets)
 }}
 
-// Etcd adds this node's etcd member to the cluster as a learner,
+// EtcdMember adds this node's etcd member to the cluster as a learner,
 // starts it, waits until it is healthy and promotes it to a voter. A
 // member that does not come up or catch up in time is removed again, so the
 // cluster is left as it was.
-var Etcd = phases.Phase{Name: "etcd-join", Short: "Add this node's etcd member as a learner, start it and promote it", LiveOnly: true, Run: runEtcdJoin}
+var EtcdMember = phases.Phase{Name: "etcd-join", Short: "Add this node's etcd member as a learner, start it and promote it", LiveOnly: true, Run: runEtcdJoin}
 
 func runEtcdJoin(ctx context.Context, s *phases.State) error {
 	c := s.Config

@@ -19,13 +19,13 @@ func TestJoinPreflightRefusesAnotherClustersEndpoint(t *testing.T) {
 	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
 	s.Config.ControlPlaneEndpoint = strings.TrimPrefix(srv.URL, "https://")
 	s.Secrets = secrets
-	err := Preflight.Run(context.Background(), s)
+	err := EndpointCheck.Run(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "not from the bundle's cluster CA") {
 		t.Fatalf("JoinPreflight against a foreign endpoint: %v", err)
 	}
 	// Without a bundle, the node's own CA is required.
 	s.Secrets = nil
-	err = Preflight.Run(context.Background(), s)
+	err = EndpointCheck.Run(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "pass --certs-bundle") {
 		t.Fatalf("JoinPreflight without a bundle or CA: %v", err)
 	}

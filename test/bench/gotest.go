@@ -11,7 +11,7 @@ import (
 )
 
 // microPackages hold the micro-benchmarks: PKI per algorithm, rendering per
-// component, validating a manifest, the FileWriter on an unchanged node.
+// component, validating a manifest, files.AtomicWriter on an unchanged node.
 // health's BenchmarkWaitDetection runs on its own, with a fixed count.
 var microPackages = []string{"./pki", "./templates", "./staticpod", "./phases"}
 

@@ -19,8 +19,6 @@ import (
 // its key, but there is no reason to let others copy it.
 const bundleMode = 0o600
 
-// newCertsExportCommand is `kubeboot certs export`: it seals the cluster
-// secrets into an encrypted bundle for `kubeboot join --control-plane`.
 // certsExportOptions are the flags of `kubeboot certs export`.
 type certsExportOptions struct {
 	*certsOptions
@@ -28,6 +26,8 @@ type certsExportOptions struct {
 	keyFile string
 }
 
+// newCertsExportCommand is `kubeboot certs export`: it seals the cluster
+// secrets into an encrypted bundle for `kubeboot join --control-plane`.
 func newCertsExportCommand(shared *certsOptions, stdout, stderr io.Writer) *cobra.Command {
 	opts := &certsExportOptions{certsOptions: shared}
 	cmd := &cobra.Command{

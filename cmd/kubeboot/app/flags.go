@@ -52,6 +52,11 @@ func addDryRunFlag(flags *pflag.FlagSet, dryRun *bool) {
 	flags.BoolVar(dryRun, "dry-run", false, "change nothing: report every file that would be written or removed (init prints the manifests to stdout)")
 }
 
+// addControlPlaneFlag registers --control-plane, for the commands that join.
+func addControlPlaneFlag(flags *pflag.FlagSet, controlPlane *bool) {
+	flags.BoolVar(controlPlane, "control-plane", false, "join as a control-plane node, from a JoinConfiguration (the only kind of node kubeboot joins)")
+}
+
 // preflightFlags are the flags of the commands that run preflight checks.
 type preflightFlags struct {
 	strict       bool
@@ -60,7 +65,7 @@ type preflightFlags struct {
 
 // add registers --strict and --ignore-preflight-errors.
 func (p *preflightFlags) add(flags *pflag.FlagSet) {
-	flags.BoolVar(&p.strict, "strict", false, "treat preflight warnings, such as foreign files in the manifest directory, as errors")
+	flags.BoolVar(&p.strict, "strict", false, "treat warnings as errors: preflight warnings, such as foreign files in the manifest directory, and a CA expiring within certificates.renewBefore")
 	flags.StringSliceVar(&p.ignoreErrors, "ignore-preflight-errors", nil, "preflight checks to report as warnings only, e.g. Port-6443,EtcdDataDir, or all")
 }
 

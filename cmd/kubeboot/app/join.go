@@ -87,7 +87,7 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 	addConfigFlag(flags, &opts.configPath)
 	addOutputFlag(flags, &opts.output)
 	opts.preflight.add(flags)
-	flags.BoolVar(&opts.controlPlane, "control-plane", false, "join as a control-plane node (the only kind kubeboot joins)")
+	addControlPlaneFlag(flags, &opts.controlPlane)
 	opts.bundle.add(cmd)
 	addSkipPhasesFlag(cmd, &opts.skipPhases, join.ControlPlane)
 	cmd.AddCommand(phaseCommands("join", join.ControlPlane, func(p phases.Phase, sub *cobra.Command) {

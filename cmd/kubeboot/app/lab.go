@@ -83,7 +83,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	addOutputFlag(up.Flags(), &opts.output)
-	up.Flags().BoolVar(&opts.controlPlane, "control-plane", false, "join as a control-plane node from a JoinConfiguration (the only kind kubeboot joins)")
+	addControlPlaneFlag(up.Flags(), &opts.controlPlane)
 	opts.bundle.add(up)
 	down := &cobra.Command{
 		Use:   "down",

@@ -1,5 +1,6 @@
 // Package app holds kubeboot's commands, one file per command. Commands parse
-// flags into an options struct and hand the work to the phases package.
+// flags into an options struct and hand the work to the workflows (phases,
+// join) and operations (day2).
 package app
 
 import (
