@@ -89,7 +89,7 @@ func TestStopKillsAfterTimeout(t *testing.T) {
 	sb, _ := e.runSandbox("pod")
 	id := e.run(sb, shConfig("stubborn", "trap '' TERM; sleep 30; true"))
 	pid := e.pid(id)
-	time.Sleep(100 * time.Millisecond) // let the shell set its trap
+	e.waitIgnoresTERM(pid)
 
 	start := time.Now()
 	if _, err := e.rs.StopContainer(context.Background(), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {

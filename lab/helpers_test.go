@@ -229,6 +229,28 @@ func (e *env) status(id string) *runtimeapi.ContainerStatus {
 }
 
 // pid reads a container's pid from its verbose status.
+// waitIgnoresTERM waits until the process pid ignores SIGTERM, as a shell
+// does once it has run `trap ” TERM`: a test that stops it sooner would
+// see it die of the TERM it means to be ignored.
+func (e *env) waitIgnoresTERM(pid int) {
+	e.t.Helper()
+	const sigterm = 15
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			e.t.Fatalf("read the status of pid %d: %v", pid, err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if mask, ok := strings.CutPrefix(line, "SigIgn:\t"); ok {
+				if ignored, err := strconv.ParseUint(mask, 16, 64); err == nil && ignored&(1<<(sigterm-1)) != 0 {
+					return
+				}
+			}
+		}
+	}
+	e.t.Fatalf("pid %d does not ignore SIGTERM after 10s", pid)
+}
+
 func (e *env) pid(id string) int {
 	e.t.Helper()
 	resp, err := e.rs.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})

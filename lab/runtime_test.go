@@ -135,6 +135,7 @@ func TestStopAll(t *testing.T) {
 	a := e.run(sb, shConfig("a", "exec sleep 30"))
 	b := e.run(sb, shConfig("b", "trap '' TERM; sleep 30"))
 	pidB := e.pid(b)
+	e.waitIgnoresTERM(pidB)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
