@@ -299,7 +299,18 @@ func TestUpdateContainerResourcesAndStats(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	sb, _ := e.runSandbox("pod")
-	id := e.run(sb, shConfig("c", "exec sleep 30"))
+	// The shell holds 4 MiB: the kernel counts a process's resident pages in
+	// per-CPU batches, so a bare sleep may read as 0 bytes in one sample.
+	id := e.run(sb, shConfig("c", "x=a; i=0; while [ $i -lt 22 ]; do x=$x$x; i=$((i+1)); done; sleep 30"))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := e.rs.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
+		if err == nil && st.GetStats().GetMemory().GetWorkingSetBytes().GetValue() >= 4<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no container stats with the shell's 4 MiB after 10s: %v, %v", st, err)
+		}
+	}
 
 	limits := &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20, CpuShares: 512}
 	if _, err := e.rs.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: limits}); err != nil {
