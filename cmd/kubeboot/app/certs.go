@@ -24,17 +24,7 @@ type certsOptions struct {
 }
 
 // spec loads the node's configuration.
-func (o *certsOptions) spec() (runSpec, error) {
-	root, err := absRoot(o.root)
-	if err != nil {
-		return runSpec{}, err
-	}
-	cfg, err := loadNode(o.configPath)
-	if err != nil {
-		return runSpec{}, err
-	}
-	return runSpec{config: cfg, root: root, options: phases.Options{Offline: root != ""}}, nil
-}
+func (o *certsOptions) spec() (runSpec, error) { return nodeSpec(o.configPath, o.root) }
 
 // certsCheckOptions are the flags of `kubeboot certs check-expiration`.
 type certsCheckOptions struct {

@@ -8,11 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/day2"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/output"
-	"github.com/kubeboot/kubeboot/phases"
 )
 
 // diffOptions are the flags of `kubeboot diff`.
@@ -42,18 +40,10 @@ func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func runDiff(opts *diffOptions, stdout, stderr io.Writer) error {
-	root, err := absRoot(opts.root)
+	r, err := renderSpec(opts.configPath, opts.root) // a joined node too
 	if err != nil {
 		return err
 	}
-	cfg, err := loadNode(opts.configPath) // a joined node too
-	if err != nil {
-		return err
-	}
-	if err := config.CheckPatchesDir(cfg, opts.configPath, root); err != nil {
-		return err
-	}
-	r := runSpec{config: cfg, root: root, options: phases.Options{DryRun: true, Offline: root != ""}}
 	diffs, err := day2.Diff(r.state(output.NewReporter(stderr, false), stdout))
 	if err != nil {
 		return err

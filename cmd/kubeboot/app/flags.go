@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // The shared flags: each is registered by one helper, with one help text.
@@ -99,6 +100,33 @@ func loadCluster(path string) (*config.ClusterConfiguration, error) {
 // ClusterConfiguration or a JoinConfiguration. No path means the defaults.
 func loadNode(path string) (*config.ClusterConfiguration, error) {
 	return config.LoadAny(path, config.DetectHost())
+}
+
+// nodeSpec is the runSpec of a command that works on a node however it came
+// up (either kind of configuration), under root when given: the files are
+// found there, and host checks are off.
+func nodeSpec(configPath, root string) (runSpec, error) {
+	root, err := absRoot(root)
+	if err != nil {
+		return runSpec{}, err
+	}
+	cfg, err := loadNode(configPath)
+	if err != nil {
+		return runSpec{}, err
+	}
+	return runSpec{config: cfg, root: root, options: phases.Options{Offline: root != ""}}, nil
+}
+
+// renderSpec is the runSpec of a command that renders the node's manifests
+// in memory and writes nothing (diff, images list): a nodeSpec in dry-run
+// mode whose patchesDir exists.
+func renderSpec(configPath, root string) (runSpec, error) {
+	r, err := nodeSpec(configPath, root)
+	if err != nil {
+		return runSpec{}, err
+	}
+	r.options.DryRun = true
+	return r, config.CheckPatchesDir(r.config, configPath, r.root)
 }
 
 // loadJoin loads the JoinConfiguration that join needs.

@@ -128,18 +128,10 @@ func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Rep
 }
 
 func runImagesList(opts *imagesOptions, stdout, stderr io.Writer) error {
-	root, err := absRoot(opts.root)
+	r, err := renderSpec(opts.configPath, opts.root)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadNode(opts.configPath)
-	if err != nil {
-		return err
-	}
-	if err := config.CheckPatchesDir(cfg, opts.configPath, root); err != nil {
-		return err
-	}
-	r := runSpec{config: cfg, root: root, options: phases.Options{DryRun: true, Offline: root != ""}}
 	images, err := phases.Images(r.state(output.NewReporter(stderr, false), stdout))
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kubeboot/kubeboot/day2"
-	"github.com/kubeboot/kubeboot/phases"
 )
 
 // resetOptions are the flags of `kubeboot reset`.
@@ -26,15 +25,9 @@ type resetOptions struct {
 
 // spec loads the node's configuration, whichever kind: a joined node resets too.
 func (o *resetOptions) spec() (runSpec, error) {
-	root, err := absRoot(o.root)
-	if err != nil {
-		return runSpec{}, err
-	}
-	cfg, err := loadNode(o.configPath)
-	if err != nil {
-		return runSpec{}, err
-	}
-	return runSpec{config: cfg, root: root, dryRun: o.dryRun, options: phases.Options{DryRun: o.dryRun, Offline: root != ""}}, nil
+	r, err := nodeSpec(o.configPath, o.root)
+	r.dryRun, r.options.DryRun = o.dryRun, o.dryRun
+	return r, err
 }
 
 // newResetCommand is `kubeboot reset`: it undoes init's files on this node.
