@@ -14,7 +14,7 @@ FUZZTIME ?= 10m
 # (any other package's test binary rejects it).
 GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
-.PHONY: build test unit e2e lint golden bench fuzz binaries lab-binaries lab lab-down clean
+.PHONY: build test unit e2e lint golden bench fuzz binaries lab-binaries host-packages lab lab-down clean
 
 ## build: compile kubeboot into bin/kubeboot
 build:
@@ -23,23 +23,27 @@ build:
 ## test: lint, the pinned binaries, unit tests and the end-to-end suite (what CI runs)
 test: lint binaries unit e2e
 
-## unit: every package's tests, including the fuzz seed corpora (lab's TestCrictl uses crictl from the bin dir)
+## unit: every package's tests, including the fuzz seed corpora (lab's TestNodeOnContainerd runs containerd from the bin dir)
 unit:
 	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 ./...
-	@# The output above names no test; show that TestCrictl ran against the real crictl rather than skipped.
-	set -o pipefail; KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -v -run '^TestCrictl$$' ./lab | grep -E '^(--- |ok|FAIL)'
+	@# The output above names no test; show that TestNodeOnContainerd ran on the real containerd rather than skipped.
+	set -o pipefail; KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -v -run '^TestNodeOnContainerd$$' ./lab | grep -E '^(--- |ok|FAIL)'
 
 ## e2e: the end-to-end suite against the real binaries and kubelet (build tag e2e)
 e2e: binaries
 	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -timeout 60m -tags e2e -v ./test/e2e/...
 
-## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl and kube-bench binaries
+## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl, kube-bench, containerd, CNI plugins and pause
 binaries:
 	bash test/tools/build.sh $(K8S_BIN) --with-v1.35
 
-## lab-binaries: the binaries the lab runs (no v1.35 set: only the upgrade test uses it)
+## lab-binaries: only the binaries the lab runs (no v1.35 set, crictl or kube-bench: only tests use them)
 lab-binaries:
-	bash test/tools/build.sh $(K8S_BIN)
+	bash test/tools/build.sh $(K8S_BIN) --lab
+
+## host-packages: the Debian packages the lab needs (runc), installed only when missing
+host-packages:
+	@command -v runc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
 
 ## lint: gofmt, go vet and golangci-lint with .golangci.yml
 lint: $(TOOLS_BIN)/golangci-lint
@@ -67,7 +71,7 @@ bench: build binaries
 	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 
 ## lab: bring up a real control plane under the real kubelet from examples/lab.yaml
-lab: build lab-binaries
+lab: build lab-binaries host-packages
 	$(BIN)/kubeboot lab up --config examples/lab.yaml --bin-dir $(K8S_BIN)
 	@echo
 	@echo "Use it:   export KUBECONFIG=/tmp/kubeboot-lab/admin.conf; $(K8S_BIN)/kubectl get pods -n kube-system"

@@ -1,6 +1,7 @@
-// Package cri talks to the node's container runtime through the CRI image
-// service, as the kubelet does: which of the images a node needs the
-// runtime holds, and pulling the ones it lacks.
+// Package cri talks to the node's container runtime through the CRI, as the
+// kubelet does: which of the images a node needs the runtime holds, pulling
+// the ones it lacks, a static pod's container log for a diagnosis, and
+// removing every pod when a node is torn down.
 package cri
 
 import (
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,18 +22,21 @@ import (
 // runs there yet.
 var ErrNoRuntime = errors.New("no container runtime listens there")
 
-// Images is a client of a runtime's image service.
-type Images struct {
+// Client is a client of a runtime's image and runtime services.
+type Client struct {
 	endpoint string
 	conn     *grpc.ClientConn
-	client   runtimeapi.ImageServiceClient
+	images   runtimeapi.ImageServiceClient
+	runtime  runtimeapi.RuntimeServiceClient
+	// mapPath maps a node path to this machine's.
+	mapPath func(string) string
 }
 
 // Dial connects to the runtime at endpoint, a unix socket URL like
 // unix:///run/containerd/containerd.sock; socketPath maps the socket's node
-// path to this machine's. A missing socket is ErrNoRuntime. Close the
+// path (and the log files') to this machine's. A missing socket is ErrNoRuntime. Close the
 // client when done.
-func Dial(endpoint string, socketPath func(string) string) (*Images, error) {
+func Dial(endpoint string, socketPath func(string) string) (*Client, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Scheme != "unix" {
 		return nil, fmt.Errorf("connect to container runtime %q: want a unix socket URL", endpoint)
@@ -46,19 +51,19 @@ func Dial(endpoint string, socketPath func(string) string) (*Images, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to container runtime %q: %w", endpoint, err)
 	}
-	return &Images{endpoint: endpoint, conn: conn, client: runtimeapi.NewImageServiceClient(conn)}, nil
+	return &Client{endpoint: endpoint, conn: conn, images: runtimeapi.NewImageServiceClient(conn), runtime: runtimeapi.NewRuntimeServiceClient(conn), mapPath: socketPath}, nil
 }
 
 // Close closes the connection.
-func (i *Images) Close() error { return i.conn.Close() }
+func (c *Client) Close() error { return c.conn.Close() }
 
 // Missing returns the refs the runtime does not hold, in order.
-func (i *Images) Missing(ctx context.Context, refs []string) ([]string, error) {
+func (c *Client) Missing(ctx context.Context, refs []string) ([]string, error) {
 	var missing []string
 	for _, ref := range refs {
-		resp, err := i.client.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+		resp, err := c.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 		if err != nil {
-			return nil, fmt.Errorf("ask container runtime %q for image %q: %w", i.endpoint, ref, err)
+			return nil, fmt.Errorf("ask container runtime %q for image %q: %w", c.endpoint, ref, err)
 		}
 		if resp.GetImage() == nil {
 			missing = append(missing, ref)
@@ -69,10 +74,82 @@ func (i *Images) Missing(ctx context.Context, refs []string) ([]string, error) {
 
 // Pull makes the runtime pull ref, as the kubelet would, and returns the
 // image's ID.
-func (i *Images) Pull(ctx context.Context, ref string) (string, error) {
-	resp, err := i.client.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+func (c *Client) Pull(ctx context.Context, ref string) (string, error) {
+	resp, err := c.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	if err != nil {
-		return "", fmt.Errorf("pull image %q through container runtime %q: %w", ref, i.endpoint, err)
+		return "", fmt.Errorf("pull image %q through container runtime %q: %w", ref, c.endpoint, err)
 	}
 	return resp.GetImageRef(), nil
+}
+
+// RemovePods stops and removes every pod sandbox, with its containers, as
+// `crictl rmp --all --force` does, and returns how many it removed.
+func (c *Client) RemovePods(ctx context.Context) (int, error) {
+	resp, err := c.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("list pods of container runtime %q: %w", c.endpoint, err)
+	}
+	for _, sb := range resp.GetItems() {
+		id := sb.GetId()
+		if _, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+			return 0, fmt.Errorf("stop pod %s (%s) in container runtime %q: %w", id, sb.GetMetadata().GetName(), c.endpoint, err)
+		}
+		if _, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			return 0, fmt.Errorf("remove pod %s (%s) from container runtime %q: %w", id, sb.GetMetadata().GetName(), c.endpoint, err)
+		}
+	}
+	return len(resp.GetItems()), nil
+}
+
+// LogTail returns the last lines of the log of the newest container named
+// container in pod (kube-system/<pod>), as `crictl logs --tail` prints
+// them, and the container's state. The log file is read at the path the
+// runtime reports, mapped by socketPath's mapping (see Dial).
+func (c *Client) LogTail(ctx context.Context, pod, container string, lines int) (tail, state string, err error) {
+	resp, err := c.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: map[string]string{
+		"io.kubernetes.pod.namespace":  "kube-system",
+		"io.kubernetes.pod.name":       pod,
+		"io.kubernetes.container.name": container,
+	}}})
+	if err != nil {
+		return "", "", fmt.Errorf("list containers of pod %s in container runtime %q: %w", pod, c.endpoint, err)
+	}
+	var newest *runtimeapi.Container
+	for _, ctr := range resp.GetContainers() {
+		if newest == nil || ctr.GetCreatedAt() > newest.GetCreatedAt() {
+			newest = ctr
+		}
+	}
+	if newest == nil {
+		return "", "", fmt.Errorf("container runtime %q has no container %s of pod %s", c.endpoint, container, pod)
+	}
+	status, err := c.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: newest.GetId()})
+	if err != nil {
+		return "", "", fmt.Errorf("ask container runtime %q for container %s: %w", c.endpoint, newest.GetId(), err)
+	}
+	st := status.GetStatus()
+	state = strings.ToLower(strings.TrimPrefix(st.GetState().String(), "CONTAINER_"))
+	if st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+		state = fmt.Sprintf("%s with code %d (%s)", state, st.GetExitCode(), st.GetReason())
+	}
+	data, err := os.ReadFile(c.mapPath(st.GetLogPath()))
+	if err != nil {
+		return "", state, fmt.Errorf("read the log of container %s: %w", newest.GetId(), err)
+	}
+	return logMessages(data, lines), state, nil
+}
+
+// logMessages keeps the messages of the last n lines of a CRI log file,
+// whose lines are "<time> <stream> <P|F> <message>".
+func logMessages(data []byte, n int) string {
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > n {
+		all = all[len(all)-n:]
+	}
+	for i, line := range all {
+		if fields := strings.SplitN(line, " ", 4); len(fields) == 4 {
+			all[i] = fields[3]
+		}
+	}
+	return strings.Join(all, "\n")
 }

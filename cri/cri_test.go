@@ -17,7 +17,7 @@ func identity(p string) string { return p }
 
 func TestMissingAndPull(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "cri.sock")
-	phasestest.ServeRuntime(t, sock, "etcd", "kube-apiserver")
+	phasestest.ServeImages(t, sock, "etcd", "kube-apiserver")
 	images, err := cri.Dial("unix://"+sock, identity)
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,18 @@ type NotHealthyError struct {
 	ManifestsDir string
 	// ForeignFiles are files the kubelet also runs from ManifestsDir.
 	ForeignFiles []string
+	// Logs are, by component, the state and the last log lines of its
+	// newest container, where the container runtime could tell.
+	Logs map[string]ContainerLog
+}
+
+// ContainerLog is what the container runtime says of a component's newest
+// container.
+type ContainerLog struct {
+	// State is "running", "exited with code 1 (Error)", ...
+	State string
+	// Tail is the last lines of its log.
+	Tail string
 }
 
 // Unhealthy is the last known state of a component that did not become
@@ -77,6 +89,12 @@ func (e *NotHealthyError) Error() string {
 		}
 		for _, pe := range probeErrs {
 			writeHint(&b, hint(u, dir, pe))
+		}
+		if l, ok := e.Logs[u.Component]; ok {
+			fmt.Fprintf(&b, "\n  its container: %s; the last lines of its log:", l.State)
+			for _, line := range strings.Split(l.Tail, "\n") {
+				fmt.Fprintf(&b, "\n    | %s", line)
+			}
 		}
 	}
 	if len(e.ForeignFiles) > 0 {

@@ -109,3 +109,27 @@ func TestDiagnosticEveryMember(t *testing.T) {
 		}
 	}
 }
+
+// TestDiagnosticShowsContainerLog: a component whose container the runtime
+// described gets its state and log tail under its finding, and only it.
+func TestDiagnosticShowsContainerLog(t *testing.T) {
+	refused := &ProbeError{Reason: ReasonRefused, URL: "https://127.0.0.1:10259/livez", Detail: "connection refused"}
+	e := &NotHealthyError{
+		Unhealthy: []Unhealthy{
+			{Component: config.NameScheduler, Err: refused},
+			{Component: config.NameControllerManager, Err: refused},
+		},
+		Logs: map[string]ContainerLog{config.NameScheduler: {State: "exited with code 1 (Error)", Tail: "I1124 starting\nE1124 open /etc/kubernetes/scheduler.conf: no such file or directory"}},
+	}
+	msg := e.Error()
+	want := "\n  its container: exited with code 1 (Error); the last lines of its log:\n    | I1124 starting\n    | E1124 open /etc/kubernetes/scheduler.conf: no such file or directory"
+	if !strings.Contains(msg, want) {
+		t.Errorf("diagnostic lacks the scheduler's log tail %q:\n%s", want, msg)
+	}
+	if strings.Count(msg, "its container:") != 1 {
+		t.Errorf("a log tail appears for a component the runtime did not describe:\n%s", msg)
+	}
+	if strings.Index(msg, "its container:") > strings.Index(msg, config.NameControllerManager+": checked") {
+		t.Errorf("the scheduler's log tail is not under the scheduler's finding:\n%s", msg)
+	}
+}

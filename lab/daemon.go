@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/files"
 )
 
 // Daemon is a background process of the lab, such as the runtime or the
@@ -23,6 +26,8 @@ type Daemon struct {
 	Name string
 	// Dir holds the pid file and the log.
 	Dir string
+	// Env is the environment Start gives the process; nil means kubeboot's.
+	Env []string
 }
 
 // PidFile is the daemon's pid file: "<pid> <start time in clock ticks>",
@@ -65,14 +70,14 @@ func (d Daemon) Start(binary string, args ...string) error {
 	}
 	defer func() { _ = logFile.Close() }()
 	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdout, cmd.Stderr, cmd.Env = logFile, logFile, d.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", d.Name, err)
 	}
-	info, err := readProc(cmd.Process.Pid)
+	start, _, err := readProc(cmd.Process.Pid)
 	if err == nil {
-		err = writeAtomic(d.PidFile(), fmt.Appendf(nil, "%d %d\n", cmd.Process.Pid, info.startTicks))
+		err = writeAtomic(d.PidFile(), fmt.Appendf(nil, "%d %d\n", cmd.Process.Pid, start))
 	}
 	if err != nil {
 		_ = cmd.Process.Kill()
@@ -99,4 +104,37 @@ func (d Daemon) Stop(timeout time.Duration) error {
 		return fmt.Errorf("stop %s: %w", d.Name, err)
 	}
 	return nil
+}
+
+// readProc reads a process's start time after boot, in clock ticks, and its
+// state (R, S, Z, ...) from /proc/<pid>/stat.
+func readProc(pid int) (startTicks uint64, state byte, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("read process %d: %w", pid, err)
+	}
+	// The command name in parentheses may contain spaces and parentheses;
+	// the fields after the last ')' start with field 3, the state.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("read process %d: malformed /proc/%d/stat", pid, pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return 0, 0, fmt.Errorf("read process %d: malformed /proc/%d/stat", pid, pid)
+	}
+	startTicks, err = strconv.ParseUint(f[19], 10, 64)
+	return startTicks, f[0][0], err
+}
+
+// alive reports whether pid is still the process that started at
+// startTicks, and not a zombie that only waits to be reaped.
+func alive(pid int, startTicks uint64) bool {
+	start, state, err := readProc(pid)
+	return err == nil && start == startTicks && state != 'Z' && state != 'X'
+}
+
+// writeAtomic writes a file of the lab's own, replacing it atomically.
+func writeAtomic(path string, data []byte) error {
+	return (&files.AtomicWriter{}).WriteFile(path, data, 0o600)
 }

@@ -1,325 +1,266 @@
 package lab
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"sort"
+	"runtime"
+	"slices"
 	"strings"
-	"sync"
-	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// sandboxImageName is the binary name of the pause image. Sandboxes run no
-// process, so it needs no binary.
-const sandboxImageName = "pause"
+// SandboxImage is the pause image the lab's containerd runs each pod's
+// sandbox from: the tag kubeadm v1.36 pins, built from <bin dir>/pause.
+const SandboxImage = "registry.k8s.io/pause:3.10.1"
 
-// sandboxImageID is the pause image's ID. It is a fixed digest because there
-// is no file to hash.
-var sandboxImageID = func() string {
-	sum := sha256.Sum256([]byte(RuntimeName + " sandbox image"))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}()
-
-// image is an image reference resolved to a binary.
-type image struct {
-	name string // binary name, e.g. "kube-apiserver"
-	path string // absolute path; empty for the sandbox image
-	id   string // "sha256:<hex of the binary>"
-	size uint64
+// Image is one image the lab builds: its reference and, by path inside the
+// image, the host files it holds.
+type Image struct {
+	Ref string
+	// Files maps an absolute path in the image to a file on this machine.
+	Files map[string]string
+	// Entrypoint is the image's default command; pods of the control plane
+	// name theirs.
+	Entrypoint []string
 }
 
-// imageStore resolves image references to binaries and remembers their
-// digests: hashing kube-apiserver takes a while, and the kubelet asks for
-// image status on every pod sync.
-type imageStore struct {
-	binDir string
+// rootBinaries are kept at the image's root, with the binary as the
+// entrypoint, as in the images registry.k8s.io serves; Kubernetes' and
+// etcd's binaries go to /usr/local/bin.
+var rootBinaries = []string{"pause", "coredns", "agnhost"}
 
-	mu      sync.Mutex
-	digests map[string]digest   // by binary path
-	refs    map[string][]string // image references asked for, by binary name
-}
-
-// digest is a cached hash, valid while the file keeps its mtime and size.
-type digest struct {
-	modTime time.Time
-	size    int64
-	id      string
-}
-
-func newImageStore(binDir string) *imageStore {
-	return &imageStore{binDir: binDir, digests: map[string]digest{}, refs: map[string][]string{}}
-}
-
-// binaryName maps an image reference to a binary name: the last path element
-// of the repository, without tag or digest.
-// "registry.k8s.io/kube-apiserver:v1.36.3" -> "kube-apiserver".
-func binaryName(ref string) (string, error) {
-	name, _, _ := strings.Cut(ref, "@")
-	name = name[strings.LastIndex(name, "/")+1:]
-	name, _, _ = strings.Cut(name, ":")
-	if name == "" || name == "." || name == ".." {
-		return "", invalid("image %q: no repository name to map to a binary", ref)
-	}
-	return name, nil
-}
-
-// resolve finds the binary for an image spec. The kubelet creates containers
-// with the image ID it got from PullImage or ImageStatus, and passes the
-// name the pod asked for as UserSpecifiedImage, so IDs are resolved by that
-// name when possible and by hashing the bin dir otherwise.
-func (s *imageStore) resolve(spec *runtimeapi.ImageSpec) (image, error) {
-	ref := spec.GetImage()
-	if !strings.HasPrefix(ref, "sha256:") {
-		return s.byName(ref)
-	}
-	if ref == sandboxImageID {
-		return image{name: sandboxImageName, id: sandboxImageID}, nil
-	}
-	if user := spec.GetUserSpecifiedImage(); user != "" {
-		if img, err := s.byName(user); err == nil && img.id == ref {
-			return img, nil
-		}
-	}
-	imgs, err := s.list()
+// ResolveImage maps an image reference of the lab to the binary it runs:
+// the repository's last element names the binary, looked up in
+// <bin dir>/v<major>.<minor>/ for a tag of that minor version, else in the
+// bin dir. A Kubernetes binary must report the tag's version, so a lab
+// never runs one version under another's name.
+func ResolveImage(binDir, ref string) (Image, error) {
+	parsed, err := name.ParseReference(ref, name.WithDefaultRegistry(""))
 	if err != nil {
-		return image{}, err
+		return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
 	}
-	for _, img := range imgs {
-		if img.id == ref {
-			return img, nil
+	repo := parsed.Context().RepositoryStr()
+	binary := repo[strings.LastIndex(repo, "/")+1:]
+	tag := parsed.Identifier()
+	path := filepath.Join(binDir, binary)
+	if dir := minorDir(tag); dir != "" {
+		if _, err := os.Stat(filepath.Join(binDir, dir, binary)); err == nil {
+			path = filepath.Join(binDir, dir, binary)
 		}
 	}
-	return image{}, status.Errorf(codes.NotFound, "image %q: no binary in bin dir %q has this digest", ref, s.binDir)
-}
-
-// byName resolves an image reference by its binary name.
-func (s *imageStore) byName(ref string) (image, error) {
-	name, err := binaryName(ref)
-	if err != nil {
-		return image{}, err
+	if _, err := os.Stat(path); err != nil {
+		return Image{}, fmt.Errorf("lab image %q: no binary %s in %s (run `make lab-binaries`): %w", ref, binary, binDir, err)
 	}
-	if name == sandboxImageName {
-		return image{name: name, id: sandboxImageID}, nil
-	}
-	// A minor version's own binaries, such as <bin dir>/v1.35/kube-apiserver,
-	// come first, so a lab can run one version and upgrade to another.
-	if dir := tagDir(ref); dir != "" {
-		if img, err := s.binary(filepath.Join(dir, name)); err == nil {
-			img.name = name
-			return img, nil
+	if strings.HasPrefix(binary, "kube-") {
+		if err := checkVersion(path, tag); err != nil {
+			return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
 		}
 	}
-	img, err := s.binary(name)
-	if os.IsNotExist(err) {
-		return image{}, status.Errorf(codes.NotFound, "image %q: no binary %q in bin dir %q", ref, name, s.binDir)
+	if slices.Contains(rootBinaries, binary) {
+		return Image{Ref: ref, Files: map[string]string{"/" + binary: path}, Entrypoint: []string{"/" + binary}}, nil
 	}
-	return img, err
+	return Image{Ref: ref, Files: map[string]string{"/usr/local/bin/" + binary: path}}, nil
 }
 
-// tagDir is the bin dir subdirectory of an image's minor version:
-// "registry.k8s.io/kube-apiserver:v1.35.4" -> "v1.35"; "" when the tag is
-// not a vMAJOR.MINOR... version (etcd's "3.6.8-0", a digest, no tag).
-func tagDir(ref string) string {
-	name, _, _ := strings.Cut(ref, "@")
-	name = name[strings.LastIndex(name, "/")+1:]
-	_, tag, ok := strings.Cut(name, ":")
-	if !ok || !strings.HasPrefix(tag, "v") {
-		return ""
-	}
-	parts := strings.SplitN(tag[1:], ".", 3)
-	if len(parts) < 2 || !allDigits(parts[0]) || !allDigits(parts[1]) {
+// minorDir is the bin dir's subdirectory for a Kubernetes tag: "v1.35" for
+// "v1.35.4", "" for a tag that is no such version.
+func minorDir(tag string) string {
+	parts := strings.SplitN(strings.TrimPrefix(tag, "v"), ".", 3)
+	if !strings.HasPrefix(tag, "v") || len(parts) != 3 {
 		return ""
 	}
 	return "v" + parts[0] + "." + parts[1]
 }
 
-func allDigits(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789") == ""
+// checkVersion runs `<binary> --version` and wants the tag in its output
+// ("Kubernetes v1.36.3").
+func checkVersion(binary, tag string) error {
+	out, err := exec.Command(binary, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("run %s --version: %w", binary, err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), tag) {
+		return fmt.Errorf("%s is %s, not %s (see test/tools/build.sh)", binary, strings.TrimSpace(string(out)), tag)
+	}
+	return nil
 }
 
-// binary describes the executable binDir/name, hashing it if its cached
-// digest is stale.
-func (s *imageStore) binary(name string) (image, error) {
-	path := filepath.Join(s.binDir, name)
-	fi, err := os.Stat(path) // follows symlinks: a symlinked binary is fine
+// Archive writes the images to one archive in the `docker save` format,
+// which `ctr images import` loads, and returns its path. Archives live in
+// cacheDir under a name derived from the images' references, files (path,
+// size, modification time) and entrypoints, so an unchanged set is built
+// once and reused.
+func Archive(cacheDir string, images []Image) (string, error) {
+	key, err := archiveKey(images)
 	if err != nil {
-		return image{}, err
+		return "", err
 	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return image{}, invalid("image binary %q: not an executable file", path)
+	path := filepath.Join(cacheDir, key+".tar")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
 	}
-	s.mu.Lock()
-	d, ok := s.digests[path]
-	s.mu.Unlock()
-	if !ok || !d.modTime.Equal(fi.ModTime()) || d.size != fi.Size() {
-		id, err := hashFile(path)
+	refs := map[name.Reference]v1.Image{}
+	for _, img := range images {
+		ref, err := name.ParseReference(img.Ref)
 		if err != nil {
-			return image{}, err
+			return "", fmt.Errorf("lab image %q: %w", img.Ref, err)
 		}
-		d = digest{modTime: fi.ModTime(), size: fi.Size(), id: id}
-		s.mu.Lock()
-		s.digests[path] = d
-		s.mu.Unlock()
+		if refs[ref], err = build(img); err != nil {
+			return "", fmt.Errorf("build lab image %q: %w", img.Ref, err)
+		}
 	}
-	return image{name: name, path: path, id: d.id, size: uint64(fi.Size())}, nil
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("create image cache %q: %w", cacheDir, err)
+	}
+	tmp, err := os.CreateTemp(cacheDir, ".archive-*.tar")
+	if err != nil {
+		return "", fmt.Errorf("create image archive: %w", err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	err = tarball.MultiRefWrite(refs, tmp)
+	if closeErr := tmp.Close(); err == nil {
+		err = closeErr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("write image archive %q: %w", path, err)
+	}
+	return path, nil
 }
 
-func hashFile(path string) (string, error) {
-	f, err := os.Open(path)
+// archiveKey fingerprints what an archive is built from.
+func archiveKey(images []Image) (string, error) {
+	var b strings.Builder
+	for _, img := range images {
+		fmt.Fprintf(&b, "%s %q\n", img.Ref, img.Entrypoint)
+		for _, dest := range sortedKeys(img.Files) {
+			info, err := os.Stat(img.Files[dest])
+			if err != nil {
+				return "", fmt.Errorf("lab image %q: %w", img.Ref, err)
+			}
+			fmt.Fprintf(&b, "%s %s %d %d\n", dest, img.Files[dest], info.Size(), info.ModTime().UnixNano())
+		}
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// build makes a one-layer image of the files, for this machine's platform.
+func build(img Image) (v1.Image, error) {
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return layerTar(img.Files), nil },
+		tarball.WithCompressionLevel(gzip.BestSpeed))
 	if err != nil {
-		return "", fmt.Errorf("hash image binary %q: %w", path, err)
+		return nil, err
+	}
+	out, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := out.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	cfg.Config.Entrypoint = img.Entrypoint
+	return mutate.ConfigFile(out, cfg)
+}
+
+// layerTar streams the layer: the files' parent directories, a /tmp, and
+// the files, each executable.
+func layerTar(files map[string]string) io.ReadCloser {
+	r, w := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(w)
+		err := writeLayer(tw, files)
+		if err == nil {
+			err = tw.Close()
+		}
+		_ = w.CloseWithError(err)
+	}()
+	return r
+}
+
+func writeLayer(tw *tar.Writer, files map[string]string) error {
+	dirs := map[string]bool{}
+	dir := func(p string, mode int64) error {
+		if dirs[p] {
+			return nil
+		}
+		dirs[p] = true
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: mode})
+	}
+	if err := dir("tmp", 0o1777); err != nil {
+		return err
+	}
+	for _, dest := range sortedKeys(files) {
+		rel := strings.TrimPrefix(dest, "/")
+		parts := strings.Split(rel, "/")
+		for i := 1; i < len(parts); i++ {
+			if err := dir(strings.Join(parts[:i], "/"), 0o755); err != nil {
+				return err
+			}
+		}
+		if err := addFile(tw, rel, files[dest]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addFile(tw *tar.Writer, rel, src string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
 	}
 	defer func() { _ = f.Close() }()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash image binary %q: %w", path, err)
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// list describes every executable in the bin dir, sorted by name.
-func (s *imageStore) list() ([]image, error) {
-	entries, err := os.ReadDir(s.binDir)
+	info, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("list bin dir %q: %w", s.binDir, err)
+		return err
 	}
-	var imgs []image
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		img, err := s.binary(e.Name())
-		if err != nil {
-			continue // not an executable file (or gone since ReadDir): not an image
-		}
-		imgs = append(imgs, img)
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s: %w", src, fs.ErrInvalid)
 	}
-	return imgs, nil
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o755, Size: info.Size()}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
 }
 
-// remember records the reference an image was asked for by, so that
-// ListImages can show the names the kubelet and users know it by.
-func (s *imageStore) remember(img image, ref string) {
-	if strings.HasPrefix(ref, "sha256:") {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.refs[img.name] {
-		if r == ref {
-			return
-		}
-	}
-	s.refs[img.name] = append(s.refs[img.name], ref)
-	sort.Strings(s.refs[img.name])
-}
-
-// toCRI describes img. Every image is pinned: images are binaries managed
-// outside the runtime, so the kubelet's image garbage collector must leave
-// them alone.
-func (s *imageStore) toCRI(img image) *runtimeapi.Image {
-	s.mu.Lock()
-	tags := append([]string(nil), s.refs[img.name]...)
-	s.mu.Unlock()
-	return &runtimeapi.Image{
-		Id:       img.id,
-		RepoTags: tags,
-		Size:     img.size,
-		Spec:     &runtimeapi.ImageSpec{Image: img.id},
-		Pinned:   true,
-	}
-}
-
-// imageService implements the CRI ImageService on the bin dir.
-type imageService struct {
-	runtimeapi.UnimplementedImageServiceServer
-	*Runtime
-}
-
-// ListImages lists the binaries in the bin dir.
-func (s imageService) ListImages(_ context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
-	imgs, err := s.images.list()
+// Import loads an archive into the containerd at socket, in the CRI's
+// namespace, with ctr.
+func Import(ctx context.Context, ctr, socket, archive string) error {
+	out, err := exec.CommandContext(ctx, ctr, "--address", socket, "--namespace", "k8s.io",
+		"images", "import", archive).CombinedOutput()
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("import images %q: %w: %s", archive, err, strings.TrimSpace(string(out)))
 	}
-	var want string
-	if ref := req.GetFilter().GetImage().GetImage(); ref != "" {
-		img, err := s.images.resolve(req.GetFilter().GetImage())
-		if err != nil {
-			return &runtimeapi.ListImagesResponse{}, nil
-		}
-		want = img.id
-	}
-	resp := &runtimeapi.ListImagesResponse{}
-	for _, img := range imgs {
-		if want == "" || img.id == want {
-			resp.Images = append(resp.Images, s.images.toCRI(img))
-		}
-	}
-	return resp, nil
-}
-
-// ImageStatus describes an image, or returns no image (not an error) when
-// its binary is missing: that is how the kubelet learns it must pull.
-func (s imageService) ImageStatus(_ context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
-	img, err := s.images.resolve(req.GetImage())
-	if status.Code(err) == codes.NotFound {
-		return &runtimeapi.ImageStatusResponse{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	s.images.remember(img, req.GetImage().GetImage())
-	return &runtimeapi.ImageStatusResponse{Image: s.images.toCRI(img)}, nil
-}
-
-// PullImage only checks that the image's binary exists: there is nothing to
-// download.
-func (s imageService) PullImage(_ context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
-	ref := req.GetImage().GetImage()
-	img, err := s.images.resolve(req.GetImage())
-	if err != nil {
-		return nil, fmt.Errorf("pull image %q: %w", ref, err)
-	}
-	s.images.remember(img, ref)
-	return &runtimeapi.PullImageResponse{ImageRef: img.id}, nil
-}
-
-// RemoveImage refuses: images are binaries the runtime does not own.
-func (s imageService) RemoveImage(_ context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
-	return nil, wrongState("remove image %q: images are the binaries in %q; the lab runtime never deletes them", req.GetImage().GetImage(), s.binDir)
-}
-
-// ImageFsInfo reports the bin dir as the image and container filesystem.
-// The kubelet asks the host for the capacity of that mountpoint, so it must
-// be a real directory; reporting one filesystem for both keeps the kubelet
-// out of its split-filesystem mode.
-func (s imageService) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	imgs, err := s.images.list()
-	if err != nil {
-		return nil, err
-	}
-	var used uint64
-	for _, img := range imgs {
-		used += img.size
-	}
-	usage := &runtimeapi.FilesystemUsage{
-		Timestamp:  time.Now().UnixNano(),
-		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: s.binDir},
-		UsedBytes:  &runtimeapi.UInt64Value{Value: used},
-		InodesUsed: &runtimeapi.UInt64Value{Value: uint64(len(imgs))},
-	}
-	return &runtimeapi.ImageFsInfoResponse{
-		ImageFilesystems:     []*runtimeapi.FilesystemUsage{usage},
-		ContainerFilesystems: []*runtimeapi.FilesystemUsage{usage},
-	}, nil
+	return nil
 }

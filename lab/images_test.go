@@ -1,114 +1,157 @@
 package lab_test
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"archive/tar"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
-	"google.golang.org/grpc/codes"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/kubeboot/kubeboot/lab"
 )
 
-func fileID(t *testing.T, path string) (string, uint64) {
+// writeBinary writes an executable shell script at dir/name that prints
+// version for --version.
+func writeBinary(t *testing.T, dir, name, version string) string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:]), uint64(len(data))
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\necho "+version+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
-func TestImages(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	shID, shSize := fileID(t, filepath.Join(e.binDir, "sh"))
-	sleepID, _ := fileID(t, filepath.Join(e.binDir, "sleep"))
-	const shRef = "registry.k8s.io/sh:1"
+func TestResolveImage(t *testing.T) {
+	bin := t.TempDir()
+	current := writeBinary(t, bin, "kube-apiserver", "Kubernetes v1.36.3")
+	previous := writeBinary(t, filepath.Join(bin, "v1.35"), "kube-apiserver", "Kubernetes v1.35.4")
+	etcd := writeBinary(t, bin, "etcd", "etcd Version: 3.6.8")
+	pause := writeBinary(t, bin, "pause", "")
 
-	pulled, err := e.is.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: shRef}})
+	for _, tc := range []struct {
+		ref  string
+		want lab.Image
+	}{
+		{"registry.k8s.io/kube-apiserver:v1.36.3", lab.Image{Files: map[string]string{"/usr/local/bin/kube-apiserver": current}}},
+		{"registry.k8s.io/kube-apiserver:v1.35.4", lab.Image{Files: map[string]string{"/usr/local/bin/kube-apiserver": previous}}},
+		{"example.com/mirror/etcd:3.6.8-0", lab.Image{Files: map[string]string{"/usr/local/bin/etcd": etcd}}},
+		{lab.SandboxImage, lab.Image{Files: map[string]string{"/pause": pause}, Entrypoint: []string{"/pause"}}},
+	} {
+		got, err := lab.ResolveImage(bin, tc.ref)
+		if err != nil {
+			t.Errorf("ResolveImage(%s): %v", tc.ref, err)
+			continue
+		}
+		tc.want.Ref = tc.ref
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("ResolveImage(%s) (-want +got):\n%s", tc.ref, diff)
+		}
+	}
+
+	// A tag no binary has: the bin dir's own kube-apiserver is v1.36.3.
+	_, err := lab.ResolveImage(bin, "registry.k8s.io/kube-apiserver:v1.34.0")
+	if err == nil || !strings.Contains(err.Error(), "not v1.34.0") {
+		t.Errorf("a version no binary has: %v", err)
+	}
+	_, err = lab.ResolveImage(bin, "registry.k8s.io/kube-scheduler:v1.36.3")
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "make lab-binaries") {
+		t.Errorf("a missing binary: %v", err)
+	}
+}
+
+// TestArchive builds an archive and reads it back as `ctr images import`
+// would: each reference, its platform, environment and entrypoint, and the
+// files at their paths, executable. An unchanged set is not rebuilt.
+func TestArchive(t *testing.T) {
+	bin, cache := t.TempDir(), t.TempDir()
+	images := []lab.Image{
+		{Ref: "registry.k8s.io/etcd:3.6.8-0", Files: map[string]string{"/usr/local/bin/etcd": writeBinary(t, bin, "etcd", "etcd")}},
+		{Ref: lab.SandboxImage, Files: map[string]string{"/pause": writeBinary(t, bin, "pause", "pause")}, Entrypoint: []string{"/pause"}},
+	}
+	path, err := lab.Archive(cache, images)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pulled.ImageRef != shID {
-		t.Errorf("PullImage ref = %s, want the binary's digest %s", pulled.ImageRef, shID)
-	}
-
-	// The kubelet asks by name before pulling, and by ID afterwards.
-	for _, ref := range []string{shRef, "example.com:5000/tools/sh@sha256:0123", shID} {
-		st, err := e.is.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	for _, img := range images {
+		tag, err := name.NewTag(img.Ref)
 		if err != nil {
 			t.Fatal(err)
 		}
-		img := st.GetImage()
-		if img.GetId() != shID || img.GetSize() != shSize || !img.GetPinned() {
-			t.Errorf("ImageStatus(%s) = %v, want id %s size %d pinned", ref, img, shID, shSize)
+		got, err := tarball.ImageFromPath(path, &tag)
+		if err != nil {
+			t.Fatalf("read %s from the archive: %v", img.Ref, err)
+		}
+		cfg, err := got.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.OS != "linux" || cfg.Architecture == "" || !strings.HasPrefix(cfg.Config.Env[0], "PATH=/usr/local/sbin:/usr/local/bin:") {
+			t.Errorf("%s: config os %q arch %q env %q", img.Ref, cfg.OS, cfg.Architecture, cfg.Config.Env)
+		}
+		if diff := cmp.Diff(img.Entrypoint, cfg.Config.Entrypoint); diff != "" {
+			t.Errorf("%s: entrypoint (-want +got):\n%s", img.Ref, diff)
+		}
+		layers, err := got.Layers()
+		if err != nil || len(layers) != 1 {
+			t.Fatalf("%s: %d layers, %v", img.Ref, len(layers), err)
+		}
+		entries := layerEntries(t, layers[0].Uncompressed)
+		for dest := range img.Files {
+			if mode, ok := entries[strings.TrimPrefix(dest, "/")]; !ok || mode != 0o755 {
+				t.Errorf("%s: %s in the layer: present %v, mode %o", img.Ref, dest, ok, mode)
+			}
+		}
+		if entries["tmp/"] != 0o1777 {
+			t.Errorf("%s: /tmp has mode %o, want 1777", img.Ref, entries["tmp/"])
 		}
 	}
 
-	// A missing binary is "no image" for ImageStatus, so that the kubelet pulls.
-	st, err := e.is.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "registry.k8s.io/etcd:3.6.8-0"}})
-	if err != nil || st.Image != nil {
-		t.Errorf("ImageStatus of a missing binary = %v, %v; want no image and no error", st, err)
+	info, _ := os.Stat(path)
+	again, err := lab.Archive(cache, images)
+	if err != nil || again != path {
+		t.Fatalf("the same images again: %s, %v; want the cached %s", again, err, path)
 	}
-
-	list, err := e.is.ListImages(ctx, &runtimeapi.ListImagesRequest{})
-	if err != nil {
+	if info2, _ := os.Stat(path); !info2.ModTime().Equal(info.ModTime()) {
+		t.Error("the cached archive was rewritten")
+	}
+	// A rebuilt binary makes a new archive.
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(images[0].Files["/usr/local/bin/etcd"], later, later); err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]*runtimeapi.Image{}
-	for _, img := range list.Images {
-		ids[img.Id] = img
-	}
-	if len(list.Images) != 2 || ids[shID] == nil || ids[sleepID] == nil {
-		t.Fatalf("ListImages = %v, want sh and sleep", list.Images)
-	}
-	if tags := ids[shID].RepoTags; len(tags) != 2 || tags[0] != "example.com:5000/tools/sh@sha256:0123" || tags[1] != shRef {
-		t.Errorf("sh repo tags = %v, want the references it was asked by", tags)
-	}
-	filtered, err := e.is.ListImages(ctx, &runtimeapi.ListImagesRequest{Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: "x/sleep:2"}}})
-	if err != nil || len(filtered.Images) != 1 || filtered.Images[0].Id != sleepID {
-		t.Errorf("ListImages filtered by sleep = %v, %v", filtered.GetImages(), err)
-	}
-
-	// The sandbox image needs no binary.
-	pause, err := e.is.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "registry.k8s.io/pause:3.10"}})
-	if err != nil || pause.ImageRef == "" {
-		t.Errorf("PullImage pause = %v, %v", pause, err)
-	}
-
-	_, err = e.is.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: shRef}})
-	wantCode(t, err, codes.FailedPrecondition, "never deletes")
-	if _, err := os.Stat(filepath.Join(e.binDir, "sh")); err != nil {
-		t.Errorf("RemoveImage touched the binary: %v", err)
+	if rebuilt, err := lab.Archive(cache, images); err != nil || rebuilt == path {
+		t.Errorf("after the binary changed: %s, %v; want a new archive", rebuilt, err)
 	}
 }
 
-func TestPullMissingBinary(t *testing.T) {
-	e := newEnv(t)
-	_, err := e.is.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "registry.k8s.io/kube-apiserver:v1.36.3"}})
-	wantCode(t, err, codes.NotFound, `"kube-apiserver"`, e.binDir)
-
-	_, err = e.is.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "registry.k8s.io/"}})
-	wantCode(t, err, codes.InvalidArgument, "no repository name")
-}
-
-func TestImageFsInfo(t *testing.T) {
-	e := newEnv(t)
-	resp, err := e.is.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
+// layerEntries lists a layer's tar entries with their modes.
+func layerEntries(t *testing.T, open func() (io.ReadCloser, error)) map[string]int64 {
+	t.Helper()
+	rc, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, shSize := fileID(t, filepath.Join(e.binDir, "sh"))
-	_, sleepSize := fileID(t, filepath.Join(e.binDir, "sleep"))
-	for _, fss := range [][]*runtimeapi.FilesystemUsage{resp.ImageFilesystems, resp.ContainerFilesystems} {
-		// The kubelet dereferences UsedBytes and asks the host about the mountpoint.
-		if len(fss) != 1 || fss[0].GetFsId().GetMountpoint() != e.binDir || fss[0].GetUsedBytes() == nil ||
-			fss[0].GetUsedBytes().GetValue() != shSize+sleepSize || fss[0].GetInodesUsed().GetValue() != 2 || fss[0].GetTimestamp() == 0 {
-			t.Errorf("filesystems = %v, want the bin dir with %d bytes in 2 files", fss, shSize+sleepSize)
+	defer func() { _ = rc.Close() }()
+	entries := map[string]int64{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return entries
 		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[h.Name] = h.Mode
 	}
 }

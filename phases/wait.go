@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/cri"
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/health"
 	"github.com/kubeboot/kubeboot/output"
@@ -55,6 +57,10 @@ func runWait(ctx context.Context, s *State) error {
 	s.Healthy, err = health.Wait(ctx, probes, opts)
 	if err == nil {
 		reportEtcdCluster(ctx, s)
+	}
+	var notHealthy *health.NotHealthyError
+	if errors.As(err, &notHealthy) {
+		notHealthy.Logs = containerLogs(ctx, s, notHealthy.Unhealthy)
 	}
 	if err != nil && len(missing) > 0 {
 		return fmt.Errorf("%w\nalso: %s missing from %s, so the kubelet does not run it: restore it with `kubeboot init phase write-manifests`",
@@ -142,4 +148,32 @@ func reportEtcdCluster(ctx context.Context, s *State) {
 	for _, l := range lines {
 		s.Report.Infof("%s", l)
 	}
+}
+
+// logTailLines is how much of a failing component's log a diagnosis shows.
+const logTailLines = 15
+
+// containerLogs asks the node's container runtime for the state and log
+// tail of each unhealthy component's newest container: a component that
+// exits at once is only "connection refused" to a probe, and its log says
+// why. What the runtime cannot tell is left out.
+func containerLogs(ctx context.Context, s *State, unhealthy []health.Unhealthy) map[string]health.ContainerLog {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	runtime, err := cri.Dial(s.Config.Kubelet.ContainerRuntimeEndpoint, s.Files.HostPath)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = runtime.Close() }()
+	logs := map[string]health.ContainerLog{}
+	for _, u := range unhealthy {
+		if u.External {
+			continue
+		}
+		tail, state, err := runtime.LogTail(ctx, u.Component+"-"+s.Config.Node.Name, u.Component, logTailLines)
+		if err == nil {
+			logs[u.Component] = health.ContainerLog{State: state, Tail: tail}
+		}
+	}
+	return logs
 }

@@ -1,25 +1,32 @@
 // Package phasestest holds test helpers for the packages built on phases
 // (join, day2) and for phases' external tests: a State on a throw-away
 // root, running phases, reading and comparing the files they write, and a
-// real CRI runtime (kubeboot's lab runtime) to check images against.
+// CRI image service to check images against.
 package phasestest
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/lab"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -97,43 +104,58 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 	return out
 }
 
-// ServeRuntime runs kubeboot's lab CRI runtime on the unix socket sock
-// until the test ends, with a bin dir holding only the given binaries, so
-// that the runtime holds exactly those images (registry.k8s.io/<name>:...).
-func ServeRuntime(t testing.TB, sock string, binaries ...string) {
+// ServeImages serves a CRI image service on the unix socket sock until the
+// test ends. It holds the images whose repository's last path element is
+// one of names, at any tag (registry.k8s.io/etcd:3.6.8-0 for "etcd"), and
+// can pull nothing else: a node's runtime, as far as kubeboot's image
+// checks can tell.
+func ServeImages(t testing.TB, sock string, names ...string) {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range binaries {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rt, err := lab.NewRuntime(lab.Options{BinDir: bin, StateDir: filepath.Join(dir, "state"), HostIP: "127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer()
+	runtimeapi.RegisterImageServiceServer(server, imageService{names: names})
 	served := make(chan error, 1)
-	go func() { served <- rt.Serve(ctx, sock) }()
+	go func() { served <- server.Serve(l) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("the lab runtime on %s: %v", sock, err)
+		server.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("the image service on %s: %v", sock, err)
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lab runtime did not create %s", sock)
-		}
+}
+
+// imageService is the CRI image service of ServeImages.
+type imageService struct {
+	runtimeapi.UnimplementedImageServiceServer
+	names []string
+}
+
+// image is the runtime's image for ref, or nil.
+func (s imageService) image(ref string) *runtimeapi.Image {
+	repo, _, _ := strings.Cut(ref, "@")
+	repo = repo[strings.LastIndex(repo, "/")+1:]
+	repo, _, _ = strings.Cut(repo, ":")
+	if !slices.Contains(s.names, repo) {
+		return nil
 	}
+	sum := sha256.Sum256([]byte(ref))
+	return &runtimeapi.Image{Id: "sha256:" + hex.EncodeToString(sum[:]), RepoTags: []string{ref}}
+}
+
+func (s imageService) ImageStatus(_ context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	return &runtimeapi.ImageStatusResponse{Image: s.image(req.GetImage().GetImage())}, nil
+}
+
+func (s imageService) PullImage(_ context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	img := s.image(req.GetImage().GetImage())
+	if img == nil {
+		return nil, status.Errorf(codes.NotFound, "image %q: no registry holds it", req.GetImage().GetImage())
+	}
+	return &runtimeapi.PullImageResponse{ImageRef: img.Id}, nil
 }

@@ -22,7 +22,7 @@ func TestControlPlane(t *testing.T) {
 		t.Fatal("the lab did not come up healthy; the scenarios that use it cannot run")
 	}
 	t.Run("re-run writes nothing and restarts nothing", func(t *testing.T) { testRerun(t, n) })
-	t.Run("crictl against the lab runtime", func(t *testing.T) { testCrictl(t, n) })
+	t.Run("crictl against the node's containerd", func(t *testing.T) { testCrictl(t, n) })
 	t.Run("rejected patch leaves the control plane alone", func(t *testing.T) { testRejectedPatch(t, n) })
 	t.Run("component down is diagnosed", func(t *testing.T) { testComponentDown(t, n) })
 }

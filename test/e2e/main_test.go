@@ -21,7 +21,7 @@ const kubernetesVersion = "v1.36.3"
 // neededBinaries are the binaries of KUBEBOOT_BIN_DIR the suite runs.
 var neededBinaries = []string{
 	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-	"kubelet", "kubectl", "crictl",
+	"kubelet", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr", "pause",
 }
 
 var (
@@ -80,6 +80,9 @@ func checkEnvironment() error {
 		if info, err := os.Stat(path); err != nil || info.Mode().Perm()&0o111 == 0 {
 			return fmt.Errorf("%s is missing or not executable in KUBEBOOT_BIN_DIR=%s: build the binaries with `make binaries`", name, binDir)
 		}
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		return fmt.Errorf("runc is not installed: the lab's containerd runs containers with it (apt-get install runc)")
 	}
 	return nil
 }

@@ -72,10 +72,10 @@ func (n *node) componentPids() map[string]int {
 	return pids
 }
 
-// dumpLogs logs the tail of the kubelet's, the runtime's and each
+// dumpLogs logs the tail of the kubelet's, containerd's and each
 // component's newest log.
 func (n *node) dumpLogs() {
-	files := []string{n.path("lab/kubelet.log"), n.path("lab/runtime.log")}
+	files := []string{n.path("lab/kubelet.log"), n.path("lab/containerd.log")}
 	for _, c := range components {
 		if f := newestFile(filepath.Join(n.path("pod-logs"), "kube-system_"+c+"-"+n.name+"_*", c, "*.log")); f != "" {
 			files = append(files, f)

@@ -16,7 +16,7 @@ import (
 )
 
 // testCrictl is scenario 7: the real crictl sees the lab's containers
-// through the process-backed runtime.
+// in the node's containerd.
 func testCrictl(t *testing.T, n *node) {
 	table := n.crictl(t, "ps", "-a")
 	if table.code != 0 {

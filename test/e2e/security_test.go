@@ -148,7 +148,7 @@ func (l *secLab) kubectl(args ...string) (string, error) {
 func (l *secLab) cleanup(t *testing.T) {
 	if l.started {
 		if t.Failed() {
-			for _, name := range []string{"kubelet", "runtime"} {
+			for _, name := range []string{"kubelet", "containerd"} {
 				if data, err := os.ReadFile(l.path("lab/" + name + ".log")); err == nil {
 					t.Logf("--- tail of %s.log:\n%s", name, secTail(string(data), 40))
 				}

@@ -2,13 +2,20 @@
 # Builds the pinned etcd, Kubernetes and CRI binaries used by the end-to-end
 # tests and benchmarks, from the Go module proxy:
 #
-#   bash test/tools/build.sh <bin-dir> [--with-v1.35] [--force]
+#   bash test/tools/build.sh <bin-dir> [--lab | --with-v1.35] [--force]
+#
+# --lab builds only what `kubeboot lab` runs (no crictl, kube-bench or v1.35).
 #
 #   <bin-dir>/etcd etcdctl etcdutl                 etcd        (module ./etcd)
 #   <bin-dir>/kube-apiserver kube-controller-manager kube-scheduler
 #             kubelet kubectl kubeadm              Kubernetes  (module ./kubernetes/v1.36)
 #   <bin-dir>/crictl                               cri-tools   (module ./crictl)
 #   <bin-dir>/kube-bench, kube-bench-cfg/          kube-bench  (module ./kube-bench)
+#   <bin-dir>/containerd containerd-shim-runc-v2 ctr
+#                                                  containerd  (module ./containerd)
+#   <bin-dir>/cni/bridge host-local loopback portmap
+#                                                  CNI plugins (module ./cni)
+#   <bin-dir>/pause                                the lab's sandbox program (module ./pause)
 #   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet
 #                                                  only with --with-v1.35 (module ./kubernetes/v1.35)
 #
@@ -24,7 +31,7 @@
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 <bin-dir> [--with-v1.35] [--force]" >&2
+	echo "usage: $0 <bin-dir> [--lab | --with-v1.35] [--force]" >&2
 	exit 2
 }
 
@@ -34,9 +41,11 @@ tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bin_dir=
 force=false
-families=(family_etcd family_kubernetes_v1_36 family_crictl family_kube_bench)
+lab_families=(family_etcd family_kubernetes_v1_36 family_containerd family_cni family_pause)
+families=("${lab_families[@]}" family_crictl family_kube_bench)
 for arg in "$@"; do
 	case $arg in
+	--lab) families=("${lab_families[@]}") ;;
 	--with-v1.35) families+=(family_kubernetes_v1_35) ;;
 	--force) force=true ;;
 	-h | --help) usage ;;
@@ -97,6 +106,7 @@ binary_name() {
 
 # build_family <family> <module dir> <bin subdir> <versioned module> <ldflags> <name=package>...
 #
+# $build_tags, when set, is passed to `go build -tags`.
 # Builds the given main packages of one tools module with a single `go build`
 # and installs them as <bin-dir>/<bin subdir>/<name>, or reuses them when the
 # recorded fingerprint of the inputs still matches. <versioned module> is the
@@ -114,8 +124,9 @@ build_family() {
 	fingerprint=$(
 		{
 			go env GOVERSION GOOS GOARCH GOAMD64 GOEXPERIMENT GOFLAGS CGO_ENABLED
-			printf '%s\n' "${go_build_flags[@]}" "$ldflags" "$subdir" "${specs[@]}"
-			cat "$moddir/go.mod" "$moddir/go.sum"
+			printf '%s\n' "${go_build_flags[@]}" "$ldflags" "${build_tags:-}" "$subdir" "${specs[@]}"
+			cat "$moddir/go.mod"
+			if [[ -f $moddir/go.sum ]]; then cat "$moddir/go.sum"; fi
 		} | sha256sum | cut -d' ' -f1
 	)
 
@@ -143,7 +154,7 @@ build_family() {
 
 	echo "building $family $version: ${pkgs[*]}" >&2
 	local start=$SECONDS
-	(cd "$moddir" && go build "${go_build_flags[@]}" -ldflags="$ldflags" -o "$scratch/" "${pkgs[@]}")
+	(cd "$moddir" && go build "${go_build_flags[@]}" ${build_tags:+-tags="$build_tags"} -ldflags="$ldflags" -o "$scratch/" "${pkgs[@]}")
 	local took=$((SECONDS - start))
 
 	for spec in "${specs[@]}"; do
@@ -235,6 +246,34 @@ family_kube_bench() {
 	mv "$scratch" "$dest"
 	scratch=
 	echo "copied kube-bench-cfg                  $version (benchmark definitions)"
+}
+
+# containerd 2.x answers the kubelet's RuntimeConfig call, so the kubelet
+# takes its cgroup driver from the runtime. Built without cgo, so without the
+# snapshotters that need it (the lab uses overlayfs).
+family_containerd() {
+	local version
+	version=$(cd "$tools_dir/containerd" && module_field github.com/containerd/containerd/v2 '{{.Version}}')
+	build_tags="no_btrfs no_zfs no_aufs no_devmapper" build_family containerd containerd "" github.com/containerd/containerd/v2 \
+		"-X github.com/containerd/containerd/v2/version.Version=$version" \
+		containerd=github.com/containerd/containerd/v2/cmd/containerd \
+		containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+		ctr=github.com/containerd/containerd/v2/cmd/ctr
+}
+
+# The plugins a lab node's CNI configuration names, in their own directory
+# (containerd's bin_dirs), as /opt/cni/bin holds them on a real node.
+family_cni() {
+	build_family cni cni cni github.com/containernetworking/plugins "" \
+		bridge=github.com/containernetworking/plugins/plugins/main/bridge \
+		host-local=github.com/containernetworking/plugins/plugins/ipam/host-local \
+		loopback=github.com/containernetworking/plugins/plugins/main/loopback \
+		portmap=github.com/containernetworking/plugins/plugins/meta/portmap
+}
+
+family_pause() {
+	build_family pause pause "" github.com/kubeboot/kubeboot/test/tools/pause "" \
+		pause=github.com/kubeboot/kubeboot/test/tools/pause
 }
 
 # --- main -----------------------------------------------------------------------

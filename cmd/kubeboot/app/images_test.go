@@ -62,14 +62,14 @@ func TestImagesListMatchesTheManifests(t *testing.T) {
 	}
 }
 
-// TestImagesPull runs images pull against kubeboot's lab runtime: every
+// TestImagesPull runs images pull against a CRI image service: every
 // image present is reported so, and one the runtime cannot get fails the
 // command, naming it.
 func TestImagesPull(t *testing.T) {
 	pull := func(t *testing.T, binaries ...string) (int, string, string) {
 		dir := t.TempDir()
 		sock := filepath.Join(dir, "cri.sock")
-		phasestest.ServeRuntime(t, sock, binaries...)
+		phasestest.ServeImages(t, sock, binaries...)
 		cfg := filepath.Join(dir, "node.yaml")
 		text := "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nkubelet:\n  containerRuntimeEndpoint: unix://" + sock + "\n"
 		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {

@@ -2,19 +2,15 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/signal"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
@@ -49,26 +45,24 @@ func (o *labOptions) spec() (runSpec, error) {
 
 func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &labOptions{}
-	cmd := groupCommand("lab", "Run a real control plane on this machine under the real kubelet, without a container runtime")
-	cmd.Long = "lab runs kubeboot's process-backed CRI runtime and the real kubelet, which then runs the static pods\n" +
-		"as plain processes. Every path comes from the config (see examples/lab.yaml); the lab's own files\n" +
-		"(pid files, logs, the kubelet's root dir) live in <kubeconfigDir>/lab. The config's kubelet.extraConfig\n" +
+	cmd := groupCommand("lab", "Run a real control plane on this machine on containerd and runc, under the real kubelet")
+	cmd.Long = "lab runs a node's own containerd (with runc) and the real kubelet, which then runs the static pods\n" +
+		"in real containers. The images are built from the binaries in --bin-dir under the references kubeboot\n" +
+		"renders and imported into the node's containerd; no registry is needed. Every path comes from the config\n" +
+		"(see examples/lab.yaml); the lab's own files (containerd's root and state, the kubelet's root dir, pid\n" +
+		"files, logs) live in <kubeconfigDir>/lab, which `lab down` removes. The config's kubelet.extraConfig\n" +
 		"must let the kubelet start on such a machine: failSwapOn: false, failCgroupV1: false,\n" +
 		"cgroupsPerQOS: false, enforceNodeAllocatable: []."
 	addConfigFlag(cmd.PersistentFlags(), &opts.configPath)
-	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", envOr("KUBEBOOT_BIN_DIR", "test/tools/bin"), "directory of the kubelet, etcd and Kubernetes binaries ($KUBEBOOT_BIN_DIR)")
+	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", envOr("KUBEBOOT_BIN_DIR", "test/tools/bin"), "directory of containerd, the kubelet, etcd and the Kubernetes binaries ($KUBEBOOT_BIN_DIR)")
 
 	up := &cobra.Command{
 		Use:   "up",
-		Short: "Start the CRI runtime and the kubelet, then run kubeboot init (or, with --control-plane, kubeboot join --control-plane)",
+		Short: "Start containerd with the lab's images and the kubelet, then run kubeboot init (or, with --control-plane, kubeboot join --control-plane)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.configPath == "" {
 				return &exit.UsageError{Msg: "lab up needs --config: a config with every path under one lab directory, like examples/lab.yaml"}
-			}
-			configPath, err := filepath.Abs(opts.configPath)
-			if err != nil {
-				return err
 			}
 			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
 				// The kubelet needs its config and kubeconfig, so the
@@ -78,7 +72,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 				if opts.controlPlane {
 					prep, workflow = join.Prepare, join.ControlPlane
 				}
-				return labUp(ctx, s, configPath, opts.binDir, prep, workflow)
+				return labUp(ctx, s, opts.binDir, prep, workflow)
 			})
 		},
 	}
@@ -87,7 +81,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts.bundle.add(up)
 	down := &cobra.Command{
 		Use:   "down",
-		Short: "Stop the kubelet, every container and the CRI runtime",
+		Short: "Stop the kubelet, remove every pod, stop containerd and remove the lab's own files",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.configPath == "" {
@@ -97,23 +91,16 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return labDown(cmd.Context(), cfg, output.NewReporter(stderr, false))
-		},
-	}
-	runtime := &cobra.Command{
-		Use:    "runtime",
-		Short:  "Serve the process-backed CRI runtime (started by lab up)",
-		Hidden: true,
-		Args:   usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadNode(opts.configPath)
-			if err != nil {
-				return err
+			report := output.NewReporter(stderr, false)
+			report.SetPhase("lab")
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
 			}
-			return serveRuntime(cmd.Context(), cfg, opts.binDir, stderr)
+			return labNode(cfg, opts.binDir).Down(ctx, report.Infof)
 		},
 	}
-	cmd.AddCommand(up, down, runtime)
+	cmd.AddCommand(up, down)
 	return cmd
 }
 
@@ -124,70 +111,56 @@ func envOr(name, fallback string) string {
 	return fallback
 }
 
-// labDir holds the lab's pid files, logs and the kubelet's root dir.
-func labDir(cfg *config.ClusterConfiguration) string {
-	return filepath.Join(cfg.Paths.KubeconfigDir, "lab")
-}
-
-func socketPath(cfg *config.ClusterConfiguration) string {
-	return strings.TrimPrefix(cfg.Kubelet.ContainerRuntimeEndpoint, "unix://")
-}
-
-// daemons are the lab's background processes, in stop order.
-func daemons(cfg *config.ClusterConfiguration) (kubelet, runtime lab.Daemon) {
-	return lab.Daemon{Name: "kubelet", Dir: labDir(cfg)}, lab.Daemon{Name: "runtime", Dir: labDir(cfg)}
-}
-
-// waitForSocket waits until something accepts connections on the socket.
-func waitForSocket(ctx context.Context, path string, timeout time.Duration) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		conn, err := net.Dial("unix", path)
-		if last = err; err != nil {
-			return false, nil
-		}
-		return true, conn.Close()
-	})
-	if wait.Interrupted(err) && ctx.Err() == nil {
-		return last
+// labNode is the lab's runtime for the node of cfg: its files in
+// <kubeconfigDir>/lab, containerd serving the kubelet's runtime endpoint.
+func labNode(cfg *config.ClusterConfiguration, binDir string) lab.Node {
+	return lab.Node{
+		Dir:    filepath.Join(cfg.Paths.KubeconfigDir, "lab"),
+		Socket: strings.TrimPrefix(cfg.Kubelet.ContainerRuntimeEndpoint, "unix://"),
+		BinDir: binDir,
 	}
-	return err
 }
 
-// labUp starts the runtime, writes what the kubelet needs, starts the
-// kubelet, and runs every init phase; the wait phase then sees the kubelet
-// bring the control plane up. If it fails before init runs, it stops what it
-// started; after that the lab stays up for a look at its logs.
-func labUp(ctx context.Context, s *phases.State, configPath, binDir string, prep []phases.Phase, workflow phases.Runner) (ran []string, err error) {
+// labUp starts the node's containerd with the images the node needs,
+// writes what the kubelet needs, starts the kubelet, and runs every init
+// phase; the wait phase then sees the kubelet bring the control plane up.
+// If it fails before init runs, it tears down what it started; after that
+// the lab stays up for a look at its logs.
+func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Phase, workflow phases.Runner) (ran []string, err error) {
 	cfg := s.Config
 	if binDir, err = filepath.Abs(binDir); err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find the kubeboot binary: %w", err)
-	}
-	kubelet, runtime := daemons(cfg)
+	node := labNode(cfg, binDir)
 	initStarted := false
 	defer func() {
 		if err != nil && !initStarted {
-			_ = kubelet.Stop(10 * time.Second)
-			_ = runtime.Stop(10 * time.Second)
+			_ = node.Down(context.WithoutCancel(ctx), func(string, ...any) {})
 		}
 	}()
 	s.Report.SetPhase("lab")
-	if err := runtime.Start(self, "lab", "runtime", "--config", configPath, "--bin-dir", binDir); err != nil {
+	images, err := labImages(s, binDir)
+	if err != nil {
 		return nil, err
 	}
-	if err := waitForSocket(ctx, socketPath(cfg), 10*time.Second); err != nil {
-		return nil, fmt.Errorf("CRI runtime did not start (see %s): %w", runtime.LogFile(), err)
+	archive, err := lab.Archive(filepath.Join(binDir, ".lab-images"), images)
+	if err != nil {
+		return nil, err
 	}
-	s.Report.Infof("CRI runtime serving on %s", socketPath(cfg))
+	if err := node.StartContainerd(ctx); err != nil {
+		return nil, err
+	}
+	s.Report.Infof("containerd serving the CRI on %s (log: %s)", node.Socket, node.Containerd().LogFile())
+	if err := lab.Import(ctx, filepath.Join(binDir, "ctr"), node.Socket, archive); err != nil {
+		return nil, err
+	}
+	s.Report.Infof("imported %d images built from %s", len(images), binDir)
 	if _, err := (phases.Runner{Phases: prep}).Run(ctx, s, nil); err != nil {
 		return nil, err
 	}
 	s.Report.SetPhase("lab")
-	root := filepath.Join(labDir(cfg), "kubelet")
+	kubelet := node.Kubelet()
+	root := filepath.Join(node.Dir, "kubelet")
 	err = kubelet.Start(filepath.Join(binDir, "kubelet"),
 		"--config="+cfg.Kubelet.ConfigFile,
 		"--kubeconfig="+cfg.KubeconfigPath(config.KubeconfigKubelet),
@@ -201,61 +174,61 @@ func labUp(ctx context.Context, s *phases.State, configPath, binDir string, prep
 	s.Report.Infof("kubelet started (log: %s)", kubelet.LogFile())
 	initStarted = true
 	if ran, err = workflow.Run(ctx, s, nil); err != nil {
-		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), runtime.LogFile())
+		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), node.Containerd().LogFile())
 	}
 	s.Report.SetPhase("lab")
 	s.Report.Infof("control plane is up: kubectl --kubeconfig %s get pods -n kube-system", cfg.KubeconfigPath(config.KubeconfigAdmin))
 	return ran, nil
 }
 
-// labDown stops the kubelet first, so it does not restart the pods, then
-// the runtime daemon, then every container through a runtime on the same
-// state, and finally undoes the kubelet's bind mount of its root dir.
-func labDown(ctx context.Context, cfg *config.ClusterConfiguration, report *output.Reporter) error {
-	report.SetPhase("lab")
-	if ctx == nil {
-		ctx = context.Background()
+// labImages are the images the lab node needs: its static pods' images for
+// every Kubernetes release in the bin dir (the bin dir's own and each
+// v<major>.<minor>/ set), so that an upgrade to another release finds its
+// images as a pull would, and the sandbox image.
+func labImages(s *phases.State, binDir string) ([]lab.Image, error) {
+	sets, err := filepath.Glob(filepath.Join(binDir, "v*", "kube-apiserver"))
+	if err != nil {
+		return nil, err
 	}
-	var errs []error
-	kubelet, runtime := daemons(cfg)
-	for _, d := range []lab.Daemon{kubelet, runtime} {
-		if err := d.Stop(30 * time.Second); err != nil {
-			errs = append(errs, err)
-			continue
+	refs := []string{lab.SandboxImage}
+	for _, apiserver := range append([]string{filepath.Join(binDir, "kube-apiserver")}, sets...) {
+		version, err := kubernetesVersion(apiserver)
+		if err != nil {
+			return nil, err
 		}
-		report.Infof("stopped %s", d.Name)
+		release := *s.Config
+		release.KubernetesVersion = version
+		state := *s
+		state.Config = &release
+		images, err := phases.Images(&state)
+		if err != nil {
+			return nil, err
+		}
+		for _, ref := range images {
+			if !slices.Contains(refs, ref) {
+				refs = append(refs, ref)
+			}
+		}
 	}
-	// Stopping containers needs their state, not the binaries.
-	rt, err := lab.NewRuntime(lab.Options{StateDir: runtimeStateDir(cfg)})
-	if err == nil {
-		err = rt.StopAll(ctx)
+	images := make([]lab.Image, len(refs))
+	for i, ref := range refs {
+		if images[i], err = lab.ResolveImage(binDir, ref); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		errs = append(errs, fmt.Errorf("stop containers: %w", err))
-	} else {
-		report.Infof("stopped every container")
-	}
-	root := filepath.Join(labDir(cfg), "kubelet")
-	if err := syscall.Unmount(root, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-		errs = append(errs, fmt.Errorf("unmount %s: %w", root, err))
-	}
-	return errors.Join(errs...)
+	return images, nil
 }
 
-func runtimeStateDir(cfg *config.ClusterConfiguration) string {
-	return filepath.Join(labDir(cfg), "runtime")
-}
-
-// serveRuntime is the runtime daemon: it serves until SIGTERM.
-func serveRuntime(ctx context.Context, cfg *config.ClusterConfiguration, binDir string, logs io.Writer) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rt, err := lab.NewRuntime(lab.Options{BinDir: binDir, StateDir: runtimeStateDir(cfg), HostIP: cfg.Node.AdvertiseAddress, Logger: logs})
+// kubernetesVersion asks a Kubernetes binary for its version:
+// "Kubernetes v1.36.3" -> "v1.36.3".
+func kubernetesVersion(binary string) (string, error) {
+	out, err := exec.Command(binary, "--version").Output()
 	if err != nil {
-		return err
+		return "", fmt.Errorf("ask %s for its version: %w", binary, err)
 	}
-	return rt.Serve(ctx, socketPath(cfg))
+	fields := strings.Fields(string(out))
+	if len(fields) != 2 {
+		return "", fmt.Errorf("ask %s for its version: it answered %q, want \"Kubernetes vX.Y.Z\"", binary, out)
+	}
+	return fields[1], nil
 }

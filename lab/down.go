@@ -1,0 +1,167 @@
+package lab
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kubeboot/kubeboot/cri"
+)
+
+// Down tears the node down and removes its dir: the kubelet first, so that
+// it restarts nothing; then every pod, through containerd's CRI, which
+// stops the containers and releases their mounts and networks; then
+// containerd. What a crashed containerd left behind is cleaned up without
+// it: containers through runc's state, then mounts under the dir; and the
+// node's bridge and, after the machine's last kubelet, the kubelet's
+// iptables chains. logf reports each step.
+func (n Node) Down(ctx context.Context, logf func(format string, args ...any)) error {
+	var errs []error
+	if err := n.Kubelet().Stop(30 * time.Second); err != nil {
+		errs = append(errs, err)
+	} else {
+		logf("stopped the kubelet")
+	}
+	if _, running := n.Containerd().Running(); running {
+		removed, err := n.removePods(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			logf("removed %d pods", removed)
+		}
+	}
+	if err := n.Containerd().Stop(30 * time.Second); err != nil {
+		errs = append(errs, err)
+	} else {
+		logf("stopped containerd")
+	}
+	if err := n.deleteContainers(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmountUnder(n.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeSocket(n.Socket); err != nil {
+		errs = append(errs, err)
+	}
+	if err := deleteLink(ctx, n.Bridge()); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeKubeletChains(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	// Shims put their sockets in /run/containerd/s and containerd its pods'
+	// network namespaces in /run/netns, whatever its config says; the dirs
+	// go when the lab's were the last in them.
+	for _, dir := range []string{"/run/containerd/s", "/run/containerd", "/run/netns"} {
+		_ = os.Remove(dir)
+	}
+	if len(errs) > 0 {
+		// Removing the dir would lose the logs that explain the failure.
+		return errors.Join(errs...)
+	}
+	if err := os.RemoveAll(n.Dir); err != nil {
+		return fmt.Errorf("remove the lab dir: %w", err)
+	}
+	logf("removed %s", n.Dir)
+	return nil
+}
+
+func (n Node) removePods(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	client, err := cri.Dial("unix://"+n.Socket, func(p string) string { return p })
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = client.Close() }()
+	return client.RemovePods(ctx)
+}
+
+// deleteContainers force-deletes, with runc, every container whose state is
+// still in the node's runc root: none after a clean stop, the orphans of a
+// containerd or shim that was killed otherwise.
+func (n Node) deleteContainers(ctx context.Context) error {
+	roots, err := filepath.Glob(n.containerdDir("runc", "*"))
+	if err != nil || len(roots) == 0 {
+		return err
+	}
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return fmt.Errorf("delete the lab's containers: find runc: %w", err)
+	}
+	var errs []error
+	for _, root := range roots {
+		ids, err := os.ReadDir(root)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, id := range ids {
+			out, err := exec.CommandContext(ctx, runc, "--root", root, "delete", "--force", id.Name()).CombinedOutput()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("runc delete %s: %w: %s", id.Name(), err, strings.TrimSpace(string(out))))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unmountUnder detaches every mount at or below dir, deepest first.
+func unmountUnder(dir string) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("list mounts: %w", err)
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
+			mounts = append(mounts, fields[4])
+		}
+	}
+	slices.SortFunc(mounts, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	var errs []error
+	for _, m := range slices.Compact(mounts) {
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeSocket removes a CRI socket that a killed containerd left: one that
+// is still there but where nothing listens.
+func removeSocket(path string) error {
+	info, err := os.Lstat(path)
+	if err != nil || info.Mode().Type() != fs.ModeSocket {
+		return nil
+	}
+	if conn, err := net.Dial("unix", path); err == nil {
+		_ = conn.Close()
+		return fmt.Errorf("remove %s: something still listens there", path)
+	}
+	return os.Remove(path)
+}
+
+// deleteLink deletes a network link the lab created, if it exists: the
+// bridge plugin leaves the node's bridge behind when its last pod goes.
+func deleteLink(ctx context.Context, link string) error {
+	if _, err := net.InterfaceByName(link); err != nil {
+		return nil
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "link", "delete", link).CombinedOutput(); err != nil {
+		return fmt.Errorf("delete link %s: %w: %s", link, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
