@@ -95,6 +95,10 @@ func (p Process) StartedAfter(i Instant) bool {
 	return p.Start.BootID != i.BootID || p.Start.SinceBoot >= i.SinceBoot-Tick
 }
 
+// ownerAttempts is how often Listener looks for the owner of a listening
+// socket before it says that no visible process holds it.
+const ownerAttempts = 5
+
 // Listener returns the process that listens on host:port over TCP. host
 // is an IP address or a name to resolve; a socket bound to the unspecified
 // address listens on every host of its family: 0.0.0.0 on IPv4 hosts, and
@@ -106,21 +110,31 @@ func Listener(host string, port int) (Process, error) {
 	if err != nil {
 		return Process{}, err
 	}
-	var inodes []string
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		found, err := listeningInodes(table, ips, port)
-		if err != nil {
-			return Process{}, err
-		}
-		inodes = append(inodes, found...)
-	}
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	if len(inodes) == 0 {
-		return Process{}, fmt.Errorf("%s: %w", addr, ErrNotListening)
-	}
-	pid, err := socketOwner(inodes)
-	if err != nil {
-		return Process{}, fmt.Errorf("find the process listening on %s: %w", addr, err)
+	var pid int
+	// A process that is exiting closes its files before its socket leaves
+	// the table, so a socket without a visible owner is looked up again:
+	// by then it is gone, or another process holds the port.
+	for attempt := 0; ; attempt++ {
+		var inodes []string
+		for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			found, err := listeningInodes(table, ips, port)
+			if err != nil {
+				return Process{}, err
+			}
+			inodes = append(inodes, found...)
+		}
+		if len(inodes) == 0 {
+			return Process{}, fmt.Errorf("%s: %w", addr, ErrNotListening)
+		}
+		pid, err = socketOwner(inodes)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNotVisible) || attempt == ownerAttempts-1 {
+			return Process{}, fmt.Errorf("find the process listening on %s: %w", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	_, start, err := readStat(pid)
 	if err != nil {
