@@ -78,7 +78,7 @@ func TestNodeOnContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lab.Import(ctx, filepath.Join(bin, "ctr"), node.Socket, archive); err != nil {
+	if err := lab.Import(ctx, filepath.Join(bin, "ctr"), node.Socket, archive, []lab.Image{pause}); err != nil {
 		t.Fatal(err)
 	}
 	client, err := cri.Dial("unix://"+node.Socket, func(p string) string { return p })

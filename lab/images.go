@@ -15,17 +15,27 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/cri"
 )
 
-// SandboxImage is the pause image the lab's containerd runs each pod's
-// sandbox from: the tag kubeadm v1.36 pins, built from <bin dir>/pause.
-const SandboxImage = "registry.k8s.io/pause:3.10.1"
+// The images a lab node holds besides its static pods' (all built from
+// <bin dir>, at the tags kubeadm v1.36 pins): the pause image containerd
+// runs each pod's sandbox from, the cluster DNS, and agnhost, the workload
+// image of Kubernetes' own end-to-end tests.
+const (
+	SandboxImage = "registry.k8s.io/pause:3.10.2"
+	CoreDNSImage = "registry.k8s.io/coredns/coredns:v1.14.2"
+	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+)
 
 // Image is one image the lab builds: its reference and, by path inside the
 // image, the host files it holds.
@@ -173,7 +183,10 @@ func sortedKeys(m map[string]string) []string {
 // build makes a one-layer image of the files, for this machine's platform.
 func build(img Image) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return layerTar(img.Files), nil },
-		tarball.WithCompressionLevel(gzip.BestSpeed))
+		// Stored, not compressed: the archive stays on this machine, and
+		// compressing the binaries (and unpacking them again in each
+		// node's containerd) would take most of an import's time.
+		tarball.WithCompressionLevel(gzip.NoCompression))
 	if err != nil {
 		return nil, err
 	}
@@ -254,13 +267,31 @@ func addFile(tw *tar.Writer, rel, src string) error {
 	return err
 }
 
-// Import loads an archive into the containerd at socket, in the CRI's
-// namespace, with ctr.
-func Import(ctx context.Context, ctr, socket, archive string) error {
+// Import loads an archive of images into the containerd at socket, in the
+// CRI's namespace, with ctr, and waits until the CRI serves every one of
+// them: the CRI learns of imported images asynchronously.
+func Import(ctx context.Context, ctr, socket, archive string, images []Image) error {
 	out, err := exec.CommandContext(ctx, ctr, "--address", socket, "--namespace", "k8s.io",
 		"images", "import", archive).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("import images %q: %w: %s", archive, err, strings.TrimSpace(string(out)))
+	}
+	client, err := cri.Dial("unix://"+socket, func(p string) string { return p })
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Close() }()
+	refs := make([]string, len(images))
+	for i, img := range images {
+		refs[i] = img.Ref
+	}
+	var missing []string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		missing, err = client.Missing(ctx, refs)
+		return err == nil && len(missing) == 0, err
+	})
+	if err != nil {
+		return fmt.Errorf("the CRI does not serve the imported images %v: %w", missing, err)
 	}
 	return nil
 }

@@ -8,7 +8,8 @@
 #
 #   <bin-dir>/etcd etcdctl etcdutl                 etcd        (module ./etcd)
 #   <bin-dir>/kube-apiserver kube-controller-manager kube-scheduler
-#             kubelet kubectl kubeadm              Kubernetes  (module ./kubernetes/v1.36)
+#             kubelet kubectl kubeadm kube-proxy agnhost
+#                                                  Kubernetes  (module ./kubernetes/v1.36)
 #   <bin-dir>/crictl                               cri-tools   (module ./crictl)
 #   <bin-dir>/kube-bench, kube-bench-cfg/          kube-bench  (module ./kube-bench)
 #   <bin-dir>/containerd containerd-shim-runc-v2 ctr
@@ -16,7 +17,8 @@
 #   <bin-dir>/cni/bridge host-local loopback portmap
 #                                                  CNI plugins (module ./cni)
 #   <bin-dir>/pause                                the lab's sandbox program (module ./pause)
-#   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet
+#   <bin-dir>/coredns                              CoreDNS     (module ./coredns)
+#   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
 #                                                  only with --with-v1.35 (module ./kubernetes/v1.35)
 #
 # Versions live only in each module's go.mod; this script reads them from there.
@@ -41,7 +43,7 @@ tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bin_dir=
 force=false
-lab_families=(family_etcd family_kubernetes_v1_36 family_containerd family_cni family_pause)
+lab_families=(family_etcd family_kubernetes_v1_36 family_containerd family_cni family_pause family_coredns)
 families=("${lab_families[@]}" family_crictl family_kube_bench)
 for arg in "$@"; do
 	case $arg in
@@ -205,7 +207,9 @@ family_kubernetes_v1_36() {
 		kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
 		kubelet=k8s.io/kubernetes/cmd/kubelet \
 		kubectl=k8s.io/kubernetes/cmd/kubectl \
-		kubeadm=k8s.io/kubernetes/cmd/kubeadm
+		kubeadm=k8s.io/kubernetes/cmd/kubeadm \
+		kube-proxy=k8s.io/kubernetes/cmd/kube-proxy \
+		agnhost=k8s.io/kubernetes/test/images/agnhost
 }
 
 # The previous minor release, for the upgrade test. Installed under v1.35/ so
@@ -217,7 +221,8 @@ family_kubernetes_v1_35() {
 		kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
 		kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
 		kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
-		kubelet=k8s.io/kubernetes/cmd/kubelet
+		kubelet=k8s.io/kubernetes/cmd/kubelet \
+		kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
 }
 
 family_crictl() {
@@ -269,6 +274,12 @@ family_cni() {
 		host-local=github.com/containernetworking/plugins/plugins/ipam/host-local \
 		loopback=github.com/containernetworking/plugins/plugins/main/loopback \
 		portmap=github.com/containernetworking/plugins/plugins/meta/portmap
+}
+
+# CoreDNS stamps only its git commit at link time; its version is a constant.
+family_coredns() {
+	build_family coredns coredns "" github.com/coredns/coredns "" \
+		coredns=github.com/coredns/coredns
 }
 
 family_pause() {

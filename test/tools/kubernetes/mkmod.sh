@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Creates (or regenerates) the pinned tools module for one Kubernetes release:
 #
-#   bash test/tools/kubernetes/mkmod.sh v1.36.3 [command...]
+#   bash test/tools/kubernetes/mkmod.sh v1.36.3 [package...]
 #
-# writes test/tools/kubernetes/v1.36/{go.mod,go.sum}. The commands default to
-# the six that build.sh builds for the current release.
+# writes test/tools/kubernetes/v1.36/{go.mod,go.sum}. The packages, relative
+# to k8s.io/kubernetes, default to the ones build.sh builds for the current
+# release: the six commands, kube-proxy, and agnhost (the workload image of
+# Kubernetes' own end-to-end tests).
 #
 # k8s.io/kubernetes is not meant to be consumed as a module: its go.mod requires
 # every k8s.io staging module at v0.0.0 and points them at ./staging/src/...
@@ -14,7 +16,7 @@
 # own go.mod, so it stays right when a staging module is added or removed.
 set -euo pipefail
 
-version=${1:?usage: mkmod.sh <kubernetes version, e.g. v1.36.3> [command...]}
+version=${1:?usage: mkmod.sh <kubernetes version, e.g. v1.36.3> [package...]}
 shift
 [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || { echo "mkmod.sh: not a release version: $version" >&2; exit 2; }
 minor=${BASH_REMATCH[1]}
@@ -26,8 +28,8 @@ mkdir -p "$moddir"
 cd "$moddir"
 export GOWORK=off
 
-cmds=("$@")
-(( ${#cmds[@]} > 0 )) || cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kubeadm)
+pkgs=("$@")
+(( ${#pkgs[@]} > 0 )) || pkgs=(cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet cmd/kubectl cmd/kubeadm cmd/kube-proxy test/images/agnhost)
 
 upstream_gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
 # Lines like "	k8s.io/api => ./staging/src/k8s.io/api", inside or outside a block.
@@ -44,7 +46,7 @@ mapfile -t staging < <(sed -n 's#^\(replace \)\{0,1\}[[:space:]]*\(k8s\.io/[^ ]*
 	grep '^godebug ' "$upstream_gomod" || true
 	echo
 	echo "tool ("
-	for c in "${cmds[@]}"; do printf '\tk8s.io/kubernetes/cmd/%s\n' "$c"; done
+	for p in "${pkgs[@]}"; do printf '\tk8s.io/kubernetes/%s\n' "$p"; done
 	echo ")"
 	echo
 	echo "require k8s.io/kubernetes $version"
