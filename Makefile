@@ -41,9 +41,11 @@ binaries:
 lab-binaries:
 	bash test/tools/build.sh $(K8S_BIN) --lab
 
-## host-packages: the Debian packages the lab needs (runc), installed only when missing
+## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy), installed only when missing
 host-packages:
-	@command -v runc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
+	@missing=; for p in runc:runc iptables:iptables ip:iproute2 haproxy:haproxy; do \
+		command -v $${p%%:*} >/dev/null || [ -x /usr/sbin/$${p%%:*} ] || missing="$$missing $${p##*:}"; done; \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
 ## lint: gofmt, go vet and golangci-lint with .golangci.yml
 lint: $(TOOLS_BIN)/golangci-lint

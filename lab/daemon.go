@@ -28,6 +28,8 @@ type Daemon struct {
 	Dir string
 	// Env is the environment Start gives the process; nil means kubeboot's.
 	Env []string
+	// ExtraFiles are open files Start passes on, as fds 3, 4, ...
+	ExtraFiles []*os.File
 }
 
 // PidFile is the daemon's pid file: "<pid> <start time in clock ticks>",
@@ -70,7 +72,7 @@ func (d Daemon) Start(binary string, args ...string) error {
 	}
 	defer func() { _ = logFile.Close() }()
 	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr, cmd.Env = logFile, logFile, d.Env
+	cmd.Stdout, cmd.Stderr, cmd.Env, cmd.ExtraFiles = logFile, logFile, d.Env, d.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", d.Name, err)

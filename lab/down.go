@@ -63,9 +63,10 @@ func (n Node) Down(ctx context.Context, logf func(format string, args ...any)) e
 	// Shims put their sockets in /run/containerd/s and containerd its pods'
 	// network namespaces in /run/netns, whatever its config says; the dirs
 	// go when the lab's were the last in them.
-	for _, dir := range []string{"/run/containerd/s", "/run/containerd", "/run/netns"} {
+	for _, dir := range []string{"/run/containerd/s", "/run/containerd"} {
 		_ = os.Remove(dir)
 	}
+	removeNetnsDir()
 	if len(errs) > 0 {
 		// Removing the dir would lose the logs that explain the failure.
 		return errors.Join(errs...)

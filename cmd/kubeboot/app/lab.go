@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +25,7 @@ import (
 // labOptions are the flags of `kubeboot lab` and its subcommands.
 type labOptions struct {
 	configPath   string
+	clusterPath  string
 	binDir       string
 	output       outputFormat
 	controlPlane bool
@@ -54,6 +57,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		"must let the kubelet start on such a machine: failSwapOn: false, failCgroupV1: false,\n" +
 		"cgroupsPerQOS: false, enforceNodeAllocatable: []."
 	addConfigFlag(cmd.PersistentFlags(), &opts.configPath)
+	cmd.PersistentFlags().StringVar(&opts.clusterPath, "cluster", "", "a lab description (see examples/cluster.yaml): several nodes, each in its own network namespace on the lab's bridge; instead of --config")
 	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", envOr("KUBEBOOT_BIN_DIR", "test/tools/bin"), "directory of containerd, the kubelet, etcd and the Kubernetes binaries ($KUBEBOOT_BIN_DIR)")
 
 	up := &cobra.Command{
@@ -61,8 +65,11 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Start containerd with the lab's images and the kubelet, then run kubeboot init (or, with --control-plane, kubeboot join --control-plane)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.clusterPath != "" {
+				return opts.clusterUp(cmd.Context(), stdout, stderr)
+			}
 			if opts.configPath == "" {
-				return &exit.UsageError{Msg: "lab up needs --config: a config with every path under one lab directory, like examples/lab.yaml"}
+				return &exit.UsageError{Msg: "lab up needs --config (one node, like examples/lab.yaml) or --cluster (a lab description, like examples/cluster.yaml)"}
 			}
 			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
 				// The kubelet needs its config and kubeconfig, so the
@@ -84,8 +91,15 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Stop the kubelet, remove every pod, stop containerd and remove the lab's own files",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.clusterPath != "" {
+				c, err := lab.LoadCluster(opts.clusterPath)
+				if err != nil {
+					return &exit.UsageError{Msg: err.Error()}
+				}
+				return clusterDown(contextOf(cmd), c, output.NewReporter(stderr, false))
+			}
 			if opts.configPath == "" {
-				return &exit.UsageError{Msg: "lab down needs --config: the config the lab was brought up with"}
+				return &exit.UsageError{Msg: "lab down needs --config or --cluster: what the lab was brought up with"}
 			}
 			cfg, err := loadNode(opts.configPath)
 			if err != nil {
@@ -93,15 +107,40 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			}
 			report := output.NewReporter(stderr, false)
 			report.SetPhase("lab")
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			return labNode(cfg, opts.binDir).Down(ctx, report.Infof)
+			return labNode(cfg, opts.binDir).Down(contextOf(cmd), report.Infof)
 		},
 	}
 	cmd.AddCommand(up, down)
 	return cmd
+}
+
+// clusterUp runs `lab up --cluster`: a usage error for a bad description,
+// then the cluster's bring-up, under SIGINT and SIGTERM.
+func (o *labOptions) clusterUp(ctx context.Context, stdout, stderr io.Writer) error {
+	c, err := lab.LoadCluster(o.clusterPath)
+	if err != nil {
+		return &exit.UsageError{Msg: err.Error()}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report := output.NewReporter(stderr, false)
+	if o.output.json() {
+		report = output.NewReporter(stdout, true)
+	}
+	res, err := clusterUp(ctx, c, o.binDir, report)
+	report.PrintResult(res)
+	return err
+}
+
+// contextOf is a command's context, or the background when it has none.
+func contextOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
 }
 
 func envOr(name, fallback string) string {
@@ -151,7 +190,7 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 		return nil, err
 	}
 	s.Report.Infof("containerd serving the CRI on %s (log: %s)", node.Socket, node.Containerd().LogFile())
-	if err := lab.Import(ctx, filepath.Join(binDir, "ctr"), node.Socket, archive); err != nil {
+	if err := lab.Import(ctx, filepath.Join(binDir, "ctr"), node.Socket, archive, images); err != nil {
 		return nil, err
 	}
 	s.Report.Infof("imported %d images built from %s", len(images), binDir)
@@ -181,16 +220,17 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 	return ran, nil
 }
 
-// labImages are the images the lab node needs: its static pods' images for
-// every Kubernetes release in the bin dir (the bin dir's own and each
-// v<major>.<minor>/ set), so that an upgrade to another release finds its
-// images as a pull would, and the sandbox image.
+// labImages are the images the lab node needs: its static pods' images and
+// kube-proxy's for every Kubernetes release in the bin dir (the bin dir's
+// own and each v<major>.<minor>/ set), so that an upgrade to another
+// release finds its images as a pull would; the sandbox image, CoreDNS and
+// agnhost.
 func labImages(s *phases.State, binDir string) ([]lab.Image, error) {
 	sets, err := filepath.Glob(filepath.Join(binDir, "v*", "kube-apiserver"))
 	if err != nil {
 		return nil, err
 	}
-	refs := []string{lab.SandboxImage}
+	refs := []string{lab.SandboxImage, lab.CoreDNSImage, lab.AgnhostImage}
 	for _, apiserver := range append([]string{filepath.Join(binDir, "kube-apiserver")}, sets...) {
 		version, err := kubernetesVersion(apiserver)
 		if err != nil {
@@ -204,6 +244,7 @@ func labImages(s *phases.State, binDir string) ([]lab.Image, error) {
 		if err != nil {
 			return nil, err
 		}
+		images = append(images, release.ImageRepository+"/kube-proxy:"+version)
 		for _, ref := range images {
 			if !slices.Contains(refs, ref) {
 				refs = append(refs, ref)

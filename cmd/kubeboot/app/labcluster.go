@@ -1,0 +1,237 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/output"
+)
+
+// clusterResult is `lab up --cluster`'s result.
+type clusterResult struct {
+	OK         bool          `json:"ok"`
+	Kubeconfig string        `json:"kubeconfig"`
+	Endpoint   string        `json:"endpoint"`
+	Nodes      []clusterNode `json:"nodes"`
+}
+
+// clusterNode is one node of clusterResult.
+type clusterNode struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	Address string `json:"address"`
+	// Took is how long the node's lab up took.
+	Took string `json:"took"`
+}
+
+// clusterUp brings a lab cluster up: the network, the load balancer for
+// several control-plane nodes, then each node in its own network namespace
+// through `kubeboot lab up` (the first with init, the other control-plane
+// nodes with join --control-plane and the first's certificate bundle), and
+// finally the routes between the nodes' pod networks. A failure tears down
+// what it started unless a node came up, so its logs can be read.
+func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *output.Reporter) (result clusterResult, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return result, fmt.Errorf("find the kubeboot binary: %w", err)
+	}
+	if binDir, err = filepath.Abs(binDir); err != nil {
+		return result, err
+	}
+	report.SetPhase("lab")
+	if err := c.SetUpNetwork(ctx); err != nil {
+		_ = clusterDown(context.WithoutCancel(ctx), c, report)
+		return result, err
+	}
+	report.Infof("network: namespaces %s (the bridge, on %s) and kb-%s-<node>", c.Hub(), c.HubAddress(), c.Name)
+	for i, n := range c.Nodes {
+		cfg, err := c.NodeConfig(i)
+		if err == nil {
+			err = os.MkdirAll(c.NodeDir(n.Name), 0o700)
+		}
+		if err == nil {
+			err = os.WriteFile(c.NodeConfigPath(n.Name), cfg, 0o600)
+		}
+		if err != nil {
+			return result, err
+		}
+	}
+	hostEndpoint, err := startLoadBalancer(ctx, c)
+	if err != nil {
+		return result, err
+	}
+	report.Infof("load balancer on %s, and on %s for this host (log: %s)", c.Endpoint(), hostEndpoint, c.LoadBalancer().LogFile())
+	first := c.Nodes[0].Name
+	var joinFlags []string
+	for i, n := range c.Nodes {
+		args := []string{"lab", "up", "--config", c.NodeConfigPath(n.Name), "--bin-dir", binDir, "-o", "json"}
+		if i > 0 {
+			if joinFlags == nil {
+				if joinFlags, err = exportBundle(ctx, c, self); err != nil {
+					return result, err
+				}
+			}
+			args = append(args, joinFlags...)
+		}
+		start := time.Now()
+		var stdout, stderr bytes.Buffer
+		cmd := lab.InNamespace(ctx, c.Netns(n.Name), self, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return result, fmt.Errorf("node %s: lab up: %w\n%s(the lab stays up for a look at its logs in %s; stop it with `kubeboot lab down --cluster`)",
+				n.Name, err, lastLines(stdout.String()+stderr.String(), 20), c.NodeDir(n.Name))
+		}
+		took := time.Since(start).Round(10 * time.Millisecond)
+		report.Infof("node %s (%s, %s) up in %s", n.Name, n.Role, c.Address(i), took)
+		result.Nodes = append(result.Nodes, clusterNode{Name: n.Name, Role: n.Role, Address: c.Address(i).String(), Took: took.String()})
+	}
+	result.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	if err := hostKubeconfig(filepath.Join(c.NodeDir(first), "admin.conf"), result.Kubeconfig, hostEndpoint); err != nil {
+		return result, err
+	}
+	if err := routePods(ctx, c, result.Kubeconfig); err != nil {
+		return result, err
+	}
+	report.Infof("pod networks routed between the nodes; use it: kubectl --kubeconfig %s get nodes", result.Kubeconfig)
+	result.OK, result.Endpoint = true, hostEndpoint
+	return result, nil
+}
+
+// startLoadBalancer starts the lab's load balancer with a socket on a free
+// port of this host's loopback, and returns that endpoint.
+func startLoadBalancer(ctx context.Context, c *lab.Cluster) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("listen on the host's loopback for the lab: %w", err)
+	}
+	defer func() { _ = l.Close() }()
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	if err := c.StartLoadBalancer(ctx, f); err != nil {
+		return "", err
+	}
+	return l.Addr().String(), nil
+}
+
+// hostKubeconfig writes admin.conf for this host: through the load
+// balancer's loopback endpoint, verifying the API server's certificate
+// for the name "kubernetes", one of its SANs, as kind's kubeconfig does
+// for its port mapping.
+func hostKubeconfig(adminConf, path, endpoint string) error {
+	cfg, err := clientcmd.LoadFromFile(adminConf)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", adminConf, err)
+	}
+	for _, cluster := range cfg.Clusters {
+		cluster.Server = "https://" + endpoint
+		cluster.TLSServerName = "kubernetes"
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// exportBundle exports the first node's cluster secrets for the other
+// control-plane nodes, and returns lab up's flags that join with them. The
+// bundle and its key are kept apart, as `certs export` asks.
+func exportBundle(ctx context.Context, c *lab.Cluster, self string) ([]string, error) {
+	first := c.Nodes[0].Name
+	bundle := filepath.Join(c.Dir, "secrets.bundle")
+	var stdout, stderr bytes.Buffer
+	cmd := lab.InNamespace(ctx, c.Netns(first), self, "certs", "export", "--config", c.NodeConfigPath(first), "--out", bundle)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("node %s: certs export: %w: %s", first, err, strings.TrimSpace(stderr.String()))
+	}
+	keyFile := filepath.Join(c.NodeDir(first), "kubeboot", "bundle.key")
+	if err := os.WriteFile(keyFile, stdout.Bytes(), 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"--control-plane", "--certs-bundle", bundle, "--key-file", keyFile}, nil
+}
+
+// routePods waits until the controller-manager gave every node its pod
+// CIDRs, then routes them between the nodes.
+func routePods(ctx context.Context, c *lab.Cluster, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	podCIDRs := map[string][]string{}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil // the API server may still be settling: poll again
+		}
+		for _, n := range nodes.Items {
+			podCIDRs[n.Name] = n.Spec.PodCIDRs
+		}
+		for _, n := range c.Nodes {
+			if len(podCIDRs[n.Name]) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for every node's pod CIDRs (have %v): %w", podCIDRs, err)
+	}
+	return c.AddPodRoutes(ctx, podCIDRs)
+}
+
+// clusterDown tears a lab cluster down: each node as `lab down` does, the
+// load balancer, the network, and the lab's directory.
+func clusterDown(ctx context.Context, c *lab.Cluster, report *output.Reporter) error {
+	report.SetPhase("lab")
+	var errs []error
+	for i := len(c.Nodes) - 1; i >= 0; i-- {
+		dir := c.NodeDir(c.Nodes[i].Name)
+		node := lab.Node{Dir: filepath.Join(dir, "lab"), Socket: filepath.Join(dir, "cri.sock")}
+		if err := node.Down(ctx, func(format string, args ...any) {
+			report.Infof("node %s: "+format, append([]any{c.Nodes[i].Name}, args...)...)
+		}); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", c.Nodes[i].Name, err))
+		}
+	}
+	if err := c.LoadBalancer().Stop(10 * time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TearDownNetwork(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return err
+	}
+	report.Infof("removed the network and %s", c.Dir)
+	return nil
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.SplitAfter(strings.TrimRight(s, "\n")+"\n", "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "")
+}

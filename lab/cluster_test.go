@@ -1,0 +1,88 @@
+package lab_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/lab"
+)
+
+func writeDescription(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const header = "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: lab\ndir: /tmp/kb-lab\n"
+
+// TestLoadClusterErrors: each mistake is named with its file, field and fix.
+func TestLoadClusterErrors(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"unknown field", header + "nodez: []\n", `unknown field "nodez"`},
+		{"long name", strings.Replace(header, "name: lab", "name: averyverylongname", 1) + "nodes: [{name: a, role: control-plane}]\n", "name: \"averyverylongname\": want a lower-case DNS label of at most 12 characters"},
+		{"relative dir", strings.Replace(header, "/tmp/kb-lab", "lab", 1) + "nodes: [{name: a, role: control-plane}]\n", "dir: \"lab\": want an absolute directory"},
+		{"subnet", header + "subnet: 10.89.0.0/16\nnodes: [{name: a, role: control-plane}]\n", "subnet: \"10.89.0.0/16\": want an IPv4 /24"},
+		{"no control plane", header + "nodes: []\n", "nodes: 0 control-plane nodes: want 1 to 3"},
+		{"worker first", header + "nodes: [{name: w, role: worker}, {name: a, role: control-plane}]\n", "nodes[0].role: the first node must be a control-plane node"},
+		{"twice", header + "nodes: [{name: a, role: control-plane}, {name: a, role: control-plane}]\n", `nodes[1].name: "a" is listed twice`},
+		{"role", header + "nodes: [{name: a, role: master}]\n", `nodes[0].role: "master": want control-plane or worker`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeDescription(t, tc.text)
+			_, err := lab.LoadCluster(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("got %v, want an error naming %s and %q", err, path, tc.want)
+			}
+		})
+	}
+}
+
+// TestNodeConfig: the first node inits, the others join through the etcd
+// members before them and the load balancer; every path is the node's own.
+func TestNodeConfig(t *testing.T) {
+	c, err := lab.LoadCluster(writeDescription(t, header+"nodes: [{name: cp1, role: control-plane}, {name: cp2, role: control-plane}, {name: cp3, role: control-plane}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var third map[string]any
+	data, err := c.NodeConfig(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &third); err != nil {
+		t.Fatal(err)
+	}
+	if third["kind"] != "JoinConfiguration" || third["controlPlaneEndpoint"] != "10.89.0.1:6443" {
+		t.Errorf("cp3: kind %v endpoint %v, want a JoinConfiguration through the hub's load balancer", third["kind"], third["controlPlaneEndpoint"])
+	}
+	join := third["join"].(map[string]any)["etcdEndpoints"]
+	if got := strings.Join(toStrings(join), ","); got != "https://10.89.0.10:2379,https://10.89.0.11:2379" {
+		t.Errorf("cp3 joins through %s, want cp1's and cp2's etcd", got)
+	}
+	node := third["node"].(map[string]any)
+	if node["name"] != "cp3" || node["advertiseAddress"] != "10.89.0.12" {
+		t.Errorf("cp3's node: %v", node)
+	}
+	if !strings.Contains(string(data), "/tmp/kb-lab/cp3/pki") || strings.Contains(string(data), "/cp1/") {
+		t.Errorf("cp3's paths are not its own:\n%s", data)
+	}
+	first, _ := c.NodeConfig(0)
+	if !strings.Contains(string(first), "kind: ClusterConfiguration") {
+		t.Errorf("cp1 does not init:\n%s", first)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, s := range v.([]any) {
+		out = append(out, s.(string))
+	}
+	return out
+}

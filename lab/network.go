@@ -1,0 +1,135 @@
+package lab
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// ip runs iproute2's ip with args.
+func ip(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// vethName is the hub's end of a node's link to the bridge when "v-<node>"
+// is too long for a link name: "kbv-" and a hash of the node's namespace.
+func vethName(netns string) string {
+	sum := sha256.Sum256([]byte(netns))
+	return "kbv-" + hex.EncodeToString(sum[:])[:11]
+}
+
+// SetUpNetwork creates the lab's network, all of it inside namespaces the
+// lab creates, so nothing is addressed in the host's: the hub namespace
+// (kb-<name>) holds the bridge, with the subnet's first address as the
+// nodes' gateway and the load balancer's; each node's namespace is linked
+// to the bridge by a veth pair, with the node's address on eth0, loopback
+// up and a default route through the hub. It refuses a hub that exists:
+// that lab is still up.
+func (c *Cluster) SetUpNetwork(ctx context.Context) error {
+	hub := c.Hub()
+	if _, err := os.Stat(filepath.Join("/run/netns", hub)); err == nil {
+		return fmt.Errorf("the lab's network namespace %s exists: a lab named %q is up; run `kubeboot lab down --cluster %s` first", hub, c.Name, c.source)
+	}
+	steps := [][]string{
+		{"netns", "add", hub},
+		{"-n", hub, "link", "set", "lo", "up"},
+		{"-n", hub, "link", "add", "br0", "type", "bridge"},
+		{"-n", hub, "addr", "add", c.HubAddress().String() + "/24", "dev", "br0"},
+		{"-n", hub, "link", "set", "br0", "up"},
+	}
+	for i, n := range c.Nodes {
+		ns := c.Netns(n.Name)
+		veth := "v-" + n.Name
+		if len(veth) > 15 {
+			veth = vethName(ns)
+		}
+		steps = append(steps,
+			[]string{"netns", "add", ns},
+			[]string{"-n", hub, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+			[]string{"-n", hub, "link", "set", veth, "master", "br0", "up"},
+			[]string{"-n", ns, "addr", "add", c.Address(i).String() + "/24", "dev", "eth0"},
+			[]string{"-n", ns, "link", "set", "eth0", "up"},
+			[]string{"-n", ns, "link", "set", "lo", "up"},
+			[]string{"-n", ns, "route", "add", "default", "via", c.HubAddress().String()},
+		)
+	}
+	for _, step := range steps {
+		if err := ip(ctx, step...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TearDownNetwork deletes the nodes' namespaces, which takes their links,
+// routes, pod bridges and iptables rules with them, then the hub's, which
+// takes the bridge. Whatever is already gone is skipped.
+func (c *Cluster) TearDownNetwork(ctx context.Context) error {
+	var errs []error
+	for _, ns := range append(c.nodeNamespaces(), c.Hub()) {
+		if _, err := os.Stat(filepath.Join("/run/netns", ns)); err == nil {
+			if err := ip(ctx, "netns", "delete", ns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	removeNetnsDir()
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) nodeNamespaces() []string {
+	var names []string
+	for _, n := range c.Nodes {
+		names = append(names, c.Netns(n.Name))
+	}
+	return names
+}
+
+// InNamespace wraps a command to run in one of the lab's network
+// namespaces (a node's, or the hub), with the host's mount namespace: a
+// node's containerd and kubelet must see each other's mounts.
+func InNamespace(ctx context.Context, netns, binary string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + filepath.Join("/run/netns", netns), "--", binary}, args...)...)
+}
+
+// AddPodRoutes routes, in every node's namespace, each other node's pod
+// CIDRs through that node's address, so pods on different nodes reach each
+// other; podCIDRs maps a node's name to its CIDRs.
+func (c *Cluster) AddPodRoutes(ctx context.Context, podCIDRs map[string][]string) error {
+	for _, n := range c.Nodes {
+		for j, other := range c.Nodes {
+			if other.Name == n.Name {
+				continue
+			}
+			for _, cidr := range podCIDRs[other.Name] {
+				if err := ip(ctx, "-n", c.Netns(n.Name), "route", "replace", cidr, "via", c.Address(j).String()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeNetnsDir removes /run/netns once the lab's namespaces were the last
+// in it: `ip netns add` makes it a mount point of its own, so it is
+// unmounted first.
+func removeNetnsDir() {
+	const dir = "/run/netns"
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		return
+	}
+	_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+	_ = os.Remove(dir)
+}

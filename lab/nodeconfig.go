@@ -1,0 +1,122 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// apiServerPort is the port of every API server of a lab cluster, and of
+// its load balancer.
+const apiServerPort = 6443
+
+// NodeConfigPath is where lab up writes a node's kubeboot configuration.
+func (c *Cluster) NodeConfigPath(node string) string {
+	return filepath.Join(c.NodeDir(node), "kubeboot.yaml")
+}
+
+// Endpoint is the cluster's API endpoint for its nodes: the load balancer
+// in the hub in front of several control-plane nodes, else the only one's
+// API server.
+func (c *Cluster) Endpoint() netip.AddrPort {
+	if cps := c.ControlPlanes(); len(cps) == 1 {
+		return netip.AddrPortFrom(c.Address(cps[0]), apiServerPort)
+	}
+	return netip.AddrPortFrom(c.HubAddress(), apiServerPort)
+}
+
+// NodeConfig renders the kubeboot configuration of the cluster's i-th
+// node: every path under the node's dir and its address. The first node's
+// is a ClusterConfiguration; another control-plane node's a
+// JoinConfiguration through the etcd members listed before it.
+func (c *Cluster) NodeConfig(i int) ([]byte, error) {
+	n := c.Nodes[i]
+	dir := c.NodeDir(n.Name)
+	cfg := map[string]any{
+		"apiVersion":   "kubeboot.io/v1alpha1",
+		"kind":         "ClusterConfiguration",
+		"clusterName":  c.Name,
+		"node":         map[string]any{"name": n.Name, "advertiseAddress": c.Address(i).String()},
+		"networking":   map[string]any{"podSubnet": c.PodSubnet},
+		"etcd":         map[string]any{"local": map[string]any{"dataDir": filepath.Join(dir, "etcd")}},
+		"certificates": map[string]any{"dir": filepath.Join(dir, "pki")},
+		"paths":        map[string]any{"manifestsDir": filepath.Join(dir, "manifests"), "kubeconfigDir": dir},
+		"kubelet": map[string]any{
+			"configFile":               filepath.Join(dir, "kubelet", "config.yaml"),
+			"containerRuntimeEndpoint": "unix://" + filepath.Join(dir, "cri.sock"),
+			// What the real kubelet needs on a machine without systemd or
+			// cgroup v2; see `kubeboot lab --help`.
+			"extraConfig": map[string]any{
+				"failSwapOn":             false,
+				"failCgroupV1":           false,
+				"cgroupsPerQOS":          false,
+				"enforceNodeAllocatable": []string{},
+				"volumePluginDir":        filepath.Join(dir, "kubelet", "volume-plugins"),
+				"podLogsDir":             filepath.Join(dir, "pod-logs"),
+			},
+		},
+		"timeouts": map[string]any{"controlPlane": "3m"},
+		"security": map[string]any{"audit": map[string]any{"logDir": filepath.Join(dir, "audit")}},
+	}
+	if len(c.ControlPlanes()) > 1 {
+		cfg["controlPlaneEndpoint"] = c.Endpoint().String()
+	}
+	if i > 0 {
+		if n.Role != RoleControlPlane {
+			return nil, fmt.Errorf("%s: nodes[%d]: a worker joins with `kubeboot join`, which kubeboot lab does not run yet: list control-plane nodes only", c.source, i)
+		}
+		var endpoints []string
+		for _, j := range c.ControlPlanes() {
+			if j < i {
+				endpoints = append(endpoints, "https://"+netip.AddrPortFrom(c.Address(j), 2379).String())
+			}
+		}
+		cfg["kind"] = "JoinConfiguration"
+		cfg["join"] = map[string]any{"etcdEndpoints": endpoints}
+	}
+	return yaml.Marshal(cfg)
+}
+
+// LoadBalancer is the haproxy daemon in the hub: the control-plane nodes'
+// load balancer, and the host's way in.
+func (c *Cluster) LoadBalancer() Daemon { return Daemon{Name: "haproxy", Dir: c.Dir} }
+
+// StartLoadBalancer runs haproxy in the hub, in TCP mode, round-robin over
+// the control-plane nodes' API servers, each checked on /readyz as a real
+// load balancer checks it. It serves the nodes on the hub's address (the
+// controlPlaneEndpoint of several control-plane nodes) and the host on
+// hostListener, a socket on the host's loopback that haproxy inherits.
+func (c *Cluster) StartLoadBalancer(ctx context.Context, hostListener *os.File) error {
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		if bin, err = exec.LookPath("/usr/sbin/haproxy"); err != nil {
+			return fmt.Errorf("find haproxy: %w (the lab's load balancer: apt-get install haproxy)", err)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5m\n  timeout server 5m\n")
+	// fd@3 is hostListener: the first of the daemon's extra files.
+	fmt.Fprintf(&b, "frontend api\n  bind %s\n  bind fd@3\n  default_backend nodes\n", netip.AddrPortFrom(c.HubAddress(), apiServerPort))
+	b.WriteString("backend nodes\n  balance roundrobin\n  option redispatch\n  retries 3\n  option httpchk GET /readyz\n  http-check expect status 200\n")
+	for _, i := range c.ControlPlanes() {
+		// The check only reads the status code, so it skips verification.
+		fmt.Fprintf(&b, "  server %s %s check check-ssl verify none inter 1s fall 2 rise 1\n", c.Nodes[i].Name, netip.AddrPortFrom(c.Address(i), apiServerPort))
+	}
+	path := filepath.Join(c.Dir, "haproxy.cfg")
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return err
+	}
+	if err := writeAtomic(path, []byte(b.String())); err != nil {
+		return err
+	}
+	d := c.LoadBalancer()
+	d.ExtraFiles = []*os.File{hostListener}
+	cmd := InNamespace(ctx, c.Hub(), bin, "-db", "-f", path)
+	return d.Start(cmd.Path, cmd.Args[1:]...)
+}

@@ -1,0 +1,305 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// agnhostImage is the workload image the lab builds (lab.AgnhostImage).
+const agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+
+// labCluster is a lab cluster brought up from a description.
+type labCluster struct {
+	root, desc, kubeconfig string
+}
+
+// TestCluster brings up a lab of two control-plane nodes, each in a
+// network namespace of its own on the lab's bridge, and checks what a
+// cluster on the real runtime must do: the Nodes have their own addresses;
+// pods (not on the host network) get addresses from their node's podCIDR
+// and reach each other across nodes; kubectl logs, exec and port-forward
+// reach a pod through the API server, which verifies each kubelet's
+// serving certificate against the cluster CA; and lab down leaves no
+// process, mount, network namespace, link, iptables rule or file behind.
+func TestCluster(t *testing.T) {
+	root, err := os.MkdirTemp("", "kb-cl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &labCluster{root: root, desc: filepath.Join(root, "cluster.yaml"), kubeconfig: filepath.Join(root, "c", "kubeconfig")}
+	desc := fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
+kind: LabCluster
+name: e2e
+dir: %s
+subnet: 10.89.7.0/24
+podSubnet: 10.245.0.0/16
+nodes:
+- name: cp1
+  role: control-plane
+- name: cp2
+  role: control-plane
+`, filepath.Join(root, "c"))
+	if err := os.WriteFile(c.desc, []byte(desc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := hostNetworkState(t)
+	started := false
+	t.Cleanup(func() {
+		if started {
+			if r := runCommand(t, kubebootBin, "lab", "down", "--cluster", c.desc); r.code != 0 {
+				t.Errorf("lab down --cluster exited %d:\n%s", r.code, r.stderr)
+			}
+		}
+		c.checkGone(t, before)
+	})
+
+	started = true
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, tailString(r.stdout, 30))
+	}
+	t.Logf("TIMING: lab up --cluster (two control-plane nodes): %s", r.took.Round(time.Millisecond))
+
+	nodes := map[string]corev1.Node{}
+	eventually(t, "both nodes Ready", func() error {
+		var list corev1.NodeList
+		if err := c.kubectlJSON(t, &list, "get", "nodes"); err != nil {
+			return err
+		}
+		for _, n := range list.Items {
+			nodes[n.Name] = n
+			if !nodeReady(n) {
+				return fmt.Errorf("node %s not Ready", n.Name)
+			}
+		}
+		if len(list.Items) != 2 {
+			return fmt.Errorf("%d nodes", len(list.Items))
+		}
+		return nil
+	})
+	for name, want := range map[string]string{"cp1": "10.89.7.10", "cp2": "10.89.7.11"} {
+		if got := internalIP(nodes[name]); got != want {
+			t.Errorf("node %s has InternalIP %q, want its own address %s", name, got, want)
+		}
+	}
+
+	for _, n := range []string{"cp1", "cp2"} {
+		c.kubectl(t, "run", "web-"+n, "--image", agnhostImage, "--image-pull-policy", "Never",
+			"--overrides", `{"spec":{"nodeName":"`+n+`"}}`, "--", "netexec", "--http-port=8080")
+	}
+	pods := map[string]corev1.Pod{}
+	eventually(t, "both agnhost pods Running with an IP", func() error {
+		for _, n := range []string{"cp1", "cp2"} {
+			var pod corev1.Pod
+			if err := c.kubectlJSON(t, &pod, "get", "pod", "web-"+n); err != nil {
+				return err
+			}
+			if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+				return fmt.Errorf("pod %s: %s, IP %q", pod.Name, pod.Status.Phase, pod.Status.PodIP)
+			}
+			pods[n] = pod
+		}
+		return nil
+	})
+
+	t.Run("pods get addresses from their node's podCIDR", func(t *testing.T) {
+		for n, pod := range pods {
+			_, cidr, err := net.ParseCIDR(nodes[n].Spec.PodCIDR)
+			if err != nil || !cidr.Contains(net.ParseIP(pod.Status.PodIP)) || pod.Spec.HostNetwork {
+				t.Errorf("pod %s on %s: IP %s, node podCIDR %q (%v), host network %v", pod.Name, n, pod.Status.PodIP, nodes[n].Spec.PodCIDR, err, pod.Spec.HostNetwork)
+			}
+		}
+	})
+
+	t.Run("a pod reaches a pod on the other node; exec through the API server", func(t *testing.T) {
+		for from, to := range map[string]string{"cp1": "cp2", "cp2": "cp1"} {
+			target := net.JoinHostPort(pods[to].Status.PodIP, "8080")
+			if out, err := c.kubectlErr(t, "exec", "web-"+from, "--", "/agnhost", "connect", target, "--timeout=5s"); err != nil {
+				t.Errorf("from web-%s to web-%s (%s): %v %s", from, to, target, err, out)
+			}
+		}
+	})
+
+	t.Run("logs through the API server", func(t *testing.T) {
+		for n := range pods {
+			if out, err := c.kubectlErr(t, "logs", "web-"+n); err != nil || !strings.Contains(out, "8080") {
+				t.Errorf("kubectl logs web-%s: %v: %q", n, err, out)
+			}
+		}
+	})
+
+	t.Run("port-forward through the API server", func(t *testing.T) {
+		for n := range pods {
+			if got := c.portForwardGet(t, "web-"+n, "/hostname"); got != "web-"+n {
+				t.Errorf("GET /hostname through port-forward to web-%s: %q", n, got)
+			}
+		}
+	})
+
+	t.Run("the API server verifies kubelets' serving certificates", func(t *testing.T) {
+		for _, n := range []string{"cp1", "cp2"} {
+			manifest, err := os.ReadFile(filepath.Join(root, "c", n, "manifests", "kube-apiserver.yaml"))
+			if err != nil || !strings.Contains(string(manifest), "--kubelet-certificate-authority="+filepath.Join(root, "c", n, "pki", "ca.crt")) {
+				t.Errorf("%s's API server does not verify kubelets against the cluster CA (%v)", n, err)
+			}
+		}
+	})
+}
+
+func nodeReady(n corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func internalIP(n corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// kubectlErr runs kubectl through the lab's host kubeconfig.
+func (c *labCluster) kubectlErr(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	r := runCommand(t, filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+	if r.code != 0 {
+		return r.stdout, fmt.Errorf("kubectl %s: exit %d: %s", strings.Join(args, " "), r.code, strings.TrimSpace(r.stderr))
+	}
+	return r.stdout, nil
+}
+
+func (c *labCluster) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := c.kubectlErr(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (c *labCluster) kubectlJSON(t *testing.T, into any, args ...string) error {
+	t.Helper()
+	out, err := c.kubectlErr(t, append(args, "-o", "json")...)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal([]byte(out), into)
+}
+
+// portForwardGet forwards a free local port to the pod's port 8080 and
+// GETs path through it.
+func (c *labCluster) portForwardGet(t *testing.T, pod, path string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	cmd := exec.Command(filepath.Join(binDir, "kubectl"), "--kubeconfig", c.kubeconfig, "port-forward", "--address", "127.0.0.1", "pod/"+pod, fmt.Sprintf("%d:8080", port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var body string
+	eventually(t, "port-forward to "+pod+" answers", func() error {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		data, err := io.ReadAll(resp.Body)
+		body = string(data)
+		return err
+	})
+	return body
+}
+
+// netState is what a lab may change on the host's network: its network
+// namespaces, links and iptables rules.
+type netState struct {
+	namespaces, links, rules []string
+}
+
+// hostNetworkState reads the host's network namespaces, links and
+// iptables rules (without counters).
+func hostNetworkState(t *testing.T) netState {
+	t.Helper()
+	lines := func(name string, args ...string) []string {
+		out, err := exec.Command(name, args...).Output()
+		if err != nil {
+			t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+		}
+		var kept []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				kept = append(kept, l)
+			}
+		}
+		slices.Sort(kept)
+		return kept
+	}
+	var s netState
+	s.namespaces = lines("ip", "netns", "list")
+	for _, l := range lines("ip", "-o", "link", "show") {
+		if f := strings.Fields(l); len(f) > 1 {
+			s.links = append(s.links, strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":"))
+		}
+	}
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		for _, l := range lines(tool) {
+			if !strings.HasPrefix(l, ":") { // chain lines carry counters
+				s.rules = append(s.rules, tool+": "+l)
+			}
+		}
+	}
+	return s
+}
+
+// checkGone compares the host with its state before lab up and checks
+// that nothing of the lab remains.
+func (c *labCluster) checkGone(t *testing.T, before netState) {
+	t.Helper()
+	after := hostNetworkState(t)
+	for _, d := range []struct {
+		what          string
+		before, after []string
+	}{{"network namespaces", before.namespaces, after.namespaces}, {"links", before.links, after.links}, {"iptables rules", before.rules, after.rules}} {
+		if !slices.Equal(d.before, d.after) {
+			t.Errorf("after lab down, the host's %s differ:\nbefore: %q\nafter:  %q", d.what, d.before, d.after)
+		}
+	}
+	if left := processesUnder(c.root); len(left) > 0 {
+		t.Errorf("after lab down, %d processes of the lab remain:\n%s", len(left), describe(left))
+	}
+	if mounts := mountsUnder(c.root); len(mounts) > 0 {
+		t.Errorf("after lab down, mounts remain: %v", mounts)
+		return
+	}
+	if _, err := os.Stat(filepath.Join(c.root, "c")); err == nil {
+		t.Errorf("after lab down, the lab's directory %s remains", filepath.Join(c.root, "c"))
+	}
+	if !t.Failed() {
+		_ = os.RemoveAll(c.root)
+	}
+}
