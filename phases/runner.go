@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
@@ -75,6 +77,9 @@ type State struct {
 	Secrets map[string][]byte
 	// Healthy collects the components the wait phase saw healthy.
 	Healthy []string
+	// API is the client of the live phases that talk to the API server;
+	// nil until the first of them builds it from super-admin.conf.
+	API kubernetes.Interface
 }
 
 // Runner executes an ordered list of phases; the order is the dependency order.
