@@ -194,3 +194,37 @@ func TestNewClientTalksToTheLocalAPIServer(t *testing.T) {
 		t.Error("the run's client is built once")
 	}
 }
+
+// ownedBy is the fields manager owns, as the API server records them; "" if
+// it owns none.
+func ownedBy(entries []metav1.ManagedFieldsEntry, manager string) string {
+	for _, e := range entries {
+		if e.Manager == manager && e.FieldsV1 != nil {
+			return e.FieldsV1.GetRawString()
+		}
+	}
+	return ""
+}
+
+// TestAPIPhasesAreLiveOnly: a dry run and a --root render skip every phase
+// that talks to the API server, and so never build a client.
+func TestAPIPhasesAreLiveOnly(t *testing.T) {
+	api := []Phase{BootstrapAdmin, UploadConfig, MarkControlPlane, BootstrapToken, ClusterInfo}
+	for _, p := range api {
+		if !p.LiveOnly {
+			t.Errorf("%s is not LiveOnly", p.Name)
+		}
+	}
+	for _, opts := range []Options{{DryRun: true}, {Offline: true}} {
+		s, _, out := liveState(t, false)
+		s.API, s.Options = nil, opts
+		ran, err := Runner{Phases: api}.Run(context.Background(), s, nil)
+		if err != nil || len(ran) != 0 || s.API != nil || s.JoinCommand != "" {
+			t.Errorf("%+v: ran %v, err %v, client built %v\n%s", opts, ran, err, s.API != nil, out)
+		}
+	}
+	names := Init.Names()
+	if got := strings.Join(names[len(names)-5:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info" {
+		t.Errorf("init ends with %s", got)
+	}
+}

@@ -80,6 +80,10 @@ type State struct {
 	// API is the client of the live phases that talk to the API server;
 	// nil until the first of them builds it from super-admin.conf.
 	API kubernetes.Interface
+	// JoinCommand is the command that joins a node to this cluster, with
+	// the bootstrap token in it: the bootstrap-token phase sets it for the
+	// run's result, and nothing may print it elsewhere.
+	JoinCommand string
 }
 
 // Runner executes an ordered list of phases; the order is the dependency order.
@@ -189,4 +193,6 @@ type Result struct {
 	files.Changes
 	// Healthy are the components seen healthy.
 	Healthy []string `json:"healthy"`
+	// JoinCommand joins a node to the cluster; it holds a bootstrap token.
+	JoinCommand string `json:"joinCommand,omitempty"`
 }
