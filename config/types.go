@@ -227,6 +227,7 @@ type BootstrapToken struct {
 
 // Timeouts bound the waiting steps.
 type Timeouts struct {
-	// ControlPlane bounds the wait for every component to become healthy.
+	// ControlPlane bounds the wait for every component to become healthy,
+	// and mark-control-plane's wait for the kubelet to register the Node.
 	ControlPlane metav1.Duration `json:"controlPlane,omitempty"`
 }

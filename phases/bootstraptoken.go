@@ -73,7 +73,7 @@ func runBootstrapToken(ctx context.Context, s *State) error {
 	s.Report.Infof("Secret %s/%s %s %s, valid until %s", bootstraptoken.Namespace, bootstraptoken.SecretName(info.Token.ID),
 		verb, info.Token.ID, info.Expires.Format(time.RFC3339))
 	s.JoinCommand = JoinCommand(s.Config, info.Token, hash)
-	s.Report.Infof("the join command, which holds the token, is in the result")
+	s.Report.Infof("the join command, which holds the token, comes last: on stdout, or as the JSON result's joinCommand")
 	return nil
 }
 
