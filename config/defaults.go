@@ -52,6 +52,7 @@ const (
 	DefaultLeafValidity      = 365 * 24 * time.Hour
 	DefaultRenewBefore       = 30 * 24 * time.Hour
 	DefaultControlPlaneWait  = 4 * time.Minute
+	DefaultBootstrapTokenTTL = 24 * time.Hour
 	DefaultKubeletConfigFile = "/var/lib/kubelet/config.yaml"
 	DefaultCRIEndpoint       = "unix:///run/containerd/containerd.sock"
 )
@@ -93,6 +94,10 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	}
 	setString(&c.Node.Name, host.Name)
 	setString(&c.Node.AdvertiseAddress, host.Address)
+	if c.Node.ControlPlaneTaint == nil {
+		on := true
+		c.Node.ControlPlaneTaint = &on
+	}
 	setString(&c.Networking.ServiceSubnet, DefaultServiceSubnet)
 	setString(&c.Networking.DNSDomain, DefaultDNSDomain)
 	if c.Etcd.External == nil {
@@ -115,6 +120,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setString(&c.Paths.KubeconfigDir, DefaultKubeconfigDir)
 	setString(&c.ImageRepository, DefaultImageRepository)
 	setDuration(&c.Timeouts.ControlPlane, DefaultControlPlaneWait)
+	setDuration(&c.BootstrapToken.TTL, DefaultBootstrapTokenTTL)
 	setString(&c.Kubelet.ConfigFile, DefaultKubeletConfigFile)
 	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)
 	setSecurityDefaults(&c.Security)
@@ -211,6 +217,8 @@ var explicitZeros = []struct {
 		"0 would reuse a certificate until it has expired, and the control plane fails at that moment: use a window like 720h, or leave the field out for the default"},
 	{"timeouts.controlPlane", func(c *ClusterConfiguration) bool { return c.Timeouts.ControlPlane.Duration == 0 },
 		"must be positive, like 4m; leave the field out for the default"},
+	{"bootstrapToken.ttl", func(c *ClusterConfiguration) bool { return c.BootstrapToken.TTL.Duration == 0 },
+		"0 would be a token that never expires (kubeadm's meaning), a standing credential to join nodes: use a lifetime like 24h, or leave the field out for the default"},
 	{"apiServer.bindPort", func(c *ClusterConfiguration) bool { return c.APIServer.BindPort == 0 },
 		"not a port: use one between 1 and 65535, like 6443, or leave the field out for the default"},
 }

@@ -21,7 +21,8 @@ type Security struct {
 	// TLS restricts the TLS versions and cipher suites every component serves.
 	TLS TLS `json:"tls"`
 	// AnonymousHealthChecksOnly lets anonymous requests reach the API
-	// server's /livez, /readyz and /healthz and nothing else.
+	// server's /livez, /readyz and /healthz, and the cluster-info ConfigMap
+	// that node join discovery reads, and nothing else.
 	AnonymousHealthChecksOnly *bool `json:"anonymousHealthChecksOnly,omitempty"`
 	// VerifyKubeletServingCerts issues this node's kubelet serving
 	// certificate from the cluster CA and makes the API server verify every

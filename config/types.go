@@ -51,6 +51,8 @@ type ClusterConfiguration struct {
 	Kubelet Kubelet `json:"kubelet"`
 	// Timeouts bound the waiting steps.
 	Timeouts Timeouts `json:"timeouts"`
+	// BootstrapToken is the token init creates for joining nodes.
+	BootstrapToken BootstrapToken `json:"bootstrapToken"`
 	// Security is the control plane's hardening, all on by default.
 	Security Security `json:"security"`
 }
@@ -73,6 +75,12 @@ type Node struct {
 	// AdvertiseAddress is the IP the API server and etcd advertise (default:
 	// the address of the default route's interface, or 127.0.0.1 without one).
 	AdvertiseAddress string `json:"advertiseAddress,omitempty"`
+	// ControlPlaneTaint makes init's mark-control-plane phase taint the
+	// node node-role.kubernetes.io/control-plane:NoSchedule, so that
+	// ordinary workloads stay off it. false keeps the taint off (and takes
+	// it off), for single-node clusters that must run workloads. A *bool:
+	// unset means on.
+	ControlPlaneTaint *bool `json:"controlPlaneTaint,omitempty"`
 }
 
 // Networking holds the cluster's address ranges. A dual-stack cluster lists
@@ -210,8 +218,16 @@ type Paths struct {
 	KubeconfigDir string `json:"kubeconfigDir,omitempty"`
 }
 
+// BootstrapToken configures the bootstrap token init creates, with which
+// nodes join (kubeadm's default-node-token).
+type BootstrapToken struct {
+	// TTL is how long the token stays valid after init creates it.
+	TTL metav1.Duration `json:"ttl,omitempty"`
+}
+
 // Timeouts bound the waiting steps.
 type Timeouts struct {
-	// ControlPlane bounds the wait for every component to become healthy.
+	// ControlPlane bounds the wait for every component to become healthy,
+	// and mark-control-plane's wait for the kubelet to register the Node.
 	ControlPlane metav1.Duration `json:"controlPlane,omitempty"`
 }

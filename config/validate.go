@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +60,20 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	if c.Timeouts.ControlPlane.Duration <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.Duration.String(), "must be positive, like 4m"))
 	}
+	errs = append(errs, validateBootstrapToken(field.NewPath("bootstrapToken"), c.BootstrapToken)...)
 	return errs
+}
+
+// MinBootstrapTokenTTL is the shortest token lifetime: a node must be able
+// to use the token that init prints.
+const MinBootstrapTokenTTL = time.Minute
+
+func validateBootstrapToken(p *field.Path, b BootstrapToken) field.ErrorList {
+	if ttl := b.TTL.Duration; ttl < MinBootstrapTokenTTL {
+		return field.ErrorList{field.Invalid(p.Child("ttl"), ttl.String(),
+			"must be at least 1m, like 24h: a node joins with the token after init prints it")}
+	}
+	return nil
 }
 
 func validateVersion(p *field.Path, s string) field.ErrorList {

@@ -76,6 +76,10 @@ func TestValidate(t *testing.T) {
 		{"renewal window too long", func(c *ClusterConfiguration) { c.Certificates.RenewBefore.Duration = 400 * 24 * time.Hour }, []string{`certificates.renewBefore: Invalid value: "9600h0m0s"`}},
 		{"bad image repository", func(c *ClusterConfiguration) { c.ImageRepository = "registry.example/" }, []string{"imageRepository"}},
 		{"bad timeout", func(c *ClusterConfiguration) { c.Timeouts.ControlPlane.Duration = -5 * time.Minute }, []string{`timeouts.controlPlane: Invalid value: "-5m0s": must be positive`}},
+		{"bootstrap token too short-lived", func(c *ClusterConfiguration) { c.BootstrapToken.TTL.Duration = 30 * time.Second }, []string{
+			`bootstrapToken.ttl: Invalid value: "30s": must be at least 1m, like 24h`}},
+		{"negative bootstrap token lifetime", func(c *ClusterConfiguration) { c.BootstrapToken.TTL.Duration = -time.Hour }, []string{`bootstrapToken.ttl: Invalid value: "-1h0m0s"`}},
+		{"untainted control plane is valid", func(c *ClusterConfiguration) { off := false; c.Node.ControlPlaneTaint = &off }, nil},
 		{"bad encryption provider", func(c *ClusterConfiguration) { c.Security.EncryptionAtRest.Provider = "aesgcm" }, []string{"security.encryptionAtRest.provider: Unsupported value: \"aesgcm\""}},
 		{"bad audit paths and sizes", func(c *ClusterConfiguration) {
 			c.Security.Audit.PolicyFile = "policy.yaml"

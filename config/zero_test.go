@@ -18,6 +18,7 @@ func TestExplicitZero(t *testing.T) {
 		{"zero CA validity", "certificates: {caValidity: 0s}\n", []string{`line 3: certificates.caValidity: Invalid value: "0s": must be positive`}},
 		{"zero renewal window", "certificates:\n  renewBefore: 0m\n", []string{`line 4: certificates.renewBefore: Invalid value: "0m": 0 would reuse a certificate until it has expired`}},
 		{"zero timeout", "timeouts:\n  controlPlane: \"0\"\n", []string{`line 4: timeouts.controlPlane: Invalid value: "0": must be positive`}},
+		{"zero token lifetime", "bootstrapToken: {ttl: 0s}\n", []string{`line 3: bootstrapToken.ttl: Invalid value: "0s": 0 would be a token that never expires`}},
 		{"zero bind port", "apiServer:\n  bindPort: 0x0\n", []string{`line 4: apiServer.bindPort: Invalid value: "0x0": not a port`}},
 		{"several zeros with another error", "node: {advertiseAddress: x}\ncertificates: {caValidity: 0h, leafValidity: 0h}\n", []string{
 			"certificates.caValidity", "certificates.leafValidity", "node.advertiseAddress"}},

@@ -1,6 +1,8 @@
 package phases
 
-// Init is the `kubeboot init` workflow, in dependency order.
+// Init is the `kubeboot init` workflow, in dependency order. The phases
+// after bootstrap-admin make the control plane joinable; they carry
+// kubeadm's names, so --skip-phases reads as it does with kubeadm.
 var Init = Runner{Phases: []Phase{
 	Preflight,
 	Certs,
@@ -13,4 +15,8 @@ var Init = Runner{Phases: []Phase{
 	WriteManifests,
 	Wait,
 	BootstrapAdmin,
+	UploadConfig,
+	MarkControlPlane,
+	BootstrapToken,
+	ClusterInfo,
 }}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 
@@ -35,7 +36,7 @@ type kubeletConfig struct {
 	APIVersion               string            `json:"apiVersion"`
 	Kind                     string            `json:"kind"`
 	StaticPodPath            string            `json:"staticPodPath"`
-	ContainerRuntimeEndpoint string            `json:"containerRuntimeEndpoint"`
+	ContainerRuntimeEndpoint string            `json:"containerRuntimeEndpoint,omitempty"`
 	Authentication           kubeletAuthn      `json:"authentication"`
 	Authorization            map[string]string `json:"authorization"`
 	ClusterDNS               []string          `json:"clusterDNS"`
@@ -61,6 +62,34 @@ type kubeletAuthn struct {
 // KubeletConfiguration renders the file: kubeboot's settings, then
 // kubelet.extraConfig applied as a JSON merge patch.
 func KubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
+	return renderKubeletConfiguration(c, false)
+}
+
+// nodeKubeletFields are the KubeletConfiguration fields that name this
+// node's own addresses, files and sockets. The cluster-wide configuration
+// leaves them out of kubelet.extraConfig: the lab, for one, binds its
+// kubelet to its node's loopback address and keeps its volume plugins and
+// pod logs in its own directory.
+var nodeKubeletFields = []string{
+	"address", "healthzBindAddress", "staticPodPath", "containerRuntimeEndpoint",
+	"tlsCertFile", "tlsPrivateKeyFile", "volumePluginDir", "podLogsDir", "providerID",
+}
+
+// ClusterKubeletConfiguration renders the KubeletConfiguration that
+// joining nodes start from (the kubelet-config ConfigMap's "kubelet" key):
+// this node's, less what belongs to this node alone. The CRI socket is
+// each node's own (kubeadm join writes its nodeRegistration.criSocket);
+// the serving certificate kubeboot issues is this node's, and another node
+// has none at that path; the static pod path is kubeadm's fixed
+// /etc/kubernetes/manifests, which `kubeadm join` uses; and the
+// nodeKubeletFields of kubelet.extraConfig are left out. Everything else,
+// the cluster DNS, the client CA, authentication and authorization, TLS
+// settings and the rest of kubelet.extraConfig, is the cluster's.
+func ClusterKubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
+	return renderKubeletConfiguration(c, true)
+}
+
+func renderKubeletConfiguration(c *config.ClusterConfiguration, cluster bool) ([]byte, error) {
 	kc := kubeletConfig{
 		APIVersion:               "kubelet.config.k8s.io/v1beta1",
 		Kind:                     "KubeletConfiguration",
@@ -78,7 +107,14 @@ func KubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
 		HealthzPort:        10248,
 		RotateCertificates: true,
 	}
-	if config.On(c.Security.VerifyKubeletServingCerts) {
+	extra := c.Kubelet.ExtraConfig
+	if cluster {
+		kc.StaticPodPath, kc.ContainerRuntimeEndpoint = config.DefaultManifestsDir, ""
+		extra = maps.Clone(extra)
+		for _, name := range nodeKubeletFields {
+			delete(extra, name)
+		}
+	} else if config.On(c.Security.VerifyKubeletServingCerts) {
 		kc.TLSCertFile, kc.TLSPrivateKeyFile = c.CertPath(config.CertKubeletServer), c.KeyPath(config.CertKubeletServer)
 	}
 	if config.On(c.Security.TLS.Enabled) {
@@ -88,8 +124,8 @@ func KubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode kubelet configuration: %w", err)
 	}
-	if len(c.Kubelet.ExtraConfig) > 0 {
-		patch, err := json.Marshal(c.Kubelet.ExtraConfig)
+	if len(extra) > 0 {
+		patch, err := json.Marshal(extra)
 		if err != nil {
 			return nil, fmt.Errorf("encode kubelet.extraConfig: %w", err)
 		}

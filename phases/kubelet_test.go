@@ -74,3 +74,55 @@ func TestKubeletConfigurationWithoutHardening(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterKubeletConfiguration checks the configuration joining nodes
+// get: the node's, without what only this node has, as the lab's config
+// sets it.
+func TestClusterKubeletConfiguration(t *testing.T) {
+	c := config.New()
+	c.Paths.ManifestsDir = "/tmp/kubeboot-lab/manifests"
+	c.Kubelet.ContainerRuntimeEndpoint = "unix:///tmp/kubeboot-lab/cri.sock"
+	c.Kubelet.ExtraConfig = map[string]any{
+		"failSwapOn": false, "maxPods": 50,
+		"address": "127.0.0.7", "healthzBindAddress": "127.0.0.7",
+		"volumePluginDir": "/tmp/kubeboot-lab/kubelet/volume-plugins", "podLogsDir": "/tmp/kubeboot-lab/pod-logs",
+	}
+	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.7"})
+	node, err := KubeletConfiguration(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := ClusterKubeletConfiguration(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, got map[string]any
+	if err := yaml.Unmarshal(node, &n); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(cluster, &got); err != nil {
+		t.Fatal(err)
+	}
+	// What differs from this node's file, and nothing else.
+	want := map[string]any{}
+	for k, v := range n {
+		want[k] = v
+	}
+	for _, k := range []string{"containerRuntimeEndpoint", "tlsCertFile", "tlsPrivateKeyFile", "address", "volumePluginDir", "podLogsDir"} {
+		delete(want, k)
+	}
+	want["staticPodPath"] = "/etc/kubernetes/manifests"
+	want["healthzBindAddress"] = "127.0.0.1"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cluster-wide KubeletConfiguration (-want +got):\n%s", diff)
+	}
+	if got["maxPods"] != float64(50) || got["failSwapOn"] != false {
+		t.Errorf("the cluster's extraConfig is lost: %v", got)
+	}
+	if again, _ := ClusterKubeletConfiguration(c); string(again) != string(cluster) {
+		t.Error("the cluster-wide KubeletConfiguration is not deterministic")
+	}
+	if c.Kubelet.ExtraConfig["address"] != "127.0.0.7" {
+		t.Error("ClusterKubeletConfiguration changed the node's extraConfig")
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
@@ -75,6 +77,13 @@ type State struct {
 	Secrets map[string][]byte
 	// Healthy collects the components the wait phase saw healthy.
 	Healthy []string
+	// API is the client of the live phases that talk to the API server;
+	// nil until the first of them builds it from super-admin.conf.
+	API kubernetes.Interface
+	// JoinCommand is the command that joins a node to this cluster, with
+	// the bootstrap token in it: the bootstrap-token phase sets it for the
+	// run's result, and nothing may print it elsewhere.
+	JoinCommand string
 }
 
 // Runner executes an ordered list of phases; the order is the dependency order.
@@ -184,4 +193,6 @@ type Result struct {
 	files.Changes
 	// Healthy are the components seen healthy.
 	Healthy []string `json:"healthy"`
+	// JoinCommand joins a node to the cluster; it holds a bootstrap token.
+	JoinCommand string `json:"joinCommand,omitempty"`
 }

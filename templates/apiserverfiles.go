@@ -256,15 +256,20 @@ type anonymousAuth struct {
 }
 
 // AuthenticationConfig renders an AuthenticationConfiguration that lets
-// anonymous requests reach the health endpoints only: the kubelet's probes
-// and load balancers' checks carry no credentials. The API server accepts
-// apiserver.config.k8s.io/v1 with anonymous conditions from v1.34 on.
+// anonymous requests reach the health endpoints and the cluster-info
+// ConfigMap only: the kubelet's probes and load balancers' checks carry no
+// credentials, and neither does a joining node's discovery, which reads
+// cluster-info before it trusts the API server. A condition is an exact
+// match on the URL path, so no other object, list or watch is reachable;
+// RBAC (the kubeadm:bootstrap-signer-clusterinfo Role) then allows GET of
+// cluster-info only. The API server accepts apiserver.config.k8s.io/v1 with
+// anonymous conditions from v1.34 on.
 func AuthenticationConfig() ([]byte, error) {
 	return yaml.Marshal(authenticationConfiguration{
 		APIVersion: "apiserver.config.k8s.io/v1",
 		Kind:       "AuthenticationConfiguration",
 		Anonymous: anonymousAuth{Enabled: true, Conditions: []map[string]string{
-			{"path": "/healthz"}, {"path": "/livez"}, {"path": "/readyz"},
+			{"path": "/healthz"}, {"path": "/livez"}, {"path": "/readyz"}, {"path": ClusterInfoPath},
 		}},
 	})
 }

@@ -2,6 +2,8 @@ package templates
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -28,7 +30,7 @@ func ControllerManager(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"client-ca-file", cfg.CertPath(config.CertCA)},
 		{"cluster-signing-cert-file", cfg.CertPath(config.CertCA)},
 		{"cluster-signing-key-file", cfg.KeyPath(config.CertCA)},
-		{"controllers", "*,bootstrapsigner,tokencleaner"},
+		{"controllers", "*," + strings.Join(JoinControllers, ",")},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
 		{"requestheader-client-ca-file", cfg.CertPath(config.CertFrontProxyCA)},
@@ -78,4 +80,32 @@ func secureEndpoint(flags []flag, defaultPort int32) endpoint {
 		host:   probeHost(bind),
 		port:   portFlag(flags, "secure-port", defaultPort),
 	}
+}
+
+// JoinControllers are the controllers node join needs beyond the default
+// ones, which `*` alone leaves off: bootstrapsigner signs cluster-info with
+// each bootstrap token, for discovery, and tokencleaner deletes expired
+// tokens. kubeadm enables both, and so does kubeboot's --controllers.
+var JoinControllers = []string{"bootstrapsigner", "tokencleaner"}
+
+// MissingJoinControllers returns the JoinControllers that a
+// kube-controller-manager pod's --controllers flag leaves off (say, after
+// an extraArgs override or a patch). Without the flag, only the default
+// controllers run.
+func MissingJoinControllers(pod *corev1.Pod) []string {
+	var enabled []string
+	for _, c := range pod.Spec.Containers {
+		for _, arg := range append(slices.Clone(c.Command), c.Args...) {
+			if value, ok := strings.CutPrefix(arg, "--controllers="); ok {
+				enabled = strings.Split(value, ",")
+			}
+		}
+	}
+	var missing []string
+	for _, name := range JoinControllers {
+		if !slices.Contains(enabled, name) || slices.Contains(enabled, "-"+name) {
+			missing = append(missing, name)
+		}
+	}
+	return missing
 }

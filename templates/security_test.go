@@ -142,7 +142,7 @@ func TestAuditPolicyRules(t *testing.T) {
 	}
 }
 
-func TestAuthenticationConfigAllowsHealthChecksOnly(t *testing.T) {
+func TestAuthenticationConfigAllowsHealthChecksAndClusterInfoOnly(t *testing.T) {
 	data, err := AuthenticationConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,8 @@ func TestAuthenticationConfigAllowsHealthChecksOnly(t *testing.T) {
 	for _, cond := range c.Anonymous.Conditions {
 		paths = append(paths, cond["path"])
 	}
-	if !c.Anonymous.Enabled || strings.Join(paths, ",") != "/healthz,/livez,/readyz" {
+	want := "/healthz,/livez,/readyz,/api/v1/namespaces/kube-public/configmaps/cluster-info"
+	if !c.Anonymous.Enabled || strings.Join(paths, ",") != want {
 		t.Errorf("anonymous: %+v", c.Anonymous)
 	}
 }

@@ -41,9 +41,9 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("the dry run printed manifests %v, want %v", got, want)
 	}
 
-	run := n.kubeboot(t, "init", "--config", n.config, "--skip-phases", "wait,bootstrap-admin")
+	run := n.kubeboot(t, "init", "--config", n.config, "--skip-phases", livePhases)
 	if run.code != 0 {
-		t.Fatalf("init --skip-phases wait,bootstrap-admin exited %d:\n%s", run.code, run.stderr)
+		t.Fatalf("init --skip-phases %s exited %d:\n%s", livePhases, run.code, run.stderr)
 	}
 	entries, err := os.ReadDir(n.path("manifests"))
 	if err != nil {

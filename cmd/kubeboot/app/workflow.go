@@ -110,6 +110,11 @@ func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer,
 		out.result.Error, out.result.ExitCode = out.err.Error(), exit.Code(out.err)
 	}
 	report.PrintResult(out.result)
+	if out.err == nil && out.result.JoinCommand != "" && !format.json() {
+		// The product of a joinable control plane, on stdout only: it
+		// holds the bootstrap token, which no progress line shows.
+		_, _ = fmt.Fprintln(stdout, out.result.JoinCommand)
+	}
 	return out.err
 }
 
@@ -141,6 +146,7 @@ func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, l
 	if s != nil {
 		result.Changes = s.Files.Changes()
 		result.Healthy = nonNil(s.Healthy)
+		result.JoinCommand = s.JoinCommand
 	}
 	result.Written, result.Unchanged = nonNil(result.Written), nonNil(result.Unchanged)
 	return outcome{err: err, result: result}

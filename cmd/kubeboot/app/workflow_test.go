@@ -183,3 +183,39 @@ func TestInterruptEndsABlockedStep(t *testing.T) {
 		t.Errorf("no failed JSON result: %q", stdout.String())
 	}
 }
+
+// TestJoinCommandGoesToTheResultOnly: the join command, which holds a
+// token, is the run's product: on stdout after a successful text run, in
+// the JSON result, and in no progress line.
+func TestJoinCommandGoesToTheResultOnly(t *testing.T) {
+	const join = "kubeboot join 10.0.0.10:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:00"
+	root := t.TempDir()
+	load := func() (runSpec, error) { return (&initOptions{root: root}).spec() }
+	run := func(format outputFormat, fail error) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		err := execute(context.Background(), format, &stdout, &stderr, load, func(_ context.Context, s *phases.State) ([]string, error) {
+			s.Report.Infof("a progress line")
+			s.JoinCommand = join
+			return []string{"bootstrap-token"}, fail
+		})
+		return stdout.String(), stderr.String(), err
+	}
+	stdout, stderr, err := run("text", nil)
+	if err != nil || stdout != join+"\n" || strings.Contains(stderr, "0123456789abcdef") {
+		t.Errorf("text run: err %v, stdout %q, stderr %q", err, stdout, stderr)
+	}
+	stdout, _, _ = run("text", fmt.Errorf("a later phase failed"))
+	if stdout != "" {
+		t.Errorf("a failed text run printed %q", stdout)
+	}
+	stdout, _, err = run("json", nil)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if err != nil || len(lines) < 2 || !strings.Contains(lines[len(lines)-1], `"joinCommand":"`+join+`"`) {
+		t.Fatalf("json run: %v\n%s", err, stdout)
+	}
+	for _, line := range lines[:len(lines)-1] {
+		if strings.Contains(line, "0123456789abcdef") {
+			t.Errorf("an event holds the token: %s", line)
+		}
+	}
+}

@@ -1,0 +1,330 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeboot/kubeboot/bootstraptoken"
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// The token commands change objects in the cluster, not the node's files,
+// so they take no node lock. They talk to the API server with admin.conf.
+// A token's secret is printed once, in the result of token create, and
+// nowhere else: no progress line, no JSON event, no list.
+
+// newTokenClient builds the token commands' API client; tests replace it.
+var newTokenClient = func(kubeconfig []byte) (kubernetes.Interface, error) {
+	return phases.NewClient(kubeconfig, "")
+}
+
+// tokenOptions are the flags every token subcommand shares.
+type tokenOptions struct {
+	configPath string
+}
+
+// tokenRun is what a token command works with: the node's configuration
+// and files, and an API client with admin.conf's identity.
+type tokenRun struct {
+	state  *phases.State
+	client kubernetes.Interface
+}
+
+// open loads the configuration and builds the client.
+func (o *tokenOptions) open(report *output.Reporter) (tokenRun, error) {
+	r, err := nodeSpec(o.configPath, "")
+	if err != nil {
+		return tokenRun{}, err
+	}
+	s := r.state(report, io.Discard)
+	path := s.Config.KubeconfigPath(config.KubeconfigAdmin)
+	kubeconfig, err := s.Files.ReadFile(path)
+	if err != nil {
+		return tokenRun{}, fmt.Errorf("read %q (the token commands use admin.conf; pass the node's --config): %w", path, err)
+	}
+	client, err := newTokenClient(kubeconfig)
+	if err != nil {
+		return tokenRun{}, fmt.Errorf("load %q: %w", path, err)
+	}
+	return tokenRun{state: s, client: client}, nil
+}
+
+// tokenCreateOptions are the flags of `kubeboot token create`.
+type tokenCreateOptions struct {
+	*tokenOptions
+	ttl           time.Duration
+	description   string
+	printJoin     bool
+	discoveryFile string
+	output        outputFormat
+}
+
+// tokenListOptions are the flags of `kubeboot token list`.
+type tokenListOptions struct {
+	*tokenOptions
+	output outputFormat
+}
+
+// tokenDeleteOptions are the flags of `kubeboot token delete`.
+type tokenDeleteOptions struct {
+	*tokenOptions
+	output outputFormat
+}
+
+func newTokenCommand(stdout, stderr io.Writer) *cobra.Command {
+	shared := &tokenOptions{}
+	cmd := groupCommand("token", "Create, list and delete the bootstrap tokens nodes join with")
+	addConfigFlag(cmd.PersistentFlags(), &shared.configPath)
+
+	createOpts := &tokenCreateOptions{tokenOptions: shared}
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a bootstrap token and print it once (or the join command, or write a discovery file)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("ttl") && createOpts.ttl < config.MinBootstrapTokenTTL {
+				return &exit.UsageError{Msg: fmt.Sprintf("--ttl %s: a token must be valid for at least %s (one that never expires cannot be created)", createOpts.ttl, config.MinBootstrapTokenTTL)}
+			}
+			return runTokenCommand(cmd.Context(), "token create", createOpts.output, stdout, stderr, func(ctx context.Context, report *output.Reporter) (any, error) {
+				return createOpts.run(ctx, report, stdout)
+			})
+		},
+	}
+	create.Flags().DurationVar(&createOpts.ttl, "ttl", 0, "how long the token stays valid, at least 1m (default: the config's bootstrapToken.ttl, 24h)")
+	create.Flags().StringVar(&createOpts.description, "description", "kubeboot token create", "what the token is for, stored with it")
+	create.Flags().BoolVar(&createOpts.printJoin, "print-join-command", false, "print the whole join command (endpoint, token, CA pin) instead of the token alone")
+	create.Flags().StringVar(&createOpts.discoveryFile, "discovery-file", "", "also write a kubeconfig for `join --discovery-file` (the CA, the endpoint and the token) to this file, mode 0600")
+	addOutputFlag(create.Flags(), &createOpts.output)
+
+	listOpts := &tokenListOptions{tokenOptions: shared}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the bootstrap tokens by ID, expiry, usages and groups (never their secrets)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTokenCommand(cmd.Context(), "token list", listOpts.output, stdout, stderr, func(ctx context.Context, report *output.Reporter) (any, error) {
+				return listOpts.run(ctx, report, stdout)
+			})
+		},
+	}
+	addOutputFlag(list.Flags(), &listOpts.output)
+
+	deleteOpts := &tokenDeleteOptions{tokenOptions: shared}
+	del := &cobra.Command{
+		Use:   "delete ID...",
+		Short: "Delete bootstrap tokens, named by ID (or by the whole token)",
+		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := tokenIDs(args)
+			if err != nil {
+				return err
+			}
+			return runTokenCommand(cmd.Context(), "token delete", deleteOpts.output, stdout, stderr, func(ctx context.Context, report *output.Reporter) (any, error) {
+				return deleteOpts.run(ctx, report, ids)
+			})
+		},
+	}
+	addOutputFlag(del.Flags(), &deleteOpts.output)
+	cmd.AddCommand(create, list, del)
+	return cmd
+}
+
+// runTokenCommand runs a token command until SIGINT or SIGTERM and, with
+// -o json, prints its result: {"ok", "error"} and the fields of what do
+// returns.
+func runTokenCommand(ctx context.Context, name string, format outputFormat, stdout, stderr io.Writer, do func(context.Context, *output.Reporter) (any, error)) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report := reporter(format, stdout, stderr)
+	report.SetPhase(name)
+	details, err := do(ctx, report)
+	res := map[string]any{}
+	if details != nil {
+		// The details are plain structs and maps: they cannot fail to encode.
+		data, _ := json.Marshal(details)
+		_ = json.Unmarshal(data, &res)
+	}
+	res["ok"] = err == nil
+	if err != nil {
+		res["error"] = err.Error()
+	}
+	report.PrintResult(res)
+	return err
+}
+
+// createdToken is what token create says, once.
+type createdToken struct {
+	ID            string    `json:"id"`
+	Token         string    `json:"token"`
+	Expires       time.Time `json:"expires"`
+	JoinCommand   string    `json:"joinCommand"`
+	DiscoveryFile string    `json:"discoveryFile,omitempty"`
+}
+
+func (o *tokenCreateOptions) run(ctx context.Context, report *output.Reporter, stdout io.Writer) (any, error) {
+	run, err := o.open(report)
+	if err != nil {
+		return nil, err
+	}
+	s := run.state
+	hash, err := phases.CAHash(s)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := s.Files.ReadFile(s.Config.CertPath(config.CertCA))
+	if err != nil {
+		return nil, err
+	}
+	ttl := o.ttl
+	if ttl == 0 {
+		ttl = s.Config.BootstrapToken.TTL.Duration
+	}
+	info, err := phases.CreateToken(ctx, run.client, ttl, o.description, phases.CreatedByTokenCreate, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	expires := info.Expires.Format(time.RFC3339)
+	report.Infof("Secret %s/%s created: token %s, valid until %s", bootstraptoken.Namespace, bootstraptoken.SecretName(info.Token.ID), info.Token.ID, expires)
+	res := createdToken{ID: info.Token.ID, Token: info.Token.Value(), Expires: info.Expires, JoinCommand: phases.JoinCommand(s.Config, info.Token, hash)}
+	if o.discoveryFile != "" {
+		if res.DiscoveryFile, err = writeDiscoveryFile(s.Config, o.discoveryFile, ca, info.Token); err != nil {
+			// A token nobody got is a credential for nothing: take it back.
+			if delErr := phases.DeleteToken(context.WithoutCancel(ctx), run.client, info.Token.ID); delErr != nil {
+				err = errors.Join(err, delErr)
+			}
+			return nil, err
+		}
+		report.Infof("wrote the discovery file %s (mode 0600); the token in it expires at %s", res.DiscoveryFile, expires)
+	}
+	if report.JSON() {
+		return res, nil
+	}
+	line := res.Token
+	if o.printJoin {
+		line = res.JoinCommand
+	}
+	_, err = fmt.Fprintln(stdout, line)
+	return nil, err
+}
+
+// writeDiscoveryFile writes the kubeconfig of `join --discovery-file`
+// atomically, mode 0600, and returns its absolute path.
+func writeDiscoveryFile(c *config.ClusterConfiguration, path string, ca []byte, token bootstraptoken.Token) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", &exit.UsageError{Msg: "--discovery-file " + path + ": " + err.Error()}
+	}
+	data, err := pki.DiscoveryKubeconfig(c.ClusterName, c.ControlPlaneURL(), ca, token.Value())
+	if err != nil {
+		return "", err
+	}
+	if err := (&files.AtomicWriter{}).WriteFile(abs, data, 0o600); err != nil {
+		return "", fmt.Errorf("write discovery file %q: %w", abs, err)
+	}
+	return abs, nil
+}
+
+// listedToken is one token of token list: everything but its secret.
+type listedToken struct {
+	ID          string    `json:"id"`
+	Expires     time.Time `json:"expires,omitzero"`
+	Usages      []string  `json:"usages"`
+	Groups      []string  `json:"groups"`
+	Description string    `json:"description,omitempty"`
+	CreatedBy   string    `json:"createdBy,omitempty"`
+}
+
+func (o *tokenListOptions) run(ctx context.Context, report *output.Reporter, stdout io.Writer) (any, error) {
+	run, err := o.open(report)
+	if err != nil {
+		return nil, err
+	}
+	tokens, problems, err := phases.ListTokens(ctx, run.client, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range problems {
+		report.Warnf("%v", p)
+	}
+	rows := make([]listedToken, len(tokens))
+	for i, t := range tokens {
+		rows[i] = listedToken{ID: t.Token.ID, Expires: t.Expires, Usages: nonNil(t.Usages), Groups: nonNil(t.Groups), Description: t.Description, CreatedBy: t.CreatedBy}
+	}
+	if report.JSON() {
+		return map[string][]listedToken{"tokens": rows}, nil
+	}
+	return nil, printTokens(stdout, rows, time.Now())
+}
+
+func printTokens(w io.Writer, rows []listedToken, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "ID\tTTL\tEXPIRES\tUSAGES\tDESCRIPTION\tEXTRA GROUPS\tCREATED BY")
+	for _, r := range rows {
+		ttl, expires := "<forever>", "<never>"
+		if !r.Expires.IsZero() {
+			ttl, expires = "<expired>", r.Expires.UTC().Format(time.RFC3339)
+			if left := r.Expires.Sub(now); left > 0 {
+				ttl = left.Round(time.Minute).String()
+			}
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, ttl, expires, orDash(strings.Join(r.Usages, ",")),
+			orDash(r.Description), orDash(strings.Join(r.Groups, ",")), orDash(r.CreatedBy))
+	}
+	return tw.Flush()
+}
+
+// tokenIDs reads the arguments of token delete: token IDs or whole tokens.
+// An argument that is neither is never quoted, since it may be a
+// mistyped token.
+func tokenIDs(args []string) ([]string, error) {
+	ids := make([]string, len(args))
+	for i, arg := range args {
+		if bootstraptoken.ValidID(arg) {
+			ids[i] = arg
+			continue
+		}
+		t, err := bootstraptoken.Parse(arg)
+		if err != nil {
+			return nil, &exit.UsageError{Msg: fmt.Sprintf("argument %d is neither a token ID (6 characters of [a-z0-9]) nor a token", i+1)}
+		}
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+func (o *tokenDeleteOptions) run(ctx context.Context, report *output.Reporter, ids []string) (any, error) {
+	run, err := o.open(report)
+	if err != nil {
+		return nil, err
+	}
+	deleted := []string{}
+	for _, id := range ids {
+		if err := phases.DeleteToken(ctx, run.client, id); err != nil {
+			return map[string][]string{"deleted": deleted}, err
+		}
+		deleted = append(deleted, id)
+		report.Infof("Secret %s/%s deleted: token %s", bootstraptoken.Namespace, bootstraptoken.SecretName(id), id)
+	}
+	return map[string][]string{"deleted": deleted}, nil
+}

@@ -1,0 +1,282 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeboot/kubeboot/bootstraptoken"
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+var tokenFormat = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+
+// tokenNode is a node's config, CA and admin.conf under a temp dir, and a
+// fake API server that the token commands reach instead of admin.conf's.
+type tokenNode struct {
+	config string
+	ca     []byte
+	client *fake.Clientset
+}
+
+func newTokenNode(t *testing.T) tokenNode {
+	t.Helper()
+	dir := t.TempDir()
+	node := filepath.Join(dir, "node")
+	cfg := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nclusterName: lab\n"+
+		"node: {name: node1, advertiseAddress: 10.0.0.10}\ncontrolPlaneEndpoint: lb.example:443\n"+
+		"certificates: {dir: "+node+"/pki}\npaths: {manifestsDir: "+node+"/manifests, kubeconfigDir: "+node+"}\n"+
+		"etcd: {local: {dataDir: "+node+"/etcd}}\nbootstrapToken: {ttl: 3h}\n")
+	ca, err := pki.NewCA(pki.CertSpec{Name: "ca", CN: "kubernetes", Algorithm: config.ECDSAP256, Validity: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(node, "pki"), 0o700))
+	must(os.WriteFile(filepath.Join(node, "pki", "ca.crt"), ca.Cert, 0o644))
+	must(os.WriteFile(filepath.Join(node, "admin.conf"), []byte("apiVersion: v1\nkind: Config\n"), 0o600))
+	client := fake.NewClientset()
+	old := newTokenClient
+	newTokenClient = func([]byte) (kubernetes.Interface, error) { return client, nil }
+	t.Cleanup(func() { newTokenClient = old })
+	return tokenNode{config: cfg, ca: ca.Cert, client: client}
+}
+
+func (n tokenNode) tokens(t *testing.T) []bootstraptoken.Info {
+	t.Helper()
+	list, err := n.client.CoreV1().Secrets("kube-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []bootstraptoken.Info
+	for i := range list.Items {
+		info, err := bootstraptoken.FromSecret(&list.Items[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+func TestTokenCreate(t *testing.T) {
+	n := newTokenNode(t)
+	start := time.Now()
+	code, stdout, stderr := runCLI(t, "token", "create", "--config", n.config)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	token := strings.TrimSuffix(stdout, "\n")
+	if !tokenFormat.MatchString(token) {
+		t.Fatalf("stdout %q is not a token", stdout)
+	}
+	tokens := n.tokens(t)
+	if len(tokens) != 1 || tokens[0].Token.Value() != token || tokens[0].CreatedBy != "token-create" {
+		t.Fatalf("tokens %v", tokens)
+	}
+	// The config's bootstrapToken.ttl is the default.
+	if left := tokens[0].Expires.Sub(start); left < 3*time.Hour-time.Minute || left > 3*time.Hour+time.Minute {
+		t.Errorf("expires in %s, want 3h", left)
+	}
+	secret := strings.SplitN(token, ".", 2)[1]
+	if strings.Contains(stderr, secret) || !strings.Contains(stderr, "[token create] Secret kube-system/bootstrap-token-"+tokens[0].Token.ID+" created") {
+		t.Errorf("stderr %q", stderr)
+	}
+
+	code, stdout, stderr = runCLI(t, "token", "create", "--config", n.config, "--ttl", "2h", "--print-join-command")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	hash, err := pki.CACertHash(n.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^kubeboot join lb\.example:443 --token ([a-z0-9.]{23}) --discovery-token-ca-cert-hash (sha256:[0-9a-f]{64})\n$`).FindStringSubmatch(stdout)
+	if m == nil || m[2] != hash || !tokenFormat.MatchString(m[1]) {
+		t.Fatalf("stdout %q, want the join command with CA pin %s", stdout, hash)
+	}
+	for _, tok := range n.tokens(t) {
+		if tok.Token.Value() == m[1] {
+			if left := tok.Expires.Sub(start); left < 2*time.Hour-time.Minute || left > 2*time.Hour+time.Minute {
+				t.Errorf("--ttl 2h: expires in %s", left)
+			}
+		}
+	}
+
+	for _, ttl := range []string{"30s", "0", "-1h"} {
+		if code, _, stderr := runCLI(t, "token", "create", "--config", n.config, "--ttl", ttl); code != 2 || !strings.Contains(stderr, "at least 1m0s") {
+			t.Errorf("--ttl %s: exit %d, %s", ttl, code, stderr)
+		}
+	}
+	if got := len(n.tokens(t)); got != 2 {
+		t.Errorf("%d tokens, want 2", got)
+	}
+}
+
+// TestTokenCreateJSON: the secret is in the result and in no event.
+func TestTokenCreateJSON(t *testing.T) {
+	n := newTokenNode(t)
+	code, stdout, stderr := runCLI(t, "token", "create", "--config", n.config, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var last struct {
+		Result struct {
+			OK          bool
+			ID          string
+			Token       string
+			Expires     time.Time
+			JoinCommand string
+		}
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatal(err)
+	}
+	r := last.Result
+	if !r.OK || !tokenFormat.MatchString(r.Token) || !strings.HasPrefix(r.Token, r.ID+".") || r.Expires.IsZero() || !strings.Contains(r.JoinCommand, "--token "+r.Token+" ") {
+		t.Errorf("result %+v", r)
+	}
+	secret := strings.SplitN(r.Token, ".", 2)[1]
+	for _, line := range lines[:len(lines)-1] {
+		if strings.Contains(line, secret) {
+			t.Errorf("an event shows the secret: %s", line)
+		}
+	}
+	if len(lines) < 2 {
+		t.Errorf("no progress event: %s", stdout)
+	}
+}
+
+func TestTokenCreateDiscoveryFile(t *testing.T) {
+	n := newTokenNode(t)
+	path := filepath.Join(t.TempDir(), "discovery.conf")
+	code, stdout, stderr := runCLI(t, "token", "create", "--config", n.config, "--discovery-file", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	token := strings.TrimSpace(stdout)
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", info.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("the write left %v", entries)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := clientcmd.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := clientcmd.NewDefaultClientConfig(*kubeconfig, nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest.Host != "https://lb.example:443" || rest.BearerToken != token || string(rest.CAData) != string(n.ca) {
+		t.Errorf("discovery file: host %s, token matches %v, CA matches %v", rest.Host, rest.BearerToken == token, string(rest.CAData) == string(n.ca))
+	}
+	expires := n.tokens(t)[0].Expires.Format(time.RFC3339)
+	if !strings.Contains(stderr, "wrote the discovery file "+path+" (mode 0600); the token in it expires at "+expires) ||
+		strings.Contains(stderr, strings.SplitN(token, ".", 2)[1]) {
+		t.Errorf("stderr %q", stderr)
+	}
+
+	// A file that cannot be written leaves no token behind.
+	code, _, stderr = runCLI(t, "token", "create", "--config", n.config, "--discovery-file", filepath.Join(n.config, "f.conf"))
+	if code == 0 || !strings.Contains(stderr, "write discovery file") {
+		t.Errorf("exit %d, %s", code, stderr)
+	}
+	if got := len(n.tokens(t)); got != 1 {
+		t.Errorf("%d tokens after a failed write, want 1", got)
+	}
+}
+
+func TestTokenListAndDelete(t *testing.T) {
+	n := newTokenNode(t)
+	var tokens []string
+	for range 2 {
+		code, stdout, stderr := runCLI(t, "token", "create", "--config", n.config)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		tokens = append(tokens, strings.TrimSpace(stdout))
+	}
+	code, stdout, stderr := runCLI(t, "token", "list", "--config", n.config)
+	if code != 0 || !strings.HasPrefix(stdout, "ID  ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, tok := range tokens {
+		id, secret, _ := strings.Cut(tok, ".")
+		if !strings.Contains(stdout, id+"  ") || strings.Contains(stdout+stderr, secret) {
+			t.Errorf("list shows %s wrongly:\n%s", id, stdout)
+		}
+	}
+	code, stdout, _ = runCLI(t, "token", "list", "--config", n.config, "-o", "json")
+	var res struct {
+		Result struct {
+			OK     bool
+			Tokens []listedToken
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &res) != nil || !res.Result.OK || len(res.Result.Tokens) != 2 {
+		t.Fatalf("list -o json: %d %s", code, stdout)
+	}
+	if got := res.Result.Tokens[0]; got.Usages[0] != "authentication" || got.Groups[0] != bootstraptoken.NodeGroup || got.CreatedBy != "token-create" {
+		t.Errorf("listed %+v", got)
+	}
+	for _, tok := range tokens {
+		if strings.Contains(stdout, strings.SplitN(tok, ".", 2)[1]) {
+			t.Errorf("list -o json shows a secret: %s", stdout)
+		}
+	}
+
+	// By ID, and by the whole token.
+	id0, _, _ := strings.Cut(tokens[0], ".")
+	if code, _, stderr := runCLI(t, "token", "delete", "--config", n.config, id0, tokens[1]); code != 0 || strings.Contains(stderr, strings.SplitN(tokens[1], ".", 2)[1]) {
+		t.Fatalf("delete: exit %d, %s", code, stderr)
+	}
+	if got := n.tokens(t); len(got) != 0 {
+		t.Errorf("after delete: %v", got)
+	}
+	if code, _, stderr := runCLI(t, "token", "delete", "--config", n.config, id0); code != 1 || !strings.Contains(stderr, "no Secret kube-system/bootstrap-token-"+id0) {
+		t.Errorf("deleting a deleted token: exit %d, %s", code, stderr)
+	}
+	mistyped := "abcdef.0123456789ABCDEF"
+	if code, _, stderr := runCLI(t, "token", "delete", "--config", n.config, mistyped); code != 2 || strings.Contains(stderr, "0123456789") {
+		t.Errorf("a mistyped token: exit %d, %s", code, stderr)
+	}
+}
+
+func TestTokenCommandsNeedAdminConf(t *testing.T) {
+	n := newTokenNode(t)
+	if err := os.Remove(filepath.Join(filepath.Dir(n.config), "node", "admin.conf")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "token", "list", "--config", n.config)
+	if code != 1 || !strings.Contains(stderr, "admin.conf") {
+		t.Errorf("exit %d, %s", code, stderr)
+	}
+}

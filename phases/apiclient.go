@@ -1,0 +1,170 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// FieldManager names kubeboot in the managedFields of the objects it
+// applies, so that the API server can tell kubeboot's fields from those of
+// controllers, such as the bootstrapsigner's keys in cluster-info.
+const FieldManager = "kubeboot"
+
+// NewClient builds an API client from a kubeconfig; a non-empty server
+// replaces the kubeconfig's.
+func NewClient(kubeconfig []byte, server string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if server != "" {
+		cfg.Host = server
+	}
+	cfg.UserAgent = FieldManager
+	return kubernetes.NewForConfig(cfg)
+}
+
+// apiClient returns the run's API client, built on first use from
+// super-admin.conf, whose system:masters identity needs no RBAC grant: the
+// live phases run before or right after bootstrap-admin grants admin.conf
+// its role.
+func apiClient(s *State) (kubernetes.Interface, error) {
+	if s.API != nil {
+		return s.API, nil
+	}
+	path := s.Config.KubeconfigPath(config.KubeconfigSuperAdmin)
+	kubeconfig, err := s.Files.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %q (run `kubeboot init phase kubeconfig` first): %w", path, err)
+	}
+	server := ""
+	if s.Config.ControlPlaneEndpoint != "" {
+		// The wait phase saw this node's API server healthy; a load
+		// balancer in front of it may not have noticed yet (the first
+		// node of a cluster is its only backend), so talk to it directly.
+		server = s.Config.LocalAPIEndpoint()
+	}
+	client, err := NewClient(kubeconfig, server)
+	if err != nil {
+		return nil, fmt.Errorf("load %q: %w", path, err)
+	}
+	s.API = client
+	return client, nil
+}
+
+// applyClient is what apply needs of a typed client, such as
+// CoreV1().ConfigMaps(ns).
+type applyClient[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// apply converges obj by server-side apply, as FieldManager and forcing
+// its ownership of the fields obj sets: kubeboot owns these objects. The
+// API server stores nothing when the apply changes nothing, so the verb it
+// returns, "created", "updated" or "unchanged", comes from comparing
+// resourceVersions. When mustReplace says an existing object differs in a
+// field the API server will not change (a binding's roleRef), the object
+// is deleted and created again: "replaced".
+func apply[T metav1.Object](ctx context.Context, c applyClient[T], obj T, mustReplace func(have T) bool) (string, error) {
+	kind, name := kindOf(obj), obj.GetName()
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return "", fmt.Errorf("encode %s %q: %w", kind, name, err)
+	}
+	verb := "created"
+	have, err := c.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return "", fmt.Errorf("get %s %q: %w", kind, name, err)
+	case mustReplace != nil && mustReplace(have):
+		if err := c.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrTo(have.GetUID())}}); err != nil {
+			return "", fmt.Errorf("delete %s %q to replace it: %w", kind, name, err)
+		}
+		verb = "replaced"
+	default:
+		verb = "unchanged"
+	}
+	force := true
+	applied, err := c.Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+	if err != nil {
+		return "", fmt.Errorf("apply %s %q: %w", kind, name, err)
+	}
+	if verb == "unchanged" && applied.GetResourceVersion() != have.GetResourceVersion() {
+		verb = "updated"
+	}
+	return verb, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// kindOf is an object's kind, from the TypeMeta every builder sets.
+func kindOf(obj any) string {
+	if o, ok := obj.(runtime.Object); ok {
+		if kind := o.GetObjectKind().GroupVersionKind().Kind; kind != "" {
+			return kind
+		}
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+// applyObjects applies objs in order, each binding after its role, and
+// reports what happened to each.
+func applyObjects(ctx context.Context, s *State, client kubernetes.Interface, objs templates.Objects) error {
+	report := func(verb string, err error, obj metav1.Object) error {
+		if err != nil {
+			return err
+		}
+		name := obj.GetName()
+		if ns := obj.GetNamespace(); ns != "" {
+			name = ns + "/" + name
+		}
+		s.Report.Infof("%s %s %s", kindOf(obj), name, verb)
+		return nil
+	}
+	for _, o := range objs.ConfigMaps {
+		verb, err := apply(ctx, client.CoreV1().ConfigMaps(o.Namespace), o, nil)
+		if err := report(verb, err, o); err != nil {
+			return err
+		}
+	}
+	for _, o := range objs.Roles {
+		verb, err := apply(ctx, client.RbacV1().Roles(o.Namespace), o, nil)
+		if err := report(verb, err, o); err != nil {
+			return err
+		}
+	}
+	for _, o := range objs.RoleBindings {
+		verb, err := apply(ctx, client.RbacV1().RoleBindings(o.Namespace), o, func(have *rbacv1.RoleBinding) bool { return have.RoleRef != o.RoleRef })
+		if err := report(verb, err, o); err != nil {
+			return err
+		}
+	}
+	for _, o := range objs.ClusterRoles {
+		verb, err := apply(ctx, client.RbacV1().ClusterRoles(), o, nil)
+		if err := report(verb, err, o); err != nil {
+			return err
+		}
+	}
+	for _, o := range objs.ClusterRoleBindings {
+		verb, err := apply(ctx, client.RbacV1().ClusterRoleBindings(), o, func(have *rbacv1.ClusterRoleBinding) bool { return have.RoleRef != o.RoleRef })
+		if err := report(verb, err, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package phases
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubeboot/kubeboot/bootstraptoken"
+)
+
+// tokenSecret is a token Secret made before the run.
+func tokenSecret(id string, expires time.Time, createdBy string) *corev1.Secret {
+	return bootstraptoken.Secret(bootstraptoken.ForNodes(bootstraptoken.Token{ID: id, Secret: "0123456789abcdef"}, expires, "earlier", createdBy))
+}
+
+// tokenSecrets lists the token Secrets.
+func tokenSecrets(t *testing.T, s *State) []bootstraptoken.Info {
+	t.Helper()
+	tokens, problems, err := ListTokens(context.Background(), s.API, "")
+	if err != nil || len(problems) > 0 {
+		t.Fatal(err, problems)
+	}
+	return tokens
+}
+
+func TestBootstrapToken(t *testing.T) {
+	s, client, out := liveState(t, true)
+	ca := writeCA(t, s)
+	ctx := context.Background()
+	start := time.Now()
+	must(t, runBootstrapToken(ctx, s))
+
+	tokens := tokenSecrets(t, s)
+	if len(tokens) != 1 {
+		t.Fatalf("want one token, got %v", tokens)
+	}
+	token := tokens[0]
+	if !regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`).MatchString(token.Token.Value()) {
+		t.Errorf("token %s has the wrong format", token.Token)
+	}
+	if exp := token.Expires.Sub(start); exp < 24*time.Hour-time.Minute || exp > 24*time.Hour+time.Minute {
+		t.Errorf("token expires in %s, want 24h (bootstrapToken.ttl)", exp)
+	}
+	secret, err := client.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+token.Token.ID, metav1.GetOptions{})
+	must(t, err)
+	want := map[string]string{
+		"usage-bootstrap-authentication": "true",
+		"usage-bootstrap-signing":        "true",
+		"auth-extra-groups":              "system:bootstrappers:kubeadm:default-node-token",
+		"token-id":                       token.Token.ID,
+	}
+	for k, v := range want {
+		if string(secret.Data[k]) != v {
+			t.Errorf("secret data %s = %q, want %q", k, secret.Data[k], v)
+		}
+	}
+	if secret.Type != "bootstrap.kubernetes.io/token" || secret.Labels[bootstraptoken.CreatedByLabel] != "init" {
+		t.Errorf("secret type %q, labels %v", secret.Type, secret.Labels)
+	}
+	if _, err := time.Parse(time.RFC3339, string(secret.Data["expiration"])); err != nil {
+		t.Errorf("expiration: %v", err)
+	}
+	for _, name := range []string{"kubeadm:kubelet-bootstrap", "kubeadm:node-autoapprove-bootstrap", "kubeadm:node-autoapprove-certificate-rotation", "kubeadm:get-nodes"} {
+		if _, err := client.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := client.RbacV1().ClusterRoles().Get(ctx, "kubeadm:get-nodes", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+
+	// The CA pin, worked out from the certificate here.
+	block, _ := pem.Decode(ca)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	must(t, err)
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	wantCommand := "kubeboot join 10.0.0.10:6443 --token " + token.Token.Value() + " --discovery-token-ca-cert-hash sha256:" + hex.EncodeToString(sum[:])
+	if s.JoinCommand != wantCommand {
+		t.Errorf("join command\n %s\nwant\n %s", s.JoinCommand, wantCommand)
+	}
+	if strings.Contains(out.String(), token.Token.Secret) {
+		t.Errorf("the progress events show the token's secret:\n%s", out)
+	}
+	if !strings.Contains(out.String(), token.Token.ID) {
+		t.Errorf("the progress events do not name the token:\n%s", out)
+	}
+
+	// A re-run keeps the token, the objects and the join command.
+	out.Reset()
+	first := s.JoinCommand
+	rerunChangesNothing(t, s, client, BootstrapToken)
+	if s.JoinCommand != first {
+		t.Errorf("the re-run changed the join command")
+	}
+	if !strings.Contains(out.String(), "reusing init's token "+token.Token.ID) || strings.Contains(out.String(), token.Token.Secret) {
+		t.Errorf("re-run output:\n%s", out)
+	}
+}
+
+// TestBootstrapTokenReuse: init reuses the token it made only while that
+// is good for a join.
+func TestBootstrapTokenReuse(t *testing.T) {
+	now := time.Now()
+	signless := tokenSecret("nosign", now.Add(20*time.Hour), "init")
+	delete(signless.Data, "usage-bootstrap-signing")
+	tests := []struct {
+		name   string
+		secret *corev1.Secret
+		reused bool
+	}{
+		{"init's, valid", tokenSecret("abcdef", now.Add(20*time.Hour), "init"), true},
+		{"init's, about to expire", tokenSecret("abcdef", now.Add(10*time.Minute), "init"), false},
+		{"init's, longer than the ttl", tokenSecret("abcdef", now.Add(48*time.Hour), "init"), false},
+		{"made by token create", tokenSecret("abcdef", now.Add(20*time.Hour), "token-create"), false},
+		{"made by hand", tokenSecret("abcdef", now.Add(20*time.Hour), ""), false},
+		{"init's, cannot sign", signless, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _ := liveState(t, false, tt.secret)
+			writeCA(t, s)
+			must(t, runBootstrapToken(context.Background(), s))
+			reused := strings.Contains(s.JoinCommand, "--token "+string(tt.secret.Data["token-id"])+".")
+			if reused != tt.reused {
+				t.Errorf("reused = %v, want %v (%s)", reused, tt.reused, s.JoinCommand)
+			}
+			if want := map[bool]int{true: 1, false: 2}[tt.reused]; len(tokenSecrets(t, s)) != want {
+				t.Errorf("%d tokens, want %d", len(tokenSecrets(t, s)), want)
+			}
+		})
+	}
+}
+
+// TestCreateTokenNeverReplacesAToken: a drawn ID that is taken is drawn
+// again; the existing token stays.
+func TestCreateTokenNeverReplacesAToken(t *testing.T) {
+	s, client, _ := liveState(t, false)
+	calls := 0
+	client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if calls++; calls == 1 {
+			return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, "bootstrap-token-taken")
+		}
+		return false, nil, nil
+	})
+	info, err := CreateToken(context.Background(), s.API, time.Hour, "test", CreatedByTokenCreate, time.Now())
+	must(t, err)
+	if calls != 2 || len(tokenSecrets(t, s)) != 1 || tokenSecrets(t, s)[0].Token != info.Token {
+		t.Errorf("after a taken ID: %d creates, tokens %v", calls, tokenSecrets(t, s))
+	}
+}
+
+func TestListAndDeleteTokens(t *testing.T) {
+	now := time.Now()
+	bad := tokenSecret("broken", now.Add(time.Hour), "")
+	bad.Data["token-secret"] = []byte("short")
+	opaque := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "kube-system"}, Type: corev1.SecretTypeOpaque}
+	s, _, _ := liveState(t, false,
+		tokenSecret("later1", now.Add(5*time.Hour), ""), tokenSecret("sooner", now.Add(time.Hour), "init"), bad, opaque)
+	ctx := context.Background()
+	tokens, problems, err := ListTokens(ctx, s.API, "")
+	must(t, err)
+	if len(tokens) != 2 || tokens[0].Token.ID != "sooner" || tokens[1].Token.ID != "later1" {
+		t.Errorf("tokens %v, want sooner then later1", tokens)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "bootstrap-token-broken") || strings.Contains(problems[0].Error(), "short") {
+		t.Errorf("problems %v", problems)
+	}
+	must(t, DeleteToken(ctx, s.API, "sooner"))
+	if tokens, _, _ := ListTokens(ctx, s.API, ""); len(tokens) != 1 {
+		t.Errorf("after delete: %v", tokens)
+	}
+	if err := DeleteToken(ctx, s.API, "sooner"); err == nil || !strings.Contains(err.Error(), `delete bootstrap token "sooner": no Secret kube-system/bootstrap-token-sooner`) {
+		t.Errorf("deleting a missing token: %v", err)
+	}
+}

@@ -1,0 +1,123 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// MarkControlPlane labels this node's Node node-role.kubernetes.io/control-plane
+// and, unless node.controlPlaneTaint is off, taints it
+// node-role.kubernetes.io/control-plane:NoSchedule, as kubeadm does. The
+// kubelet registers the Node, so the phase first waits for it. It writes
+// only the label and the taints, and nothing when both are right already.
+var MarkControlPlane = Phase{
+	Name:     markControlPlaneName,
+	Short:    "Label this node as a control-plane node and taint it (node.controlPlaneTaint)",
+	LiveOnly: true,
+	Run:      runMarkControlPlane,
+}
+
+const markControlPlaneName = "mark-control-plane"
+
+func runMarkControlPlane(ctx context.Context, s *State) error {
+	client, err := apiClient(s)
+	if err != nil {
+		return err
+	}
+	name := s.Config.Node.Name
+	node, err := waitForNode(ctx, client, name, s.Config.Timeouts.ControlPlane.Duration)
+	if err != nil {
+		return fmt.Errorf("%w: is the kubelet running with --kubeconfig %s and node name %s? (`--skip-phases %s` leaves the node unmarked)",
+			err, s.Config.KubeconfigPath(config.KubeconfigKubelet), name, markControlPlaneName)
+	}
+	taint := config.On(s.Config.Node.ControlPlaneTaint)
+	changed := false
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		marks, needed := templates.MarkControlPlane(node, taint)
+		if !needed {
+			return nil
+		}
+		data, err := json.Marshal(marks)
+		if err != nil {
+			return fmt.Errorf("encode the marks of Node %q: %w", name, err)
+		}
+		// The patch carries the resourceVersion the taints were read at:
+		// a concurrent change of the taints is a conflict, and the
+		// marks are worked out again from the Node as it is now.
+		force := true
+		_, err = client.CoreV1().Nodes().Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+		if apierrors.IsConflict(err) {
+			if fresh, getErr := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); getErr == nil {
+				node = fresh
+			}
+			return err
+		}
+		changed = err == nil
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("apply Node %q: %w", name, err)
+	}
+	state := "untainted"
+	if taint {
+		state = "tainted " + templates.ControlPlaneTaint.ToString()
+	}
+	verb := "unchanged"
+	if changed {
+		verb = "updated"
+	}
+	s.Report.Infof("Node %s %s: labelled %s, %s", name, verb, templates.LabelControlPlane, state)
+	return nil
+}
+
+// waitForNode watches for the Node called name until it exists or timeout
+// has passed.
+func waitForNode(ctx context.Context, client kubernetes.Interface, name string, timeout time.Duration) (*corev1.Node, error) {
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return client.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return client.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}
+	// A client that cannot stream the initial list (a fake one) says so.
+	listWatch := cache.ToListWatcherWithWatchListSemantics(lw, client)
+	event, err := watchtools.UntilWithSync(waitCtx, listWatch, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
+		node, ok := e.Object.(*corev1.Node)
+		return ok && node.Name == name && (e.Type == watch.Added || e.Type == watch.Modified), nil
+	})
+	switch {
+	case err == nil:
+		return event.Object.(*corev1.Node), nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("wait for Node %q: %w", name, ctx.Err())
+	case wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("the kubelet did not register Node %q within %s (timeouts.controlPlane)", name, timeout)
+	}
+	return nil, fmt.Errorf("wait for Node %q: %w", name, err)
+}

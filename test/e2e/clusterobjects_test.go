@@ -1,0 +1,270 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// objectsAddr is TestClusterObjects' node address, used by no other test.
+const objectsAddr = "127.0.0.90"
+
+// applied names every object init applies: kind, namespace, name.
+var applied = [][3]string{
+	{"configmap", "kube-system", "kubeadm-config"},
+	{"configmap", "kube-system", "kubelet-config"},
+	{"configmap", "kube-public", "cluster-info"},
+	{"role", "kube-system", "kubeadm:nodes-kubeadm-config"},
+	{"role", "kube-system", "kubeadm:kubelet-config"},
+	{"role", "kube-public", "kubeadm:bootstrap-signer-clusterinfo"},
+	{"rolebinding", "kube-system", "kubeadm:nodes-kubeadm-config"},
+	{"rolebinding", "kube-system", "kubeadm:kubelet-config"},
+	{"rolebinding", "kube-public", "kubeadm:bootstrap-signer-clusterinfo"},
+	{"clusterrole", "", "kubeadm:get-nodes"},
+	{"clusterrolebinding", "", "kubeadm:get-nodes"},
+	{"clusterrolebinding", "", "kubeadm:kubelet-bootstrap"},
+	{"clusterrolebinding", "", "kubeadm:node-autoapprove-bootstrap"},
+	{"clusterrolebinding", "", "kubeadm:node-autoapprove-certificate-rotation"},
+	{"clusterrolebinding", "", "kubeadm:cluster-admins"},
+	{"clusterrolebinding", "", "kubeboot:apiserver-kubelet-client"},
+}
+
+const nodeGroup = "system:bootstrappers:kubeadm:default-node-token"
+
+// TestClusterObjects brings a lab up and checks the objects that make it
+// joinable: their shapes, what an anonymous client can and cannot read,
+// the token commands, and that init run again changes none of them.
+func TestClusterObjects(t *testing.T) {
+	n := newNode(t, "objects", objectsAddr)
+	r := n.labUp(t)
+	events, res, err := parseJSONOutput(r.stdout)
+	if err != nil {
+		t.Fatalf("lab up -o json output: %v\nstderr: %s", err, r.stderr)
+	}
+	if r.code != 0 || !res.OK {
+		t.Fatalf("lab up exited %d: %s\nstderr: %s", r.code, res.Error, r.stderr)
+	}
+	for _, p := range strings.Split(livePhases, ",") {
+		if !slices.Contains(res.Phases, p) {
+			t.Errorf("phase %s did not run: %v", p, res.Phases)
+		}
+	}
+	join := joinCommandOf(t, r.stdout)
+	token := checkJoinCommand(t, n, join)
+	_, secret, _ := strings.Cut(token, ".")
+	for _, e := range events {
+		if strings.Contains(e.Msg, secret) {
+			t.Errorf("a progress event shows the token's secret: %s", e.Msg)
+		}
+	}
+	if strings.Contains(r.stderr, secret) {
+		t.Error("stderr shows the token's secret")
+	}
+	tokenID, _, _ := strings.Cut(token, ".")
+
+	t.Run("objects", func(t *testing.T) { checkObjects(t, n, tokenID) })
+	t.Run("anonymous access", func(t *testing.T) { checkAnonymous(t, n, tokenID) })
+	t.Run("the token's grants", func(t *testing.T) { checkTokenGrants(t, n, token) })
+	t.Run("re-run changes no object", func(t *testing.T) { checkRerunObjects(t, n, join) })
+	t.Run("token commands", func(t *testing.T) { checkTokenCommands(t, n) })
+}
+
+// joinCommandOf reads the join command from the result of `-o json`.
+func joinCommandOf(t *testing.T, stdout string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var last struct {
+		Result struct {
+			JoinCommand string `json:"joinCommand"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Result.JoinCommand == "" {
+		t.Fatalf("the result holds no join command (%v): %s", err, lines[len(lines)-1])
+	}
+	return last.Result.JoinCommand
+}
+
+// checkJoinCommand checks the endpoint and the CA pin, worked out here
+// from ca.crt, and returns the token.
+func checkJoinCommand(t *testing.T, n *node, join string) string {
+	t.Helper()
+	m := regexp.MustCompile(`^kubeboot join (\S+) --token ([a-z0-9]{6}\.[a-z0-9]{16}) --discovery-token-ca-cert-hash sha256:([0-9a-f]{64})$`).FindStringSubmatch(join)
+	if m == nil {
+		t.Fatalf("join command %q", join)
+	}
+	block, _ := pem.Decode(readFile(t, n.path("pki/ca.crt")))
+	if block == nil {
+		t.Fatal("ca.crt holds no PEM block")
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
+	if m[1] != objectsAddr+":6443" || m[3] != hex.EncodeToString(sum[:]) {
+		t.Errorf("join command endpoint %s, CA pin %s; want %s:6443 and %x", m[1], m[3], objectsAddr, sum)
+	}
+	return m[2]
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// get reads one object with kubectl into out.
+func get(t *testing.T, n *node, out any, kind, namespace, name string) {
+	t.Helper()
+	args := []string{"get", kind, name, "-o", "json"}
+	if namespace != "" {
+		args = append(args, "-n", namespace)
+	}
+	if err := json.Unmarshal([]byte(n.kubectl(t, args...)), out); err != nil {
+		t.Fatalf("decode %s %s/%s: %v", kind, namespace, name, err)
+	}
+}
+
+func checkObjects(t *testing.T, n *node, tokenID string) {
+	var kubeadm corev1.ConfigMap
+	get(t, n, &kubeadm, "configmap", "kube-system", "kubeadm-config")
+	var cc map[string]any
+	if err := yaml.Unmarshal([]byte(kubeadm.Data["ClusterConfiguration"]), &cc); err != nil {
+		t.Fatalf("kubeadm-config: %v", err)
+	}
+	if cc["apiVersion"] != "kubeadm.k8s.io/v1beta4" || cc["kind"] != "ClusterConfiguration" || cc["kubernetesVersion"] != kubernetesVersion ||
+		cc["clusterName"] != "lab" || cc["certificatesDir"] != n.path("pki") {
+		t.Errorf("kubeadm-config ClusterConfiguration: %v", cc)
+	}
+	var kubelet corev1.ConfigMap
+	get(t, n, &kubelet, "configmap", "kube-system", "kubelet-config")
+	var kc map[string]any
+	if err := yaml.Unmarshal([]byte(kubelet.Data["kubelet"]), &kc); err != nil {
+		t.Fatalf("kubelet-config: %v", err)
+	}
+	if kc["kind"] != "KubeletConfiguration" || kc["address"] != nil || kc["healthzBindAddress"] != "127.0.0.1" || kc["containerRuntimeEndpoint"] != nil {
+		t.Errorf("kubelet-config holds node-specific fields or is no KubeletConfiguration: %v", kc)
+	}
+	for _, name := range []string{"kubeadm:nodes-kubeadm-config", "kubeadm:kubelet-config"} {
+		var rb rbacv1.RoleBinding
+		get(t, n, &rb, "rolebinding", "kube-system", name)
+		if rb.RoleRef.Name != name || len(rb.Subjects) != 2 || rb.Subjects[0].Name != nodeGroup || rb.Subjects[1].Name != "system:nodes" {
+			t.Errorf("RoleBinding %s: %+v %+v", name, rb.RoleRef, rb.Subjects)
+		}
+	}
+	for name, want := range map[string][2]string{
+		"kubeadm:kubelet-bootstrap":                     {"system:node-bootstrapper", nodeGroup},
+		"kubeadm:node-autoapprove-bootstrap":            {"system:certificates.k8s.io:certificatesigningrequests:nodeclient", nodeGroup},
+		"kubeadm:node-autoapprove-certificate-rotation": {"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes"},
+		"kubeadm:get-nodes":                             {"kubeadm:get-nodes", nodeGroup},
+	} {
+		var crb rbacv1.ClusterRoleBinding
+		get(t, n, &crb, "clusterrolebinding", "", name)
+		if crb.RoleRef.Name != want[0] || len(crb.Subjects) != 1 || crb.Subjects[0].Name != want[1] {
+			t.Errorf("ClusterRoleBinding %s: %+v %+v", name, crb.RoleRef, crb.Subjects)
+		}
+	}
+	var rb rbacv1.RoleBinding
+	get(t, n, &rb, "rolebinding", "kube-public", "kubeadm:bootstrap-signer-clusterinfo")
+	if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "User" || rb.Subjects[0].Name != "system:anonymous" {
+		t.Errorf("cluster-info readers: %+v", rb.Subjects)
+	}
+
+	var node corev1.Node
+	get(t, n, &node, "node", "", n.name)
+	if v, ok := node.Labels["node-role.kubernetes.io/control-plane"]; !ok || v != "" {
+		t.Errorf("node labels %v", node.Labels)
+	}
+	if !slices.ContainsFunc(node.Spec.Taints, func(tt corev1.Taint) bool {
+		return tt.Key == "node-role.kubernetes.io/control-plane" && tt.Effect == corev1.TaintEffectNoSchedule
+	}) {
+		t.Errorf("node taints %v", node.Spec.Taints)
+	}
+
+	var secret corev1.Secret
+	get(t, n, &secret, "secret", "kube-system", "bootstrap-token-"+tokenID)
+	for key, want := range map[string]string{
+		"token-id": tokenID, "usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true", "auth-extra-groups": nodeGroup,
+	} {
+		if got := string(secret.Data[key]); got != want {
+			t.Errorf("token Secret %s = %q, want %q", key, got, want)
+		}
+	}
+	expires, err := time.Parse(time.RFC3339, string(secret.Data["expiration"]))
+	if left := time.Until(expires); err != nil || left < 23*time.Hour || left > 25*time.Hour {
+		t.Errorf("token expires %s (%v), want in 24h", secret.Data["expiration"], err)
+	}
+	if secret.Type != "bootstrap.kubernetes.io/token" || secret.Labels["kubeboot.io/created-by"] != "init" {
+		t.Errorf("token Secret type %s, labels %v", secret.Type, secret.Labels)
+	}
+}
+
+// objectState is what an apply that changes nothing leaves alone.
+type objectState struct {
+	ResourceVersion string
+	Kubeboot        []metav1.ManagedFieldsEntry
+}
+
+// objectStates reads every object init applies. The Node's
+// resourceVersion moves with the kubelet's status updates, so for it only
+// kubeboot's managedFields entry (its fields and time) counts.
+func objectStates(t *testing.T, n *node, tokenID string) map[string]objectState {
+	t.Helper()
+	all := append(slices.Clone(applied), [3]string{"node", "", n.name}, [3]string{"secret", "kube-system", "bootstrap-token-" + tokenID})
+	states := map[string]objectState{}
+	for _, o := range all {
+		var obj struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		get(t, n, &obj, o[0], o[1], o[2])
+		st := objectState{ResourceVersion: obj.Metadata.ResourceVersion}
+		for _, f := range obj.Metadata.ManagedFields {
+			if f.Manager == "kubeboot" {
+				st.Kubeboot = append(st.Kubeboot, f)
+			}
+		}
+		if o[0] == "node" {
+			st.ResourceVersion = ""
+			if len(st.Kubeboot) == 0 {
+				t.Errorf("kubeboot manages no field of the Node")
+			}
+		}
+		states[strings.Join(o[:], " ")] = st
+	}
+	return states
+}
+
+func checkRerunObjects(t *testing.T, n *node, join string) {
+	tokenID := strings.Fields(join)[4][:6]
+	before := objectStates(t, n, tokenID)
+	r := n.kubeboot(t, "init", "--config", n.config, "-o", "json")
+	_, res, err := parseJSONOutput(r.stdout)
+	if err != nil || r.code != 0 || !res.OK {
+		t.Fatalf("re-run exited %d (%v): %s", r.code, err, r.stderr)
+	}
+	if again := joinCommandOf(t, r.stdout); again != join {
+		t.Errorf("the re-run made a new token: %s", again)
+	}
+	if diff := cmp.Diff(before, objectStates(t, n, tokenID)); diff != "" {
+		t.Errorf("init run again changed objects (-before +after):\n%s", diff)
+	}
+}
