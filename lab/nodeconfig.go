@@ -42,7 +42,7 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 		"apiVersion":   "kubeboot.io/v1alpha1",
 		"kind":         "ClusterConfiguration",
 		"clusterName":  c.Name,
-		"node":         map[string]any{"name": n.Name, "advertiseAddress": c.Address(i).String()},
+		"node":         map[string]any{"name": n.Name, "advertiseAddress": c.Address(i).String(), "controlPlaneTaint": c.hasWorkers()},
 		"networking":   map[string]any{"podSubnet": c.PodSubnet},
 		"etcd":         map[string]any{"local": map[string]any{"dataDir": filepath.Join(dir, "etcd")}},
 		"certificates": map[string]any{"dir": filepath.Join(dir, "pki")},
@@ -81,6 +81,17 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 		cfg["join"] = map[string]any{"etcdEndpoints": endpoints}
 	}
 	return yaml.Marshal(cfg)
+}
+
+// hasWorkers says whether the cluster lists workers; without them the
+// control-plane nodes stay untainted, so that pods can run on them.
+func (c *Cluster) hasWorkers() bool {
+	for _, n := range c.Nodes {
+		if n.Role == RoleWorker {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadBalancer is the haproxy daemon in the hub: the control-plane nodes'

@@ -50,4 +50,17 @@ func TestIsolation(t *testing.T) {
 	if _, err := os.Stat(kubeconfig); err != nil {
 		t.Errorf("%s is missing on the host: %v", kubeconfig, err)
 	}
+
+	t.Run("preflight names the images the node's containerd lacks", func(t *testing.T) {
+		mirror := n.writeConfig(t, "kubeboot-mirror.yaml", map[string]any{"imageRepository": "mirror.example/k8s"})
+		r := n.kubeboot(t, "init", "phase", "preflight", "--config", mirror)
+		for _, want := range []string{"ImagePull", "mirror.example/k8s/kube-apiserver:" + kubernetesVersion, "mirror.example/k8s/etcd:"} {
+			if r.code != 1 || !strings.Contains(r.stderr, want) {
+				t.Errorf("preflight with images the runtime lacks: exit %d, want 1 and %q in:\n%s", r.code, want, r.stderr)
+			}
+		}
+		if strings.Contains(r.stderr, "registry.k8s.io/kube-apiserver") {
+			t.Errorf("preflight names an image the runtime holds:\n%s", r.stderr)
+		}
+	})
 }

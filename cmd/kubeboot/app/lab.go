@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/cri"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/lab"
@@ -178,7 +181,7 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 		}
 	}()
 	s.Report.SetPhase("lab")
-	images, err := labImages(s, binDir)
+	images, pulls, err := labImages(s, binDir)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +197,9 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 		return nil, err
 	}
 	s.Report.Infof("imported %d images built from %s", len(images), binDir)
+	if err := pullLabImages(ctx, node, binDir, pulls, s.Report); err != nil {
+		return nil, err
+	}
 	if _, err := (phases.Runner{Phases: prep}).Run(ctx, s, nil); err != nil {
 		return nil, err
 	}
@@ -224,17 +230,18 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 // kube-proxy's for every Kubernetes release in the bin dir (the bin dir's
 // own and each v<major>.<minor>/ set), so that an upgrade to another
 // release finds its images as a pull would; the sandbox image, CoreDNS and
-// agnhost.
-func labImages(s *phases.State, binDir string) ([]lab.Image, error) {
+// agnhost. Those whose binary the bin dir lacks are to be pulled, as any
+// node would pull them.
+func labImages(s *phases.State, binDir string) (build []lab.Image, pull []string, err error) {
 	sets, err := filepath.Glob(filepath.Join(binDir, "v*", "kube-apiserver"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	refs := []string{lab.SandboxImage, lab.CoreDNSImage, lab.AgnhostImage}
 	for _, apiserver := range append([]string{filepath.Join(binDir, "kube-apiserver")}, sets...) {
 		version, err := kubernetesVersion(apiserver)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		release := *s.Config
 		release.KubernetesVersion = version
@@ -242,7 +249,7 @@ func labImages(s *phases.State, binDir string) ([]lab.Image, error) {
 		state.Config = &release
 		images, err := phases.Images(&state)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		images = append(images, release.ImageRepository+"/kube-proxy:"+version)
 		for _, ref := range images {
@@ -251,13 +258,38 @@ func labImages(s *phases.State, binDir string) ([]lab.Image, error) {
 			}
 		}
 	}
-	images := make([]lab.Image, len(refs))
-	for i, ref := range refs {
-		if images[i], err = lab.ResolveImage(binDir, ref); err != nil {
-			return nil, err
+	for _, ref := range refs {
+		img, err := lab.ResolveImage(binDir, ref)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			pull = append(pull, ref)
+		case err != nil:
+			return nil, nil, err
+		default:
+			build = append(build, img)
 		}
 	}
-	return images, nil
+	return build, pull, nil
+}
+
+// pullLabImages makes the node's containerd pull the images the lab cannot
+// build, through the CRI as the kubelet would.
+func pullLabImages(ctx context.Context, node lab.Node, binDir string, refs []string, report *output.Reporter) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	client, err := cri.Dial("unix://"+node.Socket, func(p string) string { return p })
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Close() }()
+	for _, ref := range refs {
+		if _, err := client.Pull(ctx, ref); err != nil {
+			return fmt.Errorf("%w (%s has no binary to build it from: run `make lab-binaries`)", err, binDir)
+		}
+		report.Infof("pulled %s", ref)
+	}
+	return nil
 }
 
 // kubernetesVersion asks a Kubernetes binary for its version:

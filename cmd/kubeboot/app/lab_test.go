@@ -1,0 +1,63 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
+)
+
+// TestLabImages: the lab builds every image its bin dir has a binary for,
+// for each Kubernetes release there, and leaves the others to a pull.
+func TestLabImages(t *testing.T) {
+	bin := t.TempDir()
+	script := func(dir, name, version string) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\necho "+version+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"} {
+		script(bin, name, "Kubernetes v1.36.3")
+		script(filepath.Join(bin, "v1.35"), name, "Kubernetes v1.35.4")
+	}
+	script(bin, "etcd", "etcd")
+	script(bin, "pause", "")
+	script(bin, "coredns", "") // no agnhost: the node pulls it
+
+	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
+	build, pull, err := labImages(s, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var built []string
+	for _, img := range build {
+		built = append(built, img.Ref)
+	}
+	slices.Sort(built)
+	want := []string{
+		"registry.k8s.io/coredns/coredns:v1.14.2",
+		"registry.k8s.io/etcd:3.6.8-0",
+		"registry.k8s.io/kube-apiserver:v1.35.4", "registry.k8s.io/kube-apiserver:v1.36.3",
+		"registry.k8s.io/kube-controller-manager:v1.35.4", "registry.k8s.io/kube-controller-manager:v1.36.3",
+		"registry.k8s.io/kube-proxy:v1.35.4", "registry.k8s.io/kube-proxy:v1.36.3",
+		"registry.k8s.io/kube-scheduler:v1.35.4", "registry.k8s.io/kube-scheduler:v1.36.3",
+		lab.SandboxImage,
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, built); diff != "" {
+		t.Errorf("images built (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{lab.AgnhostImage}, pull); diff != "" {
+		t.Errorf("images pulled (-want +got):\n%s", diff)
+	}
+}
