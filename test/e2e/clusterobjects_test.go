@@ -135,7 +135,8 @@ func readFile(t *testing.T, path string) []byte {
 // get reads one object with kubectl into out.
 func get(t *testing.T, n *node, out any, kind, namespace, name string) {
 	t.Helper()
-	args := []string{"get", kind, name, "-o", "json"}
+	// kubectl leaves managedFields out unless asked.
+	args := []string{"get", kind, name, "-o", "json", "--show-managed-fields"}
 	if namespace != "" {
 		args = append(args, "-n", namespace)
 	}
