@@ -27,13 +27,18 @@ type Node struct {
 	// BinDir holds containerd, its shim, ctr, the CNI plugins (cni/) and
 	// the binaries the images are built from.
 	BinDir string
+	// Supervisor runs containerd and the kubelet and restarts them when
+	// they exit, as systemd does on a node (see Daemon.Supervisor).
+	Supervisor []string
 }
 
 // Containerd is the node's containerd daemon.
-func (n Node) Containerd() Daemon { return Daemon{Name: "containerd", Dir: n.Dir} }
+func (n Node) Containerd() Daemon {
+	return Daemon{Name: "containerd", Dir: n.Dir, Supervisor: n.Supervisor}
+}
 
 // Kubelet is the node's kubelet daemon.
-func (n Node) Kubelet() Daemon { return Daemon{Name: "kubelet", Dir: n.Dir} }
+func (n Node) Kubelet() Daemon { return Daemon{Name: "kubelet", Dir: n.Dir, Supervisor: n.Supervisor} }
 
 func (n Node) containerdDir(parts ...string) string {
 	return filepath.Join(append([]string{n.Dir, "containerd"}, parts...)...)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +31,10 @@ type Daemon struct {
 	Env []string
 	// ExtraFiles are open files Start passes on, as fds 3, 4, ...
 	ExtraFiles []*os.File
+	// Supervisor, when set, is the command that runs the daemon and
+	// restarts it when it exits (`kubeboot lab supervise`, see
+	// Supervise); Start appends "--files <n> -- <binary> <args>".
+	Supervisor []string
 }
 
 // PidFile is the daemon's pid file: "<pid> <start time in clock ticks>",
@@ -71,6 +76,10 @@ func (d Daemon) Start(binary string, args ...string) error {
 		return fmt.Errorf("start %s: %w", d.Name, err)
 	}
 	defer func() { _ = logFile.Close() }()
+	if len(d.Supervisor) > 0 {
+		args = append(append(slices.Clone(d.Supervisor[1:]), "--files", strconv.Itoa(len(d.ExtraFiles)), "--", binary), args...)
+		binary = d.Supervisor[0]
+	}
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr, cmd.Env, cmd.ExtraFiles = logFile, logFile, d.Env, d.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

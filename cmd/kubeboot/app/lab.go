@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -113,7 +114,24 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			return labNode(cfg, opts.binDir).Down(contextOf(cmd), report.Infof)
 		},
 	}
-	cmd.AddCommand(up, down)
+	var files int
+	supervise := &cobra.Command{
+		Use:    "supervise [--files N] -- BINARY [ARG...]",
+		Short:  "Run a lab daemon and restart it when it exits (started by lab up)",
+		Hidden: true,
+		Args:   usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			extra := make([]*os.File, files)
+			for i := range extra {
+				extra[i] = os.NewFile(uintptr(3+i), "inherited")
+			}
+			return lab.Supervise(ctx, stderr, time.Second, extra, args[0], args[1:]...)
+		},
+	}
+	supervise.Flags().IntVar(&files, "files", 0, "how many inherited files, from fd 3 on, to pass on to the daemon")
+	cmd.AddCommand(up, down, supervise)
 	return cmd
 }
 
@@ -173,7 +191,12 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 	if binDir, err = filepath.Abs(binDir); err != nil {
 		return nil, err
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the kubeboot binary: %w", err)
+	}
 	node := labNode(cfg, binDir)
+	node.Supervisor = []string{self, "lab", "supervise"}
 	initStarted := false
 	defer func() {
 		if err != nil && !initStarted {
