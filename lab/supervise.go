@@ -34,10 +34,11 @@ func Supervise(ctx context.Context, log io.Writer, restartDelay time.Duration, e
 		case <-ctx.Done():
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
-			case <-exited:
+			case err := <-exited:
+				_, _ = fmt.Fprintf(log, "supervisor: stopped %s (%v)\n", binary, exitStatus(err))
 			case <-time.After(30 * time.Second):
 				_ = cmd.Process.Kill()
-				<-exited
+				_, _ = fmt.Fprintf(log, "supervisor: killed %s after 30 s (%v)\n", binary, exitStatus(<-exited))
 			}
 			return nil
 		case err := <-exited:
