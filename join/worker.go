@@ -161,7 +161,7 @@ func runWorkerKubeletConfig(ctx context.Context, s *phases.State) error {
 	if err := s.Files.WriteFile(w.Kubelet.ConfigFile, rendered, 0o600); err != nil {
 		return err
 	}
-	s.Report.Infof("%s: the KubeletConfiguration of %s with this node's settings", w.Kubelet.ConfigFile, name)
+	s.Report.Infof("%s holds the KubeletConfiguration of %s with this node's settings", w.Kubelet.ConfigFile, name)
 	return nil
 }
 
