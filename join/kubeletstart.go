@@ -2,11 +2,15 @@ package join
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
@@ -31,7 +35,8 @@ var (
 // KubeletStart makes systemd run the kubelet with the join's flags: it
 // writes SystemdDropIn, and restarts kubelet.service when a file the
 // kubelet reads at start changed in this run or the service is not
-// active. Without systemd it says how to start the kubelet and goes on.
+// active. Without systemd it says how to start the kubelet and goes on;
+// beside a kubelet that kubelet.service does not run, it changes nothing.
 // `--skip-phases kubelet-start` leaves the kubelet to whoever starts it
 // otherwise, such as the lab.
 var KubeletStart = phases.Phase{
@@ -70,6 +75,15 @@ func runKubeletStart(ctx context.Context, s *phases.State) error {
 			systemdRunDir, strings.Join(append([]string{"kubelet"}, args...), " "))
 		return nil
 	}
+	out, err := systemctl(ctx, "is-active", "kubelet")
+	active := err == nil && strings.TrimSpace(string(out)) == "active"
+	if host, port := kubeletAddress(w); !active && listening(host, port) {
+		// Restarting kubelet.service would only make a second kubelet
+		// fail on the port, or stop someone else's.
+		s.Report.Warnf("a kubelet that kubelet.service does not run already listens on %s: left as it is, and no drop-in written; `--skip-phases kubelet-start` says so",
+			net.JoinHostPort(host, strconv.Itoa(port)))
+		return nil
+	}
 	kubelet, err := lookPath("kubelet")
 	if err != nil {
 		return fmt.Errorf("find the kubelet: %w: install it (its package also ships kubelet.service)", err)
@@ -86,8 +100,6 @@ func runKubeletStart(ctx context.Context, s *phases.State) error {
 	// The kubelet reads these only when it starts.
 	changed := slices.ContainsFunc([]string{SystemdDropIn, w.Kubelet.ConfigFile, w.CAPath(), w.KubeconfigPath(config.KubeconfigBootstrapKubelet)},
 		func(path string) bool { return slices.Contains(written, path) })
-	out, err := systemctl(ctx, "is-active", "kubelet")
-	active := err == nil && strings.TrimSpace(string(out)) == "active"
 	if active && !changed {
 		s.Report.Infof("kubelet.service is active, and nothing it reads at start changed: left running")
 		return nil
@@ -100,6 +112,17 @@ func runKubeletStart(ctx context.Context, s *phases.State) error {
 		s.Report.Warnf("kubelet.service is not enabled, so the kubelet will not start at boot: `systemctl enable kubelet`")
 	}
 	return nil
+}
+
+// listening says whether something listens on host:port, where the
+// kubelet will.
+func listening(host string, port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	_ = l.Close()
+	return false
 }
 
 // run runs systemctl with args, and fails with its output.

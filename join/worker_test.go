@@ -245,10 +245,26 @@ func TestKubeletStart(t *testing.T) {
 		t.Errorf("output:\n%s", n.out)
 	}
 
-	// With systemd: the drop-in, a reload and a restart.
+	// A kubelet that systemd does not run (the lab's) is left alone, and
+	// systemd's configuration too.
 	must(t, os.MkdirAll(n.host(systemdRunDir), 0o755))
+	n.out.Reset()
+	func() {
+		host, port := kubeletAddress(n.w)
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		must(t, err)
+		defer func() { _ = l.Close() }()
+		must(t, runPhases(t, n, KubeletStart))
+	}()
+	if diff := cmp.Diff([]string{"is-active kubelet"}, *calls); diff != "" || len(n.s.Files.Changes().Written) > 0 ||
+		!strings.Contains(n.out.String(), "a kubelet that kubelet.service does not run already listens on") {
+		t.Errorf("beside a running kubelet: systemctl calls (-want +got):\n%s; wrote %v\n%s", diff, n.s.Files.Changes().Written, n.out)
+	}
+
+	// With systemd: the drop-in, a reload and a restart.
+	*calls = nil
 	must(t, runPhases(t, n, KubeletStart))
-	if diff := cmp.Diff([]string{"daemon-reload", "is-active kubelet", "restart kubelet", "is-enabled kubelet"}, *calls); diff != "" {
+	if diff := cmp.Diff([]string{"is-active kubelet", "daemon-reload", "restart kubelet", "is-enabled kubelet"}, *calls); diff != "" {
 		t.Errorf("systemctl calls (-want +got):\n%s", diff)
 	}
 	dropIn := string(phasestest.HostFile(t, n.s, SystemdDropIn))
