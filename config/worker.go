@@ -127,7 +127,11 @@ func loadWorker(path string, host Host, set func(*WorkerConfiguration), needDisc
 			errs = append(errs, e)
 		}
 	}
-	if err := validated(path, doc, errs); err != nil {
+	name := path
+	if name == "" {
+		name = "(command line)" // every setting came from the join's flags
+	}
+	if err := validated(name, doc, errs); err != nil {
 		return nil, err
 	}
 	return w, nil

@@ -60,6 +60,9 @@ func TestLoadWorkerFlagsWin(t *testing.T) {
 	if err != nil || w.Node.Name != "node1" {
 		t.Fatalf("LoadWorker(\"\") = %+v, %v", w, err)
 	}
+	if _, err := LoadWorker("", testHost, nil); err == nil || !strings.HasPrefix(err.Error(), "invalid config (command line):\n  discovery: Required value") {
+		t.Errorf("LoadWorker without a file or flags: %v", err)
+	}
 }
 
 func TestLoadWorkerRefuses(t *testing.T) {
