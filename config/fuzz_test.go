@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +28,28 @@ func FuzzLoad(f *testing.F) {
 		errs := checkExplicitZeros(c, doc)
 		SetDefaults(c, testHost)
 		_ = validated("fuzz.yaml", doc, append(errs, Validate(c)...))
+	})
+}
+
+// FuzzLoadWorker does the same for a WorkerConfiguration, whose errors
+// must also never quote the token.
+func FuzzLoadWorker(f *testing.F) {
+	f.Add([]byte(workerHeader + "discovery: {apiServerEndpoint: 10.0.0.10:6443, token: " + testToken + ", caCertHashes: [" + testHash + "]}\n"))
+	f.Add([]byte(workerHeader + "discovery: {file: /d.conf, token: " + testToken + "}\nnode: {address: \"::1\"}\n"))
+	f.Add([]byte(workerHeader + "timeouts: {discovery: 0}\nkubelet: {extraConfig: {port: 10250}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w := &WorkerConfiguration{}
+		doc, err := decodeKind("fuzz.yaml", data, KindWorkerConfiguration, w)
+		if err != nil {
+			return
+		}
+		errs := workerExplicitZeros(w, doc)
+		SetWorkerDefaults(w, testHost)
+		err = validated("fuzz.yaml", doc, append(errs, ValidateWorker(w)...))
+		// A token that also stands elsewhere in the file may be quoted there.
+		token := w.Discovery.Token
+		if err != nil && len(token) > 8 && strings.Count(string(data), token) == 1 && strings.Contains(err.Error(), token) {
+			t.Errorf("the error quotes the token: %v", err)
+		}
 	})
 }

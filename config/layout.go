@@ -39,6 +39,10 @@ const (
 	KubeconfigKubelet           = "kubelet.conf"
 	KubeconfigControllerManager = "controller-manager.conf"
 	KubeconfigScheduler         = "scheduler.conf"
+	// KubeconfigBootstrapKubelet is a joining worker's TLS bootstrap
+	// credential: the kubelet trades its bootstrap token for a client
+	// certificate, then writes kubelet.conf.
+	KubeconfigBootstrapKubelet = "bootstrap-kubelet.conf"
 )
 
 // CertPath returns the node path of the certificate <name>.crt.

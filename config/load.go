@@ -191,6 +191,7 @@ func yamlErrorLine(err error) int {
 var commandOf = map[string]string{
 	KindClusterConfiguration: "kubeboot init",
 	KindJoinConfiguration:    "kubeboot join --control-plane",
+	KindWorkerConfiguration:  "kubeboot join",
 }
 
 // checkTypeMeta accepts exactly one document, of our apiVersion and want.

@@ -27,6 +27,25 @@ func TestReadmeDocumentsEveryField(t *testing.T) {
 	}
 }
 
+// TestReadmeDocumentsEveryWorkerField keeps the README's WorkerConfiguration
+// table in step with its Go type: every field path must be in that section.
+func TestReadmeDocumentsEveryWorkerField(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### WorkerConfiguration")
+	if !ok {
+		t.Fatal("README.md has no ### WorkerConfiguration section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, path := range fieldPaths(reflect.TypeFor[WorkerConfiguration](), "") {
+		if !strings.Contains(section, "| `"+path+"` |") {
+			t.Errorf("README.md's WorkerConfiguration table has no row for %s", path)
+		}
+	}
+}
+
 // fieldPaths lists the JSON paths of the leaf fields of a struct type;
 // slices of structs and other non-struct fields count as leaves.
 func fieldPaths(t reflect.Type, prefix string) []string {

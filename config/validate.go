@@ -53,15 +53,22 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 		errs = append(errs, absolutePath(field.NewPath("patchesDir"), c.PatchesDir)...)
 	}
 	errs = append(errs, absolutePath(field.NewPath("kubelet", "configFile"), c.Kubelet.ConfigFile)...)
-	if u, err := url.Parse(c.Kubelet.ContainerRuntimeEndpoint); err != nil || u.Scheme != "unix" || !filepath.IsAbs(u.Path) {
-		errs = append(errs, field.Invalid(field.NewPath("kubelet", "containerRuntimeEndpoint"), c.Kubelet.ContainerRuntimeEndpoint, "want a unix socket URL like "+DefaultCRIEndpoint))
-	}
+	errs = append(errs, validateCRIEndpoint(c.Kubelet.ContainerRuntimeEndpoint)...)
 	errs = append(errs, validateSecurity(field.NewPath("security"), c.Security)...)
 	if c.Timeouts.ControlPlane.Duration <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.Duration.String(), "must be positive, like 4m"))
 	}
 	errs = append(errs, validateBootstrapToken(field.NewPath("bootstrapToken"), c.BootstrapToken)...)
 	return errs
+}
+
+// validateCRIEndpoint accepts a unix socket URL, as the kubelet's
+// containerRuntimeEndpoint.
+func validateCRIEndpoint(endpoint string) field.ErrorList {
+	if u, err := url.Parse(endpoint); err != nil || u.Scheme != "unix" || !filepath.IsAbs(u.Path) {
+		return field.ErrorList{field.Invalid(field.NewPath("kubelet", "containerRuntimeEndpoint"), endpoint, "want a unix socket URL like "+DefaultCRIEndpoint)}
+	}
+	return nil
 }
 
 // MinBootstrapTokenTTL is the shortest token lifetime: a node must be able

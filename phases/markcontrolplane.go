@@ -94,6 +94,24 @@ func runMarkControlPlane(ctx context.Context, s *State) error {
 func waitForNode(ctx context.Context, client kubernetes.Interface, name string, timeout time.Duration) (*corev1.Node, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	node, err := WatchNode(waitCtx, client, name, func(*corev1.Node) bool { return true })
+	switch {
+	case err == nil:
+		return node, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("wait for Node %q: %w", name, ctx.Err())
+	case wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("the kubelet did not register Node %q within %s (timeouts.controlPlane)", name, timeout)
+	}
+	return nil, fmt.Errorf("wait for Node %q: %w", name, err)
+}
+
+// WatchNode watches the Node called name, from a list of it filtered by a
+// field selector and a watch from there, until done says yes of it; it
+// returns that Node. It ends with ctx: then the error is the watch's (see
+// wait.Interrupted) and the Node the last state it saw, or nil if it saw
+// none, for the caller to say what the Node lacked.
+func WatchNode(ctx context.Context, client kubernetes.Interface, name string, done func(*corev1.Node) bool) (*corev1.Node, error) {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -107,17 +125,21 @@ func waitForNode(ctx context.Context, client kubernetes.Interface, name string, 
 	}
 	// A client that cannot stream the initial list (a fake one) says so.
 	listWatch := cache.ToListWatcherWithWatchListSemantics(lw, client)
-	event, err := watchtools.UntilWithSync(waitCtx, listWatch, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
+	var last *corev1.Node
+	event, err := watchtools.UntilWithSync(ctx, listWatch, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
 		node, ok := e.Object.(*corev1.Node)
-		return ok && node.Name == name && (e.Type == watch.Added || e.Type == watch.Modified), nil
+		if !ok || node.Name != name {
+			return false, nil
+		}
+		if e.Type == watch.Deleted {
+			last = nil
+			return false, nil
+		}
+		last = node
+		return (e.Type == watch.Added || e.Type == watch.Modified) && done(node), nil
 	})
-	switch {
-	case err == nil:
-		return event.Object.(*corev1.Node), nil
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("wait for Node %q: %w", name, ctx.Err())
-	case wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded):
-		return nil, fmt.Errorf("the kubelet did not register Node %q within %s (timeouts.controlPlane)", name, timeout)
+	if err != nil {
+		return last, err
 	}
-	return nil, fmt.Errorf("wait for Node %q: %w", name, err)
+	return event.Object.(*corev1.Node), nil
 }

@@ -21,12 +21,14 @@ import (
 	"github.com/kubeboot/kubeboot/templates"
 )
 
-// check is one preflight check. It returns a problem with its fix, or nil.
-type check struct {
-	name string
-	// warnOnly checks are warnings unless --strict is given.
-	warnOnly bool
-	run      func(ctx context.Context, s *State) error
+// Check is one preflight check.
+type Check struct {
+	// Name is what --ignore-preflight-errors takes, like "Port-6443".
+	Name string
+	// WarnOnly checks are warnings unless --strict is given.
+	WarnOnly bool
+	// Run returns the problem with its fix, or nil.
+	Run func(ctx context.Context, s *State) error
 }
 
 // Preflight checks the node before anything is written.
@@ -41,19 +43,27 @@ func runPreflight(ctx context.Context, s *State) error {
 	if err != nil {
 		return err
 	}
+	return RunChecks(ctx, s, checks)
+}
+
+// RunChecks runs every check and reports each failure: a warning when
+// --ignore-preflight-errors names it or it is WarnOnly (without
+// --strict), else an error event. It fails if any check failed, naming
+// them all.
+func RunChecks(ctx context.Context, s *State, checks []Check) error {
 	var failed []string
 	for _, c := range checks {
-		err := c.run(ctx, s)
+		err := c.Run(ctx, s)
 		if err == nil {
 			continue
 		}
-		ignored := slices.Contains(s.Options.IgnorePreflightErrors, "all") || slices.Contains(s.Options.IgnorePreflightErrors, strings.ToLower(c.name))
-		if ignored || (c.warnOnly && !s.Options.Strict) {
-			s.Report.Warnf("%s: %v", c.name, err)
+		ignored := slices.Contains(s.Options.IgnorePreflightErrors, "all") || slices.Contains(s.Options.IgnorePreflightErrors, strings.ToLower(c.Name))
+		if ignored || (c.WarnOnly && !s.Options.Strict) {
+			s.Report.Warnf("%s: %v", c.Name, err)
 			continue
 		}
-		s.Report.Event(output.Event{Level: output.LevelError, Msg: fmt.Sprintf("%s: %v", c.name, err), Fields: map[string]any{"check": c.name}})
-		failed = append(failed, c.name)
+		s.Report.Event(output.Event{Level: output.LevelError, Msg: fmt.Sprintf("%s: %v", c.Name, err), Fields: map[string]any{"check": c.Name}})
+		failed = append(failed, c.Name)
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d preflight check(s) failed: %s (fix them, or skip with --ignore-preflight-errors=%s)",
@@ -65,23 +75,23 @@ func runPreflight(ctx context.Context, s *State) error {
 
 // preflightChecks lists the checks for this run. Offline renders (--root)
 // describe another machine, so this host's ports and data are not checked.
-func preflightChecks(s *State) ([]check, error) {
-	checks := []check{{name: "ManifestDir", warnOnly: true, run: hostCheck(checkManifestDir)}}
+func preflightChecks(s *State) ([]Check, error) {
+	checks := []Check{{Name: "ManifestDir", WarnOnly: true, Run: hostCheck(checkManifestDir)}}
 	if s.Options.Offline {
 		return checks, nil
 	}
-	checks = append(checks, check{name: "IsPrivilegedUser", run: hostCheck(checkPrivileged)})
+	checks = append(checks, Check{Name: "IsPrivilegedUser", Run: hostCheck(checkPrivileged)})
 	listeners, err := PlannedListeners(s)
 	if err != nil {
 		return nil, err
 	}
 	for _, l := range listeners {
-		checks = append(checks, check{name: "Port-" + l.Port, run: func(_ context.Context, s *State) error { return checkPort(s, l) }})
+		checks = append(checks, Check{Name: "Port-" + l.Port, Run: func(_ context.Context, s *State) error { return checkPort(s, l) }})
 	}
 	if s.Config.Etcd.Local != nil {
-		checks = append(checks, check{name: "EtcdDataDir", run: hostCheck(checkEtcdDataDir)})
+		checks = append(checks, Check{Name: "EtcdDataDir", Run: hostCheck(checkEtcdDataDir)})
 	}
-	return append(checks, check{name: "ImagePull", run: checkImages}), nil
+	return append(checks, Check{Name: "ImagePull", Run: checkImages}), nil
 }
 
 // hostCheck adapts a check that only looks at files and ports, and so

@@ -58,10 +58,10 @@ func runChecks(t *testing.T, s *State, names ...string) error {
 	for _, c := range checks {
 		keep := false
 		for _, n := range names {
-			keep = keep || c.name == n
+			keep = keep || c.Name == n
 		}
 		if !keep {
-			s.Options.IgnorePreflightErrors = append(s.Options.IgnorePreflightErrors, strings.ToLower(c.name))
+			s.Options.IgnorePreflightErrors = append(s.Options.IgnorePreflightErrors, strings.ToLower(c.Name))
 		}
 	}
 	return runPreflight(context.Background(), s)
@@ -152,7 +152,7 @@ func TestPreflightOfflineSkipsHostChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range checks {
-		names = append(names, c.name)
+		names = append(names, c.Name)
 	}
 	if strings.Join(names, ",") != "ManifestDir" {
 		t.Errorf("offline checks = %v, want only ManifestDir", names)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/discovery"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/output"
@@ -75,10 +76,18 @@ type State struct {
 	// Secrets are the files of the certificate bundle a join imports; nil
 	// when the node holds them already.
 	Secrets map[string][]byte
+	// Worker is the configuration of a worker's join; nil otherwise.
+	// Config then holds only its node's settings (see
+	// config.WorkerConfiguration.NodeConfig).
+	Worker *config.WorkerConfiguration
+	// Discovered is the cluster a worker's join discovered; nil until
+	// its first phase that needs it discovers it.
+	Discovered *discovery.Cluster
 	// Healthy collects the components the wait phase saw healthy.
 	Healthy []string
 	// API is the client of the live phases that talk to the API server;
-	// nil until the first of them builds it from super-admin.conf.
+	// nil until the first of them builds it: from super-admin.conf, or in
+	// a worker's join with the bootstrap token.
 	API kubernetes.Interface
 	// JoinCommand is the command that joins a node to this cluster, with
 	// the bootstrap token in it: the bootstrap-token phase sets it for the

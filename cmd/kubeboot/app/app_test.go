@@ -128,7 +128,11 @@ func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
 	if got := join.ControlPlane.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("join phases %v, want %v", got, want)
 	}
-	for _, name := range want {
+	worker := []string{"preflight", "kubelet-config", "bootstrap-kubeconfig", "kubelet-start", "kubelet-wait-bootstrap"}
+	if got := join.Worker.Names(); strings.Join(got, ",") != strings.Join(worker, ",") {
+		t.Errorf("worker join phases %v, want %v", got, worker)
+	}
+	for _, name := range append(want, worker...) {
 		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(name) + ` +\S`).MatchString(stdout) {
 			t.Errorf("join phase --help does not list %s:\n%s", name, stdout)
 		}

@@ -114,7 +114,7 @@ func TestJoinRefusesBadBundlesAndWritesNothing(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"without --control-plane", []string{"--config", joinConfig}, 2, "pass --control-plane"},
+		{"without --control-plane", []string{"--config", joinConfig}, 2, "a JoinConfiguration is for `kubeboot join --control-plane`"},
 		{"wrong key", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", bundlePath, "--key-file", wrongKey}, 1, "the key is wrong or the bundle was modified"},
 		{"tampered bundle", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", tampered, "--key-file", keyFile}, 1, "the key is wrong or the bundle was modified"},
 		{"bundle without key", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", bundlePath}, 2, "go together"},

@@ -29,10 +29,10 @@ func newConfigCommand(stdout io.Writer) *cobra.Command {
 		},
 	}, &cobra.Command{
 		Use:   "validate FILE",
-		Short: "Check a ClusterConfiguration or JoinConfiguration file strictly and report every problem",
+		Short: "Check a ClusterConfiguration, JoinConfiguration or WorkerConfiguration file strictly and report every problem",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if _, err := config.LoadAny(args[0], config.DetectHost()); err != nil {
+			if err := config.CheckFile(args[0], config.DetectHost()); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(stdout, "%s is valid\n", args[0])

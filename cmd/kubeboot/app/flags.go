@@ -40,7 +40,7 @@ func addOutputFlag(flags *pflag.FlagSet, o *outputFormat) {
 
 // addConfigFlag registers --config.
 func addConfigFlag(flags *pflag.FlagSet, path *string) {
-	flags.StringVar(path, "config", "", "the node's configuration file: a ClusterConfiguration (init; default: what `kubeboot config print-defaults` shows) or, on a joined node, its JoinConfiguration")
+	flags.StringVar(path, "config", "", "the node's configuration file: a ClusterConfiguration (init; default: what kubeboot config print-defaults shows), a JoinConfiguration (join --control-plane, and later commands on that node) or a WorkerConfiguration (join of a worker)")
 }
 
 // addRootFlag registers --root.
@@ -55,7 +55,7 @@ func addDryRunFlag(flags *pflag.FlagSet, dryRun *bool) {
 
 // addControlPlaneFlag registers --control-plane, for the commands that join.
 func addControlPlaneFlag(flags *pflag.FlagSet, controlPlane *bool) {
-	flags.BoolVar(controlPlane, "control-plane", false, "join as a control-plane node, from a JoinConfiguration (the only kind of node kubeboot joins)")
+	flags.BoolVar(controlPlane, "control-plane", false, "join as a control-plane node, from a JoinConfiguration and a certificate bundle (without it: as a worker)")
 }
 
 // preflightFlags are the flags of the commands that run preflight checks.

@@ -2,10 +2,14 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
@@ -13,7 +17,8 @@ import (
 	"github.com/kubeboot/kubeboot/phases"
 )
 
-// joinOptions are the flags of `kubeboot join` and its phase subcommands.
+// joinOptions are the flags of `kubeboot join` and its phase subcommands:
+// a worker's join, or with controlPlane a control-plane node's.
 type joinOptions struct {
 	configPath   string
 	output       outputFormat
@@ -21,12 +26,20 @@ type joinOptions struct {
 	skipPhases   []string
 	controlPlane bool
 	bundle       bundleFlags
+	discovery    discoveryFlags
+	// endpoint is the ENDPOINT argument of a worker's join.
+	endpoint string
 }
 
-// spec loads the JoinConfiguration and opens the bundle, if one is given.
+// spec loads the join's configuration: for a worker, its
+// WorkerConfiguration (if any) with the discovery flags over it; for a
+// control-plane node, its JoinConfiguration and the bundle, if one is given.
 func (o *joinOptions) spec() (runSpec, error) {
 	if !o.controlPlane {
-		return runSpec{}, &exit.UsageError{Msg: "only control-plane nodes can join: pass --control-plane"}
+		return o.workerSpec()
+	}
+	if set := o.discovery.given(o.endpoint); len(set) > 0 {
+		return runSpec{}, &exit.UsageError{Msg: strings.Join(set, ", ") + " join a worker node: `join --control-plane` reads its JoinConfiguration and the certificate bundle"}
 	}
 	secrets, err := o.bundle.open()
 	if err != nil {
@@ -39,10 +52,102 @@ func (o *joinOptions) spec() (runSpec, error) {
 	if err := config.CheckPatchesDir(&j.ClusterConfiguration, o.configPath, ""); err != nil {
 		return runSpec{}, err
 	}
-	return runSpec{config: &j.ClusterConfiguration, join: &j.Join, secrets: secrets, options: phases.Options{
-		Strict:                o.preflight.strict,
-		IgnorePreflightErrors: o.preflight.ignored(),
-	}}, nil
+	return runSpec{config: &j.ClusterConfiguration, join: &j.Join, secrets: secrets, options: o.phaseOptions()}, nil
+}
+
+// workerSpec loads a worker's join.
+func (o *joinOptions) workerSpec() (runSpec, error) {
+	if o.bundle.path != "" || o.bundle.keyFile != "" {
+		return runSpec{}, &exit.UsageError{Msg: "--certs-bundle and --key-file join a control-plane node: pass --control-plane (a worker needs no cluster secrets)"}
+	}
+	w, err := config.LoadWorker(o.configPath, config.DetectHost(), o.discovery.apply(o.endpoint))
+	if err != nil {
+		return runSpec{}, err
+	}
+	return runSpec{config: w.NodeConfig(), worker: w, options: o.phaseOptions()}, nil
+}
+
+func (o *joinOptions) phaseOptions() phases.Options {
+	return phases.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
+}
+
+// workflow is the join's phase list.
+func (o *joinOptions) workflow() phases.Runner {
+	if o.controlPlane {
+		return join.ControlPlane
+	}
+	return join.Worker
+}
+
+// phaseSpec is the spec of `join phase NAME`, which must be a phase of
+// the join that --control-plane selects.
+func (o *joinOptions) phaseSpec(name string) func() (runSpec, error) {
+	return func() (runSpec, error) {
+		if !slices.Contains(o.workflow().Names(), name) {
+			which := "`kubeboot join --control-plane`: pass --control-plane"
+			if o.controlPlane {
+				which = "a worker's join, without --control-plane"
+			}
+			return runSpec{}, &exit.UsageError{Msg: fmt.Sprintf("phase %s is a phase of %s", name, which)}
+		}
+		return o.spec()
+	}
+}
+
+// discoveryFlags say how a worker finds and trusts the cluster: they set
+// the fields of a WorkerConfiguration of the same meaning.
+type discoveryFlags struct {
+	token         string
+	caCertHashes  []string
+	discoveryFile string
+	nodeName      string
+}
+
+// add registers the worker join's flags.
+func (d *discoveryFlags) add(flags *pflag.FlagSet) {
+	flags.StringVar(&d.token, "token", "", "the bootstrap token, as kubeboot token create prints it (discovery.token): it verifies the cluster's cluster-info and is the kubelet's TLS bootstrap credential")
+	flags.StringSliceVar(&d.caCertHashes, "discovery-token-ca-cert-hash", nil, "pin of the cluster CA, sha256:<hex> of its SubjectPublicKeyInfo, as kubeboot token create --print-join-command prints it (discovery.caCertHashes; repeatable)")
+	flags.StringVar(&d.discoveryFile, "discovery-file", "", "a kubeconfig with the cluster's CA and server and the token, as kubeboot token create --discovery-file writes it (discovery.file), instead of ENDPOINT and the pin")
+	flags.StringVar(&d.nodeName, "node-name", "", "this node's name (node.name; default: the host name, lower-cased)")
+}
+
+// given names the worker join's flags and argument that are set.
+func (d discoveryFlags) given(endpoint string) []string {
+	var set []string
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"ENDPOINT", endpoint != ""}, {"--token", d.token != ""}, {"--discovery-token-ca-cert-hash", len(d.caCertHashes) > 0},
+		{"--discovery-file", d.discoveryFile != ""}, {"--node-name", d.nodeName != ""}} {
+		if f.on {
+			set = append(set, f.name)
+		}
+	}
+	return set
+}
+
+// apply sets what the flags and the endpoint say over the configuration.
+func (d discoveryFlags) apply(endpoint string) func(*config.WorkerConfiguration) {
+	return func(w *config.WorkerConfiguration) {
+		if endpoint != "" {
+			w.Discovery.APIServerEndpoint = endpoint
+		}
+		if d.token != "" {
+			w.Discovery.Token = d.token
+		}
+		if len(d.caCertHashes) > 0 {
+			w.Discovery.CACertHashes = d.caCertHashes
+		}
+		if d.discoveryFile != "" {
+			w.Discovery.File = d.discoveryFile
+			if abs, err := filepath.Abs(d.discoveryFile); err == nil {
+				w.Discovery.File = abs
+			}
+		}
+		if d.nodeName != "" {
+			w.Node.Name = d.nodeName
+		}
+	}
 }
 
 // bundleFlags name the certificate bundle a control-plane join imports.
@@ -69,17 +174,22 @@ func (b bundleFlags) open() (map[string][]byte, error) {
 func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &joinOptions{}
 	cmd := &cobra.Command{
-		Use:   "join --control-plane --config F --certs-bundle B --key-file K",
-		Short: "Join this node to a cluster as another control-plane node with a stacked etcd member",
-		Long: "join adds this node to a cluster made by `kubeboot init`. It imports the cluster secrets from a bundle\n" +
-			"made by `kubeboot certs export`, issues this node's certificates and kubeconfigs, adds its etcd member\n" +
+		Use:   "join [ENDPOINT] --token T --discovery-token-ca-cert-hash sha256:H | join --discovery-file F | join --control-plane --config F --certs-bundle B --key-file K",
+		Short: "Join this node to a cluster made by kubeboot init: as a worker, or with --control-plane as another control-plane node",
+		Long: "join, as `kubeboot token create --print-join-command` prints it, adds this node to the cluster as a worker. It finds\n" +
+			"the cluster through ENDPOINT with the bootstrap token, trusting only a CA of the pinned hash (or through a discovery\n" +
+			"file), writes the kubelet's configuration and TLS bootstrap credential, starts the kubelet and waits until its Node is\n" +
+			"Ready. Phases: " + strings.Join(join.Worker.Names(), ", ") + ".\n\n" +
+			"With --control-plane, it adds another control-plane node from a JoinConfiguration. It imports the cluster secrets from\n" +
+			"a bundle made by `kubeboot certs export`, issues this node's certificates and kubeconfigs, adds its etcd member\n" +
 			"as a learner, starts it, promotes it once it has caught up, then starts the API server, controller\n" +
-			"manager and scheduler. Re-running it on a joined node changes nothing; a join that stopped halfway\n" +
-			"resumes. Phases: " + strings.Join(join.ControlPlane.Names(), ", "),
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+			"manager and scheduler. Phases: " + strings.Join(join.ControlPlane.Names(), ", ") + ".\n\n" +
+			"Re-running either on a joined node changes nothing; a join that stopped halfway resumes.",
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.endpoint = firstArg(args)
 			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
-				return join.ControlPlane.Run(ctx, s, opts.skipPhases)
+				return opts.workflow().Run(ctx, s, opts.skipPhases)
 			})
 		},
 	}
@@ -88,13 +198,51 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 	addOutputFlag(flags, &opts.output)
 	opts.preflight.add(flags)
 	addControlPlaneFlag(flags, &opts.controlPlane)
+	opts.discovery.add(flags)
 	opts.bundle.add(cmd)
-	addSkipPhasesFlag(cmd, &opts.skipPhases, join.ControlPlane)
-	cmd.AddCommand(phaseCommands("join", join.ControlPlane, func(p phases.Phase, sub *cobra.Command) {
+	addSkipPhasesFlag(cmd, &opts.skipPhases, join.Worker)
+	cmd.Flags().Lookup("skip-phases").Usage += "; with --control-plane: " + strings.Join(join.ControlPlane.Names(), ", ")
+	cmd.AddCommand(phaseCommands("join", joinPhases(), func(p phases.Phase, sub *cobra.Command) {
 		opts.bundle.add(sub)
-		sub.RunE = func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, runOne(join.ControlPlane, p.Name))
+		sub.Use = p.Name + " [ENDPOINT]"
+		sub.Args = usageArgs(cobra.MaximumNArgs(1))
+		sub.RunE = func(cmd *cobra.Command, args []string) error {
+			opts.endpoint = firstArg(args)
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.phaseSpec(p.Name), func(ctx context.Context, s *phases.State) ([]string, error) {
+				return runOne(opts.workflow(), p.Name)(ctx, s)
+			})
 		}
 	}))
 	return cmd
+}
+
+// joinPhases are the phases of both joins, for `join phase NAME`: a name
+// both have (preflight, kubelet-config) runs the worker's phase, or with
+// --control-plane the control-plane node's.
+func joinPhases() phases.Runner {
+	var all []phases.Phase
+	for _, p := range join.Worker.Phases {
+		p.Short += " (worker)"
+		for _, cp := range join.ControlPlane.Phases {
+			if cp.Name == p.Name {
+				p.Short = strings.TrimSuffix(p.Short, " (worker)") + "; with --control-plane: " + strings.ToLower(cp.Short[:1]) + cp.Short[1:]
+			}
+		}
+		all = append(all, p)
+	}
+	for _, cp := range join.ControlPlane.Phases {
+		if !slices.Contains(join.Worker.Names(), cp.Name) {
+			cp.Short += " (with --control-plane)"
+			all = append(all, cp)
+		}
+	}
+	return phases.Runner{Phases: all}
+}
+
+// firstArg is the first argument, or "".
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }

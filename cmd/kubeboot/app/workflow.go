@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +32,8 @@ type runSpec struct {
 	dryRun  bool
 	join    *config.Join
 	secrets map[string][]byte
+	// worker is a worker's join; config then holds its node's settings.
+	worker *config.WorkerConfiguration
 }
 
 // steps runs phases, or an operation, on a State and returns the names of
@@ -59,7 +62,7 @@ func (r runSpec) state(report *output.Reporter, stdout io.Writer) *phases.State 
 	if r.options.DryRun {
 		writer = &files.DryRunWriter{Root: r.root, Report: report, Stdout: stdout, Manifests: phases.ManifestPaths(r.config)}
 	}
-	return &phases.State{Config: r.config, Files: writer, Report: report, Stdout: stdout, Options: r.options, Join: r.join, Secrets: r.secrets}
+	return &phases.State{Config: r.config, Files: writer, Report: report, Stdout: stdout, Options: r.options, Join: r.join, Secrets: r.secrets, Worker: r.worker}
 }
 
 // lock takes the node lock, so that no other kubeboot changes the node
@@ -69,8 +72,29 @@ func (r runSpec) lock(w files.Writer) (*nodelock.Lock, error) {
 	if r.options.DryRun {
 		return nil, nil
 	}
-	args := append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...)
+	args := append([]string{filepath.Base(os.Args[0])}, redactArgs(os.Args[1:])...)
 	return nodelock.Acquire(w.HostPath(nodelock.Path(r.config.Paths.KubeconfigDir)), strings.Join(args, " "))
+}
+
+// secretFlags take a secret as their value.
+var secretFlags = []string{"--token"}
+
+// redactArgs is a command line without the values of secretFlags: the node
+// lock shows its holder's command line to every other run.
+func redactArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		for _, flag := range secretFlags {
+			switch {
+			case out[i] == flag && i+1 < len(out):
+				i++
+				out[i] = "<hidden>"
+			case strings.HasPrefix(out[i], flag+"="):
+				out[i] = flag + "=<hidden>"
+			}
+		}
+	}
+	return out
 }
 
 // interruptGrace is how long a run has, after SIGINT or SIGTERM, to stop

@@ -31,6 +31,8 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+paths)
 	joinConfig := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 127.0.0.1:1\n"+
 		paths+"join: {etcdEndpoints: [https://127.0.0.1:1]}\n")
+	workerConfig := writeFile(t, dir, "worker.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\n"+
+		"certificates: {dir: "+node+"/pki}\npaths: {manifestsDir: "+node+"/manifests, kubeconfigDir: "+node+"}\n")
 
 	tests := []struct {
 		name string
@@ -43,6 +45,8 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 		{"reset", root, []string{"reset", "--root", root, "--force"}},
 		{"join", node, []string{"join", "--control-plane", "--config", joinConfig}},
 		{"join phase", node, []string{"join", "phase", "certs", "--control-plane", "--config", joinConfig}},
+		{"join of a worker", node, []string{"join", "127.0.0.1:1", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", workerConfig}},
+		{"join phase of a worker", node, []string{"join", "phase", "kubelet-config", "--discovery-file", joinConfig, "--config", workerConfig}},
 		{"upgrade apply", node, []string{"upgrade", "apply", "--config", clusterConfig}},
 		{"lab up", node, []string{"lab", "up", "--config", clusterConfig}},
 	}
