@@ -102,8 +102,8 @@ func (c *Client) RemovePods(ctx context.Context) (int, error) {
 }
 
 // LogTail returns the last lines of the log of the newest container named
-// container in pod (kube-system/<pod>), as `crictl logs --tail` prints
-// them, and the container's state. The log file is read at the path the
+// container in pod (kube-system/<pod>) that has run, as `crictl logs
+// --tail` prints them, and the container's state. The log file is read at the path the
 // runtime reports, mapped by socketPath's mapping (see Dial).
 func (c *Client) LogTail(ctx context.Context, pod, container string, lines int) (tail, state string, err error) {
 	resp, err := c.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: map[string]string{
@@ -116,7 +116,7 @@ func (c *Client) LogTail(ctx context.Context, pod, container string, lines int) 
 	}
 	var newest *runtimeapi.Container
 	for _, ctr := range resp.GetContainers() {
-		if newest == nil || ctr.GetCreatedAt() > newest.GetCreatedAt() {
+		if newest == nil || newer(ctr, newest) {
 			newest = ctr
 		}
 	}
@@ -137,6 +137,20 @@ func (c *Client) LogTail(ctx context.Context, pod, container string, lines int) 
 		return "", state, fmt.Errorf("read the log of container %s: %w", newest.GetId(), err)
 	}
 	return logMessages(data, lines), state, nil
+}
+
+// newer says whether a is the container to show rather than b: one that
+// has run (its log says why it failed) beats one that is only created,
+// as the kubelet's next attempt at a crashing container is for a moment;
+// then the newer one.
+func newer(a, b *runtimeapi.Container) bool {
+	ran := func(c *runtimeapi.Container) bool {
+		return c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING || c.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	if ran(a) != ran(b) {
+		return ran(a)
+	}
+	return a.GetCreatedAt() > b.GetCreatedAt()
 }
 
 // logMessages keeps the messages of the last n lines of a CRI log file,
