@@ -39,6 +39,9 @@ const (
 	KubeconfigKubelet           = "kubelet.conf"
 	KubeconfigControllerManager = "controller-manager.conf"
 	KubeconfigScheduler         = "scheduler.conf"
+	// KubeconfigCSRApprover is the CSR approver's: a static pod may not
+	// use a service account, so it gets a client certificate of its own.
+	KubeconfigCSRApprover = "csr-approver.conf"
 )
 
 // CertPath returns the node path of the certificate <name>.crt.
