@@ -275,8 +275,8 @@ func TestCertsCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil {
 		t.Fatalf("code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if len(rows) != 18 || rows[len(rows)-1].Name != "scheduler.conf" {
-		t.Fatalf("want 13 certificates and 5 kubeconfigs, got %+v", rows)
+	if len(rows) != 19 || rows[len(rows)-1].Name != "csr-approver.conf" {
+		t.Fatalf("want 13 certificates and 6 kubeconfigs, got %+v", rows)
 	}
 	for _, r := range rows {
 		if r.Missing || r.External || r.Residual == "expired" {
