@@ -111,7 +111,7 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 	for _, c := range initCmd.Commands() {
 		got = append(got, c.Name())
 	}
-	want := []string{"apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "etcd", "kubeconfig", "kubelet-config",
+	want := []string{"apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
 		"mark-control-plane", "preflight", "upload-config", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
