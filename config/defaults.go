@@ -22,6 +22,10 @@ const (
 	NameAPIServer         = "kube-apiserver"
 	NameControllerManager = "kube-controller-manager"
 	NameScheduler         = "kube-scheduler"
+	// NameCSRApprover is kubeboot's own static pod, the approver of
+	// kubelet serving certificates (see CSRApprover). It is no control-plane
+	// component: the wait phase does not wait for it.
+	NameCSRApprover = "kubeboot-csr-approver"
 )
 
 // The components' well-known ports. The API server's is apiServer.bindPort.
@@ -31,10 +35,17 @@ const (
 	PortEtcdMetrics       = 2381
 	PortControllerManager = 10257
 	PortScheduler         = 10259
+	// PortCSRApprover is where the CSR approver serves /healthz and
+	// /readyz, in plain HTTP on the loopback address.
+	PortCSRApprover = 10270
 )
 
 // ComponentNames lists the control-plane components in start order.
 var ComponentNames = []string{NameEtcd, NameAPIServer, NameControllerManager, NameScheduler}
+
+// StaticPodNames lists every static pod kubeboot may write: the
+// components, then the CSR approver.
+var StaticPodNames = []string{NameEtcd, NameAPIServer, NameControllerManager, NameScheduler, NameCSRApprover}
 
 // Default values of the configuration fields.
 const (
@@ -124,6 +135,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setString(&c.Kubelet.ConfigFile, DefaultKubeletConfigFile)
 	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)
 	setSecurityDefaults(&c.Security)
+	setCSRApproverDefaults(c)
 }
 
 func setString(field *string, value string) {

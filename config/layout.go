@@ -43,6 +43,9 @@ const (
 	// credential: the kubelet trades its bootstrap token for a client
 	// certificate, then writes kubelet.conf.
 	KubeconfigBootstrapKubelet = "bootstrap-kubelet.conf"
+	// KubeconfigCSRApprover is the CSR approver's: a static pod may not
+	// use a service account, so it gets a client certificate of its own.
+	KubeconfigCSRApprover = "csr-approver.conf"
 )
 
 // CertPath returns the node path of the certificate <name>.crt.

@@ -53,6 +53,8 @@ type ClusterConfiguration struct {
 	Timeouts Timeouts `json:"timeouts"`
 	// BootstrapToken is the token init creates for joining nodes.
 	BootstrapToken BootstrapToken `json:"bootstrapToken"`
+	// CSRApprover runs kubeboot's approver of kubelet serving certificates.
+	CSRApprover CSRApprover `json:"csrApprover"`
 	// Security is the control plane's hardening, all on by default.
 	Security Security `json:"security"`
 }

@@ -59,6 +59,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.Duration.String(), "must be positive, like 4m"))
 	}
 	errs = append(errs, validateBootstrapToken(field.NewPath("bootstrapToken"), c.BootstrapToken)...)
+	errs = append(errs, validateCSRApprover(field.NewPath("csrApprover"), c.CSRApprover)...)
 	return errs
 }
 

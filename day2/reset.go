@@ -66,8 +66,12 @@ func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (resetRe
 
 	// In reverse start order: the API server stops while its storage still
 	// answers, so it shuts down at once instead of at the kubelet's SIGKILL.
-	for _, group := range [][]string{{config.NameScheduler, config.NameControllerManager, config.NameAPIServer}, {config.NameEtcd}} {
-		group = slices.DeleteFunc(group, func(name string) bool { return !slices.Contains(phases.Components(c), name) })
+	// The CSR approver's manifest goes even when the configuration turns
+	// the approver off, since an earlier run may have written it.
+	for _, group := range [][]string{{config.NameCSRApprover, config.NameScheduler, config.NameControllerManager, config.NameAPIServer}, {config.NameEtcd}} {
+		group = slices.DeleteFunc(group, func(name string) bool {
+			return name != config.NameCSRApprover && !slices.Contains(phases.Components(c), name)
+		})
 		st := stoppingNow(s, slices.DeleteFunc(slices.Clone(listeners), func(l phases.Listener) bool { return !slices.Contains(group, l.Component) }))
 		for _, name := range group {
 			if err := rm(c.ManifestPath(name), false); err != nil {
@@ -85,7 +89,12 @@ func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (resetRe
 	}
 
 	var files []string
-	for _, name := range pki.KubeconfigNames(c) {
+	names := pki.KubeconfigNames(c)
+	if !slices.Contains(names, config.KubeconfigCSRApprover) {
+		// An earlier run, with the approver on, may have written it.
+		names = append(names, config.KubeconfigCSRApprover)
+	}
+	for _, name := range names {
 		files = append(files, c.KubeconfigPath(name))
 	}
 	files = append(files, c.Kubelet.ConfigFile)
@@ -192,7 +201,7 @@ func ownedDirs(c *config.ClusterConfiguration) []ownedDir {
 	own := filepath.Join(c.Paths.KubeconfigDir, "kubeboot")
 	staged := ownedDir{dir: filepath.Join(own, "staged")}
 	backups := ownedDir{dir: backupsDir(c), files: []string{journalPath(c)}, patterns: []string{"etcd-snapshot-*.db"}}
-	for _, name := range config.ComponentNames {
+	for _, name := range config.StaticPodNames {
 		staged.files = append(staged.files, filepath.Join(staged.dir, name+".yaml"))
 		backups.files = append(backups.files, filepath.Join(backups.dir, name+".yaml"), filepath.Join(backups.dir, name+".before-upgrade.yaml"))
 	}

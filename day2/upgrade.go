@@ -1,6 +1,7 @@
 package day2
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,10 +152,36 @@ func upgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) e
 			return err
 		}
 	}
-	if changed == 0 {
+	wrote, err := upgradeCSRApprover(s, data)
+	if err == nil && changed == 0 && !wrote {
 		s.Report.Infof("every manifest is up to date")
 	}
-	return nil
+	return err
+}
+
+// upgradeCSRApprover writes the CSR approver's manifest as rendered, after
+// the components, or removes it when the approver is off. Nothing waits
+// for the approver: it is no control-plane component, the control plane
+// works without it, and the kubelet restarts it from the new manifest.
+// It says whether it changed the manifest dir.
+func upgradeCSRApprover(s *phases.State, data map[string][]byte) (bool, error) {
+	path := s.Config.ManifestPath(config.NameCSRApprover)
+	have, err := s.Files.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("read manifest %q: %w", path, err)
+	}
+	want, enabled := data[config.NameCSRApprover]
+	switch {
+	case !enabled:
+		return err == nil, phases.RemoveDisabledManifests(s)
+	case err == nil && bytes.Equal(have, want):
+		return false, nil
+	}
+	if err := s.Files.WriteFile(path, want, phases.ManifestMode); err != nil {
+		return false, err
+	}
+	s.Report.Infof("wrote %s: the kubelet starts the CSR approver from it; nothing waits for it", path)
+	return true, nil
 }
 
 // targetOf picks a component's target; Targets returns one per component.

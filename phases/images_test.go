@@ -13,7 +13,7 @@ func TestImagesFollowTheRenderedPods(t *testing.T) {
 	got, err := Images(s)
 	must(t, err)
 	want := []string{"registry.k8s.io/etcd:3.6.8-0", "registry.k8s.io/kube-apiserver:v1.35.4",
-		"registry.k8s.io/kube-controller-manager:v1.35.4", "registry.k8s.io/kube-scheduler:v1.35.4"}
+		"registry.k8s.io/kube-controller-manager:v1.35.4", "registry.k8s.io/kube-scheduler:v1.35.4", "kubeboot.io/kubeboot:dev"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("images (-want +got):\n%s", diff)
 	}

@@ -209,7 +209,7 @@ func ownedBy(entries []metav1.ManagedFieldsEntry, manager string) string {
 // TestAPIPhasesAreLiveOnly: a dry run and a --root render skip every phase
 // that talks to the API server, and so never build a client.
 func TestAPIPhasesAreLiveOnly(t *testing.T) {
-	api := []Phase{BootstrapAdmin, UploadConfig, MarkControlPlane, BootstrapToken, ClusterInfo}
+	api := []Phase{BootstrapAdmin, UploadConfig, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover}
 	for _, p := range api {
 		if !p.LiveOnly {
 			t.Errorf("%s is not LiveOnly", p.Name)
@@ -224,7 +224,7 @@ func TestAPIPhasesAreLiveOnly(t *testing.T) {
 		}
 	}
 	names := Init.Names()
-	if got := strings.Join(names[len(names)-5:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info" {
+	if got := strings.Join(names[len(names)-6:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,csr-approver" {
 		t.Errorf("init ends with %s", got)
 	}
 }

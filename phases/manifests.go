@@ -46,12 +46,13 @@ var Etcd = Phase{Name: "etcd", Short: "Create the etcd data directory and render
 	return Render(s, config.NameEtcd)
 }}
 
-// ControlPlane renders the API server, controller-manager and scheduler manifests.
+// ControlPlane renders the API server, controller-manager and scheduler
+// manifests, and the CSR approver's when it is enabled.
 var ControlPlane = Phase{
 	Name:  "control-plane",
-	Short: "Render the API server, controller-manager and scheduler manifests",
+	Short: "Render the API server, controller-manager, scheduler and CSR approver manifests",
 	Run: func(_ context.Context, s *State) error {
-		return Render(s, config.NameAPIServer, config.NameControllerManager, config.NameScheduler)
+		return Render(s, config.NameAPIServer, config.NameControllerManager, config.NameScheduler, config.NameCSRApprover)
 	},
 }
 
@@ -83,18 +84,29 @@ func stagedPath(c *config.ClusterConfiguration, component string) string {
 // ManifestPaths lists the node paths of the manifests this node runs.
 func ManifestPaths(c *config.ClusterConfiguration) []string {
 	var paths []string
-	for _, name := range Components(c) {
+	for _, name := range StaticPods(c) {
 		paths = append(paths, c.ManifestPath(name))
 	}
 	return paths
 }
 
-// Components lists the manifests this node runs, in start order.
+// Components lists the control-plane components this node runs, in start
+// order: those the wait phase waits for, and upgrades and restarts verify.
 func Components(c *config.ClusterConfiguration) []string {
 	if c.Etcd.External != nil {
 		return config.ComponentNames[1:]
 	}
 	return config.ComponentNames
+}
+
+// StaticPods lists every manifest kubeboot writes on this node, in start
+// order: the components, then the CSR approver when it is enabled.
+func StaticPods(c *config.ClusterConfiguration) []string {
+	pods := slices.Clone(Components(c))
+	if c.CSRApproverEnabled() {
+		pods = append(pods, config.NameCSRApprover)
+	}
+	return pods
 }
 
 // RenderPods builds this node's pods and applies the patches, in memory.
@@ -255,7 +267,7 @@ type stagedManifest struct {
 func stagedSet(s *State) ([]stagedManifest, error) {
 	var set []stagedManifest
 	var results []staticpod.Result
-	for _, name := range Components(s.Config) {
+	for _, name := range StaticPods(s.Config) {
 		path := stagedPath(s.Config, name)
 		data, err := s.Files.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -305,5 +317,20 @@ func runWriteManifests(_ context.Context, s *State) error {
 			return err
 		}
 	}
-	return nil
+	return RemoveDisabledManifests(s)
+}
+
+// RemoveDisabledManifests removes the CSR approver's manifest when the
+// configuration turns the approver off, so that the kubelet stops it: the
+// file is kubeboot's by its name.
+func RemoveDisabledManifests(s *State) error {
+	if s.Config.CSRApproverEnabled() {
+		return nil
+	}
+	path := s.Config.ManifestPath(config.NameCSRApprover)
+	if _, err := s.Files.ReadFile(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	s.Report.Infof("csrApprover.enabled is false: removing %s", path)
+	return s.Files.Remove(path)
 }

@@ -181,8 +181,13 @@ func PodListeners(s *State, manifests []templates.Manifest) []Listener {
 			config.NameAPIServer:         strconv.Itoa(int(s.Config.APIServer.BindPort)),
 			config.NameControllerManager: strconv.Itoa(config.PortControllerManager),
 			config.NameScheduler:         strconv.Itoa(config.PortScheduler),
+			config.NameCSRApprover:       strconv.Itoa(config.PortCSRApprover),
 		}[m.Component]
-		if p := flags["secure-port"]; p != "" {
+		portFlag := "secure-port"
+		if m.Component == config.NameCSRApprover {
+			portFlag = "health-port"
+		}
+		if p := flags[portFlag]; p != "" {
 			port = p
 		}
 		listeners = append(listeners, Listener{m.Component, flags["bind-address"], port})

@@ -26,7 +26,7 @@ func preflightOn(t *testing.T) (*phases.State, *bytes.Buffer) {
 	s.Config.APIServer.BindPort = int32(l.Addr().(*net.TCPAddr).Port)
 	_ = l.Close()
 	s.Config.Kubelet.ContainerRuntimeEndpoint = "unix:///run/test-cri.sock"
-	s.Options.IgnorePreflightErrors = []string{"port-2379", "port-2380", "port-2381", "port-10257", "port-10259", "isprivilegeduser"}
+	s.Options.IgnorePreflightErrors = []string{"port-2379", "port-2380", "port-2381", "port-10257", "port-10259", "port-10270", "isprivilegeduser"}
 	var out bytes.Buffer
 	s.Report = output.NewReporter(&out, false)
 	return s, &out
@@ -34,7 +34,7 @@ func preflightOn(t *testing.T) (*phases.State, *bytes.Buffer) {
 
 func TestPreflightNamesMissingImages(t *testing.T) {
 	s, _ := preflightOn(t)
-	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager")
+	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kubeboot")
 	err := phases.Preflight.Run(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "ImagePull") {
 		t.Fatalf("preflight with an image missing: %v", err)
@@ -54,7 +54,7 @@ func TestPreflightNamesMissingImages(t *testing.T) {
 
 func TestPreflightPassesWithEveryImage(t *testing.T) {
 	s, out := preflightOn(t)
-	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeboot")
 	if err := phases.Preflight.Run(context.Background(), s); err != nil {
 		t.Fatalf("preflight with every image present: %v\n%s", err, out.String())
 	}

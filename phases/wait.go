@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/cri"
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/health"
@@ -116,7 +117,8 @@ func foreignManifests(s *State) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read manifest directory %q: %w", dir, err)
 	}
-	ours := ManifestPaths(s.Config)
+	// A disabled approver's manifest is ours too: write-manifests removes it.
+	ours := append(ManifestPaths(s.Config), s.Config.ManifestPath(config.NameCSRApprover))
 	var foreign []string
 	for _, e := range entries {
 		name := e.Name()

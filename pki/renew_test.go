@@ -161,6 +161,7 @@ func TestExpirations(t *testing.T) {
 		{Name: "kubelet.conf", CA: "ca", Days: leaf},
 		{Name: "controller-manager.conf", CA: "ca", Days: leaf},
 		{Name: "scheduler.conf", CA: "ca", Days: leaf},
+		{Name: "csr-approver.conf", CA: "ca", Days: leaf},
 	}
 	// An error from client-go is compared by its start only.
 	prefix := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Err" },

@@ -192,7 +192,7 @@ func TestEnsureRefuses(t *testing.T) {
 				"controller-manager.crt: exists but its CA ca.crt does not", "scheduler.crt: exists but its CA ca.crt does not",
 				"kubelet-server.crt: exists but its CA ca.crt does not", "admin.conf: exists but its CA ca.crt does not", "super-admin.conf: exists but its CA ca.crt does not",
 				"kubelet.conf: exists but its CA ca.crt does not", "controller-manager.conf: exists but its CA ca.crt does not",
-				"scheduler.conf: exists but its CA ca.crt does not"}},
+				"scheduler.conf: exists but its CA ca.crt does not", "csr-approver.conf: exists but its CA ca.crt does not"}},
 		{name: "sa.pub without sa.key", cfg: cfg, have: without(full, "sa.key"), now: now,
 			want: []string{"sa.key: is missing while sa.pub exists"}},
 		{name: "expired CA is reported once", cfg: cfg, have: full, now: now.Add(11 * 365 * 24 * time.Hour),
@@ -285,9 +285,10 @@ func TestSharedKeys(t *testing.T) {
 		t.Errorf("fresh PKI: files sharing a key (-want +got):\n%s", diff)
 	}
 	// kubeadm generates 16 keys; kubeboot issues three more certificates
-	// (two serving pairs and the kubelet's) without generating more.
-	if len(owners) != 16 {
-		t.Errorf("fresh PKI has %d keys, want 16", len(owners))
+	// (two serving pairs and the kubelet's) without generating more, and
+	// one more key for the CSR approver's identity.
+	if len(owners) != 17 {
+		t.Errorf("fresh PKI has %d keys, want 17", len(owners))
 	}
 
 	got, err := Ensure(cfg, without(full, "scheduler.conf"), time.Now(), nil)

@@ -34,6 +34,13 @@ const (
 	AdminsGroup = "kubeadm:cluster-admins"
 	// KubeletClientUser is the CN of the API server's kubelet client certificate.
 	KubeletClientUser = "kube-apiserver-kubelet-client"
+	// CSRApproverUser is the CN of csr-approver.conf's client certificate,
+	// which the csr-approver phase grants the approving of kubelet serving
+	// certificates and nothing else.
+	CSRApproverUser = "kubeboot:csr-approver"
+	// CSRApproverGroup is its organization, a group of its own, so that it
+	// inherits no other grant.
+	CSRApproverGroup = "kubeboot:csr-approvers"
 )
 
 // Kubelet names the kubelet in Restart lists. It is a host service rather
@@ -224,13 +231,20 @@ func KubeconfigSpecs(cfg *config.ClusterConfiguration) []KubeconfigSpec {
 	if config.On(cfg.Security.VerifyKubeletServingCerts) {
 		kubeletKey = config.CertKubeletServer
 	}
-	return []KubeconfigSpec{
+	specs := []KubeconfigSpec{
 		kubeconfig(config.KubeconfigAdmin, remote, "kubernetes-admin", AdminsGroup, ""),
 		kubeconfig(config.KubeconfigSuperAdmin, remote, "kubernetes-super-admin", "system:masters", ""),
 		kubeconfig(config.KubeconfigKubelet, remote, "system:node:"+cfg.Node.Name, "system:nodes", kubeletKey, Kubelet),
 		kubeconfig(config.KubeconfigControllerManager, local, "system:kube-controller-manager", "", config.CertControllerManager, config.NameControllerManager),
 		kubeconfig(config.KubeconfigScheduler, local, "system:kube-scheduler", "", config.CertScheduler, config.NameScheduler),
 	}
+	if cfg.CSRApproverEnabled() {
+		// Like the controller manager, the approver talks to its own node's
+		// API server. It restarts itself when this file changes, so a
+		// renewal names nothing to restart.
+		specs = append(specs, kubeconfig(config.KubeconfigCSRApprover, local, CSRApproverUser, CSRApproverGroup, ""))
+	}
+	return specs
 }
 
 // Restarts returns the components that must restart to load the named

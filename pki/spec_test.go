@@ -1,11 +1,14 @@
 package pki
 
 import (
+	"crypto/x509"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeboot/kubeboot/config"
 )
@@ -193,6 +196,7 @@ func TestKubeconfigSpecs(t *testing.T) {
 		{"kubelet.conf", remote, "system:node:cp-1@lab", "system:node:cp-1", "ca", "kubelet-server", []string{"system:nodes"}, []string{"kubelet"}},
 		{"controller-manager.conf", local, "system:kube-controller-manager@lab", "system:kube-controller-manager", "ca", "controller-manager", nil, []string{"kube-controller-manager"}},
 		{"scheduler.conf", local, "system:kube-scheduler@lab", "system:kube-scheduler", "ca", "scheduler", nil, []string{"kube-scheduler"}},
+		{"csr-approver.conf", local, "kubeboot:csr-approver@lab", "kubeboot:csr-approver", "ca", "", []string{"kubeboot:csr-approvers"}, nil},
 	}
 	if diff := cmp.Diff(want, get(cfg)); diff != "" {
 		t.Errorf("KubeconfigSpecs (-want +got):\n%s", diff)
@@ -235,6 +239,57 @@ func TestFirstIP(t *testing.T) {
 		}
 		if got := firstIP(n).String(); got != want {
 			t.Errorf("firstIP(%s) = %s, want %s", subnet, got, want)
+		}
+	}
+}
+
+// TestCSRApproverKubeconfig checks the approver's identity with
+// crypto/x509 alone: a client certificate of the cluster CA for user
+// kubeboot:csr-approver in a group of its own, good for nothing but client
+// auth, talking to this node's API server; and no such file when the
+// approver is off.
+func TestCSRApproverKubeconfig(t *testing.T) {
+	cfg := testConfig(t, func(c *config.ClusterConfiguration) { c.ControlPlaneEndpoint = "api.example.com" })
+	set := ensureAll(t, cfg)
+	kc, err := clientcmd.Load(set.Kubeconfigs[config.KubeconfigCSRApprover])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := kc.Contexts[kc.CurrentContext]
+	if server := kc.Clusters[ctx.Cluster].Server; server != "https://10.0.0.5:6443" {
+		t.Errorf("server %q, want this node's API server https://10.0.0.5:6443", server)
+	}
+	user := kc.AuthInfos[ctx.AuthInfo]
+	cert := mustParseCert(t, user.ClientCertificateData)
+	if cert.Subject.CommonName != "kubeboot:csr-approver" || !slices.Equal(cert.Subject.Organization, []string{"kubeboot:csr-approvers"}) {
+		t.Errorf("subject %v, want CN=kubeboot:csr-approver, O=kubeboot:csr-approvers", cert.Subject)
+	}
+	if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) || cert.IsCA {
+		t.Errorf("extended key usages %v, CA %v; want client auth only", cert.ExtKeyUsage, cert.IsCA)
+	}
+	if len(cert.DNSNames)+len(cert.IPAddresses)+len(cert.EmailAddresses)+len(cert.URIs) > 0 {
+		t.Errorf("SANs %v %v %v %v, want none", cert.DNSNames, cert.IPAddresses, cert.EmailAddresses, cert.URIs)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(mustParseCert(t, set.Certs[config.CertCA].Cert))
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("verify for client auth against ca.crt: %v", err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Error("verifies for server auth too")
+	}
+	key, err := parseKey(user.ClientKeyData)
+	if err != nil || !publicKeysEqual(key.Public(), cert.PublicKey) {
+		t.Errorf("embedded key does not match the certificate: %v", err)
+	}
+
+	off := false
+	for name, mutate := range map[string]func(*config.ClusterConfiguration){
+		"approver off":                     func(c *config.ClusterConfiguration) { c.CSRApprover.Enabled = &off },
+		"kubelet serving certs unverified": func(c *config.ClusterConfiguration) { c.Security.VerifyKubeletServingCerts = &off },
+	} {
+		if names := KubeconfigNames(testConfig(t, mutate)); slices.Contains(names, config.KubeconfigCSRApprover) {
+			t.Errorf("%s: kubeconfigs %v include %s", name, names, config.KubeconfigCSRApprover)
 		}
 	}
 }

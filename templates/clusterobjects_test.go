@@ -84,6 +84,7 @@ func TestClusterObjectsGolden(t *testing.T) {
 	checkGolden(t, "upload-config", objectsYAML(t, UploadConfigObjects(kubeadm, []byte("kind: KubeletConfiguration\n"))))
 	checkGolden(t, "bootstrap-token", objectsYAML(t, BootstrapTokenRBAC()))
 	checkGolden(t, "cluster-info", objectsYAML(t, ClusterInfoObjects([]byte("apiVersion: v1\nkind: Config\n"))))
+	checkGolden(t, "csr-approver", objectsYAML(t, CSRApproverRBAC("kubeboot:csr-approver")))
 
 	for name, edit := range map[string]func(*config.ClusterConfiguration){
 		"kubeadm-default": nil,
@@ -154,7 +155,7 @@ func TestKubeadmClusterConfiguration(t *testing.T) {
 // TestObjectsAreWhatTheServerStores checks the fields the API server would
 // otherwise fill in, which would make every apply a change.
 func TestObjectsAreWhatTheServerStores(t *testing.T) {
-	all := []Objects{UploadConfigObjects([]byte("a"), []byte("b")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c"))}
+	all := []Objects{UploadConfigObjects([]byte("a"), []byte("b")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c")), CSRApproverRBAC("u")}
 	names := map[string]bool{}
 	for _, objs := range all {
 		for _, o := range objs.list() {

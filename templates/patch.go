@@ -67,13 +67,13 @@ func ParsePatchFileName(name string) (component, patchType string, err error) {
 	} else if !slices.Contains(patchTypes, patchType) {
 		return "", "", fmt.Errorf("parse patch file name %q: unknown patch type %q after '+', want one of %s", name, patchType, strings.Join(patchTypes, ", "))
 	}
-	for _, component := range config.ComponentNames {
+	for _, component := range config.StaticPodNames {
 		suffix, ok := strings.CutPrefix(target, component)
 		if ok && !strings.Contains(suffix, ".") {
 			return component, patchType, nil
 		}
 	}
-	return "", "", fmt.Errorf("parse patch file name %q: unknown target %q, want a component name (%s) and an optional suffix without '.'", name, target, strings.Join(config.ComponentNames, ", "))
+	return "", "", fmt.Errorf("parse patch file name %q: unknown target %q, want a static pod's name (%s) and an optional suffix without '.'", name, target, strings.Join(config.StaticPodNames, ", "))
 }
 
 // ApplyPatches returns a copy of component's pod with the patches that
@@ -85,8 +85,8 @@ func ParsePatchFileName(name string) (component, patchType string, err error) {
 // decodes strictly: an unknown or misspelt field is an error naming the
 // file, rather than something the kubelet would silently drop.
 func ApplyPatches(component string, pod *corev1.Pod, patches []Patch) (*corev1.Pod, error) {
-	if !slices.Contains(config.ComponentNames, component) {
-		return nil, fmt.Errorf("apply patches to %q: unknown component, want one of %s", component, strings.Join(config.ComponentNames, ", "))
+	if !slices.Contains(config.StaticPodNames, component) {
+		return nil, fmt.Errorf("apply patches to %q: unknown static pod, want one of %s", component, strings.Join(config.StaticPodNames, ", "))
 	}
 	sorted := slices.Clone(patches)
 	slices.SortStableFunc(sorted, func(a, b Patch) int {

@@ -50,24 +50,26 @@ const (
 
 // Manifest is one rendered control-plane component.
 type Manifest struct {
-	// Component is the component name, one of config.ComponentNames.
+	// Component is the static pod's name, one of config.StaticPodNames.
 	Component string
 	// Pod is the component's static pod.
 	Pod *corev1.Pod
 }
 
-// All builds the static pods of every component cfg runs on this node, in
-// start order. With an external etcd there is no etcd pod.
+// All builds every static pod cfg runs on this node, in start order: the
+// components, then the CSR approver. With an external etcd there is no
+// etcd pod; with csrApprover.enabled false, no approver.
 func All(cfg *config.ClusterConfiguration) ([]Manifest, error) {
 	builders := map[string]func(*config.ClusterConfiguration) (*corev1.Pod, error){
 		config.NameEtcd:              Etcd,
 		config.NameAPIServer:         APIServer,
 		config.NameControllerManager: ControllerManager,
 		config.NameScheduler:         Scheduler,
+		config.NameCSRApprover:       CSRApprover,
 	}
 	var manifests []Manifest
-	for _, name := range config.ComponentNames {
-		if name == config.NameEtcd && cfg.Etcd.External != nil {
+	for _, name := range config.StaticPodNames {
+		if name == config.NameEtcd && cfg.Etcd.External != nil || name == config.NameCSRApprover && !cfg.CSRApproverEnabled() {
 			continue
 		}
 		pod, err := builders[name](cfg)
@@ -82,19 +84,20 @@ func All(cfg *config.ClusterConfiguration) ([]Manifest, error) {
 // spec is what differs between the control-plane pods; newPod adds the
 // shape they all share.
 type spec struct {
-	name    string
-	image   string
-	binary  string
-	flags   []flag
-	health  endpoint
-	livez   string // liveness probe path
-	readyz  string // readiness probe path
-	startup string // startup probe path
-	cpu     string
-	memory  string // empty: no memory request
-	mounts  []hostMount
-	extra   config.Component
-	timeout time.Duration // how long the startup probe tolerates failures
+	name       string
+	image      string
+	binary     string
+	subcommand string // empty: none
+	flags      []flag
+	health     endpoint
+	livez      string // liveness probe path
+	readyz     string // readiness probe path
+	startup    string // startup probe path
+	cpu        string
+	memory     string // empty: no memory request
+	mounts     []hostMount
+	extra      config.Component
+	timeout    time.Duration // how long the startup probe tolerates failures
 }
 
 // newPod returns the static pod of s: host network, critical priority,
@@ -109,6 +112,10 @@ func newPod(s spec) *corev1.Pod {
 	for _, e := range s.extra.ExtraEnv {
 		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}
+	command := commandLine(s.binary, s.flags)
+	if s.subcommand != "" {
+		command = append([]string{s.binary, s.subcommand}, command[1:]...)
+	}
 	priority := systemNodeCriticalPriority
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -122,7 +129,7 @@ func newPod(s spec) *corev1.Pod {
 				Name:            s.name,
 				Image:           s.image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         commandLine(s.binary, s.flags),
+				Command:         command,
 				Env:             env,
 				Ports: []corev1.ContainerPort{{
 					Name:          probePortName,

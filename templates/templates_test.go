@@ -77,10 +77,10 @@ func overrides(cfg *config.ClusterConfiguration) {
 	}
 }
 
-// testPatches returns one patch file of patchType for every component.
+// testPatches returns one patch file of patchType for every static pod.
 func testPatches(patchType string) []Patch {
 	var patches []Patch
-	for _, c := range config.ComponentNames {
+	for _, c := range config.StaticPodNames {
 		var p Patch
 		switch patchType {
 		case PatchStrategic:
@@ -294,6 +294,7 @@ func TestPodShape(t *testing.T) {
 	binaries := map[string]string{
 		config.NameEtcd: "etcd", config.NameAPIServer: "kube-apiserver",
 		config.NameControllerManager: "kube-controller-manager", config.NameScheduler: "kube-scheduler",
+		config.NameCSRApprover: "kubeboot",
 	}
 	for _, tc := range goldenCases {
 		manifests, err := All(newConfig(tc.edit))
@@ -314,7 +315,7 @@ func TestPodShape(t *testing.T) {
 			if c.Command[0] != binaries[m.Component] {
 				t.Errorf("%s: command starts with %q", where, c.Command[0])
 			}
-			flags := c.Command[1:]
+			flags := slices.DeleteFunc(slices.Clone(c.Command[1:]), func(a string) bool { return a == CSRApproverCommand })
 			if !slices.IsSortedFunc(flags, func(a, b string) int {
 				return strings.Compare(strings.SplitN(a, "=", 2)[0], strings.SplitN(b, "=", 2)[0])
 			}) {
@@ -340,7 +341,7 @@ func TestPodShape(t *testing.T) {
 func TestBuildErrors(t *testing.T) {
 	builders := map[string]func(*config.ClusterConfiguration) (*corev1.Pod, error){
 		config.NameEtcd: Etcd, config.NameAPIServer: APIServer,
-		config.NameControllerManager: ControllerManager, config.NameScheduler: Scheduler,
+		config.NameControllerManager: ControllerManager, config.NameScheduler: Scheduler, config.NameCSRApprover: CSRApprover,
 	}
 	tests := []struct {
 		name string
@@ -366,8 +367,8 @@ func TestBuildErrors(t *testing.T) {
 	if _, err := Etcd(external); err == nil {
 		t.Error("Etcd with an external etcd: got no error")
 	}
-	if manifests, err := All(external); err != nil || len(manifests) != 3 {
-		t.Errorf("All with an external etcd: got %d manifests and error %v, want 3 and none", len(manifests), err)
+	if manifests, err := All(external); err != nil || len(manifests) != 4 || manifests[0].Component != config.NameAPIServer {
+		t.Errorf("All with an external etcd: got %d manifests and error %v, want 4, from kube-apiserver, and none", len(manifests), err)
 	}
 }
 

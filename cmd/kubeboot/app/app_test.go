@@ -111,7 +111,7 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 	for _, c := range initCmd.Commands() {
 		got = append(got, c.Name())
 	}
-	want := []string{"apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "etcd", "kubeconfig", "kubelet-config",
+	want := []string{"apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
 		"mark-control-plane", "preflight", "upload-config", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
@@ -279,8 +279,8 @@ func TestCertsCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil {
 		t.Fatalf("code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if len(rows) != 18 || rows[len(rows)-1].Name != "scheduler.conf" {
-		t.Fatalf("want 13 certificates and 5 kubeconfigs, got %+v", rows)
+	if len(rows) != 19 || rows[len(rows)-1].Name != "csr-approver.conf" {
+		t.Fatalf("want 13 certificates and 6 kubeconfigs, got %+v", rows)
 	}
 	for _, r := range rows {
 		if r.Missing || r.External || r.Residual == "expired" {

@@ -45,8 +45,8 @@ func TestImagesListMatchesTheManifests(t *testing.T) {
 			}
 		}
 	}
-	if len(fromManifests) != 4 {
-		t.Fatalf("found %d images in the dry run's manifests, want the 4 components': %v", len(fromManifests), fromManifests)
+	if len(fromManifests) != 5 {
+		t.Fatalf("found %d images in the dry run's manifests, want the 4 components' and the CSR approver's: %v", len(fromManifests), fromManifests)
 	}
 
 	code, stdout, stderr = runCLI(t, "images", "list", "--root", root, "-o", "json")
@@ -77,7 +77,7 @@ func TestImagesPull(t *testing.T) {
 		}
 		return runCLI(t, "images", "pull", "--config", cfg, "-o", "json")
 	}
-	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeboot")
 	if code != 0 {
 		t.Fatalf("images pull with every image: exit %d: %s%s", code, stdout, stderr)
 	}
@@ -86,11 +86,11 @@ func TestImagesPull(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
 		t.Fatal(err)
 	}
-	if !last.Result.OK || len(last.Result.Present) != 4 || len(last.Result.Pulled) != 0 {
-		t.Errorf("result %+v, want 4 images present", last.Result)
+	if !last.Result.OK || len(last.Result.Present) != 5 || len(last.Result.Pulled) != 0 {
+		t.Errorf("result %+v, want 5 images present", last.Result)
 	}
 
-	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager")
+	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kubeboot")
 	if code != 1 || !strings.Contains(stdout, `pull image \"registry.k8s.io/kube-scheduler:`) {
 		t.Errorf("images pull of an image the runtime cannot get: exit %d:\n%s", code, stdout)
 	}

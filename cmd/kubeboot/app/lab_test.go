@@ -32,7 +32,8 @@ func TestLabImages(t *testing.T) {
 	}
 	script(bin, "etcd", "etcd")
 	script(bin, "pause", "")
-	script(bin, "coredns", "") // no agnhost: the node pulls it
+	script(bin, "coredns", "")  // no agnhost: the node pulls it
+	script(bin, "kubeboot", "") // the CSR approver's image
 
 	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
 	build, pull, err := labImages(s, bin)
@@ -51,7 +52,7 @@ func TestLabImages(t *testing.T) {
 		"registry.k8s.io/kube-controller-manager:v1.35.4", "registry.k8s.io/kube-controller-manager:v1.36.3",
 		"registry.k8s.io/kube-proxy:v1.35.4", "registry.k8s.io/kube-proxy:v1.36.3",
 		"registry.k8s.io/kube-scheduler:v1.35.4", "registry.k8s.io/kube-scheduler:v1.36.3",
-		lab.SandboxImage,
+		lab.SandboxImage, "kubeboot.io/kubeboot:dev",
 	}
 	slices.Sort(want)
 	if diff := cmp.Diff(want, built); diff != "" {

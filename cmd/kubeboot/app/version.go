@@ -25,6 +25,10 @@ type versionInfo struct {
 	KubernetesMax     string `json:"kubernetesMax"`
 }
 
+// The default csrApprover.image is tagged with this binary's version, so
+// that the approver runs the kubeboot that rendered its manifest.
+func init() { config.KubebootVersion = currentVersion().Version }
+
 func currentVersion() versionInfo {
 	v := version
 	if v == "" {
