@@ -18,7 +18,7 @@ GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dir
 
 ## build: compile kubeboot into bin/kubeboot
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubeboot ./cmd/kubeboot
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubeboot ./cmd/kubeboot
 
 ## test: lint, the pinned binaries, unit tests and the end-to-end suite (what CI runs)
 test: lint binaries unit e2e

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -292,6 +293,33 @@ func Import(ctx context.Context, ctr, socket, archive string, images []Image) er
 	})
 	if err != nil {
 		return fmt.Errorf("the CRI does not serve the imported images %v: %w", missing, err)
+	}
+	return nil
+}
+
+// KubebootImage is the CSR approver's image ref built from the kubeboot
+// binary at path, at /usr/local/bin/kubeboot, where the approver's static
+// pod runs it. The image holds nothing else, so the binary must be
+// statically linked.
+func KubebootImage(ref, path string) (Image, error) {
+	if err := checkStatic(path); err != nil {
+		return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
+	}
+	return Image{Ref: ref, Files: map[string]string{"/usr/local/bin/kubeboot": path}}, nil
+}
+
+// checkStatic fails unless path is an ELF executable without a program
+// interpreter: a dynamically linked one would find no libc in the image.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s is no ELF executable: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked, and the image holds no libc: build it with CGO_ENABLED=0 (as `make build` does)", path)
+		}
 	}
 	return nil
 }

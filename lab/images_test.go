@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,5 +154,46 @@ func layerEntries(t *testing.T, open func() (io.ReadCloser, error)) map[string]i
 			t.Fatal(err)
 		}
 		entries[h.Name] = h.Mode
+	}
+}
+
+// staticBinary builds a statically linked program, as CGO_ENABLED=0 builds
+// kubeboot.
+func staticBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "static")
+	build := exec.Command("go", "build", "-o", bin, src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestKubebootImage: the approver's image takes a static binary and
+// refuses, naming the fix, one that would need a libc the image lacks.
+func TestKubebootImage(t *testing.T) {
+	static := staticBinary(t)
+	img, err := lab.KubebootImage("kubeboot.io/kubeboot:dev", static)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Files["/usr/local/bin/kubeboot"] != static || len(img.Files) != 1 {
+		t.Errorf("files = %v, want only /usr/local/bin/kubeboot from %s", img.Files, static)
+	}
+	if _, err := lab.KubebootImage("kubeboot.io/kubeboot:dev", "/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("a dynamically linked binary: err = %v, want the CGO_ENABLED=0 fix", err)
+	}
+	script := filepath.Join(t.TempDir(), "kubeboot")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.KubebootImage("kubeboot.io/kubeboot:dev", script); err == nil || !strings.Contains(err.Error(), "no ELF executable") {
+		t.Errorf("a script: err = %v, want no ELF executable", err)
 	}
 }

@@ -221,7 +221,7 @@ func listFiles(dir string) string {
 
 // livePhases are the phases of init that need a running control plane:
 // tests that run init without a kubelet skip them.
-const livePhases = "wait,bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info"
+const livePhases = "wait,bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,csr-approver"
 
 // writePhases are the phases that write files. A run reports the certs
 // phase first when it has written its first file (preflight's event comes

@@ -68,7 +68,9 @@ func secEnv(t *testing.T) (binDir, kubeboot string) {
 		}
 	}
 	kubeboot = filepath.Join(t.TempDir(), "kubeboot")
-	if out, err := exec.Command("go", "build", "-o", kubeboot, "github.com/kubeboot/kubeboot/cmd/kubeboot").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", kubeboot, "github.com/kubeboot/kubeboot/cmd/kubeboot")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static: the CSR approver's image holds only this binary
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build kubeboot: %v\n%s", err, out)
 	}
 	return binDir, kubeboot

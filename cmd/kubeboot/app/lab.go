@@ -204,7 +204,7 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 		}
 	}()
 	s.Report.SetPhase("lab")
-	images, pulls, err := labImages(s, binDir)
+	images, pulls, err := labImages(s, binDir, self)
 	if err != nil {
 		return nil, err
 	}
@@ -254,8 +254,9 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 // own and each v<major>.<minor>/ set), so that an upgrade to another
 // release finds its images as a pull would; the sandbox image, CoreDNS and
 // agnhost. Those whose binary the bin dir lacks are to be pulled, as any
-// node would pull them.
-func labImages(s *phases.State, binDir string) (build []lab.Image, pull []string, err error) {
+// node would pull them. The CSR approver's default image is built from
+// kubeboot, the running binary.
+func labImages(s *phases.State, binDir, kubeboot string) (build []lab.Image, pull []string, err error) {
 	sets, err := filepath.Glob(filepath.Join(binDir, "v*", "kube-apiserver"))
 	if err != nil {
 		return nil, nil, err
@@ -282,6 +283,14 @@ func labImages(s *phases.State, binDir string) (build []lab.Image, pull []string
 		}
 	}
 	for _, ref := range refs {
+		if strings.HasPrefix(ref, config.DefaultCSRApproverRepository+":") {
+			img, err := lab.KubebootImage(ref, kubeboot)
+			if err != nil {
+				return nil, nil, err
+			}
+			build = append(build, img)
+			continue
+		}
 		img, err := lab.ResolveImage(binDir, ref)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

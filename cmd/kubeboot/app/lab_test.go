@@ -2,6 +2,7 @@ package app
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -32,11 +33,11 @@ func TestLabImages(t *testing.T) {
 	}
 	script(bin, "etcd", "etcd")
 	script(bin, "pause", "")
-	script(bin, "coredns", "")  // no agnhost: the node pulls it
-	script(bin, "kubeboot", "") // the CSR approver's image
+	script(bin, "coredns", "") // no agnhost: the node pulls it
 
 	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
-	build, pull, err := labImages(s, bin)
+	kubeboot := staticBinary(t) // the CSR approver's image
+	build, pull, err := labImages(s, bin, kubeboot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,30 @@ func TestLabImages(t *testing.T) {
 	if diff := cmp.Diff(want, built); diff != "" {
 		t.Errorf("images built (-want +got):\n%s", diff)
 	}
+	for _, img := range build {
+		if img.Ref == "kubeboot.io/kubeboot:dev" && img.Files["/usr/local/bin/kubeboot"] != kubeboot {
+			t.Errorf("the CSR approver's image holds %v, want the running kubeboot %s", img.Files, kubeboot)
+		}
+	}
 	if diff := cmp.Diff([]string{lab.AgnhostImage}, pull); diff != "" {
 		t.Errorf("images pulled (-want +got):\n%s", diff)
 	}
+}
+
+// staticBinary builds a statically linked program, as `make build` builds
+// kubeboot.
+func staticBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kubeboot")
+	build := exec.Command("go", "build", "-o", bin, src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
