@@ -258,20 +258,33 @@ func validateDiscovery(p *field.Path, d Discovery) field.ErrorList {
 	return errs
 }
 
+// IsWorkerFile says whether the configuration file at path is a
+// WorkerConfiguration; an unreadable file is none (its loader says why).
+func IsWorkerFile(path string) bool {
+	if path == "" {
+		return false
+	}
+	data, err := readConfig(path)
+	var meta metav1.TypeMeta
+	return err == nil && sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindWorkerConfiguration
+}
+
+// LoadWorkerNode loads a worker's configuration for what its node has,
+// without its discovery settings: for the commands that tear the node
+// down rather than join it.
+func LoadWorkerNode(path string, host Host) (*WorkerConfiguration, error) {
+	return loadWorker(path, host, nil, false)
+}
+
 // CheckFile loads the configuration file at path, of any kind, as the
 // command that takes it does, for `kubeboot config validate`. A
 // WorkerConfiguration may leave its discovery to the command line.
 func CheckFile(path string, host Host) error {
-	data, err := readConfig(path)
-	if err != nil {
+	if IsWorkerFile(path) {
+		_, err := LoadWorkerNode(path, host)
 		return err
 	}
-	var meta metav1.TypeMeta
-	if sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindWorkerConfiguration {
-		_, err = loadWorker(path, host, nil, false)
-		return err
-	}
-	_, err = LoadAny(path, host)
+	_, err := LoadAny(path, host)
 	return err
 }
 

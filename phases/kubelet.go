@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/big"
 	"net"
+	"path/filepath"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"sigs.k8s.io/yaml"
@@ -47,10 +48,13 @@ type kubeletConfig struct {
 	RotateCertificates       bool              `json:"rotateCertificates"`
 	// The serving certificate from the cluster CA, which the API server
 	// verifies; without it the kubelet signs its own.
-	TLSCertFile       string   `json:"tlsCertFile,omitempty"`
-	TLSPrivateKeyFile string   `json:"tlsPrivateKeyFile,omitempty"`
-	TLSMinVersion     string   `json:"tlsMinVersion,omitempty"`
-	TLSCipherSuites   []string `json:"tlsCipherSuites,omitempty"`
+	TLSCertFile       string `json:"tlsCertFile,omitempty"`
+	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
+	// A joining node's kubelet asks the cluster CA for its serving
+	// certificate instead.
+	ServerTLSBootstrap bool     `json:"serverTLSBootstrap,omitempty"`
+	TLSMinVersion      string   `json:"tlsMinVersion,omitempty"`
+	TLSCipherSuites    []string `json:"tlsCipherSuites,omitempty"`
 }
 
 type kubeletAuthn struct {
@@ -80,8 +84,11 @@ var nodeKubeletFields = []string{
 // this node's, less what belongs to this node alone. The CRI socket is
 // each node's own (kubeadm join writes its nodeRegistration.criSocket);
 // the serving certificate kubeboot issues is this node's, and another node
-// has none at that path; the static pod path is kubeadm's fixed
-// /etc/kubernetes/manifests, which `kubeadm join` uses; and the
+// has none at that path, so with security.verifyKubeletServingCerts a
+// joining kubelet asks for one (serverTLSBootstrap), which the CSR
+// approver approves; the static pod path and the client CA are kubeadm's
+// fixed /etc/kubernetes/manifests and /etc/kubernetes/pki/ca.crt, which
+// `kubeadm join` uses (kubeboot join sets its own); and the
 // nodeKubeletFields of kubelet.extraConfig are left out. Everything else,
 // the cluster DNS, the client CA, authentication and authorization, TLS
 // settings and the rest of kubelet.extraConfig, is the cluster's.
@@ -110,6 +117,8 @@ func renderKubeletConfiguration(c *config.ClusterConfiguration, cluster bool) ([
 	extra := c.Kubelet.ExtraConfig
 	if cluster {
 		kc.StaticPodPath, kc.ContainerRuntimeEndpoint = config.DefaultManifestsDir, ""
+		kc.Authentication.X509["clientCAFile"] = filepath.Join(config.DefaultCertificatesDir, config.CertCA+".crt")
+		kc.ServerTLSBootstrap = config.On(c.Security.VerifyKubeletServingCerts)
 		extra = maps.Clone(extra)
 		for _, name := range nodeKubeletFields {
 			delete(extra, name)

@@ -81,6 +81,7 @@ func TestKubeletConfigurationWithoutHardening(t *testing.T) {
 func TestClusterKubeletConfiguration(t *testing.T) {
 	c := config.New()
 	c.Paths.ManifestsDir = "/tmp/kubeboot-lab/manifests"
+	c.Certificates.Dir = "/tmp/kubeboot-lab/pki"
 	c.Kubelet.ContainerRuntimeEndpoint = "unix:///tmp/kubeboot-lab/cri.sock"
 	c.Kubelet.ExtraConfig = map[string]any{
 		"failSwapOn": false, "maxPods": 50,
@@ -113,6 +114,13 @@ func TestClusterKubeletConfiguration(t *testing.T) {
 	}
 	want["staticPodPath"] = "/etc/kubernetes/manifests"
 	want["healthzBindAddress"] = "127.0.0.1"
+	// kubeadm join writes the CA there; the serving certificate is asked
+	// of the cluster CA, as security.verifyKubeletServingCerts needs.
+	want["authentication"].(map[string]any)["x509"] = map[string]any{"clientCAFile": "/etc/kubernetes/pki/ca.crt"}
+	want["serverTLSBootstrap"] = true
+	if _, ok := n["serverTLSBootstrap"]; ok {
+		t.Errorf("this node's kubelet, which has its serving certificate from kubeboot, bootstraps one: %s", node)
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cluster-wide KubeletConfiguration (-want +got):\n%s", diff)
 	}

@@ -36,9 +36,17 @@ type labOptions struct {
 	bundle       bundleFlags
 }
 
-// spec loads the lab node's configuration: a ClusterConfiguration, or with
-// --control-plane a JoinConfiguration and the bundle.
+// spec loads the lab node's configuration: a ClusterConfiguration, a
+// WorkerConfiguration, or with --control-plane a JoinConfiguration and the
+// bundle.
 func (o *labOptions) spec() (runSpec, error) {
+	if config.IsWorkerFile(o.configPath) {
+		if o.controlPlane {
+			return runSpec{}, &exit.UsageError{Msg: o.configPath + " is a WorkerConfiguration: a worker joins without --control-plane"}
+		}
+		worker := joinOptions{configPath: o.configPath}
+		return worker.workerSpec()
+	}
 	if !o.controlPlane {
 		cfg, err := loadCluster(o.configPath)
 		if err != nil {
@@ -76,14 +84,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 				return &exit.UsageError{Msg: "lab up needs --config (one node, like examples/lab.yaml) or --cluster (a lab description, like examples/cluster.yaml)"}
 			}
 			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
-				// The kubelet needs its config and kubeconfig, so the
-				// phases that write them run before it starts.
-				prep := []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}
-				workflow := phases.Init
-				if opts.controlPlane {
-					prep, workflow = join.Prepare, join.ControlPlane
-				}
-				return labUp(ctx, s, opts.binDir, prep, workflow)
+				return labUp(ctx, s, opts.binDir, labRoleOf(s))
 			})
 		},
 	}
@@ -105,7 +106,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			if opts.configPath == "" {
 				return &exit.UsageError{Msg: "lab down needs --config or --cluster: what the lab was brought up with"}
 			}
-			cfg, err := loadNode(opts.configPath)
+			cfg, err := labNodeConfig(opts.configPath)
 			if err != nil {
 				return err
 			}
@@ -171,6 +172,19 @@ func envOr(name, fallback string) string {
 	return fallback
 }
 
+// labNodeConfig loads what a lab node of any kind has: its paths and its
+// kubelet's runtime endpoint.
+func labNodeConfig(path string) (*config.ClusterConfiguration, error) {
+	if config.IsWorkerFile(path) {
+		w, err := config.LoadWorkerNode(path, config.DetectHost())
+		if err != nil {
+			return nil, err
+		}
+		return w.NodeConfig(), nil
+	}
+	return loadNode(path)
+}
+
 // labNode is the lab's runtime for the node of cfg: its files in
 // <kubeconfigDir>/lab, containerd serving the kubelet's runtime endpoint.
 func labNode(cfg *config.ClusterConfiguration, binDir string) lab.Node {
@@ -181,12 +195,55 @@ func labNode(cfg *config.ClusterConfiguration, binDir string) lab.Node {
 	}
 }
 
+// labRole is how lab up brings up a node of one kind: the phases that
+// write what the kubelet reads at start, the kubelet's flags (besides the
+// lab's own directories), and the workflow that runs once it started.
+type labRole struct {
+	prep     []phases.Phase
+	kubelet  []string
+	workflow phases.Runner
+	// done is the last line of a successful lab up.
+	done string
+}
+
+// labRoleOf is the role of the node s configures: the first control-plane
+// node runs init, another control-plane node join --control-plane, and a
+// worker kubeboot join, whose kubelet bootstraps its credentials with the
+// token.
+func labRoleOf(s *phases.State) labRole {
+	cfg := s.Config
+	if s.Worker != nil {
+		return labRole{
+			prep:     join.WorkerPrepare,
+			kubelet:  join.KubeletArgs(s.Worker),
+			workflow: phases.Runner{Phases: []phases.Phase{join.KubeletWaitBootstrap}},
+			done:     fmt.Sprintf("node %s joined and is Ready", s.Worker.Node.Name),
+		}
+	}
+	role := labRole{
+		prep: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig},
+		kubelet: []string{
+			"--config=" + cfg.Kubelet.ConfigFile,
+			"--kubeconfig=" + cfg.KubeconfigPath(config.KubeconfigKubelet),
+			"--hostname-override=" + cfg.Node.Name,
+			"--node-ip=" + cfg.Node.AdvertiseAddress,
+		},
+		workflow: phases.Init,
+		done:     "control plane is up: kubectl --kubeconfig " + cfg.KubeconfigPath(config.KubeconfigAdmin) + " get pods -n kube-system",
+	}
+	if s.Join != nil {
+		role.prep, role.workflow = join.Prepare, join.ControlPlane
+	}
+	return role
+}
+
 // labUp starts the node's containerd with the images the node needs,
-// writes what the kubelet needs, starts the kubelet, and runs every init
-// phase; the wait phase then sees the kubelet bring the control plane up.
-// If it fails before init runs, it tears down what it started; after that
-// the lab stays up for a look at its logs.
-func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Phase, workflow phases.Runner) (ran []string, err error) {
+// writes what the kubelet needs, starts the kubelet, and runs the role's
+// workflow: on a control-plane node the wait phase then sees the kubelet
+// bring the control plane up; on a worker the join waits for its TLS
+// bootstrap. If it fails before the workflow runs, it tears down what it
+// started; after that the lab stays up for a look at its logs.
+func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (ran []string, err error) {
 	cfg := s.Config
 	if binDir, err = filepath.Abs(binDir); err != nil {
 		return nil, err
@@ -223,29 +280,25 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 	if err := pullLabImages(ctx, node, binDir, pulls, s.Report); err != nil {
 		return nil, err
 	}
-	if _, err := (phases.Runner{Phases: prep}).Run(ctx, s, nil); err != nil {
+	if _, err := (phases.Runner{Phases: role.prep}).Run(ctx, s, nil); err != nil {
 		return nil, err
 	}
 	s.Report.SetPhase("lab")
 	kubelet := node.Kubelet()
 	root := filepath.Join(node.Dir, "kubelet")
-	err = kubelet.Start(filepath.Join(binDir, "kubelet"),
-		"--config="+cfg.Kubelet.ConfigFile,
-		"--kubeconfig="+cfg.KubeconfigPath(config.KubeconfigKubelet),
-		"--hostname-override="+cfg.Node.Name,
-		"--node-ip="+cfg.Node.AdvertiseAddress,
+	err = kubelet.Start(filepath.Join(binDir, "kubelet"), append(role.kubelet,
 		"--root-dir="+root,
-		"--cert-dir="+filepath.Join(root, "pki"))
+		"--cert-dir="+filepath.Join(root, "pki"))...)
 	if err != nil {
 		return nil, err
 	}
 	s.Report.Infof("kubelet started (log: %s)", kubelet.LogFile())
 	initStarted = true
-	if ran, err = workflow.Run(ctx, s, nil); err != nil {
+	if ran, err = role.workflow.Run(ctx, s, nil); err != nil {
 		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), node.Containerd().LogFile())
 	}
 	s.Report.SetPhase("lab")
-	s.Report.Infof("control plane is up: kubectl --kubeconfig %s get pods -n kube-system", cfg.KubeconfigPath(config.KubeconfigAdmin))
+	s.Report.Infof("%s", role.done)
 	return ran, nil
 }
 
@@ -269,11 +322,13 @@ func labImages(s *phases.State, binDir, kubeboot string) (build []lab.Image, pul
 		}
 		release := *s.Config
 		release.KubernetesVersion = version
-		state := *s
-		state.Config = &release
-		images, err := phases.Images(&state)
-		if err != nil {
-			return nil, nil, err
+		var images []string
+		if s.Worker == nil { // a worker runs no static pods
+			state := *s
+			state.Config = &release
+			if images, err = phases.Images(&state); err != nil {
+				return nil, nil, err
+			}
 		}
 		images = append(images, release.ImageRepository+"/kube-proxy:"+version)
 		for _, ref := range images {
