@@ -46,12 +46,26 @@ type Cluster struct {
 	source string
 }
 
+// How a lab worker joins its cluster.
+const (
+	// JoinKubeboot runs `kubeboot join` with a bootstrap token and the CA's
+	// hash, the default.
+	JoinKubeboot = "kubeboot"
+	// JoinKubeadm runs the real `kubeadm join` with the discovery file of
+	// `kubeboot token create`, in a mount namespace of the node's own, so
+	// that kubeadm's fixed /etc/kubernetes and /var/lib/kubelet are the
+	// node's directories.
+	JoinKubeadm = "kubeadm"
+)
+
 // ClusterNode is one node of a lab cluster.
 type ClusterNode struct {
 	// Name is the node's name (and its Node object's).
 	Name string `json:"name"`
 	// Role is control-plane or worker.
 	Role string `json:"role"`
+	// Join is how a worker joins: kubeboot (the default) or kubeadm.
+	Join string `json:"join,omitempty"`
 }
 
 // LoadCluster reads and checks a lab description.
@@ -99,8 +113,18 @@ func (c *Cluster) validate() error {
 	}
 	var names []string
 	controlPlanes := 0
-	for i, n := range c.Nodes {
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
 		field := fmt.Sprintf("nodes[%d]", i)
+		if n.Role == RoleWorker && n.Join == "" {
+			n.Join = JoinKubeboot
+		}
+		switch {
+		case n.Role == RoleControlPlane && n.Join != "":
+			bad(field+".join", "a control-plane node joins with kubeboot's certificate bundle: remove join, or make the node a worker")
+		case n.Role == RoleWorker && n.Join != JoinKubeboot && n.Join != JoinKubeadm:
+			bad(field+".join", "%q: want %s or %s", n.Join, JoinKubeboot, JoinKubeadm)
+		}
 		if msgs := validation.IsDNS1123Label(n.Name); len(msgs) > 0 {
 			bad(field+".name", "%q: want a lower-case DNS label, like cp1", n.Name)
 		}

@@ -32,11 +32,14 @@ func (c *Cluster) Endpoint() netip.AddrPort {
 }
 
 // NodeConfig renders the kubeboot configuration of the cluster's i-th
-// node: every path under the node's dir and its address. The first node's
-// is a ClusterConfiguration; another control-plane node's a
-// JoinConfiguration through the etcd members listed before it.
+// control-plane node: every path under the node's dir and its address.
+// The first node's is a ClusterConfiguration; another control-plane
+// node's a JoinConfiguration through the etcd members listed before it.
 func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 	n := c.Nodes[i]
+	if n.Role != RoleControlPlane {
+		return nil, fmt.Errorf("%s: nodes[%d] is a worker, which joins with WorkerConfig", c.source, i)
+	}
 	dir := c.NodeDir(n.Name)
 	cfg := map[string]any{
 		"apiVersion":   "kubeboot.io/v1alpha1",
@@ -47,30 +50,14 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 		"etcd":         map[string]any{"local": map[string]any{"dataDir": filepath.Join(dir, "etcd")}},
 		"certificates": map[string]any{"dir": filepath.Join(dir, "pki")},
 		"paths":        map[string]any{"manifestsDir": filepath.Join(dir, "manifests"), "kubeconfigDir": dir},
-		"kubelet": map[string]any{
-			"configFile":               filepath.Join(dir, "kubelet", "config.yaml"),
-			"containerRuntimeEndpoint": "unix://" + filepath.Join(dir, "cri.sock"),
-			// What the real kubelet needs on a machine without systemd or
-			// cgroup v2; see `kubeboot lab --help`.
-			"extraConfig": map[string]any{
-				"failSwapOn":             false,
-				"failCgroupV1":           false,
-				"cgroupsPerQOS":          false,
-				"enforceNodeAllocatable": []string{},
-				"volumePluginDir":        filepath.Join(dir, "kubelet", "volume-plugins"),
-				"podLogsDir":             filepath.Join(dir, "pod-logs"),
-			},
-		},
-		"timeouts": map[string]any{"controlPlane": "3m"},
-		"security": map[string]any{"audit": map[string]any{"logDir": filepath.Join(dir, "audit")}},
+		"kubelet":      nodeKubelet(dir),
+		"timeouts":     map[string]any{"controlPlane": "3m"},
+		"security":     map[string]any{"audit": map[string]any{"logDir": filepath.Join(dir, "audit")}},
 	}
 	if len(c.ControlPlanes()) > 1 {
 		cfg["controlPlaneEndpoint"] = c.Endpoint().String()
 	}
 	if i > 0 {
-		if n.Role != RoleControlPlane {
-			return nil, fmt.Errorf("%s: nodes[%d]: a worker joins with `kubeboot join`, which kubeboot lab does not run yet: list control-plane nodes only", c.source, i)
-		}
 		var endpoints []string
 		for _, j := range c.ControlPlanes() {
 			if j < i {
@@ -79,6 +66,53 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 		}
 		cfg["kind"] = "JoinConfiguration"
 		cfg["join"] = map[string]any{"etcdEndpoints": endpoints}
+	}
+	return yaml.Marshal(cfg)
+}
+
+// nodeKubelet is the kubelet section of a lab node's configuration: its
+// files under the node's dir, and what the real kubelet needs on a machine
+// without systemd or cgroup v2 (see `kubeboot lab --help`).
+func nodeKubelet(dir string) map[string]any {
+	return map[string]any{
+		"configFile":               filepath.Join(dir, "kubelet", "config.yaml"),
+		"containerRuntimeEndpoint": "unix://" + filepath.Join(dir, "cri.sock"),
+		"extraConfig": map[string]any{
+			"failSwapOn":             false,
+			"failCgroupV1":           false,
+			"cgroupsPerQOS":          false,
+			"enforceNodeAllocatable": []string{},
+			"volumePluginDir":        filepath.Join(dir, "kubelet", "volume-plugins"),
+			"podLogsDir":             filepath.Join(dir, "pod-logs"),
+		},
+	}
+}
+
+// Discovery is how a lab worker finds its cluster: a bootstrap token of
+// the first node's and the cluster CA's hash, through Endpoint.
+type Discovery struct {
+	Token  string
+	CAHash string
+}
+
+// WorkerConfig renders the WorkerConfiguration of the cluster's i-th node,
+// a worker: its name, address and paths under the node's dir, and its
+// discovery through the cluster's endpoint. kubeadm join reads its
+// settings from flags; its lab node uses this file for its runtime alone.
+func (c *Cluster) WorkerConfig(i int, d Discovery) ([]byte, error) {
+	n := c.Nodes[i]
+	if n.Role != RoleWorker {
+		return nil, fmt.Errorf("%s: nodes[%d] is a control-plane node, which inits or joins with NodeConfig", c.source, i)
+	}
+	dir := c.NodeDir(n.Name)
+	cfg := map[string]any{
+		"apiVersion":   "kubeboot.io/v1alpha1",
+		"kind":         "WorkerConfiguration",
+		"node":         map[string]any{"name": n.Name, "address": c.Address(i).String()},
+		"discovery":    map[string]any{"apiServerEndpoint": c.Endpoint().String(), "token": d.Token, "caCertHashes": []string{d.CAHash}},
+		"certificates": map[string]any{"dir": filepath.Join(dir, "pki")},
+		"paths":        map[string]any{"manifestsDir": filepath.Join(dir, "manifests"), "kubeconfigDir": dir},
+		"kubelet":      nodeKubelet(dir),
 	}
 	return yaml.Marshal(cfg)
 }

@@ -34,6 +34,9 @@ type labOptions struct {
 	output       outputFormat
 	controlPlane bool
 	bundle       bundleFlags
+	// kubeadmJoin is a discovery file: the worker joins with the real
+	// kubeadm instead of kubeboot join.
+	kubeadmJoin string
 }
 
 // spec loads the lab node's configuration: a ClusterConfiguration, a
@@ -84,13 +87,21 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 				return &exit.UsageError{Msg: "lab up needs --config (one node, like examples/lab.yaml) or --cluster (a lab description, like examples/cluster.yaml)"}
 			}
 			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
-				return labUp(ctx, s, opts.binDir, labRoleOf(s))
+				role := labRoleOf(s)
+				if opts.kubeadmJoin != "" {
+					if s.Worker == nil {
+						return nil, &exit.UsageError{Msg: "--kubeadm-join joins a worker: --config must be a WorkerConfiguration"}
+					}
+					role = kubeadmRole(s.Worker, opts.binDir, opts.kubeadmJoin)
+				}
+				return labUp(ctx, s, opts.binDir, role)
 			})
 		},
 	}
 	addOutputFlag(up.Flags(), &opts.output)
 	addControlPlaneFlag(up.Flags(), &opts.controlPlane)
 	opts.bundle.add(up)
+	up.Flags().StringVar(&opts.kubeadmJoin, "kubeadm-join", "", "join this worker with the real kubeadm (from --bin-dir) and this discovery file, in the mount namespace `lab up --cluster` gives the node")
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the kubelet, remove every pod, stop containerd and remove the lab's own files",
@@ -195,12 +206,14 @@ func labNode(cfg *config.ClusterConfiguration, binDir string) lab.Node {
 	}
 }
 
-// labRole is how lab up brings up a node of one kind: the phases that
-// write what the kubelet reads at start, the kubelet's flags (besides the
-// lab's own directories), and the workflow that runs once it started.
+// labRole is how lab up brings up a node of one kind: what it sets up
+// first, the phases that write what the kubelet reads at start, the
+// kubelet's flags once those files are there, and the workflow that runs
+// once it started.
 type labRole struct {
+	setup    func() error
 	prep     []phases.Phase
-	kubelet  []string
+	kubelet  func(ctx context.Context) ([]string, error)
 	workflow phases.Runner
 	// done is the last line of a successful lab up.
 	done string
@@ -209,25 +222,27 @@ type labRole struct {
 // labRoleOf is the role of the node s configures: the first control-plane
 // node runs init, another control-plane node join --control-plane, and a
 // worker kubeboot join, whose kubelet bootstraps its credentials with the
-// token.
+// token. The kubelet keeps its root and certificate dirs in the lab's.
 func labRoleOf(s *phases.State) labRole {
 	cfg := s.Config
+	root := filepath.Join(cfg.Paths.KubeconfigDir, "lab", "kubelet")
+	own := []string{"--root-dir=" + root, "--cert-dir=" + filepath.Join(root, "pki")}
 	if s.Worker != nil {
 		return labRole{
 			prep:     join.WorkerPrepare,
-			kubelet:  join.KubeletArgs(s.Worker),
+			kubelet:  fixedArgs(append(join.KubeletArgs(s.Worker), own...)),
 			workflow: phases.Runner{Phases: []phases.Phase{join.KubeletWaitBootstrap}},
 			done:     fmt.Sprintf("node %s joined and is Ready", s.Worker.Node.Name),
 		}
 	}
 	role := labRole{
 		prep: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig},
-		kubelet: []string{
+		kubelet: fixedArgs(append([]string{
 			"--config=" + cfg.Kubelet.ConfigFile,
 			"--kubeconfig=" + cfg.KubeconfigPath(config.KubeconfigKubelet),
 			"--hostname-override=" + cfg.Node.Name,
 			"--node-ip=" + cfg.Node.AdvertiseAddress,
-		},
+		}, own...)),
 		workflow: phases.Init,
 		done:     "control plane is up: kubectl --kubeconfig " + cfg.KubeconfigPath(config.KubeconfigAdmin) + " get pods -n kube-system",
 	}
@@ -235,6 +250,87 @@ func labRoleOf(s *phases.State) labRole {
 		role.prep, role.workflow = join.Prepare, join.ControlPlane
 	}
 	return role
+}
+
+// fixedArgs are kubelet flags known before lab up starts.
+func fixedArgs(args []string) func(context.Context) ([]string, error) {
+	return func(context.Context) ([]string, error) { return args, nil }
+}
+
+// kubeadmRole joins worker w with the real `kubeadm join` and the
+// discovery file, in the node's own mount namespace: kubeadm runs in the
+// background, writes the kubelet's files, and (finding no init system)
+// leaves the kubelet to lab up, which starts it as kubeadm's systemd
+// drop-in would; the workflow waits for kubeadm to finish. kubeadm's
+// preflight checks that cannot hold in a lab node are ignored, each for
+// its reason (see kubeadmIgnored).
+func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) labRole {
+	node := lab.KubeadmNode{Dir: filepath.Join(w.Paths.KubeconfigDir, "lab"), Kubeadm: filepath.Join(binDir, "kubeadm")}
+	exited := make(chan error, 1)
+	log := filepath.Join(node.Dir, "kubeadm-join.log")
+	var joinErr error
+	wait := phases.Phase{
+		Name:  "kubeadm-join",
+		Short: "Wait for the real kubeadm join to finish",
+		Run: func(ctx context.Context, s *phases.State) error {
+			select {
+			case joinErr = <-exited:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if joinErr != nil {
+				return fmt.Errorf("kubeadm join: %w:\n%s", joinErr, lastLines(readOrEmpty(log), 20))
+			}
+			s.Report.Infof("kubeadm join succeeded (log: %s)", log)
+			return nil
+		},
+	}
+	return labRole{
+		setup: node.Isolate,
+		kubelet: func(ctx context.Context) ([]string, error) {
+			patches, err := node.Patches()
+			if err != nil {
+				return nil, err
+			}
+			out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+			if err != nil {
+				return nil, err
+			}
+			cmd := exec.CommandContext(ctx, node.Kubeadm, "join", "--discovery-file", discoveryFile,
+				"--node-name", w.Node.Name, "--cri-socket", w.Kubelet.ContainerRuntimeEndpoint,
+				"--patches", patches, "--ignore-preflight-errors", strings.Join(kubeadmIgnored, ","), "-v", "1")
+			cmd.Stdout, cmd.Stderr = out, out
+			// kubeadm finds the kubelet on the PATH for its version check.
+			cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+			if err := cmd.Start(); err != nil {
+				_ = out.Close()
+				return nil, fmt.Errorf("start kubeadm join: %w", err)
+			}
+			go func() { exited <- cmd.Wait(); _ = out.Close() }()
+			return node.KubeletArgs(ctx, cmd, log, exited)
+		},
+		workflow: phases.Runner{Phases: []phases.Phase{wait}},
+		done:     fmt.Sprintf("node %s joined with kubeadm", w.Node.Name),
+	}
+}
+
+// kubeadmIgnored are the preflight checks of `kubeadm join` that a lab
+// node cannot pass, with why:
+//   - SystemVerification: the lab's machines may run cgroup v1, which
+//     kubeadm v1.36 refuses, and the kubelet is told to accept
+//     (failCgroupV1: false);
+//   - Swap: the machine may have swap on; the kubelet is told to accept it
+//     (failSwapOn: false);
+//   - FileContent--proc-sys-net-bridge-bridge-nf-call-iptables: the node's
+//     network namespace has no br_netfilter setting of its own, and the
+//     lab's pod traffic is routed rather than bridged to kube-proxy;
+//   - Service-Kubelet: there is no systemd; lab up starts the kubelet.
+var kubeadmIgnored = []string{"SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables", "Service-Kubelet"}
+
+// readOrEmpty is the file's content, or nothing.
+func readOrEmpty(path string) string {
+	data, _ := os.ReadFile(path)
+	return string(data)
 }
 
 // labUp starts the node's containerd with the images the node needs,
@@ -261,6 +357,11 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 		}
 	}()
 	s.Report.SetPhase("lab")
+	if role.setup != nil {
+		if err := role.setup(); err != nil {
+			return nil, err
+		}
+	}
 	images, pulls, err := labImages(s, binDir, self)
 	if err != nil {
 		return nil, err
@@ -284,12 +385,12 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 		return nil, err
 	}
 	s.Report.SetPhase("lab")
-	kubelet := node.Kubelet()
-	root := filepath.Join(node.Dir, "kubelet")
-	err = kubelet.Start(filepath.Join(binDir, "kubelet"), append(role.kubelet,
-		"--root-dir="+root,
-		"--cert-dir="+filepath.Join(root, "pki"))...)
+	args, err := role.kubelet(ctx)
 	if err != nil {
+		return nil, err
+	}
+	kubelet := node.Kubelet()
+	if err := kubelet.Start(filepath.Join(binDir, "kubelet"), args...); err != nil {
 		return nil, err
 	}
 	s.Report.Infof("kubelet started (log: %s)", kubelet.LogFile())
@@ -323,7 +424,9 @@ func labImages(s *phases.State, binDir, kubeboot string) (build []lab.Image, pul
 		release := *s.Config
 		release.KubernetesVersion = version
 		var images []string
-		if s.Worker == nil { // a worker runs no static pods
+		if s.Worker != nil { // a worker runs no static pods, and pulls as kubeadm does
+			release.ImageRepository = config.DefaultImageRepository
+		} else {
 			state := *s
 			state.Config = &release
 			if images, err = phases.Images(&state); err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -30,8 +31,10 @@ type clusterResult struct {
 
 // clusterNode is one node of clusterResult.
 type clusterNode struct {
-	Name    string `json:"name"`
-	Role    string `json:"role"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Join is how a worker joined: kubeboot or kubeadm.
+	Join    string `json:"join,omitempty"`
 	Address string `json:"address"`
 	// Took is how long the node's lab up took.
 	Took string `json:"took"`
@@ -57,7 +60,8 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 		return result, err
 	}
 	report.Infof("network: namespaces %s (the bridge, on %s) and kb-%s-<node>", c.Hub(), c.HubAddress(), c.Name)
-	for i, n := range c.Nodes {
+	for _, i := range c.ControlPlanes() {
+		n := c.Nodes[i]
 		cfg, err := c.NodeConfig(i)
 		if err == nil {
 			err = os.MkdirAll(c.NodeDir(n.Name), 0o700)
@@ -76,8 +80,8 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 	report.Infof("load balancer on %s, and on %s for this host (log: %s)", c.Endpoint(), hostEndpoint, c.LoadBalancer().LogFile())
 	first := c.Nodes[0].Name
 	var joinFlags []string
-	for i, n := range c.Nodes {
-		args := []string{"lab", "up", "--config", c.NodeConfigPath(n.Name), "--bin-dir", binDir, "-o", "json"}
+	for _, i := range c.ControlPlanes() {
+		args := []string{"--bin-dir", binDir}
 		if i > 0 {
 			if joinFlags == nil {
 				if joinFlags, err = exportBundle(ctx, c, self); err != nil {
@@ -86,17 +90,12 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 			}
 			args = append(args, joinFlags...)
 		}
-		start := time.Now()
-		var stdout, stderr bytes.Buffer
-		cmd := lab.InNamespace(ctx, c.Netns(n.Name), self, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			return result, fmt.Errorf("node %s: lab up: %w\n%s(the lab stays up for a look at its logs in %s; stop it with `kubeboot lab down --cluster`)",
-				n.Name, err, lastLines(stdout.String()+stderr.String(), 20), c.NodeDir(n.Name))
+		if err := nodeUp(ctx, c, i, self, args, &result, report); err != nil {
+			return result, err
 		}
-		took := time.Since(start).Round(10 * time.Millisecond)
-		report.Infof("node %s (%s, %s) up in %s", n.Name, n.Role, c.Address(i), took)
-		result.Nodes = append(result.Nodes, clusterNode{Name: n.Name, Role: n.Role, Address: c.Address(i).String(), Took: took.String()})
+	}
+	if err := workersUp(ctx, c, self, binDir, &result, report); err != nil {
+		return result, err
 	}
 	result.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
 	if err := hostKubeconfig(filepath.Join(c.NodeDir(first), "admin.conf"), result.Kubeconfig, hostEndpoint); err != nil {
@@ -108,6 +107,108 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 	report.Infof("pod networks routed between the nodes; use it: kubectl --kubeconfig %s get nodes", result.Kubeconfig)
 	result.OK, result.Endpoint = true, hostEndpoint
 	return result, nil
+}
+
+// nodeUp runs `lab up` with args for the cluster's i-th node in its
+// network namespace, and adds the node to the result.
+func nodeUp(ctx context.Context, c *lab.Cluster, i int, self string, args []string, result *clusterResult, report *output.Reporter) error {
+	n := c.Nodes[i]
+	start := time.Now()
+	var stdout, stderr bytes.Buffer
+	args = append([]string{"lab", "up", "--config", c.NodeConfigPath(n.Name), "-o", "json"}, args...)
+	binary := self
+	if n.Join == lab.JoinKubeadm {
+		// kubeadm's node gets a mount namespace of its own, which its
+		// containerd and kubelet keep (see lab.KubeadmNode.Isolate).
+		binary, args = "unshare", append([]string{"--mount", "--propagation", "private", "--", self}, args...)
+	}
+	cmd := lab.InNamespace(ctx, c.Netns(n.Name), binary, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("node %s: lab up: %w\n%s(the lab stays up for a look at its logs in %s; stop it with `kubeboot lab down --cluster`)",
+			n.Name, err, lastLines(stdout.String()+stderr.String(), 20), c.NodeDir(n.Name))
+	}
+	took := time.Since(start).Round(10 * time.Millisecond)
+	report.Infof("node %s (%s, %s) up in %s", n.Name, n.Role, c.Address(i), took)
+	result.Nodes = append(result.Nodes, clusterNode{Name: n.Name, Role: n.Role, Join: n.Join, Address: c.Address(i).String(), Took: took.String()})
+	return nil
+}
+
+// workersUp joins the cluster's workers with a new bootstrap token of the
+// first node's: each writes its WorkerConfiguration, and runs lab up with
+// kubeboot join (the token and the CA's hash) or with the real kubeadm
+// join (the token's discovery file).
+func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, result *clusterResult, report *output.Reporter) error {
+	var workers []int
+	for i, n := range c.Nodes {
+		if n.Role == lab.RoleWorker {
+			workers = append(workers, i)
+		}
+	}
+	if len(workers) == 0 {
+		return nil
+	}
+	discoveryFile := filepath.Join(c.Dir, "discovery.conf")
+	d, err := createToken(ctx, c, self, discoveryFile)
+	if err != nil {
+		return err
+	}
+	for _, i := range workers {
+		n := c.Nodes[i]
+		cfg, err := c.WorkerConfig(i, d)
+		if err == nil {
+			err = os.MkdirAll(c.NodeDir(n.Name), 0o700)
+		}
+		if err == nil {
+			err = os.WriteFile(c.NodeConfigPath(n.Name), cfg, 0o600)
+		}
+		if err != nil {
+			return err
+		}
+		args := []string{"--bin-dir", binDir}
+		if n.Join == lab.JoinKubeadm {
+			args = append(args, "--kubeadm-join", discoveryFile)
+		}
+		if err := nodeUp(ctx, c, i, self, args, result, report); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createToken creates a bootstrap token on the first node for the
+// workers, with its discovery file, and returns the token and the CA's
+// hash.
+func createToken(ctx context.Context, c *lab.Cluster, self, discoveryFile string) (lab.Discovery, error) {
+	first := c.Nodes[0].Name
+	var stdout, stderr bytes.Buffer
+	cmd := lab.InNamespace(ctx, c.Netns(first), self, "token", "create", "--config", c.NodeConfigPath(first),
+		"--description", "kubeboot lab: the workers' join", "--discovery-file", discoveryFile, "-o", "json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return lab.Discovery{}, fmt.Errorf("node %s: token create: %w: %s", first, err, strings.TrimSpace(stderr.String()))
+	}
+	var out struct {
+		Result createdToken `json:"result"`
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		if strings.HasPrefix(line, `{"result"`) {
+			if err := json.Unmarshal([]byte(line), &out); err != nil {
+				return lab.Discovery{}, fmt.Errorf("node %s: token create's result: %w", first, err)
+			}
+		}
+	}
+	fields := strings.Fields(out.Result.JoinCommand)
+	hash := ""
+	for j, f := range fields {
+		if f == "--discovery-token-ca-cert-hash" && j+1 < len(fields) {
+			hash = fields[j+1]
+		}
+	}
+	if out.Result.Token == "" || hash == "" {
+		return lab.Discovery{}, fmt.Errorf("node %s: token create printed no token and CA hash", first)
+	}
+	return lab.Discovery{Token: out.Result.Token, CAHash: hash}, nil
 }
 
 // startLoadBalancer starts the lab's load balancer with a socket on a free

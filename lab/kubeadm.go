@@ -1,0 +1,145 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// kubeadm's fixed paths on a node, which the lab overlays with the node's
+// own directories.
+const (
+	KubeadmConfigDir   = "/etc/kubernetes"
+	KubeadmKubeletDir  = "/var/lib/kubelet"
+	kubeadmFlagsFile   = KubeadmKubeletDir + "/kubeadm-flags.env"
+	kubeadmKubeletConf = KubeadmKubeletDir + "/config.yaml"
+	kubeadmBootstrap   = KubeadmConfigDir + "/bootstrap-kubelet.conf"
+)
+
+// overlaid are the host directories a kubeadm node sees through an overlay
+// whose writes land in the node's dir: kubeadm writes /etc/kubernetes and
+// /var/lib/kubelet, and the kubelet its device plugins' sockets under
+// /var/lib/kubelet whatever its root dir.
+var overlaid = []string{"/etc", "/var/lib"}
+
+// KubeadmNode is a lab node that joins with the real kubeadm: its dir, and
+// the kubeadm binary.
+type KubeadmNode struct {
+	// Dir is the node's lab dir; the overlays' upper dirs live in it.
+	Dir string
+	// Kubeadm is the kubeadm binary.
+	Kubeadm string
+}
+
+// Isolate gives this process's own mount namespace, which lab up
+// --cluster created for it (`unshare --mount`), the node's view of the
+// host: /etc and /var/lib overlaid, so that what kubeadm and the kubelet
+// write there lands in the node's dir and nothing of the host's changes.
+// It refuses to run in the host's mount namespace.
+func (k KubeadmNode) Isolate() error {
+	// The parent is lab up --cluster's nsenter, or a shell, in the host's.
+	own, err1 := os.Readlink("/proc/self/ns/mnt")
+	parent, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()))
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("read the mount namespaces: %w", err)
+	}
+	if own == parent {
+		return errors.New("--kubeadm-join overlays /etc and /var/lib, so it runs only in a mount namespace of its own, as `kubeboot lab up --cluster` starts it (`unshare --mount`)")
+	}
+	for _, dir := range overlaid {
+		name := strings.ReplaceAll(strings.Trim(dir, "/"), "/", "-")
+		upper, work := filepath.Join(k.Dir, "overlay", name), filepath.Join(k.Dir, "overlay", name+".work")
+		for _, d := range []string{upper, work} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return err
+			}
+		}
+		opts := "lowerdir=" + dir + ",upperdir=" + upper + ",workdir=" + work
+		if err := unix.Mount("overlay", dir, "overlay", 0, opts); err != nil {
+			return fmt.Errorf("overlay %s with %s: %w", dir, upper, err)
+		}
+	}
+	return nil
+}
+
+// Patches writes kubeadm's patch of the kubelet's configuration into the
+// node's dir and returns that directory, for `kubeadm join --patches`:
+// the volume plugins and pod logs go to the node's dir, not the host's
+// /usr/libexec and /var/log; and node allocatable is enforced on nothing,
+// as the lab's kubelets run without QoS cgroups (kubeadm reads the
+// cluster's empty enforceNodeAllocatable as unset, which means "pods").
+func (k KubeadmNode) Patches() (string, error) {
+	dir := filepath.Join(k.Dir, "kubeadm-patches")
+	patch := fmt.Sprintf("volumePluginDir: %s\npodLogsDir: %s\nenforceNodeAllocatable: [none]\n",
+		filepath.Join(k.Dir, "volume-plugins"), filepath.Join(k.Dir, "pod-logs"))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, writeAtomic(filepath.Join(dir, "kubeletconfiguration+merge.yaml"), []byte(patch))
+}
+
+// KubeletArgs waits until `kubeadm join` has written what the kubelet
+// reads (its configuration and its bootstrap kubeconfig, as kubeadm's
+// kubelet-start writes them before it starts kubelet.service) and returns
+// the kubelet's command line as kubeadm's systemd drop-in makes it. A
+// kubeadm that exits first fails it, with its log's tail.
+func (k KubeadmNode) KubeletArgs(ctx context.Context, join *exec.Cmd, log string, exited <-chan error) ([]string, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-exited:
+			return false, fmt.Errorf("kubeadm join exited before it started the kubelet: %v:\n%s", err, tail(log, 20))
+		default:
+		}
+		for _, f := range []string{kubeadmKubeletConf, kubeadmBootstrap, kubeadmFlagsFile} {
+			if _, err := os.Stat(f); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wait for %s's kubelet files: %w", strings.Join(join.Args, " "), err)
+	}
+	env, err := os.ReadFile(kubeadmFlagsFile)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--bootstrap-kubeconfig=" + kubeadmBootstrap,
+		"--kubeconfig=" + KubeadmConfigDir + "/kubelet.conf",
+		"--config=" + kubeadmKubeletConf,
+	}
+	return append(args, kubeadmFlags(string(env))...), nil
+}
+
+// kubeadmFlags are the flags of kubeadm-flags.env's KUBELET_KUBEADM_ARGS
+// line: KUBELET_KUBEADM_ARGS="--a=b --c=d".
+func kubeadmFlags(env string) []string {
+	for _, line := range strings.Split(env, "\n") {
+		if value, ok := strings.CutPrefix(strings.TrimSpace(line), "KUBELET_KUBEADM_ARGS="); ok {
+			return strings.Fields(strings.Trim(value, `"`))
+		}
+	}
+	return nil
+}
+
+// tail is the last n lines of the file at path.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
