@@ -52,7 +52,7 @@ func runMarkControlPlane(ctx context.Context, s *State) error {
 	taint := config.On(s.Config.Node.ControlPlaneTaint)
 	changed := false
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		marks, needed := templates.MarkControlPlane(node, taint)
+		marks, needed := templates.MarkControlPlane(node, taint, s.Config.Kubelet.ContainerRuntimeEndpoint)
 		if !needed {
 			return nil
 		}

@@ -66,8 +66,12 @@ func TestMarkControlPlaneWaitsForTheNode(t *testing.T) {
 	if diff := cmp.Diff([]corev1.Taint{notReady, templates.ControlPlaneTaint}, node.Spec.Taints); diff != "" {
 		t.Errorf("taints (-want +got):\n%s", diff)
 	}
-	if owned := ownedBy(node.ManagedFields, FieldManager); owned != `{"f:metadata":{"f:labels":{"f:node-role.kubernetes.io/control-plane":{}}},"f:spec":{"f:taints":{}}}` {
-		t.Errorf("kubeboot owns %s of the Node, want %s", owned, `{"f:metadata":{"f:labels":{"f:node-role.kubernetes.io/control-plane":{}}},"f:spec":{"f:taints":{}}}`)
+	const owns = `{"f:metadata":{"f:annotations":{"f:kubeadm.alpha.kubernetes.io/cri-socket":{}},"f:labels":{"f:node-role.kubernetes.io/control-plane":{}}},"f:spec":{"f:taints":{}}}`
+	if owned := ownedBy(node.ManagedFields, FieldManager); owned != owns {
+		t.Errorf("kubeboot owns %s of the Node, want %s", owned, owns)
+	}
+	if got := node.Annotations[templates.AnnotationCRISocket]; got != s.Config.Kubelet.ContainerRuntimeEndpoint {
+		t.Errorf("CRI socket annotation %q, want %q, which kubeadm's commands on the node read", got, s.Config.Kubelet.ContainerRuntimeEndpoint)
 	}
 	if !strings.Contains(out.String(), "Node node1 updated: labelled node-role.kubernetes.io/control-plane, tainted node-role.kubernetes.io/control-plane:NoSchedule") {
 		t.Errorf("output:\n%s", out)

@@ -86,6 +86,8 @@ func APIServer(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		mounts:  mounts,
 		extra:   cfg.APIServer.Component,
 		timeout: cfg.Timeouts.ControlPlane.Duration,
+		annotations: map[string]string{AnnotationAPIServerEndpoint: net.JoinHostPort(cfg.Node.AdvertiseAddress,
+			strconv.Itoa(int(portFlag(flags, "secure-port", cfg.APIServer.BindPort))))},
 	}), nil
 }
 

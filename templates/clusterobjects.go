@@ -174,11 +174,16 @@ func user(name string) rbacv1.Subject {
 // LabelControlPlane marks a control-plane node, as kubeadm does.
 const LabelControlPlane = "node-role.kubernetes.io/control-plane"
 
+// AnnotationCRISocket names a node's CRI socket, as kubeadm init annotates
+// its node; kubeadm's commands on the node (upgrade plan, certs
+// check-expiration) read its settings with it.
+const AnnotationCRISocket = "kubeadm.alpha.kubernetes.io/cri-socket"
+
 // ControlPlaneTaint keeps ordinary pods off a control-plane node.
 var ControlPlaneTaint = corev1.Taint{Key: LabelControlPlane, Effect: corev1.TaintEffectNoSchedule}
 
 // NodeMarks is the apply patch of the mark-control-plane phase: the
-// control-plane label and the Node's taints. Taints are an atomic list, so
+// control-plane label, the CRI socket's annotation and the Node's taints. Taints are an atomic list, so
 // an apply sets all of them: the patch carries every taint the Node had
 // when it was read, with the control-plane taint added or removed, and
 // that read's resourceVersion, so that the API server refuses the patch
@@ -187,7 +192,8 @@ type NodeMarks struct {
 	// APIVersion and Kind are a Node's.
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	// Metadata holds the name, the resourceVersion read and the label.
+	// Metadata holds the name, the resourceVersion read, the label and
+	// the annotation.
 	Metadata nodeMarksMeta `json:"metadata"`
 	// Spec holds the taints.
 	Spec nodeMarksSpec `json:"spec"`
@@ -197,6 +203,7 @@ type nodeMarksMeta struct {
 	Name            string            `json:"name"`
 	ResourceVersion string            `json:"resourceVersion"`
 	Labels          map[string]string `json:"labels"`
+	Annotations     map[string]string `json:"annotations"`
 }
 
 type nodeMarksSpec struct {
@@ -205,9 +212,10 @@ type nodeMarksSpec struct {
 }
 
 // MarkControlPlane returns the patch that marks node as a control-plane
-// node, tainted or not as taint says, and whether node needs it: false
-// when the label and the taint are as wanted already.
-func MarkControlPlane(node *corev1.Node, taint bool) (NodeMarks, bool) {
+// node, tainted or not as taint says, with its CRI socket criSocket, and
+// whether node needs it: false when the label, the annotation and the
+// taint are as wanted already.
+func MarkControlPlane(node *corev1.Node, taint bool, criSocket string) (NodeMarks, bool) {
 	isControlPlaneTaint := func(t corev1.Taint) bool { return t.MatchTaint(&ControlPlaneTaint) }
 	taints := slices.DeleteFunc(slices.Clone(node.Spec.Taints), isControlPlaneTaint)
 	if taint {
@@ -218,7 +226,7 @@ func MarkControlPlane(node *corev1.Node, taint bool) (NodeMarks, bool) {
 	}
 	value, labelled := node.Labels[LabelControlPlane]
 	tainted := slices.ContainsFunc(node.Spec.Taints, isControlPlaneTaint)
-	needed := !labelled || value != "" || tainted != taint
+	needed := !labelled || value != "" || tainted != taint || node.Annotations[AnnotationCRISocket] != criSocket
 	return NodeMarks{
 		APIVersion: "v1",
 		Kind:       "Node",
@@ -226,6 +234,7 @@ func MarkControlPlane(node *corev1.Node, taint bool) (NodeMarks, bool) {
 			Name:            node.Name,
 			ResourceVersion: node.ResourceVersion,
 			Labels:          map[string]string{LabelControlPlane: ""},
+			Annotations:     map[string]string{AnnotationCRISocket: criSocket},
 		},
 		Spec: nodeMarksSpec{Taints: taints},
 	}, needed

@@ -229,9 +229,16 @@ func TestNodeJoinGrants(t *testing.T) {
 
 func TestMarkControlPlane(t *testing.T) {
 	other := corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoExecute}
+	const socket = "unix:///run/containerd/containerd.sock"
 	node := func(labels map[string]string, taints ...corev1.Taint) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7", Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
+		annotations := map[string]string{AnnotationCRISocket: socket}
+		if labels == nil {
+			annotations = nil
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7", Labels: labels, Annotations: annotations}, Spec: corev1.NodeSpec{Taints: taints}}
 	}
+	unannotated := node(map[string]string{LabelControlPlane: ""}, ControlPlaneTaint)
+	unannotated.Annotations = nil
 	marked := map[string]string{LabelControlPlane: "", "kubernetes.io/os": "linux"}
 	tests := []struct {
 		name   string
@@ -247,11 +254,12 @@ func TestMarkControlPlane(t *testing.T) {
 		{"taint off, none there", node(marked, other), false, false, []corev1.Taint{other}},
 		{"taint off, taint there", node(marked, ControlPlaneTaint, other), false, true, []corev1.Taint{other}},
 		{"taint off, last taint", node(marked, ControlPlaneTaint), false, true, []corev1.Taint{}},
+		{"no CRI socket annotation", unannotated, true, true, []corev1.Taint{ControlPlaneTaint}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.node.DeepCopy()
-			marks, needed := MarkControlPlane(tt.node, tt.taint)
+			marks, needed := MarkControlPlane(tt.node, tt.taint, socket)
 			if needed != tt.needed {
 				t.Errorf("needed = %v, want %v", needed, tt.needed)
 			}
@@ -267,7 +275,7 @@ func TestMarkControlPlane(t *testing.T) {
 			}
 			// The label alone (other labels are not the phase's), the
 			// resourceVersion read, and the taints, even when empty.
-			for _, want := range []string{`"labels":{"node-role.kubernetes.io/control-plane":""}`, `"resourceVersion":"7"`, `"taints":[`} {
+			for _, want := range []string{`"labels":{"node-role.kubernetes.io/control-plane":""}`, `"annotations":{"kubeadm.alpha.kubernetes.io/cri-socket":"` + socket + `"}`, `"resourceVersion":"7"`, `"taints":[`} {
 				if !strings.Contains(string(data), want) {
 					t.Errorf("patch %s lacks %s", data, want)
 				}

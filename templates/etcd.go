@@ -66,6 +66,7 @@ func Etcd(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"watch-progress-notify-interval", "5s"},
 	}
 	flags := mergeFlags(append(defaults, etcdSecurity(cfg)...), cfg.Etcd.Local.ExtraArgs)
+	clientURLs, _ := flagValue(flags, "advertise-client-urls")
 
 	return newPod(spec{
 		name:    config.NameEtcd,
@@ -83,7 +84,8 @@ func Etcd(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 			{name: "etcd-certs", path: filepath.Dir(cfg.CertPath(config.CertEtcdCA)), readOnly: true, pathType: corev1.HostPathDirectory},
 			{name: "etcd-data", path: cfg.Etcd.Local.DataDir, pathType: corev1.HostPathDirectoryOrCreate},
 		},
-		timeout: cfg.Timeouts.ControlPlane.Duration,
+		timeout:     cfg.Timeouts.ControlPlane.Duration,
+		annotations: map[string]string{AnnotationEtcdClientURLs: clientURLs},
 	}), nil
 }
 

@@ -98,7 +98,18 @@ type spec struct {
 	mounts     []hostMount
 	extra      config.Component
 	timeout    time.Duration // how long the startup probe tolerates failures
+	// annotations are kubeadm's, which its commands read from the mirror
+	// pods (see KubeadmAnnotations).
+	annotations map[string]string
 }
+
+// kubeadm's annotations of its static pods: `kubeadm upgrade plan`,
+// `kubeadm certs check-expiration` and `kubeadm join` read a node's API
+// endpoint and its etcd member's client URLs from the mirror pods.
+const (
+	AnnotationAPIServerEndpoint = "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"
+	AnnotationEtcdClientURLs    = "kubeadm.kubernetes.io/etcd.advertise-client-urls"
+)
 
 // newPod returns the static pod of s: host network, critical priority,
 // RuntimeDefault seccomp, one container probed on its health endpoint.
@@ -120,9 +131,10 @@ func newPod(s spec) *corev1.Pod {
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      s.name,
-			Namespace: metav1.NamespaceSystem,
-			Labels:    map[string]string{"component": s.name, "tier": "control-plane"},
+			Name:        s.name,
+			Namespace:   metav1.NamespaceSystem,
+			Labels:      map[string]string{"component": s.name, "tier": "control-plane"},
+			Annotations: s.annotations,
 		},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
