@@ -36,38 +36,13 @@ type labCluster struct {
 // serving certificate against the cluster CA; and lab down leaves no
 // process, mount, network namespace, link, iptables rule or file behind.
 func TestCluster(t *testing.T) {
-	root, err := os.MkdirTemp("", "kb-cl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &labCluster{root: root, desc: filepath.Join(root, "cluster.yaml"), kubeconfig: filepath.Join(root, "c", "kubeconfig")}
-	desc := fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
-kind: LabCluster
-name: e2e
-dir: %s
-subnet: 10.89.7.0/24
-podSubnet: 10.245.0.0/16
-nodes:
+	c := startCluster(t, "e2e", "10.89.7.0/24", "10.245.0.0/16", `
 - name: cp1
   role: control-plane
 - name: cp2
   role: control-plane
-`, filepath.Join(root, "c"))
-	if err := os.WriteFile(c.desc, []byte(desc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	before := hostNetworkState(t)
-	started := false
-	t.Cleanup(func() {
-		if started {
-			if r := runCommand(t, kubebootBin, "lab", "down", "--cluster", c.desc); r.code != 0 {
-				t.Errorf("lab down --cluster exited %d:\n%s", r.code, r.stderr)
-			}
-		}
-		c.checkGone(t, before)
-	})
-
-	started = true
+`)
+	root := c.root
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, tailString(r.stdout, 30))
@@ -158,6 +133,31 @@ nodes:
 			}
 		}
 	})
+}
+
+// startCluster writes a lab description of the nodes (a YAML list) under
+// a new root, and registers the cleanup that brings the lab down and
+// checks that it left nothing behind; the test runs lab up itself.
+func startCluster(t *testing.T, name, subnet, podSubnet, nodes string) *labCluster {
+	t.Helper()
+	root, err := os.MkdirTemp("", "kb-cl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &labCluster{root: root, desc: filepath.Join(root, "cluster.yaml"), kubeconfig: filepath.Join(root, "c", "kubeconfig")}
+	desc := fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: %s\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:%s",
+		name, filepath.Join(root, "c"), subnet, podSubnet, nodes)
+	if err := os.WriteFile(c.desc, []byte(desc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := hostNetworkState(t)
+	t.Cleanup(func() {
+		if r := runCommand(t, kubebootBin, "lab", "down", "--cluster", c.desc); r.code != 0 {
+			t.Errorf("lab down --cluster exited %d:\n%s", r.code, r.stderr)
+		}
+		c.checkGone(t, before)
+	})
+	return c
 }
 
 func nodeReady(n corev1.Node) bool {
