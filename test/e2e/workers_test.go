@@ -68,7 +68,8 @@ func TestAddWorkers(t *testing.T) {
 		for _, n := range list.Items {
 			nodes[n.Name] = n
 			if !nodeReady(n) {
-				return fmt.Errorf("node %s not Ready", n.Name)
+				return fmt.Errorf("node %s not Ready: %s (kubelet log: %s)", n.Name, readyMessage(n),
+					tailString(string(readFileIfAny(filepath.Join(c.root, "c", n.Name, "lab", "kubelet.log"))), 15))
 			}
 		}
 		if len(list.Items) != 3 {
@@ -164,32 +165,77 @@ func (c *labCluster) inNode(t *testing.T, node, bin string, args ...string) resu
 	return runCommand(t, "nsenter", append([]string{"--net=/run/netns/kb-e2ew-" + node, "--", bin}, args...)...)
 }
 
-// checkForgedCSRs posts kubelet-serving CSRs with w1's own kubelet
-// credentials that the approver must deny: one for w1 that asks for a name
-// that is not w1's, and one for w2.
+// checkForgedCSRs posts kubelet-serving CSRs that must not be approved:
+// with w1's own kubelet credentials, one for w1 that asks for a name that
+// is not w1's (the approver denies it) and one for w2 (the API server's
+// node restriction refuses it before the approver sees it); and with the
+// admin's, one for w2 (the approver denies it: not a node's request).
 func checkForgedCSRs(t *testing.T, c *labCluster) {
-	kubeconfig := filepath.Join(c.root, "c", "w1", "kubelet.conf")
-	for name, forged := range map[string]struct {
-		node, dns, reason string
+	asW1 := func(t *testing.T, manifest string) result {
+		return c.inNode(t, "w1", filepath.Join(binDir, "kubectl"), "--kubeconfig", filepath.Join(c.root, "c", "w1", "kubelet.conf"), "create", "-f", manifest)
+	}
+	asAdmin := func(t *testing.T, manifest string) result {
+		return runCommand(t, filepath.Join(binDir, "kubectl"), "--kubeconfig", c.kubeconfig, "create", "-f", manifest)
+	}
+	for _, forged := range []struct {
+		name, node, dns string
+		create          func(*testing.T, string) result
+		// reason is the approver's denial; empty when the API server
+		// refuses the request, with forbidden in its error.
+		reason, forbidden string
 	}{
-		"forged-name":     {node: "w1", dns: "api.example.com", reason: "SANNotNodeAddress"},
-		"forged-identity": {node: "w2", dns: "w2", reason: "RequesterNotTheSubject"},
+		{name: "forged-name", node: "w1", dns: "api.example.com", create: asW1, reason: "SANNotNodeAddress"},
+		{name: "forged-identity", node: "w2", dns: "w2", create: asW1, forbidden: "can only create a node CSR with CN=system:node:w1"},
+		{name: "forged-requester", node: "w2", dns: "w2", create: asAdmin, reason: "RequesterNotANode"},
 	} {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-			Subject:     pkix.Name{CommonName: "system:node:" + forged.node, Organization: []string{"system:nodes"}},
-			DNSNames:    []string{forged.dns},
-			IPAddresses: []net.IP{net.ParseIP("10.89.8.11")},
-		}, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		request := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
-		manifest := filepath.Join(c.root, name+".yaml")
-		if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: certificates.k8s.io/v1
+		t.Run(forged.name, func(t *testing.T) {
+			manifest := filepath.Join(c.root, forged.name+".yaml")
+			writeServingCSR(t, manifest, forged.name, forged.node, forged.dns)
+			r := forged.create(t, manifest)
+			if forged.reason == "" {
+				if r.code == 0 || !strings.Contains(r.stderr, forged.forbidden) {
+					t.Errorf("create CSR %s: exit %d, want it refused with %q: %s", forged.name, r.code, forged.forbidden, r.stderr)
+				}
+				return
+			}
+			if r.code != 0 {
+				t.Fatalf("create CSR %s: exit %d: %s", forged.name, r.code, r.stderr)
+			}
+			eventually(t, "CSR "+forged.name+" denied", func() error {
+				var csr certificatesv1.CertificateSigningRequest
+				if err := c.kubectlJSON(t, &csr, "get", "csr", forged.name); err != nil {
+					return err
+				}
+				if hasCondition(csr, certificatesv1.CertificateApproved, "KubebootNodeServingCertificate") {
+					t.Fatalf("CSR %s (for node %s, DNS %s) was approved", forged.name, forged.node, forged.dns)
+				}
+				if !hasCondition(csr, certificatesv1.CertificateDenied, forged.reason) {
+					return fmt.Errorf("conditions %+v, want Denied with reason %s", csr.Status.Conditions, forged.reason)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// writeServingCSR writes a kubelet-serving CertificateSigningRequest named
+// name for node, asking for dns and w1's address.
+func writeServingCSR(t *testing.T, path, name, node, dns string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		DNSNames:    []string{dns},
+		IPAddresses: []net.IP{net.ParseIP("10.89.8.11")},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: certificates.k8s.io/v1
 kind: CertificateSigningRequest
 metadata:
   name: %s
@@ -198,25 +244,7 @@ spec:
   usages: [digital signature, server auth]
   request: %s
 `, name, request)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		// As w1's kubelet, with its rotating client certificate.
-		if r := c.inNode(t, "w1", filepath.Join(binDir, "kubectl"), "--kubeconfig", kubeconfig, "create", "-f", manifest); r.code != 0 {
-			t.Fatalf("create CSR %s as system:node:w1: exit %d: %s", name, r.code, r.stderr)
-		}
-		eventually(t, "CSR "+name+" denied", func() error {
-			var csr certificatesv1.CertificateSigningRequest
-			if err := c.kubectlJSON(t, &csr, "get", "csr", name); err != nil {
-				return err
-			}
-			if hasCondition(csr, certificatesv1.CertificateApproved, "KubebootNodeServingCertificate") {
-				t.Fatalf("CSR %s (system:node:w1 asking for node %s, DNS %s) was approved", name, forged.node, forged.dns)
-			}
-			if !hasCondition(csr, certificatesv1.CertificateDenied, forged.reason) {
-				return fmt.Errorf("conditions %+v, want Denied with reason %s", csr.Status.Conditions, forged.reason)
-			}
-			return nil
-		})
+		t.Fatal(err)
 	}
 }
 
@@ -347,4 +375,20 @@ PATH=%[4]s:$PATH %[3]s upgrade plan v1.36.3 --ignore-preflight-errors=CoreDNSUns
 			t.Errorf("kubeadm's output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// readFileIfAny is the file's content, or nothing.
+func readFileIfAny(path string) []byte {
+	data, _ := os.ReadFile(path)
+	return data
+}
+
+// readyMessage is the message of the Node's Ready condition.
+func readyMessage(n corev1.Node) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Message
+		}
+	}
+	return "no Ready condition"
 }
