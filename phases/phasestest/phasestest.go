@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"io/fs"
 	"net"
 	"os"
@@ -102,6 +103,35 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// FakeSystemd replaces the systemctl and the kubelet lookup of
+// phases.StartKubelet until the test ends: kubelet.service is in *state
+// ("active" or another state, which a restart makes "active") and
+// enabled, and the kubelet is /usr/bin/kubelet. It returns the systemctl
+// commands run, each as its space-joined arguments.
+func FakeSystemd(t testing.TB, state *string) *[]string {
+	t.Helper()
+	var calls []string
+	oldCtl, oldLook := phases.Systemctl, phases.LookPath
+	phases.Systemctl = func(_ context.Context, args ...string) ([]byte, error) {
+		calls = append(calls, strings.Join(args, " "))
+		switch args[0] {
+		case "is-active":
+			if *state != "active" {
+				return []byte(*state + "\n"), errors.New("exit status 3")
+			}
+			return []byte("active\n"), nil
+		case "is-enabled":
+			return []byte("enabled\n"), nil
+		case "restart":
+			*state = "active"
+		}
+		return nil, nil
+	}
+	phases.LookPath = func(string) (string, error) { return "/usr/bin/kubelet", nil }
+	t.Cleanup(func() { phases.Systemctl, phases.LookPath = oldCtl, oldLook })
+	return &calls
 }
 
 // ServeImages serves a CRI image service on the unix socket sock until the
