@@ -219,9 +219,9 @@ func listFiles(dir string) string {
 	return b.String()
 }
 
-// livePhases are the phases of init that need a running control plane:
-// tests that run init without a kubelet skip them.
-const livePhases = "wait,bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info"
+// livePhases are the phases of init that start the kubelet or need a
+// running control plane: tests that run init without a kubelet skip them.
+const livePhases = "kubelet-start,wait,bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,csr-approver"
 
 // writePhases are the phases that write files. A run reports the certs
 // phase first when it has written its first file (preflight's event comes

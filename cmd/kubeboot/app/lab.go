@@ -182,8 +182,9 @@ func labNode(cfg *config.ClusterConfiguration, binDir string) lab.Node {
 }
 
 // labUp starts the node's containerd with the images the node needs,
-// writes what the kubelet needs, starts the kubelet, and runs every init
-// phase; the wait phase then sees the kubelet bring the control plane up.
+// writes what the kubelet needs, starts the kubelet, and runs every phase
+// of workflow but kubelet-start; the wait phase then sees the kubelet bring
+// the control plane up.
 // If it fails before init runs, it tears down what it started; after that
 // the lab stays up for a look at its logs.
 func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Phase, workflow phases.Runner) (ran []string, err error) {
@@ -197,6 +198,9 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 	}
 	node := labNode(cfg, binDir)
 	node.Supervisor = []string{self, "lab", "supervise"}
+	// The kubelet's files stay in the lab's dir, its certificates too, and
+	// kubelet-finalize looks for them there.
+	cfg.Kubelet.CertDir = filepath.Join(node.Dir, "kubelet", "pki")
 	initStarted := false
 	defer func() {
 		if err != nil && !initStarted {
@@ -228,20 +232,14 @@ func labUp(ctx context.Context, s *phases.State, binDir string, prep []phases.Ph
 	}
 	s.Report.SetPhase("lab")
 	kubelet := node.Kubelet()
-	root := filepath.Join(node.Dir, "kubelet")
-	err = kubelet.Start(filepath.Join(binDir, "kubelet"),
-		"--config="+cfg.Kubelet.ConfigFile,
-		"--kubeconfig="+cfg.KubeconfigPath(config.KubeconfigKubelet),
-		"--hostname-override="+cfg.Node.Name,
-		"--node-ip="+cfg.Node.AdvertiseAddress,
-		"--root-dir="+root,
-		"--cert-dir="+filepath.Join(root, "pki"))
+	err = kubelet.Start(filepath.Join(binDir, "kubelet"), append(phases.KubeletArgs(cfg), "--root-dir="+filepath.Join(node.Dir, "kubelet"))...)
 	if err != nil {
 		return nil, err
 	}
 	s.Report.Infof("kubelet started (log: %s)", kubelet.LogFile())
 	initStarted = true
-	if ran, err = workflow.Run(ctx, s, nil); err != nil {
+	// The lab runs its kubelet itself, so systemd must not.
+	if ran, err = workflow.Run(ctx, s, []string{phases.KubeletStart.Name}); err != nil {
 		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), node.Containerd().LogFile())
 	}
 	s.Report.SetPhase("lab")
