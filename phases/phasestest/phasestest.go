@@ -30,6 +30,7 @@ import (
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
 )
 
 // NewState is a quiet State for node1 (10.0.0.10) at version, writing under root.
@@ -73,6 +74,43 @@ func ParseCert(t testing.TB, s *phases.State, name string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// ClusterCA reads the cluster CA of s, certificate and key.
+func ClusterCA(t testing.TB, s *phases.State) pki.KeyPair {
+	t.Helper()
+	return pki.KeyPair{Cert: HostFile(t, s, s.Config.CertPath(config.CertCA)), Key: HostFile(t, s, s.Config.KeyPath(config.CertCA))}
+}
+
+// KubeletPair writes the client certificate the kubelet rotates, as its
+// certificate manager does: <kubelet.certDir>/kubelet-client-<time>.pem
+// holding a certificate from ca for system:node:<node> (O system:nodes),
+// valid for certificates.leafValidity, then its key, and the symlink
+// kubelet-client-current.pem to it. It returns the symlink's node path.
+func KubeletPair(t testing.TB, s *phases.State, ca pki.KeyPair, node string) string {
+	t.Helper()
+	spec := pki.CertSpec{Name: "kubelet-client", CN: "system:node:" + node, Org: []string{"system:nodes"}, Usage: pki.UsageClient, CA: config.CertCA,
+		Algorithm: config.ECDSAP256, Validity: s.Config.Certificates.LeafValidity.Duration}
+	pair, err := pki.Issue(spec, ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.Config.Kubelet.CertDir
+	file := filepath.Join(dir, "kubelet-client-"+time.Now().Format("2006-01-02-15-04-05.000000000")+".pem")
+	current := filepath.Join(dir, pki.KubeletClientFile)
+	if err := os.MkdirAll(s.Files.HostPath(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.Files.HostPath(file), slices.Concat(pair.Cert, pair.Key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// HostPath would follow an existing symlink: replace the link itself.
+	link := filepath.Join(s.Files.HostPath(dir), pki.KubeletClientFile)
+	_ = os.Remove(link)
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	return current
 }
 
 // FileState is what a re-run must not change about a file.
