@@ -4,9 +4,9 @@ package phases
 // kubeadm, the kubelet starts once the manifests are written, before the
 // wait for the control plane it runs. The phases after bootstrap-admin
 // make the control plane joinable; they carry kubeadm's names, so
-// --skip-phases reads as it does with kubeadm. csr-approver, kubeboot's
-// own, lets the CSR approver approve the serving certificates of joined
-// nodes' kubelets.
+// --skip-phases reads as it does with kubeadm, and kubelet-finalize comes
+// after them, as in kubeadm. csr-approver, kubeboot's own, lets the CSR
+// approver approve the serving certificates of joined nodes' kubelets.
 var Init = Runner{Phases: []Phase{
 	Preflight,
 	Certs,
@@ -24,5 +24,6 @@ var Init = Runner{Phases: []Phase{
 	MarkControlPlane,
 	BootstrapToken,
 	ClusterInfo,
+	KubeletFinalize,
 	CSRApprover,
 }}

@@ -1,7 +1,6 @@
 package phases_test
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -9,36 +8,19 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
-	"github.com/kubeboot/kubeboot/pki"
 )
-
-// finalizeByHand points kubelet.conf of s at a client certificate the
-// kubelet rotates, as kubelet-finalize leaves it, and returns its content.
-func finalizeByHand(t *testing.T, s *phases.State) []byte {
-	t.Helper()
-	ca := phasestest.ClusterCA(t, s)
-	pair := phasestest.KubeletPair(t, s, ca, s.Config.Node.Name)
-	i := slices.IndexFunc(pki.KubeconfigSpecs(s.Config), func(k pki.KubeconfigSpec) bool { return k.Name == config.KubeconfigKubelet })
-	data, err := pki.RotatedKubeconfig(pki.KubeconfigSpecs(s.Config)[i], ca.Cert, pair)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(s.Files.HostPath(s.Config.KubeconfigPath(config.KubeconfigKubelet)), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // TestFinalizedKubeletConfIsTheKubelets: once kubelet.conf names the
 // certificate the kubelet rotates, the kubeconfig phase reuses it and a
 // renewal leaves it to the kubelet, saying so.
 func TestFinalizedKubeletConfIsTheKubelets(t *testing.T) {
 	root := t.TempDir()
-	s := phasestest.NewState(t, root, config.DefaultKubernetesVersion)
-	if err := phasestest.Run(s, phases.Certs, phases.Kubeconfig); err != nil {
+	s, _ := initNode(t, root)
+	phasestest.KubeletPair(t, s, phasestest.ClusterCA(t, s), s.Config.Node.Name)
+	if err := phasestest.Run(s, phases.KubeletFinalize); err != nil {
 		t.Fatal(err)
 	}
-	finalized := finalizeByHand(t, s)
+	finalized := phasestest.HostFile(t, s, s.Config.KubeconfigPath(config.KubeconfigKubelet))
 
 	s, out := kubeletNode(t, root, phases.KubeletPort)
 	if err := phasestest.Run(s, phases.Certs, phases.Kubeconfig); err != nil {

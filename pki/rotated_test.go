@@ -122,3 +122,24 @@ func TestRotatedKubeconfigIsTheKubelets(t *testing.T) {
 		t.Error("ClientFiles names the wrong files")
 	}
 }
+
+func TestCheckRotatedPair(t *testing.T) {
+	cfg := testConfig(t, nil)
+	full := ensureAll(t, cfg)
+	kubelet := KubeconfigSpecs(cfg)[2]
+	ca := full.Certs[config.CertCA]
+	own := mustIssue(t, kubelet.Client, ca)
+	if err := CheckRotatedPair(kubelet, pairFile, slices.Concat(own.Cert, own.Key), ca.Cert, time.Now()); err != nil {
+		t.Errorf("the node's own pair: %v", err)
+	}
+	otherNode := kubelet.Client
+	otherNode.CN = "system:node:cp-2"
+	other := mustIssue(t, otherNode, ca)
+	err := CheckRotatedPair(kubelet, pairFile, slices.Concat(other.Cert, other.Key), ca.Cert, time.Now())
+	if want := pairFile + `: wrong CN "system:node:cp-2", want "system:node:cp-1"`; err == nil || err.Error() != want {
+		t.Errorf("another node's pair: %v, want %s", err, want)
+	}
+	if err := CheckRotatedPair(kubelet, pairFile, nil, ca.Cert, time.Now()); err == nil || err.Error() != pairFile+": does not exist" {
+		t.Errorf("no pair: %v", err)
+	}
+}

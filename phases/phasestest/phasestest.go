@@ -87,6 +87,7 @@ func ClusterCA(t testing.TB, s *phases.State) pki.KeyPair {
 // holding a certificate from ca for system:node:<node> (O system:nodes),
 // valid for certificates.leafValidity, then its key, and the symlink
 // kubelet-client-current.pem to it. It returns the symlink's node path.
+// The certificate is ECDSA P-256, as the kubelet's.
 func KubeletPair(t testing.TB, s *phases.State, ca pki.KeyPair, node string) string {
 	t.Helper()
 	spec := pki.CertSpec{Name: "kubelet-client", CN: "system:node:" + node, Org: []string{"system:nodes"}, Usage: pki.UsageClient, CA: config.CertCA,
@@ -105,9 +106,11 @@ func KubeletPair(t testing.TB, s *phases.State, ca pki.KeyPair, node string) str
 		t.Fatal(err)
 	}
 	// HostPath would follow an existing symlink: replace the link itself.
+	// The kubelet's link is absolute; a relative one means the same, and
+	// Snapshot can follow it under a root.
 	link := filepath.Join(s.Files.HostPath(dir), pki.KubeletClientFile)
 	_ = os.Remove(link)
-	if err := os.Symlink(file, link); err != nil {
+	if err := os.Symlink(filepath.Base(file), link); err != nil {
 		t.Fatal(err)
 	}
 	return current

@@ -66,6 +66,13 @@ func TestClusterObjects(t *testing.T) {
 			t.Errorf("phase %s ran: %t, want %t: %v", p, ran, !ran, res.Phases)
 		}
 	}
+	// kubelet-finalize pointed kubelet.conf at the certificate the lab's
+	// kubelet rotates, in the lab's own cert dir.
+	pair := n.path("lab/kubelet/pki/kubelet-client-current.pem")
+	if conf, err := os.ReadFile(n.path("kubelet.conf")); err != nil || !strings.Contains(string(conf), "client-certificate: "+pair+"\n") ||
+		strings.Contains(string(conf), "client-certificate-data") {
+		t.Errorf("kubelet.conf does not name %s (%v):\n%s", pair, err, conf)
+	}
 	join := joinCommandOf(t, r.stdout)
 	token := checkJoinCommand(t, n, join)
 	_, secret, _ := strings.Cut(token, ".")

@@ -119,7 +119,7 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 		got = append(got, c.Name())
 	}
 	want := []string{"apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
-		"kubelet-start", "mark-control-plane", "preflight", "upload-config", "validate", "wait", "write-manifests"}
+		"kubelet-finalize", "kubelet-start", "mark-control-plane", "preflight", "upload-config", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
 	}
@@ -131,7 +131,7 @@ func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
 		t.Fatalf("join phase --help: exit %d: %s", code, stderr)
 	}
 	want := []string{"join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config", "kubelet-start",
-		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait"}
+		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "kubelet-finalize"}
 	if got := join.ControlPlane.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("join phases %v, want %v", got, want)
 	}
