@@ -20,8 +20,8 @@ import (
 // with rotateCertificates and starts from the certificate kubeboot
 // embedded in kubelet.conf: it copies it to
 // <kubelet.certDir>/kubelet-client-current.pem and renews it through the
-// cluster, but reads kubelet.conf at each start, so a kubelet.conf that
-// keeps the embedded certificate fails a year after init
+// cluster; kubelet.conf, which it reads at each start, would keep the
+// embedded certificate, which expires a year after init
 // (kubernetes#99645). Once that file holds this node's certificate of this
 // cluster, kubelet.conf names it; if it never does, kubelet.conf stays as
 // it is, with a warning.
