@@ -178,9 +178,11 @@ type killed struct {
 }
 
 // killInit runs a full kubeboot init and sends it SIGKILL after delay.
+// There is no kubelet to start, under systemd or otherwise: kubelet-start
+// is skipped.
 func killInit(t *testing.T, n *node, delay time.Duration) killed {
 	t.Helper()
-	cmd := exec.Command(kubebootBin, "init", "--config", n.config, "-o", "json")
+	cmd := exec.Command(kubebootBin, "init", "--config", n.config, "--skip-phases", "kubelet-start", "-o", "json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
