@@ -84,7 +84,7 @@ func warnKubeletRotation(s *State, set pki.Set, names []string) {
 		}
 		s.Report.Warnf("%s names %s, the client certificate the kubelet rotates, which expires %s, within the renewal window of %s: "+
 			"if the kubelet does not replace it before then, see its log and its certificate signing requests (`kubectl get csr`)",
-			s.Config.KubeconfigPath(e.Name), e.File, e.NotAfter.UTC().Format(time.DateOnly), hours(window))
+			s.Config.KubeconfigPath(e.Name), e.File, day(e.NotAfter), hours(window))
 	}
 }
 
@@ -296,6 +296,11 @@ func hours(d time.Duration) string {
 	return d.String()
 }
 
+// day prints a time as the date it falls on, in UTC.
+func day(t time.Time) string {
+	return t.UTC().Format(time.DateOnly)
+}
+
 // RenewCerts re-issues the named certificates and kubeconfigs (nil: every
 // one whose CA key is here) with the existing CAs, and returns the
 // components that must restart to load them. A kubelet.conf that names
@@ -337,12 +342,12 @@ func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
 // leaves it to the kubelet.
 func reportKubeletRotated(s *State, have pki.Set, names []string) {
 	for _, e := range pki.Expirations(s.Config, have, time.Now()) {
-		if e.File == "" || names != nil && !slices.Contains(names, e.Name) {
+		if e.File == "" || (names != nil && !slices.Contains(names, e.Name)) {
 			continue
 		}
 		expires := "missing"
 		if !e.Missing && e.Err == nil {
-			expires = "expires " + e.NotAfter.UTC().Format(time.DateOnly)
+			expires = "expires " + day(e.NotAfter)
 		}
 		s.Report.Infof("%s names %s, the client certificate the kubelet rotates itself (%s): not renewed", s.Config.KubeconfigPath(e.Name), e.File, expires)
 	}

@@ -156,8 +156,3 @@ func timeoutText(c *config.ClusterConfiguration) string {
 	}
 	return "still so after " + kubeletFinalizeWait.String()
 }
-
-// day prints a time as the date it falls on, in UTC.
-func day(t time.Time) string {
-	return t.UTC().Format(time.DateOnly)
-}

@@ -1,9 +1,11 @@
 package phases_test
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
@@ -44,5 +46,29 @@ func TestFinalizedKubeletConfIsTheKubelets(t *testing.T) {
 		if names != nil && len(restarts) > 0 {
 			t.Errorf("renew kubelet.conf: restarts %v, want none", restarts)
 		}
+	}
+}
+
+// TestKubeconfigWarnsOfAnAgingKubeletCertificate: a certificate the
+// kubelet has not replaced within the renewal window is a warning, not a
+// failure: renewing it is the kubelet's work.
+func TestKubeconfigWarnsOfAnAgingKubeletCertificate(t *testing.T) {
+	root := t.TempDir()
+	s, _ := initNode(t, root)
+	aging := *s.Config
+	aging.Certificates.LeafValidity.Duration = 10 * 24 * time.Hour
+	phasestest.KubeletPair(t, &phases.State{Config: &aging, Files: s.Files}, phasestest.ClusterCA(t, s), "node1")
+	if err := phasestest.Run(s, phases.KubeletFinalize); err != nil {
+		t.Fatal(err)
+	}
+
+	s, out := kubeletNode(t, root, phases.KubeletPort)
+	if err := phasestest.Run(s, phases.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	warning := regexp.MustCompile(`/etc/kubernetes/kubelet.conf names /var/lib/kubelet/pki/kubelet-client-current.pem, the client certificate the kubelet rotates, ` +
+		`which expires \d{4}-\d\d-\d\d, within the renewal window of 720h`)
+	if !warning.MatchString(out.String()) || len(s.Files.Changes().Written) > 0 {
+		t.Errorf("wrote %v; output lacks the warning:\n%s", s.Files.Changes().Written, out)
 	}
 }
