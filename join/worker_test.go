@@ -234,7 +234,8 @@ func TestKubeletStart(t *testing.T) {
 		t.Errorf("systemctl calls (-want +got):\n%s", diff)
 	}
 	dropIn := string(phasestest.HostFile(t, n.s, phases.SystemdDropIn))
-	if !strings.Contains(dropIn, "\nExecStart=\nExecStart=/usr/bin/kubelet --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf ") {
+	if !strings.Contains(dropIn, "\nExecStart=\nExecStart=/usr/bin/kubelet --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf ") ||
+		!strings.HasPrefix(dropIn, "# Written by kubeboot join: ") {
 		t.Errorf("drop-in:\n%s", dropIn)
 	}
 
