@@ -65,6 +65,7 @@ const (
 	DefaultControlPlaneWait  = 4 * time.Minute
 	DefaultBootstrapTokenTTL = 24 * time.Hour
 	DefaultKubeletConfigFile = "/var/lib/kubelet/config.yaml"
+	DefaultKubeletCertDir    = "/var/lib/kubelet/pki"
 	DefaultCRIEndpoint       = "unix:///run/containerd/containerd.sock"
 )
 
@@ -133,6 +134,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setDuration(&c.Timeouts.ControlPlane, DefaultControlPlaneWait)
 	setDuration(&c.BootstrapToken.TTL, DefaultBootstrapTokenTTL)
 	setString(&c.Kubelet.ConfigFile, DefaultKubeletConfigFile)
+	setString(&c.Kubelet.CertDir, DefaultKubeletCertDir)
 	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)
 	setSecurityDefaults(&c.Security)
 	setCSRApproverDefaults(c)

@@ -59,10 +59,14 @@ type ClusterConfiguration struct {
 	Security Security `json:"security"`
 }
 
-// Kubelet is what the kubelet-config phase writes for the node's kubelet.
+// Kubelet is what the kubelet-config phase writes for the node's kubelet,
+// and where kubelet-finalize finds the client certificate it rotates.
 type Kubelet struct {
 	// ConfigFile is the KubeletConfiguration file the kubelet reads (--config).
 	ConfigFile string `json:"configFile,omitempty"`
+	// CertDir is the kubelet's certificate directory (--cert-dir), where it
+	// keeps the client certificate it rotates, kubelet-client-current.pem.
+	CertDir string `json:"certDir,omitempty"`
 	// ContainerRuntimeEndpoint is the CRI socket of the container runtime.
 	ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint,omitempty"`
 	// ExtraConfig holds KubeletConfiguration fields that override the

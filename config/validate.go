@@ -53,6 +53,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 		errs = append(errs, absolutePath(field.NewPath("patchesDir"), c.PatchesDir)...)
 	}
 	errs = append(errs, absolutePath(field.NewPath("kubelet", "configFile"), c.Kubelet.ConfigFile)...)
+	errs = append(errs, absolutePath(field.NewPath("kubelet", "certDir"), c.Kubelet.CertDir)...)
 	errs = append(errs, validateCRIEndpoint(c.Kubelet.ContainerRuntimeEndpoint)...)
 	errs = append(errs, validateSecurity(field.NewPath("security"), c.Security)...)
 	if c.Timeouts.ControlPlane.Duration <= 0 {
@@ -347,6 +348,7 @@ func outsideManifestsDir(c *ClusterConfiguration) field.ErrorList {
 		{field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir},
 		{field.NewPath("certificates", "dir"), c.Certificates.Dir},
 		{field.NewPath("kubelet", "configFile"), filepath.Dir(c.Kubelet.ConfigFile)},
+		{field.NewPath("kubelet", "certDir"), c.Kubelet.CertDir},
 	} {
 		// The kubelet does not read subdirectories, so only the directory itself matters.
 		if d.dir == manifests {

@@ -100,6 +100,9 @@ func TestValidate(t *testing.T) {
 		{"system file as kubelet config", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/passwd" }, []string{
 			`kubelet.configFile: Invalid value: "/etc/passwd": a system file: kubeboot overwrites it and, on reset, removes it; use a file of its own such as /var/lib/kubelet/config.yaml`}},
 		{"system dir as kubelet config", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/usr/bin" }, []string{`kubelet.configFile: Invalid value: "/usr/bin": a system file`}},
+		{"relative kubelet cert dir", func(c *ClusterConfiguration) { c.Kubelet.CertDir = "pki" }, []string{`kubelet.certDir: Invalid value: "pki": must be an absolute path`}},
+		{"kubelet cert dir as manifest dir", func(c *ClusterConfiguration) { c.Kubelet.CertDir = "/etc/kubernetes/manifests" }, []string{
+			`kubelet.certDir: Invalid value: "/etc/kubernetes/manifests": must be outside paths.manifestsDir`}},
 		{"root as kubeconfig dir", func(c *ClusterConfiguration) { c.Paths.KubeconfigDir = "/" }, []string{`paths.kubeconfigDir: Invalid value: "/": a system directory`}},
 		{"tmp as manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/tmp" }, []string{`paths.manifestsDir: Invalid value: "/tmp": a system directory`}},
 		{"ancestor of a system dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/usr" }, []string{`etcd.local.dataDir: Invalid value: "/usr": a system directory`}},

@@ -43,9 +43,23 @@ type WorkerConfiguration struct {
 	Paths Paths `json:"paths"`
 	// Kubelet configures the node's kubelet: its configuration file, CRI
 	// socket and this node's own KubeletConfiguration fields.
-	Kubelet Kubelet `json:"kubelet"`
+	Kubelet WorkerKubelet `json:"kubelet"`
 	// Timeouts bound the join's waits.
 	Timeouts WorkerTimeouts `json:"timeouts"`
+}
+
+// WorkerKubelet is what a worker's kubelet-config phase writes for the
+// node's kubelet. Unlike a control-plane node's, it has no certDir: the
+// worker's kubelet writes its kubelet.conf itself, naming its own
+// certificates.
+type WorkerKubelet struct {
+	// ConfigFile is the KubeletConfiguration file the kubelet reads (--config).
+	ConfigFile string `json:"configFile,omitempty"`
+	// ContainerRuntimeEndpoint is the CRI socket of the container runtime.
+	ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint,omitempty"`
+	// ExtraConfig holds this node's own KubeletConfiguration fields, over
+	// the cluster's.
+	ExtraConfig map[string]any `json:"extraConfig,omitempty"`
 }
 
 // WorkerNode is the identity of a worker node.
@@ -299,7 +313,7 @@ func (w *WorkerConfiguration) NodeConfig() *ClusterConfiguration {
 	c.Node = Node{Name: w.Node.Name, AdvertiseAddress: w.Node.Address}
 	c.Certificates.Dir = w.Certificates.Dir
 	c.Paths = w.Paths
-	c.Kubelet = w.Kubelet
+	c.Kubelet = Kubelet{ConfigFile: w.Kubelet.ConfigFile, ContainerRuntimeEndpoint: w.Kubelet.ContainerRuntimeEndpoint, ExtraConfig: w.Kubelet.ExtraConfig}
 	return c
 }
 

@@ -30,7 +30,7 @@ func TestLoadWorkerDefaults(t *testing.T) {
 			CACertHashes: []string{testHash}},
 		Certificates: WorkerCertificates{Dir: DefaultCertificatesDir},
 		Paths:        Paths{ManifestsDir: DefaultManifestsDir, KubeconfigDir: DefaultKubeconfigDir},
-		Kubelet:      Kubelet{ConfigFile: DefaultKubeletConfigFile, ContainerRuntimeEndpoint: DefaultCRIEndpoint},
+		Kubelet:      WorkerKubelet{ConfigFile: DefaultKubeletConfigFile, ContainerRuntimeEndpoint: DefaultCRIEndpoint},
 		Timeouts:     WorkerTimeouts{Discovery: duration(5 * time.Minute), TLSBootstrap: duration(5 * time.Minute)},
 	}
 	want.APIVersion, want.Kind = APIVersion, KindWorkerConfiguration

@@ -3,6 +3,7 @@ package day2
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,27 @@ func TestDiffInitialisedNodeHasNoChange(t *testing.T) {
 	}
 	if len(diffs) != 0 {
 		t.Errorf("a freshly initialised node differs:\n%s", strings.Join(changes(diffs), "\n"))
+	}
+}
+
+// TestDiffFinalizedNode: a kubelet.conf that names the certificate the
+// kubelet rotates, as kubelet-finalize leaves it, is no change.
+func TestDiffFinalizedNode(t *testing.T) {
+	s := initialised(t)
+	phasestest.KubeletPair(t, s, phasestest.ClusterCA(t, s), s.Config.Node.Name)
+	s.Options.Offline = false // kubelet-finalize runs on a live node
+	if err := phasestest.Run(s, phases.KubeletFinalize); err != nil {
+		t.Fatal(err)
+	}
+	if files := s.Files.Changes().Written; !slices.Contains(files, s.Config.KubeconfigPath(config.KubeconfigKubelet)) {
+		t.Fatalf("kubelet-finalize wrote %v", files)
+	}
+	diffs, err := Diff(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 0 {
+		t.Errorf("a finalized node differs:\n%s", strings.Join(changes(diffs), "\n"))
 	}
 }
 

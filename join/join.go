@@ -25,14 +25,20 @@ const endpointTimeout = 10 * time.Second
 // dependency order. It reads the node's join settings from State.Join and
 // the certificate bundle's files from State.Secrets (nil when the node holds
 // them already, as on a re-run). The etcd member joins as a learner and is
-// promoted before the API server starts on this node.
+// promoted before the API server starts on this node. The kubelet starts
+// before etcd-join, which waits for the etcd member it runs: earlier than
+// in init, whose first wait comes after write-manifests. As in init,
+// kubelet-finalize then points kubelet.conf at the certificate the kubelet
+// rotates.
 var ControlPlane = phases.Runner{Phases: slices.Concat(Prepare, []phases.Phase{
+	phases.KubeletStart,
 	phases.APIServerConfig,
 	EtcdMember,
 	phases.ControlPlane,
 	phases.Validate,
 	phases.WriteManifests,
 	phases.Wait,
+	phases.KubeletFinalize,
 })}
 
 // Prepare are the join's phases up to the kubelet's configuration, which

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
@@ -73,11 +74,11 @@ func TestKubeletWaitBootstrap(t *testing.T) {
 	// The join converges: on the joined node, with its kubelet running
 	// under systemd, the whole workflow again changes nothing.
 	state := "active"
-	calls := fakeSystemd(t, &state)
-	must(t, os.MkdirAll(n.host(systemdRunDir), 0o755))
+	calls := phasestest.FakeSystemd(t, &state)
+	must(t, os.MkdirAll(n.host(phases.SystemdRunDir), 0o755))
 	rerun := newWorkerOf(t, n.ca, n.host("/"), kubeletConfigMap(t), nodeObject(true))
 	rerun.w.Kubelet.ExtraConfig = n.w.Kubelet.ExtraConfig // the same kubelet port
-	mustWrite(t, rerun.host(SystemdDropIn), DropIn("/usr/bin/kubelet", KubeletArgs(rerun.w)), 0o644)
+	mustWrite(t, rerun.host(phases.SystemdDropIn), kubeletUnit(rerun.w).DropIn("/usr/bin/kubelet"), 0o644)
 	before := phasestest.Snapshot(t, n.host("/"))
 	fakeKubeletClient(t, rerun)
 	listen(t, rerun) // the kubelet runs

@@ -1,7 +1,6 @@
 package join
 
 import (
-	"context"
 	"errors"
 	"maps"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
@@ -144,7 +144,7 @@ func TestWorkerPreflight(t *testing.T) {
 // listen takes the kubelet's address of n until the test ends.
 func listen(t *testing.T, n *workerNode) {
 	t.Helper()
-	host, port := kubeletAddress(n.w)
+	host, port := phases.KubeletAddress(n.w.Kubelet.ExtraConfig)
 	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	must(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -197,43 +197,9 @@ func TestKubeletArgs(t *testing.T) {
 	}
 }
 
-func TestDropInQuotesForSystemd(t *testing.T) {
-	got := string(DropIn("/usr/bin/kubelet", []string{"--config=/srv/my kubelet/config.yaml", "--hostname-override=a%b$c"}))
-	want := "[Service]\nExecStart=\nExecStart=/usr/bin/kubelet \"--config=/srv/my kubelet/config.yaml\" --hostname-override=a%%b$$c\n"
-	if !strings.HasSuffix(got, want) {
-		t.Errorf("drop-in:\n%s\nwant it to end with:\n%s", got, want)
-	}
-}
-
-// fakeSystemd records the systemctl commands kubelet-start runs, with
-// kubelet.service in state, and finds the kubelet in /usr/bin.
-func fakeSystemd(t *testing.T, state *string) *[]string {
-	t.Helper()
-	var calls []string
-	oldCtl, oldLook := systemctl, lookPath
-	systemctl = func(_ context.Context, args ...string) ([]byte, error) {
-		calls = append(calls, strings.Join(args, " "))
-		switch args[0] {
-		case "is-active":
-			if *state != "active" {
-				return []byte(*state + "\n"), errors.New("exit status 3")
-			}
-			return []byte("active\n"), nil
-		case "is-enabled":
-			return []byte("enabled\n"), nil
-		case "restart":
-			*state = "active"
-		}
-		return nil, nil
-	}
-	lookPath = func(string) (string, error) { return "/usr/bin/kubelet", nil }
-	t.Cleanup(func() { systemctl, lookPath = oldCtl, oldLook })
-	return &calls
-}
-
 func TestKubeletStart(t *testing.T) {
 	state := "inactive"
-	calls := fakeSystemd(t, &state)
+	calls := phasestest.FakeSystemd(t, &state)
 
 	// Without systemd: the command to run, and nothing else.
 	n := newWorker(t)
@@ -247,10 +213,10 @@ func TestKubeletStart(t *testing.T) {
 
 	// A kubelet that systemd does not run (the lab's) is left alone, and
 	// systemd's configuration too.
-	must(t, os.MkdirAll(n.host(systemdRunDir), 0o755))
+	must(t, os.MkdirAll(n.host(phases.SystemdRunDir), 0o755))
 	n.out.Reset()
 	func() {
-		host, port := kubeletAddress(n.w)
+		host, port := phases.KubeletAddress(n.w.Kubelet.ExtraConfig)
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		must(t, err)
 		defer func() { _ = l.Close() }()
@@ -267,8 +233,9 @@ func TestKubeletStart(t *testing.T) {
 	if diff := cmp.Diff([]string{"is-active kubelet", "daemon-reload", "restart kubelet", "is-enabled kubelet"}, *calls); diff != "" {
 		t.Errorf("systemctl calls (-want +got):\n%s", diff)
 	}
-	dropIn := string(phasestest.HostFile(t, n.s, SystemdDropIn))
-	if !strings.Contains(dropIn, "\nExecStart=\nExecStart=/usr/bin/kubelet --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf ") {
+	dropIn := string(phasestest.HostFile(t, n.s, phases.SystemdDropIn))
+	if !strings.Contains(dropIn, "\nExecStart=\nExecStart=/usr/bin/kubelet --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf ") ||
+		!strings.HasPrefix(dropIn, "# Written by kubeboot join: ") {
 		t.Errorf("drop-in:\n%s", dropIn)
 	}
 

@@ -21,9 +21,6 @@ import (
 	"github.com/kubeboot/kubeboot/procnet"
 )
 
-// kubeletPort is the kubelet's default port, kubeadm's Port-10250 check.
-const kubeletPort = 10250
-
 // WorkerPreflight discovers the cluster and checks that this node can join
 // it as a worker: nothing else listens on the kubelet's port, no file of
 // another cluster is in the way, and no Ready Node of another machine has
@@ -46,7 +43,7 @@ func runWorkerPreflight(ctx context.Context, s *phases.State) error {
 	}
 	// A broken kubelet.conf fails its check; the others take it for none.
 	own, ownErr := readKubeletConf(s, w)
-	host, port := kubeletAddress(w)
+	host, port := phases.KubeletAddress(w.Kubelet.ExtraConfig)
 	return phases.RunChecks(ctx, s, []phases.Check{
 		{Name: "IsPrivilegedUser", Run: func(context.Context, *phases.State) error { return checkRoot(w) }},
 		{Name: "KubeletConf", Run: func(context.Context, *phases.State) error { return checkKubeletConf(w, c, own, ownErr) }},
@@ -95,19 +92,6 @@ func checkClusterCA(s *phases.State, w *config.WorkerConfiguration, c *discovery
 		return fmt.Errorf("%s holds another CA than the cluster's (%s): this node has another cluster's files: remove it first (certificates.dir)", w.CAPath(), c.CAHash)
 	}
 	return nil
-}
-
-// kubeletAddress is where the kubelet will listen: kubelet.extraConfig's
-// address (default: every address) and port (default 10250).
-func kubeletAddress(w *config.WorkerConfiguration) (string, int) {
-	host, port := "", kubeletPort
-	if a, ok := w.Kubelet.ExtraConfig["address"].(string); ok {
-		host = a
-	}
-	if p, ok := w.Kubelet.ExtraConfig["port"].(float64); ok {
-		port = int(p)
-	}
-	return host, port
 }
 
 // checkKubeletPort fails when something listens where the kubelet will,

@@ -67,7 +67,25 @@ func ensurePKI(s *State, names []string) error {
 		return err
 	}
 	warnKeyMismatches(s, set, names)
+	warnKubeletRotation(s, set, names)
 	return writePKI(s, names, set)
+}
+
+// warnKubeletRotation warns about each of the named kubeconfigs that names
+// the client certificate the kubelet rotates (kubelet.conf, finalized)
+// when that certificate expires within the renewal window. Renewing it is
+// the kubelet's work, so it is no reason to fail, but one this close to
+// its end says that the kubelet's rotation may be failing.
+func warnKubeletRotation(s *State, set pki.Set, names []string) {
+	window := s.Config.Certificates.RenewBefore.Duration
+	for _, e := range pki.Expirations(s.Config, set, time.Now()) {
+		if e.File == "" || e.Missing || e.Err != nil || e.Residual >= window || !slices.Contains(names, e.Name) {
+			continue
+		}
+		s.Report.Warnf("%s names %s, the client certificate the kubelet rotates, which expires %s, within the renewal window of %s: "+
+			"if the kubelet does not replace it before then, see its log and its certificate signing requests (`kubectl get csr`)",
+			s.Config.KubeconfigPath(e.Name), e.File, day(e.NotAfter), hours(window))
+	}
 }
 
 // warnKeyMismatches says which of the named certificates and kubeconfigs
@@ -145,9 +163,10 @@ func LeafErrors(err error) []error {
 	return []error{err}
 }
 
-// merge overlays the non-empty material of top on base.
+// merge overlays the non-empty material of top on base; the files that
+// kubeconfigs name are base's, since nothing renews them.
 func merge(base, top pki.Set) pki.Set {
-	out := pki.Set{Certs: map[string]pki.KeyPair{}, Kubeconfigs: map[string][]byte{}, ServiceAccount: base.ServiceAccount}
+	out := pki.Set{Certs: map[string]pki.KeyPair{}, Kubeconfigs: map[string][]byte{}, ServiceAccount: base.ServiceAccount, ClientFiles: base.ClientFiles}
 	for _, set := range []pki.Set{base, top} {
 		for name, pair := range set.Certs {
 			cur := out.Certs[name]
@@ -174,7 +193,8 @@ func merge(base, top pki.Set) pki.Set {
 	return out
 }
 
-// ReadPKI reads the node's certificates, keys and kubeconfigs; a missing
+// ReadPKI reads the node's certificates, keys and kubeconfigs, and the
+// kubelet's pair file that kubelet.conf names once finalized; a missing
 // file is an empty field.
 func ReadPKI(s *State) (pki.Set, error) {
 	c := s.Config
@@ -194,8 +214,14 @@ func ReadPKI(s *State) (pki.Set, error) {
 		Private: read(c.KeyPath(config.KeyServiceAccount)),
 		Public:  read(c.PublicKeyPath(config.KeyServiceAccount)),
 	}
-	for _, name := range pki.KubeconfigNames(c) {
-		set.Kubeconfigs[name] = read(c.KubeconfigPath(name))
+	set.ClientFiles = map[string][]byte{}
+	for _, k := range pki.KubeconfigSpecs(c) {
+		set.Kubeconfigs[k.Name] = read(c.KubeconfigPath(k.Name))
+		if k.KubeletRotates {
+			for _, path := range pki.ClientFiles(set.Kubeconfigs[k.Name]) {
+				set.ClientFiles[path] = read(path)
+			}
+		}
 	}
 	return set, err
 }
@@ -270,9 +296,15 @@ func hours(d time.Duration) string {
 	return d.String()
 }
 
+// day prints a time as the date it falls on, in UTC.
+func day(t time.Time) string {
+	return t.UTC().Format(time.DateOnly)
+}
+
 // RenewCerts re-issues the named certificates and kubeconfigs (nil: every
 // one whose CA key is here) with the existing CAs, and returns the
-// components that must restart to load them.
+// components that must restart to load them. A kubelet.conf that names
+// the certificate the kubelet rotates is left alone, and it says so.
 func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
 	have, err := ReadPKI(s)
 	if err != nil {
@@ -294,6 +326,7 @@ func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
 		}
 	}
 	slices.Sort(done)
+	reportKubeletRotated(s, have, names)
 	set := merge(have, renewed)
 	if err := checkCAExpiry(s, set, nil); err != nil {
 		return nil, err
@@ -302,4 +335,20 @@ func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
 		return nil, err
 	}
 	return pki.Restarts(s.Config, done), nil
+}
+
+// reportKubeletRotated says, for each of the named kubeconfigs (nil: all)
+// that names the client certificate the kubelet rotates, that a renewal
+// leaves it to the kubelet.
+func reportKubeletRotated(s *State, have pki.Set, names []string) {
+	for _, e := range pki.Expirations(s.Config, have, time.Now()) {
+		if e.File == "" || (names != nil && !slices.Contains(names, e.Name)) {
+			continue
+		}
+		expires := "missing"
+		if !e.Missing && e.Err == nil {
+			expires = "expires " + day(e.NotAfter)
+		}
+		s.Report.Infof("%s names %s, the client certificate the kubelet rotates itself (%s): not renewed", s.Config.KubeconfigPath(e.Name), e.File, expires)
+	}
 }

@@ -1,10 +1,12 @@
 package phases
 
-// Init is the `kubeboot init` workflow, in dependency order. The phases
-// after bootstrap-admin make the control plane joinable; they carry
-// kubeadm's names, so --skip-phases reads as it does with kubeadm. The
-// last, kubeboot's own, lets the CSR approver approve the serving
-// certificates of joined nodes' kubelets.
+// Init is the `kubeboot init` workflow, in dependency order. As with
+// kubeadm, the kubelet starts once the manifests are written, before the
+// wait for the control plane it runs. The phases after bootstrap-admin
+// make the control plane joinable; they carry kubeadm's names, so
+// --skip-phases reads as it does with kubeadm, and kubelet-finalize comes
+// after them, as in kubeadm. csr-approver, kubeboot's own, lets the CSR
+// approver approve the serving certificates of joined nodes' kubelets.
 var Init = Runner{Phases: []Phase{
 	Preflight,
 	Certs,
@@ -15,11 +17,13 @@ var Init = Runner{Phases: []Phase{
 	ControlPlane,
 	Validate,
 	WriteManifests,
+	KubeletStart,
 	Wait,
 	BootstrapAdmin,
 	UploadConfig,
 	MarkControlPlane,
 	BootstrapToken,
 	ClusterInfo,
+	KubeletFinalize,
 	CSRApprover,
 }}

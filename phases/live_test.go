@@ -224,7 +224,7 @@ func TestAPIPhasesAreLiveOnly(t *testing.T) {
 		}
 	}
 	names := Init.Names()
-	if got := strings.Join(names[len(names)-6:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,csr-approver" {
+	if got := strings.Join(names[len(names)-7:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver" {
 		t.Errorf("init ends with %s", got)
 	}
 }

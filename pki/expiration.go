@@ -22,6 +22,10 @@ type Expiration struct {
 	// External is true when kubeboot lacks the key to renew the
 	// certificate: the issuing CA's key, or for a CA its own.
 	External bool
+	// File is, for a kubeconfig that names its client certificate's file
+	// rather than embedding it, that file: the certificate the kubelet
+	// rotates, which kubeboot does not renew.
+	File string
 	// Missing is true when the file does not exist.
 	Missing bool
 	// Err is set when the file exists but cannot be read.
@@ -29,7 +33,8 @@ type Expiration struct {
 }
 
 // Expirations lists every certificate of CertSpecs and every client
-// certificate embedded in a kubeconfig of KubeconfigSpecs, in that order.
+// certificate of a kubeconfig of KubeconfigSpecs, embedded or, for
+// kubelet.conf, the kubelet's own file that it names, in that order.
 func Expirations(cfg *config.ClusterConfiguration, have Set, now time.Time) []Expiration {
 	hasKey := func(name string) bool { return len(have.Certs[name].Key) > 0 }
 	var out []Expiration
@@ -42,6 +47,10 @@ func Expirations(cfg *config.ClusterConfiguration, have Set, now time.Time) []Ex
 	}
 	for _, k := range KubeconfigSpecs(cfg) {
 		e := Expiration{Name: k.Name, CA: k.Client.CA, External: !hasKey(k.Client.CA)}
+		if e.File = rotatedKubeconfigFile(k, have.Kubeconfigs[k.Name]); e.File != "" {
+			out = append(out, expiration(e, have.ClientFiles[e.File], now))
+			continue
+		}
 		cert, err := embeddedCert(have.Kubeconfigs[k.Name])
 		if err != nil {
 			e.Err = fmt.Errorf("read kubeconfig %q: %w", k.Name, err)

@@ -13,10 +13,25 @@ import (
 // Kubeconfig renders a kubeconfig file that embeds the CA certificate (all
 // of caCert, so a chain stays a chain) and the client's certificate and key.
 func Kubeconfig(spec KubeconfigSpec, caCert []byte, client KeyPair) ([]byte, error) {
+	return renderKubeconfig(spec, caCert, &clientcmdapi.AuthInfo{ClientCertificateData: client.Cert, ClientKeyData: client.Key})
+}
+
+// RotatedKubeconfig renders spec's kubeconfig with the CA embedded, as
+// Kubeconfig does, and a user that names certFile, which holds the client
+// certificate and its key, instead of embedding them: kubelet.conf once
+// the kubelet rotates its own certificate, as kubeadm's kubelet-finalize
+// writes it.
+func RotatedKubeconfig(spec KubeconfigSpec, caCert []byte, certFile string) ([]byte, error) {
+	return renderKubeconfig(spec, caCert, &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: certFile})
+}
+
+// renderKubeconfig renders spec's kubeconfig: one cluster, trusting
+// caCert, one user and the context of both.
+func renderKubeconfig(spec KubeconfigSpec, caCert []byte, auth *clientcmdapi.AuthInfo) ([]byte, error) {
 	user, context := spec.Client.CN, spec.Context()
 	c := clientcmdapi.NewConfig()
 	c.Clusters[spec.Cluster] = &clientcmdapi.Cluster{Server: spec.Server, CertificateAuthorityData: caCert}
-	c.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: client.Cert, ClientKeyData: client.Key}
+	c.AuthInfos[user] = auth
 	c.Contexts[context] = &clientcmdapi.Context{Cluster: spec.Cluster, AuthInfo: user}
 	c.CurrentContext = context
 	data, err := clientcmd.Write(*c)
@@ -40,8 +55,10 @@ func IssueKubeconfig(spec KubeconfigSpec, ca KeyPair, key []byte) ([]byte, error
 // CheckKubeconfig says whether an existing kubeconfig can be reused, as
 // Check does for a certificate: its current context must point at
 // spec.Server, trust caCert, and embed a valid client certificate of
-// spec.Client, signed by caCert, with its key.
-func CheckKubeconfig(spec KubeconfigSpec, data, caCert []byte, now time.Time, renewBefore time.Duration) error {
+// spec.Client, signed by caCert, with its key. A kubeconfig whose
+// certificate the kubelet rotates may name the kubelet's file instead
+// (see checkRotated); files holds the files it names (Set.ClientFiles).
+func CheckKubeconfig(spec KubeconfigSpec, data, caCert []byte, files map[string][]byte, now time.Time, renewBefore time.Duration) error {
 	f := &findings{file: spec.Name}
 	ca, err := parseCert(caCert)
 	if err != nil {
@@ -58,6 +75,10 @@ func CheckKubeconfig(spec KubeconfigSpec, data, caCert []byte, now time.Time, re
 	}
 	if !trusts(cluster.CertificateAuthorityData, ca) {
 		f.needsHuman("does not trust %s.crt", spec.Client.CA)
+	}
+	if file := rotatedFile(spec, user); file != "" {
+		checkRotated(f, spec, user, files, ca, now)
+		return f.err()
 	}
 	if len(user.ClientCertificateData) == 0 {
 		f.needsHuman("embeds no client certificate")

@@ -117,7 +117,7 @@ func TestCheckKubeconfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got *CheckError
-			if err := CheckKubeconfig(tt.spec, tt.data, ca.Cert, tt.now, 720*time.Hour); err != nil {
+			if err := CheckKubeconfig(tt.spec, tt.data, ca.Cert, nil, tt.now, 720*time.Hour); err != nil {
 				if !errors.As(err, &got) {
 					t.Fatalf("CheckKubeconfig returned %T %v, want a *CheckError", err, err)
 				}

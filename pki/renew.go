@@ -13,8 +13,10 @@ import (
 // CAs of have, keeping the existing keys unless newKeys is set. Nil names
 // means every leaf and kubeconfig whose CA key is present; certificates of
 // an external CA are then left out, while naming one is an error. CAs and
-// the service-account key are never renewed. Restarts says which
-// components must restart afterwards.
+// the service-account key are never renewed, nor is a kubelet.conf that
+// names the certificate the kubelet rotates (Expiration.File), named or
+// not: the kubelet renews that itself. Restarts says which components must
+// restart afterwards.
 func Renew(cfg *config.ClusterConfiguration, have Set, now time.Time, names []string, newKeys bool) (Set, error) {
 	if err := known(cfg, names); err != nil {
 		return Set{}, err
@@ -49,6 +51,9 @@ func Renew(cfg *config.ClusterConfiguration, have Set, now time.Time, names []st
 		errs = append(errs, fmt.Errorf("renew %q: the service-account key is not a certificate", config.KeyServiceAccount))
 	}
 	for _, k := range KubeconfigSpecs(cfg) {
+		if rotatedKubeconfigFile(k, have.Kubeconfigs[k.Name]) != "" {
+			continue
+		}
 		j := job{spec: k.Client, kubeconfig: &k}
 		if _, user, err := currentContext(have.Kubeconfigs[k.Name]); err == nil {
 			j.key = user.ClientKeyData

@@ -18,6 +18,10 @@ type Set struct {
 	ServiceAccount ServiceAccountKey
 	// Kubeconfigs holds kubeconfig files by file name, e.g. "admin.conf".
 	Kubeconfigs map[string][]byte
+	// ClientFiles holds, by node path, the files that kubeconfigs whose
+	// certificate the kubelet rotates name instead of embedding it
+	// (ClientFiles of kubelet.conf): read from disk, never written.
+	ClientFiles map[string][]byte
 }
 
 // CertNames names what the certs phase owns, for Ensure: every
@@ -129,7 +133,7 @@ func (b *batch) ensureKubeconfig(spec KubeconfigSpec) error {
 	case ca.created:
 		return &CheckError{File: spec.Name, Problems: []string{"exists but its CA " + spec.Client.CA + ".crt does not"}}
 	}
-	return CheckKubeconfig(spec, data, ca.auth.pair.Cert, b.now, b.renewBefore)
+	return CheckKubeconfig(spec, data, ca.auth.pair.Cert, b.have.ClientFiles, b.now, b.renewBefore)
 }
 
 func (b *batch) ensureServiceAccount() error {

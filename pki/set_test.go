@@ -140,7 +140,7 @@ func verifyConverged(t *testing.T, cfg *config.ClusterConfiguration, s Set) {
 		}
 	}
 	for _, k := range KubeconfigSpecs(cfg) {
-		if err := CheckKubeconfig(k, s.Kubeconfigs[k.Name], s.Certs[config.CertCA].Cert, now, window); err != nil {
+		if err := CheckKubeconfig(k, s.Kubeconfigs[k.Name], s.Certs[config.CertCA].Cert, nil, now, window); err != nil {
 			t.Error(err)
 		}
 	}

@@ -116,6 +116,11 @@ type KubeconfigSpec struct {
 	// certificate. One key pair per component identity spares two RSA key
 	// generations, which dominate the time of an init.
 	SharedKey string
+	// KubeletRotates marks kubelet.conf: the kubelet rotates its client
+	// certificate, so the file may name the kubelet's own pair
+	// (KubeletClientFile) instead of embedding kubeboot's, as it does once
+	// kubelet-finalize has run.
+	KubeletRotates bool
 }
 
 // Context is the name of the file's only context, user@cluster as kubeadm
@@ -231,10 +236,12 @@ func KubeconfigSpecs(cfg *config.ClusterConfiguration) []KubeconfigSpec {
 	if config.On(cfg.Security.VerifyKubeletServingCerts) {
 		kubeletKey = config.CertKubeletServer
 	}
+	kubelet := kubeconfig(config.KubeconfigKubelet, remote, "system:node:"+cfg.Node.Name, "system:nodes", kubeletKey, Kubelet)
+	kubelet.KubeletRotates = true
 	specs := []KubeconfigSpec{
 		kubeconfig(config.KubeconfigAdmin, remote, "kubernetes-admin", AdminsGroup, ""),
 		kubeconfig(config.KubeconfigSuperAdmin, remote, "kubernetes-super-admin", "system:masters", ""),
-		kubeconfig(config.KubeconfigKubelet, remote, "system:node:"+cfg.Node.Name, "system:nodes", kubeletKey, Kubelet),
+		kubelet,
 		kubeconfig(config.KubeconfigControllerManager, local, "system:kube-controller-manager", "", config.CertControllerManager, config.NameControllerManager),
 		kubeconfig(config.KubeconfigScheduler, local, "system:kube-scheduler", "", config.CertScheduler, config.NameScheduler),
 	}

@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"io/fs"
 	"net"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
 )
 
 // NewState is a quiet State for node1 (10.0.0.10) at version, writing under root.
@@ -74,6 +76,46 @@ func ParseCert(t testing.TB, s *phases.State, name string) *x509.Certificate {
 	return cert
 }
 
+// ClusterCA reads the cluster CA of s, certificate and key.
+func ClusterCA(t testing.TB, s *phases.State) pki.KeyPair {
+	t.Helper()
+	return pki.KeyPair{Cert: HostFile(t, s, s.Config.CertPath(config.CertCA)), Key: HostFile(t, s, s.Config.KeyPath(config.CertCA))}
+}
+
+// KubeletPair writes the client certificate the kubelet rotates, as its
+// certificate manager does: <kubelet.certDir>/kubelet-client-<time>.pem
+// holding a certificate from ca for system:node:<node> (O system:nodes),
+// valid for certificates.leafValidity, then its key, and the symlink
+// kubelet-client-current.pem to it. It returns the symlink's node path.
+// The certificate is ECDSA P-256, as the kubelet's.
+func KubeletPair(t testing.TB, s *phases.State, ca pki.KeyPair, node string) string {
+	t.Helper()
+	spec := pki.CertSpec{Name: "kubelet-client", CN: "system:node:" + node, Org: []string{"system:nodes"}, Usage: pki.UsageClient, CA: config.CertCA,
+		Algorithm: config.ECDSAP256, Validity: s.Config.Certificates.LeafValidity.Duration}
+	pair, err := pki.Issue(spec, ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.Config.Kubelet.CertDir
+	file := filepath.Join(dir, "kubelet-client-"+time.Now().Format("2006-01-02-15-04-05.000000000")+".pem")
+	current := filepath.Join(dir, pki.KubeletClientFile)
+	if err := os.MkdirAll(s.Files.HostPath(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.Files.HostPath(file), slices.Concat(pair.Cert, pair.Key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// HostPath would follow an existing symlink: replace the link itself.
+	// The kubelet's link is absolute; a relative one means the same, and
+	// Snapshot can follow it under a root.
+	link := filepath.Join(s.Files.HostPath(dir), pki.KubeletClientFile)
+	_ = os.Remove(link)
+	if err := os.Symlink(filepath.Base(file), link); err != nil {
+		t.Fatal(err)
+	}
+	return current
+}
+
 // FileState is what a re-run must not change about a file.
 type FileState struct {
 	// ModTime, Mode and Content are the file's.
@@ -102,6 +144,35 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// FakeSystemd replaces the systemctl and the kubelet lookup of
+// phases.StartKubelet until the test ends: kubelet.service is in *state
+// ("active" or another state, which a restart makes "active") and
+// enabled, and the kubelet is /usr/bin/kubelet. It returns the systemctl
+// commands run, each as its space-joined arguments.
+func FakeSystemd(t testing.TB, state *string) *[]string {
+	t.Helper()
+	var calls []string
+	oldCtl, oldLook := phases.Systemctl, phases.LookPath
+	phases.Systemctl = func(_ context.Context, args ...string) ([]byte, error) {
+		calls = append(calls, strings.Join(args, " "))
+		switch args[0] {
+		case "is-active":
+			if *state != "active" {
+				return []byte(*state + "\n"), errors.New("exit status 3")
+			}
+			return []byte("active\n"), nil
+		case "is-enabled":
+			return []byte("enabled\n"), nil
+		case "restart":
+			*state = "active"
+		}
+		return nil, nil
+	}
+	phases.LookPath = func(string) (string, error) { return "/usr/bin/kubelet", nil }
+	t.Cleanup(func() { phases.Systemctl, phases.LookPath = oldCtl, oldLook })
+	return &calls
 }
 
 // ServeImages serves a CRI image service on the unix socket sock until the

@@ -61,9 +61,17 @@ func TestClusterObjects(t *testing.T) {
 		t.Fatalf("lab up exited %d: %s\nstderr: %s", r.code, res.Error, r.stderr)
 	}
 	for _, p := range strings.Split(livePhases, ",") {
-		if !slices.Contains(res.Phases, p) {
-			t.Errorf("phase %s did not run: %v", p, res.Phases)
+		// The lab starts its kubelet itself, never through systemd.
+		if ran := slices.Contains(res.Phases, p); ran != (p != "kubelet-start") {
+			t.Errorf("phase %s ran: %t, want %t: %v", p, ran, !ran, res.Phases)
 		}
+	}
+	// kubelet-finalize pointed kubelet.conf at the certificate the lab's
+	// kubelet rotates, in the lab's own cert dir.
+	pair := n.path("lab/kubelet/pki/kubelet-client-current.pem")
+	if conf, err := os.ReadFile(n.path("kubelet.conf")); err != nil || !strings.Contains(string(conf), "client-certificate: "+pair+"\n") ||
+		strings.Contains(string(conf), "client-certificate-data") {
+		t.Errorf("kubelet.conf does not name %s (%v):\n%s", pair, err, conf)
 	}
 	join := joinCommandOf(t, r.stdout)
 	token := checkJoinCommand(t, n, join)

@@ -178,9 +178,11 @@ type killed struct {
 }
 
 // killInit runs a full kubeboot init and sends it SIGKILL after delay.
+// There is no kubelet to start, under systemd or otherwise: kubelet-start
+// is skipped.
 func killInit(t *testing.T, n *node, delay time.Duration) killed {
 	t.Helper()
-	cmd := exec.Command(kubebootBin, "init", "--config", n.config, "-o", "json")
+	cmd := exec.Command(kubebootBin, "init", "--config", n.config, "--skip-phases", "kubelet-start", "-o", "json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -219,9 +221,9 @@ func listFiles(dir string) string {
 	return b.String()
 }
 
-// livePhases are the phases of init that need a running control plane:
-// tests that run init without a kubelet skip them.
-const livePhases = "wait,bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,csr-approver"
+// livePhases are the phases of init that start the kubelet or need a
+// running control plane: tests that run init without a kubelet skip them.
+const livePhases = "kubelet-start,wait,bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver"
 
 // writePhases are the phases that write files. A run reports the certs
 // phase first when it has written its first file (preflight's event comes

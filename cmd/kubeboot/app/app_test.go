@@ -6,12 +6,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/join"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
+	"github.com/kubeboot/kubeboot/pki"
 )
 
 // runCLI runs kubeboot in-process and returns its exit code and output.
@@ -112,7 +119,7 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 		got = append(got, c.Name())
 	}
 	want := []string{"apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
-		"mark-control-plane", "preflight", "upload-config", "validate", "wait", "write-manifests"}
+		"kubelet-finalize", "kubelet-start", "mark-control-plane", "preflight", "upload-config", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
 	}
@@ -123,8 +130,8 @@ func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("join phase --help: exit %d: %s", code, stderr)
 	}
-	want := []string{"join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config",
-		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait"}
+	want := []string{"join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config", "kubelet-start",
+		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "kubelet-finalize"}
 	if got := join.ControlPlane.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("join phases %v, want %v", got, want)
 	}
@@ -306,6 +313,46 @@ func TestCertsCommands(t *testing.T) {
 	}
 	if code, _, stderr = runCLI(t, "certs", "renew", "ca", "--root", root); code != 1 || !strings.Contains(stderr, "does not renew CAs") {
 		t.Errorf("renewing a CA: code %d, stderr %q", code, stderr)
+	}
+}
+
+// TestCheckExpirationOfAFinalizedNode: once kubelet.conf names the
+// certificate the kubelet rotates, check-expiration reports that
+// certificate's expiry, and names its file.
+func TestCheckExpirationOfAFinalizedNode(t *testing.T) {
+	root := t.TempDir()
+	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "etcd,control-plane,validate,write-manifests"); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	cfg, err := loadCluster("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Certificates.LeafValidity.Duration = 100 * 24 * time.Hour // not the year kubeboot's own certificates have
+	s := &phases.State{Config: cfg, Files: &files.AtomicWriter{Root: root}}
+	ca := phasestest.ClusterCA(t, s)
+	pair := phasestest.KubeletPair(t, s, ca, cfg.Node.Name)
+	spec := pki.KubeconfigSpecs(cfg)[2]
+	data, err := pki.RotatedKubeconfig(spec, ca.Cert, pair)
+	if err != nil || spec.Name != config.KubeconfigKubelet {
+		t.Fatal(spec.Name, err)
+	}
+	if err := os.WriteFile(filepath.Join(root, cfg.KubeconfigPath(config.KubeconfigKubelet)), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := runCLI(t, "certs", "check-expiration", "--root", root, "-o", "json")
+	var rows []expirationRow
+	if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil {
+		t.Fatalf("code %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	i := slices.IndexFunc(rows, func(r expirationRow) bool { return r.Name == config.KubeconfigKubelet })
+	if i < 0 || rows[i].File != "/var/lib/kubelet/pki/kubelet-client-current.pem" || rows[i].Residual != "99d" && rows[i].Residual != "100d" {
+		t.Errorf("kubelet.conf's row: %+v", rows)
+	}
+	_, stdout, _ = runCLI(t, "certs", "check-expiration", "--root", root)
+	if !strings.Contains(stdout, "kubelet.conf (/var/lib/kubelet/pki/kubelet-client-current.pem, rotated by the kubelet)") {
+		t.Errorf("check-expiration:\n%s", stdout)
 	}
 }
 

@@ -49,7 +49,7 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 	checkOpts := &certsCheckOptions{certsOptions: shared}
 	check := &cobra.Command{
 		Use:   "check-expiration",
-		Short: "List every certificate, including those embedded in kubeconfigs, with its residual time",
+		Short: "List every certificate, including those of the kubeconfigs (embedded, or the kubelet's that kubelet.conf names), with its residual time",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			r, err := checkOpts.spec()
@@ -94,14 +94,17 @@ type expirationRow struct {
 	Residual string    `json:"residual"`
 	CA       string    `json:"ca"`
 	External bool      `json:"externallyManaged"`
-	Missing  bool      `json:"missing,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	// File is the certificate the kubelet rotates, which kubelet.conf
+	// names once finalized.
+	File    string `json:"file,omitempty"`
+	Missing bool   `json:"missing,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 func printExpirations(w io.Writer, list []pki.Expiration, asJSON bool) error {
 	rows := make([]expirationRow, len(list))
 	for i, e := range list {
-		rows[i] = expirationRow{Name: e.Name, NotAfter: e.NotAfter, Residual: residual(e), CA: e.CA, External: e.External, Missing: e.Missing}
+		rows[i] = expirationRow{Name: e.Name, NotAfter: e.NotAfter, Residual: residual(e), CA: e.CA, External: e.External, File: e.File, Missing: e.Missing}
 		if e.Err != nil {
 			rows[i].Error = e.Err.Error()
 		}
@@ -116,7 +119,11 @@ func printExpirations(w io.Writer, list []pki.Expiration, asJSON bool) error {
 		if r.NotAfter.IsZero() {
 			expires = "-"
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", r.Name, expires, r.Residual, orDash(r.CA), r.External)
+		name := r.Name
+		if r.File != "" {
+			name += " (" + r.File + ", rotated by the kubelet)"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", name, expires, r.Residual, orDash(r.CA), r.External)
 	}
 	return tw.Flush()
 }

@@ -215,6 +215,8 @@ type labRole struct {
 	prep     []phases.Phase
 	kubelet  func(ctx context.Context) ([]string, error)
 	workflow phases.Runner
+	// skip are the workflow's phases the lab does itself.
+	skip []string
 	// done is the last line of a successful lab up.
 	done string
 }
@@ -226,25 +228,23 @@ type labRole struct {
 func labRoleOf(s *phases.State) labRole {
 	cfg := s.Config
 	root := filepath.Join(cfg.Paths.KubeconfigDir, "lab", "kubelet")
-	own := []string{"--root-dir=" + root, "--cert-dir=" + filepath.Join(root, "pki")}
 	if s.Worker != nil {
 		return labRole{
 			prep:     join.WorkerPrepare,
-			kubelet:  fixedArgs(append(join.KubeletArgs(s.Worker), own...)),
+			kubelet:  fixedArgs(append(join.KubeletArgs(s.Worker), "--root-dir="+root, "--cert-dir="+filepath.Join(root, "pki"))),
 			workflow: phases.Runner{Phases: []phases.Phase{join.KubeletWaitBootstrap}},
 			done:     fmt.Sprintf("node %s joined and is Ready", s.Worker.Node.Name),
 		}
 	}
+	// kubelet-finalize looks for the kubelet's certificates in the lab's dir.
+	cfg.Kubelet.CertDir = filepath.Join(root, "pki")
 	role := labRole{
-		prep: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig},
-		kubelet: fixedArgs(append([]string{
-			"--config=" + cfg.Kubelet.ConfigFile,
-			"--kubeconfig=" + cfg.KubeconfigPath(config.KubeconfigKubelet),
-			"--hostname-override=" + cfg.Node.Name,
-			"--node-ip=" + cfg.Node.AdvertiseAddress,
-		}, own...)),
+		prep:     []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig},
+		kubelet:  fixedArgs(append(phases.KubeletArgs(cfg), "--root-dir="+root)),
 		workflow: phases.Init,
-		done:     "control plane is up: kubectl --kubeconfig " + cfg.KubeconfigPath(config.KubeconfigAdmin) + " get pods -n kube-system",
+		// The lab runs its kubelet itself, so systemd must not.
+		skip: []string{phases.KubeletStart.Name},
+		done: "control plane is up: kubectl --kubeconfig " + cfg.KubeconfigPath(config.KubeconfigAdmin) + " get pods -n kube-system",
 	}
 	if s.Join != nil {
 		role.prep, role.workflow = join.Prepare, join.ControlPlane
@@ -350,6 +350,9 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	}
 	node := labNode(cfg, binDir)
 	node.Supervisor = []string{self, "lab", "supervise"}
+	// The kubelet's files stay in the lab's dir, its certificates too, and
+	// kubelet-finalize looks for them there.
+	cfg.Kubelet.CertDir = filepath.Join(node.Dir, "kubelet", "pki")
 	initStarted := false
 	defer func() {
 		if err != nil && !initStarted {
@@ -395,7 +398,7 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	}
 	s.Report.Infof("kubelet started (log: %s)", kubelet.LogFile())
 	initStarted = true
-	if ran, err = role.workflow.Run(ctx, s, nil); err != nil {
+	if ran, err = role.workflow.Run(ctx, s, role.skip); err != nil {
 		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), node.Containerd().LogFile())
 	}
 	s.Report.SetPhase("lab")

@@ -1,0 +1,165 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// SystemdDropIn is the drop-in of kubelet.service that a kubelet-start
+// phase writes. Its name sorts after 10-kubeadm.conf, which the kubelet's
+// packages ship, so its ExecStart is the one that counts.
+const SystemdDropIn = "/etc/systemd/system/kubelet.service.d/20-kubeboot.conf"
+
+// SystemdRunDir exists when systemd is the init system (sd_booted(3)).
+const SystemdRunDir = "/run/systemd/system"
+
+// KubeletPort is the kubelet's default port, kubeadm's Port-10250 check.
+const KubeletPort = 10250
+
+// Systemctl runs systemctl with args and returns its combined output, and
+// LookPath finds the kubelet: the processes of StartKubelet, which tests
+// replace (phasestest.FakeSystemd).
+var (
+	Systemctl = func(ctx context.Context, args ...string) ([]byte, error) {
+		return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
+	}
+	LookPath = exec.LookPath
+)
+
+// KubeletUnit is how a workflow has systemd run the node's kubelet.
+type KubeletUnit struct {
+	// Comment is the drop-in's first line: who wrote it, and what for.
+	Comment string
+	// Args are the kubelet's flags.
+	Args []string
+	// StartFiles are the files, besides the drop-in, that the kubelet
+	// reads only when it starts: one written in this run restarts it.
+	StartFiles []string
+	// Host and Port are where the kubelet listens; Host "" is every
+	// address.
+	Host string
+	Port int
+	// Then says what to do once the kubelet runs, in the warning of a
+	// node without systemd, e.g. "then run ...".
+	Then string
+}
+
+// KubeletAddress is where a kubelet whose kubelet.extraConfig is extra
+// listens: its address (default: every address, "") and port (default
+// KubeletPort).
+func KubeletAddress(extra map[string]any) (string, int) {
+	host, port := "", KubeletPort
+	if a, ok := extra["address"].(string); ok {
+		host = a
+	}
+	if p, ok := extra["port"].(float64); ok {
+		port = int(p)
+	}
+	return host, port
+}
+
+// StartKubelet makes systemd run the kubelet of u: it writes
+// SystemdDropIn, reloads systemd when the drop-in changed, and restarts
+// kubelet.service when a file the kubelet reads at start changed in this
+// run or the service is not active. Without systemd it says how to start
+// the kubelet and goes on; beside a kubelet that kubelet.service does not
+// run, it changes nothing.
+func StartKubelet(ctx context.Context, s *State, u KubeletUnit) error {
+	if _, err := os.Stat(s.Files.HostPath(SystemdRunDir)); err != nil {
+		s.Report.Warnf("this node does not run systemd (%s is missing): start the kubelet yourself, as %s, %s",
+			SystemdRunDir, strings.Join(append([]string{"kubelet"}, u.Args...), " "), u.Then)
+		return nil
+	}
+	out, err := Systemctl(ctx, "is-active", "kubelet")
+	active := err == nil && strings.TrimSpace(string(out)) == "active"
+	if !active && listening(u.Host, u.Port) {
+		// Restarting kubelet.service would only make a second kubelet
+		// fail on the port, or stop someone else's.
+		s.Report.Warnf("a kubelet that kubelet.service does not run already listens on %s: left as it is, and no drop-in written; `--skip-phases kubelet-start` says so",
+			net.JoinHostPort(u.Host, strconv.Itoa(u.Port)))
+		return nil
+	}
+	kubelet, err := LookPath("kubelet")
+	if err != nil {
+		return fmt.Errorf("find the kubelet: %w: install it (its package also ships kubelet.service)", err)
+	}
+	if err := s.Files.WriteFile(SystemdDropIn, u.DropIn(kubelet), 0o644); err != nil {
+		return err
+	}
+	return restartKubelet(ctx, s, u, active)
+}
+
+// restartKubelet reloads systemd when the drop-in was written in this run,
+// and restarts kubelet.service unless it is active and nothing it reads at
+// start was written.
+func restartKubelet(ctx context.Context, s *State, u KubeletUnit, active bool) error {
+	written := s.Files.Changes().Written
+	if slices.Contains(written, SystemdDropIn) {
+		if err := systemctl(ctx, "daemon-reload"); err != nil {
+			return err
+		}
+	}
+	changed := slices.ContainsFunc(append([]string{SystemdDropIn}, u.StartFiles...),
+		func(path string) bool { return slices.Contains(written, path) })
+	if active && !changed {
+		s.Report.Infof("kubelet.service is active, and nothing it reads at start changed: left running")
+		return nil
+	}
+	if err := systemctl(ctx, "restart", "kubelet"); err != nil {
+		return err
+	}
+	s.Report.Infof("restarted kubelet.service with %s", SystemdDropIn)
+	if out, err := Systemctl(ctx, "is-enabled", "kubelet"); err != nil || strings.TrimSpace(string(out)) != "enabled" {
+		s.Report.Warnf("kubelet.service is not enabled, so the kubelet will not start at boot: `systemctl enable kubelet`")
+	}
+	return nil
+}
+
+// listening says whether something listens on host:port, where the
+// kubelet will.
+func listening(host string, port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	_ = l.Close()
+	return false
+}
+
+// systemctl runs systemctl with args, and fails with its output.
+func systemctl(ctx context.Context, args ...string) error {
+	if out, err := Systemctl(ctx, args...); err != nil {
+		return fmt.Errorf("systemctl %s: %w: %s (see `journalctl -u kubelet`)", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// DropIn is the systemd drop-in that runs kubelet with u's flags in place
+// of the unit's own command line.
+func (u KubeletUnit) DropIn(kubelet string) []byte {
+	words := []string{systemdQuote(kubelet)}
+	for _, a := range u.Args {
+		words = append(words, systemdQuote(a))
+	}
+	return []byte("# " + u.Comment + "\n" +
+		"# The empty ExecStart= drops the command lines of kubelet.service and of the drop-ins before this one.\n" +
+		"[Service]\nExecStart=\nExecStart=" + strings.Join(words, " ") + "\n")
+}
+
+// systemdQuote makes one word of an ExecStart= line: systemd expands %
+// specifiers and $ variables, and splits at blanks.
+func systemdQuote(word string) string {
+	word = strings.NewReplacer("%", "%%", "$", "$$").Replace(word)
+	if !strings.ContainsAny(word, " \t\"'\\;") {
+		return word
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(word) + `"`
+}
