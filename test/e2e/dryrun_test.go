@@ -49,8 +49,8 @@ func TestDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != len(components) {
-		t.Errorf("the real run wrote %d entries in the manifest dir, want %d: %v", len(entries), len(components), entries)
+	if len(entries) != len(staticPods) {
+		t.Errorf("the real run wrote %d entries in the manifest dir, want %d: %v", len(entries), len(staticPods), entries)
 	}
 	for _, path := range want {
 		written, err := os.ReadFile(path)

@@ -7,12 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
 
 // The components kubeboot runs as static pods, in start order.
 var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// staticPods are the manifests init writes: the components' and the CSR
+// approver's.
+var staticPods = append(slices.Clone(components), "kubeboot-csr-approver")
 
 // kubernetesVersion is what the API server must report: the version the
 // binaries in KUBEBOOT_BIN_DIR are built at and kubeboot's default.
@@ -21,7 +26,7 @@ const kubernetesVersion = "v1.36.3"
 // neededBinaries are the binaries of KUBEBOOT_BIN_DIR the suite runs.
 var neededBinaries = []string{
 	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-	"kubelet", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr", "pause",
+	"kubelet", "kubectl", "kubeadm", "crictl", "containerd", "containerd-shim-runc-v2", "ctr", "pause",
 }
 
 var (

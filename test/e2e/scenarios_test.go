@@ -213,8 +213,8 @@ func manifestFiles(t *testing.T, n *node) map[string]fileState {
 			files[path] = f
 		}
 	}
-	if len(files) != len(components) {
-		t.Fatalf("the manifest dir holds %d files, want %d", len(files), len(components))
+	if len(files) != len(staticPods) {
+		t.Fatalf("the manifest dir holds %d files, want %d", len(files), len(staticPods))
 	}
 	return files
 }
