@@ -33,6 +33,8 @@ func TestLoadClusterErrors(t *testing.T) {
 		{"worker first", header + "nodes: [{name: w, role: worker}, {name: a, role: control-plane}]\n", "nodes[0].role: the first node must be a control-plane node"},
 		{"twice", header + "nodes: [{name: a, role: control-plane}, {name: a, role: control-plane}]\n", `nodes[1].name: "a" is listed twice`},
 		{"role", header + "nodes: [{name: a, role: master}]\n", `nodes[0].role: "master": want control-plane or worker`},
+		{"join of a control plane", header + "nodes: [{name: a, role: control-plane, join: kubeadm}]\n", "nodes[0].join: a control-plane node joins with kubeboot's certificate bundle"},
+		{"join", header + "nodes: [{name: a, role: control-plane}, {name: w, role: worker, join: kubeadmin}]\n", `nodes[1].join: "kubeadmin": want kubeboot or kubeadm`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeDescription(t, tc.text)
@@ -85,4 +87,50 @@ func toStrings(v any) []string {
 		out = append(out, s.(string))
 	}
 	return out
+}
+
+// TestWorkerConfig: a worker's WorkerConfiguration discovers the cluster
+// through its endpoint with the token and the CA's hash, and keeps every
+// path in the worker's own dir; a worker joins with kubeboot unless its
+// description says kubeadm.
+func TestWorkerConfig(t *testing.T) {
+	c, err := lab.LoadCluster(writeDescription(t, header+"nodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}, {name: w2, role: worker, join: kubeadm}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Nodes[1].Join != lab.JoinKubeboot || c.Nodes[2].Join != lab.JoinKubeadm {
+		t.Errorf("joins %q and %q, want kubeboot (the default) and kubeadm", c.Nodes[1].Join, c.Nodes[2].Join)
+	}
+	data, err := c.WorkerConfig(1, lab.Discovery{Token: "abcdef.0123456789abcdef", CAHash: "sha256:00ff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		Kind      string
+		Node      struct{ Name, Address string }
+		Discovery struct {
+			APIServerEndpoint string
+			Token             string
+			CACertHashes      []string
+		}
+		Paths struct{ KubeconfigDir string }
+	}
+	if err := yaml.Unmarshal(data, &w); err != nil {
+		t.Fatal(err)
+	}
+	if w.Kind != "WorkerConfiguration" || w.Node.Name != "w1" || w.Node.Address != "10.89.0.11" {
+		t.Errorf("w1: kind %s, node %+v", w.Kind, w.Node)
+	}
+	if w.Discovery.APIServerEndpoint != "10.89.0.10:6443" || w.Discovery.Token != "abcdef.0123456789abcdef" || len(w.Discovery.CACertHashes) != 1 {
+		t.Errorf("w1's discovery: %+v, want cp1's API server, the token and the hash", w.Discovery)
+	}
+	if w.Paths.KubeconfigDir != "/tmp/kb-lab/w1" || strings.Contains(string(data), "/cp1") {
+		t.Errorf("w1's paths are not its own:\n%s", data)
+	}
+	if _, err := c.WorkerConfig(0, lab.Discovery{}); err == nil {
+		t.Error("a control-plane node got a WorkerConfiguration")
+	}
+	if _, err := c.NodeConfig(1); err == nil {
+		t.Error("a worker got a control-plane configuration")
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
 // writeBinary writes an executable shell script at dir/name that prints
@@ -157,28 +157,10 @@ func layerEntries(t *testing.T, open func() (io.ReadCloser, error)) map[string]i
 	}
 }
 
-// staticBinary builds a statically linked program, as CGO_ENABLED=0 builds
-// kubeboot.
-func staticBinary(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "static")
-	build := exec.Command("go", "build", "-o", bin, src)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestKubebootImage: the approver's image takes a static binary and
 // refuses, naming the fix, one that would need a libc the image lacks.
 func TestKubebootImage(t *testing.T) {
-	static := staticBinary(t)
+	static := phasestest.StaticBinary(t)
 	img, err := lab.KubebootImage("kubeboot.io/kubeboot:dev", static)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -229,4 +230,22 @@ func (s imageService) PullImage(_ context.Context, req *runtimeapi.PullImageRequ
 		return nil, status.Errorf(codes.NotFound, "image %q: no registry holds it", req.GetImage().GetImage())
 	}
 	return &runtimeapi.PullImageResponse{ImageRef: img.Id}, nil
+}
+
+// StaticBinary builds a statically linked program, as `make build` builds
+// kubeboot, for the tests of the CSR approver's lab image.
+func StaticBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kubeboot")
+	build := exec.Command("go", "build", "-o", bin, src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -49,47 +49,14 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("TIMING: lab up --cluster (two control-plane nodes): %s", r.took.Round(time.Millisecond))
 
-	nodes := map[string]corev1.Node{}
-	eventually(t, "both nodes Ready", func() error {
-		var list corev1.NodeList
-		if err := c.kubectlJSON(t, &list, "get", "nodes"); err != nil {
-			return err
-		}
-		for _, n := range list.Items {
-			nodes[n.Name] = n
-			if !nodeReady(n) {
-				return fmt.Errorf("node %s not Ready", n.Name)
-			}
-		}
-		if len(list.Items) != 2 {
-			return fmt.Errorf("%d nodes", len(list.Items))
-		}
-		return nil
-	})
+	nodes := c.readyNodes(t, 2)
 	for name, want := range map[string]string{"cp1": "10.89.7.10", "cp2": "10.89.7.11"} {
 		if got := internalIP(nodes[name]); got != want {
 			t.Errorf("node %s has InternalIP %q, want its own address %s", name, got, want)
 		}
 	}
 
-	for _, n := range []string{"cp1", "cp2"} {
-		c.kubectl(t, "run", "web-"+n, "--image", agnhostImage, "--image-pull-policy", "Never",
-			"--overrides", `{"spec":{"nodeName":"`+n+`"}}`, "--", "netexec", "--http-port=8080")
-	}
-	pods := map[string]corev1.Pod{}
-	eventually(t, "both agnhost pods Running with an IP", func() error {
-		for _, n := range []string{"cp1", "cp2"} {
-			var pod corev1.Pod
-			if err := c.kubectlJSON(t, &pod, "get", "pod", "web-"+n); err != nil {
-				return err
-			}
-			if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
-				return fmt.Errorf("pod %s: %s, IP %q", pod.Name, pod.Status.Phase, pod.Status.PodIP)
-			}
-			pods[n] = pod
-		}
-		return nil
-	})
+	pods := c.runWebPods(t, []string{"cp1", "cp2"})
 
 	t.Run("pods get addresses from their node's podCIDR", func(t *testing.T) {
 		for n, pod := range pods {
@@ -133,6 +100,56 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
+}
+
+// readyNodes waits until the cluster has count Nodes, all Ready, and
+// returns them by name; a Node that is not Ready says why.
+func (c *labCluster) readyNodes(t *testing.T, count int) map[string]corev1.Node {
+	t.Helper()
+	nodes := map[string]corev1.Node{}
+	eventually(t, fmt.Sprintf("%d nodes Ready", count), func() error {
+		var list corev1.NodeList
+		if err := c.kubectlJSON(t, &list, "get", "nodes"); err != nil {
+			return err
+		}
+		for _, n := range list.Items {
+			nodes[n.Name] = n
+			if !nodeReady(n) {
+				return fmt.Errorf("node %s not Ready: %s (kubelet log: %s)", n.Name, readyMessage(n),
+					tailString(string(readFileIfAny(filepath.Join(c.root, "c", n.Name, "lab", "kubelet.log"))), 15))
+			}
+		}
+		if len(list.Items) != count {
+			return fmt.Errorf("%d nodes", len(list.Items))
+		}
+		return nil
+	})
+	return nodes
+}
+
+// runWebPods runs an agnhost netexec pod (HTTP on 8080) named web-<node>
+// on each node, and returns them by node once they run with an IP.
+func (c *labCluster) runWebPods(t *testing.T, nodes []string) map[string]corev1.Pod {
+	t.Helper()
+	for _, n := range nodes {
+		c.kubectl(t, "run", "web-"+n, "--image", agnhostImage, "--image-pull-policy", "Never",
+			"--overrides", `{"spec":{"nodeName":"`+n+`"}}`, "--", "netexec", "--http-port=8080")
+	}
+	pods := map[string]corev1.Pod{}
+	eventually(t, "an agnhost pod Running with an IP on each node", func() error {
+		for _, n := range nodes {
+			var pod corev1.Pod
+			if err := c.kubectlJSON(t, &pod, "get", "pod", "web-"+n); err != nil {
+				return err
+			}
+			if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+				return fmt.Errorf("pod %s: %s, IP %q", pod.Name, pod.Status.Phase, pod.Status.PodIP)
+			}
+			pods[n] = pod
+		}
+		return nil
+	})
+	return pods
 }
 
 // startCluster writes a lab description of the nodes (a YAML list) under

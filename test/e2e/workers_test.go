@@ -59,24 +59,7 @@ func TestAddWorkers(t *testing.T) {
 		}
 	}
 
-	nodes := map[string]corev1.Node{}
-	eventually(t, "three nodes Ready", func() error {
-		var list corev1.NodeList
-		if err := c.kubectlJSON(t, &list, "get", "nodes"); err != nil {
-			return err
-		}
-		for _, n := range list.Items {
-			nodes[n.Name] = n
-			if !nodeReady(n) {
-				return fmt.Errorf("node %s not Ready: %s (kubelet log: %s)", n.Name, readyMessage(n),
-					tailString(string(readFileIfAny(filepath.Join(c.root, "c", n.Name, "lab", "kubelet.log"))), 15))
-			}
-		}
-		if len(list.Items) != 3 {
-			return fmt.Errorf("%d nodes", len(list.Items))
-		}
-		return nil
-	})
+	nodes := c.readyNodes(t, 3)
 
 	t.Run("only the control plane is marked", func(t *testing.T) {
 		for name, n := range nodes {
@@ -111,24 +94,7 @@ func TestAddWorkers(t *testing.T) {
 		}
 	})
 
-	for _, w := range workerNames {
-		c.kubectl(t, "run", "web-"+w, "--image", agnhostImage, "--image-pull-policy", "Never",
-			"--overrides", `{"spec":{"nodeName":"`+w+`"}}`, "--", "netexec", "--http-port=8080")
-	}
-	pods := map[string]corev1.Pod{}
-	eventually(t, "a pod Running on each worker", func() error {
-		for _, w := range workerNames {
-			var pod corev1.Pod
-			if err := c.kubectlJSON(t, &pod, "get", "pod", "web-"+w); err != nil {
-				return err
-			}
-			if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
-				return fmt.Errorf("pod %s: %s, IP %q", pod.Name, pod.Status.Phase, pod.Status.PodIP)
-			}
-			pods[w] = pod
-		}
-		return nil
-	})
+	pods := c.runWebPods(t, workerNames)
 
 	t.Run("logs and exec reach each worker's pod through the API server", func(t *testing.T) {
 		for _, w := range workerNames {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -36,7 +35,7 @@ func TestLabImages(t *testing.T) {
 	script(bin, "coredns", "") // no agnhost: the node pulls it
 
 	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
-	kubeboot := staticBinary(t) // the CSR approver's image
+	kubeboot := phasestest.StaticBinary(t) // the CSR approver's image
 	build, pull, err := labImages(s, bin, kubeboot)
 	if err != nil {
 		t.Fatal(err)
@@ -67,22 +66,4 @@ func TestLabImages(t *testing.T) {
 	if diff := cmp.Diff([]string{lab.AgnhostImage}, pull); diff != "" {
 		t.Errorf("images pulled (-want +got):\n%s", diff)
 	}
-}
-
-// staticBinary builds a statically linked program, as `make build` builds
-// kubeboot.
-func staticBinary(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "kubeboot")
-	build := exec.Command("go", "build", "-o", bin, src)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
