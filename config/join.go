@@ -28,6 +28,10 @@ type Join struct {
 	// EtcdEndpoints are client URLs of existing etcd members; the new
 	// member is added through them.
 	EtcdEndpoints []string `json:"etcdEndpoints"`
+	// Discovery, when set, verifies the cluster as a worker's join does (a
+	// bootstrap token and the CA's pins, or a discovery file): the
+	// bundle's cluster CA must be the one discovery trusts.
+	Discovery *Discovery `json:"discovery,omitempty"`
 }
 
 // LoadJoin reads, decodes strictly, defaults and validates a
@@ -76,6 +80,9 @@ func validateJoin(j *JoinConfiguration) field.ErrorList {
 		if u, err := url.Parse(ep); err != nil || u.Scheme != "https" || u.Host == "" {
 			errs = append(errs, field.Invalid(p.Index(i), ep, "want an https:// client URL"))
 		}
+	}
+	if j.Join.Discovery != nil {
+		errs = append(errs, validateDiscovery(field.NewPath("join", "discovery"), *j.Join.Discovery)...)
 	}
 	return errs
 }

@@ -12,9 +12,11 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -90,15 +92,40 @@ func (c *Client) RemovePods(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list pods of container runtime %q: %w", c.endpoint, err)
 	}
 	for _, sb := range resp.GetItems() {
-		id := sb.GetId()
-		if _, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-			return 0, fmt.Errorf("stop pod %s (%s) in container runtime %q: %w", id, sb.GetMetadata().GetName(), c.endpoint, err)
-		}
-		if _, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
-			return 0, fmt.Errorf("remove pod %s (%s) from container runtime %q: %w", id, sb.GetMetadata().GetName(), c.endpoint, err)
+		if err := c.removePod(ctx, sb); err != nil {
+			return 0, err
 		}
 	}
 	return len(resp.GetItems()), nil
+}
+
+// removeAttempts bound how long a pod's removal is retried: a container the
+// kubelet was starting when it stopped is in the "starting" state for a
+// moment, and the runtime refuses to remove it until it has started.
+const (
+	removeInterval = 200 * time.Millisecond
+	removeTimeout  = 15 * time.Second
+)
+
+// removePod stops and removes one pod, retrying while the runtime refuses.
+func (c *Client) removePod(ctx context.Context, sb *runtimeapi.PodSandbox) error {
+	id := sb.GetId()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, removeInterval, removeTimeout, true, func(ctx context.Context) (bool, error) {
+		if _, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+			last = fmt.Errorf("stop pod %s (%s) in container runtime %q: %w", id, sb.GetMetadata().GetName(), c.endpoint, err)
+			return false, nil
+		}
+		if _, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			last = fmt.Errorf("remove pod %s (%s) from container runtime %q: %w", id, sb.GetMetadata().GetName(), c.endpoint, err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%w (still failing after %s)", last, removeTimeout)
+	}
+	return err
 }
 
 // LogTail returns the last lines of the log of the newest container named

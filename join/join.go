@@ -1,9 +1,11 @@
 package join
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -38,6 +40,7 @@ var ControlPlane = phases.Runner{Phases: slices.Concat(Prepare, []phases.Phase{
 	phases.Validate,
 	phases.WriteManifests,
 	phases.Wait,
+	phases.MarkControlPlane,
 	phases.KubeletFinalize,
 })}
 
@@ -82,6 +85,28 @@ func checkEndpoint(ctx context.Context, s *phases.State) error {
 	}
 	_ = conn.Close()
 	s.Report.Infof("%s serves a certificate of the bundle's cluster CA", net.JoinHostPort(host, port))
+	return checkDiscoveredCA(ctx, s, caPEM)
+}
+
+// checkDiscoveredCA runs the join's discovery, when it has one, and
+// requires the cluster it verified to have the bundle's (or this node's)
+// CA: with a token and the CA's pins, or a discovery file, the new
+// control-plane node trusts the bundle only for the cluster the token
+// proves.
+func checkDiscoveredCA(ctx context.Context, s *phases.State, caPEM []byte) error {
+	if s.Join == nil || s.Join.Discovery == nil {
+		return nil
+	}
+	c, err := discover(ctx, s, *s.Join.Discovery, config.DefaultDiscoveryTimeout)
+	if err != nil {
+		return err
+	}
+	ours, _ := pem.Decode(caPEM)
+	theirs, _ := pem.Decode(c.CA)
+	if ours == nil || theirs == nil || !bytes.Equal(ours.Bytes, theirs.Bytes) {
+		return fmt.Errorf("the bundle's cluster CA is not the CA of the cluster that discovery verified (hash %s): the bundle belongs to another cluster; export it again with `kubeboot certs export` on a control-plane node of this one", c.CAHash)
+	}
+	s.Report.Infof("the cluster CA (the bundle's, or this node's) is the discovered cluster's")
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,9 +72,19 @@ func discovered(ctx context.Context, s *phases.State) (*discovery.Cluster, error
 	if err != nil {
 		return nil, err
 	}
-	d := w.Discovery
-	opts := discovery.Options{Timeout: w.Timeouts.Discovery.Duration, Progress: func(msg string) { s.Report.Infof("%s", msg) }}
+	c, err := discover(ctx, s, w.Discovery, w.Timeouts.Discovery.Duration)
+	if err != nil {
+		return nil, err
+	}
+	s.Discovered = c
+	return c, nil
+}
+
+// discover finds and verifies the cluster as d says, within timeout.
+func discover(ctx context.Context, s *phases.State, d config.Discovery, timeout time.Duration) (*discovery.Cluster, error) {
+	opts := discovery.Options{Timeout: timeout, Progress: func(msg string) { s.Report.Infof("%s", msg) }}
 	var token bootstraptoken.Token
+	var err error
 	if d.Token != "" {
 		if token, err = bootstraptoken.Parse(d.Token); err != nil {
 			return nil, &exit.UsageError{Msg: "--token: " + err.Error()}
@@ -94,7 +105,6 @@ func discovered(ctx context.Context, s *phases.State) (*discovery.Cluster, error
 		return nil, err
 	}
 	s.Report.Infof("discovered the cluster at %s through %s; its CA has hash %s", c.Server, via, c.CAHash)
-	s.Discovered = c
 	return c, nil
 }
 

@@ -95,7 +95,7 @@ func (k KubeadmNode) KubeletArgs(ctx context.Context, join *exec.Cmd, log string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-exited:
-			return false, fmt.Errorf("kubeadm join exited before it started the kubelet: %v:\n%s", err, tail(log, 20))
+			return false, fmt.Errorf("kubeadm join exited before it started the kubelet: %w:\n%s", err, tail(log, 20))
 		default:
 		}
 		for _, f := range []string{kubeadmKubeletConf, kubeadmBootstrap, kubeadmFlagsFile} {

@@ -34,7 +34,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("dry-run stdout: %v\n%s", err, dry.stdout)
 	}
 	var want []string
-	for _, c := range components {
+	for _, c := range staticPods {
 		want = append(want, n.manifestPath(c))
 	}
 	if got := slices.Sorted(maps.Keys(printed)); !slices.Equal(got, want) {

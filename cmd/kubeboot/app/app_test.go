@@ -131,7 +131,7 @@ func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
 		t.Fatalf("join phase --help: exit %d: %s", code, stderr)
 	}
 	want := []string{"join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config", "kubelet-start",
-		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "kubelet-finalize"}
+		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "mark-control-plane", "kubelet-finalize"}
 	if got := join.ControlPlane.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("join phases %v, want %v", got, want)
 	}

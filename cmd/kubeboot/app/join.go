@@ -38,8 +38,8 @@ func (o *joinOptions) spec() (runSpec, error) {
 	if !o.controlPlane {
 		return o.workerSpec()
 	}
-	if set := o.discovery.given(o.endpoint); len(set) > 0 {
-		return runSpec{}, &exit.UsageError{Msg: strings.Join(set, ", ") + " join a worker node: `join --control-plane` reads its JoinConfiguration and the certificate bundle"}
+	if o.discovery.nodeName != "" {
+		return runSpec{}, &exit.UsageError{Msg: "--node-name names a worker: a control-plane node's name is its JoinConfiguration's node.name"}
 	}
 	secrets, err := o.bundle.open()
 	if err != nil {
@@ -51,6 +51,15 @@ func (o *joinOptions) spec() (runSpec, error) {
 	}
 	if err := config.CheckPatchesDir(&j.ClusterConfiguration, o.configPath, ""); err != nil {
 		return runSpec{}, err
+	}
+	if len(o.discovery.given(o.endpoint)) > 0 {
+		if j.Join.Discovery == nil {
+			j.Join.Discovery = &config.Discovery{}
+		}
+		o.discovery.set(o.endpoint, j.Join.Discovery)
+		if errs := config.ValidateDiscovery(*j.Join.Discovery); len(errs) > 0 {
+			return runSpec{}, &exit.UsageError{Msg: errs.ToAggregate().Error()}
+		}
 	}
 	return runSpec{config: &j.ClusterConfiguration, join: &j.Join, secrets: secrets, options: o.phaseOptions()}, nil
 }
@@ -129,23 +138,28 @@ func (d discoveryFlags) given(endpoint string) []string {
 // apply sets what the flags and the endpoint say over the configuration.
 func (d discoveryFlags) apply(endpoint string) func(*config.WorkerConfiguration) {
 	return func(w *config.WorkerConfiguration) {
-		if endpoint != "" {
-			w.Discovery.APIServerEndpoint = endpoint
-		}
-		if d.token != "" {
-			w.Discovery.Token = d.token
-		}
-		if len(d.caCertHashes) > 0 {
-			w.Discovery.CACertHashes = d.caCertHashes
-		}
-		if d.discoveryFile != "" {
-			w.Discovery.File = d.discoveryFile
-			if abs, err := filepath.Abs(d.discoveryFile); err == nil {
-				w.Discovery.File = abs
-			}
-		}
+		d.set(endpoint, &w.Discovery)
 		if d.nodeName != "" {
 			w.Node.Name = d.nodeName
+		}
+	}
+}
+
+// set sets what the discovery flags and the endpoint say over discovery.
+func (d discoveryFlags) set(endpoint string, discovery *config.Discovery) {
+	if endpoint != "" {
+		discovery.APIServerEndpoint = endpoint
+	}
+	if d.token != "" {
+		discovery.Token = d.token
+	}
+	if len(d.caCertHashes) > 0 {
+		discovery.CACertHashes = d.caCertHashes
+	}
+	if d.discoveryFile != "" {
+		discovery.File = d.discoveryFile
+		if abs, err := filepath.Abs(d.discoveryFile); err == nil {
+			discovery.File = abs
 		}
 	}
 }

@@ -210,7 +210,7 @@ func TestJoinWorkerRefuses(t *testing.T) {
 		{"the wrong pin", []string{"join", c.endpoint, "--token", joinToken, "--discovery-token-ca-cert-hash", zeros, "--config", cfg},
 			1, "the cluster's CA has hash " + c.pin + ", not the pinned " + zeros + ": check --discovery-token-ca-cert-hash"},
 		{"a bundle without --control-plane", []string{"join", c.endpoint, "--certs-bundle", "b", "--key-file", "k"}, 2, "--certs-bundle and --key-file join a control-plane node"},
-		{"worker flags with --control-plane", []string{"join", c.endpoint, "--control-plane", "--token", joinToken}, 2, "ENDPOINT, --token join a worker node"},
+		{"a worker's name with --control-plane", []string{"join", "--control-plane", "--node-name", "w1"}, 2, "--node-name names a worker"},
 		{"a control-plane phase", []string{"join", "phase", "etcd-join", "--token", joinToken}, 2, "phase etcd-join is a phase of `kubeboot join --control-plane`: pass --control-plane"},
 		{"two endpoints", []string{"join", c.endpoint, c.endpoint}, 2, "accepts at most 1 arg"},
 	}
@@ -235,5 +235,45 @@ func TestRedactArgs(t *testing.T) {
 	want := []string{"join", "10.0.0.10:6443", "--token", "<hidden>", "--discovery-token-ca-cert-hash", "sha256:ab", "--token=<hidden>", "--token"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestJoinControlPlaneDiscovery: join --control-plane takes a worker's
+// discovery; its preflight verifies the cluster with the token and the
+// pin, and the node's CA must be the discovered one.
+func TestJoinControlPlaneDiscovery(t *testing.T) {
+	c := newJoinCluster(t)
+	dir := t.TempDir()
+	mustWriteFile(t, filepath.Join(dir, "pki", "ca.crt"), c.ca)
+	cfg := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\n"+
+		"controlPlaneEndpoint: "+c.endpoint+"\ncertificates: {dir: "+dir+"/pki}\n"+
+		"paths: {manifestsDir: "+dir+"/manifests, kubeconfigDir: "+dir+"}\n"+
+		"etcd: {local: {dataDir: "+dir+"/etcd}}\njoin: {etcdEndpoints: [https://127.0.0.1:2379]}\n")
+	join := func(pin string) (int, string) {
+		code, _, stderr := runCLI(t, "join", "phase", "join-preflight", "--control-plane", "--config", cfg,
+			c.endpoint, "--token", joinToken, "--discovery-token-ca-cert-hash", pin)
+		return code, stderr
+	}
+	if code, stderr := join(c.pin); code != 0 || !strings.Contains(stderr, "the cluster CA (the bundle's, or this node's) is the discovered cluster's") {
+		t.Fatalf("join-preflight with the cluster's pin: exit %d:\n%s", code, stderr)
+	}
+	zeros := "sha256:" + strings.Repeat("0", 64)
+	if code, stderr := join(zeros); code != 1 || !strings.Contains(stderr, "not the pinned "+zeros) {
+		t.Fatalf("join-preflight with a wrong pin: exit %d:\n%s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "join", "phase", "join-preflight", "--control-plane", "--config", cfg,
+		c.endpoint, "--token", "abcdef.0123456789abcdeX", "--discovery-token-ca-cert-hash", c.pin); code != 2 || !strings.Contains(stderr, "discovery.token: Invalid value") {
+		t.Fatalf("join-preflight with a malformed token: exit %d:\n%s", code, stderr)
+	}
+}
+
+// mustWriteFile writes data to path, creating its directory.
+func mustWriteFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
