@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
@@ -32,17 +33,26 @@ func UpgradeApply(timeout time.Duration) phases.Operation {
 	}}
 }
 
+// CheckRenewNames refuses a name `certs renew` does not know, before the
+// command takes the node lock.
+func CheckRenewNames(cfg *config.ClusterConfiguration, names []string) error {
+	known := append(pki.CertNames(cfg), pki.KubeconfigNames(cfg)...)
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			return &exit.UsageError{Msg: fmt.Sprintf("unknown certificate or kubeconfig %q: choose from %s", n, strings.Join(known, ", "))}
+		}
+	}
+	return nil
+}
+
 // Renew is `kubeboot certs renew`: it re-issues the named certificates and
 // kubeconfigs (none: all) with the existing CAs, new keys too with
 // newKeys, then restarts the components that must load them when restart
 // is set, or says which they are.
 func Renew(names []string, newKeys, restart bool) phases.Operation {
 	return phases.Operation{Name: "certs renew", Run: func(ctx context.Context, s *phases.State) error {
-		known := append(pki.CertNames(s.Config), pki.KubeconfigNames(s.Config)...)
-		for _, n := range names {
-			if !slices.Contains(known, n) {
-				return &exit.UsageError{Msg: fmt.Sprintf("unknown certificate or kubeconfig %q: choose from %s", n, strings.Join(known, ", "))}
-			}
+		if err := CheckRenewNames(s.Config, names); err != nil {
+			return err
 		}
 		components, err := phases.RenewCerts(s, names, newKeys)
 		if err != nil || len(components) == 0 {

@@ -114,10 +114,8 @@ func (r Runner) Names() []string {
 // of the phases that ran; LiveOnly phases a dry run or an offline render
 // passes over are not among them.
 func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, error) {
-	for _, name := range skip {
-		if !slices.Contains(r.Names(), name) {
-			return nil, &exit.UsageError{Msg: fmt.Sprintf("unknown phase %q in --skip-phases: the phases are %s", name, strings.Join(r.Names(), ", "))}
-		}
+	if err := r.CheckSkip(skip); err != nil {
+		return nil, err
 	}
 	var ran []string
 	for _, p := range r.Phases {
@@ -133,6 +131,17 @@ func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, err
 		}
 	}
 	return ran, nil
+}
+
+// CheckSkip refuses a name of --skip-phases that is no phase of r; the
+// commands check before they take the node lock.
+func (r Runner) CheckSkip(skip []string) error {
+	for _, name := range skip {
+		if !slices.Contains(r.Names(), name) {
+			return &exit.UsageError{Msg: fmt.Sprintf("unknown phase %q in --skip-phases: the phases are %s", name, strings.Join(r.Names(), ", "))}
+		}
+	}
+	return nil
 }
 
 // RunOne executes the single phase called name, and says whether it ran.

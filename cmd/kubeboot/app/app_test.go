@@ -16,6 +16,7 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/join"
+	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/pki"
@@ -34,6 +35,18 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {advertiseAddress: nope}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The node of the commands that would change one, whose lock another
+	// kubeboot holds: a usage error comes before the node lock, so it is
+	// still a usage error.
+	node := t.TempDir()
+	cfg := writeFile(t, t.TempDir(), "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\npaths: {kubeconfigDir: "+node+"}\n")
+	for _, path := range []string{filepath.Join(node, "kubeboot", "lock"), filepath.Join(node, "etc", "kubernetes", "kubeboot", "lock")} {
+		lock, err := nodelock.Acquire(path, "kubeboot test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lock.Release() })
+	}
 	tests := []struct {
 		name   string
 		args   []string
@@ -44,12 +57,13 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"init", "--bogus"}, 2, "error: unknown flag: --bogus\n"},
 		{"bad output format", []string{"version", "-o", "yaml"}, 2, "want text or json"},
 		{"extra argument", []string{"version", "x"}, 2, "unknown command"},
-		{"unknown skipped phase", []string{"init", "--skip-phases", "nope"}, 2, `error: unknown phase "nope"`},
+		{"unknown skipped phase", []string{"init", "--config", cfg, "--skip-phases", "nope"}, 2, `error: unknown phase "nope"`},
+		{"unknown skipped join phase", []string{"join", "--config", cfg, "--control-plane", "--skip-phases", "nope"}, 2, `error: unknown phase "nope"`},
 		{"invalid config", []string{"config", "validate", bad}, 2, "line 3: node.advertiseAddress"},
 		{"missing config", []string{"config", "validate", "/nonexistent.yaml"}, 2, "invalid config /nonexistent.yaml:\n  cannot read the file"},
 		{"unknown command", []string{"foo"}, 2, `unknown command "foo" for "kubeboot"`},
 		{"unknown phase command", []string{"init", "phase", "cert"}, 2, `unknown command "cert" for "kubeboot init phase"`},
-		{"unknown certificate", []string{"certs", "renew", "apiservr", "--root", "/nonexistent"}, 2, `unknown certificate or kubeconfig "apiservr"`},
+		{"unknown certificate", []string{"certs", "renew", "apiservr", "--root", node}, 2, `unknown certificate or kubeconfig "apiservr"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,7 +75,14 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 			if len(names) == 1 && names[0] == "all" {
 				names = nil
 			}
-			load := func() (runSpec, error) { return renewOpts.spec() }
+			load := func() (runSpec, error) {
+				r, err := renewOpts.spec()
+				if err == nil {
+					// A usage error comes before the node lock.
+					err = day2.CheckRenewNames(r.config, names)
+				}
+				return r, err
+			}
 			renew := day2.Renew(names, renewOpts.newKeys, renewOpts.restart)
 			return execute(cmd.Context(), renewOpts.output, stdout, stderr, load, renew.Execute)
 		},

@@ -54,7 +54,13 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Bootstrap this node's control plane: " + strings.Join(phases.Init.Names(), ", "),
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
+			load := func() (runSpec, error) {
+				if err := phases.Init.CheckSkip(opts.skipPhases); err != nil {
+					return runSpec{}, err // before the node lock
+				}
+				return opts.spec()
+			}
+			return execute(cmd.Context(), opts.output, stdout, stderr, load, func(ctx context.Context, s *phases.State) ([]string, error) {
 				return phases.Init.Run(ctx, s, opts.skipPhases)
 			})
 		},

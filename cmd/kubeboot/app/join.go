@@ -202,7 +202,13 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.endpoint = firstArg(args)
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
+			load := func() (runSpec, error) {
+				if err := opts.workflow().CheckSkip(opts.skipPhases); err != nil {
+					return runSpec{}, err // before the node lock
+				}
+				return opts.spec()
+			}
+			return execute(cmd.Context(), opts.output, stdout, stderr, load, func(ctx context.Context, s *phases.State) ([]string, error) {
 				return opts.workflow().Run(ctx, s, opts.skipPhases)
 			})
 		},
