@@ -110,19 +110,27 @@ func checkVersion(binary, tag string) error {
 	return nil
 }
 
+// archiveUnusedFor is how long an archive of the cache may go unused before
+// Archive removes it: each kubeboot build makes a new archive (the CSR
+// approver's image holds the binary), about 900 MB, which would otherwise
+// pile up until the kubelets' disk pressure evicts pods.
+const archiveUnusedFor = time.Hour
+
 // Archive writes the images to one archive in the `docker save` format,
 // which `ctr images import` loads, and returns its path. Archives live in
 // cacheDir under a name derived from the images' references, files (path,
 // size, modification time) and entrypoints, so an unchanged set is built
-// once and reused.
+// once and reused; one unused for archiveUnusedFor is removed.
 func Archive(cacheDir string, images []Image) (string, error) {
 	key, err := archiveKey(images)
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(cacheDir, key+".tar")
+	defer pruneArchives(cacheDir, path)
 	if _, err := os.Stat(path); err == nil {
-		return path, nil
+		now := time.Now()
+		return path, os.Chtimes(path, now, now) // in use: kept
 	}
 	refs := map[name.Reference]v1.Image{}
 	for _, img := range images {
@@ -153,6 +161,18 @@ func Archive(cacheDir string, images []Image) (string, error) {
 		return "", fmt.Errorf("write image archive %q: %w", path, err)
 	}
 	return path, nil
+}
+
+// pruneArchives removes the cache's archives, but keep, that were last
+// used (built or reused) more than archiveUnusedFor ago. It is best
+// effort: a failure leaves an archive for the next run.
+func pruneArchives(cacheDir, keep string) {
+	archives, _ := filepath.Glob(filepath.Join(cacheDir, "*.tar"))
+	for _, a := range archives {
+		if info, err := os.Stat(a); err == nil && a != keep && time.Since(info.ModTime()) > archiveUnusedFor {
+			_ = os.Remove(a)
+		}
+	}
 }
 
 // archiveKey fingerprints what an archive is built from.

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +123,7 @@ func TestArchive(t *testing.T) {
 	if err != nil || again != path {
 		t.Fatalf("the same images again: %s, %v; want the cached %s", again, err, path)
 	}
-	if info2, _ := os.Stat(path); !info2.ModTime().Equal(info.ModTime()) {
+	if info2, _ := os.Stat(path); !os.SameFile(info, info2) {
 		t.Error("the cached archive was rewritten")
 	}
 	// A rebuilt binary makes a new archive.
@@ -130,8 +131,29 @@ func TestArchive(t *testing.T) {
 	if err := os.Chtimes(images[0].Files["/usr/local/bin/etcd"], later, later); err != nil {
 		t.Fatal(err)
 	}
-	if rebuilt, err := lab.Archive(cache, images); err != nil || rebuilt == path {
-		t.Errorf("after the binary changed: %s, %v; want a new archive", rebuilt, err)
+	rebuilt, err := lab.Archive(cache, images)
+	if err != nil || rebuilt == path {
+		t.Fatalf("after the binary changed: %s, %v; want a new archive", rebuilt, err)
+	}
+	// The first archive, in use a minute ago, stays; once unused for two
+	// hours, the next Archive removes it, and keeps the one it returns.
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("an archive used a minute ago was removed: %v", err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	for _, p := range []string{path, rebuilt} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, err := lab.Archive(cache, images); err != nil || again != rebuilt {
+		t.Fatalf("the rebuilt images again: %s, %v; want %s", again, err, rebuilt)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an archive unused for two hours is still there: %v", err)
+	}
+	if _, err := os.Stat(rebuilt); err != nil {
+		t.Errorf("the archive in use was removed: %v", err)
 	}
 }
 
