@@ -73,7 +73,7 @@ func (k KubeadmNode) Isolate() error {
 // Patches writes kubeadm's patch of the kubelet's configuration into the
 // node's dir and returns that directory, for `kubeadm join --patches`:
 // the volume plugins and pod logs go to the node's dir, not the host's
-// /usr/libexec and /var/log; and node allocatable is enforced on nothing,
+// /usr/libexec and /var/log; node allocatable is enforced on nothing,
 // as the lab's kubelets run without QoS cgroups (kubeadm reads the
 // cluster's empty enforceNodeAllocatable as unset, which means "pods").
 func (k KubeadmNode) Patches() (string, error) {

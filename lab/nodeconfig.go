@@ -84,6 +84,10 @@ func nodeKubelet(dir string) map[string]any {
 			"enforceNodeAllocatable": []string{},
 			"volumePluginDir":        filepath.Join(dir, "kubelet", "volume-plugins"),
 			"podLogsDir":             filepath.Join(dir, "pod-logs"),
+			// As kind does: a lab on a crowded disk evicts nothing and
+			// collects no images.
+			"evictionHard":                map[string]string{"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"},
+			"imageGCHighThresholdPercent": 100,
 		},
 	}
 }
