@@ -93,8 +93,8 @@ func runWaitBootstrap(ctx context.Context, s *phases.State) error {
 		}
 		s.Report.Infof("removed %s: the kubelet has its own credential, and the token is needed no more", bootstrap)
 	}
-	s.Report.Infof("the kubelet asks the cluster CA for its serving certificate (serverTLSBootstrap): until a cluster admin approves that request " +
-		"(`kubectl get csr`, `kubectl certificate approve NAME`), the API server cannot reach this kubelet for logs, exec and port-forward")
+	s.Report.Infof("the kubelet asks the cluster CA for its serving certificate (serverTLSBootstrap): the control plane's CSR approver approves it " +
+		"(with csrApprover.enabled false, a cluster admin: `kubectl certificate approve NAME`); until then the API server cannot reach this kubelet for logs, exec and port-forward")
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/cri"
@@ -285,6 +286,30 @@ func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) la
 			return nil
 		},
 	}
+	// As kubeboot join's last phase does, the node is up once Ready: a
+	// kubelet slow to register its Node restarts itself after its CSINode
+	// retries (about 140 s) and is Ready after that.
+	ready := phases.Phase{
+		Name:  "kubeadm-node-ready",
+		Short: "Wait until the kubeadm-joined Node is Ready",
+		Run: func(ctx context.Context, s *phases.State) error {
+			kubeconfig, err := os.ReadFile(filepath.Join(lab.KubeadmConfigDir, config.KubeconfigKubelet))
+			if err != nil {
+				return err
+			}
+			client, err := phases.NewClient(kubeconfig, "")
+			if err != nil {
+				return err
+			}
+			wctx, cancel := context.WithTimeout(ctx, w.Timeouts.TLSBootstrap.Duration)
+			defer cancel()
+			if _, err := phases.WatchNode(wctx, client, w.Node.Name, nodeReady); err != nil {
+				return fmt.Errorf("wait for Node %s to be Ready (log: %s): %w", w.Node.Name, log, err)
+			}
+			s.Report.Infof("Node %s is Ready", w.Node.Name)
+			return nil
+		},
+	}
 	return labRole{
 		setup: node.Isolate,
 		kubelet: func(ctx context.Context) ([]string, error) {
@@ -309,8 +334,8 @@ func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) la
 			go func() { exited <- cmd.Wait(); _ = out.Close() }()
 			return node.KubeletArgs(ctx, cmd, log, exited)
 		},
-		workflow: phases.Runner{Phases: []phases.Phase{wait}},
-		done:     fmt.Sprintf("node %s joined with kubeadm", w.Node.Name),
+		workflow: phases.Runner{Phases: []phases.Phase{wait, ready}},
+		done:     fmt.Sprintf("node %s joined with kubeadm and is Ready", w.Node.Name),
 	}
 }
 
@@ -326,6 +351,16 @@ func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) la
 //     lab's pod traffic is routed rather than bridged to kube-proxy;
 //   - Service-Kubelet: there is no systemd; lab up starts the kubelet.
 var kubeadmIgnored = []string{"SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables", "Service-Kubelet"}
+
+// nodeReady says whether the Node's Ready condition is true.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
 
 // readOrEmpty is the file's content, or nothing.
 func readOrEmpty(path string) string {
