@@ -4,7 +4,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -66,12 +65,5 @@ func setCSRApproverDefaults(c *ClusterConfiguration) {
 }
 
 func validateCSRApprover(p *field.Path, a CSRApprover) field.ErrorList {
-	image := p.Child("image")
-	if _, err := name.ParseReference(a.Image); err != nil {
-		return field.ErrorList{field.Invalid(image, a.Image, "want an image reference like "+DefaultCSRApproverImage())}
-	}
-	if last := a.Image[strings.LastIndex(a.Image, "/")+1:]; !strings.ContainsAny(last, ":@") {
-		return field.ErrorList{field.Invalid(image, a.Image, "name a tag or a digest: without one the kubelet runs whatever :latest is on the node")}
-	}
-	return nil
+	return validateTaggedImage(p.Child("image"), a.Image, DefaultCSRApproverImage())
 }

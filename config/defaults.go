@@ -138,6 +138,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)
 	setSecurityDefaults(&c.Security)
 	setCSRApproverDefaults(c)
+	setAddonDefaults(c)
 }
 
 func setString(field *string, value string) {

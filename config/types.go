@@ -57,6 +57,8 @@ type ClusterConfiguration struct {
 	CSRApprover CSRApprover `json:"csrApprover"`
 	// Security is the control plane's hardening, all on by default.
 	Security Security `json:"security"`
+	// Addons are the cluster DNS and the Service proxy, on by default.
+	Addons Addons `json:"addons"`
 }
 
 // Kubelet is what the kubelet-config phase writes for the node's kubelet,

@@ -61,6 +61,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	}
 	errs = append(errs, validateBootstrapToken(field.NewPath("bootstrapToken"), c.BootstrapToken)...)
 	errs = append(errs, validateCSRApprover(field.NewPath("csrApprover"), c.CSRApprover)...)
+	errs = append(errs, validateAddons(field.NewPath("addons"), c.Addons)...)
 	return errs
 }
 

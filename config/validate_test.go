@@ -28,6 +28,10 @@ func TestValidate(t *testing.T) {
 			c.Networking.PodSubnet = "10.244.0.0/16"
 		}, []string{"one CIDR per family"}},
 		{"advertise family differs from services", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "fd00::10" }, []string{"advertise address's IP family"}},
+		{"addons: kube-proxy mode", func(c *ClusterConfiguration) { c.Addons.KubeProxy.Mode = "ipvs" }, []string{`addons.kubeProxy.mode: Unsupported value: "ipvs": supported values: "nftables", "iptables"`}},
+		{"addons: untagged image", func(c *ClusterConfiguration) { c.Addons.CoreDNS.Image = "example.com/coredns" }, []string{`addons.coreDNS.image: Invalid value: "example.com/coredns": name a tag or a digest`}},
+		{"addons: negative replicas", func(c *ClusterConfiguration) { c.Addons.CoreDNS.Replicas = new(int32(-1)) }, []string{"addons.coreDNS.replicas: Invalid value: -1: must be 0 or more; set disabled: true"}},
+		{"addons: extraConfig sets the mode", func(c *ClusterConfiguration) { c.Addons.KubeProxy.ExtraConfig = map[string]any{"mode": "ipvs"} }, []string{"addons.kubeProxy.extraConfig.mode: Forbidden: kubeboot sets mode"}},
 		{"version too old", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.33.4" }, []string{"kubeboot supports v1.34 to v1.36"}},
 		{"version too new", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.37.0" }, []string{"kubeboot supports v1.34 to v1.36"}},
 		{"version garbage", func(c *ClusterConfiguration) { c.KubernetesVersion = "latest" }, []string{"want a release version"}},

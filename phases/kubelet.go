@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math/big"
-	"net"
 	"path/filepath"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -108,7 +106,7 @@ func renderKubeletConfiguration(c *config.ClusterConfiguration, cluster bool) ([
 			Anonymous: map[string]bool{"enabled": false},
 		},
 		Authorization:      map[string]string{"mode": "Webhook"},
-		ClusterDNS:         []string{clusterDNSIP(c)},
+		ClusterDNS:         []string{c.ClusterDNSIP()},
 		ClusterDomain:      c.Networking.DNSDomain,
 		HealthzBindAddress: "127.0.0.1",
 		HealthzPort:        10248,
@@ -143,20 +141,4 @@ func renderKubeletConfiguration(c *config.ClusterConfiguration, cluster bool) ([
 		}
 	}
 	return yaml.JSONToYAML(data)
-}
-
-// clusterDNSIP is the tenth address of the first service range, where
-// cluster DNS conventionally lives.
-func clusterDNSIP(c *config.ClusterConfiguration) string {
-	subnets := c.ServiceSubnets()
-	if len(subnets) == 0 {
-		return ""
-	}
-	n := subnets[0]
-	ip := new(big.Int).SetBytes(n.IP)
-	ip.Add(ip, big.NewInt(10))
-	raw := ip.Bytes()
-	out := make(net.IP, len(n.IP))
-	copy(out[len(out)-len(raw):], raw)
-	return out.String()
 }

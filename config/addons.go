@@ -1,0 +1,156 @@
+package config
+
+import (
+	"fmt"
+	"math/big"
+	"net"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// Addons are the cluster's DNS and Service proxy, which init's addon phase
+// installs and upgrade apply moves with the control plane. Either can be
+// turned off for a cluster that brings its own (another DNS server at the
+// kubelets' clusterDNS address, a kube-proxy replacement).
+type Addons struct {
+	// CoreDNS is the cluster DNS: Deployment coredns behind Service kube-dns.
+	CoreDNS CoreDNS `json:"coreDNS"`
+	// KubeProxy is the Service proxy: DaemonSet kube-proxy on every node.
+	KubeProxy KubeProxy `json:"kubeProxy"`
+}
+
+// CoreDNS configures the cluster DNS addon.
+type CoreDNS struct {
+	// Disabled leaves cluster DNS out: the addon phase neither creates nor
+	// changes its objects.
+	Disabled bool `json:"disabled,omitempty"`
+	// Image is CoreDNS's image (default: <imageRepository>/coredns/coredns
+	// at the version kubeadm pins for kubernetesVersion's minor).
+	Image string `json:"image,omitempty"`
+	// Replicas is the Deployment's replica count (default 2).
+	Replicas *int32 `json:"replicas,omitempty"`
+}
+
+// KubeProxy configures the Service proxy addon.
+type KubeProxy struct {
+	// Disabled leaves the Service proxy out, for a replacement such as
+	// Cilium's: the addon phase neither creates nor changes its objects.
+	Disabled bool `json:"disabled,omitempty"`
+	// Image is kube-proxy's image (default:
+	// <imageRepository>/kube-proxy:<kubernetesVersion>).
+	Image string `json:"image,omitempty"`
+	// Mode is how kube-proxy programs Services: nftables (the default;
+	// Linux 5.13 or later) or iptables.
+	Mode string `json:"mode,omitempty"`
+	// ExtraConfig holds KubeProxyConfiguration fields that override the
+	// generated ones, such as {conntrack: {maxPerCore: 0}}.
+	ExtraConfig map[string]any `json:"extraConfig,omitempty"`
+}
+
+// The kube-proxy modes kubeboot configures.
+const (
+	ProxyModeNftables = "nftables"
+	ProxyModeIPTables = "iptables"
+)
+
+// DefaultCoreDNSReplicas is the default addons.coreDNS.replicas: two, on
+// two nodes when there are two, so that DNS survives one pod's loss.
+const DefaultCoreDNSReplicas = 2
+
+// CoreDNSVersions are the CoreDNS releases kubeadm pins, by Kubernetes
+// minor version; upgrade apply moves CoreDNS to the new minor's pin.
+var CoreDNSVersions = map[uint]string{
+	34: "v1.12.1",
+	35: "v1.13.1",
+	36: "v1.14.2",
+}
+
+// DefaultCoreDNSImage is the default addons.coreDNS.image for a validated
+// kubernetesVersion and imageRepository.
+func DefaultCoreDNSImage(imageRepository, kubernetesVersion string) string {
+	v, err := version.ParseSemantic(kubernetesVersion)
+	if err != nil {
+		return ""
+	}
+	return imageRepository + "/coredns/coredns:" + CoreDNSVersions[v.Minor()]
+}
+
+// DefaultKubeProxyImage is the default addons.kubeProxy.image.
+func DefaultKubeProxyImage(imageRepository, kubernetesVersion string) string {
+	return imageRepository + "/kube-proxy:" + kubernetesVersion
+}
+
+// ClusterDNSIP is the tenth address of the first service range, where
+// cluster DNS lives: the kube-dns Service's cluster IP and the kubelets'
+// clusterDNS. It assumes a validated configuration.
+func (c *ClusterConfiguration) ClusterDNSIP() string {
+	subnets := c.ServiceSubnets()
+	if len(subnets) == 0 {
+		return ""
+	}
+	return nthAddress(subnets[0], 10).String()
+}
+
+// ClusterDNSIPs are the kube-dns Service's cluster IPs: the tenth address
+// of each service range, one per IP family.
+func (c *ClusterConfiguration) ClusterDNSIPs() []string {
+	var ips []string
+	for _, n := range c.ServiceSubnets() {
+		ips = append(ips, nthAddress(n, 10).String())
+	}
+	return ips
+}
+
+func nthAddress(n *net.IPNet, i int64) net.IP {
+	ip := new(big.Int).SetBytes(n.IP)
+	ip.Add(ip, big.NewInt(i))
+	raw := ip.Bytes()
+	out := make(net.IP, len(n.IP))
+	copy(out[len(out)-len(raw):], raw)
+	return out
+}
+
+func setAddonDefaults(c *ClusterConfiguration) {
+	a := &c.Addons
+	setString(&a.CoreDNS.Image, DefaultCoreDNSImage(c.ImageRepository, c.KubernetesVersion))
+	if a.CoreDNS.Replicas == nil {
+		replicas := int32(DefaultCoreDNSReplicas)
+		a.CoreDNS.Replicas = &replicas
+	}
+	setString(&a.KubeProxy.Image, DefaultKubeProxyImage(c.ImageRepository, c.KubernetesVersion))
+	setString(&a.KubeProxy.Mode, ProxyModeNftables)
+}
+
+func validateAddons(p *field.Path, a Addons) field.ErrorList {
+	var errs field.ErrorList
+	dns, proxy := p.Child("coreDNS"), p.Child("kubeProxy")
+	errs = append(errs, validateTaggedImage(dns.Child("image"), a.CoreDNS.Image, "registry.k8s.io/coredns/coredns:"+CoreDNSVersions[MaxKubernetesMinor])...)
+	if r := a.CoreDNS.Replicas; r != nil && *r < 0 {
+		errs = append(errs, field.Invalid(dns.Child("replicas"), *r, "must be 0 or more; set disabled: true to leave CoreDNS out"))
+	}
+	errs = append(errs, validateTaggedImage(proxy.Child("image"), a.KubeProxy.Image, "registry.k8s.io/kube-proxy:"+DefaultKubernetesVersion)...)
+	if m := a.KubeProxy.Mode; m != ProxyModeNftables && m != ProxyModeIPTables {
+		errs = append(errs, field.NotSupported(proxy.Child("mode"), m, []string{ProxyModeNftables, ProxyModeIPTables}))
+	}
+	for _, key := range []string{"apiVersion", "kind", "mode", "clusterCIDR"} {
+		if _, set := a.KubeProxy.ExtraConfig[key]; set {
+			errs = append(errs, field.Forbidden(proxy.Child("extraConfig", key), fmt.Sprintf("kubeboot sets %s: use addons.kubeProxy.mode or networking.podSubnet", key)))
+		}
+	}
+	return errs
+}
+
+// validateTaggedImage wants an image reference, like example, with a tag
+// or a digest: without one, the node runs whatever :latest it holds.
+func validateTaggedImage(p *field.Path, image, example string) field.ErrorList {
+	if _, err := name.ParseReference(image); err != nil {
+		return field.ErrorList{field.Invalid(p, image, "want an image reference like "+example)}
+	}
+	if last := image[strings.LastIndex(image, "/")+1:]; !strings.ContainsAny(last, ":@") {
+		return field.ErrorList{field.Invalid(p, image, "name a tag or a digest: without one the kubelet runs whatever :latest is on the node")}
+	}
+	return nil
+}
