@@ -3,6 +3,7 @@ package templates
 import (
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,10 +52,14 @@ const (
 // resource an anonymous client may read.
 const ClusterInfoPath = "/api/v1/namespaces/" + ClusterInfoNamespace + "/configmaps/" + ClusterInfoName
 
-// Objects are API objects to apply, in the order of the fields: each
-// binding comes after the role it names.
+// Objects are API objects to apply, in the order of the fields: service
+// accounts, config maps, roles, bindings (each after the role it names),
+// services, then workloads, so that a pod finds its service account and
+// its configuration when it starts.
 type Objects struct {
-	// ConfigMaps hold data nodes read.
+	// ServiceAccounts are the identities of the addons' pods.
+	ServiceAccounts []*corev1.ServiceAccount
+	// ConfigMaps hold data nodes and pods read.
 	ConfigMaps []*corev1.ConfigMap
 	// Roles are namespaced roles.
 	Roles []*rbacv1.Role
@@ -64,6 +69,12 @@ type Objects struct {
 	ClusterRoles []*rbacv1.ClusterRole
 	// ClusterRoleBindings bind ClusterRoles, kubeboot's or built-in.
 	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
+	// Services give the addons' pods a stable address.
+	Services []*corev1.Service
+	// Deployments run replicated addon pods.
+	Deployments []*appsv1.Deployment
+	// DaemonSets run an addon pod on every node.
+	DaemonSets []*appsv1.DaemonSet
 }
 
 // UploadConfigObjects are the objects of the upload-config phase:

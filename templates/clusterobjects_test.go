@@ -35,6 +35,9 @@ func objectsYAML(t *testing.T, objs Objects) string {
 // list is every object, in apply order.
 func (o Objects) list() []runtime.Object {
 	var out []runtime.Object
+	for _, x := range o.ServiceAccounts {
+		out = append(out, x)
+	}
 	for _, x := range o.ConfigMaps {
 		out = append(out, x)
 	}
@@ -48,6 +51,15 @@ func (o Objects) list() []runtime.Object {
 		out = append(out, x)
 	}
 	for _, x := range o.ClusterRoleBindings {
+		out = append(out, x)
+	}
+	for _, x := range o.Services {
+		out = append(out, x)
+	}
+	for _, x := range o.Deployments {
+		out = append(out, x)
+	}
+	for _, x := range o.DaemonSets {
 		out = append(out, x)
 	}
 	return out
