@@ -135,10 +135,15 @@ func ClusterInfoObjects(kubeconfig []byte) Objects {
 // such as the bootstrapsigner's jws-kubeconfig-<id> in cluster-info, stay
 // with whoever wrote them.
 func configMap(namespace, name, key string, value []byte) *corev1.ConfigMap {
+	return configMapData(namespace, name, map[string]string{key: string(value)})
+}
+
+// configMapData holds the keys of data, all of them owned by the apply.
+func configMapData(namespace, name string, data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Data:       map[string]string{key: string(value)},
+		Data:       data,
 	}
 }
 
@@ -181,6 +186,22 @@ func group(name string) rbacv1.Subject {
 func user(name string) rbacv1.Subject {
 	return rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}
 }
+
+// serviceAccountSubject has no apiGroup: the API server defaults one for
+// users and groups only, and stores a service account's as empty.
+func serviceAccountSubject(namespace, name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: namespace}
+}
+
+func serviceAccount(namespace, name string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+	}
+}
+
+// ptrTo is v's address, for the optional fields of the API types.
+func ptrTo[T any](v T) *T { return &v }
 
 // LabelControlPlane marks a control-plane node, as kubeadm does.
 const LabelControlPlane = "node-role.kubernetes.io/control-plane"

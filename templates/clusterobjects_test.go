@@ -67,7 +67,13 @@ func (o Objects) list() []runtime.Object {
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	golden := filepath.Join("testdata", "cluster-objects", name+".golden")
+	checkGoldenIn(t, "cluster-objects", name, got)
+}
+
+// checkGoldenIn compares got with testdata/<dir>/<name>.golden.
+func checkGoldenIn(t *testing.T, dir, name, got string) {
+	t.Helper()
+	golden := filepath.Join("testdata", dir, name+".golden")
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
 			t.Fatal(err)
@@ -168,6 +174,13 @@ func TestKubeadmClusterConfiguration(t *testing.T) {
 // otherwise fill in, which would make every apply a change.
 func TestObjectsAreWhatTheServerStores(t *testing.T) {
 	all := []Objects{UploadConfigObjects([]byte("a"), []byte("b")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c")), CSRApproverRBAC("u")}
+	for _, build := range []func(*config.ClusterConfiguration) (Objects, error){CoreDNSObjects, KubeProxyObjects} {
+		objs, err := build(newConfig(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, objs)
+	}
 	names := map[string]bool{}
 	for _, objs := range all {
 		for _, o := range objs.list() {
@@ -204,8 +217,14 @@ func TestObjectsAreWhatTheServerStores(t *testing.T) {
 func checkSubjects(t *testing.T, binding string, subjects []rbacv1.Subject) {
 	t.Helper()
 	for _, s := range subjects {
-		if s.APIGroup != rbacv1.GroupName {
-			t.Errorf("binding %s: subject %s has apiGroup %q, which the API server would default to %q", binding, s.Name, s.APIGroup, rbacv1.GroupName)
+		// The API server defaults the apiGroup of users and groups, and
+		// stores a service account's as empty.
+		want := rbacv1.GroupName
+		if s.Kind == rbacv1.ServiceAccountKind {
+			want = ""
+		}
+		if s.APIGroup != want {
+			t.Errorf("binding %s: %s subject %s has apiGroup %q, which the API server would store as %q", binding, s.Kind, s.Name, s.APIGroup, want)
 		}
 	}
 }
