@@ -34,8 +34,22 @@ type Phase struct {
 	// health; dry runs and offline renders skip them.
 	LiveOnly bool
 	// Run does the work and converges: it reuses what is correct, creates
-	// what is missing, and fails on what is wrong.
+	// what is missing, and fails on what is wrong. A phase with Subphases
+	// has none: running it runs them.
 	Run func(ctx context.Context, s *State) error
+	// Subphases, when set, are the parts of the phase, in order, each
+	// named "<phase>/<part>", as kubeadm's addon/coredns: --skip-phases
+	// skips the whole phase or one part, and `phase <phase> <part>` runs
+	// one part alone.
+	Subphases []Phase
+}
+
+// steps are the phase itself, or its subphases when it has them.
+func (p Phase) steps() []Phase {
+	if len(p.Subphases) > 0 {
+		return p.Subphases
+	}
+	return []Phase{p}
 }
 
 // Options are the run-wide settings phases read.
@@ -101,11 +115,15 @@ type Runner struct {
 	Phases []Phase
 }
 
-// Names returns the phase names in order.
+// Names returns the phase names in order, each subphase's after its
+// phase's.
 func (r Runner) Names() []string {
-	names := make([]string, len(r.Phases))
-	for i, p := range r.Phases {
-		names[i] = p.Name
+	var names []string
+	for _, p := range r.Phases {
+		names = append(names, p.Name)
+		for _, sub := range p.Subphases {
+			names = append(names, sub.Name)
+		}
 	}
 	return names
 }
@@ -122,12 +140,17 @@ func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, err
 		if slices.Contains(skip, p.Name) {
 			continue
 		}
-		done, err := r.runPhase(ctx, s, p)
-		if err != nil {
-			return ran, err
-		}
-		if done {
-			ran = append(ran, p.Name)
+		for _, step := range p.steps() {
+			if step.Name != p.Name && slices.Contains(skip, step.Name) {
+				continue
+			}
+			done, err := r.runPhase(ctx, s, step)
+			if err != nil {
+				return ran, err
+			}
+			if done {
+				ran = append(ran, step.Name)
+			}
 		}
 	}
 	return ran, nil
@@ -144,14 +167,20 @@ func (r Runner) CheckSkip(skip []string) error {
 	return nil
 }
 
-// RunOne executes the single phase called name, and says whether it ran.
-func (r Runner) RunOne(ctx context.Context, s *State, name string) (bool, error) {
+// RunOne executes the single phase or subphase called name, and returns
+// the names of the steps that ran: the phase's, or its subphases'.
+func (r Runner) RunOne(ctx context.Context, s *State, name string) ([]string, error) {
 	for _, p := range r.Phases {
 		if p.Name == name {
-			return r.runPhase(ctx, s, p)
+			return Runner{Phases: []Phase{p}}.Run(ctx, s, nil)
+		}
+		for _, sub := range p.Subphases {
+			if sub.Name == name {
+				return Runner{Phases: []Phase{sub}}.Run(ctx, s, nil)
+			}
 		}
 	}
-	return false, &exit.UsageError{Msg: fmt.Sprintf("unknown phase %q: the phases are %s", name, strings.Join(r.Names(), ", "))}
+	return nil, &exit.UsageError{Msg: fmt.Sprintf("unknown phase %q: the phases are %s", name, strings.Join(r.Names(), ", "))}
 }
 
 // Operation is a command that is not a phase list, such as reset or

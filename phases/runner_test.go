@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,7 +76,7 @@ func TestRunnerSinglePhase(t *testing.T) {
 	var log []string
 	s, _ := testState()
 	r := recorder(&log, "a", "b", "c")
-	if ran, err := r.RunOne(context.Background(), s, "b"); err != nil || !ran {
+	if ran, err := r.RunOne(context.Background(), s, "b"); err != nil || !slices.Equal(ran, []string{"b"}) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"b"}, log); diff != "" {
@@ -83,6 +84,48 @@ func TestRunnerSinglePhase(t *testing.T) {
 	}
 	if _, err := r.RunOne(context.Background(), s, "nope"); err == nil || !strings.Contains(err.Error(), `unknown phase "nope"`) {
 		t.Errorf("want unknown phase error, got %v", err)
+	}
+}
+
+func TestRunnerSubphases(t *testing.T) {
+	var log []string
+	parts := recorder(&log, "addon/coredns", "addon/kube-proxy").Phases
+	r := recorder(&log, "a")
+	r.Phases = append(r.Phases, Phase{Name: "addon", Subphases: parts})
+	if diff := cmp.Diff([]string{"a", "addon", "addon/coredns", "addon/kube-proxy"}, r.Names()); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
+	}
+	tests := []struct {
+		name string
+		skip []string
+		want []string
+	}{
+		{"all", nil, []string{"a", "addon/coredns", "addon/kube-proxy"}},
+		{"skip one part", []string{"addon/coredns"}, []string{"a", "addon/kube-proxy"}},
+		{"skip the phase", []string{"addon"}, []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log = nil
+			s, _ := testState()
+			ran, err := r.Run(context.Background(), s, tt.skip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, log); diff != "" {
+				t.Errorf("ran (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want, ran); diff != "" {
+				t.Errorf("reported (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for name, want := range map[string][]string{"addon": {"addon/coredns", "addon/kube-proxy"}, "addon/kube-proxy": {"addon/kube-proxy"}} {
+		log = nil
+		s, _ := testState()
+		if ran, err := r.RunOne(context.Background(), s, name); err != nil || !slices.Equal(ran, want) || !slices.Equal(log, want) {
+			t.Errorf("RunOne(%q) = %v, %v, ran %v; want %v", name, ran, err, log, want)
+		}
 	}
 }
 

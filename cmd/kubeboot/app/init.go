@@ -97,17 +97,19 @@ func phaseCommands(workflow string, r phases.Runner, wire func(phases.Phase, *co
 	for _, p := range r.Phases {
 		sub := &cobra.Command{Use: p.Name, Short: p.Short, Args: usageArgs(cobra.NoArgs)}
 		wire(p, sub)
+		for _, part := range p.Subphases {
+			partCmd := &cobra.Command{Use: strings.TrimPrefix(part.Name, p.Name+"/"), Short: part.Short, Args: usageArgs(cobra.NoArgs)}
+			wire(part, partCmd)
+			sub.AddCommand(partCmd)
+		}
 		group.AddCommand(sub)
 	}
 	return group
 }
 
-// runOne runs the phase called name of r alone.
+// runOne runs the phase (or subphase) called name of r alone.
 func runOne(r phases.Runner, name string) steps {
 	return func(ctx context.Context, s *phases.State) ([]string, error) {
-		if ran, err := r.RunOne(ctx, s, name); !ran {
-			return nil, err
-		}
-		return []string{name}, nil
+		return r.RunOne(ctx, s, name)
 	}
 }
