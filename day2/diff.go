@@ -2,6 +2,7 @@ package day2
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,6 +25,8 @@ const (
 	KindPKI             = "pki"
 	KindKubeletConfig   = "kubelet-config"
 	KindAPIServerConfig = "apiserver-config"
+	// KindAddon is a cluster object of the addons, not a file.
+	KindAddon = "addon"
 )
 
 // The changes init would make to a file.
@@ -37,9 +40,11 @@ const (
 	ChangeWrong = "wrong"
 )
 
-// Difference is one file that init would change on this node.
+// Difference is one file that init would change on this node, or one
+// object of the addons it would change in the cluster.
 type Difference struct {
-	// Path is the file's node path.
+	// Path is the file's node path; for an addon object, its kind and
+	// namespace/name, such as "Deployment kube-system/coredns".
 	Path string `json:"path"`
 	// Kind is one of the Kind constants.
 	Kind string `json:"kind"`
@@ -117,6 +122,30 @@ func wantedTextFiles(s *phases.State) ([]wantedFile, error) {
 		files = append(files, wantedFile{KindAPIServerConfig, f.Path, f.Data})
 	}
 	return files, nil
+}
+
+// DiffAddons computes, by server-side dry runs against the running
+// cluster, what the addon phase would change: each object of the addons
+// that would be created, updated or replaced, with a unified diff of its
+// live and wanted forms (status and server bookkeeping left out).
+func DiffAddons(ctx context.Context, s *phases.State) ([]Difference, error) {
+	drifts, err := phases.AddonDrift(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var out []Difference
+	for _, d := range drifts {
+		diff := Difference{Path: d.Object, Kind: KindAddon, Change: ChangeUpdate,
+			Diff: udiff.Unified(d.Object+" (live)", d.Object+" (wanted)", string(d.Live), string(d.Wanted))}
+		switch {
+		case d.Live == nil:
+			diff.Change, diff.Diff = ChangeCreate, udiff.Unified("/dev/null", d.Object, "", string(d.Wanted))
+		case d.Replace:
+			diff.Reason = "a field the API server does not change in place differs: the addon phase deletes and recreates it"
+		}
+		out = append(out, diff)
+	}
+	return out, nil
 }
 
 // diffFile compares a wanted file with the disk; nil means no change.

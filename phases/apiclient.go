@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -122,49 +125,103 @@ func kindOf(obj any) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// applyObjects applies objs in order, each binding after its role, and
-// reports what happened to each.
+// applyObjects applies objs in the order of their fields (see
+// templates.Objects), each binding after its role and each workload after
+// what it uses, and reports what happened to each.
 func applyObjects(ctx context.Context, s *State, client kubernetes.Interface, objs templates.Objects) error {
-	report := func(verb string, err error, obj metav1.Object) error {
-		if err != nil {
-			return err
-		}
-		name := obj.GetName()
-		if ns := obj.GetNamespace(); ns != "" {
-			name = ns + "/" + name
-		}
-		s.Report.Infof("%s %s %s", kindOf(obj), name, verb)
-		return nil
+	return applyRun{s: s}.all(ctx, client, objs)
+}
+
+// applyRun is one pass over a set of objects: a real apply, reported, or,
+// when drifts is set, a server-side dry run that records each object the
+// apply would change.
+type applyRun struct {
+	s      *State
+	drifts *[]Drift
+}
+
+// all applies objs, kind by kind, in the order of templates.Objects.
+func (r applyRun) all(ctx context.Context, client kubernetes.Interface, objs templates.Objects) error {
+	core, rbac, apps := client.CoreV1(), client.RbacV1(), client.AppsV1()
+	steps := []func() error{
+		func() error {
+			return applyEach(ctx, r, objs.ServiceAccounts, func(ns string) applyClient[*corev1.ServiceAccount] { return core.ServiceAccounts(ns) }, nil)
+		},
+		func() error {
+			return applyEach(ctx, r, objs.ConfigMaps, func(ns string) applyClient[*corev1.ConfigMap] { return core.ConfigMaps(ns) }, nil)
+		},
+		func() error {
+			return applyEach(ctx, r, objs.Roles, func(ns string) applyClient[*rbacv1.Role] { return rbac.Roles(ns) }, nil)
+		},
+		func() error {
+			return applyEach(ctx, r, objs.RoleBindings, func(ns string) applyClient[*rbacv1.RoleBinding] { return rbac.RoleBindings(ns) },
+				func(have, want *rbacv1.RoleBinding) bool { return have.RoleRef != want.RoleRef })
+		},
+		func() error {
+			return applyEach(ctx, r, objs.ClusterRoles, func(string) applyClient[*rbacv1.ClusterRole] { return rbac.ClusterRoles() }, nil)
+		},
+		func() error {
+			return applyEach(ctx, r, objs.ClusterRoleBindings, func(string) applyClient[*rbacv1.ClusterRoleBinding] { return rbac.ClusterRoleBindings() },
+				func(have, want *rbacv1.ClusterRoleBinding) bool { return have.RoleRef != want.RoleRef })
+		},
+		func() error {
+			return applyEach(ctx, r, objs.Services, func(ns string) applyClient[*corev1.Service] { return core.Services(ns) },
+				func(have, want *corev1.Service) bool { return have.Spec.ClusterIP != want.Spec.ClusterIP })
+		},
+		func() error {
+			return applyEach(ctx, r, objs.Deployments, func(ns string) applyClient[*appsv1.Deployment] { return apps.Deployments(ns) },
+				func(have, want *appsv1.Deployment) bool {
+					return !equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector)
+				})
+		},
+		func() error {
+			return applyEach(ctx, r, objs.DaemonSets, func(ns string) applyClient[*appsv1.DaemonSet] { return apps.DaemonSets(ns) },
+				func(have, want *appsv1.DaemonSet) bool {
+					return !equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector)
+				})
+		},
 	}
-	for _, o := range objs.ConfigMaps {
-		verb, err := apply(ctx, client.CoreV1().ConfigMaps(o.Namespace), o, nil)
-		if err := report(verb, err, o); err != nil {
-			return err
-		}
-	}
-	for _, o := range objs.Roles {
-		verb, err := apply(ctx, client.RbacV1().Roles(o.Namespace), o, nil)
-		if err := report(verb, err, o); err != nil {
-			return err
-		}
-	}
-	for _, o := range objs.RoleBindings {
-		verb, err := apply(ctx, client.RbacV1().RoleBindings(o.Namespace), o, func(have *rbacv1.RoleBinding) bool { return have.RoleRef != o.RoleRef })
-		if err := report(verb, err, o); err != nil {
-			return err
-		}
-	}
-	for _, o := range objs.ClusterRoles {
-		verb, err := apply(ctx, client.RbacV1().ClusterRoles(), o, nil)
-		if err := report(verb, err, o); err != nil {
-			return err
-		}
-	}
-	for _, o := range objs.ClusterRoleBindings {
-		verb, err := apply(ctx, client.RbacV1().ClusterRoleBindings(), o, func(have *rbacv1.ClusterRoleBinding) bool { return have.RoleRef != o.RoleRef })
-		if err := report(verb, err, o); err != nil {
+	for _, step := range steps {
+		if err := step(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// applyEach applies objs in order through the client of each one's
+// namespace, replacing an object when mustReplace says a field the API
+// server will not change differs (a binding's roleRef, a Service's
+// cluster IP, a workload's selector). It stops at the first error.
+func applyEach[T metav1.Object](ctx context.Context, r applyRun, objs []T, client func(namespace string) applyClient[T], mustReplace func(have, want T) bool) error {
+	for _, o := range objs {
+		var replace func(T) bool
+		if mustReplace != nil {
+			replace = func(have T) bool { return mustReplace(have, o) }
+		}
+		if r.drifts != nil {
+			drift, err := driftOf(ctx, client(o.GetNamespace()), o, replace)
+			if err != nil {
+				return err
+			}
+			if drift != nil {
+				*r.drifts = append(*r.drifts, *drift)
+			}
+			continue
+		}
+		verb, err := apply(ctx, client(o.GetNamespace()), o, replace)
+		if err != nil {
+			return err
+		}
+		r.s.Report.Infof("%s %s %s", kindOf(o), qualifiedName(o), verb)
+	}
+	return nil
+}
+
+// qualifiedName is namespace/name, or name for a cluster-wide object.
+func qualifiedName(o metav1.Object) string {
+	if ns := o.GetNamespace(); ns != "" {
+		return ns + "/" + o.GetName()
+	}
+	return o.GetName()
 }

@@ -7,6 +7,7 @@ package phases
 // --skip-phases reads as it does with kubeadm, and kubelet-finalize comes
 // after them, as in kubeadm. csr-approver, kubeboot's own, lets the CSR
 // approver approve the serving certificates of joined nodes' kubelets.
+// addon comes last, as in kubeadm: CoreDNS and kube-proxy.
 var Init = Runner{Phases: []Phase{
 	Preflight,
 	Certs,
@@ -26,4 +27,5 @@ var Init = Runner{Phases: []Phase{
 	ClusterInfo,
 	KubeletFinalize,
 	CSRApprover,
+	Addon,
 }}

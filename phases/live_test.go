@@ -106,6 +106,14 @@ func objects(t *testing.T, client *fake.Clientset) map[string]string {
 	add("ClusterRole", crs, err)
 	crbs, err := client.RbacV1().ClusterRoleBindings().List(ctx, opts)
 	add("ClusterRoleBinding", crbs, err)
+	sas, err := client.CoreV1().ServiceAccounts("").List(ctx, opts)
+	add("ServiceAccount", sas, err)
+	svcs, err := client.CoreV1().Services("").List(ctx, opts)
+	add("Service", svcs, err)
+	deploys, err := client.AppsV1().Deployments("").List(ctx, opts)
+	add("Deployment", deploys, err)
+	dss, err := client.AppsV1().DaemonSets("").List(ctx, opts)
+	add("DaemonSet", dss, err)
 	return all
 }
 
@@ -209,7 +217,7 @@ func ownedBy(entries []metav1.ManagedFieldsEntry, manager string) string {
 // TestAPIPhasesAreLiveOnly: a dry run and a --root render skip every phase
 // that talks to the API server, and so never build a client.
 func TestAPIPhasesAreLiveOnly(t *testing.T) {
-	api := []Phase{BootstrapAdmin, UploadConfig, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover}
+	api := []Phase{BootstrapAdmin, UploadConfig, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCoreDNS, AddonKubeProxy}
 	for _, p := range api {
 		if !p.LiveOnly {
 			t.Errorf("%s is not LiveOnly", p.Name)
@@ -224,7 +232,7 @@ func TestAPIPhasesAreLiveOnly(t *testing.T) {
 		}
 	}
 	names := Init.Names()
-	if got := strings.Join(names[len(names)-7:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver" {
+	if got := strings.Join(names[len(names)-10:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,addon,addon/coredns,addon/kube-proxy" {
 		t.Errorf("init ends with %s", got)
 	}
 }

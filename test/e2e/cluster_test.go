@@ -24,7 +24,7 @@ const agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 
 // labCluster is a lab cluster brought up from a description.
 type labCluster struct {
-	root, desc, kubeconfig string
+	name, root, desc, kubeconfig string
 }
 
 // TestCluster brings up a lab of two control-plane nodes, each in a
@@ -161,7 +161,7 @@ func startCluster(t *testing.T, name, subnet, podSubnet, nodes string) *labClust
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &labCluster{root: root, desc: filepath.Join(root, "cluster.yaml"), kubeconfig: filepath.Join(root, "c", "kubeconfig")}
+	c := &labCluster{name: name, root: root, desc: filepath.Join(root, "cluster.yaml"), kubeconfig: filepath.Join(root, "c", "kubeconfig")}
 	desc := fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: %s\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:%s",
 		name, filepath.Join(root, "c"), subnet, podSubnet, nodes)
 	if err := os.WriteFile(c.desc, []byte(desc), 0o600); err != nil {
@@ -253,13 +253,14 @@ func (c *labCluster) portForwardGet(t *testing.T, pod, path string) string {
 }
 
 // netState is what a lab may change on the host's network: its network
-// namespaces, links and iptables rules.
+// namespaces, links, iptables rules and nftables tables (kube-proxy's
+// nftables mode makes a table of its own).
 type netState struct {
-	namespaces, links, rules []string
+	namespaces, links, rules, tables []string
 }
 
-// hostNetworkState reads the host's network namespaces, links and
-// iptables rules (without counters).
+// hostNetworkState reads the host's network namespaces, links, iptables
+// rules (without counters) and nftables tables.
 func hostNetworkState(t *testing.T) netState {
 	t.Helper()
 	lines := func(name string, args ...string) []string {
@@ -290,6 +291,7 @@ func hostNetworkState(t *testing.T) netState {
 			}
 		}
 	}
+	s.tables = lines("nft", "list", "tables")
 	return s
 }
 
@@ -301,7 +303,7 @@ func (c *labCluster) checkGone(t *testing.T, before netState) {
 	for _, d := range []struct {
 		what          string
 		before, after []string
-	}{{"network namespaces", before.namespaces, after.namespaces}, {"links", before.links, after.links}, {"iptables rules", before.rules, after.rules}} {
+	}{{"network namespaces", before.namespaces, after.namespaces}, {"links", before.links, after.links}, {"iptables rules", before.rules, after.rules}, {"nftables tables", before.tables, after.tables}} {
 		if !slices.Equal(d.before, d.after) {
 			t.Errorf("after lab down, the host's %s differ:\nbefore: %q\nafter:  %q", d.what, d.before, d.after)
 		}

@@ -128,7 +128,7 @@ func hasCondition(csr certificatesv1.CertificateSigningRequest, kind certificate
 // inNode runs a binary in a lab node's network namespace.
 func (c *labCluster) inNode(t *testing.T, node, bin string, args ...string) result {
 	t.Helper()
-	return runCommand(t, "nsenter", append([]string{"--net=/run/netns/kb-e2ew-" + node, "--", bin}, args...)...)
+	return runCommand(t, "nsenter", append([]string{"--net=/run/netns/kb-" + c.name + "-" + node, "--", bin}, args...)...)
 }
 
 // checkForgedCSRs posts kubelet-serving CSRs that must not be approved:

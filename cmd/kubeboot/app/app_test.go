@@ -132,10 +132,14 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 	for _, c := range initCmd.Commands() {
 		got = append(got, c.Name())
 	}
-	want := []string{"apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
+	want := []string{"addon", "apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
 		"kubelet-finalize", "kubelet-start", "mark-control-plane", "preflight", "upload-config", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
+	}
+	addon, _, err := root.Find([]string{"init", "phase", "addon", "kube-proxy"})
+	if err != nil || addon.Name() != "kube-proxy" || addon.Parent().Name() != "addon" {
+		t.Errorf("init phase addon kube-proxy: %v, %v", addon, err)
 	}
 }
 

@@ -1,16 +1,23 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/day2"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // diffOptions are the flags of `kubeboot diff`.
@@ -27,10 +34,10 @@ func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff",
-		Short: "Show what init or upgrade would change on this node: manifests, configuration files, certificates and kubeconfigs",
+		Short: "Show what init or upgrade would change on this node (manifests, configuration files, certificates and kubeconfigs) and in its cluster's addons",
 		Args:  usageArgs(cobra.NoArgs),
-		RunE: func(*cobra.Command, []string) error {
-			return runDiff(opts, stdout, stderr)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDiff(cmd.Context(), opts, stdout, stderr)
 		},
 	}
 	addConfigFlag(cmd.Flags(), &opts.configPath)
@@ -39,22 +46,55 @@ func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-func runDiff(opts *diffOptions, stdout, stderr io.Writer) error {
+func runDiff(ctx context.Context, opts *diffOptions, stdout, stderr io.Writer) error {
 	r, err := renderSpec(opts.configPath, opts.root) // a joined node too
 	if err != nil {
 		return err
 	}
-	diffs, err := day2.Diff(r.state(output.NewReporter(stderr, false), stdout))
+	s := r.state(output.NewReporter(stderr, false), stdout)
+	diffs, err := day2.Diff(s)
 	if err != nil {
 		return err
 	}
+	addons, err := diffAddons(ctx, s, opts.root)
+	if err != nil {
+		return err
+	}
+	diffs = append(diffs, addons...)
 	if err := printDifferences(stdout, diffs, opts.output.json()); err != nil {
 		return err
 	}
 	if len(diffs) > 0 {
-		return &exitError{code: exit.Failure, msg: fmt.Sprintf("%d file(s) would change", len(diffs))}
+		return &exitError{code: exit.Failure, msg: fmt.Sprintf("%d file(s) or addon object(s) would change", len(diffs))}
 	}
 	return nil
+}
+
+// addonDiffTimeout bounds the addons' comparison, so that a node whose
+// API server is down still gets its files' diff promptly.
+const addonDiffTimeout = 15 * time.Second
+
+// diffAddons compares the addons with the running cluster's, through
+// super-admin.conf. A render for another machine (--root) and a node
+// without a running control plane have no cluster to compare with: it says
+// so and compares nothing.
+func diffAddons(ctx context.Context, s *phases.State, root string) ([]day2.Difference, error) {
+	if root != "" {
+		return nil, nil
+	}
+	path := s.Config.KubeconfigPath(config.KubeconfigSuperAdmin)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		s.Report.Infof("addons not compared: no %s, so no cluster to compare with", path)
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, addonDiffTimeout)
+	defer cancel()
+	diffs, err := day2.DiffAddons(ctx, s)
+	if err != nil {
+		s.Report.Warnf("addons not compared: %v", err)
+		return nil, nil
+	}
+	return diffs, nil
 }
 
 // printDifferences prints the unified diffs of the text files and one

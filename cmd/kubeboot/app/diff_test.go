@@ -22,7 +22,7 @@ func TestDiffCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "diff", "--root", root)
-	if code != 1 || !strings.Contains(stderr, "2 file(s) would change") {
+	if code != 1 || !strings.Contains(stderr, "2 file(s) or addon object(s) would change") {
 		t.Errorf("code %d, stderr %q", code, stderr)
 	}
 	for _, want := range []string{

@@ -56,10 +56,29 @@ func (o *labOptions) spec() (runSpec, error) {
 		if err != nil {
 			return runSpec{}, err
 		}
+		if err := o.checkKubeProxyContained(cfg); err != nil {
+			return runSpec{}, err
+		}
 		return runSpec{config: cfg}, config.CheckPatchesDir(cfg, o.configPath, "")
 	}
 	joining := joinOptions{configPath: o.configPath, controlPlane: true, bundle: o.bundle}
 	return joining.spec()
+}
+
+// checkKubeProxyContained refuses kube-proxy on a lab node that is not in
+// a network namespace of its own (one of `lab up --cluster`'s): it would
+// program the host's nftables or iptables.
+func (o *labOptions) checkKubeProxyContained(cfg *config.ClusterConfiguration) error {
+	if cfg.Addons.KubeProxy.Disabled {
+		return nil
+	}
+	contained, err := lab.InNamedNetworkNamespace()
+	if err != nil || contained {
+		return err
+	}
+	return &exit.UsageError{Msg: o.configPath + ": addons.kubeProxy.disabled: a lab node in the host's network namespace must leave kube-proxy out, " +
+		"which would program this host's packet filter: set addons.kubeProxy.disabled: true (and addons.coreDNS.disabled: true, since CoreDNS " +
+		"reaches the API through a Service), as examples/lab.yaml does, or run the node in a namespace of its own with `lab up --cluster`"}
 }
 
 func newLabCommand(stdout, stderr io.Writer) *cobra.Command {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -65,5 +66,22 @@ func TestLabImages(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{lab.AgnhostImage}, pull); diff != "" {
 		t.Errorf("images pulled (-want +got):\n%s", diff)
+	}
+}
+
+// TestLabRefusesKubeProxyOnTheHostNetwork: a single lab node shares the
+// host's network namespace, where kube-proxy would program the host's
+// packet filter; lab up refuses it before it starts anything.
+func TestLabRefusesKubeProxyOnTheHostNetwork(t *testing.T) {
+	dir := t.TempDir()
+	node := filepath.Join(dir, "node")
+	cfgPath := writeFile(t, dir, "lab.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+
+		"certificates: {dir: "+node+"/pki}\npaths: {manifestsDir: "+node+"/manifests, kubeconfigDir: "+node+"}\n")
+	code, _, stderr := runCLI(t, "lab", "up", "--config", cfgPath, "--bin-dir", dir)
+	if code != 2 || !strings.Contains(stderr, cfgPath+": addons.kubeProxy.disabled:") || !strings.Contains(stderr, "set addons.kubeProxy.disabled: true") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the file, the field and the fix", code, stderr)
+	}
+	if _, err := os.Stat(node); err == nil {
+		t.Errorf("the refused lab up created %s", node)
 	}
 }

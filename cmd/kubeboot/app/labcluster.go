@@ -17,8 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/lab"
 	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // clusterResult is `lab up --cluster`'s result.
@@ -104,7 +106,11 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 	if err := routePods(ctx, c, result.Kubeconfig); err != nil {
 		return result, err
 	}
-	report.Infof("pod networks routed between the nodes; use it: kubectl --kubeconfig %s get nodes", result.Kubeconfig)
+	report.Infof("pod networks routed between the nodes")
+	if err := waitAddons(ctx, c, result.Kubeconfig, report); err != nil {
+		return result, err
+	}
+	report.Infof("use it: kubectl --kubeconfig %s get nodes", result.Kubeconfig)
 	result.OK, result.Endpoint = true, hostEndpoint
 	return result, nil
 }
@@ -268,11 +274,7 @@ func exportBundle(ctx context.Context, c *lab.Cluster, self string) ([]string, e
 // routePods waits until the controller-manager gave every node its pod
 // CIDRs, then routes them between the nodes.
 func routePods(ctx context.Context, c *lab.Cluster, kubeconfig string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return fmt.Errorf("load %s: %w", kubeconfig, err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := hostClient(kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -296,6 +298,33 @@ func routePods(ctx context.Context, c *lab.Cluster, kubeconfig string) error {
 		return fmt.Errorf("wait for every node's pod CIDRs (have %v): %w", podCIDRs, err)
 	}
 	return c.AddPodRoutes(ctx, podCIDRs)
+}
+
+// addonsTimeout bounds the wait for the addons of a lab cluster: their
+// pods start once the pod networks are routed, from images on the nodes.
+const addonsTimeout = 3 * time.Minute
+
+// waitAddons waits until the addons that the first node's configuration
+// turns on are rolled out: a lab is up once its pods get DNS and Services.
+func waitAddons(ctx context.Context, c *lab.Cluster, kubeconfig string, report *output.Reporter) error {
+	cfg, err := config.Load(c.NodeConfigPath(c.Nodes[0].Name), config.DetectHost())
+	if err != nil {
+		return err
+	}
+	client, err := hostClient(kubeconfig)
+	if err != nil {
+		return err
+	}
+	return phases.WaitAddonsRolledOut(ctx, &phases.State{Config: cfg, API: client, Report: report}, addonsTimeout)
+}
+
+// hostClient is an API client through the lab's host kubeconfig.
+func hostClient(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", kubeconfig, err)
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 // clusterDown tears a lab cluster down: each node as `lab down` does, the

@@ -28,7 +28,8 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 	node := filepath.Join(dir, "node")
 	paths := "certificates: {dir: " + node + "/pki}\npaths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\n" +
 		"etcd: {local: {dataDir: " + node + "/etcd}}\n"
-	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+paths)
+	// A lab node on the host's network leaves kube-proxy out.
+	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\naddons: {kubeProxy: {disabled: true}}\n"+paths)
 	joinConfig := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 127.0.0.1:1\n"+
 		paths+"join: {etcdEndpoints: [https://127.0.0.1:1]}\n")
 	workerConfig := writeFile(t, dir, "worker.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\n"+
@@ -117,7 +118,7 @@ func TestMissingPatchesDirFailsBeforeWriting(t *testing.T) {
 	node := filepath.Join(dir, "node")
 	paths := "patchesDir: " + node + "/patches\ncertificates: {dir: " + node + "/pki}\n" +
 		"paths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\netcd: {local: {dataDir: " + node + "/etcd}}\n"
-	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+paths)
+	clusterConfig := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\naddons: {kubeProxy: {disabled: true}}\n"+paths)
 	joinConfig := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 127.0.0.1:1\n"+
 		paths+"join: {etcdEndpoints: [https://127.0.0.1:1]}\n")
 	rootConfig := writeFile(t, dir, "root.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\npatchesDir: /etc/kubeboot/patches\n")

@@ -1,0 +1,154 @@
+package phases
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+func TestAddonPhase(t *testing.T) {
+	s, client, out := liveState(t, false)
+	s.Config.Networking.PodSubnet = "10.244.0.0/16"
+	ctx := context.Background()
+	ran, err := Runner{Phases: []Phase{Addon}}.Run(ctx, s, nil)
+	must(t, err)
+	if strings.Join(ran, ",") != "addon/coredns,addon/kube-proxy" {
+		t.Errorf("ran %v", ran)
+	}
+	svc, err := client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	must(t, err)
+	kubelet, err := ClusterKubeletConfiguration(s.Config)
+	must(t, err)
+	var kc struct {
+		ClusterDNS []string `json:"clusterDNS"`
+	}
+	must(t, yaml.Unmarshal(kubelet, &kc))
+	if len(kc.ClusterDNS) != 1 || svc.Spec.ClusterIP != kc.ClusterDNS[0] {
+		t.Errorf("kube-dns is at %q, the kubelets' clusterDNS is %v", svc.Spec.ClusterIP, kc.ClusterDNS)
+	}
+	deploy, err := client.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	must(t, err)
+	if *deploy.Spec.Replicas != 2 || deploy.Spec.Template.Spec.Containers[0].Image != "registry.k8s.io/coredns/coredns:v1.14.2" {
+		t.Errorf("coredns: %d replicas of %s", *deploy.Spec.Replicas, deploy.Spec.Template.Spec.Containers[0].Image)
+	}
+	proxy, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	must(t, err)
+	var proxyConfig map[string]any
+	must(t, yaml.Unmarshal([]byte(proxy.Data["config.conf"]), &proxyConfig))
+	if proxyConfig["mode"] != "nftables" || proxyConfig["clusterCIDR"] != "10.244.0.0/16" {
+		t.Errorf("kube-proxy's config.conf: %v", proxyConfig)
+	}
+	for _, line := range []string{"[addon/coredns] Deployment kube-system/coredns created", "[addon/kube-proxy] DaemonSet kube-system/kube-proxy created",
+		"[addon/coredns] ServiceAccount kube-system/coredns created", "[addon/kube-proxy] ClusterRoleBinding kubeadm:node-proxier created"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("output lacks %q:\n%s", line, out)
+		}
+	}
+	rerunChangesNothing(t, s, client, AddonCoreDNS)
+	rerunChangesNothing(t, s, client, AddonKubeProxy)
+
+	// Someone scales CoreDNS: the apply takes it back.
+	deploy.Spec.Replicas = new(int32(5))
+	_, err = client.AppsV1().Deployments("kube-system").Update(ctx, deploy, metav1.UpdateOptions{FieldManager: "kubectl-scale"})
+	must(t, err)
+	must(t, AddonCoreDNS.Run(ctx, s))
+	deploy, err = client.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	must(t, err)
+	if *deploy.Spec.Replicas != 2 {
+		t.Errorf("after a re-run coredns has %d replicas, want 2", *deploy.Spec.Replicas)
+	}
+}
+
+func TestAddonsTurnedOff(t *testing.T) {
+	s, client, out := liveState(t, false)
+	s.Config.Addons.CoreDNS.Disabled = true
+	s.Config.Addons.KubeProxy.Disabled = true
+	_, err := Runner{Phases: []Phase{Addon}}.Run(context.Background(), s, nil)
+	must(t, err)
+	if objs := objects(t, client); len(objs) != 0 {
+		t.Errorf("turned-off addons made objects: %v", objs)
+	}
+	for _, line := range []string{"addons.coreDNS.disabled", "addons.kubeProxy.disabled"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("output does not say %q:\n%s", line, out)
+		}
+	}
+	if err := WaitAddonsRolledOut(context.Background(), s, time.Second); err != nil {
+		t.Errorf("turned-off addons are waited for: %v", err)
+	}
+}
+
+func TestWaitAddonsRolledOut(t *testing.T) {
+	rolledOut := func() []runtime.Object {
+		return []runtime.Object{
+			&appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system", Generation: 2},
+				Spec:       appsv1.DeploymentSpec{Replicas: new(int32(2))},
+				Status:     appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2},
+			},
+			&appsv1.DaemonSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", Generation: 3},
+				Status:     appsv1.DaemonSetStatus{ObservedGeneration: 3, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3},
+			},
+		}
+	}
+	tests := []struct {
+		name   string
+		modify func(d *appsv1.Deployment, ds *appsv1.DaemonSet)
+		want   string // "" means rolled out
+	}{
+		{"rolled out", func(*appsv1.Deployment, *appsv1.DaemonSet) {}, ""},
+		{"spec not seen", func(d *appsv1.Deployment, _ *appsv1.DaemonSet) { d.Status.ObservedGeneration = 1 }, "Deployment kube-system/coredns: the controller has not seen the current spec yet"},
+		{"replicas not updated", func(d *appsv1.Deployment, _ *appsv1.DaemonSet) { d.Status.UpdatedReplicas = 1 }, "Deployment kube-system/coredns: 1 of 2 replicas updated"},
+		{"old replica left", func(d *appsv1.Deployment, _ *appsv1.DaemonSet) { d.Status.Replicas = 3 }, "1 old replicas still running"},
+		{"not available", func(d *appsv1.Deployment, _ *appsv1.DaemonSet) { d.Status.AvailableReplicas = 1 }, "1 of 2 updated replicas available"},
+		{"node pods not updated", func(_ *appsv1.Deployment, ds *appsv1.DaemonSet) { ds.Status.UpdatedNumberScheduled = 2 }, "DaemonSet kube-system/kube-proxy: 2 of 3 nodes' pods updated"},
+		{"node pods not available", func(_ *appsv1.Deployment, ds *appsv1.DaemonSet) { ds.Status.NumberAvailable = 0 }, "0 of 3 nodes' pods available"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := rolledOut()
+			tt.modify(objs[0].(*appsv1.Deployment), objs[1].(*appsv1.DaemonSet))
+			s, _, out := liveState(t, false, objs...)
+			err := WaitAddonsRolledOut(context.Background(), s, 1500*time.Millisecond)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("rolled-out addons: %v", err)
+			case tt.want == "" && !strings.Contains(out.String(), "addons rolled out"):
+				t.Errorf("output does not say so:\n%s", out)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("got %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		s, _, _ := liveState(t, false)
+		if err := WaitAddonsRolledOut(context.Background(), s, time.Second); err == nil || !strings.Contains(err.Error(), `deployments.apps "coredns" not found`) {
+			t.Errorf("got %v, want the missing Deployment named", err)
+		}
+	})
+}
+
+func TestControlPlanesBehind(t *testing.T) {
+	apiserver := func(node, image string) runtime.Object {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-" + node, Namespace: "kube-system", Labels: map[string]string{"component": "kube-apiserver"}},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "kube-apiserver", Image: image}}},
+		}
+	}
+	const current, older = "registry.k8s.io/kube-apiserver:v1.36.3", "registry.k8s.io/kube-apiserver:v1.35.4"
+	// node1 is this node: its mirror pod may lag behind its manifest.
+	s, _, _ := liveState(t, false, apiserver("node1", older), apiserver("node2", current), apiserver("node3", older))
+	behind, err := ControlPlanesBehind(context.Background(), s)
+	must(t, err)
+	if strings.Join(behind, ",") != "node3 ("+older+")" {
+		t.Errorf("behind: %v, want node3 only", behind)
+	}
+}

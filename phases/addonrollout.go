@@ -1,0 +1,164 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// addonPollInterval is how often WaitAddonsRolledOut reads the workloads.
+const addonPollInterval = time.Second
+
+// WaitAddonsRolledOut waits until the workloads of the addons the
+// configuration turns on are rolled out, as `kubectl rollout status` judges
+// it: the controller saw the current spec, every replica (or every node's
+// pod) runs it and is available, and no old one is left. On timeout it
+// names each workload that is not, with its counts.
+func WaitAddonsRolledOut(ctx context.Context, s *State, timeout time.Duration) error {
+	deployments, daemonSets, err := addonWorkloads(s.Config)
+	if err != nil {
+		return err
+	}
+	client, err := apiClient(s)
+	if err != nil {
+		return err
+	}
+	var pending []string
+	check := func(ctx context.Context) (bool, error) {
+		pending = nil
+		for _, want := range deployments {
+			d, err := client.AppsV1().Deployments(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+			if err != nil {
+				pending = append(pending, fmt.Sprintf("Deployment %s/%s: %v", want.Namespace, want.Name, err))
+				continue
+			}
+			if why := deploymentPending(d); why != "" {
+				pending = append(pending, fmt.Sprintf("Deployment %s/%s: %s", d.Namespace, d.Name, why))
+			}
+		}
+		for _, want := range daemonSets {
+			ds, err := client.AppsV1().DaemonSets(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+			if err != nil {
+				pending = append(pending, fmt.Sprintf("DaemonSet %s/%s: %v", want.Namespace, want.Name, err))
+				continue
+			}
+			if why := daemonSetPending(ds); why != "" {
+				pending = append(pending, fmt.Sprintf("DaemonSet %s/%s: %s", ds.Namespace, ds.Name, why))
+			}
+		}
+		return len(pending) == 0, nil
+	}
+	err = wait.PollUntilContextTimeout(ctx, addonPollInterval, timeout, true, check)
+	if err != nil && len(pending) > 0 {
+		return fmt.Errorf("addons not rolled out within %s: %s", timeout, strings.Join(pending, "; "))
+	}
+	if err == nil {
+		s.Report.Infof("addons rolled out")
+	}
+	return err
+}
+
+// addonWorkloads are the Deployments and DaemonSets of the addons on.
+func addonWorkloads(c *config.ClusterConfiguration) ([]*appsv1.Deployment, []*appsv1.DaemonSet, error) {
+	var deployments []*appsv1.Deployment
+	var daemonSets []*appsv1.DaemonSet
+	for _, addon := range []struct {
+		off   bool
+		build func(*config.ClusterConfiguration) (templates.Objects, error)
+	}{
+		{c.Addons.CoreDNS.Disabled, templates.CoreDNSObjects},
+		{c.Addons.KubeProxy.Disabled, templates.KubeProxyObjects},
+	} {
+		if addon.off {
+			continue
+		}
+		objs, err := addon.build(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		deployments = append(deployments, objs.Deployments...)
+		daemonSets = append(daemonSets, objs.DaemonSets...)
+	}
+	return deployments, daemonSets, nil
+}
+
+// deploymentPending says why d is not rolled out, or "" when it is.
+func deploymentPending(d *appsv1.Deployment) string {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	switch {
+	case st.ObservedGeneration < d.Generation:
+		return "the controller has not seen the current spec yet"
+	case st.UpdatedReplicas < want:
+		return fmt.Sprintf("%d of %d replicas updated", st.UpdatedReplicas, want)
+	case st.Replicas > st.UpdatedReplicas:
+		return fmt.Sprintf("%d old replicas still running", st.Replicas-st.UpdatedReplicas)
+	case st.AvailableReplicas < st.UpdatedReplicas:
+		return fmt.Sprintf("%d of %d updated replicas available", st.AvailableReplicas, st.UpdatedReplicas)
+	}
+	return ""
+}
+
+// daemonSetPending says why ds is not rolled out, or "" when it is.
+func daemonSetPending(ds *appsv1.DaemonSet) string {
+	st := ds.Status
+	switch {
+	case st.ObservedGeneration < ds.Generation:
+		return "the controller has not seen the current spec yet"
+	case st.UpdatedNumberScheduled < st.DesiredNumberScheduled:
+		return fmt.Sprintf("%d of %d nodes' pods updated", st.UpdatedNumberScheduled, st.DesiredNumberScheduled)
+	case st.NumberAvailable < st.DesiredNumberScheduled:
+		return fmt.Sprintf("%d of %d nodes' pods available", st.NumberAvailable, st.DesiredNumberScheduled)
+	}
+	return ""
+}
+
+// ControlPlanesBehind lists the other control-plane nodes whose API server
+// runs an image other than the one this configuration renders. kubeadm
+// moves the addons only once every control-plane node is upgraded, so
+// that no older API server serves a newer addon; so does upgrade apply.
+func ControlPlanesBehind(ctx context.Context, s *State) ([]string, error) {
+	pods, err := RenderPods(s)
+	if err != nil {
+		return nil, err
+	}
+	var want string
+	for _, m := range pods {
+		if m.Component == config.NameAPIServer {
+			want = m.Pod.Spec.Containers[0].Image
+		}
+	}
+	if want == "" {
+		return nil, errors.New("no kube-apiserver manifest rendered")
+	}
+	client, err := apiClient(s)
+	if err != nil {
+		return nil, err
+	}
+	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "component=" + config.NameAPIServer})
+	if err != nil {
+		return nil, fmt.Errorf("list the API server pods: %w", err)
+	}
+	var behind []string
+	for _, p := range list.Items {
+		if p.Spec.NodeName == s.Config.Node.Name || len(p.Spec.Containers) == 0 {
+			continue // this node's was just upgraded; its mirror pod may lag
+		}
+		if image := p.Spec.Containers[0].Image; image != want {
+			behind = append(behind, fmt.Sprintf("%s (%s)", p.Spec.NodeName, image))
+		}
+	}
+	return behind, nil
+}

@@ -1,0 +1,133 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// Drift is a cluster object that the addon phase would change.
+type Drift struct {
+	// Object is the object's kind and namespace/name, such as
+	// "Deployment kube-system/coredns".
+	Object string
+	// Live is the stored object as YAML, without its status and the API
+	// server's bookkeeping; empty when the object does not exist.
+	Live []byte
+	// Wanted is the object as the apply would store it, in the same form.
+	Wanted []byte
+	// Replace says that the apply would delete and recreate the object,
+	// for a field the API server does not change in place.
+	Replace bool
+}
+
+// AddonDrift computes, by server-side dry runs, which objects of the
+// addons the configuration turns on the addon phase would change. A
+// turned-off addon is left as it is, so it shows no drift.
+func AddonDrift(ctx context.Context, s *State) ([]Drift, error) {
+	client, err := apiClient(s)
+	if err != nil {
+		return nil, err
+	}
+	drifts := []Drift{}
+	run := applyRun{s: s, drifts: &drifts}
+	for _, addon := range []struct {
+		off   bool
+		build func(*config.ClusterConfiguration) (templates.Objects, error)
+	}{
+		{s.Config.Addons.CoreDNS.Disabled, templates.CoreDNSObjects},
+		{s.Config.Addons.KubeProxy.Disabled, templates.KubeProxyObjects},
+	} {
+		if addon.off {
+			continue
+		}
+		objs, err := addon.build(s.Config)
+		if err != nil {
+			return nil, err
+		}
+		if err := run.all(ctx, client, objs); err != nil {
+			return nil, err
+		}
+	}
+	return drifts, nil
+}
+
+// driftOf dry-runs the apply of obj and returns what it would change, or
+// nil when it would change nothing.
+func driftOf[T metav1.Object](ctx context.Context, c applyClient[T], obj T, mustReplace func(have T) bool) (*Drift, error) {
+	kind, name := kindOf(obj), obj.GetName()
+	drift := &Drift{Object: kind + " " + qualifiedName(obj)}
+	have, err := c.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("get %s %q: %w", kind, name, err)
+	default:
+		if drift.Live, err = comparable(have); err != nil {
+			return nil, err
+		}
+	}
+	if drift.Live != nil && mustReplace != nil && mustReplace(have) {
+		// The dry run of an apply over the old object would fail on the
+		// field that forces the replacement: show the object as built.
+		drift.Replace = true
+		drift.Wanted, err = comparable(obj)
+		return drift, err
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s %q: %w", kind, name, err)
+	}
+	force := true
+	applied, err := c.Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return nil, fmt.Errorf("dry-run apply %s %q: %w", kind, name, err)
+	}
+	if drift.Wanted, err = comparable(applied); err != nil {
+		return nil, err
+	}
+	if string(drift.Live) == string(drift.Wanted) {
+		return nil, nil
+	}
+	return drift, nil
+}
+
+// comparable renders obj as YAML without what the API server or the
+// controllers change on their own, and without the type: the status and the bookkeeping
+// metadata (resourceVersion, generation, managedFields, uid, creation
+// time) and the revision annotation of a Deployment's controller.
+func comparable(obj any) ([]byte, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, err
+	}
+	// Typed clients return no apiVersion and kind; the objects kubeboot
+	// builds carry them.
+	for _, key := range []string{"status", "apiVersion", "kind"} {
+		delete(fields, key)
+	}
+	if meta, ok := fields["metadata"].(map[string]any); ok {
+		for _, key := range []string{"resourceVersion", "generation", "managedFields", "uid", "creationTimestamp"} {
+			delete(meta, key)
+		}
+		if annotations, ok := meta["annotations"].(map[string]any); ok {
+			delete(annotations, "deployment.kubernetes.io/revision")
+			if len(annotations) == 0 {
+				delete(meta, "annotations")
+			}
+		}
+	}
+	return yaml.Marshal(fields)
+}
