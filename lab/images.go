@@ -28,13 +28,12 @@ import (
 	"github.com/kubeboot/kubeboot/cri"
 )
 
-// The images a lab node holds besides its static pods' (all built from
-// <bin dir>, at the tags kubeadm v1.36 pins): the pause image containerd
-// runs each pod's sandbox from, the cluster DNS, and agnhost, the workload
+// The images a lab node holds besides its static pods' and its addons'
+// (all built from <bin dir>, at the tags kubeadm v1.36 pins): the pause
+// image containerd runs each pod's sandbox from, and agnhost, the workload
 // image of Kubernetes' own end-to-end tests.
 const (
 	SandboxImage = "registry.k8s.io/pause:3.10.2"
-	CoreDNSImage = "registry.k8s.io/coredns/coredns:v1.14.2"
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 )
 
@@ -56,8 +55,9 @@ var rootBinaries = []string{"pause", "coredns", "agnhost"}
 
 // ResolveImage maps an image reference of the lab to the binary it runs:
 // the repository's last element names the binary, looked up in
-// <bin dir>/v<major>.<minor>/ for a tag of that minor version, else in the
-// bin dir. A Kubernetes binary must report the tag's version, so a lab
+// <bin dir>/v<major>.<minor>/ for a tag of that minor version (v1.35/ for
+// kube-proxy:v1.35.4, v1.13/ for coredns:v1.13.1), else in the bin dir. A
+// Kubernetes or CoreDNS binary must report the tag's version, so a lab
 // never runs one version under another's name.
 func ResolveImage(binDir, ref string) (Image, error) {
 	parsed, err := name.ParseReference(ref, name.WithDefaultRegistry(""))
@@ -76,10 +76,8 @@ func ResolveImage(binDir, ref string) (Image, error) {
 	if _, err := os.Stat(path); err != nil {
 		return Image{}, fmt.Errorf("lab image %q: no binary %s in %s (run `make lab-binaries`): %w", ref, binary, binDir, err)
 	}
-	if strings.HasPrefix(binary, "kube-") {
-		if err := checkVersion(path, tag); err != nil {
-			return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
-		}
+	if err := checkVersion(binary, path, tag); err != nil {
+		return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
 	}
 	if slices.Contains(rootBinaries, binary) {
 		return Image{Ref: ref, Files: map[string]string{"/" + binary: path}, Entrypoint: []string{"/" + binary}}, nil
@@ -87,7 +85,7 @@ func ResolveImage(binDir, ref string) (Image, error) {
 	return Image{Ref: ref, Files: map[string]string{"/usr/local/bin/" + binary: path}}, nil
 }
 
-// minorDir is the bin dir's subdirectory for a Kubernetes tag: "v1.35" for
+// minorDir is the bin dir's subdirectory for a version tag: "v1.35" for
 // "v1.35.4", "" for a tag that is no such version.
 func minorDir(tag string) string {
 	parts := strings.SplitN(strings.TrimPrefix(tag, "v"), ".", 3)
@@ -97,15 +95,25 @@ func minorDir(tag string) string {
 	return "v" + parts[0] + "." + parts[1]
 }
 
-// checkVersion runs `<binary> --version` and wants the tag in its output
-// ("Kubernetes v1.36.3").
-func checkVersion(binary, tag string) error {
-	out, err := exec.Command(binary, "--version").Output()
-	if err != nil {
-		return fmt.Errorf("run %s --version: %w", binary, err)
+// checkVersion asks a Kubernetes binary (`--version`: "Kubernetes
+// v1.36.3") or CoreDNS (`-version`: "CoreDNS-1.14.2") for its version and
+// wants the tag's. Other binaries are not checked.
+func checkVersion(binary, path, tag string) error {
+	var flag, want string
+	switch {
+	case strings.HasPrefix(binary, "kube-"):
+		flag, want = "--version", tag
+	case binary == "coredns":
+		flag, want = "-version", "CoreDNS-"+strings.TrimPrefix(tag, "v")
+	default:
+		return nil
 	}
-	if !slices.Contains(strings.Fields(string(out)), tag) {
-		return fmt.Errorf("%s is %s, not %s (see test/tools/build.sh)", binary, strings.TrimSpace(string(out)), tag)
+	out, err := exec.Command(path, flag).Output()
+	if err != nil {
+		return fmt.Errorf("run %s %s: %w", path, flag, err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), want) {
+		return fmt.Errorf("%s is %s, not %s (see test/tools/build.sh)", path, strings.TrimSpace(string(out)), tag)
 	}
 	return nil
 }

@@ -39,6 +39,8 @@ func TestResolveImage(t *testing.T) {
 	previous := writeBinary(t, filepath.Join(bin, "v1.35"), "kube-apiserver", "Kubernetes v1.35.4")
 	etcd := writeBinary(t, bin, "etcd", "etcd Version: 3.6.8")
 	pause := writeBinary(t, bin, "pause", "")
+	coredns := writeBinary(t, bin, "coredns", "CoreDNS-1.14.2")
+	coredns113 := writeBinary(t, filepath.Join(bin, "v1.13"), "coredns", "CoreDNS-1.13.1")
 
 	for _, tc := range []struct {
 		ref  string
@@ -48,6 +50,8 @@ func TestResolveImage(t *testing.T) {
 		{"registry.k8s.io/kube-apiserver:v1.35.4", lab.Image{Files: map[string]string{"/usr/local/bin/kube-apiserver": previous}}},
 		{"example.com/mirror/etcd:3.6.8-0", lab.Image{Files: map[string]string{"/usr/local/bin/etcd": etcd}}},
 		{lab.SandboxImage, lab.Image{Files: map[string]string{"/pause": pause}, Entrypoint: []string{"/pause"}}},
+		{"registry.k8s.io/coredns/coredns:v1.14.2", lab.Image{Files: map[string]string{"/coredns": coredns}, Entrypoint: []string{"/coredns"}}},
+		{"registry.k8s.io/coredns/coredns:v1.13.1", lab.Image{Files: map[string]string{"/coredns": coredns113}, Entrypoint: []string{"/coredns"}}},
 	} {
 		got, err := lab.ResolveImage(bin, tc.ref)
 		if err != nil {
@@ -64,6 +68,17 @@ func TestResolveImage(t *testing.T) {
 	_, err := lab.ResolveImage(bin, "registry.k8s.io/kube-apiserver:v1.34.0")
 	if err == nil || !strings.Contains(err.Error(), "not v1.34.0") {
 		t.Errorf("a version no binary has: %v", err)
+	}
+	// Likewise CoreDNS: the bin dir's own is v1.14.2.
+	_, err = lab.ResolveImage(bin, "registry.k8s.io/coredns/coredns:v1.12.1")
+	if err == nil || !strings.Contains(err.Error(), "is CoreDNS-1.14.2, not v1.12.1") {
+		t.Errorf("a CoreDNS version no binary has: %v", err)
+	}
+	// A binary in the tag's directory that is another version.
+	writeBinary(t, filepath.Join(bin, "v1.12"), "coredns", "CoreDNS-1.13.1")
+	_, err = lab.ResolveImage(bin, "registry.k8s.io/coredns/coredns:v1.12.1")
+	if err == nil || !strings.Contains(err.Error(), "is CoreDNS-1.13.1, not v1.12.1") {
+		t.Errorf("a CoreDNS binary of another version: %v", err)
 	}
 	_, err = lab.ResolveImage(bin, "registry.k8s.io/kube-scheduler:v1.36.3")
 	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "make lab-binaries") {
