@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -35,6 +36,9 @@ func TestLabImages(t *testing.T) {
 	script(bin, "pause", "")
 	script(bin, "coredns", "CoreDNS-1.14.2")
 	script(filepath.Join(bin, "v1.13"), "coredns", "CoreDNS-1.13.1") // no agnhost: the node pulls it
+	if _, err := os.Stat("/usr/sbin/nft"); err != nil && os.Getenv("CI") == "" {
+		t.Skip("kube-proxy's image needs the host's nft: apt-get install nftables")
+	}
 
 	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
 	kubeboot := phasestest.StaticBinary(t) // the CSR approver's image
@@ -63,6 +67,9 @@ func TestLabImages(t *testing.T) {
 	for _, img := range build {
 		if img.Ref == "kubeboot.io/kubeboot:dev" && img.Files["/usr/local/bin/kubeboot"] != kubeboot {
 			t.Errorf("the CSR approver's image holds %v, want the running kubeboot %s", img.Files, kubeboot)
+		}
+		if strings.Contains(img.Ref, "/kube-proxy:") && img.Files["/usr/sbin/nft"] == "" {
+			t.Errorf("%s holds %v, want nft for its nftables mode", img.Ref, img.Files)
 		}
 	}
 	if diff := cmp.Diff([]string{lab.AgnhostImage}, pull); diff != "" {
