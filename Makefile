@@ -41,9 +41,9 @@ binaries:
 lab-binaries:
 	bash test/tools/build.sh $(K8S_BIN) --lab
 
-## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy), installed only when missing
+## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy, and nftables, whose nft the kube-proxy image holds), installed only when missing
 host-packages:
-	@missing=; for p in runc:runc iptables:iptables ip:iproute2 haproxy:haproxy; do \
+	@missing=; for p in runc:runc iptables:iptables ip:iproute2 haproxy:haproxy nft:nftables; do \
 		command -v $${p%%:*} >/dev/null || [ -x /usr/sbin/$${p%%:*} ] || missing="$$missing $${p##*:}"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 

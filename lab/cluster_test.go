@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/lab"
@@ -78,6 +79,23 @@ func TestNodeConfig(t *testing.T) {
 	first, _ := c.NodeConfig(0)
 	if !strings.Contains(string(first), "kind: ClusterConfiguration") {
 		t.Errorf("cp1 does not init:\n%s", first)
+	}
+	// Every node's kube-proxy leaves the host's conntrack table alone.
+	for name, data := range map[string][]byte{"cp1": first, "cp3": data} {
+		var cfg struct {
+			Addons struct {
+				KubeProxy struct {
+					ExtraConfig map[string]any `json:"extraConfig"`
+				} `json:"kubeProxy"`
+			}
+		}
+		if err := yaml.Unmarshal(data, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"conntrack": map[string]any{"maxPerCore": float64(0)}}
+		if diff := cmp.Diff(want, cfg.Addons.KubeProxy.ExtraConfig); diff != "" {
+			t.Errorf("%s's addons.kubeProxy.extraConfig (-want +got):\n%s", name, diff)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,13 +29,12 @@ import (
 	"github.com/kubeboot/kubeboot/cri"
 )
 
-// The images a lab node holds besides its static pods' (all built from
-// <bin dir>, at the tags kubeadm v1.36 pins): the pause image containerd
-// runs each pod's sandbox from, the cluster DNS, and agnhost, the workload
+// The images a lab node holds besides its static pods' and its addons'
+// (all built from <bin dir>, at the tags kubeadm v1.36 pins): the pause
+// image containerd runs each pod's sandbox from, and agnhost, the workload
 // image of Kubernetes' own end-to-end tests.
 const (
 	SandboxImage = "registry.k8s.io/pause:3.10.2"
-	CoreDNSImage = "registry.k8s.io/coredns/coredns:v1.14.2"
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 )
 
@@ -56,9 +56,11 @@ var rootBinaries = []string{"pause", "coredns", "agnhost"}
 
 // ResolveImage maps an image reference of the lab to the binary it runs:
 // the repository's last element names the binary, looked up in
-// <bin dir>/v<major>.<minor>/ for a tag of that minor version, else in the
-// bin dir. A Kubernetes binary must report the tag's version, so a lab
-// never runs one version under another's name.
+// <bin dir>/v<major>.<minor>/ for a tag of that minor version (v1.35/ for
+// kube-proxy:v1.35.4, v1.13/ for coredns:v1.13.1), else in the bin dir. A
+// Kubernetes or CoreDNS binary must report the tag's version, so a lab
+// never runs one version under another's name. kube-proxy's image also
+// holds the host's nft (see nftFiles).
 func ResolveImage(binDir, ref string) (Image, error) {
 	parsed, err := name.ParseReference(ref, name.WithDefaultRegistry(""))
 	if err != nil {
@@ -76,18 +78,24 @@ func ResolveImage(binDir, ref string) (Image, error) {
 	if _, err := os.Stat(path); err != nil {
 		return Image{}, fmt.Errorf("lab image %q: no binary %s in %s (run `make lab-binaries`): %w", ref, binary, binDir, err)
 	}
-	if strings.HasPrefix(binary, "kube-") {
-		if err := checkVersion(path, tag); err != nil {
-			return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
-		}
+	if err := checkVersion(binary, path, tag); err != nil {
+		return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
 	}
 	if slices.Contains(rootBinaries, binary) {
 		return Image{Ref: ref, Files: map[string]string{"/" + binary: path}, Entrypoint: []string{"/" + binary}}, nil
 	}
-	return Image{Ref: ref, Files: map[string]string{"/usr/local/bin/" + binary: path}}, nil
+	img := Image{Ref: ref, Files: map[string]string{"/usr/local/bin/" + binary: path}}
+	if binary == "kube-proxy" {
+		nft, err := nftFiles()
+		if err != nil {
+			return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
+		}
+		maps.Copy(img.Files, nft)
+	}
+	return img, nil
 }
 
-// minorDir is the bin dir's subdirectory for a Kubernetes tag: "v1.35" for
+// minorDir is the bin dir's subdirectory for a version tag: "v1.35" for
 // "v1.35.4", "" for a tag that is no such version.
 func minorDir(tag string) string {
 	parts := strings.SplitN(strings.TrimPrefix(tag, "v"), ".", 3)
@@ -97,17 +105,73 @@ func minorDir(tag string) string {
 	return "v" + parts[0] + "." + parts[1]
 }
 
-// checkVersion runs `<binary> --version` and wants the tag in its output
-// ("Kubernetes v1.36.3").
-func checkVersion(binary, tag string) error {
-	out, err := exec.Command(binary, "--version").Output()
-	if err != nil {
-		return fmt.Errorf("run %s --version: %w", binary, err)
+// checkVersion asks a Kubernetes binary (`--version`: "Kubernetes
+// v1.36.3") or CoreDNS (`-version`: "CoreDNS-1.14.2") for its version and
+// wants the tag's. Other binaries are not checked.
+func checkVersion(binary, path, tag string) error {
+	var flag, want string
+	switch {
+	case strings.HasPrefix(binary, "kube-"):
+		flag, want = "--version", tag
+	case binary == "coredns":
+		flag, want = "-version", "CoreDNS-"+strings.TrimPrefix(tag, "v")
+	default:
+		return nil
 	}
-	if !slices.Contains(strings.Fields(string(out)), tag) {
-		return fmt.Errorf("%s is %s, not %s (see test/tools/build.sh)", binary, strings.TrimSpace(string(out)), tag)
+	out, err := exec.Command(path, flag).Output()
+	if err != nil {
+		return fmt.Errorf("run %s %s: %w", path, flag, err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), want) {
+		return fmt.Errorf("%s is %s, not %s (see test/tools/build.sh)", path, strings.TrimSpace(string(out)), tag)
 	}
 	return nil
+}
+
+// hostNft is the host's nft, which kube-proxy's image holds at the same
+// path.
+var hostNft = "/usr/sbin/nft"
+
+// nftFiles are what kube-proxy's nftables mode needs in its image: it runs
+// nft from PATH (build puts /usr/sbin on it). The image has no libraries,
+// so it gets the host's nft with every shared library it loads, and the
+// dynamic loader, each at its path on the host, as ldd lists them.
+func nftFiles() (map[string]string, error) {
+	if _, err := os.Stat(hostNft); err != nil {
+		return nil, fmt.Errorf("kube-proxy's nftables mode needs the host's nft: %w (apt-get install nftables, or `make host-packages`)", err)
+	}
+	files := map[string]string{hostNft: hostNft}
+	f, err := elf.Open(hostNft)
+	if err != nil {
+		return nil, fmt.Errorf("%s is no ELF executable: %w", hostNft, err)
+	}
+	dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+	_ = f.Close()
+	if !dynamic { // ldd fails on a static binary
+		return files, nil
+	}
+	out, err := exec.Command("ldd", hostNft).Output()
+	if err != nil {
+		return nil, fmt.Errorf("list the libraries of %s: ldd: %w", hostNft, err)
+	}
+	// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)", the loader
+	// as "/lib64/ld-linux-x86-64.so.2 (0x...)", the kernel's vDSO as
+	// "linux-vdso.so.1 (0x...)", a library ld.so cannot find as
+	// "libfoo.so.1 => not found".
+	for line := range strings.Lines(string(out)) {
+		lib := strings.TrimSpace(line)
+		if _, target, ok := strings.Cut(lib, "=>"); ok {
+			lib = strings.TrimSpace(target)
+		}
+		if strings.HasPrefix(lib, "not found") {
+			return nil, fmt.Errorf("%s needs a library ld.so cannot find: %s", hostNft, strings.TrimSpace(line))
+		}
+		lib, _, _ = strings.Cut(lib, " ")
+		if filepath.IsAbs(lib) {
+			files[lib] = lib
+		}
+	}
+	return files, nil
 }
 
 // archiveUnusedFor is how long an archive of the cache may go unused before

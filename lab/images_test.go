@@ -2,10 +2,12 @@ package lab_test
 
 import (
 	"archive/tar"
+	"debug/elf"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,6 +41,8 @@ func TestResolveImage(t *testing.T) {
 	previous := writeBinary(t, filepath.Join(bin, "v1.35"), "kube-apiserver", "Kubernetes v1.35.4")
 	etcd := writeBinary(t, bin, "etcd", "etcd Version: 3.6.8")
 	pause := writeBinary(t, bin, "pause", "")
+	coredns := writeBinary(t, bin, "coredns", "CoreDNS-1.14.2")
+	coredns113 := writeBinary(t, filepath.Join(bin, "v1.13"), "coredns", "CoreDNS-1.13.1")
 
 	for _, tc := range []struct {
 		ref  string
@@ -48,6 +52,8 @@ func TestResolveImage(t *testing.T) {
 		{"registry.k8s.io/kube-apiserver:v1.35.4", lab.Image{Files: map[string]string{"/usr/local/bin/kube-apiserver": previous}}},
 		{"example.com/mirror/etcd:3.6.8-0", lab.Image{Files: map[string]string{"/usr/local/bin/etcd": etcd}}},
 		{lab.SandboxImage, lab.Image{Files: map[string]string{"/pause": pause}, Entrypoint: []string{"/pause"}}},
+		{"registry.k8s.io/coredns/coredns:v1.14.2", lab.Image{Files: map[string]string{"/coredns": coredns}, Entrypoint: []string{"/coredns"}}},
+		{"registry.k8s.io/coredns/coredns:v1.13.1", lab.Image{Files: map[string]string{"/coredns": coredns113}, Entrypoint: []string{"/coredns"}}},
 	} {
 		got, err := lab.ResolveImage(bin, tc.ref)
 		if err != nil {
@@ -65,15 +71,104 @@ func TestResolveImage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not v1.34.0") {
 		t.Errorf("a version no binary has: %v", err)
 	}
+	// Likewise CoreDNS: the bin dir's own is v1.14.2.
+	_, err = lab.ResolveImage(bin, "registry.k8s.io/coredns/coredns:v1.12.1")
+	if err == nil || !strings.Contains(err.Error(), "is CoreDNS-1.14.2, not v1.12.1") {
+		t.Errorf("a CoreDNS version no binary has: %v", err)
+	}
+	// A binary in the tag's directory that is another version.
+	writeBinary(t, filepath.Join(bin, "v1.12"), "coredns", "CoreDNS-1.13.1")
+	_, err = lab.ResolveImage(bin, "registry.k8s.io/coredns/coredns:v1.12.1")
+	if err == nil || !strings.Contains(err.Error(), "is CoreDNS-1.13.1, not v1.12.1") {
+		t.Errorf("a CoreDNS binary of another version: %v", err)
+	}
 	_, err = lab.ResolveImage(bin, "registry.k8s.io/kube-scheduler:v1.36.3")
 	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "make lab-binaries") {
 		t.Errorf("a missing binary: %v", err)
 	}
 }
 
+// TestKubeProxyImage: kube-proxy's image holds the host's nft, which its
+// nftables mode runs, with every library it loads and the dynamic loader,
+// at their paths on the host; without nft on the host, it names the fix.
+func TestKubeProxyImage(t *testing.T) {
+	nft := lab.HostNft()
+	if _, err := os.Stat(nft); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("kube-proxy's image needs %s: apt-get install nftables", nft)
+		}
+		t.Skipf("kube-proxy's image needs %s: apt-get install nftables", nft)
+	}
+	bin := t.TempDir()
+	proxy := writeBinary(t, bin, "kube-proxy", "Kubernetes v1.36.3")
+	img, err := lab.ResolveImage(bin, "registry.k8s.io/kube-proxy:v1.36.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Files["/usr/local/bin/kube-proxy"] != proxy || img.Files[nft] != nft {
+		t.Errorf("files = %v, want kube-proxy from %s and %s", img.Files, proxy, nft)
+	}
+	for dest, src := range img.Files {
+		if dest != "/usr/local/bin/kube-proxy" && dest != src {
+			t.Errorf("%s in the image is %s on the host, want the same path", dest, src)
+		}
+	}
+	// Every path ldd lists, the loader (nft's program interpreter) and a
+	// file named after each library nft needs.
+	out, err := exec.Command("ldd", nft).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range strings.Fields(string(out)) {
+		if filepath.IsAbs(field) && img.Files[field] != field {
+			t.Errorf("ldd lists %s; the image lacks it", field)
+		}
+	}
+	f, err := elf.Open(nft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	needed, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for dest := range img.Files {
+		names[filepath.Base(dest)] = true
+	}
+	for _, lib := range needed {
+		if !names[lib] {
+			t.Errorf("nft needs %s; the image lacks it: %v", lib, img.Files)
+		}
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			interp, err := io.ReadAll(prog.Open())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if loader := strings.TrimRight(string(interp), "\x00"); img.Files[loader] != loader {
+				t.Errorf("the image lacks the loader %s", loader)
+			}
+		}
+	}
+
+	lab.SetHostNft(t, filepath.Join(t.TempDir(), "nft"))
+	if _, err := lab.ResolveImage(bin, "registry.k8s.io/kube-proxy:v1.36.3"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "apt-get install nftables") {
+		t.Errorf("without nft: err = %v, want the apt-get install nftables fix", err)
+	}
+	// Only kube-proxy's image holds nft.
+	writeBinary(t, bin, "kube-scheduler", "Kubernetes v1.36.3")
+	if img, err := lab.ResolveImage(bin, "registry.k8s.io/kube-scheduler:v1.36.3"); err != nil || len(img.Files) != 1 {
+		t.Errorf("kube-scheduler without nft: %v, %v; want only the binary", img.Files, err)
+	}
+}
+
 // TestArchive builds an archive and reads it back as `ctr images import`
-// would: each reference, its platform, environment and entrypoint, and the
-// files at their paths, executable. An unchanged set is not rebuilt.
+// would: each reference, its platform, environment (a PATH with /usr/sbin,
+// where kube-proxy finds nft) and entrypoint, and the files at their paths,
+// executable. An unchanged set is not rebuilt.
 func TestArchive(t *testing.T) {
 	bin, cache := t.TempDir(), t.TempDir()
 	images := []lab.Image{
@@ -97,7 +192,7 @@ func TestArchive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.OS != "linux" || cfg.Architecture == "" || !strings.HasPrefix(cfg.Config.Env[0], "PATH=/usr/local/sbin:/usr/local/bin:") {
+		if cfg.OS != "linux" || cfg.Architecture == "" || !strings.HasPrefix(cfg.Config.Env[0], "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:") {
 			t.Errorf("%s: config os %q arch %q env %q", img.Ref, cfg.OS, cfg.Architecture, cfg.Config.Env)
 		}
 		if diff := cmp.Diff(img.Entrypoint, cfg.Config.Entrypoint); diff != "" {

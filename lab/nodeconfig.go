@@ -53,6 +53,7 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 		"kubelet":      nodeKubelet(dir),
 		"timeouts":     map[string]any{"controlPlane": "3m"},
 		"security":     map[string]any{"audit": map[string]any{"logDir": filepath.Join(dir, "audit")}},
+		"addons":       map[string]any{"kubeProxy": map[string]any{"extraConfig": labKubeProxy}},
 	}
 	if len(c.ControlPlanes()) > 1 {
 		cfg["controlPlaneEndpoint"] = c.Endpoint().String()
@@ -69,6 +70,14 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 	}
 	return yaml.Marshal(cfg)
 }
+
+// labKubeProxy is what every lab cluster's kube-proxy is told on top of
+// kubeboot's defaults. A lab node is a network namespace on the shared
+// host, and the conntrack table's size (nf_conntrack_max and the
+// nf_conntrack module's hashsize) is the host's, not the namespace's: with
+// maxPerCore 0, kube-proxy leaves it as it is, as kind's nodes do, rather
+// than raising it for the whole machine (or failing where it may not).
+var labKubeProxy = map[string]any{"conntrack": map[string]any{"maxPerCore": 0}}
 
 // nodeKubelet is the kubelet section of a lab node's configuration: its
 // files under the node's dir, and what the real kubelet needs on a machine

@@ -20,6 +20,8 @@
 #   <bin-dir>/coredns                              CoreDNS     (module ./coredns)
 #   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
 #                                                  only with --with-v1.35 (module ./kubernetes/v1.35)
+#   <bin-dir>/v1.13/coredns                        only with --with-v1.35: the CoreDNS v1.35
+#                                                  installs (module ./coredns/v1.13)
 #
 # Versions live only in each module's go.mod; this script reads them from there.
 # Each family of binaries is one `go build` so that shared packages compile
@@ -48,7 +50,7 @@ families=("${lab_families[@]}" family_crictl family_kube_bench)
 for arg in "$@"; do
 	case $arg in
 	--lab) families=("${lab_families[@]}") ;;
-	--with-v1.35) families+=(family_kubernetes_v1_35) ;;
+	--with-v1.35) families+=(family_kubernetes_v1_35 family_coredns_v1_13) ;;
 	--force) force=true ;;
 	-h | --help) usage ;;
 	-*) echo "build.sh: unknown flag $arg" >&2; usage ;;
@@ -279,6 +281,14 @@ family_cni() {
 # CoreDNS stamps only its git commit at link time; its version is a constant.
 family_coredns() {
 	build_family coredns coredns "" github.com/coredns/coredns "" \
+		coredns=github.com/coredns/coredns
+}
+
+# The CoreDNS kubeadm v1.35 pins, for a v1.35 lab cluster and the upgrade
+# test. The lab looks up an image's binary in the v<major>.<minor>/ of its
+# tag (v1.13/ for coredns:v1.13.1), as it does the v1.35 set's.
+family_coredns_v1_13() {
+	build_family coredns-v1.13 coredns/v1.13 v1.13 github.com/coredns/coredns "" \
 		coredns=github.com/coredns/coredns
 }
 

@@ -460,19 +460,20 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	return ran, nil
 }
 
-// labImages are the images the lab node needs: its static pods' images and
-// kube-proxy's for every Kubernetes release in the bin dir (the bin dir's
-// own and each v<major>.<minor>/ set), so that an upgrade to another
-// release finds its images as a pull would; the sandbox image, CoreDNS and
-// agnhost. Those whose binary the bin dir lacks are to be pulled, as any
-// node would pull them. The CSR approver's default image is built from
-// kubeboot, the running binary.
+// labImages are the images the lab node needs: its static pods' images,
+// kube-proxy's and CoreDNS's (at the version kubeboot pins for the minor)
+// for every Kubernetes release in the bin dir (the bin dir's own and each
+// v<major>.<minor>/ set), so that an upgrade to another release finds its
+// images as a pull would; the sandbox image and agnhost. Those whose
+// binary the bin dir lacks are to be pulled, as any node would pull them.
+// The CSR approver's default image is built from kubeboot, the running
+// binary.
 func labImages(s *phases.State, binDir, kubeboot string) (build []lab.Image, pull []string, err error) {
 	sets, err := filepath.Glob(filepath.Join(binDir, "v*", "kube-apiserver"))
 	if err != nil {
 		return nil, nil, err
 	}
-	refs := []string{lab.SandboxImage, lab.CoreDNSImage, lab.AgnhostImage}
+	refs := []string{lab.SandboxImage, lab.AgnhostImage}
 	for _, apiserver := range append([]string{filepath.Join(binDir, "kube-apiserver")}, sets...) {
 		version, err := kubernetesVersion(apiserver)
 		if err != nil {
@@ -490,7 +491,10 @@ func labImages(s *phases.State, binDir, kubeboot string) (build []lab.Image, pul
 				return nil, nil, err
 			}
 		}
-		images = append(images, release.ImageRepository+"/kube-proxy:"+version)
+		images = append(images, config.DefaultKubeProxyImage(release.ImageRepository, version))
+		if coreDNS := config.DefaultCoreDNSImage(release.ImageRepository, version); !strings.HasSuffix(coreDNS, ":") {
+			images = append(images, coreDNS) // else kubeboot pins no CoreDNS for that minor
+		}
 		for _, ref := range images {
 			if !slices.Contains(refs, ref) {
 				refs = append(refs, ref)

@@ -15,7 +15,8 @@ import (
 )
 
 // TestLabImages: the lab builds every image its bin dir has a binary for,
-// for each Kubernetes release there, and leaves the others to a pull.
+// for each Kubernetes release there (its CoreDNS too), and leaves the
+// others to a pull.
 func TestLabImages(t *testing.T) {
 	bin := t.TempDir()
 	script := func(dir, name, version string) {
@@ -33,7 +34,11 @@ func TestLabImages(t *testing.T) {
 	}
 	script(bin, "etcd", "etcd")
 	script(bin, "pause", "")
-	script(bin, "coredns", "") // no agnhost: the node pulls it
+	script(bin, "coredns", "CoreDNS-1.14.2")
+	script(filepath.Join(bin, "v1.13"), "coredns", "CoreDNS-1.13.1") // no agnhost: the node pulls it
+	if _, err := os.Stat("/usr/sbin/nft"); err != nil && os.Getenv("CI") == "" {
+		t.Skip("kube-proxy's image needs the host's nft: apt-get install nftables")
+	}
 
 	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
 	kubeboot := phasestest.StaticBinary(t) // the CSR approver's image
@@ -47,7 +52,7 @@ func TestLabImages(t *testing.T) {
 	}
 	slices.Sort(built)
 	want := []string{
-		"registry.k8s.io/coredns/coredns:v1.14.2",
+		"registry.k8s.io/coredns/coredns:v1.13.1", "registry.k8s.io/coredns/coredns:v1.14.2",
 		"registry.k8s.io/etcd:3.6.8-0",
 		"registry.k8s.io/kube-apiserver:v1.35.4", "registry.k8s.io/kube-apiserver:v1.36.3",
 		"registry.k8s.io/kube-controller-manager:v1.35.4", "registry.k8s.io/kube-controller-manager:v1.36.3",
@@ -62,6 +67,9 @@ func TestLabImages(t *testing.T) {
 	for _, img := range build {
 		if img.Ref == "kubeboot.io/kubeboot:dev" && img.Files["/usr/local/bin/kubeboot"] != kubeboot {
 			t.Errorf("the CSR approver's image holds %v, want the running kubeboot %s", img.Files, kubeboot)
+		}
+		if strings.Contains(img.Ref, "/kube-proxy:") && img.Files["/usr/sbin/nft"] == "" {
+			t.Errorf("%s holds %v, want nft for its nftables mode", img.Ref, img.Files)
 		}
 	}
 	if diff := cmp.Diff([]string{lab.AgnhostImage}, pull); diff != "" {
