@@ -97,8 +97,9 @@ type kubeadmEnvVar struct {
 	Value string `json:"value"`
 }
 
-// kubeadmAddon is the dns or proxy section; kubeboot installs neither
-// addon, and says so, so that kubeadm does not expect them.
+// kubeadmAddon is the dns or proxy section: whether kubeboot's addon
+// phase leaves the addon out, so that kubeadm's upgrade commands expect
+// the addons kubeboot installs and only those.
 type kubeadmAddon struct {
 	Disabled bool `json:"disabled"`
 }
@@ -128,8 +129,8 @@ func KubeadmClusterConfiguration(cfg *config.ClusterConfiguration) ([]byte, erro
 		APIServer:         kubeadmAPIServer{kubeadmComponent: kubeadmComponentOf(cfg.APIServer.Component), CertSANs: cfg.APIServer.CertSANs},
 		ControllerManager: kubeadmComponentOf(cfg.ControllerManager),
 		Scheduler:         kubeadmComponentOf(cfg.Scheduler),
-		DNS:               kubeadmAddon{Disabled: true},
-		Proxy:             kubeadmAddon{Disabled: true},
+		DNS:               kubeadmAddon{Disabled: cfg.Addons.CoreDNS.Disabled},
+		Proxy:             kubeadmAddon{Disabled: cfg.Addons.KubeProxy.Disabled},
 	}
 	if l := cfg.Etcd.Local; l != nil {
 		kc.Etcd.Local = &kubeadmLocalEtcd{DataDir: l.DataDir, ExtraArgs: kubeadmArgs(l.ExtraArgs), ServerCertSANs: l.ServerCertSANs, PeerCertSANs: l.PeerCertSANs}
