@@ -6,8 +6,10 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/inputfile"
@@ -41,6 +43,11 @@ type Cluster struct {
 	PodSubnet string `json:"podSubnet"`
 	// Nodes are the cluster's nodes; the first is a control-plane node.
 	Nodes []ClusterNode `json:"nodes"`
+	// KubernetesVersion is the control plane's release (default: kubeboot's
+	// default); the bin dir must hold its binaries, as v<major>.<minor>/
+	// for another release than its own (build.sh --with-v1.35). The
+	// kubelets are the bin dir's own.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 
 	// source is the file the description was read from, for errors.
 	source string
@@ -145,6 +152,11 @@ func (c *Cluster) validate() error {
 	}
 	if controlPlanes < 1 || controlPlanes > 3 {
 		bad("nodes", "%d control-plane nodes: want 1 to 3 (more than one are behind the lab's load balancer)", controlPlanes)
+	}
+	if v := c.KubernetesVersion; v != "" {
+		if _, err := version.ParseSemantic(strings.TrimPrefix(v, "v")); err != nil || !strings.HasPrefix(v, "v") {
+			bad("kubernetesVersion", "%q: want a release like v1.35.4, or leave it out for kubeboot's default", v)
+		}
 	}
 	if len(c.Nodes) > 200 {
 		bad("nodes", "%d nodes do not fit the subnet's addresses .10 to .209", len(c.Nodes))

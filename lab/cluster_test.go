@@ -36,6 +36,7 @@ func TestLoadClusterErrors(t *testing.T) {
 		{"role", header + "nodes: [{name: a, role: master}]\n", `nodes[0].role: "master": want control-plane or worker`},
 		{"join of a control plane", header + "nodes: [{name: a, role: control-plane, join: kubeadm}]\n", "nodes[0].join: a control-plane node joins with kubeboot's certificate bundle"},
 		{"join", header + "nodes: [{name: a, role: control-plane}, {name: w, role: worker, join: kubeadmin}]\n", `nodes[1].join: "kubeadmin": want kubeboot or kubeadm`},
+		{"version", header + "kubernetesVersion: 1.35\nnodes: [{name: a, role: control-plane}]\n", `kubernetesVersion: "1.35": want a release like v1.35.4`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeDescription(t, tc.text)
@@ -95,6 +96,15 @@ func TestNodeConfig(t *testing.T) {
 		want := map[string]any{"conntrack": map[string]any{"maxPerCore": float64(0)}}
 		if diff := cmp.Diff(want, cfg.Addons.KubeProxy.ExtraConfig); diff != "" {
 			t.Errorf("%s's addons.kubeProxy.extraConfig (-want +got):\n%s", name, diff)
+		}
+	}
+	if strings.Contains(string(first), "kubernetesVersion") {
+		t.Errorf("cp1 names a version the description does not:\n%s", first)
+	}
+	c.KubernetesVersion = "v1.35.4"
+	for i := range c.Nodes {
+		if data, _ := c.NodeConfig(i); !strings.Contains(string(data), "kubernetesVersion: v1.35.4") {
+			t.Errorf("node %d does not run the description's kubernetesVersion:\n%s", i, data)
 		}
 	}
 }

@@ -58,6 +58,9 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 	if len(c.ControlPlanes()) > 1 {
 		cfg["controlPlaneEndpoint"] = c.Endpoint().String()
 	}
+	if c.KubernetesVersion != "" {
+		cfg["kubernetesVersion"] = c.KubernetesVersion
+	}
 	if i > 0 {
 		var endpoints []string
 		for _, j := range c.ControlPlanes() {
