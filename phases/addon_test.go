@@ -152,3 +152,51 @@ func TestControlPlanesBehind(t *testing.T) {
 		t.Errorf("behind: %v, want node3 only", behind)
 	}
 }
+
+// TestAddonDrift: objects as the addon phase applies them show no drift;
+// a changed Corefile shows as the ConfigMap's, a missing object as one to
+// create, and a kube-dns at another cluster IP as one to replace. (The
+// fake clientset does not honour dry runs: what the API server leaves
+// unchanged is the end-to-end test's to show.)
+func TestAddonDrift(t *testing.T) {
+	s, client, _ := liveState(t, false)
+	ctx := context.Background()
+	_, err := Runner{Phases: []Phase{Addon}}.Run(ctx, s, nil)
+	must(t, err)
+	drifts, err := AddonDrift(ctx, s)
+	must(t, err)
+	if len(drifts) != 0 {
+		t.Fatalf("converged addons drift: %+v", drifts)
+	}
+	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	must(t, err)
+	cm.Data["Corefile"] = ".:53 {\n    errors\n}\n"
+	_, err = client.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	must(t, err)
+	must(t, client.RbacV1().ClusterRoleBindings().Delete(ctx, "kubeadm:node-proxier", metav1.DeleteOptions{}))
+	svc, err := client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	must(t, err)
+	svc.Spec.ClusterIP = "10.96.0.53"
+	_, err = client.CoreV1().Services("kube-system").Update(ctx, svc, metav1.UpdateOptions{})
+	must(t, err)
+
+	drifts, err = AddonDrift(ctx, s)
+	must(t, err)
+	got := map[string]Drift{}
+	for _, d := range drifts {
+		got[d.Object] = d
+	}
+	corefile := got["ConfigMap kube-system/coredns"]
+	if !strings.Contains(string(corefile.Live), "errors") || !strings.Contains(string(corefile.Wanted), "kubernetes cluster.local") || corefile.Replace {
+		t.Errorf("the Corefile's drift: %+v", corefile)
+	}
+	if d, ok := got["ClusterRoleBinding kubeadm:node-proxier"]; !ok || d.Live != nil || !strings.Contains(string(d.Wanted), "system:node-proxier") {
+		t.Errorf("the deleted binding's drift: %+v", d)
+	}
+	if d := got["Service kube-system/kube-dns"]; !d.Replace || !strings.Contains(string(d.Wanted), "10.96.0.10") {
+		t.Errorf("kube-dns at another IP: %+v", d)
+	}
+	if len(got) != 3 {
+		t.Errorf("drifts of %d objects, want 3: %v", len(got), drifts)
+	}
+}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -340,15 +341,21 @@ func (c *labCluster) upgradeWhileProbing(t *testing.T, config string) {
 	}
 	clusterIP := c.kubectl(t, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
 	probe := newServiceProbe("/run/netns/kb-"+c.name+"-w1", "http://"+clusterIP+"/hostname")
-	r := c.inNode(t, "cp1", kubebootBin, "upgrade", "apply", "--config", target)
+	start := time.Now()
+	stderr, err := timedLines(exec.Command("nsenter", "--net=/run/netns/kb-"+c.name+"-cp1", "--", kubebootBin, "upgrade", "apply", "--config", target))
+	took := time.Since(start)
 	probes, failures, gap := probe.stop()
-	if r.code != 0 {
-		t.Fatalf("upgrade apply exited %d:\n%s", r.code, r.stderr)
+	if err != nil {
+		t.Fatalf("upgrade apply: %v:\n%s", err, stderr)
 	}
 	t.Logf("TIMING: upgrade apply v1.35.4 -> v1.36.3 with addons: %s; the Service answered %d of %d probes, longest gap %s",
-		r.took.Round(time.Millisecond), probes-failures, probes, gap.Round(time.Millisecond))
-	if !strings.Contains(r.stderr, "addons rolled out") {
-		t.Errorf("upgrade apply did not verify the addons' rollout:\n%s", r.stderr)
+		took.Round(time.Millisecond), probes-failures, probes, gap.Round(time.Millisecond))
+	if gap > 0 {
+		t.Logf("the longest gap ended %s into the upgrade; its last probe: %s; the upgrade's progress:\n%s",
+			probe.gapEnd.Sub(start).Round(time.Millisecond), probe.gapReason, stderr)
+	}
+	if !strings.Contains(stderr, "addons rolled out") {
+		t.Errorf("upgrade apply did not verify the addons' rollout:\n%s", stderr)
 	}
 	// A generous bound: kube-proxy's rules stay in the kernel while its pod
 	// restarts, so the expected gap is one probe or none.
@@ -364,7 +371,34 @@ func (c *labCluster) upgradeWhileProbing(t *testing.T, config string) {
 		t.Errorf("kube-proxy after the upgrade: %d updated, %d available, want 3 of each", ds.Status.UpdatedNumberScheduled, ds.Status.NumberAvailable)
 	}
 	c.checkCoreDNSReady(t)
-	c.resolveAndConnect(t, "web.default.svc.cluster.local:80")
+	// The new CoreDNS pods' endpoints reach every kube-proxy within its
+	// sync period.
+	eventually(t, "the pod on w1 resolves web after the upgrade", func() error {
+		out, err := c.kubectlErr(t, "exec", "client", "--", "/agnhost", "connect", "--timeout=5s", "web.default.svc.cluster.local:80")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+// timedLines runs cmd and returns its stderr, each line prefixed with the
+// time since the start, and whether it succeeded.
+func timedLines(cmd *exec.Cmd) (string, error) {
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	lines := bufio.NewScanner(pipe)
+	for lines.Scan() {
+		fmt.Fprintf(&b, "%6.1fs %s\n", time.Since(start).Seconds(), lines.Text())
+	}
+	return b.String(), cmd.Wait()
 }
 
 // serviceProbe gets a URL from inside a network namespace, again and
@@ -375,6 +409,9 @@ type serviceProbe struct {
 
 	probes, failures int
 	gap              time.Duration
+	// gapEnd is when the longest gap ended, and why its last probe failed.
+	gapEnd    time.Time
+	gapReason string
 }
 
 func newServiceProbe(netns, url string) *serviceProbe {
@@ -390,10 +427,12 @@ func newServiceProbe(netns, url string) *serviceProbe {
 			case <-time.After(100 * time.Millisecond):
 			}
 			p.probes++
-			out, err := exec.Command("nsenter", "--net="+netns, "--", "curl", "-sS", "--max-time", "1", url).Output()
+			out, err := exec.Command("nsenter", "--net="+netns, "--", "curl", "-sS", "--max-time", "1", url).CombinedOutput()
 			if err != nil || !strings.HasPrefix(string(out), "web-") {
 				p.failures++
-				p.gap = max(p.gap, time.Since(lastAnswer))
+				if gap := time.Since(lastAnswer); gap > p.gap {
+					p.gap, p.gapEnd, p.gapReason = gap, time.Now(), strings.TrimSpace(string(out))
+				}
 				continue
 			}
 			lastAnswer = time.Now()

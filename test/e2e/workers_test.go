@@ -314,9 +314,9 @@ func checkKubeadmCommands(t *testing.T, c *labCluster) {
 		}
 	}
 	kubeadm := filepath.Join(binDir, "kubeadm")
-	// kubeadm v1.36's upgrade plan checks the CoreDNS it would migrate; a
-	// kubeboot cluster has no CoreDNS yet (issue #17), so those two checks
-	// are ignored. The version is given, so that it asks no server online.
+	// kubeadm v1.36's upgrade plan checks the CoreDNS it would migrate:
+	// kubeboot's has kubeadm's shape, so that no check is ignored. The
+	// version is given, so that it asks no server online.
 	script := fmt.Sprintf(`set -e
 mount -t overlay overlay -o lowerdir=/etc,upperdir=%[1]s/upper,workdir=%[1]s/work /etc
 mkdir -p /etc/kubernetes
@@ -324,7 +324,7 @@ mount --bind %[2]s /etc/kubernetes
 echo '== check-expiration'
 %[3]s certs check-expiration
 echo '== upgrade plan'
-PATH=%[4]s:$PATH %[3]s upgrade plan v1.36.3 --ignore-preflight-errors=CoreDNSUnsupportedPlugins,CoreDNSMigration
+PATH=%[4]s:$PATH %[3]s upgrade plan v1.36.3
 `, overlay, dir, kubeadm, binDir)
 	r := c.inNode(t, "cp1", "unshare", "--mount", "--propagation", "private", "sh", "-c", script)
 	out := r.stdout + r.stderr
