@@ -132,15 +132,29 @@ func checkVersion(binary, path, tag string) error {
 // path.
 var hostNft = "/usr/sbin/nft"
 
+// nftNames are the files nft names protocols and services by. Without
+// /etc/protocols it lists a map's "tcp" as 6, so that kube-proxy, which
+// reads its maps back when it starts, took its own elements for stale ones
+// and deleted them: every other restart of a node's kube-proxy left it
+// with no Services.
+var nftNames = []string{"/etc/protocols", "/etc/services"}
+
 // nftFiles are what kube-proxy's nftables mode needs in its image: it runs
 // nft from PATH (build puts /usr/sbin on it). The image has no libraries,
 // so it gets the host's nft with every shared library it loads, and the
-// dynamic loader, each at its path on the host, as ldd lists them.
+// dynamic loader, each at its path on the host, as ldd lists them, and the
+// host's names of protocols and services.
 func nftFiles() (map[string]string, error) {
 	if _, err := os.Stat(hostNft); err != nil {
 		return nil, fmt.Errorf("kube-proxy's nftables mode needs the host's nft: %w (apt-get install nftables, or `make host-packages`)", err)
 	}
 	files := map[string]string{hostNft: hostNft}
+	for _, path := range nftNames {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("kube-proxy's nft needs the host's %s: %w (apt-get install netbase)", path, err)
+		}
+		files[path] = path
+	}
 	f, err := elf.Open(hostNft)
 	if err != nil {
 		return nil, fmt.Errorf("%s is no ELF executable: %w", hostNft, err)

@@ -108,6 +108,13 @@ func TestKubeProxyImage(t *testing.T) {
 	if img.Files["/usr/local/bin/kube-proxy"] != proxy || img.Files[nft] != nft {
 		t.Errorf("files = %v, want kube-proxy from %s and %s", img.Files, proxy, nft)
 	}
+	// nft names protocols from /etc/protocols: without it kube-proxy reads
+	// its "tcp" elements back as 6 and deletes them as stale.
+	for _, names := range []string{"/etc/protocols", "/etc/services"} {
+		if img.Files[names] != names {
+			t.Errorf("the image lacks %s", names)
+		}
+	}
 	for dest, src := range img.Files {
 		if dest != "/usr/local/bin/kube-proxy" && dest != src {
 			t.Errorf("%s in the image is %s on the host, want the same path", dest, src)

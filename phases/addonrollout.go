@@ -69,8 +69,22 @@ func WaitAddonsRolledOut(ctx context.Context, s *State, timeout time.Duration) e
 
 // addonWorkloads are the Deployments and DaemonSets of the addons on.
 func addonWorkloads(c *config.ClusterConfiguration) ([]*appsv1.Deployment, []*appsv1.DaemonSet, error) {
+	addons, err := enabledAddons(c)
+	if err != nil {
+		return nil, nil, err
+	}
 	var deployments []*appsv1.Deployment
 	var daemonSets []*appsv1.DaemonSet
+	for _, objs := range addons {
+		deployments = append(deployments, objs.Deployments...)
+		daemonSets = append(daemonSets, objs.DaemonSets...)
+	}
+	return deployments, daemonSets, nil
+}
+
+// enabledAddons are the objects of each addon the configuration turns on.
+func enabledAddons(c *config.ClusterConfiguration) ([]templates.Objects, error) {
+	var addons []templates.Objects
 	for _, addon := range []struct {
 		off   bool
 		build func(*config.ClusterConfiguration) (templates.Objects, error)
@@ -83,12 +97,11 @@ func addonWorkloads(c *config.ClusterConfiguration) ([]*appsv1.Deployment, []*ap
 		}
 		objs, err := addon.build(c)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		deployments = append(deployments, objs.Deployments...)
-		daemonSets = append(daemonSets, objs.DaemonSets...)
+		addons = append(addons, objs)
 	}
-	return deployments, daemonSets, nil
+	return addons, nil
 }
 
 // deploymentPending says why d is not rolled out, or "" when it is.

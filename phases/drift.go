@@ -9,9 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
-
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/templates"
 )
 
 // Drift is a cluster object that the addon phase would change.
@@ -37,22 +34,13 @@ func AddonDrift(ctx context.Context, s *State) ([]Drift, error) {
 	if err != nil {
 		return nil, err
 	}
+	addons, err := enabledAddons(s.Config)
+	if err != nil {
+		return nil, err
+	}
 	drifts := []Drift{}
 	run := applyRun{s: s, drifts: &drifts}
-	for _, addon := range []struct {
-		off   bool
-		build func(*config.ClusterConfiguration) (templates.Objects, error)
-	}{
-		{s.Config.Addons.CoreDNS.Disabled, templates.CoreDNSObjects},
-		{s.Config.Addons.KubeProxy.Disabled, templates.KubeProxyObjects},
-	} {
-		if addon.off {
-			continue
-		}
-		objs, err := addon.build(s.Config)
-		if err != nil {
-			return nil, err
-		}
+	for _, objs := range addons {
 		if err := run.all(ctx, client, objs); err != nil {
 			return nil, err
 		}

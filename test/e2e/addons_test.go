@@ -89,6 +89,15 @@ kubernetesVersion: v1.35.4
 	}
 	c.checkCoreDNSReady(t)
 
+	// Restart w1's kube-proxy: the new one reads its rules back and keeps
+	// them (a kube-proxy that cannot name protocols took its own for stale
+	// ones and left the node with no Services).
+	proxy := c.kubectl(t, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-proxy", "--field-selector=spec.nodeName=w1", "-o", "jsonpath={.items[0].metadata.name}")
+	c.kubectl(t, "-n", "kube-system", "delete", "pod", proxy)
+	c.kubectl(t, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=120s")
+	time.Sleep(3 * time.Second) // the new kube-proxy's first sync
+	c.resolveAndConnect(t, "web.default.svc.cluster.local:80")
+
 	// Scale 2 -> 0 -> 2: the Service follows.
 	c.kubectl(t, "scale", "deployment/web", "--replicas=0")
 	eventually(t, "web has no endpoints once scaled to 0", func() error {
