@@ -22,43 +22,32 @@ var Addon = Phase{
 // AddonCoreDNS applies CoreDNS: Deployment coredns behind Service kube-dns
 // at the kubelets' clusterDNS address, its Corefile, ServiceAccount and
 // RBAC.
-var AddonCoreDNS = Phase{
-	Name:     "addon/coredns",
-	Short:    "Install CoreDNS, the cluster DNS, behind Service kube-dns at the kubelets' clusterDNS address",
-	LiveOnly: true,
-	Run: func(ctx context.Context, s *State) error {
-		if s.Config.Addons.CoreDNS.Disabled {
-			s.Report.Infof("addons.coreDNS.disabled: CoreDNS's objects are neither created nor changed")
-			return nil
-		}
-		return applyAddon(ctx, s, templates.CoreDNSObjects)
-	},
-}
+var AddonCoreDNS = addonPart("addon/coredns", "Install CoreDNS, the cluster DNS, behind Service kube-dns at the kubelets' clusterDNS address",
+	"addons.coreDNS.disabled: CoreDNS's", func(a config.Addons) bool { return a.CoreDNS.Disabled }, templates.CoreDNSObjects)
 
 // AddonKubeProxy applies kube-proxy: its DaemonSet, the ConfigMap holding
 // its KubeProxyConfiguration (which kubeadm join reads too), its
 // ServiceAccount and RBAC.
-var AddonKubeProxy = Phase{
-	Name:     "addon/kube-proxy",
-	Short:    "Install kube-proxy, the Service proxy, on every node",
-	LiveOnly: true,
-	Run: func(ctx context.Context, s *State) error {
-		if s.Config.Addons.KubeProxy.Disabled {
-			s.Report.Infof("addons.kubeProxy.disabled: kube-proxy's objects are neither created nor changed")
+var AddonKubeProxy = addonPart("addon/kube-proxy", "Install kube-proxy, the Service proxy, on every node",
+	"addons.kubeProxy.disabled: kube-proxy's", func(a config.Addons) bool { return a.KubeProxy.Disabled }, templates.KubeProxyObjects)
+
+// addonPart is the subphase of one addon: it applies the objects build
+// makes, unless off says the configuration turns the addon off, which it
+// reports as switchOff + " objects are neither created nor changed".
+func addonPart(name, short, switchOff string, off func(config.Addons) bool, build func(*config.ClusterConfiguration) (templates.Objects, error)) Phase {
+	return Phase{Name: name, Short: short, LiveOnly: true, Run: func(ctx context.Context, s *State) error {
+		if off(s.Config.Addons) {
+			s.Report.Infof("%s objects are neither created nor changed", switchOff)
 			return nil
 		}
-		return applyAddon(ctx, s, templates.KubeProxyObjects)
-	},
-}
-
-func applyAddon(ctx context.Context, s *State, build func(*config.ClusterConfiguration) (templates.Objects, error)) error {
-	objs, err := build(s.Config)
-	if err != nil {
-		return err
-	}
-	client, err := apiClient(s)
-	if err != nil {
-		return err
-	}
-	return applyObjects(ctx, s, client, objs)
+		objs, err := build(s.Config)
+		if err != nil {
+			return err
+		}
+		client, err := apiClient(s)
+		if err != nil {
+			return err
+		}
+		return applyObjects(ctx, s, client, objs)
+	}}
 }

@@ -95,8 +95,7 @@ kubernetesVersion: v1.35.4
 	proxy := c.kubectl(t, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-proxy", "--field-selector=spec.nodeName=w1", "-o", "jsonpath={.items[0].metadata.name}")
 	c.kubectl(t, "-n", "kube-system", "delete", "pod", proxy)
 	c.kubectl(t, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=120s")
-	time.Sleep(3 * time.Second) // the new kube-proxy's first sync
-	c.resolveAndConnect(t, "web.default.svc.cluster.local:80")
+	c.eventuallyResolves(t, "after its kube-proxy's restart")
 
 	// Scale 2 -> 0 -> 2: the Service follows.
 	c.kubectl(t, "scale", "deployment/web", "--replicas=0")
@@ -382,9 +381,16 @@ func (c *labCluster) upgradeWhileProbing(t *testing.T, config string) {
 	c.checkCoreDNSReady(t)
 	// The new CoreDNS pods' endpoints reach every kube-proxy within its
 	// sync period.
-	eventually(t, "the pod on w1 resolves web after the upgrade", func() error {
-		out, err := c.kubectlErr(t, "exec", "client", "--", "/agnhost", "connect", "--timeout=5s", "web.default.svc.cluster.local:80")
-		if err != nil {
+	c.eventuallyResolves(t, "after the upgrade")
+}
+
+// eventuallyResolves waits until the client pod on w1 resolves the web
+// Service's name and connects to it: a node's rules lag a change by up to
+// kube-proxy's sync period, and a kube-proxy that lost them stays so.
+func (c *labCluster) eventuallyResolves(t *testing.T, when string) {
+	t.Helper()
+	eventually(t, "the pod on w1 resolves web "+when, func() error {
+		if out, err := c.kubectlErr(t, "exec", "client", "--", "/agnhost", "connect", "--timeout=5s", "web.default.svc.cluster.local:80"); err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
 		return nil
