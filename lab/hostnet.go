@@ -52,5 +52,5 @@ func nsID(path string) ([2]uint64, error) {
 	if !ok {
 		return [2]uint64{}, fmt.Errorf("stat %s: no device and inode", path)
 	}
-	return [2]uint64{uint64(st.Dev), st.Ino}, nil
+	return [2]uint64{st.Dev, st.Ino}, nil
 }

@@ -391,7 +391,7 @@ func (c *labCluster) eventuallyResolves(t *testing.T, when string) {
 	t.Helper()
 	eventually(t, "the pod on w1 resolves web "+when, func() error {
 		if out, err := c.kubectlErr(t, "exec", "client", "--", "/agnhost", "connect", "--timeout=5s", "web.default.svc.cluster.local:80"); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
 	})
