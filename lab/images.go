@@ -128,66 +128,6 @@ func checkVersion(binary, path, tag string) error {
 	return nil
 }
 
-// hostNft is the host's nft, which kube-proxy's image holds at the same
-// path.
-var hostNft = "/usr/sbin/nft"
-
-// nftNames are the files nft names protocols and services by. Without
-// /etc/protocols it lists a map's "tcp" as 6, so that kube-proxy, which
-// reads its maps back when it starts, took its own elements for stale ones
-// and deleted them: every other restart of a node's kube-proxy left it
-// with no Services.
-var nftNames = []string{"/etc/protocols", "/etc/services"}
-
-// nftFiles are what kube-proxy's nftables mode needs in its image: it runs
-// nft from PATH (build puts /usr/sbin on it). The image has no libraries,
-// so it gets the host's nft with every shared library it loads, and the
-// dynamic loader, each at its path on the host, as ldd lists them, and the
-// host's names of protocols and services.
-func nftFiles() (map[string]string, error) {
-	if _, err := os.Stat(hostNft); err != nil {
-		return nil, fmt.Errorf("kube-proxy's nftables mode needs the host's nft: %w (apt-get install nftables, or `make host-packages`)", err)
-	}
-	files := map[string]string{hostNft: hostNft}
-	for _, path := range nftNames {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("kube-proxy's nft needs the host's %s: %w (apt-get install netbase)", path, err)
-		}
-		files[path] = path
-	}
-	f, err := elf.Open(hostNft)
-	if err != nil {
-		return nil, fmt.Errorf("%s is no ELF executable: %w", hostNft, err)
-	}
-	dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
-	_ = f.Close()
-	if !dynamic { // ldd fails on a static binary
-		return files, nil
-	}
-	out, err := exec.Command("ldd", hostNft).Output()
-	if err != nil {
-		return nil, fmt.Errorf("list the libraries of %s: ldd: %w", hostNft, err)
-	}
-	// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)", the loader
-	// as "/lib64/ld-linux-x86-64.so.2 (0x...)", the kernel's vDSO as
-	// "linux-vdso.so.1 (0x...)", a library ld.so cannot find as
-	// "libfoo.so.1 => not found".
-	for line := range strings.Lines(string(out)) {
-		lib := strings.TrimSpace(line)
-		if _, target, ok := strings.Cut(lib, "=>"); ok {
-			lib = strings.TrimSpace(target)
-		}
-		if strings.HasPrefix(lib, "not found") {
-			return nil, fmt.Errorf("%s needs a library ld.so cannot find: %s", hostNft, strings.TrimSpace(line))
-		}
-		lib, _, _ = strings.Cut(lib, " ")
-		if filepath.IsAbs(lib) {
-			files[lib] = lib
-		}
-	}
-	return files, nil
-}
-
 // archiveUnusedFor is how long an archive of the cache may go unused before
 // Archive removes it: each kubeboot build makes a new archive (the CSR
 // approver's image holds the binary), about 900 MB, which would otherwise

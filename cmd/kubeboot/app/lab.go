@@ -2,24 +2,18 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/cri"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/lab"
@@ -277,116 +271,6 @@ func fixedArgs(args []string) func(context.Context) ([]string, error) {
 	return func(context.Context) ([]string, error) { return args, nil }
 }
 
-// kubeadmRole joins worker w with the real `kubeadm join` and the
-// discovery file, in the node's own mount namespace: kubeadm runs in the
-// background, writes the kubelet's files, and (finding no init system)
-// leaves the kubelet to lab up, which starts it as kubeadm's systemd
-// drop-in would; the workflow waits for kubeadm to finish. kubeadm's
-// preflight checks that cannot hold in a lab node are ignored, each for
-// its reason (see kubeadmIgnored).
-func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) labRole {
-	node := lab.KubeadmNode{Dir: filepath.Join(w.Paths.KubeconfigDir, "lab"), Kubeadm: filepath.Join(binDir, "kubeadm")}
-	exited := make(chan error, 1)
-	log := filepath.Join(node.Dir, "kubeadm-join.log")
-	var joinErr error
-	wait := phases.Phase{
-		Name:  "kubeadm-join",
-		Short: "Wait for the real kubeadm join to finish",
-		Run: func(ctx context.Context, s *phases.State) error {
-			select {
-			case joinErr = <-exited:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if joinErr != nil {
-				return fmt.Errorf("kubeadm join: %w:\n%s", joinErr, lastLines(readOrEmpty(log), 20))
-			}
-			s.Report.Infof("kubeadm join succeeded (log: %s)", log)
-			return nil
-		},
-	}
-	// As kubeboot join's last phase does, the node is up once Ready: a
-	// kubelet slow to register its Node restarts itself after its CSINode
-	// retries (about 140 s) and is Ready after that.
-	ready := phases.Phase{
-		Name:  "kubeadm-node-ready",
-		Short: "Wait until the kubeadm-joined Node is Ready",
-		Run: func(ctx context.Context, s *phases.State) error {
-			kubeconfig, err := os.ReadFile(filepath.Join(lab.KubeadmConfigDir, config.KubeconfigKubelet))
-			if err != nil {
-				return err
-			}
-			client, err := phases.NewClient(kubeconfig, "")
-			if err != nil {
-				return err
-			}
-			wctx, cancel := context.WithTimeout(ctx, w.Timeouts.TLSBootstrap.Duration)
-			defer cancel()
-			if _, err := phases.WatchNode(wctx, client, w.Node.Name, nodeReady); err != nil {
-				return fmt.Errorf("wait for Node %s to be Ready (log: %s): %w", w.Node.Name, log, err)
-			}
-			s.Report.Infof("Node %s is Ready", w.Node.Name)
-			return nil
-		},
-	}
-	return labRole{
-		setup: node.Isolate,
-		kubelet: func(ctx context.Context) ([]string, error) {
-			patches, err := node.Patches()
-			if err != nil {
-				return nil, err
-			}
-			out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-			if err != nil {
-				return nil, err
-			}
-			cmd := exec.CommandContext(ctx, node.Kubeadm, "join", "--discovery-file", discoveryFile,
-				"--node-name", w.Node.Name, "--cri-socket", w.Kubelet.ContainerRuntimeEndpoint,
-				"--patches", patches, "--ignore-preflight-errors", strings.Join(kubeadmIgnored, ","), "-v", "1")
-			cmd.Stdout, cmd.Stderr = out, out
-			// kubeadm finds the kubelet on the PATH for its version check.
-			cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
-			if err := cmd.Start(); err != nil {
-				_ = out.Close()
-				return nil, fmt.Errorf("start kubeadm join: %w", err)
-			}
-			go func() { exited <- cmd.Wait(); _ = out.Close() }()
-			return node.KubeletArgs(ctx, cmd, log, exited)
-		},
-		workflow: phases.Runner{Phases: []phases.Phase{wait, ready}},
-		done:     fmt.Sprintf("node %s joined with kubeadm and is Ready", w.Node.Name),
-	}
-}
-
-// kubeadmIgnored are the preflight checks of `kubeadm join` that a lab
-// node cannot pass, with why:
-//   - SystemVerification: the lab's machines may run cgroup v1, which
-//     kubeadm v1.36 refuses, and the kubelet is told to accept
-//     (failCgroupV1: false);
-//   - Swap: the machine may have swap on; the kubelet is told to accept it
-//     (failSwapOn: false);
-//   - FileContent--proc-sys-net-bridge-bridge-nf-call-iptables: the node's
-//     network namespace has no br_netfilter setting of its own, and the
-//     lab's pod traffic is routed rather than bridged to kube-proxy;
-//   - Service-Kubelet: there is no systemd; lab up starts the kubelet.
-var kubeadmIgnored = []string{"SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables", "Service-Kubelet"}
-
-// nodeReady says whether the Node's Ready condition is true.
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// readOrEmpty is the file's content, or nothing.
-func readOrEmpty(path string) string {
-	data, _ := os.ReadFile(path)
-	return string(data)
-}
-
 // labUp starts the node's containerd with the images the node needs,
 // writes what the kubelet needs, starts the kubelet, and runs the role's
 // workflow: on a control-plane node the wait phase then sees the kubelet
@@ -458,101 +342,4 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	s.Report.SetPhase("lab")
 	s.Report.Infof("%s", role.done)
 	return ran, nil
-}
-
-// labImages are the images the lab node needs: its static pods' images,
-// kube-proxy's and CoreDNS's (at the version kubeboot pins for the minor)
-// for every Kubernetes release in the bin dir (the bin dir's own and each
-// v<major>.<minor>/ set), so that an upgrade to another release finds its
-// images as a pull would; the sandbox image and agnhost. Those whose
-// binary the bin dir lacks are to be pulled, as any node would pull them.
-// The CSR approver's default image is built from kubeboot, the running
-// binary.
-func labImages(s *phases.State, binDir, kubeboot string) (build []lab.Image, pull []string, err error) {
-	sets, err := filepath.Glob(filepath.Join(binDir, "v*", "kube-apiserver"))
-	if err != nil {
-		return nil, nil, err
-	}
-	refs := []string{lab.SandboxImage, lab.AgnhostImage}
-	for _, apiserver := range append([]string{filepath.Join(binDir, "kube-apiserver")}, sets...) {
-		version, err := kubernetesVersion(apiserver)
-		if err != nil {
-			return nil, nil, err
-		}
-		release := *s.Config
-		release.KubernetesVersion = version
-		var images []string
-		if s.Worker != nil { // a worker runs no static pods, and pulls as kubeadm does
-			release.ImageRepository = config.DefaultImageRepository
-		} else {
-			state := *s
-			state.Config = &release
-			if images, err = phases.Images(&state); err != nil {
-				return nil, nil, err
-			}
-		}
-		images = append(images, config.DefaultKubeProxyImage(release.ImageRepository, version))
-		if coreDNS := config.DefaultCoreDNSImage(release.ImageRepository, version); !strings.HasSuffix(coreDNS, ":") {
-			images = append(images, coreDNS) // else kubeboot pins no CoreDNS for that minor
-		}
-		for _, ref := range images {
-			if !slices.Contains(refs, ref) {
-				refs = append(refs, ref)
-			}
-		}
-	}
-	for _, ref := range refs {
-		if strings.HasPrefix(ref, config.DefaultCSRApproverRepository+":") {
-			img, err := lab.KubebootImage(ref, kubeboot)
-			if err != nil {
-				return nil, nil, err
-			}
-			build = append(build, img)
-			continue
-		}
-		img, err := lab.ResolveImage(binDir, ref)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			pull = append(pull, ref)
-		case err != nil:
-			return nil, nil, err
-		default:
-			build = append(build, img)
-		}
-	}
-	return build, pull, nil
-}
-
-// pullLabImages makes the node's containerd pull the images the lab cannot
-// build, through the CRI as the kubelet would.
-func pullLabImages(ctx context.Context, node lab.Node, binDir string, refs []string, report *output.Reporter) error {
-	if len(refs) == 0 {
-		return nil
-	}
-	client, err := cri.Dial("unix://"+node.Socket, func(p string) string { return p })
-	if err != nil {
-		return err
-	}
-	defer func() { _ = client.Close() }()
-	for _, ref := range refs {
-		if _, err := client.Pull(ctx, ref); err != nil {
-			return fmt.Errorf("%w (%s has no binary to build it from: run `make lab-binaries`)", err, binDir)
-		}
-		report.Infof("pulled %s", ref)
-	}
-	return nil
-}
-
-// kubernetesVersion asks a Kubernetes binary for its version:
-// "Kubernetes v1.36.3" -> "v1.36.3".
-func kubernetesVersion(binary string) (string, error) {
-	out, err := exec.Command(binary, "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("ask %s for its version: %w", binary, err)
-	}
-	fields := strings.Fields(string(out))
-	if len(fields) != 2 {
-		return "", fmt.Errorf("ask %s for its version: it answered %q, want \"Kubernetes vX.Y.Z\"", binary, out)
-	}
-	return fields[1], nil
 }
