@@ -80,8 +80,9 @@ func TestAddonsTurnedOff(t *testing.T) {
 			t.Errorf("output does not say %q:\n%s", line, out)
 		}
 	}
-	if err := WaitAddonsRolledOut(context.Background(), s, time.Second); err != nil {
-		t.Errorf("turned-off addons are waited for: %v", err)
+	out.Reset()
+	if err := WaitAddonsRolledOut(context.Background(), s, time.Second); err != nil || out.Len() > 0 {
+		t.Errorf("turned-off addons are waited for: %v, %q", err, out)
 	}
 }
 

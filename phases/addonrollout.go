@@ -25,8 +25,8 @@ const addonPollInterval = time.Second
 // names each workload that is not, with its counts.
 func WaitAddonsRolledOut(ctx context.Context, s *State, timeout time.Duration) error {
 	deployments, daemonSets, err := addonWorkloads(s.Config)
-	if err != nil {
-		return err
+	if err != nil || len(deployments)+len(daemonSets) == 0 {
+		return err // no addon on: nothing to wait for
 	}
 	client, err := apiClient(s)
 	if err != nil {
