@@ -36,8 +36,19 @@ func NewClient(kubeconfig []byte, server string) (kubernetes.Interface, error) {
 		cfg.Host = server
 	}
 	cfg.UserAgent = FieldManager
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	return kubernetes.NewForConfig(cfg)
 }
+
+// clientQPS and clientBurst bound kubeboot's requests to the API server.
+// init sends about a hundred in a burst, once; at client-go's default of
+// 5 per second after a burst of 10, they waited about 5 s of init's
+// bring-up (make bench). The API server's priority and fairness, not the
+// client, protects the server.
+const (
+	clientQPS   = 200
+	clientBurst = 400
+)
 
 // apiClient returns the run's API client, built on first use from
 // super-admin.conf, whose system:masters identity needs no RBAC grant: the

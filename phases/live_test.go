@@ -201,6 +201,11 @@ func TestNewClientTalksToTheLocalAPIServer(t *testing.T) {
 	if again, _ := apiClient(s); again != client {
 		t.Error("the run's client is built once")
 	}
+	// client-go's default, 5 requests per second, held init's hundred
+	// requests back by about 5 s.
+	if qps := client.RbacV1().RESTClient().GetRateLimiter().QPS(); qps < 100 {
+		t.Errorf("the client sends at most %v requests per second, want 100 or more", qps)
+	}
 }
 
 // ownedBy is the fields manager owns, as the API server records them; "" if
