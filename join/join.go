@@ -141,7 +141,7 @@ func runEtcdJoin(ctx context.Context, s *phases.State) error {
 		return err
 	}
 	learner := etcd.IsLearner(all, id)
-	s.Report.Infof("etcd member %s (%x) is in the cluster of %d (learner: %t)", c.Node.Name, id, len(all), learner)
+	s.Report.Stagef("etcd-member-added", "etcd member %s (%x) is in the cluster of %d (learner: %t)", c.Node.Name, id, len(all), learner)
 	cluster, err := phases.InitialClusterOnDisk(s)
 	if err != nil {
 		return err
@@ -175,11 +175,12 @@ func runEtcdJoin(ctx context.Context, s *phases.State) error {
 	if err := waitLocalEtcd(ctx, s); err != nil {
 		return giveUp(err)
 	}
+	s.Report.Stagef("etcd-member-started", "etcd member %s answers and follows the leader", c.Node.Name)
 	if learner {
 		if err := etcd.PromoteLearner(ctx, cli, id, c.Timeouts.ControlPlane.Duration, s.Report); err != nil {
 			return giveUp(err)
 		}
-		s.Report.Infof("promoted etcd member %s to a voting member", c.Node.Name)
+		s.Report.Stagef("etcd-promoted", "promoted etcd member %s to a voting member", c.Node.Name)
 	}
 	return nil
 }

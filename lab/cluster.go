@@ -53,15 +53,15 @@ type Cluster struct {
 	source string
 }
 
-// How a lab worker joins its cluster.
+// How a lab worker joins its cluster, and how its first node inits it.
 const (
 	// JoinKubeboot runs `kubeboot join` with a bootstrap token and the CA's
 	// hash, the default.
 	JoinKubeboot = "kubeboot"
 	// JoinKubeadm runs the real `kubeadm join` with the discovery file of
-	// `kubeboot token create`, in a mount namespace of the node's own, so
-	// that kubeadm's fixed /etc/kubernetes and /var/lib/kubelet are the
-	// node's directories.
+	// `kubeboot token create` (or the real `kubeadm init`), in a mount
+	// namespace of the node's own, so that kubeadm's fixed /etc/kubernetes
+	// and /var/lib/kubelet are the node's directories.
 	JoinKubeadm = "kubeadm"
 )
 
@@ -73,6 +73,10 @@ type ClusterNode struct {
 	Role string `json:"role"`
 	// Join is how a worker joins: kubeboot (the default) or kubeadm.
 	Join string `json:"join,omitempty"`
+	// Init is how the first node bootstraps the cluster: kubeboot (the
+	// default) or kubeadm, the real `kubeadm init`, which makes a lab of
+	// that one node, side by side with kubeboot's (make bench).
+	Init string `json:"init,omitempty"`
 }
 
 // LoadCluster reads and checks a lab description.
@@ -127,6 +131,12 @@ func (c *Cluster) validate() error {
 			n.Join = JoinKubeboot
 		}
 		switch {
+		case n.Init != "" && i > 0:
+			bad(field+".init", "only the first node inits the cluster: remove init")
+		case n.Init != "" && n.Init != JoinKubeboot && n.Init != JoinKubeadm:
+			bad(field+".init", "%q: want %s or %s", n.Init, JoinKubeboot, JoinKubeadm)
+		case n.Init == JoinKubeadm && len(c.Nodes) > 1:
+			bad(field+".init", "a cluster that kubeadm inits is that one node (kubeboot's token and bundle do not join it): remove the other nodes, or init with kubeboot")
 		case n.Role == RoleControlPlane && n.Join != "":
 			bad(field+".join", "a control-plane node joins with kubeboot's certificate bundle: remove join, or make the node a worker")
 		case n.Role == RoleWorker && n.Join != JoinKubeboot && n.Join != JoinKubeadm:

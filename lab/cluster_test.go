@@ -37,6 +37,9 @@ func TestLoadClusterErrors(t *testing.T) {
 		{"join of a control plane", header + "nodes: [{name: a, role: control-plane, join: kubeadm}]\n", "nodes[0].join: a control-plane node joins with kubeboot's certificate bundle"},
 		{"join", header + "nodes: [{name: a, role: control-plane}, {name: w, role: worker, join: kubeadmin}]\n", `nodes[1].join: "kubeadmin": want kubeboot or kubeadm`},
 		{"version", header + "kubernetesVersion: 1.35\nnodes: [{name: a, role: control-plane}]\n", `kubernetesVersion: "1.35": want a release like v1.35.4`},
+		{"init", header + "nodes: [{name: a, role: control-plane, init: kubeadmin}]\n", `nodes[0].init: "kubeadmin": want kubeboot or kubeadm`},
+		{"init of a second node", header + "nodes: [{name: a, role: control-plane}, {name: b, role: control-plane, init: kubeadm}]\n", "nodes[1].init: only the first node inits the cluster"},
+		{"kubeadm init with workers", header + "nodes: [{name: a, role: control-plane, init: kubeadm}, {name: w, role: worker}]\n", "nodes[0].init: a cluster that kubeadm inits is that one node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeDescription(t, tc.text)
@@ -160,5 +163,42 @@ func TestWorkerConfig(t *testing.T) {
 	}
 	if _, err := c.NodeConfig(1); err == nil {
 		t.Error("a worker got a control-plane configuration")
+	}
+}
+
+// TestKubeadmInitConfig: kubeadm inits the same cluster as kubeboot would,
+// on the node's address and runtime, with the lab kubelet's settings and
+// patches, and ECDSA keys as kubeboot's.
+func TestKubeadmInitConfig(t *testing.T) {
+	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.5.0/24\nnodes: [{name: cp1, role: control-plane, init: kubeadm}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := c.KubeadmInitConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(data), "---\n")
+	if len(docs) != 3 {
+		t.Fatalf("%d documents, want InitConfiguration, ClusterConfiguration and KubeletConfiguration:\n%s", len(docs), data)
+	}
+	for _, want := range []string{
+		"advertiseAddress: 10.89.5.10", "name: cp1", "criSocket: unix:///tmp/kb-lab/cp1/cri.sock", "taints: []",
+		"directory: /tmp/kb-lab/cp1/lab/kubeadm-patches", "kubernetesVersion: v1.36.3", "encryptionAlgorithm: ECDSA-P256",
+		"podSubnet: 10.244.0.0/16", "failSwapOn: false", "cgroupsPerQOS: false", "imageGCHighThresholdPercent: 100",
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("no %q in:\n%s", want, data)
+		}
+	}
+	if strings.Contains(docs[2], "volumePluginDir") {
+		t.Errorf("the KubeletConfiguration names the node's paths, which the patches set:\n%s", docs[2])
+	}
+	other, err := lab.LoadCluster(writeDescription(t, header+"nodes: [{name: cp1, role: control-plane}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.KubeadmInitConfig(); err == nil {
+		t.Error("a kubeadm configuration for a node that kubeboot inits")
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/cri"
@@ -145,6 +146,19 @@ func Archive(cacheDir string, images []Image) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(cacheDir, key+".tar")
+	// Nodes that come up at once build a missing archive once: the others
+	// wait for it here and reuse it.
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("create image cache %q: %w", cacheDir, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(cacheDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = lock.Close() }() // closing releases the lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return "", fmt.Errorf("lock image cache %q: %w", cacheDir, err)
+	}
 	defer pruneArchives(cacheDir, path)
 	if _, err := os.Stat(path); err == nil {
 		now := time.Now()
@@ -159,9 +173,6 @@ func Archive(cacheDir string, images []Image) (string, error) {
 		if refs[ref], err = build(img); err != nil {
 			return "", fmt.Errorf("build lab image %q: %w", img.Ref, err)
 		}
-	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("create image cache %q: %w", cacheDir, err)
 	}
 	tmp, err := os.CreateTemp(cacheDir, ".archive-*.tar")
 	if err != nil {

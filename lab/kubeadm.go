@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubeboot/kubeboot/files"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -22,6 +23,7 @@ const (
 	kubeadmFlagsFile   = KubeadmKubeletDir + "/kubeadm-flags.env"
 	kubeadmKubeletConf = KubeadmKubeletDir + "/config.yaml"
 	kubeadmBootstrap   = KubeadmConfigDir + "/bootstrap-kubelet.conf"
+	kubeadmKubeletKC   = KubeadmConfigDir + "/kubelet.conf"
 )
 
 // overlaid are the host directories a kubeadm node sees through an overlay
@@ -37,13 +39,20 @@ type KubeadmNode struct {
 	Dir string
 	// Kubeadm is the kubeadm binary.
 	Kubeadm string
+	// Name and Address are the node's, which Isolate adds to its
+	// /etc/hosts.
+	Name, Address string
 }
 
 // Isolate gives this process's own mount namespace, which lab up
 // --cluster created for it (`unshare --mount`), the node's view of the
 // host: /etc and /var/lib overlaid, so that what kubeadm and the kubelet
 // write there lands in the node's dir and nothing of the host's changes.
-// It refuses to run in the host's mount namespace.
+// The node's /etc/hosts names the node, as a real node's resolves its own
+// name: kubeadm's preflight looks the name up, and so does the kubelet
+// for its address without --node-ip, and a lab node has no DNS server to
+// ask (each lookup would wait 10 s for one). It refuses to run in the
+// host's mount namespace.
 func (k KubeadmNode) Isolate() error {
 	// The parent is lab up --cluster's nsenter, or a shell, in the host's.
 	own, err1 := os.Readlink("/proc/self/ns/mnt")
@@ -67,7 +76,14 @@ func (k KubeadmNode) Isolate() error {
 			return fmt.Errorf("overlay %s with %s: %w", dir, upper, err)
 		}
 	}
-	return nil
+	if k.Name == "" {
+		return nil
+	}
+	hosts, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		return err
+	}
+	return (&files.AtomicWriter{}).WriteFile("/etc/hosts", append(hosts, fmt.Sprintf("%s %s\n", k.Address, k.Name)...), 0o644)
 }
 
 // Patches writes kubeadm's patch of the kubelet's configuration into the
@@ -86,27 +102,28 @@ func (k KubeadmNode) Patches() (string, error) {
 	return dir, writeAtomic(filepath.Join(dir, "kubeletconfiguration+merge.yaml"), []byte(patch))
 }
 
-// KubeletArgs waits until `kubeadm join` has written what the kubelet
-// reads (its configuration and its bootstrap kubeconfig, as kubeadm's
-// kubelet-start writes them before it starts kubelet.service) and returns
-// the kubelet's command line as kubeadm's systemd drop-in makes it. A
-// kubeadm that exits first fails it, with its log's tail.
-func (k KubeadmNode) KubeletArgs(ctx context.Context, join *exec.Cmd, log string, exited <-chan error) ([]string, error) {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+// kubeletFilesPoll is how often KubeletArgs looks for kubeadm's files:
+// often enough that the kubelet starts about when systemd would start it.
+const kubeletFilesPoll = 10 * time.Millisecond
+
+// KubeletArgs waits until kubeadm (init or join) has written what the
+// kubelet reads (its configuration, its flags and a kubeconfig: join's
+// bootstrap one or init's kubelet.conf, as kubeadm's kubelet-start has
+// them before it starts kubelet.service) and returns the kubelet's
+// command line as kubeadm's systemd drop-in makes it. A kubeadm that
+// exits first fails it, with its log's tail.
+func (k KubeadmNode) KubeletArgs(ctx context.Context, kubeadm *exec.Cmd, log string, exited <-chan error) ([]string, error) {
+	exists := func(f string) bool { _, err := os.Stat(f); return err == nil }
+	err := wait.PollUntilContextTimeout(ctx, kubeletFilesPoll, 5*time.Minute, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-exited:
-			return false, fmt.Errorf("kubeadm join exited before it started the kubelet: %w:\n%s", err, tail(log, 20))
+			return false, fmt.Errorf("%s exited before it started the kubelet: %w:\n%s", strings.Join(kubeadm.Args[:2], " "), err, tail(log, 20))
 		default:
 		}
-		for _, f := range []string{kubeadmKubeletConf, kubeadmBootstrap, kubeadmFlagsFile} {
-			if _, err := os.Stat(f); err != nil {
-				return false, nil
-			}
-		}
-		return true, nil
+		return exists(kubeadmKubeletConf) && exists(kubeadmFlagsFile) && (exists(kubeadmBootstrap) || exists(kubeadmKubeletKC)), nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("wait for %s's kubelet files: %w", strings.Join(join.Args, " "), err)
+		return nil, fmt.Errorf("wait for %s's kubelet files: %w", strings.Join(kubeadm.Args, " "), err)
 	}
 	env, err := os.ReadFile(kubeadmFlagsFile)
 	if err != nil {
@@ -114,7 +131,7 @@ func (k KubeadmNode) KubeletArgs(ctx context.Context, join *exec.Cmd, log string
 	}
 	args := []string{
 		"--bootstrap-kubeconfig=" + kubeadmBootstrap,
-		"--kubeconfig=" + KubeadmConfigDir + "/kubelet.conf",
+		"--kubeconfig=" + kubeadmKubeletKC,
 		"--config=" + kubeadmKubeletConf,
 	}
 	return append(args, kubeadmFlags(string(env))...), nil

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/config"
 )
 
 // apiServerPort is the port of every API server of a lab cluster, and of
@@ -72,6 +74,61 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 		cfg["join"] = map[string]any{"etcdEndpoints": endpoints}
 	}
 	return yaml.Marshal(cfg)
+}
+
+// KubeadmInitConfig renders the configuration of the real `kubeadm init`
+// for the cluster's first node, the same cluster as NodeConfig's:
+// kubeadm's InitConfiguration, ClusterConfiguration and
+// KubeletConfiguration. kubeadm's paths are its fixed ones, which the
+// node's mount namespace overlays (see KubeadmNode.Isolate). The keys are
+// ECDSA P-256, kubeboot's default, so that the comparison times the
+// bring-up rather than RSA key generation.
+func (c *Cluster) KubeadmInitConfig() ([]byte, error) {
+	n := c.Nodes[0]
+	if n.Init != JoinKubeadm {
+		return nil, fmt.Errorf("%s: nodes[0] inits with kubeboot, which reads NodeConfig", c.source)
+	}
+	version := c.KubernetesVersion
+	if version == "" {
+		version = config.DefaultKubernetesVersion
+	}
+	kubelet := nodeKubelet(c.NodeDir(n.Name))["extraConfig"].(map[string]any)
+	docs := []map[string]any{{
+		"apiVersion":       "kubeadm.k8s.io/v1beta4",
+		"kind":             "InitConfiguration",
+		"localAPIEndpoint": map[string]any{"advertiseAddress": c.Address(0).String(), "bindPort": apiServerPort},
+		// Without workers the node stays untainted, as NodeConfig's.
+		"nodeRegistration": map[string]any{"name": n.Name, "criSocket": "unix://" + filepath.Join(c.NodeDir(n.Name), "cri.sock"), "taints": []string{}},
+		"patches":          map[string]any{"directory": filepath.Join(c.NodeDir(n.Name), "lab", "kubeadm-patches")},
+	}, {
+		"apiVersion":          "kubeadm.k8s.io/v1beta4",
+		"kind":                "ClusterConfiguration",
+		"clusterName":         c.Name,
+		"kubernetesVersion":   version,
+		"encryptionAlgorithm": "ECDSA-P256",
+		"networking":          map[string]any{"podSubnet": c.PodSubnet},
+	}, {
+		"apiVersion": "kubelet.config.k8s.io/v1beta1",
+		"kind":       "KubeletConfiguration",
+	}}
+	for k, v := range kubelet {
+		// The patches of KubeadmNode.Patches set these for the node.
+		if k != "volumePluginDir" && k != "podLogsDir" && k != "enforceNodeAllocatable" {
+			docs[2][k] = v
+		}
+	}
+	var out []byte
+	for i, d := range docs {
+		data, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, data...)
+	}
+	return out, nil
 }
 
 // labKubeProxy is what every lab cluster's kube-proxy is told on top of

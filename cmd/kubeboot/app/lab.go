@@ -32,6 +32,9 @@ type labOptions struct {
 	// kubeadmJoin is a discovery file: the worker joins with the real
 	// kubeadm instead of kubeboot join.
 	kubeadmJoin string
+	// kubeadmInit is a kubeadm configuration file: the node inits the
+	// cluster with the real kubeadm instead of kubeboot init.
+	kubeadmInit string
 }
 
 // spec loads the lab node's configuration: a ClusterConfiguration, a
@@ -102,11 +105,15 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			}
 			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
 				role := labRoleOf(s)
-				if opts.kubeadmJoin != "" {
-					if s.Worker == nil {
-						return nil, &exit.UsageError{Msg: "--kubeadm-join joins a worker: --config must be a WorkerConfiguration"}
-					}
+				switch {
+				case opts.kubeadmJoin != "" && s.Worker == nil:
+					return nil, &exit.UsageError{Msg: "--kubeadm-join joins a worker: --config must be a WorkerConfiguration"}
+				case opts.kubeadmJoin != "":
 					role = kubeadmRole(s.Worker, opts.binDir, opts.kubeadmJoin)
+				case opts.kubeadmInit != "" && (s.Worker != nil || s.Join != nil):
+					return nil, &exit.UsageError{Msg: "--kubeadm-init inits a cluster: --config must be a ClusterConfiguration, without --control-plane"}
+				case opts.kubeadmInit != "":
+					role = kubeadmInitRole(s.Config, opts.binDir, opts.kubeadmInit)
 				}
 				return labUp(ctx, s, opts.binDir, role)
 			})
@@ -116,6 +123,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	addControlPlaneFlag(up.Flags(), &opts.controlPlane)
 	opts.bundle.add(up)
 	up.Flags().StringVar(&opts.kubeadmJoin, "kubeadm-join", "", "join this worker with the real kubeadm (from --bin-dir) and this discovery file, in the mount namespace `lab up --cluster` gives the node")
+	up.Flags().StringVar(&opts.kubeadmInit, "kubeadm-init", "", "init the cluster on this node with the real kubeadm (from --bin-dir) and this kubeadm configuration, in the mount namespace `lab up --cluster` gives the node")
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the kubelet, remove every pod, stop containerd and remove the lab's own files",
@@ -231,6 +239,9 @@ type labRole struct {
 	workflow phases.Runner
 	// skip are the workflow's phases the lab does itself.
 	skip []string
+	// watch, when set, is the control plane lab up watches come up (see
+	// lab.WatchControlPlane), to mark the control-plane-healthy stage.
+	watch *config.ClusterConfiguration
 	// done is the last line of a successful lab up.
 	done string
 }
@@ -257,13 +268,65 @@ func labRoleOf(s *phases.State) labRole {
 		kubelet:  fixedArgs(append(phases.KubeletArgs(cfg), "--root-dir="+root)),
 		workflow: phases.Init,
 		// The lab runs its kubelet itself, so systemd must not.
-		skip: []string{phases.KubeletStart.Name},
-		done: "control plane is up: kubectl --kubeconfig " + cfg.KubeconfigPath(config.KubeconfigAdmin) + " get pods -n kube-system",
+		skip:  []string{phases.KubeletStart.Name},
+		watch: cfg,
+		done:  "control plane is up: kubectl --kubeconfig " + cfg.KubeconfigPath(config.KubeconfigAdmin) + " get pods -n kube-system",
 	}
 	if s.Join != nil {
-		role.prep, role.workflow = join.Prepare, join.ControlPlane
+		role.prep, role.workflow, role.watch = join.Prepare, join.ControlPlane, nil
 	}
 	return role
+}
+
+// The stages of a node's bring-up that lab up marks in its JSON events
+// (the "stage" field), in the order they come, so that make bench can time
+// them whichever tool brings the node up.
+const (
+	// stageRuntimeStarted: containerd serves the CRI.
+	stageRuntimeStarted = "runtime-started"
+	// stageImagesReady: every image the node runs is in containerd.
+	stageImagesReady = "images-ready"
+	// stageBootstrapStarted: the tool (kubeboot's phases, or kubeadm) starts.
+	stageBootstrapStarted = "bootstrap-started"
+	// stageKubeletStarted: lab up started the kubelet, once the tool had
+	// written what it reads.
+	stageKubeletStarted = "kubelet-started"
+	// stageControlPlaneHealthy: the node's four components answer healthy,
+	// as lab up sees them (lab.WatchControlPlane).
+	stageControlPlaneHealthy = "control-plane-healthy"
+	// stageKubeadmExited: kubeadm init or join returned.
+	stageKubeadmExited = "kubeadm-exited"
+	// stageWorkflowDone: the role's workflow ended: kubeboot init or join
+	// returned, or kubeadm's node is up.
+	stageWorkflowDone = "workflow-done"
+)
+
+// watchControlPlane watches cfg's control plane come up in the
+// background, if cfg is set, and marks the moment all four components
+// answer. The function it returns waits for the watch a little, for a
+// tool that returned on its own view of health; a healthy control plane
+// is seen within lab.WatchControlPlane's 20 ms.
+func watchControlPlane(ctx context.Context, cfg *config.ClusterConfiguration, report *output.Reporter) func() {
+	if cfg == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := lab.WatchControlPlane(ctx, cfg); err == nil {
+			report.Event(output.Event{Phase: "lab", Level: output.LevelInfo, Msg: "all four components answer healthy",
+				Fields: map[string]any{"stage": stageControlPlaneHealthy}})
+		}
+	}()
+	return func() {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+		cancel()
+		<-done
+	}
 }
 
 // fixedArgs are kubelet flags known before lab up starts.
@@ -314,7 +377,7 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	if err := node.StartContainerd(ctx); err != nil {
 		return nil, err
 	}
-	s.Report.Infof("containerd serving the CRI on %s (log: %s)", node.Socket, node.Containerd().LogFile())
+	s.Report.Stagef(stageRuntimeStarted, "containerd serving the CRI on %s (log: %s)", node.Socket, node.Containerd().LogFile())
 	if err := lab.Import(ctx, filepath.Join(binDir, "ctr"), node.Socket, archive, images); err != nil {
 		return nil, err
 	}
@@ -322,6 +385,8 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	if err := pullLabImages(ctx, node, binDir, pulls, s.Report); err != nil {
 		return nil, err
 	}
+	s.Report.Stagef(stageImagesReady, "the node's images are in containerd")
+	s.Report.Stagef(stageBootstrapStarted, "bringing the node up")
 	if _, err := (phases.Runner{Phases: role.prep}).Run(ctx, s, nil); err != nil {
 		return nil, err
 	}
@@ -334,12 +399,15 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	if err := kubelet.Start(filepath.Join(binDir, "kubelet"), args...); err != nil {
 		return nil, err
 	}
-	s.Report.Infof("kubelet started (log: %s)", kubelet.LogFile())
+	s.Report.Stagef(stageKubeletStarted, "kubelet started (log: %s)", kubelet.LogFile())
 	initStarted = true
+	watched := watchControlPlane(ctx, role.watch, s.Report)
 	if ran, err = role.workflow.Run(ctx, s, role.skip); err != nil {
 		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), node.Containerd().LogFile())
 	}
 	s.Report.SetPhase("lab")
+	s.Report.Stagef(stageWorkflowDone, "%s", strings.Join(ran, ", "))
+	watched()
 	s.Report.Infof("%s", role.done)
 	return ran, nil
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +83,9 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 	}
 	report.Infof("load balancer on %s, and on %s for this host (log: %s)", c.Endpoint(), hostEndpoint, c.LoadBalancer().LogFile())
 	first := c.Nodes[0].Name
+	if c.Nodes[0].Init == lab.JoinKubeadm {
+		return kubeadmClusterUp(ctx, c, self, binDir, hostEndpoint, report)
+	}
 	var joinFlags []string
 	for _, i := range c.ControlPlanes() {
 		args := []string{"--bin-dir", binDir}
@@ -92,13 +97,17 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 			}
 			args = append(args, joinFlags...)
 		}
-		if err := nodeUp(ctx, c, i, self, args, &result, report); err != nil {
+		node, err := nodeUp(ctx, c, i, self, args, report)
+		if err != nil {
 			return result, err
 		}
+		result.Nodes = append(result.Nodes, node)
 	}
-	if err := workersUp(ctx, c, self, binDir, &result, report); err != nil {
+	workers, err := workersUp(ctx, c, self, binDir, report)
+	if err != nil {
 		return result, err
 	}
+	result.Nodes = append(result.Nodes, workers...)
 	result.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
 	if err := hostKubeconfig(filepath.Join(c.NodeDir(first), "admin.conf"), result.Kubeconfig, hostEndpoint); err != nil {
 		return result, err
@@ -115,36 +124,77 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 	return result, nil
 }
 
+// kubeadmClusterUp brings up a cluster that the real kubeadm inits: its
+// one node, with `lab up --kubeadm-init` and the kubeadm configuration of
+// lab.Cluster.KubeadmInitConfig, and the host's kubeconfig. kubeadm leaves
+// kube-proxy out there (see kubeadmInitRole), so there are no addons to
+// wait for.
+func kubeadmClusterUp(ctx context.Context, c *lab.Cluster, self, binDir, hostEndpoint string, report *output.Reporter) (clusterResult, error) {
+	var result clusterResult
+	first := c.Nodes[0].Name
+	kubeadmConfig := filepath.Join(c.NodeDir(first), "kubeadm.yaml")
+	data, err := c.KubeadmInitConfig()
+	if err == nil {
+		err = os.WriteFile(kubeadmConfig, data, 0o600)
+	}
+	if err != nil {
+		return result, err
+	}
+	node, err := nodeUp(ctx, c, 0, self, []string{"--bin-dir", binDir, "--kubeadm-init", kubeadmConfig}, report)
+	if err != nil {
+		return result, err
+	}
+	result.Nodes = append(result.Nodes, node)
+	result.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	adminConf := filepath.Join(c.NodeDir(first), "lab", "overlay", "etc", "kubernetes", "admin.conf")
+	if err := hostKubeconfig(adminConf, result.Kubeconfig, hostEndpoint); err != nil {
+		return result, err
+	}
+	report.Infof("use it: kubectl --kubeconfig %s get nodes", result.Kubeconfig)
+	result.OK, result.Endpoint = true, hostEndpoint
+	return result, nil
+}
+
+// nodeLogName is the file in a node's dir that keeps its `lab up -o json`
+// events, whose stages make bench times.
+const nodeLogName = "lab-up.json"
+
 // nodeUp runs `lab up` with args for the cluster's i-th node in its
-// network namespace, and adds the node to the result.
-func nodeUp(ctx context.Context, c *lab.Cluster, i int, self string, args []string, result *clusterResult, report *output.Reporter) error {
+// network namespace, keeps its events in the node's dir, and returns the
+// node's line of the result.
+func nodeUp(ctx context.Context, c *lab.Cluster, i int, self string, args []string, report *output.Reporter) (clusterNode, error) {
 	n := c.Nodes[i]
 	start := time.Now()
+	log, err := os.Create(filepath.Join(c.NodeDir(n.Name), nodeLogName))
+	if err != nil {
+		return clusterNode{}, err
+	}
+	defer func() { _ = log.Close() }()
 	var stdout, stderr bytes.Buffer
 	args = append([]string{"lab", "up", "--config", c.NodeConfigPath(n.Name), "-o", "json"}, args...)
 	binary := self
-	if n.Join == lab.JoinKubeadm {
+	if n.Join == lab.JoinKubeadm || n.Init == lab.JoinKubeadm {
 		// kubeadm's node gets a mount namespace of its own, which its
 		// containerd and kubelet keep (see lab.KubeadmNode.Isolate).
 		binary, args = "unshare", append([]string{"--mount", "--propagation", "private", "--", self}, args...)
 	}
 	cmd := lab.InNamespace(ctx, c.Netns(n.Name), binary, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, log), &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("node %s: lab up: %w\n%s(the lab stays up for a look at its logs in %s; stop it with `kubeboot lab down --cluster`)",
+		return clusterNode{}, fmt.Errorf("node %s: lab up: %w\n%s(the lab stays up for a look at its logs in %s; stop it with `kubeboot lab down --cluster`)",
 			n.Name, err, lastLines(stdout.String()+stderr.String(), 20), c.NodeDir(n.Name))
 	}
 	took := time.Since(start).Round(10 * time.Millisecond)
 	report.Infof("node %s (%s, %s) up in %s", n.Name, n.Role, c.Address(i), took)
-	result.Nodes = append(result.Nodes, clusterNode{Name: n.Name, Role: n.Role, Join: n.Join, Address: c.Address(i).String(), Took: took.String()})
-	return nil
+	return clusterNode{Name: n.Name, Role: n.Role, Join: n.Join, Address: c.Address(i).String(), Took: took.String()}, nil
 }
 
-// workersUp joins the cluster's workers with a new bootstrap token of the
-// first node's: each writes its WorkerConfiguration, and runs lab up with
-// kubeboot join (the token and the CA's hash) or with the real kubeadm
-// join (the token's discovery file).
-func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, result *clusterResult, report *output.Reporter) error {
+// workersUp joins the cluster's workers, all at once, with a new bootstrap
+// token of the first node's: each writes its WorkerConfiguration, and runs
+// lab up with kubeboot join (the token and the CA's hash) or with the
+// real kubeadm join (the token's discovery file). It returns the workers'
+// lines of the result, in the description's order.
+func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, report *output.Reporter) ([]clusterNode, error) {
 	var workers []int
 	for i, n := range c.Nodes {
 		if n.Role == lab.RoleWorker {
@@ -152,14 +202,17 @@ func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, result 
 		}
 	}
 	if len(workers) == 0 {
-		return nil
+		return nil, nil
 	}
 	discoveryFile := filepath.Join(c.Dir, "discovery.conf")
 	d, err := createToken(ctx, c, self, discoveryFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, i := range workers {
+	nodes := make([]clusterNode, len(workers))
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for k, i := range workers {
 		n := c.Nodes[i]
 		cfg, err := c.WorkerConfig(i, d)
 		if err == nil {
@@ -169,17 +222,16 @@ func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, result 
 			err = os.WriteFile(c.NodeConfigPath(n.Name), cfg, 0o600)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		args := []string{"--bin-dir", binDir}
 		if n.Join == lab.JoinKubeadm {
 			args = append(args, "--kubeadm-join", discoveryFile)
 		}
-		if err := nodeUp(ctx, c, i, self, args, result, report); err != nil {
-			return err
-		}
+		wg.Go(func() { nodes[k], errs[k] = nodeUp(ctx, c, i, self, args, report) })
 	}
-	return nil
+	wg.Wait()
+	return nodes, errors.Join(errs...)
 }
 
 // createToken creates a bootstrap token on the first node for the

@@ -23,26 +23,10 @@ import (
 // preflight checks that cannot hold in a lab node are ignored, each for
 // its reason (see kubeadmIgnored).
 func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) labRole {
-	node := lab.KubeadmNode{Dir: filepath.Join(w.Paths.KubeconfigDir, "lab"), Kubeadm: filepath.Join(binDir, "kubeadm")}
+	node := lab.KubeadmNode{Dir: filepath.Join(w.Paths.KubeconfigDir, "lab"), Kubeadm: filepath.Join(binDir, "kubeadm"), Name: w.Node.Name, Address: w.Node.Address}
 	exited := make(chan error, 1)
 	log := filepath.Join(node.Dir, "kubeadm-join.log")
-	var joinErr error
-	wait := phases.Phase{
-		Name:  "kubeadm-join",
-		Short: "Wait for the real kubeadm join to finish",
-		Run: func(ctx context.Context, s *phases.State) error {
-			select {
-			case joinErr = <-exited:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if joinErr != nil {
-				return fmt.Errorf("kubeadm join: %w:\n%s", joinErr, lastLines(readOrEmpty(log), 20))
-			}
-			s.Report.Infof("kubeadm join succeeded (log: %s)", log)
-			return nil
-		},
-	}
+	wait := kubeadmExit("kubeadm-join", log, exited)
 	// As kubeboot join's last phase does, the node is up once Ready: a
 	// kubelet slow to register its Node restarts itself after its CSINode
 	// retries (about 140 s) and is Ready after that.
@@ -67,32 +51,99 @@ func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) la
 			return nil
 		},
 	}
+	args := []string{"join", "--discovery-file", discoveryFile, "--node-name", w.Node.Name, "--cri-socket", w.Kubelet.ContainerRuntimeEndpoint}
 	return labRole{
-		setup: node.Isolate,
-		kubelet: func(ctx context.Context) ([]string, error) {
-			patches, err := node.Patches()
-			if err != nil {
-				return nil, err
-			}
-			out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-			if err != nil {
-				return nil, err
-			}
-			cmd := exec.CommandContext(ctx, node.Kubeadm, "join", "--discovery-file", discoveryFile,
-				"--node-name", w.Node.Name, "--cri-socket", w.Kubelet.ContainerRuntimeEndpoint,
-				"--patches", patches, "--ignore-preflight-errors", strings.Join(kubeadmIgnored, ","), "-v", "1")
-			cmd.Stdout, cmd.Stderr = out, out
-			// kubeadm finds the kubelet on the PATH for its version check.
-			cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
-			if err := cmd.Start(); err != nil {
-				_ = out.Close()
-				return nil, fmt.Errorf("start kubeadm join: %w", err)
-			}
-			go func() { exited <- cmd.Wait(); _ = out.Close() }()
-			return node.KubeletArgs(ctx, cmd, log, exited)
-		},
+		setup:    node.Isolate,
+		kubelet:  startKubeadm(node, binDir, log, args, exited),
 		workflow: phases.Runner{Phases: []phases.Phase{wait, ready}},
 		done:     fmt.Sprintf("node %s joined with kubeadm and is Ready", w.Node.Name),
+	}
+}
+
+// kubeadmInitRole inits the cluster on this node with the real `kubeadm
+// init` and the kubeadm configuration file lab up --cluster wrote (see
+// lab.Cluster.KubeadmInitConfig), in the node's own mount namespace, as
+// kubeadmRole joins: kubeadm runs in the background and lab up starts the
+// kubelet once kubeadm has written its files. kube-proxy is left out:
+// kubeadm's DaemonSet mounts the host's /run/xtables.lock and /lib/modules,
+// which a lab node must not touch (and the single-node lab needs no
+// Service proxy). The node is up once kubeadm init returns.
+func kubeadmInitRole(cfg *config.ClusterConfiguration, binDir, kubeadmConfig string) labRole {
+	node := lab.KubeadmNode{Dir: filepath.Join(cfg.Paths.KubeconfigDir, "lab"), Kubeadm: filepath.Join(binDir, "kubeadm"), Name: cfg.Node.Name, Address: cfg.Node.AdvertiseAddress}
+	exited := make(chan error, 1)
+	log := filepath.Join(node.Dir, "kubeadm-init.log")
+	args := []string{"init", "--config", kubeadmConfig, "--skip-phases", "addon/kube-proxy"}
+	return labRole{
+		setup:    node.Isolate,
+		kubelet:  startKubeadm(node, binDir, log, args, exited),
+		workflow: phases.Runner{Phases: []phases.Phase{kubeadmExit("kubeadm-init", log, exited)}},
+		watch:    kubeadmView(cfg),
+		done:     "control plane is up (kubeadm init): kubectl --kubeconfig " + filepath.Join(node.Dir, "overlay", "etc", "kubernetes", "admin.conf") + " get pods -n kube-system",
+	}
+}
+
+// kubeadmExit is the phase that waits for kubeadm, started by
+// startKubeadm, to exit, and fails with its log's tail if it failed.
+func kubeadmExit(name, log string, exited <-chan error) phases.Phase {
+	return phases.Phase{
+		Name:  name,
+		Short: "Wait for the real kubeadm to finish",
+		Run: func(ctx context.Context, s *phases.State) error {
+			var err error
+			select {
+			case err = <-exited:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err != nil {
+				return fmt.Errorf("kubeadm: %w:\n%s", err, lastLines(readOrEmpty(log), 20))
+			}
+			s.Report.Stagef(stageKubeadmExited, "kubeadm succeeded (log: %s)", log)
+			return nil
+		},
+	}
+}
+
+// kubeadmView is cfg as kubeadm lays the node out: its certificates and
+// manifests at kubeadm's fixed paths, for lab up's watch of the control
+// plane.
+func kubeadmView(cfg *config.ClusterConfiguration) *config.ClusterConfiguration {
+	view := *cfg
+	view.Certificates.Dir = filepath.Join(lab.KubeadmConfigDir, "pki")
+	view.Paths.ManifestsDir = filepath.Join(lab.KubeadmConfigDir, "manifests")
+	return &view
+}
+
+// startKubeadm is a role's kubelet step for kubeadm: it starts kubeadm
+// with args (and the flags every lab node needs) in the background,
+// logging to log and sending its exit to exited, and returns the
+// kubelet's flags once kubeadm has written the kubelet's files.
+func startKubeadm(node lab.KubeadmNode, binDir, log string, args []string, exited chan<- error) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		patches, err := node.Patches()
+		if err != nil {
+			return nil, err
+		}
+		out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if args[0] == "join" {
+			// init's configuration names them: kubeadm refuses the flag next to --config.
+			args = append(args, "--patches", patches)
+		}
+		args = append(args, "--ignore-preflight-errors", strings.Join(kubeadmIgnored, ","), "-v", "1")
+		cmd := exec.CommandContext(ctx, node.Kubeadm, args...)
+		cmd.Stdout, cmd.Stderr = out, out
+		// kubeadm finds the kubelet on the PATH for its version check.
+		cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+		if err := cmd.Start(); err != nil {
+			_ = out.Close()
+			return nil, fmt.Errorf("start kubeadm %s: %w", args[0], err)
+		}
+		waited := make(chan error, 1)
+		go func() { err := cmd.Wait(); _ = out.Close(); waited <- err; exited <- err }()
+		return node.KubeletArgs(ctx, cmd, log, waited)
 	}
 }
 
