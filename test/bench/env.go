@@ -23,6 +23,8 @@ type machine struct {
 // versions are the versions of what was measured.
 type versions struct {
 	kubeboot, kubeadm, etcd string
+	// containerd is the lab's runtime: its version line's third field.
+	containerd string
 	// goKubeboot and goKubeadm are the toolchains that built each binary.
 	goKubeboot, goKubeadm string
 }
@@ -90,6 +92,13 @@ func readVersions(ctx context.Context, o options) (versions, error) {
 		return v, err
 	}
 	v.etcd = strings.TrimPrefix(strings.SplitN(etcd, "\n", 2)[0], "etcd Version: ")
+	containerd, err := output(ctx, filepath.Join(o.binDir, "containerd"), "--version")
+	if err != nil {
+		return v, err
+	}
+	if f := strings.Fields(containerd); len(f) >= 3 {
+		v.containerd = f[2]
+	}
 	// `go version FILE` prints "FILE: go1.x.y": the toolchain that built it.
 	for _, b := range []struct {
 		path string

@@ -199,9 +199,11 @@ func leftovers(dir string) error {
 
 // event is a JSON progress line of `kubeboot ... -o json`.
 type event struct {
-	Time   time.Time `json:"time"`
-	Phase  string    `json:"phase"`
-	Msg    string    `json:"msg"`
+	Time  time.Time `json:"time"`
+	Phase string    `json:"phase"`
+	Msg   string    `json:"msg"`
+	// Stage names a stage of a node's bring-up (lab up's events).
+	Stage  string `json:"stage"`
 	Health *struct {
 		Component string `json:"component"`
 		State     string `json:"state"`

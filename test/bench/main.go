@@ -32,11 +32,12 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	kubeboot, binDir, goBin string
-	out, rawDir             string
-	address                 string
-	runs, warmup, labRuns   int
-	microCount, waitCount   int
+	kubeboot, binDir, goBin    string
+	out, rawDir                string
+	address                    string
+	runs, warmup, labRuns      int
+	clusterRuns, clusterWarmup int
+	microCount, waitCount      int
 }
 
 func main() {
@@ -50,6 +51,8 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 30, "timed runs of each command")
 	flag.IntVar(&o.warmup, "warmup", 2, "untimed runs of each command first, to warm caches")
 	flag.IntVar(&o.labRuns, "lab-runs", 5, "rounds of lab up and of the direct start")
+	flag.IntVar(&o.clusterRuns, "cluster-runs", 3, "timed rounds of the cluster jobs")
+	flag.IntVar(&o.clusterWarmup, "cluster-warmup", 1, "untimed rounds of the cluster jobs first")
 	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
 	flag.IntVar(&o.waitCount, "wait-count", 3, "go test -count of BenchmarkWaitDetection (20 iterations each)")
 	flag.Parse()
@@ -87,6 +90,9 @@ func run(o options) error {
 	r := &report{started: time.Now().UTC(), opts: o}
 	r.machine = readMachine()
 	if r.versions, err = readVersions(ctx, o); err != nil {
+		return err
+	}
+	if r.clusters, err = measureClusters(ctx, o, work); err != nil {
 		return err
 	}
 	if r.commands, err = measureCommands(ctx, o, work, r.versions.kubeadm); err != nil {

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Targets of the cluster benchmark issue: kubeboot's time over kubeadm's.
+const (
+	targetInitRatio = 0.5
+	targetJoinRatio = 0.5
+)
+
+// clusterRow is one row of a cluster table: a span of each run.
+type clusterRow struct {
+	name string
+	f    func(clusterRun) time.Duration
+}
+
+// spanOf is a row's function for a span between two nodes' stages (zero
+// when a stage is missing, which the tables show as such).
+func spanOf(na, a, nb, b string) func(clusterRun) time.Duration {
+	return func(r clusterRun) time.Duration {
+		d, _ := r.span(na, a, nb, b)
+		return d
+	}
+}
+
+// toolWall is from the node's bootstrap-started to its tool's return.
+func toolWall(node string) func(clusterRun) time.Duration {
+	return func(r clusterRun) time.Duration { return spanOf(node, "bootstrap-started", node, r.toolEnd(node))(r) }
+}
+
+// afterHealthy is from the control plane's healthy moment to the tool's return.
+func afterHealthy(r clusterRun) time.Duration {
+	return spanOf("cp1", "control-plane-healthy", "cp1", r.toolEnd("cp1"))(r)
+}
+
+func durations(runs []clusterRun, f func(clusterRun) time.Duration) summary {
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = f(r).Seconds()
+	}
+	return summarize(xs)
+}
+
+// pairRatios are the per-round ratios of fa over fb: a and b ran in the
+// same round.
+func pairRatios(a, b []clusterRun, fa, fb func(clusterRun) time.Duration) summary {
+	n := min(len(a), len(b))
+	xs := make([]float64, n)
+	for i := range n {
+		xs[i] = fa(a[i]).Seconds() / fb(b[i]).Seconds()
+	}
+	return summarize(xs)
+}
+
+func writeRows(b *strings.Builder, runs []clusterRun, rows []clusterRow) {
+	b.WriteString("| | min | median | max |\n|---|---|---|---|\n")
+	for _, row := range rows {
+		s := durations(runs, row.f)
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", row.name, fmtSeconds(s.min), fmtSeconds(s.median), fmtSeconds(s.max))
+	}
+	b.WriteString("\n")
+}
+
+// clusterTargets are the targets table's rows for bring-up and join.
+func (r *report) clusterTargets() []target {
+	kb, ka := r.clusters[jobKubebootInit], r.clusters[jobKubeadmInit]
+	joins := r.clusters[jobJoins]
+	initRatio := durations(kb, toolWall("cp1")).median / durations(ka, toolWall("cp1")).median
+	joinRatio := durations(joins, toolWall("wk")).median / durations(joins, spanOf("wa", "bootstrap-started", "wa", "workflow-done")).median
+	return []target{
+		{"control-plane bring-up: `kubeboot init` vs `kubeadm init`, empty node to the command's return", fmt.Sprintf("≤ %.2f×", targetInitRatio),
+			fmt.Sprintf("%s (%s vs %s)", fmtRatio(initRatio), fmtSeconds(durations(kb, toolWall("cp1")).median), fmtSeconds(durations(ka, toolWall("cp1")).median)), initRatio <= targetInitRatio},
+		{"worker join: `kubeboot join` vs `kubeadm join`, command start to Node Ready", fmt.Sprintf("≤ %.2f×", targetJoinRatio),
+			fmt.Sprintf("%s (%s vs %s)", fmtRatio(joinRatio), fmtSeconds(durations(joins, toolWall("wk")).median),
+				fmtSeconds(durations(joins, spanOf("wa", "bootstrap-started", "wa", "workflow-done")).median)), joinRatio <= targetJoinRatio},
+	}
+}
+
+// clusterSection writes the bring-up, join and usable-cluster tables.
+func (r *report) clusterSection(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	kb, ka := r.clusters[jobKubebootInit], r.clusters[jobKubeadmInit]
+	w("## Clusters on containerd: bring-up and join side by side with kubeadm\n\n")
+	w("Every job below is one `kubeboot lab up --cluster` of a fresh lab (nodes in network namespaces of their own on %s, ", clusterSubnet)
+	w("each node with its own containerd %s and runc and the real kubelet %s), then `lab down --cluster`. ", r.versions.containerd, r.versions.kubeadm)
+	w("The four jobs run in a rotating order, round by round (%d timed rounds after %d warm-up round); ratios come from the same round. ", r.opts.clusterRuns, r.opts.clusterWarmup)
+	w("The times come from the stages each node's `lab up -o json` marks (`<node>/lab-up.json`; the last round's are in `.cache/bench/timelines/`): ")
+	w("`bootstrap-started` (the node's images are in containerd and the tool starts), `kubelet-started`, `control-plane-healthy` ")
+	w("(lab up's own watch: it polls the four components every 20 ms, the same way whichever tool wrote the manifests), `kubeadm-exited` and `workflow-done`.\n\n")
+	w("**How the kubelet starts, for both tools.** There is no systemd on the lab's nodes, so `lab up` starts the kubelet itself, as the systemd unit would: ")
+	w("for kubeboot, right after kubeboot's kubelet-config phase wrote what the kubelet reads (kubeboot skips its own kubelet-start); ")
+	w("for kubeadm, as soon as kubeadm's kubelet-start wrote `/var/lib/kubelet/config.yaml`, `kubeadm-flags.env` and a kubeconfig (looked for every 10 ms), ")
+	w("with the flags of kubeadm's systemd drop-in. kubeadm runs in the node's own mount namespace, where /etc and /var/lib are overlays into the node's dir, ")
+	w("and the node's /etc/hosts names the node, as on a real machine. kubeadm uses ECDSA-P256 keys, as kubeboot does by default, so that neither pays for RSA keys; ")
+	w("it skips its addon/kube-proxy phase (its DaemonSet would mount the host's /run/xtables.lock), kubeboot does not.\n\n")
+
+	w("### Control-plane bring-up\n\n")
+	w("One control-plane node, from `bootstrap-started` to the tool's return. \"To healthy\" ends when all four components answer; \"after healthy\" is what the tool took after that before it returned ")
+	w("(kubeadm checks every 500 ms; it then uploads its configuration, marks the node, and creates the bootstrap token, cluster-info and CoreDNS, as kubeboot does with its addons and CSR approver).\n\n")
+	w("| tool | wall min / median / max | to healthy (median) | after healthy min / median / max | ratio to kubeadm (range by round) |\n|---|---|---|---|---|\n")
+	for _, t := range []struct {
+		name string
+		runs []clusterRun
+	}{{"kubeboot init", kb}, {"kubeadm init", ka}} {
+		wall, healthy, after := durations(t.runs, toolWall("cp1")), durations(t.runs, spanOf("cp1", "bootstrap-started", "cp1", "control-plane-healthy")), durations(t.runs, afterHealthy)
+		ratio := pairRatios(t.runs, ka, toolWall("cp1"), toolWall("cp1"))
+		w("| %s | %s / %s / %s | %s | %s / %s / %s | %s (%s–%s) |\n", t.name, fmtSeconds(wall.min), fmtSeconds(wall.median), fmtSeconds(wall.max),
+			fmtSeconds(healthy.median), fmtSeconds(after.min), fmtSeconds(after.median), fmtSeconds(after.max),
+			fmtRatio(wall.median/durations(ka, toolWall("cp1")).median), fmtRatio(ratio.min), fmtRatio(ratio.max))
+	}
+	w("\nWhere kubeboot's time goes (medians):\n\n")
+	writeRows(b, kb, []clusterRow{
+		{"certificates, kubeconfigs and the kubelet's config, before the kubelet starts", spanOf("cp1", "bootstrap-started", "cp1", "kubelet-started")},
+		{"kubelet started → all four components healthy (manifests written ~0.1 s in; the rest is the kubelet, containerd and the components' own start)", spanOf("cp1", "kubelet-started", "cp1", "control-plane-healthy")},
+		{"healthy → init returned (bootstrap-admin, upload-config, tokens, kubelet-finalize, CSR approver, addons)", afterHealthy},
+	})
+	w("And kubeadm's:\n\n")
+	writeRows(b, ka, []clusterRow{
+		{"preflight, certificates, kubeconfigs, manifests and the kubelet's files, before the kubelet starts", spanOf("cp1", "bootstrap-started", "cp1", "kubelet-started")},
+		{"kubelet started → all four components healthy", spanOf("cp1", "kubelet-started", "cp1", "control-plane-healthy")},
+		{"healthy → kubeadm init returned", afterHealthy},
+	})
+
+	joins := r.clusters[jobJoins]
+	w("### Worker join\n\n")
+	w("One control plane (kubeboot) and two workers that join at once, `wk` with `kubeboot join` and `wa` with the real `kubeadm join` (the discovery file of `kubeboot token create`), ")
+	w("so that both join under the same load. From each worker's `bootstrap-started` to its Node Ready (both watch the Node).\n\n")
+	kbJoin, kaJoin := toolWall("wk"), spanOf("wa", "bootstrap-started", "wa", "workflow-done")
+	ratio := pairRatios(joins, joins, kbJoin, kaJoin)
+	w("| | min | median | max |\n|---|---|---|---|\n")
+	for _, row := range []clusterRow{
+		{"kubeboot join → Node Ready", kbJoin},
+		{"kubeadm join → Node Ready", kaJoin},
+		{"of which kubeadm join itself, to its return", spanOf("wa", "bootstrap-started", "wa", "kubeadm-exited")},
+		{"kubeboot: discovery, TLS bootstrap config and kubelet config, before the kubelet starts", spanOf("wk", "bootstrap-started", "wk", "kubelet-started")},
+	} {
+		s := durations(joins, row.f)
+		w("| %s | %s | %s | %s |\n", row.name, fmtSeconds(s.min), fmtSeconds(s.median), fmtSeconds(s.max))
+	}
+	w("\nRatio kubeboot / kubeadm: **%s** (range by round %s–%s).\n\n", fmtRatio(durations(joins, kbJoin).median/durations(joins, kaJoin).median), fmtRatio(ratio.min), fmtRatio(ratio.max))
+
+	usable := r.clusters[jobUsable]
+	w("### A usable cluster\n\n")
+	w("`kubeboot lab up --cluster` of one control plane and two kubeboot workers, from the command's start until a pod on w1 (started right after `lab up` returned, agnhost) ")
+	w("resolves `kubernetes.default.svc.cluster.local` through CoreDNS and connects to its ClusterIP through kube-proxy (`agnhost connect`, retried every 100 ms).\n\n")
+	lastWorker := func(stage string) func(clusterRun) time.Duration {
+		return func(r clusterRun) time.Duration {
+			var last time.Duration
+			for _, n := range []string{"w1", "w2"} {
+				last = max(last, spanOf("cp1", "workflow-done", n, stage)(r))
+			}
+			return last
+		}
+	}
+	writeRows(b, usable, []clusterRow{
+		{"**command start → the pod reached the Service**", func(r clusterRun) time.Duration { return r.probed.Sub(r.start) }},
+		{"`lab up --cluster` alone", func(r clusterRun) time.Duration { return r.end.Sub(r.start) }},
+		{"network, load balancer, cp1's containerd start", func(r clusterRun) time.Duration { return r.nodes["cp1"]["runtime-started"].Sub(r.start) }},
+		{"cp1's images into containerd", spanOf("cp1", "runtime-started", "cp1", "images-ready")},
+		{"init (kubeboot init, to its return)", toolWall("cp1")},
+		{"of which kubeboot's own (before the kubelet starts, and after healthy)", func(r clusterRun) time.Duration {
+			return spanOf("cp1", "bootstrap-started", "cp1", "kubelet-started")(r) + afterHealthy(r)
+		}},
+		{"workers, at once: token, containerd and images (init's return → the later worker's images ready)", lastWorker("images-ready")},
+		{"workers: join to Ready (init's return → the later worker Ready)", lastWorker("workflow-done")},
+		{"pod routes and addons rolled out (the later worker Ready → `lab up` returned)", func(r clusterRun) time.Duration {
+			return r.end.Sub(r.nodes["cp1"]["workflow-done"].Add(lastWorker("workflow-done")(r)))
+		}},
+		{"probe pod scheduled and Ready, then the Service reached", func(r clusterRun) time.Duration { return r.probed.Sub(r.end) }},
+	})
+}
