@@ -180,6 +180,9 @@ func nodeUp(ctx context.Context, c *lab.Cluster, i int, self string, args []stri
 	}
 	cmd := lab.InNamespace(ctx, c.Netns(n.Name), binary, args...)
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, log), &stderr
+	if cpuProfile != "" {
+		cmd.Env = append(os.Environ(), cpuProfileEnv+"="+strings.TrimSuffix(cpuProfile, ".pprof")+"-"+n.Name+".pprof")
+	}
 	if err := cmd.Run(); err != nil {
 		return clusterNode{}, fmt.Errorf("node %s: lab up: %w\n%s(the lab stays up for a look at its logs in %s; stop it with `kubeboot lab down --cluster`)",
 			n.Name, err, lastLines(stdout.String()+stderr.String(), 20), c.NodeDir(n.Name))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -28,8 +29,29 @@ func (e *exitError) ExitCode() int { return e.code }
 // Main runs kubeboot with the process arguments and returns its exit code.
 // It is the only place that prints an error.
 func Main() int {
+	if cpuProfile = os.Getenv(cpuProfileEnv); cpuProfile != "" {
+		// Not for the daemons this run starts, which would write over it.
+		_ = os.Unsetenv(cpuProfileEnv)
+		f, err := os.Create(cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			_, _ = fmt.Fprintf(os.Stderr, "error: %s: %v\n", cpuProfileEnv, err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	return runArgs(os.Args[1:], os.Stdout, os.Stderr)
 }
+
+// cpuProfileEnv names a file for a CPU profile of the whole run (make
+// bench keeps the bring-up's and the join's); `lab up --cluster` gives
+// each node's lab up its own, <name>-<node>.pprof.
+const cpuProfileEnv = "KUBEBOOT_CPU_PROFILE"
+
+// cpuProfile is this run's profile file, or "".
+var cpuProfile string
 
 func runArgs(args []string, stdout, stderr io.Writer) int {
 	root := NewRootCommand(stdout, stderr)
