@@ -273,7 +273,7 @@ func labRoleOf(s *phases.State) labRole {
 		done:  "control plane is up: kubectl --kubeconfig " + cfg.KubeconfigPath(config.KubeconfigAdmin) + " get pods -n kube-system",
 	}
 	if s.Join != nil {
-		role.prep, role.workflow, role.watch = join.Prepare, join.ControlPlane, nil
+		role.prep, role.workflow = join.Prepare, join.ControlPlane
 	}
 	return role
 }
