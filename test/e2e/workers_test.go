@@ -61,6 +61,12 @@ func TestAddWorkers(t *testing.T) {
 
 	nodes := c.readyNodes(t, 3)
 
+	t.Run("each node's bring-up is staged", func(t *testing.T) {
+		checkStages(t, c, "cp1", "runtime-started", "images-ready", "bootstrap-started", "kubelet-started", "control-plane-healthy", "workflow-done")
+		checkStages(t, c, "w1", "runtime-started", "images-ready", "bootstrap-started", "kubelet-started", "workflow-done")
+		checkStages(t, c, "w2", "runtime-started", "images-ready", "bootstrap-started", "kubelet-started", "kubeadm-exited", "workflow-done")
+	})
+
 	t.Run("only the control plane is marked", func(t *testing.T) {
 		for name, n := range nodes {
 			_, labelled := n.Labels["node-role.kubernetes.io/control-plane"]
