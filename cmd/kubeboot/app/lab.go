@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
@@ -35,6 +36,9 @@ type labOptions struct {
 	// kubeadmInit is a kubeadm configuration file: the node inits the
 	// cluster with the real kubeadm instead of kubeboot init.
 	kubeadmInit string
+	// startAfter is a file whose existence starts the node's bring-up once
+	// its images are in: lab up --cluster starts its workers' joins at once.
+	startAfter string
 }
 
 // spec loads the lab node's configuration: a ClusterConfiguration, a
@@ -115,6 +119,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 				case opts.kubeadmInit != "":
 					role = kubeadmInitRole(s.Config, opts.binDir, opts.kubeadmInit)
 				}
+				role.startAfter = opts.startAfter
 				return labUp(ctx, s, opts.binDir, role)
 			})
 		},
@@ -123,6 +128,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	addControlPlaneFlag(up.Flags(), &opts.controlPlane)
 	opts.bundle.add(up)
 	up.Flags().StringVar(&opts.kubeadmJoin, "kubeadm-join", "", "join this worker with the real kubeadm (from --bin-dir) and this discovery file, in the mount namespace `lab up --cluster` gives the node")
+	up.Flags().StringVar(&opts.startAfter, "start-after", "", "once the node's images are in containerd, wait until this file exists before bringing the node up (`lab up --cluster` joins its workers at once with it)")
 	up.Flags().StringVar(&opts.kubeadmInit, "kubeadm-init", "", "init the cluster on this node with the real kubeadm (from --bin-dir) and this kubeadm configuration, in the mount namespace `lab up --cluster` gives the node")
 	down := &cobra.Command{
 		Use:   "down",
@@ -239,6 +245,8 @@ type labRole struct {
 	workflow phases.Runner
 	// skip are the workflow's phases the lab does itself.
 	skip []string
+	// startAfter, when set, is a file to wait for before the bring-up.
+	startAfter string
 	// watch, when set, is the control plane lab up watches come up (see
 	// lab.WatchControlPlane), to mark the control-plane-healthy stage.
 	watch *config.ClusterConfiguration
@@ -300,6 +308,21 @@ const (
 	// returned, or kubeadm's node is up.
 	stageWorkflowDone = "workflow-done"
 )
+
+// waitForFile returns once the file at path exists (at once for no path).
+func waitForFile(ctx context.Context, path string) error {
+	if path == "" {
+		return nil
+	}
+	err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(path)
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s to start the bring-up: %w", path, err)
+	}
+	return nil
+}
 
 // watchControlPlane watches cfg's control plane come up in the
 // background, if cfg is set, and marks the moment all four components
@@ -386,6 +409,9 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 		return nil, err
 	}
 	s.Report.Stagef(stageImagesReady, "the node's images are in containerd")
+	if err := waitForFile(ctx, role.startAfter); err != nil {
+		return nil, err
+	}
 	s.Report.Stagef(stageBootstrapStarted, "bringing the node up")
 	if _, err := (phases.Runner{Phases: role.prep}).Run(ctx, s, nil); err != nil {
 		return nil, err

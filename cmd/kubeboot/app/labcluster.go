@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -212,8 +214,14 @@ func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, report 
 	if err != nil {
 		return nil, err
 	}
+	// Each worker imports its images first; their joins then start at once.
+	startFile := filepath.Join(c.Dir, "workers.start")
+	if err := os.Remove(startFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	nodes := make([]clusterNode, len(workers))
 	errs := make([]error, len(workers))
+	ended := make([]atomic.Bool, len(workers))
 	var wg sync.WaitGroup
 	for k, i := range workers {
 		n := c.Nodes[i]
@@ -227,14 +235,37 @@ func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, report 
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"--bin-dir", binDir}
+		args := []string{"--bin-dir", binDir, "--start-after", startFile}
 		if n.Join == lab.JoinKubeadm {
 			args = append(args, "--kubeadm-join", discoveryFile)
 		}
-		wg.Go(func() { nodes[k], errs[k] = nodeUp(ctx, c, i, self, args, report) })
+		wg.Go(func() {
+			nodes[k], errs[k] = nodeUp(ctx, c, i, self, args, report)
+			ended[k].Store(true)
+		})
 	}
+	err = startTogether(ctx, c, workers, ended, startFile)
 	wg.Wait()
-	return nodes, errors.Join(errs...)
+	return nodes, errors.Join(append(errs, err)...)
+}
+
+// startTogether creates startFile once every worker's images are in (its
+// lab-up.json marks images-ready) or its lab up ended, so that the joins
+// start at once, as on machines provisioned beforehand.
+func startTogether(ctx context.Context, c *lab.Cluster, workers []int, ended []atomic.Bool, startFile string) error {
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		for k, i := range workers {
+			log, _ := os.ReadFile(filepath.Join(c.NodeDir(c.Nodes[i].Name), nodeLogName))
+			if !ended[k].Load() && !bytes.Contains(log, []byte(`"stage":"`+stageImagesReady+`"`)) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(startFile, nil, 0o600)
 }
 
 // createToken creates a bootstrap token on the first node for the
