@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,12 +24,31 @@ const (
 	// with kubeboot join and one with the real kubeadm join.
 	jobJoins = "kubeboot join + kubeadm join"
 	// jobUsable is a control plane with two kubeboot workers, until a pod
-	// on a worker resolves a Service and connects to its ClusterIP.
+	// on a worker resolves a Service and connects to its ClusterIP; it is
+	// also the scale series' N = 2.
 	jobUsable = "usable cluster"
+	// jobHA is three control-plane nodes, the second and third joining
+	// with kubeboot join --control-plane.
+	jobHA = "three control planes"
 )
 
-// clusterJobs are the jobs in their order in round 0; each round rotates it.
-var clusterJobs = []string{jobKubebootInit, jobKubeadmInit, jobJoins, jobUsable}
+// scaleSizes are the numbers of workers that join at once in the scale
+// series; scaleJob names each job (N = 2 is jobUsable).
+var scaleSizes = []int{1, 2, 4, 8}
+
+func scaleJob(n int) string {
+	if n == 2 {
+		return jobUsable
+	}
+	return fmt.Sprintf("%d workers at once", n)
+}
+
+// clusterJobs are the jobs in their order in round 0; each round rotates
+// it. The warm-up rounds run the first four only.
+var clusterJobs = []string{jobKubebootInit, jobKubeadmInit, jobJoins, jobUsable, scaleJob(1), scaleJob(4), scaleJob(8), jobHA}
+
+// warmupJobs is how many of clusterJobs a warm-up round runs.
+const warmupJobs = 4
 
 // clusterSubnet and clusterPods are the bench clusters' networks, apart
 // from those of the end-to-end tests.
@@ -47,6 +67,8 @@ type clusterRun struct {
 	// the usable cluster's probe first succeeded.
 	start, end, probed time.Time
 	nodes              map[string]nodeStages
+	// usage samples the control plane's processes during lab up.
+	usage []usage
 }
 
 // clusterResults are every timed run of each job, in round order.
@@ -60,8 +82,12 @@ func measureClusters(ctx context.Context, o options, work string) (clusterResult
 	rounds := o.clusterWarmup + o.clusterRuns
 	for round := range rounds {
 		timed := round >= o.clusterWarmup
-		for k := range clusterJobs {
-			job := clusterJobs[(k+round)%len(clusterJobs)]
+		jobs := clusterJobs
+		if !timed {
+			jobs = clusterJobs[:warmupJobs]
+		}
+		for k := range jobs {
+			job := jobs[(k+round)%len(jobs)]
 			logf("cluster: round %d/%d (%s): %s", round+1, rounds, map[bool]string{true: "timed", false: "warm-up"}[timed], job)
 			keep := ""
 			if round == rounds-1 {
@@ -81,15 +107,29 @@ func measureClusters(ctx context.Context, o options, work string) (clusterResult
 
 // description is the lab description of a job.
 func description(job, dir string) string {
-	nodes := map[string]string{
-		jobKubebootInit: "- {name: cp1, role: control-plane}\n",
-		jobKubeadmInit:  "- {name: cp1, role: control-plane, init: kubeadm}\n",
-		jobJoins:        "- {name: cp1, role: control-plane}\n- {name: wk, role: worker}\n- {name: wa, role: worker, join: kubeadm}\n",
-		jobUsable:       "- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: w2, role: worker}\n",
-	}[job]
+	nodes := "- {name: cp1, role: control-plane}\n"
+	switch job {
+	case jobKubeadmInit:
+		nodes = "- {name: cp1, role: control-plane, init: kubeadm}\n"
+	case jobJoins:
+		nodes += "- {name: wk, role: worker}\n- {name: wa, role: worker, join: kubeadm}\n"
+	case jobHA:
+		nodes += "- {name: cp2, role: control-plane}\n- {name: cp3, role: control-plane}\n"
+	}
+	for _, n := range scaleSizes {
+		if job == scaleJob(n) {
+			for i := range n {
+				nodes += fmt.Sprintf("- {name: w%d, role: worker}\n", i+1)
+			}
+		}
+	}
 	return fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kbb\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:\n%s",
 		dir, clusterSubnet, clusterPods, nodes)
 }
+
+// profiled are the jobs whose last round keeps kubeboot's CPU profiles:
+// the bring-up and the join.
+var profiled = []string{jobKubebootInit, jobJoins}
 
 // runCluster brings one job's cluster up, probes it, reads its nodes'
 // stages, copies their timelines to keep (if set), and tears it down.
@@ -100,14 +140,33 @@ func runCluster(ctx context.Context, o options, work, job, keep string) (cluster
 	if err := os.WriteFile(file, []byte(description(job, dir)), 0o600); err != nil {
 		return run, err
 	}
+	var env []string
+	if keep != "" && slices.Contains(profiled, job) {
+		if err := os.MkdirAll(keep, 0o755); err != nil {
+			return run, err
+		}
+		env = append(env, "KUBEBOOT_CPU_PROFILE="+filepath.Join(keep, "kubeboot.pprof"))
+	}
+	sampling, stopSampling := context.WithCancel(ctx)
+	samples := sampleControlPlane(sampling, filepath.Join(dir, "cp1")+"/")
 	run.start = time.Now()
-	_, upErr := kubebootJSON(ctx, o, 10*time.Minute, "lab", "up", "--cluster", file, "--bin-dir", o.binDir, "-o", "json")
+	_, upErr := kubebootEnv(ctx, o, 10*time.Minute, env, "lab", "up", "--cluster", file, "--bin-dir", o.binDir, "-o", "json")
 	run.end = time.Now()
+	stopSampling()
+	run.usage = <-samples
 	var probeErr error
 	if upErr == nil && job == jobUsable {
 		run.probed, probeErr = probeService(ctx, o, filepath.Join(dir, "kubeconfig"), "w1")
 	}
 	stagesErr := readStages(dir, &run, keep)
+	if len(env) > 0 {
+		// Every node's lab up wrote its profile at its exit.
+		for node := range run.nodes {
+			if _, err := os.Stat(filepath.Join(keep, "kubeboot-"+node+".pprof")); err != nil {
+				stagesErr = errors.Join(stagesErr, fmt.Errorf("no CPU profile of node %s: %w", node, err))
+			}
+		}
+	}
 	_, downErr := kubebootJSON(context.WithoutCancel(ctx), o, 3*time.Minute, "lab", "down", "--cluster", file, "--bin-dir", o.binDir)
 	if err := errors.Join(upErr, probeErr, stagesErr, downErr); err != nil {
 		return run, err
@@ -166,7 +225,7 @@ func probeService(ctx context.Context, o options, kubeconfig, node string) (time
 		return nil
 	}
 	overrides := fmt.Sprintf(`{"spec":{"nodeName":%q}}`, node)
-	if err := kubectl("run", "probe", "--image", agnhostImage, "--image-pull-policy", "Never", "--overrides", overrides, "--", "/agnhost", "pause"); err != nil {
+	if err := kubectl("run", "probe", "--image", agnhostImage, "--image-pull-policy", "Never", "--overrides", overrides, "--", "pause"); err != nil {
 		return time.Time{}, err
 	}
 	if err := kubectl("wait", "--for=condition=Ready", "pod/probe", "--timeout=2m"); err != nil {
@@ -203,4 +262,31 @@ func (r clusterRun) toolEnd(node string) string {
 		return "kubeadm-exited"
 	}
 	return "workflow-done"
+}
+
+// workers are the run's worker nodes' names.
+func (r clusterRun) workers() []string {
+	var names []string
+	for name := range r.nodes {
+		if strings.HasPrefix(name, "w") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// joinWindow is from the first worker's bootstrap-started to the last
+// worker's Ready (workflow-done).
+func (r clusterRun) joinWindow() (from, to time.Time) {
+	for i, w := range r.workers() {
+		s, e := r.nodes[w]["bootstrap-started"], r.nodes[w]["workflow-done"]
+		if i == 0 || s.Before(from) {
+			from = s
+		}
+		if e.After(to) {
+			to = e
+		}
+	}
+	return from, to
 }

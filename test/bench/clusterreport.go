@@ -172,4 +172,65 @@ func (r *report) clusterSection(b *strings.Builder) {
 		}},
 		{"probe pod scheduled and Ready, then the Service reached", func(r clusterRun) time.Duration { return r.probed.Sub(r.end) }},
 	})
+	r.scaleSection(b)
+	r.haSection(b)
+}
+
+// scaleSection writes the scale series: N workers joining at once.
+func (r *report) scaleSection(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("### Scale: workers joining at once\n\n")
+	w("One control plane and N kubeboot workers that `lab up --cluster` joins all at once (N = 2 is the usable cluster above). ")
+	w("The join window runs from the first worker's `bootstrap-started` to the last worker's Ready; it holds each worker's containerd start and image import too, ")
+	w("all on the same 2 cores. The control plane's CPU is the user + system time of its etcd, kube-apiserver, kube-controller-manager and kube-scheduler ")
+	w("processes over the window (sampled from /proc every 250 ms), and its memory their summed RSS at its peak in the window. Medians, with the range:\n\n")
+	w("| workers | join window | per worker | control-plane CPU | control-plane CPU per worker | peak control-plane RSS |\n|---|---|---|---|---|---|\n")
+	for _, n := range scaleSizes {
+		runs := r.clusters[scaleJob(n)]
+		win := func(c clusterRun) time.Duration { from, to := c.joinWindow(); return to.Sub(from) }
+		cpu := func(c clusterRun) time.Duration {
+			from, to := c.joinWindow()
+			d, _ := window(c.usage, from, to)
+			return d
+		}
+		rss := make([]float64, len(runs))
+		for i, c := range runs {
+			from, to := c.joinWindow()
+			_, peak := window(c.usage, from, to)
+			rss[i] = float64(peak)
+		}
+		ws, cs, rs := durations(runs, win), durations(runs, cpu), summarize(rss)
+		w("| %d | %s (%s–%s) | %s | %s (%s–%s) | %s | %s (%s–%s) |\n", n, fmtSeconds(ws.median), fmtSeconds(ws.min), fmtSeconds(ws.max),
+			fmtSeconds(ws.median/float64(n)), fmtSeconds(cs.median), fmtSeconds(cs.min), fmtSeconds(cs.max), fmtSeconds(cs.median/float64(n)),
+			fmtBytes(rs.median), fmtBytes(rs.min), fmtBytes(rs.max))
+	}
+	w("\n")
+}
+
+// haSection writes the stages of the second and third control-plane
+// nodes' joins.
+func (r *report) haSection(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	runs := r.clusters[jobHA]
+	w("### HA: the second and third control-plane nodes\n\n")
+	w("Three control-plane nodes behind the lab's load balancer: cp1 inits, then cp2 and cp3 join one after the other with `kubeboot join --control-plane` ")
+	w("and cp1's certificate bundle. Each stage runs from the end of the one before, on the joining node (medians, with the range):\n\n")
+	w("| stage | cp2 | cp3 |\n|---|---|---|\n")
+	stages := []struct{ name, from, to string }{
+		{"certificates, kubeconfigs and kubelet start (before the etcd member is added)", "bootstrap-started", "etcd-member-added"},
+		{"learner added → its etcd member started and following the leader", "etcd-member-added", "etcd-member-started"},
+		{"caught up and promoted to a voter (etcd refuses the promotion until the learner is in sync)", "etcd-member-started", "etcd-promoted"},
+		{"promoted → the node's four components healthy", "etcd-promoted", "control-plane-healthy"},
+		{"healthy → join returned", "control-plane-healthy", "workflow-done"},
+		{"**whole join**", "bootstrap-started", "workflow-done"},
+	}
+	for _, st := range stages {
+		w("| %s |", st.name)
+		for _, node := range []string{"cp2", "cp3"} {
+			s := durations(runs, spanOf(node, st.from, node, st.to))
+			w(" %s (%s–%s) |", fmtSeconds(s.median), fmtSeconds(s.min), fmtSeconds(s.max))
+		}
+		w("\n")
+	}
+	w("\n")
 }

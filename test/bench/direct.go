@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kubeboot/kubeboot/config"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -113,12 +114,11 @@ func readPod(manifest string) (*corev1.Pod, error) {
 // healthy. It returns the time from the first start to the event that saw
 // the last component healthy, and stops every process it started.
 func directStart(ctx context.Context, o options, configPath, dir string) (time.Duration, error) {
-	manifests, err := filepath.Glob(filepath.Join(dir, "manifests", "*.yaml"))
-	if err != nil {
-		return 0, err
-	}
 	var cmds []*exec.Cmd
-	for _, m := range manifests {
+	// The four components only: the CSR approver's manifest runs kubeboot
+	// itself, and the wait does not look at it.
+	for _, name := range config.ComponentNames {
+		m := filepath.Join(dir, "manifests", name+".yaml")
 		logFile, err := os.Create(filepath.Join(dir, strings.TrimSuffix(filepath.Base(m), ".yaml")+".log"))
 		if err != nil {
 			return 0, err

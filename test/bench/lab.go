@@ -146,9 +146,15 @@ func writeLabConfig(tmpl []byte, dir, address string) (string, error) {
 // kubebootJSON runs kubeboot outside any network namespace (the lab needs
 // its loopback address) and returns its stdout.
 func kubebootJSON(ctx context.Context, o options, timeout time.Duration, args ...string) ([]byte, error) {
+	return kubebootEnv(ctx, o, timeout, nil, args...)
+}
+
+// kubebootEnv is kubebootJSON with env added to this process's environment.
+func kubebootEnv(ctx context.Context, o options, timeout time.Duration, env []string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, o.kubeboot, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
