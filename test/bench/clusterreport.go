@@ -112,6 +112,13 @@ func (r *report) clusterSection(b *strings.Builder) {
 			fmtSeconds(healthy.median), fmtSeconds(after.min), fmtSeconds(after.median), fmtSeconds(after.max),
 			fmtRatio(wall.median/durations(ka, toolWall("cp1")).median), fmtRatio(ratio.min), fmtRatio(ratio.max))
 	}
+	components := func(c clusterRun) time.Duration { return spanOf("cp1", "kubelet-started", "cp1", "control-plane-healthy")(c) }
+	own := func(c clusterRun) time.Duration { return toolWall("cp1")(c) - components(c) }
+	kaWall := durations(ka, toolWall("cp1")).median
+	w("\nBoth tools wait for the same thing: the kubelet starting the four static pods and the components' own start-up, from the kubelet's start to all four healthy, ")
+	w("%s for kubeboot and %s for kubeadm (medians). Even if kubeboot took no time of its own, its wall time would be that wait, **%s** of kubeadm's, ", fmtSeconds(durations(kb, components).median), fmtSeconds(durations(ka, components).median), fmtRatio(durations(kb, components).median/kaWall))
+	w("so the 0.5× target cannot be met by the bootstrapper here. What each tool adds to that wait (its wall time minus the wait): kubeboot %s, kubeadm %s, **%s**.\n",
+		fmtSeconds(durations(kb, own).median), fmtSeconds(durations(ka, own).median), fmtRatio(durations(kb, own).median/durations(ka, own).median))
 	w("\nWhere kubeboot's time goes (medians):\n\n")
 	writeRows(b, kb, []clusterRow{
 		{"certificates, kubeconfigs and the kubelet's config, before the kubelet starts", spanOf("cp1", "bootstrap-started", "cp1", "kubelet-started")},
@@ -142,6 +149,12 @@ func (r *report) clusterSection(b *strings.Builder) {
 		w("| %s | %s | %s | %s |\n", row.name, fmtSeconds(s.min), fmtSeconds(s.median), fmtSeconds(s.max))
 	}
 	w("\nRatio kubeboot / kubeadm: **%s** (range by round %s–%s).\n\n", fmtRatio(durations(joins, kbJoin).median/durations(joins, kaJoin).median), fmtRatio(ratio.min), fmtRatio(ratio.max))
+	kubeletWK, kubeletWA := spanOf("wk", "kubelet-started", "wk", "workflow-done"), spanOf("wa", "kubelet-started", "wa", "workflow-done")
+	w("From the kubelet's start to the Node Ready, the kubelet's own start-up, TLS bootstrap and registration, takes %s beside kubeboot and %s beside kubeadm (medians); ",
+		fmtSeconds(durations(joins, kubeletWK).median), fmtSeconds(durations(joins, kubeletWA).median))
+	w("what each tool adds before and around it: kubeboot %s, kubeadm %s (preflight, discovery, and the kubelet's files).\n\n",
+		fmtSeconds(durations(joins, func(c clusterRun) time.Duration { return kbJoin(c) - kubeletWK(c) }).median),
+		fmtSeconds(durations(joins, func(c clusterRun) time.Duration { return kaJoin(c) - kubeletWA(c) }).median))
 
 	usable := r.clusters[jobUsable]
 	w("### A usable cluster\n\n")
