@@ -112,7 +112,9 @@ func (r *report) clusterSection(b *strings.Builder) {
 			fmtSeconds(healthy.median), fmtSeconds(after.min), fmtSeconds(after.median), fmtSeconds(after.max),
 			fmtRatio(wall.median/durations(ka, toolWall("cp1")).median), fmtRatio(ratio.min), fmtRatio(ratio.max))
 	}
-	components := func(c clusterRun) time.Duration { return spanOf("cp1", "kubelet-started", "cp1", "control-plane-healthy")(c) }
+	components := func(c clusterRun) time.Duration {
+		return spanOf("cp1", "kubelet-started", "cp1", "control-plane-healthy")(c)
+	}
 	own := func(c clusterRun) time.Duration { return toolWall("cp1")(c) - components(c) }
 	kaWall := durations(ka, toolWall("cp1")).median
 	w("\nBoth tools wait for the same thing: the kubelet starting the four static pods and the components' own start-up, from the kubelet's start to all four healthy, ")
