@@ -86,20 +86,22 @@ func (k KubeadmNode) Isolate() error {
 	return (&files.AtomicWriter{}).WriteFile("/etc/hosts", append(hosts, fmt.Sprintf("%s %s\n", k.Address, k.Name)...), 0o644)
 }
 
-// Patches writes kubeadm's patch of the kubelet's configuration into the
-// node's dir and returns that directory, for `kubeadm join --patches`:
-// the volume plugins and pod logs go to the node's dir, not the host's
-// /usr/libexec and /var/log; node allocatable is enforced on nothing,
-// as the lab's kubelets run without QoS cgroups (kubeadm reads the
-// cluster's empty enforceNodeAllocatable as unset, which means "pods").
-func (k KubeadmNode) Patches() (string, error) {
-	dir := filepath.Join(k.Dir, "kubeadm-patches")
+// PatchesDir is the directory of kubeadm's patches for the node (see
+// WritePatches): `kubeadm join --patches`, or init's patches.directory.
+func (k KubeadmNode) PatchesDir() string { return filepath.Join(k.Dir, "kubeadm-patches") }
+
+// WritePatches writes kubeadm's patch of the kubelet's configuration into
+// PatchesDir: the volume plugins and pod logs go to the node's dir, not
+// the host's /usr/libexec and /var/log; node allocatable is enforced on
+// nothing, as the lab's kubelets run without QoS cgroups (kubeadm reads
+// the cluster's empty enforceNodeAllocatable as unset, which means "pods").
+func (k KubeadmNode) WritePatches() error {
 	patch := fmt.Sprintf("volumePluginDir: %s\npodLogsDir: %s\nenforceNodeAllocatable: [none]\n",
 		filepath.Join(k.Dir, "volume-plugins"), filepath.Join(k.Dir, "pod-logs"))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+	if err := os.MkdirAll(k.PatchesDir(), 0o700); err != nil {
+		return err
 	}
-	return dir, writeAtomic(filepath.Join(dir, "kubeletconfiguration+merge.yaml"), []byte(patch))
+	return writeAtomic(filepath.Join(k.PatchesDir(), "kubeletconfiguration+merge.yaml"), []byte(patch))
 }
 
 // kubeletFilesPoll is how often KubeletArgs looks for kubeadm's files:

@@ -99,7 +99,7 @@ func (c *Cluster) KubeadmInitConfig() ([]byte, error) {
 		"localAPIEndpoint": map[string]any{"advertiseAddress": c.Address(0).String(), "bindPort": apiServerPort},
 		// Without workers the node stays untainted, as NodeConfig's.
 		"nodeRegistration": map[string]any{"name": n.Name, "criSocket": "unix://" + filepath.Join(c.NodeDir(n.Name), "cri.sock"), "taints": []string{}},
-		"patches":          map[string]any{"directory": filepath.Join(c.NodeDir(n.Name), "lab", "kubeadm-patches")},
+		"patches":          map[string]any{"directory": KubeadmNode{Dir: filepath.Join(c.NodeDir(n.Name), "lab")}.PatchesDir()},
 	}, {
 		"apiVersion":          "kubeadm.k8s.io/v1beta4",
 		"kind":                "ClusterConfiguration",

@@ -51,7 +51,7 @@ func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) la
 			return nil
 		},
 	}
-	args := []string{"join", "--discovery-file", discoveryFile, "--node-name", w.Node.Name, "--cri-socket", w.Kubelet.ContainerRuntimeEndpoint}
+	args := []string{"join", "--discovery-file", discoveryFile, "--node-name", w.Node.Name, "--cri-socket", w.Kubelet.ContainerRuntimeEndpoint, "--patches", node.PatchesDir()}
 	return labRole{
 		setup:    node.Isolate,
 		kubelet:  startKubeadm(node, binDir, log, args, exited),
@@ -72,6 +72,7 @@ func kubeadmInitRole(cfg *config.ClusterConfiguration, binDir, kubeadmConfig str
 	node := lab.KubeadmNode{Dir: filepath.Join(cfg.Paths.KubeconfigDir, "lab"), Kubeadm: filepath.Join(binDir, "kubeadm"), Name: cfg.Node.Name, Address: cfg.Node.AdvertiseAddress}
 	exited := make(chan error, 1)
 	log := filepath.Join(node.Dir, "kubeadm-init.log")
+	// The configuration names the patches: kubeadm refuses --patches next to --config.
 	args := []string{"init", "--config", kubeadmConfig, "--skip-phases", "addon/kube-proxy"}
 	return labRole{
 		setup:    node.Isolate,
@@ -114,23 +115,19 @@ func kubeadmView(cfg *config.ClusterConfiguration) *config.ClusterConfiguration 
 	return &view
 }
 
-// startKubeadm is a role's kubelet step for kubeadm: it starts kubeadm
-// with args (and the flags every lab node needs) in the background,
+// startKubeadm is a role's kubelet step for kubeadm: it writes the node's
+// patches and starts kubeadm with args (and the flags every lab node
+// needs) in the background,
 // logging to log and sending its exit to exited, and returns the
 // kubelet's flags once kubeadm has written the kubelet's files.
 func startKubeadm(node lab.KubeadmNode, binDir, log string, args []string, exited chan<- error) func(context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
-		patches, err := node.Patches()
-		if err != nil {
+		if err := node.WritePatches(); err != nil {
 			return nil, err
 		}
 		out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
 			return nil, err
-		}
-		if args[0] == "join" {
-			// init's configuration names them: kubeadm refuses the flag next to --config.
-			args = append(args, "--patches", patches)
 		}
 		args = append(args, "--ignore-preflight-errors", strings.Join(kubeadmIgnored, ","), "-v", "1")
 		cmd := exec.CommandContext(ctx, node.Kubeadm, args...)
