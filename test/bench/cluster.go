@@ -20,9 +20,10 @@ const (
 	// kubeboot init or the real kubeadm init brings up.
 	jobKubebootInit = "kubeboot init"
 	jobKubeadmInit  = "kubeadm init"
-	// jobJoins is a control plane with two workers that join at once, one
-	// with kubeboot join and one with the real kubeadm join.
-	jobJoins = "kubeboot join + kubeadm join"
+	// jobKubeadmJoin is a control plane and one worker, w1, that joins
+	// with the real kubeadm join. Its kubeboot half is scaleJob(1): the
+	// same worker slot joined with kubeboot join, in the same round.
+	jobKubeadmJoin = "kubeadm join"
 	// jobUsable is a control plane with two kubeboot workers, until a pod
 	// on a worker resolves a Service and connects to its ClusterIP; it is
 	// also the scale series' N = 2.
@@ -44,8 +45,9 @@ func scaleJob(n int) string {
 }
 
 // clusterJobs are the jobs in their order in round 0; each round rotates
-// it. The warm-up rounds run the first four only.
-var clusterJobs = []string{jobKubebootInit, jobKubeadmInit, jobJoins, jobUsable, scaleJob(1), scaleJob(4), scaleJob(8), jobHA}
+// it. The warm-up rounds run the first four only: both bring-ups and both
+// joins.
+var clusterJobs = []string{jobKubebootInit, jobKubeadmInit, scaleJob(1), jobKubeadmJoin, jobUsable, scaleJob(4), scaleJob(8), jobHA}
 
 // warmupJobs is how many of clusterJobs a warm-up round runs.
 const warmupJobs = 4
@@ -111,8 +113,8 @@ func description(job, dir string) string {
 	switch job {
 	case jobKubeadmInit:
 		nodes = "- {name: cp1, role: control-plane, init: kubeadm}\n"
-	case jobJoins:
-		nodes += "- {name: wk, role: worker}\n- {name: wa, role: worker, join: kubeadm}\n"
+	case jobKubeadmJoin:
+		nodes += "- {name: w1, role: worker, join: kubeadm}\n"
 	case jobHA:
 		nodes += "- {name: cp2, role: control-plane}\n- {name: cp3, role: control-plane}\n"
 	}
@@ -129,7 +131,7 @@ func description(job, dir string) string {
 
 // profiled are the jobs whose last round keeps kubeboot's CPU profiles:
 // the bring-up and the join.
-var profiled = []string{jobKubebootInit, jobJoins}
+var profiled = []string{jobKubebootInit, scaleJob(1)}
 
 // runCluster brings one job's cluster up, probes it, reads its nodes'
 // stages, copies their timelines to keep (if set), and tears it down.
