@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // machine describes where the figures were measured.
@@ -18,6 +19,9 @@ type machine struct {
 	memory    string
 	kernel    string
 	loadStart string
+	// processStart is the median time to start /bin/true and wait for it:
+	// the floor under every command timed here.
+	processStart time.Duration
 }
 
 // versions are the versions of what was measured.
@@ -44,7 +48,25 @@ func readMachine() machine {
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.kernel = strings.TrimSpace(string(data))
 	}
+	m.processStart = processStart()
 	return m
+}
+
+// processStartRuns is how many times processStart runs /bin/true.
+const processStartRuns = 50
+
+// processStart is the median wall time of fork, exec and exit of
+// /bin/true, or zero where it does not run.
+func processStart() time.Duration {
+	times := make([]float64, 0, processStartRuns)
+	for range processStartRuns {
+		start := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			return 0
+		}
+		times = append(times, time.Since(start).Seconds())
+	}
+	return time.Duration(summarize(times).median * float64(time.Second))
 }
 
 // procField returns the value of the first "key: value" line of a /proc file.

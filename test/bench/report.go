@@ -80,6 +80,7 @@ func (r *report) markdown() string {
 	w("| date | %s (the run took %s) |\n", r.started.Format("2006-01-02 15:04 MST"), r.finished.Sub(r.started).Round(time.Second))
 	w("| machine | %d × %s, %s, Linux %s |\n", m.cores, m.cpu, m.memory, m.kernel)
 	w("| load average (1, 5, 15 min) | %s at the start, %s at the end |\n", m.loadStart, r.loadEnd)
+	w("| process start | %s for `/bin/true` (fork, exec, exit; median of %d): the floor under every command timed below |\n", fmtSeconds(m.processStart.Seconds()), processStartRuns)
 	w("| kubeboot | %s, built with %s |\n", v.kubeboot, v.goKubeboot)
 	w("| kubeadm | %s, built with %s by test/tools (`make binaries`) |\n", v.kubeadm, v.goKubeadm)
 	w("| etcd, Kubernetes (lab) | %s, %s |\n\n", v.etcd, v.kubeadm)
