@@ -143,6 +143,10 @@ func writeLabConfig(tmpl []byte, dir, address string) (string, error) {
 	return dir + ".yaml", os.WriteFile(dir+".yaml", data, 0o600)
 }
 
+// labStopGrace is how long kubeboot has to stop after SIGTERM before it
+// is killed.
+const labStopGrace = time.Minute
+
 // kubebootJSON runs kubeboot outside any network namespace (the lab needs
 // its loopback address) and returns its stdout.
 func kubebootJSON(ctx context.Context, o options, timeout time.Duration, args ...string) ([]byte, error) {
@@ -154,6 +158,10 @@ func kubebootEnv(ctx context.Context, o options, timeout time.Duration, env []st
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, o.kubeboot, args...)
+	// On a timeout or an interrupted bench, kubeboot gets SIGTERM, as from
+	// a user, so that a lab stops its nodes' processes before it exits.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = labStopGrace
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
