@@ -21,8 +21,14 @@ import (
 // at each component. It is the resolution of the moment it reports.
 const watchInterval = 20 * time.Millisecond
 
+// ManifestsSeen is the milestone WatchControlPlane reports when it has
+// read all four manifests; the others are the components' names.
+const ManifestsSeen = "manifests"
+
 // WatchControlPlane returns once the four components of the manifests in
-// cfg's manifests dir all answer healthy, or with ctx's error. It is lab
+// cfg's manifests dir all answer healthy, or with ctx's error. On the way
+// it calls seen with each milestone, from one goroutine at a time:
+// ManifestsSeen, then each component's name as it first answers. It is lab
 // up's own view of the bring-up, the same whichever tool (kubeboot or
 // kubeadm) wrote the manifests, so that make bench can time both alike:
 // it reads where each component serves from the manifests, as the wait
@@ -32,7 +38,7 @@ const watchInterval = 20 * time.Millisecond
 // apiserver-kubelet-client certificate), with no check of their serving
 // certificates, which kubeadm does not issue for the controller manager
 // and the scheduler.
-func WatchControlPlane(ctx context.Context, cfg *config.ClusterConfiguration) error {
+func WatchControlPlane(ctx context.Context, cfg *config.ClusterConfiguration, seen func(milestone string)) error {
 	var pods map[string]*corev1.Pod
 	err := wait.PollUntilContextCancel(ctx, watchInterval, true, func(context.Context) (bool, error) {
 		pods = map[string]*corev1.Pod{}
@@ -50,10 +56,12 @@ func WatchControlPlane(ctx context.Context, cfg *config.ClusterConfiguration) er
 	if err != nil {
 		return err
 	}
+	seen(ManifestsSeen)
 	targets, err := health.Targets(cfg, pods)
 	if err != nil {
 		return err
 	}
+	var seenMu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, len(targets))
 	for i, t := range targets {
@@ -65,6 +73,11 @@ func WatchControlPlane(ctx context.Context, cfg *config.ClusterConfiguration) er
 			errs[i] = wait.PollUntilContextCancel(ctx, watchInterval, true, func(ctx context.Context) (bool, error) {
 				return check(ctx) == nil, nil
 			})
+			if errs[i] == nil {
+				seenMu.Lock()
+				defer seenMu.Unlock()
+				seen(t.Component)
+			}
 		})
 	}
 	wg.Wait()

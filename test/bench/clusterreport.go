@@ -93,7 +93,7 @@ func (r *report) clusterSection(b *strings.Builder) {
 	w("each node with its own containerd %s and runc and the real kubelet %s), then `lab down --cluster`. ", r.versions.containerd, r.versions.kubeadm)
 	w("The jobs run in a rotating order, round by round (%d timed rounds after %d warm-up round); ratios come from the same round. ", r.opts.clusterRuns, r.opts.clusterWarmup)
 	w("The times come from the stages each node's `lab up -o json` marks (`<node>/lab-up.json`; the last round's are in `.cache/bench/timelines/`): ")
-	w("`bootstrap-started` (the node's images are in containerd and the tool starts), `kubelet-started`, `control-plane-healthy` ")
+	w("`bootstrap-started` (the node's images are in containerd and the tool starts), `kubelet-started`, `manifests-seen`, `<component>-healthy` and `control-plane-healthy` ")
 	w("(lab up's own watch: it polls the four components every 20 ms, the same way whichever tool wrote the manifests), `kubeadm-exited` and `workflow-done`.\n\n")
 	w("**How the kubelet starts, for both tools.** There is no systemd on the lab's nodes, so `lab up` starts the kubelet itself, as the systemd unit would: ")
 	w("for kubeboot, right after kubeboot's kubelet-config phase wrote what the kubelet reads (kubeboot skips its own kubelet-start); ")
@@ -137,6 +137,20 @@ func (r *report) clusterSection(b *strings.Builder) {
 		{"kubelet started → all four components healthy", spanOf("cp1", "kubelet-started", "cp1", "control-plane-healthy")},
 		{"healthy → kubeadm init returned", afterHealthy},
 	})
+	w("Inside the wait, when lab up's watch saw each component answer first, from the tool's start (medians). ")
+	w("The watch starts with the kubelet; kubeadm writes its manifests before it has the kubelet started, so for kubeadm \"manifests seen\" is the kubelet's start.\n\n")
+	w("| tool | kubelet started | manifests seen | etcd | kube-apiserver | kube-controller-manager | kube-scheduler | all four |\n|---|---|---|---|---|---|---|---|\n")
+	for _, t := range []struct {
+		name string
+		runs []clusterRun
+	}{{"kubeboot init", kb}, {"kubeadm init", ka}} {
+		w("| %s |", t.name)
+		for _, stage := range []string{"kubelet-started", "manifests-seen", "etcd-healthy", "kube-apiserver-healthy", "kube-controller-manager-healthy", "kube-scheduler-healthy", "control-plane-healthy"} {
+			w(" %s |", fmtSeconds(durations(t.runs, spanOf("cp1", "bootstrap-started", "cp1", stage)).median))
+		}
+		w("\n")
+	}
+	w("\n")
 
 	kbJoins, kaJoins := r.clusters[scaleJob(1)], r.clusters[jobKubeadmJoin]
 	w("### Worker join\n\n")

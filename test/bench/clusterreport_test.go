@@ -30,7 +30,9 @@ func fakeRun(t0 time.Time, job string, nodes map[string]map[string]float64) clus
 func TestClusterReport(t *testing.T) {
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	cp := func(healthy, done float64, kubeadm bool) map[string]float64 {
-		m := map[string]float64{"runtime-started": 1, "images-ready": 10, "bootstrap-started": 10, "kubelet-started": 10.5, "control-plane-healthy": healthy, "workflow-done": done}
+		m := map[string]float64{"runtime-started": 1, "images-ready": 10, "bootstrap-started": 10, "kubelet-started": 10.5, "manifests-seen": 10.7,
+			"etcd-healthy": healthy - 4, "kube-apiserver-healthy": healthy, "kube-controller-manager-healthy": healthy - 5, "kube-scheduler-healthy": healthy - 1,
+			"control-plane-healthy": healthy, "workflow-done": done}
 		if kubeadm {
 			m["kubeadm-exited"] = done - 0.1
 		}
@@ -68,6 +70,8 @@ func TestClusterReport(t *testing.T) {
 		"| kubeboot init | 8.5 s / 8.5 s / 8.5 s | 8 s | 500 ms / 500 ms / 500 ms | 0.78× (0.78×–0.78×) |",
 		"| kubeadm init | 10.9 s / 10.9 s / 10.9 s | 9 s | 1.9 s / 1.9 s / 1.9 s | 1.00× (1.00×–1.00×) |",
 		// kubeboot's join is the scale series' N = 1: ready at 32 s.
+		"| kubeboot init | 500 ms | 700 ms | 4 s | 8 s | 3 s | 7 s | 8 s |",
+		"| kubeadm init | 500 ms | 700 ms | 5 s | 9 s | 4 s | 8 s | 9 s |",
 		"| kubeboot join → Node Ready | 2 s | 2 s | 2 s |",
 		"| kubeadm join → Node Ready | 6 s | 6 s | 6 s |",
 		"| kubeadm join itself, to its return | 5.5 s | 5.5 s | 5.5 s |",

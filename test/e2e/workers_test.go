@@ -62,7 +62,8 @@ func TestAddWorkers(t *testing.T) {
 	nodes := c.readyNodes(t, 3)
 
 	t.Run("each node's bring-up is staged", func(t *testing.T) {
-		checkStages(t, c, "cp1", "runtime-started", "images-ready", "bootstrap-started", "kubelet-started", "control-plane-healthy", "workflow-done")
+		checkStages(t, c, "cp1", slices.Concat([]string{"runtime-started", "images-ready", "bootstrap-started", "kubelet-started", "manifests-seen"},
+			componentsHealthy, []string{"control-plane-healthy", "workflow-done"})...)
 		checkStages(t, c, "w1", "runtime-started", "images-ready", "bootstrap-started", "kubelet-started", "workflow-done")
 		checkStages(t, c, "w2", "runtime-started", "images-ready", "bootstrap-started", "kubelet-started", "kubeadm-exited", "workflow-done")
 	})

@@ -299,6 +299,13 @@ const (
 	// stageKubeletStarted: lab up started the kubelet, once the tool had
 	// written what it reads.
 	stageKubeletStarted = "kubelet-started"
+	// stageManifestsSeen: lab up's watch of the control plane read all
+	// four manifests. The watch starts with the kubelet, so for kubeadm,
+	// which writes them before, it is the kubelet's start. Each component
+	// is then marked "<name>-healthy" (stageHealthySuffix) as it first
+	// answers.
+	stageManifestsSeen = "manifests-seen"
+	stageHealthySuffix = "-healthy"
 	// stageControlPlaneHealthy: the node's four components answer healthy,
 	// as lab up sees them (lab.WatchControlPlane).
 	stageControlPlaneHealthy = "control-plane-healthy"
@@ -325,21 +332,32 @@ func waitForFile(ctx context.Context, path string) error {
 }
 
 // watchControlPlane watches cfg's control plane come up in the
-// background, if cfg is set, and marks the moment all four components
-// answer. The function it returns waits for the watch a little, for a
-// tool that returned on its own view of health; a healthy control plane
+// background, if cfg is set, and marks the moment lab up's watch read the
+// manifests, each component's first healthy answer, and the moment all
+// four answer. The function it returns waits for the watch a little, for
+// a tool that returned on its own view of health; a healthy control plane
 // is seen within lab.WatchControlPlane's 20 ms.
 func watchControlPlane(ctx context.Context, cfg *config.ClusterConfiguration, report *output.Reporter) func() {
 	if cfg == nil {
 		return func() {}
 	}
+	// The workflow runs meanwhile, in phases of its own: these are lab's.
+	stage := func(stage, msg string) {
+		report.Event(output.Event{Phase: "lab", Level: output.LevelInfo, Msg: msg, Fields: map[string]any{"stage": stage}})
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := lab.WatchControlPlane(ctx, cfg); err == nil {
-			report.Event(output.Event{Phase: "lab", Level: output.LevelInfo, Msg: "all four components answer healthy",
-				Fields: map[string]any{"stage": stageControlPlaneHealthy}})
+		seen := func(milestone string) {
+			if milestone == lab.ManifestsSeen {
+				stage(stageManifestsSeen, "lab up's watch read the four manifests")
+				return
+			}
+			stage(milestone+stageHealthySuffix, milestone+" answers healthy")
+		}
+		if err := lab.WatchControlPlane(ctx, cfg, seen); err == nil {
+			stage(stageControlPlaneHealthy, "all four components answer healthy")
 		}
 	}()
 	return func() {
