@@ -2,21 +2,33 @@ package phases
 
 import "slices"
 
-// Images lists the container images this node's static pods run, as
-// rendered and patched, in start order and each once: what the node's
-// runtime must hold (or pull) before the kubelet can start them.
+// Images lists the container images this node runs, each once: its static
+// pods' images, as rendered and patched, in start order, then those of the
+// addons the configuration enables, kube-proxy's (its DaemonSet runs on
+// every node) and CoreDNS's (its pods may be scheduled here), as kubeadm's
+// image list does. It is what the node's runtime must hold (or pull)
+// before the kubelet can start them.
 func Images(s *State) ([]string, error) {
 	manifests, err := RenderPods(s)
 	if err != nil {
 		return nil, err
 	}
 	var images []string
+	add := func(image string) {
+		if !slices.Contains(images, image) {
+			images = append(images, image)
+		}
+	}
 	for _, m := range manifests {
 		for _, c := range slices.Concat(m.Pod.Spec.InitContainers, m.Pod.Spec.Containers) {
-			if !slices.Contains(images, c.Image) {
-				images = append(images, c.Image)
-			}
+			add(c.Image)
 		}
+	}
+	if addons := s.Config.Addons; !addons.KubeProxy.Disabled {
+		add(addons.KubeProxy.Image)
+	}
+	if addons := s.Config.Addons; !addons.CoreDNS.Disabled {
+		add(addons.CoreDNS.Image)
 	}
 	return images, nil
 }

@@ -104,9 +104,9 @@ func hostCheck(check func(s *State) error) func(context.Context, *State) error {
 // in time fails it, rather than hanging init.
 const imageCheckTimeout = 30 * time.Second
 
-// checkImages names every image the static pods need that the node's
-// container runtime lacks: without it, a missing image shows only as a
-// component that never gets healthy. A runtime that is not running yet is
+// checkImages names every image of Images (the static pods' and the
+// enabled addons') that the node's container runtime lacks: without it, a
+// missing image shows only as a component that never gets healthy. A runtime that is not running yet is
 // a warning: the kubelet needs it, but it may be started after this check.
 func checkImages(ctx context.Context, s *State) error {
 	needed, err := Images(s)

@@ -34,7 +34,7 @@ func preflightOn(t *testing.T) (*phases.State, *bytes.Buffer) {
 
 func TestPreflightNamesMissingImages(t *testing.T) {
 	s, _ := preflightOn(t)
-	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kubeboot")
+	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kubeboot", "kube-proxy", "coredns")
 	err := phases.Preflight.Run(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "ImagePull") {
 		t.Fatalf("preflight with an image missing: %v", err)
@@ -54,7 +54,7 @@ func TestPreflightNamesMissingImages(t *testing.T) {
 
 func TestPreflightPassesWithEveryImage(t *testing.T) {
 	s, out := preflightOn(t)
-	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeboot")
+	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeboot", "kube-proxy", "coredns")
 	if err := phases.Preflight.Run(context.Background(), s); err != nil {
 		t.Fatalf("preflight with every image present: %v\n%s", err, out.String())
 	}

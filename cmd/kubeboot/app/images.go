@@ -29,10 +29,10 @@ type imagesOptions struct {
 // newImagesCommand is `kubeboot images`: the container images a node needs.
 func newImagesCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &imagesOptions{}
-	cmd := groupCommand("images", "The container images this node's control plane runs")
+	cmd := groupCommand("images", "The container images this node's control plane and addons run")
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the images of this node's static pods, as rendered and patched (the runtime's own sandbox image aside)",
+		Short: "List the images this node runs: its static pods', as rendered and patched, and the enabled addons' (the runtime's own sandbox image aside)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			return runImagesList(opts, stdout, stderr)

@@ -13,11 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
 // TestImagesListMatchesTheManifests: `images list -o json` names exactly
-// the images of the manifests init writes, read from a dry run's output.
+// the images of the manifests init writes, read from a dry run's output,
+// then the default addons' images, kube-proxy's and CoreDNS's.
 func TestImagesListMatchesTheManifests(t *testing.T) {
 	root := t.TempDir()
 	code, stdout, stderr := runCLI(t, "init", "--dry-run", "--root", root, "-o", "json")
@@ -57,8 +59,10 @@ func TestImagesListMatchesTheManifests(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &listed); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(fromManifests, listed.Images); diff != "" {
-		t.Errorf("images list -o json (-manifests +listed):\n%s", diff)
+	want := slices.Concat(fromManifests, []string{"registry.k8s.io/kube-proxy:" + config.DefaultKubernetesVersion,
+		config.DefaultCoreDNSImage(config.DefaultImageRepository, config.DefaultKubernetesVersion)})
+	if diff := cmp.Diff(want, listed.Images); diff != "" {
+		t.Errorf("images list -o json (-manifests and addons +listed):\n%s", diff)
 	}
 }
 
@@ -77,7 +81,7 @@ func TestImagesPull(t *testing.T) {
 		}
 		return runCLI(t, "images", "pull", "--config", cfg, "-o", "json")
 	}
-	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeboot")
+	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeboot", "kube-proxy", "coredns")
 	if code != 0 {
 		t.Fatalf("images pull with every image: exit %d: %s%s", code, stdout, stderr)
 	}
@@ -86,11 +90,11 @@ func TestImagesPull(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
 		t.Fatal(err)
 	}
-	if !last.Result.OK || len(last.Result.Present) != 5 || len(last.Result.Pulled) != 0 {
-		t.Errorf("result %+v, want 5 images present", last.Result)
+	if !last.Result.OK || len(last.Result.Present) != 7 || len(last.Result.Pulled) != 0 {
+		t.Errorf("result %+v, want 7 images present", last.Result)
 	}
 
-	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kubeboot")
+	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kubeboot", "kube-proxy", "coredns")
 	if code != 1 || !strings.Contains(stdout, `pull image \"registry.k8s.io/kube-scheduler:`) {
 		t.Errorf("images pull of an image the runtime cannot get: exit %d:\n%s", code, stdout)
 	}
