@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,45 +110,64 @@ func (k KubeadmNode) WritePatches() error {
 const kubeletFilesPoll = 10 * time.Millisecond
 
 // KubeletArgs waits until kubeadm (init or join) has written what the
-// kubelet reads (its configuration, its flags and a kubeconfig: join's
-// bootstrap one or init's kubelet.conf, as kubeadm's kubelet-start has
+// kubelet reads (its configuration, a kubeconfig: join's bootstrap one or
+// init's kubelet.conf, and last its flags, as kubeadm's kubelet-start has
 // them before it starts kubelet.service) and returns the kubelet's
 // command line as kubeadm's systemd drop-in makes it. A kubeadm that
 // exits first fails it, with its log's tail.
 func (k KubeadmNode) KubeletArgs(ctx context.Context, kubeadm *exec.Cmd, log string, exited <-chan error) ([]string, error) {
 	exists := func(f string) bool { _, err := os.Stat(f); return err == nil }
+	var flags []string
 	err := wait.PollUntilContextTimeout(ctx, kubeletFilesPoll, 5*time.Minute, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-exited:
 			return false, fmt.Errorf("%s exited before it started the kubelet: %w:\n%s", strings.Join(kubeadm.Args[:2], " "), err, tail(log, 20))
 		default:
 		}
-		return exists(kubeadmKubeletConf) && exists(kubeadmFlagsFile) && (exists(kubeadmBootstrap) || exists(kubeadmKubeletKC)), nil
+		kubeconfig := exists(kubeadmBootstrap) || exists(kubeadmKubeletKC)
+		if !exists(kubeadmKubeletConf) || !kubeconfig {
+			return false, nil
+		}
+		env, err := os.ReadFile(kubeadmFlagsFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		var complete bool
+		flags, complete = kubeadmFlags(string(env))
+		return complete, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wait for %s's kubelet files: %w", strings.Join(kubeadm.Args, " "), err)
-	}
-	env, err := os.ReadFile(kubeadmFlagsFile)
-	if err != nil {
-		return nil, err
 	}
 	args := []string{
 		"--bootstrap-kubeconfig=" + kubeadmBootstrap,
 		"--kubeconfig=" + kubeadmKubeletKC,
 		"--config=" + kubeadmKubeletConf,
 	}
-	return append(args, kubeadmFlags(string(env))...), nil
+	return append(args, flags...), nil
 }
 
 // kubeadmFlags are the flags of kubeadm-flags.env's KUBELET_KUBEADM_ARGS
-// line: KUBELET_KUBEADM_ARGS="--a=b --c=d".
-func kubeadmFlags(env string) []string {
-	for _, line := range strings.Split(env, "\n") {
-		if value, ok := strings.CutPrefix(strings.TrimSpace(line), "KUBELET_KUBEADM_ARGS="); ok {
-			return strings.Fields(strings.Trim(value, `"`))
+// line, KUBELET_KUBEADM_ARGS="--a=b --c=d" and its newline. complete is
+// false until that whole line is there: kubeadm writes the file in place,
+// so it may be read empty or cut short, and a kubelet started without
+// kubeadm's --hostname-override registers the machine's hostname instead.
+func kubeadmFlags(env string) (flags []string, complete bool) {
+	for line := range strings.Lines(env) {
+		value, found := strings.CutPrefix(line, `KUBELET_KUBEADM_ARGS="`)
+		if !found {
+			continue
 		}
+		value, complete = strings.CutSuffix(value, "\"\n")
+		if !complete {
+			return nil, false
+		}
+		return strings.Fields(value), true
 	}
-	return nil
+	return nil, false
 }
 
 // tail is the last n lines of the file at path.

@@ -8,15 +8,18 @@ import (
 )
 
 // TestKubeadmFlags: the kubelet gets kubeadm's flags from the
-// kubeadm-flags.env kubeadm join writes, as kubeadm's drop-in passes them.
+// kubeadm-flags.env kubeadm join writes, as kubeadm's drop-in passes them,
+// and only once the whole line is there: kubeadm writes the file in place.
 func TestKubeadmFlags(t *testing.T) {
 	env := "# written by kubeadm\nKUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///tmp/w2/cri.sock --hostname-override=w2\"\n"
 	want := []string{"--container-runtime-endpoint=unix:///tmp/w2/cri.sock", "--hostname-override=w2"}
-	if got := kubeadmFlags(env); !slices.Equal(got, want) {
-		t.Errorf("flags %q, want %q", got, want)
+	if got, complete := kubeadmFlags(env); !complete || !slices.Equal(got, want) {
+		t.Errorf("flags %q (complete %v), want %q", got, complete, want)
 	}
-	if got := kubeadmFlags("OTHER=1\n"); got != nil {
-		t.Errorf("flags %q from a file without KUBELET_KUBEADM_ARGS", got)
+	for _, partial := range []string{"", "OTHER=1\n", env[:len(env)-1], env[:len(env)-20], "KUBELET_KUBEADM_ARGS="} {
+		if got, complete := kubeadmFlags(partial); complete || got != nil {
+			t.Errorf("flags %q (complete %v) from %q, want none yet", got, complete, partial)
+		}
 	}
 }
 
