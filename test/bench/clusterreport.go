@@ -102,14 +102,15 @@ func (r *report) clusterSection(b *strings.Builder) {
 	w("and the node's /etc/hosts names the node, as on a real machine. kubeadm uses ECDSA-P256 keys, as kubeboot does by default, so that neither pays for RSA keys; ")
 	w("it skips its addon/kube-proxy phase (its DaemonSet would mount the host's /run/xtables.lock), kubeboot does not.\n\n")
 
+	bringUps := []struct {
+		name string
+		runs []clusterRun
+	}{{"kubeboot init", kb}, {"kubeadm init", ka}}
 	w("### Control-plane bring-up\n\n")
 	w("One control-plane node, from `bootstrap-started` to the tool's return. \"To healthy\" ends when all four components answer; \"after healthy\" is what the tool took after that before it returned ")
 	w("(kubeadm checks every 500 ms; it then uploads its configuration, marks the node, and creates the bootstrap token, cluster-info and CoreDNS, as kubeboot does with its addons and CSR approver).\n\n")
 	w("| tool | wall min / median / max | to healthy (median) | after healthy min / median / max | ratio to kubeadm (range by round) |\n|---|---|---|---|---|\n")
-	for _, t := range []struct {
-		name string
-		runs []clusterRun
-	}{{"kubeboot init", kb}, {"kubeadm init", ka}} {
+	for _, t := range bringUps {
 		wall, healthy, after := durations(t.runs, initWall), durations(t.runs, spanOf("cp1", "bootstrap-started", "cp1", "control-plane-healthy")), durations(t.runs, afterHealthy)
 		ratio := pairRatios(t.runs, ka, initWall, initWall)
 		w("| %s | %s / %s / %s | %s | %s / %s / %s | %s (%s–%s) |\n", t.name, fmtSeconds(wall.min), fmtSeconds(wall.median), fmtSeconds(wall.max),
@@ -140,10 +141,7 @@ func (r *report) clusterSection(b *strings.Builder) {
 	w("Inside the wait, when lab up's watch saw each component answer first, from the tool's start (medians). ")
 	w("The watch starts with the kubelet; kubeadm writes its manifests before it has the kubelet started, so for kubeadm \"manifests seen\" is the kubelet's start.\n\n")
 	w("| tool | kubelet started | manifests seen | etcd | kube-apiserver | kube-controller-manager | kube-scheduler | all four |\n|---|---|---|---|---|---|---|---|\n")
-	for _, t := range []struct {
-		name string
-		runs []clusterRun
-	}{{"kubeboot init", kb}, {"kubeadm init", ka}} {
+	for _, t := range bringUps {
 		w("| %s |", t.name)
 		for _, stage := range []string{"kubelet-started", "manifests-seen", "etcd-healthy", "kube-apiserver-healthy", "kube-controller-manager-healthy", "kube-scheduler-healthy", "control-plane-healthy"} {
 			w(" %s |", fmtSeconds(durations(t.runs, spanOf("cp1", "bootstrap-started", "cp1", stage)).median))
