@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,26 +37,23 @@ func TestKubeadmInit(t *testing.T) {
 
 	// The kubelet posts the static pods' mirror pods once its Node exists,
 	// which may be after kubeadm init returned.
-	var missing []string
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
+	eventually(t, "the four components' mirror pods Running in kube-system", func() error {
 		var pods corev1.PodList
 		if err := c.kubectlJSON(t, &pods, "get", "pods", "-n", "kube-system"); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		missing = nil
+		var missing []string
 		for _, component := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 			i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return p.Name == component+"-cp1" })
 			if i < 0 || pods.Items[i].Status.Phase != corev1.PodRunning {
 				missing = append(missing, component+"-cp1")
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
+		if len(missing) > 0 {
+			return fmt.Errorf("not running: %v", missing)
 		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("not running in kube-system after 90 s: %v", missing)
-	}
+		return nil
+	})
 	if out := c.kubectl(t, "get", "configmap", "-n", "kube-system", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}"); !strings.Contains(out, "encryptionAlgorithm: ECDSA-P256") {
 		t.Errorf("kubeadm-config is not kubeadm's of the lab's configuration:\n%s", out)
 	}
