@@ -272,7 +272,13 @@ var rows = []row{
 	},
 }
 
-func TestHostileInput(t *testing.T) {
+func TestHostileInput(t *testing.T) { runRows(t, rows) }
+
+// runRows runs each row in a temp dir of its own and checks its exit code,
+// its message, that it did not crash, and that nothing but what it allows
+// changed.
+func runRows(t *testing.T, rows []row) {
+	t.Helper()
 	for _, r := range rows {
 		t.Run(r.defect+"/"+r.name, func(t *testing.T) {
 			dir := t.TempDir()
