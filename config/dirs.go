@@ -48,9 +48,20 @@ func ownedDirs(c *ClusterConfiguration) []ownedDir {
 	return dirs
 }
 
-// validateOwnedDirs refuses system directories as kubeboot's own, and any
-// other path of kubeboot's inside the etcd data dir, which reset removes
-// whole.
+// dataFreeTrees are trees of the operating system, its configuration and
+// its users in which no etcd data dir belongs, at any depth: reset removes
+// the data dir with everything in it, and init gives it to the etcd user,
+// so `etcd.local.dataDir: /root/.ssh` would hand root's keys to etcd and
+// then delete them. Elsewhere, reset checks the directory's contents
+// before it removes it.
+var dataFreeTrees = []string{
+	"/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+	"/proc", "/root", "/run", "/sbin", "/sys", "/usr",
+}
+
+// validateOwnedDirs refuses system directories as kubeboot's own, an etcd
+// data dir in a tree of the system's, and owned paths that overlap (see
+// validateOwnedPaths).
 func validateOwnedDirs(c *ClusterConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	for _, d := range ownedDirs(c) {
@@ -60,28 +71,17 @@ func validateOwnedDirs(c *ClusterConfiguration) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateKubeletConfigFile(c.Kubelet.ConfigFile)...)
-	if c.Etcd.Local == nil || !checkable(c.Etcd.Local.DataDir) || isSystemDir(c.Etcd.Local.DataDir) {
-		return errs // a data dir that is already refused gets one error
-	}
-	data := c.Etcd.Local.DataDir
-	for _, other := range []struct {
-		path *field.Path
-		file string
-	}{
-		{field.NewPath("certificates", "dir"), c.Certificates.Dir},
-		{field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir},
-		{field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir},
-		{field.NewPath("security", "audit", "logDir"), c.Security.Audit.LogDir},
-		{field.NewPath("security", "audit", "policyFile"), c.Security.Audit.PolicyFile},
-		{field.NewPath("kubelet", "configFile"), c.Kubelet.ConfigFile},
-		{field.NewPath("patchesDir"), c.PatchesDir},
-	} {
-		if other.file != "" && within(filepath.Clean(other.file), data) {
-			errs = append(errs, field.Invalid(field.NewPath("etcd", "local", "dataDir"), data,
-				"holds "+other.path.String()+" ("+other.file+"): reset removes the etcd data dir with everything in it; give etcd a directory of its own such as "+DefaultEtcdDataDir))
+	overlaps := validateOwnedPaths(c, isSystemDir)
+	if l := c.Etcd.Local; l != nil && checkable(l.DataDir) && !isSystemDir(l.DataDir) &&
+		!slices.ContainsFunc(overlaps, func(e *field.Error) bool { return e.Field == fieldEtcdDataDir.String() }) {
+		for _, tree := range dataFreeTrees {
+			if within(l.DataDir, tree) {
+				errs = append(errs, field.Invalid(fieldEtcdDataDir, l.DataDir,
+					"inside "+tree+", which belongs to the system and its users: reset removes the etcd data dir with everything in it; give etcd a directory of its own such as "+DefaultEtcdDataDir))
+			}
 		}
 	}
-	return errs
+	return append(errs, overlaps...)
 }
 
 // checkable reports whether path is absolute and clean; any other path

@@ -44,7 +44,6 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	errs = append(errs, validateCertificates(field.NewPath("certificates"), c.Certificates)...)
 	errs = append(errs, absolutePath(field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir)...)
 	errs = append(errs, absolutePath(field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir)...)
-	errs = append(errs, outsideManifestsDir(c)...)
 	errs = append(errs, validateOwnedDirs(c)...)
 	if c.ImageRepository == "" || strings.HasSuffix(c.ImageRepository, "/") || strings.ContainsAny(c.ImageRepository, " :@") {
 		errs = append(errs, field.Invalid(field.NewPath("imageRepository"), c.ImageRepository, "want a registry path like registry.k8s.io, without tag or trailing slash"))
@@ -332,29 +331,6 @@ func validateCertificates(p *field.Path, c Certificates) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.Duration.String(), "must not be negative, like 720h"))
 	case c.RenewBefore.Duration >= c.LeafValidity.Duration:
 		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.Duration.String(), "must be shorter than leafValidity, or every run would renew"))
-	}
-	return errs
-}
-
-// outsideManifestsDir keeps kubeboot's other files out of the kubelet's
-// manifest directory: the kubelet would try to run them as pods, and a dry
-// run would print them, keys included.
-func outsideManifestsDir(c *ClusterConfiguration) field.ErrorList {
-	var errs field.ErrorList
-	manifests := c.Paths.ManifestsDir
-	for _, d := range []struct {
-		path *field.Path
-		dir  string
-	}{
-		{field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir},
-		{field.NewPath("certificates", "dir"), c.Certificates.Dir},
-		{field.NewPath("kubelet", "configFile"), filepath.Dir(c.Kubelet.ConfigFile)},
-		{field.NewPath("kubelet", "certDir"), c.Kubelet.CertDir},
-	} {
-		// The kubelet does not read subdirectories, so only the directory itself matters.
-		if d.dir == manifests {
-			errs = append(errs, field.Invalid(d.path, d.dir, "must be outside paths.manifestsDir ("+manifests+"): the kubelet runs every file there"))
-		}
 	}
 	return errs
 }

@@ -70,7 +70,7 @@ func TestValidate(t *testing.T) {
 			c.ControllerManager.ExtraVolumes = []HostPathMount{{Name: "v", HostPath: "rel", MountPath: "/m"}, {Name: "v", HostPath: "/h", MountPath: "/m", PathType: "Dir"}}
 		}, []string{"extraVolumes[0].hostPath", "extraVolumes[1].name: Duplicate", "extraVolumes[1].pathType: Unsupported"}},
 		{"bad extra env", func(c *ClusterConfiguration) { c.APIServer.ExtraEnv = []EnvVar{{Name: "1X", Value: "y"}} }, []string{"apiServer.extraEnv[0].name"}},
-		{"kubeconfigs in the manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/etc/kubernetes" }, []string{"paths.kubeconfigDir: Invalid value: \"/etc/kubernetes\": must be outside paths.manifestsDir"}},
+		{"kubeconfigs in the manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/etc/kubernetes" }, []string{`paths.manifestsDir: Invalid value: "/etc/kubernetes": /etc/kubernetes would be both the manifest directory and the kubeconfig directory (paths.kubeconfigDir); give it a directory of its own such as /etc/kubernetes/manifests`}},
 		{"pki in the manifest dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/kubernetes/manifests" }, []string{"certificates.dir"}},
 		{"bad key algorithm", func(c *ClusterConfiguration) { c.Certificates.KeyAlgorithm = "ed25519" }, []string{"certificates.keyAlgorithm: Unsupported value: \"ed25519\""}},
 		{"leaf outlives CA", func(c *ClusterConfiguration) { c.Certificates.LeafValidity.Duration = 20 * 365 * 24 * time.Hour }, []string{`certificates.leafValidity: Invalid value: "175200h0m0s"`}},
@@ -106,7 +106,7 @@ func TestValidate(t *testing.T) {
 		{"system dir as kubelet config", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/usr/bin" }, []string{`kubelet.configFile: Invalid value: "/usr/bin": a system file`}},
 		{"relative kubelet cert dir", func(c *ClusterConfiguration) { c.Kubelet.CertDir = "pki" }, []string{`kubelet.certDir: Invalid value: "pki": must be an absolute path`}},
 		{"kubelet cert dir as manifest dir", func(c *ClusterConfiguration) { c.Kubelet.CertDir = "/etc/kubernetes/manifests" }, []string{
-			`kubelet.certDir: Invalid value: "/etc/kubernetes/manifests": must be outside paths.manifestsDir`}},
+			`kubelet.certDir: Invalid value: "/etc/kubernetes/manifests": /etc/kubernetes/manifests would be both the kubelet's certificate directory and the manifest directory (paths.manifestsDir); give it a directory of its own such as /var/lib/kubelet/pki`}},
 		{"root as kubeconfig dir", func(c *ClusterConfiguration) { c.Paths.KubeconfigDir = "/" }, []string{`paths.kubeconfigDir: Invalid value: "/": a system directory`}},
 		{"tmp as manifest dir", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/tmp" }, []string{`paths.manifestsDir: Invalid value: "/tmp": a system directory`}},
 		{"ancestor of a system dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/usr" }, []string{`etcd.local.dataDir: Invalid value: "/usr": a system directory`}},
@@ -124,8 +124,8 @@ func TestValidate(t *testing.T) {
 			c.Certificates.Dir = "/srv/kube/pki"
 			c.Security.Audit.LogDir = "/srv/kube"
 		}, []string{
-			`etcd.local.dataDir: Invalid value: "/srv/kube": holds certificates.dir (/srv/kube/pki): reset removes the etcd data dir with everything in it; give etcd a directory of its own such as /var/lib/etcd`,
-			`etcd.local.dataDir: Invalid value: "/srv/kube": holds security.audit.logDir (/srv/kube)`}},
+			`security.audit.logDir: Invalid value: "/srv/kube": /srv/kube would be both the audit log directory and the etcd data directory (etcd.local.dataDir)`,
+			`certificates.dir: Invalid value: "/srv/kube/pki": /srv/kube/pki (the certificates directory) would lie inside the etcd data directory /srv/kube (etcd.local.dataDir), where it has no place: reset removes it with everything in it; give it a directory of its own such as /etc/kubernetes/pki`}},
 		{"several errors at once", func(c *ClusterConfiguration) {
 			c.Node.AdvertiseAddress = "x"
 			c.Networking.DNSDomain = "Cluster_Local"

@@ -207,7 +207,6 @@ func ValidateWorker(w *WorkerConfiguration) field.ErrorList {
 	errs = append(errs, absolutePath(field.NewPath("kubelet", "configFile"), w.Kubelet.ConfigFile)...)
 	errs = append(errs, validateCRIEndpoint(w.Kubelet.ContainerRuntimeEndpoint)...)
 	node := w.NodeConfig()
-	errs = append(errs, outsideManifestsDir(node)...)
 	errs = append(errs, validateOwnedDirs(node)...)
 	for _, t := range []struct {
 		name string

@@ -1,0 +1,137 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestOwnedPathsOverlap: no two paths of the owned-path table may be one,
+// lie inside a file, or lie inside an exclusive directory that is not
+// their place; the error names the field the user moved and the fix.
+func TestOwnedPathsOverlap(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(c *ClusterConfiguration)
+		want   string // "" for valid
+	}{
+		{"kubelet config over the CA key", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/pki/ca.key" },
+			`kubelet.configFile: Invalid value: "/etc/kubernetes/pki/ca.key": /etc/kubernetes/pki/ca.key would be both the kubelet's configuration file and the private key ca.key (under certificates.dir); give it a file of its own such as /var/lib/kubelet/config.yaml`},
+		{"kubelet config over the encryption key", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/pki/encryption-config.yaml" },
+			`kubelet.configFile: Invalid value: "/etc/kubernetes/pki/encryption-config.yaml": /etc/kubernetes/pki/encryption-config.yaml would be both the kubelet's configuration file and the encryption key of Secrets`},
+		{"kubelet config over a kubeconfig", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/kubelet.conf" },
+			`kubelet.configFile: Invalid value: "/etc/kubernetes/kubelet.conf": /etc/kubernetes/kubelet.conf would be both the kubelet's configuration file and the kubeconfig kubelet.conf`},
+		{"kubelet config over a manifest", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/manifests/etcd.yaml" },
+			`kubelet.configFile: Invalid value: "/etc/kubernetes/manifests/etcd.yaml": /etc/kubernetes/manifests/etcd.yaml would be both the kubelet's configuration file and the manifest etcd.yaml`},
+		{"kubelet config in the manifest dir", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/manifests/kubelet.yaml" },
+			`kubelet.configFile: Invalid value: "/etc/kubernetes/manifests/kubelet.yaml": /etc/kubernetes/manifests/kubelet.yaml (the kubelet's configuration file) would lie inside the manifest directory /etc/kubernetes/manifests (paths.manifestsDir), where it has no place: the kubelet runs every file in it as a static pod`},
+		{"kubelet config in the PKI", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/pki/kubelet.yaml" },
+			`kubelet.configFile: Invalid value: "/etc/kubernetes/pki/kubelet.yaml": /etc/kubernetes/pki/kubelet.yaml (the kubelet's configuration file) would lie inside the certificates directory`},
+		{"kubelet config over the audit log", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/var/log/kubernetes/audit/audit.log" },
+			`kubelet.configFile: Invalid value: "/var/log/kubernetes/audit/audit.log": /var/log/kubernetes/audit/audit.log would be both the kubelet's configuration file and the audit log`},
+		{"kubelet config in kubeboot's state dir", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/kubeboot/lock" },
+			`kubelet.configFile: Invalid value: "/etc/kubernetes/kubeboot/lock": /etc/kubernetes/kubeboot/lock (the kubelet's configuration file) would lie inside kubeboot's state directory`},
+		{"kubelet config over the API server's policy", func(c *ClusterConfiguration) {
+			c.Kubelet.ConfigFile = "/etc/kubernetes/apiserver/admission-config.yaml"
+		}, `kubelet.configFile: Invalid value: "/etc/kubernetes/apiserver/admission-config.yaml": /etc/kubernetes/apiserver/admission-config.yaml would be both the kubelet's configuration file and the API server's admission-config.yaml`},
+		{"etcd data dir is the etcd PKI", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/etc/kubernetes/pki/etcd" },
+			`etcd.local.dataDir: Invalid value: "/etc/kubernetes/pki/etcd": /etc/kubernetes/pki/etcd would be both the etcd data directory and the etcd PKI directory (under certificates.dir); give it a directory of its own such as /var/lib/etcd`},
+		{"etcd data dir is the etcd PKI outside /etc", func(c *ClusterConfiguration) {
+			c.Certificates.Dir = "/srv/pki"
+			c.Etcd.Local.DataDir = "/srv/pki/etcd"
+		}, `etcd.local.dataDir: Invalid value: "/srv/pki/etcd": /srv/pki/etcd would be both the etcd data directory and the etcd PKI directory`},
+		{"etcd data dir holds the PKI", func(c *ClusterConfiguration) {
+			c.Certificates.Dir = "/srv/etcd/pki"
+			c.Etcd.Local.DataDir = "/srv/etcd"
+		}, `certificates.dir: Invalid value: "/srv/etcd/pki": /srv/etcd/pki (the certificates directory) would lie inside the etcd data directory /srv/etcd (etcd.local.dataDir), where it has no place: reset removes it with everything in it`},
+		{"etcd data dir is the kubeconfig dir", func(c *ClusterConfiguration) { c.Etcd.Local.DataDir = "/srv/k"; c.Paths.KubeconfigDir = "/srv/k" },
+			`etcd.local.dataDir: Invalid value: "/srv/k": /srv/k would be both the etcd data directory and the kubeconfig directory (paths.kubeconfigDir)`},
+		{"manifest dir is the etcd PKI", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/etc/kubernetes/pki/etcd" },
+			`paths.manifestsDir: Invalid value: "/etc/kubernetes/pki/etcd": /etc/kubernetes/pki/etcd would be both the manifest directory and the etcd PKI directory (under certificates.dir); give it a directory of its own such as /etc/kubernetes/manifests`},
+		{"manifest dir inside the PKI", func(c *ClusterConfiguration) { c.Paths.ManifestsDir = "/etc/kubernetes/pki/manifests" },
+			`paths.manifestsDir: Invalid value: "/etc/kubernetes/pki/manifests": /etc/kubernetes/pki/manifests (the manifest directory) would lie inside the certificates directory /etc/kubernetes/pki (certificates.dir), where it has no place`},
+		{"manifest dir holds the PKI", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/kubernetes/manifests/pki" },
+			`certificates.dir: Invalid value: "/etc/kubernetes/manifests/pki": /etc/kubernetes/manifests/pki (the certificates directory) would lie inside the manifest directory`},
+		{"kubeconfig dir inside the PKI", func(c *ClusterConfiguration) { c.Paths.KubeconfigDir = "/etc/kubernetes/pki/conf" },
+			`paths.kubeconfigDir: Invalid value: "/etc/kubernetes/pki/conf": /etc/kubernetes/pki/conf (the kubeconfig directory) would lie inside the certificates directory`},
+		{"PKI is kubeboot's state dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/kubernetes/kubeboot" },
+			`certificates.dir: Invalid value: "/etc/kubernetes/kubeboot": /etc/kubernetes/kubeboot would be both the certificates directory and kubeboot's state directory`},
+		{"PKI is the API server's policy dir", func(c *ClusterConfiguration) { c.Certificates.Dir = "/etc/kubernetes/apiserver" },
+			`certificates.dir: Invalid value: "/etc/kubernetes/apiserver": /etc/kubernetes/apiserver would be both the certificates directory and the API server's policy directory`},
+		{"audit log dir holds the kubeconfigs", func(c *ClusterConfiguration) { c.Security.Audit.LogDir = "/etc/kubernetes" },
+			`security.audit.logDir: Invalid value: "/etc/kubernetes": /etc/kubernetes would be both the audit log directory and the kubeconfig directory`},
+		{"audit log dir holds the manifests", func(c *ClusterConfiguration) {
+			c.Security.Audit.LogDir = "/srv/a"
+			c.Paths.ManifestsDir = "/srv/a/manifests"
+		},
+			`paths.manifestsDir: Invalid value: "/srv/a/manifests": /srv/a/manifests (the manifest directory) would lie inside the audit log directory /srv/a (security.audit.logDir), where it has no place: the API server mounts it read-write`},
+		{"kubelet cert dir is the PKI", func(c *ClusterConfiguration) { c.Kubelet.CertDir = "/etc/kubernetes/pki" },
+			`kubelet.certDir: Invalid value: "/etc/kubernetes/pki": /etc/kubernetes/pki would be both the kubelet's certificate directory and the certificates directory`},
+		{"kubelet config inside a file", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/admin.conf/config.yaml" },
+			`kubelet.configFile: Invalid value: "/etc/kubernetes/admin.conf/config.yaml": /etc/kubernetes/admin.conf/config.yaml (the kubelet's configuration file) would lie inside the kubeconfig admin.conf /etc/kubernetes/admin.conf (under paths.kubeconfigDir), which is a file`},
+		{"audit policy is the CA key", func(c *ClusterConfiguration) { c.Security.Audit.PolicyFile = "/etc/kubernetes/pki/ca.key" },
+			`security.audit.policyFile: Invalid value: "/etc/kubernetes/pki/ca.key": /etc/kubernetes/pki/ca.key would be both the audit policy and the private key ca.key (under certificates.dir); give it a file of its own, outside kubeboot's`},
+		{"audit policy in the manifest dir", func(c *ClusterConfiguration) { c.Security.Audit.PolicyFile = "/etc/kubernetes/manifests/policy.yaml" },
+			`security.audit.policyFile: Invalid value: "/etc/kubernetes/manifests/policy.yaml": /etc/kubernetes/manifests/policy.yaml (the audit policy) would lie inside the manifest directory`},
+		{"patches dir is the manifest dir", func(c *ClusterConfiguration) { c.PatchesDir = "/etc/kubernetes/manifests" },
+			`patchesDir: Invalid value: "/etc/kubernetes/manifests": /etc/kubernetes/manifests would be both the patches directory and the manifest directory`},
+		{"patches dir holds the kubelet config", func(c *ClusterConfiguration) {
+			c.PatchesDir = "/srv/patches"
+			c.Kubelet.ConfigFile = "/srv/patches/kubelet.yaml"
+		}, `kubelet.configFile: Invalid value: "/srv/patches/kubelet.yaml": /srv/patches/kubelet.yaml (the kubelet's configuration file) would lie inside the patches directory`},
+		{"external etcd key is kubeboot's key", func(c *ClusterConfiguration) {
+			c.Etcd = Etcd{External: &ExternalEtcd{Endpoints: []string{"https://10.0.0.2:2379"}, CAFile: "/etc/kubernetes/pki/etcd/ca.crt",
+				CertFile: "/etc/kubernetes/pki/apiserver-etcd-client.crt", KeyFile: "/etc/kubernetes/pki/apiserver.key"}}
+		}, `etcd.external.keyFile: Invalid value: "/etc/kubernetes/pki/apiserver.key": /etc/kubernetes/pki/apiserver.key would be both the external etcd's keyFile and the private key apiserver.key`},
+
+		{"the defaults", func(*ClusterConfiguration) {}, ""},
+		{"the user's audit policy at kubeboot's path", func(c *ClusterConfiguration) {
+			c.Security.Audit.PolicyFile = "/etc/kubernetes/apiserver/audit-policy.yaml"
+		}, ""},
+		{"the user's audit policy beside the kubeconfigs", func(c *ClusterConfiguration) { c.Security.Audit.PolicyFile = "/etc/kubernetes/audit.yaml" }, ""},
+		{"external etcd in kubeadm's layout", func(c *ClusterConfiguration) {
+			c.Etcd = Etcd{External: &ExternalEtcd{Endpoints: []string{"https://10.0.0.2:2379"}, CAFile: "/etc/kubernetes/pki/etcd/ca.crt",
+				CertFile: "/etc/kubernetes/pki/apiserver-etcd-client.crt", KeyFile: "/etc/kubernetes/pki/apiserver-etcd-client.key"}}
+		}, ""},
+		{"a lab's layout", func(c *ClusterConfiguration) {
+			c.Etcd.Local.DataDir = "/tmp/lab/etcd"
+			c.Certificates.Dir = "/tmp/lab/pki"
+			c.Paths = Paths{ManifestsDir: "/tmp/lab/manifests", KubeconfigDir: "/tmp/lab"}
+			c.Kubelet.ConfigFile = "/tmp/lab/kubelet/config.yaml"
+			c.Security.Audit.LogDir = "/tmp/lab/audit"
+			c.PatchesDir = "/tmp/lab/patches"
+		}, ""},
+		{"a kubelet config beside the kubeconfigs", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/etc/kubernetes/kubelet.yaml" }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New()
+			SetDefaults(c, Host{Name: "node-1", Address: "10.0.0.10"})
+			tt.modify(c)
+			errs := validateOwnedDirs(c)
+			if tt.want == "" {
+				if len(errs) > 0 {
+					t.Fatalf("got %v, want no error", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want) {
+				t.Fatalf("got %v, want one error containing\n%s", errs, tt.want)
+			}
+		})
+	}
+}
+
+// TestEtcdDataDirInSystemTrees: a data dir anywhere in the system's and
+// its users' trees is refused, since reset removes it whole.
+func TestEtcdDataDirInSystemTrees(t *testing.T) {
+	for _, dir := range []string{"/root/.ssh", "/home/someone", "/etc/ssh", "/boot/grub", "/usr/local/share/x", "/run/etcd"} {
+		c := New()
+		SetDefaults(c, Host{Name: "node-1", Address: "10.0.0.10"})
+		c.Etcd.Local.DataDir = dir
+		errs := Validate(c)
+		if len(errs) == 0 || !strings.Contains(errs[0].Error(), `etcd.local.dataDir: Invalid value: "`+dir+`": inside /`) ||
+			!strings.Contains(errs[0].Error(), "give etcd a directory of its own such as /var/lib/etcd") {
+			t.Errorf("%s: got %v, want a refusal naming the tree and the fix", dir, errs)
+		}
+	}
+}
