@@ -178,7 +178,7 @@ func newCluster(from, name, server string, ca []byte) (*Cluster, error) {
 	}
 	hash, err := pki.CACertHash(ca)
 	if err != nil {
-		return nil, fmt.Errorf("read the CA of %s: %w", from, err)
+		return nil, fmt.Errorf("read the CA of %s (certificate-authority-data): %w", from, err)
 	}
 	return &Cluster{Name: name, Server: server, CA: ca, CAHash: hash}, nil
 }

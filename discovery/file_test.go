@@ -12,6 +12,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeboot/kubeboot/bootstraptoken"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -75,18 +76,31 @@ func TestFromFileRefuses(t *testing.T) {
 		name string
 		path string
 		want string
+		// code is the exit code: a malformed file is a usage error, a
+		// cluster that does not answer as the file says is not.
+		code int
 	}{
-		{"another cluster's CA", writeFile(t, file(other.Cert, testToken.Value())), "tls: failed to verify certificate: x509: certificate signed by unknown authority"},
-		{"a token that is no bootstrap token", writeFile(t, file(ca.Cert, notAToken)), "not a bootstrap token"},
-		{"no CA", writeFile(t, bytes.Replace(file(ca.Cert, testToken.Value()), []byte("certificate-authority-data"), []byte("certificate-authority"), 1)), "embeds none (certificate-authority-data)"},
-		{"not a kubeconfig", writeFile(t, []byte("- a list\n")), "not a kubeconfig"},
-		{"a directory", t.TempDir(), "not a regular file: it is a directory"},
+		{"another cluster's CA", writeFile(t, file(other.Cert, testToken.Value())), "tls: failed to verify certificate: x509: certificate signed by unknown authority", exit.Failure},
+		{"a token that is no bootstrap token", writeFile(t, file(ca.Cert, notAToken)), `(users["tls-bootstrap-token-user"].user.token)`, exit.Usage},
+		{"no CA", writeFile(t, bytes.Replace(file(ca.Cert, testToken.Value()), []byte("certificate-authority-data"), []byte("certificate-authority"), 1)), "embeds none (certificate-authority-data)", exit.Usage},
+		{"an http server", writeFile(t, bytes.Replace(file(ca.Cert, testToken.Value()), []byte("https://"), []byte("http://"), 1)), "want an https:// URL", exit.Usage},
+		{"a CA that is no certificate", writeFile(t, file([]byte("not a certificate"), testToken.Value())), "certificate-authority-data", exit.Usage},
+		{"no current context", writeFile(t, bytes.Replace(file(ca.Cert, testToken.Value()), []byte("current-context: "), []byte("current-context: other-"), 1)), `current-context: "other-`, exit.Usage},
+		{"not a kubeconfig", writeFile(t, []byte("- a list\n")), "not a kubeconfig", exit.Usage},
+		{"a directory", t.TempDir(), "not a regular file: it is a directory", exit.Usage},
+		{"no file", filepath.Join(t.TempDir(), "missing.conf"), "no such file or directory", exit.Usage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := FromFile(context.Background(), tt.path, quick)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+			if got := exit.Code(err); got != tt.code {
+				t.Errorf("exit code %d, want %d: %v", got, tt.code, err)
+			}
+			if tt.code == exit.Usage && !strings.Contains(err.Error(), "kubeboot token create --discovery-file") {
+				t.Errorf("the error does not say how to fix the file: %v", err)
 			}
 			if strings.Contains(err.Error(), notAToken) || strings.Contains(err.Error(), testToken.Secret) {
 				t.Errorf("the error quotes the token: %v", err)
