@@ -35,6 +35,10 @@ type Security struct {
 	// EtcdDataDirOwner is the user that owns the local etcd data directory
 	// when it exists on the node; otherwise root owns it.
 	EtcdDataDirOwner string `json:"etcdDataDirOwner,omitempty"`
+	// AllowInsecure lists the guarantees (see Insecure) that an extraArgs
+	// or kubelet.extraConfig override may break; validation refuses any
+	// other such override.
+	AllowInsecure []Insecure `json:"allowInsecure,omitempty"`
 }
 
 // EncryptionAtRest configures the API server's encryption of Secrets.

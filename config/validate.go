@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -27,6 +28,11 @@ const (
 // maxServiceHostBits is the largest service range the API server accepts:
 // 20 bits of hosts (an IPv4 /12 or an IPv6 /108).
 const maxServiceHostBits = 20
+
+// minServiceHostBits is the smallest service range that holds the tenth
+// address, cluster DNS's, below an IPv4 range's broadcast address: an IPv4
+// /28 or an IPv6 /124.
+const minServiceHostBits = 4
 
 // Validate checks a defaulted configuration and reports every problem at
 // once, each with its field path.
@@ -45,9 +51,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	errs = append(errs, absolutePath(field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir)...)
 	errs = append(errs, absolutePath(field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir)...)
 	errs = append(errs, validateOwnedDirs(c)...)
-	if c.ImageRepository == "" || strings.HasSuffix(c.ImageRepository, "/") || strings.ContainsAny(c.ImageRepository, " :@") {
-		errs = append(errs, field.Invalid(field.NewPath("imageRepository"), c.ImageRepository, "want a registry path like registry.k8s.io, without tag or trailing slash"))
-	}
+	errs = append(errs, validateImageRepository(field.NewPath("imageRepository"), c)...)
 	if c.PatchesDir != "" {
 		errs = append(errs, absolutePath(field.NewPath("patchesDir"), c.PatchesDir)...)
 	}
@@ -55,6 +59,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	errs = append(errs, absolutePath(field.NewPath("kubelet", "certDir"), c.Kubelet.CertDir)...)
 	errs = append(errs, validateCRIEndpoint(c.Kubelet.ContainerRuntimeEndpoint)...)
 	errs = append(errs, validateSecurity(field.NewPath("security"), c.Security)...)
+	errs = append(errs, validatePolicy(c)...)
 	if c.Timeouts.ControlPlane.Duration <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.Duration.String(), "must be positive, like 4m"))
 	}
@@ -69,6 +74,50 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 func validateCRIEndpoint(endpoint string) field.ErrorList {
 	if u, err := url.Parse(endpoint); err != nil || u.Scheme != "unix" || !filepath.IsAbs(u.Path) {
 		return field.ErrorList{field.Invalid(field.NewPath("kubelet", "containerRuntimeEndpoint"), endpoint, "want a unix socket URL like "+DefaultCRIEndpoint)}
+	}
+	return nil
+}
+
+// MinCertValidity is the shortest lifetime of a certificate kubeboot
+// issues: shorter ones expire before the control plane is up.
+const MinCertValidity = time.Hour
+
+// componentImages are the control-plane images kubeboot renders from
+// imageRepository.
+var componentImages = []string{NameEtcd, NameAPIServer, NameControllerManager, NameScheduler, "kube-proxy", "coredns/coredns"}
+
+// registryHost is a registry's host name, and pathComponent one part of a
+// repository's path, as the OCI distribution specification has them.
+var (
+	registryHost  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$`)
+	pathComponent = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$`)
+)
+
+// validateImageRepository wants a registry path, without tag or trailing
+// slash, from which every image kubeboot renders is a valid reference.
+func validateImageRepository(p *field.Path, c *ClusterConfiguration) field.ErrorList {
+	repo := c.ImageRepository
+	if repo == "" || strings.HasSuffix(repo, "/") || strings.ContainsAny(repo, " :@") {
+		return field.ErrorList{field.Invalid(p, repo, "want a registry path like registry.k8s.io, without tag or trailing slash")}
+	}
+	host, path, _ := strings.Cut(repo, "/")
+	if !strings.ContainsAny(host, ".:") && host != "localhost" {
+		host, path = "", repo // Docker's rule: a first part without a dot is a path
+	}
+	if host != "" && !registryHost.MatchString(host) {
+		return field.ErrorList{field.Invalid(p, repo, "the registry "+host+" is not a host name: want a registry path like registry.k8s.io or registry.example/mirror")}
+	}
+	for _, part := range strings.Split(path, "/") {
+		if path != "" && !pathComponent.MatchString(part) {
+			return field.ErrorList{field.Invalid(p, repo, fmt.Sprintf("%q is not a repository path component (lower-case letters and digits, separated by '.', '_', '__' or '-'): want a registry path like registry.k8s.io or registry.example/mirror", part))}
+		}
+	}
+	for _, image := range componentImages {
+		ref := repo + "/" + image + ":" + DefaultKubernetesVersion
+		if _, err := name.ParseReference(ref); err != nil {
+			return field.ErrorList{field.Invalid(p, repo, "renders invalid image references such as "+ref+" ("+err.Error()+
+				"): want a registry and path of lower-case letters, digits and separators, like registry.k8s.io or registry.example/mirror")}
+		}
 	}
 	return nil
 }
@@ -145,8 +194,10 @@ func validateNetworking(p *field.Path, c *ClusterConfiguration) field.ErrorList 
 		if bits-ones > maxServiceHostBits {
 			errs = append(errs, field.Invalid(p.Child("serviceSubnet"), s.String(), fmt.Sprintf("too large: at most %d bits of hosts (an IPv4 /12, an IPv6 /108)", maxServiceHostBits)))
 		}
-		if bits-ones < 2 {
-			errs = append(errs, field.Invalid(p.Child("serviceSubnet"), s.String(), "too small: it needs room for the first service IP"))
+		if bits-ones < minServiceHostBits {
+			errs = append(errs, field.Invalid(p.Child("serviceSubnet"), s.String(), fmt.Sprintf(
+				"too small: kubeboot takes the first address (%s, the API server's Service) and the tenth (%s, cluster DNS, every kubelet's clusterDNS) from it; use at least an IPv4 /%d or an IPv6 /%d",
+				nthAddress(s, 1), nthAddress(s, 10), 32-minServiceHostBits, 128-minServiceHostBits)))
 		}
 	}
 	pods, podErrs := cidrList(p.Child("podSubnet"), n.PodSubnet)
@@ -323,8 +374,14 @@ func validateCertificates(p *field.Path, c Certificates) field.ErrorList {
 	if c.CAValidity.Duration <= 0 {
 		errs = append(errs, field.Invalid(p.Child("caValidity"), c.CAValidity.Duration.String(), "must be positive, like 87600h"))
 	}
-	if c.LeafValidity.Duration <= 0 || c.LeafValidity.Duration > c.CAValidity.Duration {
-		errs = append(errs, field.Invalid(p.Child("leafValidity"), c.LeafValidity.Duration.String(), "must be positive and no longer than caValidity"))
+	if c.CAValidity.Duration > 0 && c.CAValidity.Duration < MinCertValidity {
+		errs = append(errs, field.Invalid(p.Child("caValidity"), c.CAValidity.Duration.String(), "too short: at least 1h, like 87600h; a CA that expires within the hour takes the cluster down with it"))
+	}
+	switch leaf := c.LeafValidity.Duration; {
+	case leaf <= 0 || leaf > c.CAValidity.Duration:
+		errs = append(errs, field.Invalid(p.Child("leafValidity"), leaf.String(), "must be positive and no longer than caValidity"))
+	case leaf < MinCertValidity:
+		errs = append(errs, field.Invalid(p.Child("leafValidity"), leaf.String(), "too short: at least 1h, like 8760h; kubeboot would write certificates that expire before the control plane is up"))
 	}
 	switch {
 	case c.RenewBefore.Duration < 0:

@@ -206,6 +206,8 @@ func ValidateWorker(w *WorkerConfiguration) field.ErrorList {
 	errs = append(errs, absolutePath(field.NewPath("paths", "kubeconfigDir"), w.Paths.KubeconfigDir)...)
 	errs = append(errs, absolutePath(field.NewPath("kubelet", "configFile"), w.Kubelet.ConfigFile)...)
 	errs = append(errs, validateCRIEndpoint(w.Kubelet.ContainerRuntimeEndpoint)...)
+	_, kubeletErrs := decodeKubeletExtraConfig(field.NewPath("kubelet", "extraConfig"), w.Kubelet.ExtraConfig)
+	errs = append(errs, kubeletErrs...)
 	node := w.NodeConfig()
 	errs = append(errs, validateOwnedDirs(node)...)
 	for _, t := range []struct {

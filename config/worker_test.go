@@ -85,6 +85,7 @@ func TestLoadWorkerRefuses(t *testing.T) {
 		{"loopback address", workerHeader + token + "node: {address: 127.0.0.5}\n", "node.address: Invalid value: \"127.0.0.5\": the kubelet refuses"},
 		{"zero timeout", workerHeader + token + "timeouts: {tlsBootstrap: 0s}\n", "timeouts.tlsBootstrap: Invalid value: \"0s\": must be positive"},
 		{"system dir", workerHeader + token + "certificates: {dir: /etc}\n", "certificates.dir: Invalid value: \"/etc\": a system directory"},
+		{"kubelet extraConfig of the wrong type", workerHeader + token + "kubelet: {extraConfig: {failSwapOn: notabool}}\n", `kubelet.extraConfig.failSwapOn: Invalid value: "string": wrong type: the kubelet wants bool`},
 		{"kubeconfigs among the manifests", workerHeader + token + "paths: {kubeconfigDir: /etc/kubernetes/manifests}\n", "paths.kubeconfigDir: Invalid value: \"/etc/kubernetes/manifests\": /etc/kubernetes/manifests would be both the kubeconfig directory and the manifest directory (paths.manifestsDir)"},
 		{"unknown field", workerHeader + token + "node: {advertiseAddress: 10.0.0.20}\n", "node.advertiseAddress: unknown field"},
 		{"a control-plane field", workerHeader + token + "etcd: {}\n", "etcd: unknown field"},
