@@ -73,8 +73,8 @@ func journalPath(c *config.ClusterConfiguration) string {
 // must be healthy again, and the upgrade stops with the new instance's
 // diagnostic. A journal in the backups dir lets a re-run finish a step a
 // crash interrupted. On a node that joined the cluster, etcd keeps its
-// join flags (see phases.KeepJoinedEtcdFlags). Last, the addons move to
-// the new release (see upgradeAddons).
+// join flags (see phases.KeepJoinedEtcdFlags). Last, the cluster's
+// objects move to the new release (see upgradeClusterObjects).
 //
 // timeout bounds each wait for a component to become healthy; 0 means
 // timeouts.controlPlane. It is not the configuration's field because that
@@ -160,7 +160,7 @@ func upgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) e
 	if changed == 0 && !wrote {
 		s.Report.Infof("every manifest is up to date")
 	}
-	return upgradeAddons(ctx, s, timeout)
+	return upgradeClusterObjects(ctx, s, timeout)
 }
 
 // upgradeCSRApprover writes the CSR approver's manifest as rendered, after

@@ -1,6 +1,7 @@
 package day2
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -11,10 +12,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/procnet"
 )
 
@@ -250,4 +256,65 @@ func TestInstanceOf(t *testing.T) {
 	if err := checkProcessesVisible([]health.Target{target}); err != nil {
 		t.Errorf("visibility of a child process: %v", err)
 	}
+}
+
+// TestUpgradeClusterObjects: once the control plane runs the new release,
+// upgrade apply stores the cluster's view that stock kubeadm reads, as
+// kubeadm's upgrade apply does: kube-system/kubeadm-config names the new
+// kubernetesVersion and kubelet-config holds the KubeletConfiguration the
+// new configuration renders, even while another control-plane node still
+// runs the previous release (whose API server keeps the addons where they
+// are).
+func TestUpgradeClusterObjects(t *testing.T) {
+	s := phasestest.NewState(t, t.TempDir(), "v1.35.4")
+	var out bytes.Buffer
+	s.Report = output.NewReporter(&out, false)
+	// node2, another control-plane node, is not upgraded yet.
+	s.API = fake.NewClientset(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-node2", Namespace: "kube-system", Labels: map[string]string{"component": config.NameAPIServer}},
+		Spec:       corev1.PodSpec{NodeName: "node2", Containers: []corev1.Container{{Name: config.NameAPIServer, Image: "registry.k8s.io/kube-apiserver:v1.35.4"}}},
+	})
+	// init at v1.35.4 uploaded its view.
+	s.Config.Kubelet.ExtraConfig = map[string]any{"maxPods": 50}
+	must(t, phasestest.Run(s, phases.UploadConfig))
+	ctx := context.Background()
+	if got := kubeadmConfigVersion(t, s); got != "v1.35.4" {
+		t.Fatalf("init uploaded kubernetesVersion %q", got)
+	}
+
+	s.Config.KubernetesVersion = "v1.36.3"
+	s.Config.Kubelet.ExtraConfig = map[string]any{"maxPods": 60}
+	must(t, upgradeClusterObjects(ctx, s, time.Second))
+
+	if got := kubeadmConfigVersion(t, s); got != "v1.36.3" {
+		t.Errorf("after upgrade apply kubeadm-config names kubernetesVersion %q, want v1.36.3", got)
+	}
+	kubelet, err := s.API.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubelet-config", metav1.GetOptions{})
+	must(t, err)
+	want, err := phases.ClusterKubeletConfiguration(s.Config)
+	must(t, err)
+	var fields struct {
+		MaxPods int `json:"maxPods"`
+	}
+	got := kubelet.Data["kubelet"]
+	must(t, yaml.Unmarshal([]byte(got), &fields))
+	if got != string(want) || fields.MaxPods != 60 {
+		t.Errorf("after upgrade apply kubelet-config holds\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(out.String(), "addons left as they are: node2") {
+		t.Errorf("the addons moved while node2 runs v1.35.4:\n%s", out.String())
+	}
+}
+
+// kubeadmConfigVersion is the kubernetesVersion of the ClusterConfiguration
+// in kube-system/kubeadm-config.
+func kubeadmConfigVersion(t *testing.T, s *phases.State) string {
+	t.Helper()
+	cm, err := s.API.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
+	must(t, err)
+	var cc struct {
+		KubernetesVersion string `json:"kubernetesVersion"`
+	}
+	must(t, yaml.Unmarshal([]byte(cm.Data["ClusterConfiguration"]), &cc))
+	return cc.KubernetesVersion
 }

@@ -8,6 +8,22 @@ import (
 	"github.com/kubeboot/kubeboot/phases"
 )
 
+// upgradeClusterObjects moves the cluster's objects to the new release
+// once this node's control plane runs it, in the order of kubeadm's
+// upgrade apply: upload-config first, the same phase as init's, so that
+// kube-system/kubeadm-config names the new kubernetesVersion and
+// kubelet-config holds the KubeletConfiguration the new configuration
+// renders (the cluster's view that `kubeadm upgrade plan` and a joining
+// node read), then the addons (see upgradeAddons). Like kubeadm, it
+// uploads the configuration even while another control-plane node still
+// runs the previous release.
+func upgradeClusterObjects(ctx context.Context, s *phases.State, timeout time.Duration) error {
+	if _, err := (phases.Runner{Phases: []phases.Phase{phases.UploadConfig}}).Run(ctx, s, nil); err != nil {
+		return err
+	}
+	return upgradeAddons(ctx, s, timeout)
+}
+
 // upgradeAddons moves CoreDNS and kube-proxy to what the configuration
 // renders, the new release's image pins among it, once this node's control
 // plane is upgraded, and waits until both are rolled out. As with kubeadm,
