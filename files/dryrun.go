@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +28,9 @@ type DryRunWriter struct {
 	// Manifests are the node paths of the manifests to print; nothing else
 	// is ever printed, so no key can reach stdout.
 	Manifests []string
+	// KeepOwner is AtomicWriter.KeepOwner: MkdirAll says nothing of
+	// their owner.
+	KeepOwner []string
 
 	changeLog
 	mu      sync.Mutex
@@ -50,8 +54,38 @@ func (w *DryRunWriter) ReadFile(path string) ([]byte, error) {
 	return readFile(w.Root, path)
 }
 
-// MkdirAll reports nothing: directories follow from the files.
-func (w *DryRunWriter) MkdirAll(string, fs.FileMode) error { return nil }
+// MkdirAll reports only the owner a real run would set back on an
+// existing directory: new directories follow from the files.
+func (w *DryRunWriter) MkdirAll(path string, _ fs.FileMode) error {
+	if slices.Contains(w.KeepOwner, filepath.Clean(path)) {
+		return nil
+	}
+	host, err := resolve(w.Root, path)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(host); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	fixed, err := w.reportOwner(path, host)
+	if fixed {
+		w.record(path, true)
+	}
+	return err
+}
+
+// reportOwner says whether a real run would give host, the place of the
+// node path path, to the running user, and reports it if so.
+func (w *DryRunWriter) reportOwner(path, host string) (bool, error) {
+	want := running()
+	have, err := ownerOf(host)
+	if err != nil || have == want {
+		return false, err
+	}
+	w.Report.Event(output.Event{Level: output.LevelInfo, Msg: fmt.Sprintf("would set the owner of %s to %d:%d (now %d:%d)", path, want.uid, want.gid, have.uid, have.gid),
+		Fields: map[string]any{"path": path, "uid": want.uid, "gid": want.gid, "wasUid": have.uid, "wasGid": have.gid, "dryRun": true}})
+	return true, nil
+}
 
 // Chown reports the owner a real run would set.
 func (w *DryRunWriter) Chown(path string, uid, gid int) error {
@@ -84,10 +118,33 @@ func (w *DryRunWriter) RemoveAll(path string) error {
 }
 
 // WriteFile records and reports the file; it prints manifests to stdout.
+// It refuses what a real run would: a device, FIFO, socket or directory in
+// place of the file.
 func (w *DryRunWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
+	w.mu.Lock()
+	_, planned := w.overlay[path]
+	w.mu.Unlock()
 	current, err := w.ReadFile(path)
 	unchanged := err == nil && bytes.Equal(current, data)
-	w.record(path, !unchanged)
+	changed := !unchanged
+	if !planned {
+		host, err := resolveLink(w.Root, path)
+		if err != nil {
+			return err
+		}
+		if err := checkReplaceable(host, path); err != nil {
+			return err
+		}
+		if unchanged {
+			if host, err = resolve(w.Root, path); err != nil {
+				return err
+			}
+			if changed, err = w.reportOwner(path, host); err != nil {
+				return err
+			}
+		}
+	}
+	w.record(path, changed)
 	w.remember(path, data)
 	verb := "would write"
 	if unchanged {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -46,7 +47,8 @@ type Writer interface {
 
 // Changes is what a run did to the disk.
 type Changes struct {
-	// Written are the files created or replaced.
+	// Written are the files created or replaced, and the files and
+	// directories whose owner was set back to kubeboot's.
 	Written []string `json:"written"`
 	// Unchanged are the files that already held the right content.
 	Unchanged []string `json:"unchanged"`
@@ -87,6 +89,11 @@ type AtomicWriter struct {
 	Root string
 	// Report, when set, receives one event per file written.
 	Report *output.Reporter
+	// KeepOwner are the node paths of the directories that kubeboot gives
+	// to another user through Chown (the etcd data dir): MkdirAll leaves
+	// their owner alone. Every other file and directory kubeboot writes is
+	// the running user's (root's, on a node), whoever owned it before.
+	KeepOwner []string
 	changeLog
 	// BeforeStep, when set, runs before each step of a write (the temp
 	// file, its sync, the rename, the directory sync) and can fail it;
@@ -101,8 +108,9 @@ func (w *AtomicWriter) HostPath(path string) string { return hostPath(w.Root, pa
 func (w *AtomicWriter) ReadFile(path string) ([]byte, error) { return readFile(w.Root, path) }
 
 // MkdirAll creates the directory and sets its mode, whatever the umask,
-// tightening a looser existing mode; missing parents get 0755. Only the
-// directory itself, one kubeboot owns, gets its mode set: an existing
+// tightening a looser existing mode, and its owner to the running user's
+// unless it is in KeepOwner; missing parents get 0755. Only the directory
+// itself, one kubeboot owns, gets its mode and owner set: an existing
 // parent is never changed.
 func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 	host, err := resolve(w.Root, path)
@@ -116,7 +124,37 @@ func (w *AtomicWriter) MkdirAll(path string, mode fs.FileMode) error {
 	if err := os.Mkdir(host, mode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create directory %q: %w", host, err)
 	}
-	return fixMode(host, mode)
+	if err := fixMode(host, mode); err != nil {
+		return err
+	}
+	if slices.Contains(w.KeepOwner, filepath.Clean(path)) {
+		return nil
+	}
+	fixed, err := w.fixOwner(path, host)
+	if fixed {
+		w.record(path, true)
+	}
+	return err
+}
+
+// fixOwner gives host, the place of the node path path, to the running
+// user when another owns it, and says whether it did: a file or directory
+// of kubeboot's that another user owns is one that user can read (the CA
+// key) or replace (a manifest) whatever its mode.
+func (w *AtomicWriter) fixOwner(path, host string) (bool, error) {
+	want := running()
+	have, err := ownerOf(host)
+	if err != nil || have == want {
+		return false, err
+	}
+	if err := os.Lchown(host, want.uid, want.gid); err != nil {
+		return false, fmt.Errorf("set owner of %q: %w", host, err)
+	}
+	if w.Report != nil {
+		w.Report.Event(output.Event{Level: output.LevelInfo, Msg: fmt.Sprintf("set the owner of %s to %d:%d (was %d:%d)", path, want.uid, want.gid, have.uid, have.gid),
+			Fields: map[string]any{"path": path, "uid": want.uid, "gid": want.gid, "wasUid": have.uid, "wasGid": have.gid}})
+	}
+	return true, nil
 }
 
 // MkdirMissing creates path and each missing parent with mode, whatever the
@@ -169,8 +207,9 @@ func (w *AtomicWriter) Chown(path string, uid, gid int) error {
 }
 
 // WriteFile writes data atomically unless the file already holds it, in
-// which case only a wrong mode is corrected. A symlink in place of the file
-// is replaced, not written through.
+// which case only a wrong mode or owner is corrected; a corrected owner
+// counts as written. A symlink in place of the file is replaced, not
+// written through; a device, FIFO, socket or directory is refused.
 func (w *AtomicWriter) WriteFile(path string, data []byte, mode fs.FileMode) error {
 	if current, err := readFile(w.Root, path); err == nil && bytes.Equal(current, data) {
 		target, err := resolve(w.Root, path)
@@ -180,11 +219,18 @@ func (w *AtomicWriter) WriteFile(path string, data []byte, mode fs.FileMode) err
 		if err := fixMode(target, mode); err != nil {
 			return err
 		}
-		w.record(path, false)
+		fixed, err := w.fixOwner(path, target)
+		if err != nil {
+			return err
+		}
+		w.record(path, fixed)
 		return nil
 	}
 	host, err := resolveLink(w.Root, path)
 	if err != nil {
+		return err
+	}
+	if err := checkReplaceable(host, path); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
