@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/phases"
@@ -47,6 +48,9 @@ type resetResult struct {
 func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (resetResult, error) {
 	c := s.Config
 	var res resetResult
+	if err := checkEtcdDataDir(s); err != nil {
+		return res, err
+	}
 	if err := confirmEtcdData(s, opts); err != nil {
 		return res, err
 	}
@@ -117,6 +121,10 @@ func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (resetRe
 		return res, err
 	}
 	if c.Etcd.Local != nil {
+		// Again, right before it goes: the node may have changed since.
+		if err := checkEtcdDataDir(s); err != nil {
+			return res, err
+		}
 		if err := rm(c.Etcd.Local.DataDir, true); err != nil {
 			return res, err
 		}
@@ -144,6 +152,45 @@ func confirmEtcdData(s *phases.State, opts ResetOptions) error {
 		return nil
 	}
 	return fmt.Errorf("reset would remove the etcd data dir %s, which holds the cluster's state: re-run with --force to remove it (back it up first with `etcdctl snapshot save`)", dir)
+}
+
+// checkEtcdDataDir refuses to remove an etcd data dir that is not
+// empty and holds anything but an etcd member's data (member/ with snap/
+// and wal/): reset removes the data dir whole, and a configuration that
+// names a directory of someone else's, such as /var/lib/dpkg, must not
+// take it with it. A missing data dir is fine.
+func checkEtcdDataDir(s *phases.State) error {
+	if s.Config.Etcd.Local == nil {
+		return nil
+	}
+	dir := s.Config.Etcd.Local.DataDir
+	host := s.Files.HostPath(dir)
+	entries, err := os.ReadDir(host)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return notEtcdData(dir, "cannot be read as a directory: "+err.Error())
+	}
+	for _, e := range entries {
+		if e.Name() != "member" || !e.IsDir() {
+			return notEtcdData(dir, "holds "+e.Name())
+		}
+		for _, sub := range []string{"snap", "wal"} {
+			if info, err := os.Lstat(filepath.Join(host, "member", sub)); err != nil || !info.IsDir() {
+				return notEtcdData(dir, "holds member/ without "+sub+"/")
+			}
+		}
+	}
+	return nil
+}
+
+// notEtcdData is the refusal of checkEtcdDataDir, an exit-2 error that
+// names the field and the fix.
+func notEtcdData(dir, why string) error {
+	return &exit.UsageError{Msg: fmt.Sprintf("etcd.local.dataDir: %s %s, which is not an etcd data dir (only member/ with snap/ and wal/): "+
+		"reset removes the data dir with everything in it, so it removes nothing; check etcd.local.dataDir in the configuration, "+
+		"or empty the directory yourself if it is etcd's", dir, why)}
 }
 
 // resetRemove removes one path and records it when it was there.

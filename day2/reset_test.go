@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/output"
@@ -41,12 +42,100 @@ func regularFiles(t *testing.T, s *phases.State) []string {
 	return files
 }
 
-// withEtcdData gives the node's etcd data dir some content.
+// withEtcdData gives the node's etcd data dir an etcd member's layout.
 func withEtcdData(t *testing.T, s *phases.State) {
 	t.Helper()
 	dir := s.Files.HostPath(filepath.Join(s.Config.Etcd.Local.DataDir, "member"))
-	must(t, os.MkdirAll(dir, 0o700))
-	must(t, os.WriteFile(filepath.Join(dir, "db"), []byte("data"), 0o600))
+	must(t, os.MkdirAll(filepath.Join(dir, "snap"), 0o700))
+	must(t, os.MkdirAll(filepath.Join(dir, "wal"), 0o700))
+	must(t, os.WriteFile(filepath.Join(dir, "snap", "db"), []byte("data"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "wal", "0000000000000000-0000000000000000.wal"), []byte("wal"), 0o600))
+}
+
+// TestResetRefusesADataDirNotEtcds: a data dir that holds anything but an
+// etcd member's data is someone else's, and reset --force removes
+// nothing at all, with an exit-2 error naming the field; an empty one and
+// an etcd member's go.
+func TestResetRefusesADataDirNotEtcds(t *testing.T) {
+	for _, tt := range []struct {
+		name, why string
+		fill      func(t *testing.T, host string)
+	}{
+		{"a package database", "holds status", func(t *testing.T, host string) {
+			must(t, os.WriteFile(filepath.Join(host, "status"), []byte("Package: bash\n"), 0o644))
+		}},
+		{"etcd data and more", "holds notes.txt", func(t *testing.T, host string) {
+			must(t, os.MkdirAll(filepath.Join(host, "member", "snap"), 0o700))
+			must(t, os.MkdirAll(filepath.Join(host, "member", "wal"), 0o700))
+			must(t, os.WriteFile(filepath.Join(host, "notes.txt"), []byte("mine"), 0o644))
+		}},
+		{"a member without a WAL", "holds member/ without wal/", func(t *testing.T, host string) {
+			must(t, os.MkdirAll(filepath.Join(host, "member", "snap"), 0o700))
+		}},
+		{"a file named member", "holds member", func(t *testing.T, host string) {
+			must(t, os.WriteFile(filepath.Join(host, "member"), []byte("x"), 0o644))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := initialised(t)
+			host := s.Files.HostPath(s.Config.Etcd.Local.DataDir)
+			must(t, os.MkdirAll(host, 0o700))
+			tt.fill(t, host)
+			before := regularFiles(t, s)
+			_, err := resetNode(context.Background(), s, ResetOptions{Force: true})
+			if err == nil || exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "etcd.local.dataDir: "+s.Config.Etcd.Local.DataDir+" "+tt.why) ||
+				!strings.Contains(err.Error(), "check etcd.local.dataDir in the configuration") {
+				t.Fatalf("got %v (exit %d), want an exit-2 refusal: %s", err, exit.Code(err), tt.why)
+			}
+			if after := regularFiles(t, s); !slices.Equal(after, before) {
+				t.Errorf("a refused reset changed the node: %v -> %v", before, after)
+			}
+		})
+	}
+	for _, fill := range []func(s *phases.State){
+		func(s *phases.State) { must(t, os.MkdirAll(s.Files.HostPath(s.Config.Etcd.Local.DataDir), 0o700)) },
+		func(s *phases.State) { withEtcdData(t, s) },
+	} {
+		s := initialised(t)
+		fill(s)
+		if _, err := resetNode(context.Background(), s, ResetOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(s.Files.HostPath(s.Config.Etcd.Local.DataDir)); err == nil {
+			t.Error("the data dir is still there")
+		}
+	}
+}
+
+// TestResetChecksTheDataDirAgainBeforeRemoving: what lands in the data
+// dir while reset runs (here, while it removes the manifests) stops it
+// before the data dir goes.
+func TestResetChecksTheDataDirAgainBeforeRemoving(t *testing.T) {
+	s := initialised(t)
+	withEtcdData(t, s)
+	late := filepath.Join(s.Files.HostPath(s.Config.Etcd.Local.DataDir), "late.txt")
+	s.Files = &lateWriter{Writer: s.Files, at: s.Config.KubeconfigPath(config.KubeconfigAdmin), t: t, late: late}
+	_, err := resetNode(context.Background(), s, ResetOptions{Force: true})
+	if err == nil || !strings.Contains(err.Error(), "holds late.txt") {
+		t.Fatalf("got %v, want a refusal naming late.txt", err)
+	}
+	if _, err := os.Stat(late); err != nil {
+		t.Errorf("the data dir went: %v", err)
+	}
+}
+
+// lateWriter writes late when reset removes at.
+type lateWriter struct {
+	files.Writer
+	at, late string
+	t        *testing.T
+}
+
+func (w *lateWriter) Remove(path string) error {
+	if path == w.at {
+		must(w.t, os.WriteFile(w.late, []byte("late"), 0o600))
+	}
+	return w.Writer.Remove(path)
 }
 
 func TestResetRefusesEtcdDataWithoutForce(t *testing.T) {
