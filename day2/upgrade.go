@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,6 +98,7 @@ func upgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) e
 	if err := resumeUpgrade(ctx, s, timeout); err != nil {
 		return err
 	}
+	view := clusterView(s.Config)
 	if err := phases.KeepJoinedEtcdFlags(s); err != nil {
 		return err
 	}
@@ -160,7 +162,21 @@ func upgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) e
 	if changed == 0 && !wrote {
 		s.Report.Infof("every manifest is up to date")
 	}
-	return upgradeClusterObjects(ctx, s, timeout)
+	return upgradeClusterObjects(ctx, s, view, timeout)
+}
+
+// clusterView is a copy of cfg for the cluster's objects, taken before
+// phases.KeepJoinedEtcdFlags adds this node's etcd join flags to cfg: they
+// render this node's etcd manifest, and belong in no other node's view of
+// the cluster.
+func clusterView(cfg *config.ClusterConfiguration) *config.ClusterConfiguration {
+	view := *cfg
+	if local := cfg.Etcd.Local; local != nil {
+		copied := *local
+		copied.ExtraArgs = slices.Clone(local.ExtraArgs)
+		view.Etcd.Local = &copied
+	}
+	return &view
 }
 
 // upgradeCSRApprover writes the CSR approver's manifest as rendered, after

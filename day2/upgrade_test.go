@@ -270,10 +270,7 @@ func TestUpgradeClusterObjects(t *testing.T) {
 	var out bytes.Buffer
 	s.Report = output.NewReporter(&out, false)
 	// node2, another control-plane node, is not upgraded yet.
-	s.API = fake.NewClientset(&corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-node2", Namespace: "kube-system", Labels: map[string]string{"component": config.NameAPIServer}},
-		Spec:       corev1.PodSpec{NodeName: "node2", Containers: []corev1.Container{{Name: config.NameAPIServer, Image: "registry.k8s.io/kube-apiserver:v1.35.4"}}},
-	})
+	s.API = fake.NewClientset(apiServerBehind())
 	// init at v1.35.4 uploaded its view.
 	s.Config.Kubelet.ExtraConfig = map[string]any{"maxPods": 50}
 	must(t, phasestest.Run(s, phases.UploadConfig))
@@ -284,7 +281,7 @@ func TestUpgradeClusterObjects(t *testing.T) {
 
 	s.Config.KubernetesVersion = "v1.36.3"
 	s.Config.Kubelet.ExtraConfig = map[string]any{"maxPods": 60}
-	must(t, upgradeClusterObjects(ctx, s, time.Second))
+	must(t, upgradeClusterObjects(ctx, s, clusterView(s.Config), time.Second))
 
 	if got := kubeadmConfigVersion(t, s); got != "v1.36.3" {
 		t.Errorf("after upgrade apply kubeadm-config names kubernetesVersion %q, want v1.36.3", got)
@@ -303,6 +300,41 @@ func TestUpgradeClusterObjects(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "addons left as they are: node2") {
 		t.Errorf("the addons moved while node2 runs v1.35.4:\n%s", out.String())
+	}
+}
+
+// TestUpgradeClusterViewOfJoinedNode: on a node whose etcd member joined
+// the cluster, the etcd join flags that upgrade apply keeps in its own etcd
+// manifest (see phases.KeepJoinedEtcdFlags) stay out of the cluster's
+// kubeadm-config.
+func TestUpgradeClusterViewOfJoinedNode(t *testing.T) {
+	joined := []config.Arg{{Name: "initial-cluster", Value: "node0=https://10.0.0.9:2380,node1=https://10.0.0.10:2380"}, {Name: "initial-cluster-state", Value: "existing"}}
+	s := initialisedWith(t, func(c *config.ClusterConfiguration) { c.Etcd.Local.ExtraArgs = joined })
+	// The node's configuration file names no join flag: join wrote them.
+	s.Config.Etcd.Local.ExtraArgs = nil
+	s.Options.Offline = false
+	s.API = fake.NewClientset(apiServerBehind())
+
+	view := clusterView(s.Config)
+	must(t, phases.KeepJoinedEtcdFlags(s))
+	if len(s.Config.Etcd.Local.ExtraArgs) != 2 {
+		t.Fatalf("the node renders its etcd manifest with %v, want its join flags", s.Config.Etcd.Local.ExtraArgs)
+	}
+	must(t, upgradeClusterObjects(context.Background(), s, view, time.Second))
+
+	cm, err := s.API.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
+	must(t, err)
+	if got := cm.Data["ClusterConfiguration"]; strings.Contains(got, "initial-cluster") || !strings.Contains(got, "kubernetesVersion: v1.36.3") {
+		t.Errorf("kubeadm-config after the upgrade of a joined node:\n%s", got)
+	}
+}
+
+// apiServerBehind is the API server pod of node2, another control-plane
+// node, still at v1.35.4: upgrade apply leaves the addons as they are.
+func apiServerBehind() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-node2", Namespace: "kube-system", Labels: map[string]string{"component": config.NameAPIServer}},
+		Spec:       corev1.PodSpec{NodeName: "node2", Containers: []corev1.Container{{Name: config.NameAPIServer, Image: "registry.k8s.io/kube-apiserver:v1.35.4"}}},
 	}
 }
 
