@@ -17,9 +17,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/lab"
 )
 
 // TestDay2 runs the day-2 commands against one live lab node: diff on a
@@ -202,7 +207,7 @@ func kubebootFiles(t *testing.T, n *node) []string {
 // then killed with SIGKILL once between two components and
 // once inside a step, and run again: the re-run completes the upgrade, the
 // data written before it is still there, and the manifest dir never lacks
-// a component.
+// a component, and kube-system/kubeadm-config names v1.36.3.
 func TestUpgradeMinor(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
 		t.Fatalf("no v1.35 binaries in %s/v1.35 (`make binaries` builds them): %v", binDir, err)
@@ -252,6 +257,9 @@ func TestUpgradeMinor(t *testing.T) {
 	}
 	if got := n.kubectl(t, "get", "configmap", "before-upgrade", "-o", "jsonpath={.data.written}"); got != "at-v1.35.4" {
 		t.Errorf("the ConfigMap written before the upgrade reads %q, want at-v1.35.4", got)
+	}
+	if got := n.kubectl(t, "-n", "kube-system", "get", "configmap", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}"); !strings.Contains(got, "kubernetesVersion: v1.36.3\n") {
+		t.Errorf("after the upgrade kubeadm-config does not name v1.36.3:\n%s", got)
 	}
 	snaps, _ := filepath.Glob(n.path("kubeboot/backups/etcd-snapshot-*.db"))
 	if len(snaps) == 0 {
@@ -423,4 +431,212 @@ func (n *node) serverVersion(t *testing.T) string {
 		t.Fatalf("decode /version %q: %v", out, err)
 	}
 	return v.GitVersion
+}
+
+// TestUpgradeKubeadmView brings a lab of one control-plane node up at
+// v1.35.4, upgrades it to v1.36.3 with `upgrade apply` (the new
+// configuration also raises the cluster's kubelet maxPods), and checks
+// that the cluster's view stock kubeadm reads moved with it, as kubeadm's
+// own upgrade apply leaves it: kube-system/kubeadm-config names v1.36.3
+// and kubelet-config holds the new KubeletConfiguration; the real
+// `kubeadm upgrade plan` on the upgraded node reads v1.36.3 from the
+// cluster; and a worker that joins afterwards with the real `kubeadm join`
+// v1.36.3 becomes Ready with the uploaded kubelet configuration.
+func TestUpgradeKubeadmView(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
+		t.Fatalf("no v1.35 binaries in %s/v1.35 (`make binaries` builds them): %v", binDir, err)
+	}
+	// The LabCluster's kubernetesVersion, after the node list.
+	c := startCluster(t, "e2eu", "10.89.11.0/24", "10.249.0.0/16", "\n- name: cp1\n  role: control-plane\nkubernetesVersion: v1.35.4\n")
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+	if r.code != 0 {
+		t.Fatalf("lab up --cluster at v1.35.4 exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: lab up --cluster (one control-plane node at v1.35.4): %s", r.took.Round(time.Millisecond))
+	if got := kubeadmConfigVersion(t, c); got != "v1.35.4" {
+		t.Fatalf("before the upgrade kubeadm-config names kubernetesVersion %q, want v1.35.4", got)
+	}
+
+	target := writeUpgradeConfig(t, c, "cp1", 120)
+	r = c.inNode(t, "cp1", kubebootBin, "upgrade", "apply", "--config", target)
+	if r.code != 0 {
+		t.Fatalf("upgrade apply to v1.36.3 exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: upgrade apply v1.35.4 -> v1.36.3 on a lab cluster: %s", r.took.Round(time.Millisecond))
+
+	t.Run("kubeadm-config and kubelet-config describe v1.36.3", func(t *testing.T) {
+		if got := kubeadmConfigVersion(t, c); got != "v1.36.3" {
+			t.Errorf("after the upgrade kubeadm-config names kubernetesVersion %q, want v1.36.3", got)
+		}
+		var kubelet struct {
+			MaxPods int `json:"maxPods"`
+		}
+		data := c.kubectl(t, "-n", "kube-system", "get", "configmap", "kubelet-config", "-o", "jsonpath={.data.kubelet}")
+		if err := yaml.Unmarshal([]byte(data), &kubelet); err != nil || kubelet.MaxPods != 120 {
+			t.Errorf("after the upgrade kubelet-config is not the new configuration's (maxPods 120): %v\n%s", err, data)
+		}
+	})
+	t.Run("kubeadm upgrade plan reads v1.36.3", func(t *testing.T) { checkKubeadmUpgradePlan(t, c, "cp1") })
+	t.Run("a kubeadm worker joins after the upgrade", func(t *testing.T) {
+		addKubeadmWorker(t, c, "w1")
+		node := c.readyNodes(t, 2)["w1"]
+		if v := node.Status.NodeInfo.KubeletVersion; v != "v1.36.3" {
+			t.Errorf("w1's kubelet is %s, want v1.36.3", v)
+		}
+		if pods := node.Status.Capacity.Pods(); pods.Value() != 120 {
+			t.Errorf("w1 has room for %s pods, want the uploaded kubelet configuration's maxPods 120", pods)
+		}
+		if log := readFileIfAny(filepath.Join(c.root, "c", "w1", "lab", "kubeadm-join.log")); !bytes.Contains(log, []byte("This node has joined the cluster")) {
+			t.Errorf("kubeadm join's log does not say the node joined:\n%s", tailString(string(log), 20))
+		}
+	})
+}
+
+// kubeadmConfigVersion is the kubernetesVersion of the ClusterConfiguration
+// in kube-system/kubeadm-config.
+func kubeadmConfigVersion(t *testing.T, c *labCluster) string {
+	t.Helper()
+	var cc struct {
+		KubernetesVersion string `json:"kubernetesVersion"`
+	}
+	data := c.kubectl(t, "-n", "kube-system", "get", "configmap", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}")
+	if err := yaml.Unmarshal([]byte(data), &cc); err != nil {
+		t.Fatalf("kubeadm-config's ClusterConfiguration: %v\n%s", err, data)
+	}
+	return cc.KubernetesVersion
+}
+
+// writeUpgradeConfig writes the node's configuration at v1.36.3, with the
+// cluster's kubelet maxPods, next to the one lab up wrote, and returns its
+// path.
+func writeUpgradeConfig(t *testing.T, c *labCluster, node string, maxPods int) string {
+	t.Helper()
+	dir := filepath.Join(c.root, "c", node)
+	var cfg map[string]any
+	if err := yaml.Unmarshal(readFile(t, filepath.Join(dir, "kubeboot.yaml")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["kubernetesVersion"] = "v1.36.3"
+	kubelet, _ := cfg["kubelet"].(map[string]any)
+	extra, _ := kubelet["extraConfig"].(map[string]any)
+	if extra == nil {
+		t.Fatalf("%s's configuration has no kubelet.extraConfig: %v", node, cfg)
+	}
+	extra["maxPods"] = maxPods
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "v136.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// checkKubeadmUpgradePlan runs the real `kubeadm upgrade plan` on a
+// control-plane node, as checkKubeadmCommands does (a mount namespace
+// where /etc/kubernetes is the node's directory, over an overlay of /etc),
+// with --print-config, which prints the ClusterConfiguration kubeadm read
+// from kubeadm-config: its kubernetesVersion must be v1.36.3, as must the
+// cluster version, which kubeadm reads from the API server pods.
+func checkKubeadmUpgradePlan(t *testing.T, c *labCluster, node string) {
+	t.Helper()
+	overlay := filepath.Join(c.root, "kubeadm-plan-etc")
+	for _, d := range []string{"upper", "work"} {
+		if err := os.MkdirAll(filepath.Join(overlay, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The version is given, so that kubeadm asks no server online.
+	script := fmt.Sprintf(`set -e
+mount -t overlay overlay -o lowerdir=/etc,upperdir=%[1]s/upper,workdir=%[1]s/work /etc
+mkdir -p /etc/kubernetes
+mount --bind %[2]s /etc/kubernetes
+PATH=%[4]s:$PATH %[3]s upgrade plan v1.36.3 --print-config --kubeconfig /etc/kubernetes/admin.conf
+`, overlay, filepath.Join(c.root, "c", node), filepath.Join(binDir, "kubeadm"), binDir)
+	r := c.inNode(t, node, "unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	out := r.stdout + r.stderr
+	if r.code != 0 {
+		t.Fatalf("kubeadm upgrade plan exited %d:\n%s", r.code, out)
+	}
+	for _, want := range []string{"[upgrade/config] Configuration used:", "kubernetesVersion: v1.36.3", "[upgrade/versions] Cluster version: 1.36.3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubeadm upgrade plan's output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"v1.35.4", "Error reading configuration from the Cluster"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("kubeadm upgrade plan's output has %q:\n%s", bad, out)
+		}
+	}
+}
+
+// addKubeadmWorker adds a worker to a running lab and joins it with the
+// real `kubeadm join`, as `lab up --cluster` joins a `join: kubeadm`
+// worker, but later: the node enters the lab's description (so that lab
+// down takes it down too), gets its network namespace on the lab's bridge
+// (as lab.Cluster.SetUpNetwork makes one), a bootstrap token of the first
+// node's and its discovery file, its WorkerConfiguration, and runs lab up
+// with --kubeadm-join in a mount namespace of its own.
+func addKubeadmWorker(t *testing.T, c *labCluster, name string) {
+	t.Helper()
+	cl, err := lab.LoadCluster(c.desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Nodes = append(cl.Nodes, lab.ClusterNode{Name: name, Role: lab.RoleWorker, Join: lab.JoinKubeadm})
+	desc, err := yaml.Marshal(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.desc, desc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cl, err = lab.LoadCluster(c.desc); err != nil {
+		t.Fatal(err)
+	}
+	i := len(cl.Nodes) - 1
+	hub, ns, veth := cl.Hub(), cl.Netns(name), "v-"+name
+	for _, step := range [][]string{
+		{"netns", "add", ns},
+		{"-n", hub, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"-n", hub, "link", "set", veth, "master", "br0", "up"},
+		{"-n", ns, "addr", "add", cl.Address(i).String() + "/24", "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"-n", ns, "route", "add", "default", "via", cl.HubAddress().String()},
+	} {
+		if r := runCommand(t, "ip", step...); r.code != 0 {
+			t.Fatalf("ip %s: exit %d: %s", strings.Join(step, " "), r.code, r.stderr)
+		}
+	}
+
+	first := cl.Nodes[0].Name
+	discoveryFile := filepath.Join(cl.Dir, name+"-discovery.conf")
+	r := c.inNode(t, first, kubebootBin, "token", "create", "--config", cl.NodeConfigPath(first), "--print-join-command", "--discovery-file", discoveryFile)
+	if r.code != 0 {
+		t.Fatalf("token create: exit %d: %s", r.code, r.stderr)
+	}
+	fields := strings.Fields(r.stdout)
+	k, h := slices.Index(fields, "--token"), slices.Index(fields, "--discovery-token-ca-cert-hash")
+	if k < 0 || h < 0 || k+1 >= len(fields) || h+1 >= len(fields) {
+		t.Fatalf("token create printed no join command: %q", r.stdout)
+	}
+	cfg, err := cl.WorkerConfig(i, lab.Discovery{Token: fields[k+1], CAHash: fields[h+1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(cl.NodeDir(name), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cl.NodeConfigPath(name), cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = c.inNode(t, name, "unshare", "--mount", "--propagation", "private", "--", kubebootBin,
+		"lab", "up", "--config", cl.NodeConfigPath(name), "--bin-dir", binDir, "--kubeadm-join", discoveryFile)
+	if r.code != 0 {
+		t.Fatalf("lab up of %s with kubeadm join exited %d:\n%s", name, r.code, r.stderr)
+	}
+	t.Logf("TIMING: lab up of %s with the real kubeadm join, after the upgrade: %s", name, r.took.Round(time.Millisecond))
 }
