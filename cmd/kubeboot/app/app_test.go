@@ -40,8 +40,8 @@ func TestExitCodes(t *testing.T) {
 	// still a usage error.
 	node := t.TempDir()
 	cfg := writeFile(t, t.TempDir(), "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\npaths: {kubeconfigDir: "+node+"}\n")
-	for _, path := range []string{filepath.Join(node, "kubeboot", "lock"), filepath.Join(node, "etc", "kubernetes", "kubeboot", "lock")} {
-		lock, err := nodelock.Acquire(path, "kubeboot test")
+	for _, root := range []string{"", node} {
+		lock, err := nodelock.Acquire(root, nodelock.File, "kubeboot test")
 		if err != nil {
 			t.Fatal(err)
 		}

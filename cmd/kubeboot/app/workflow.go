@@ -34,6 +34,10 @@ type runSpec struct {
 	secrets map[string][]byte
 	// worker is a worker's join; config then holds its node's settings.
 	worker *config.WorkerConfiguration
+	// lockPath is the node path of the node lock when it is not
+	// nodelock.File, the node's: a lab node, one of several on this
+	// machine, has one of its own (nodelock.Path).
+	lockPath string
 }
 
 // steps runs phases, or an operation, on a State and returns the names of
@@ -58,22 +62,37 @@ func reporter(format outputFormat, stdout, stderr io.Writer) *output.Reporter {
 // state builds the run's State: an atomic writer, or a dry-run writer that
 // prints the manifests.
 func (r runSpec) state(report *output.Reporter, stdout io.Writer) *phases.State {
-	var writer files.Writer = &files.AtomicWriter{Root: r.root, Report: report}
+	var writer files.Writer = &files.AtomicWriter{Root: r.root, Report: report, KeepOwner: r.keepOwner()}
 	if r.options.DryRun {
-		writer = &files.DryRunWriter{Root: r.root, Report: report, Stdout: stdout, Manifests: phases.ManifestPaths(r.config)}
+		writer = &files.DryRunWriter{Root: r.root, Report: report, Stdout: stdout, Manifests: phases.ManifestPaths(r.config), KeepOwner: r.keepOwner()}
 	}
 	return &phases.State{Config: r.config, Files: writer, Report: report, Stdout: stdout, Options: r.options, Join: r.join, Secrets: r.secrets, Worker: r.worker}
 }
 
+// keepOwner are the directories whose owner a phase sets (through
+// Chown) to another user than root: the local etcd's data dir, which is
+// security.etcdDataDirOwner's.
+func (r runSpec) keepOwner() []string {
+	if r.config == nil || r.config.Etcd.Local == nil {
+		return nil
+	}
+	return []string{filepath.Clean(r.config.Etcd.Local.DataDir)}
+}
+
 // lock takes the node lock, so that no other kubeboot changes the node
-// while this run does; a dry run changes nothing and takes none. The
-// writer maps the lock's path, so it stays inside --root.
-func (r runSpec) lock(w files.Writer) (*nodelock.Lock, error) {
+// while this run does; a dry run changes nothing and takes none. The lock
+// is the node's, at one place under --root whatever the configuration
+// says, and its path resolves inside --root.
+func (r runSpec) lock() (*nodelock.Lock, error) {
 	if r.options.DryRun {
 		return nil, nil
 	}
+	path := nodelock.File
+	if r.lockPath != "" {
+		path = r.lockPath
+	}
 	args := append([]string{filepath.Base(os.Args[0])}, redactArgs(os.Args[1:])...)
-	return nodelock.Acquire(w.HostPath(nodelock.Path(r.config.Paths.KubeconfigDir)), strings.Join(args, " "))
+	return nodelock.Acquire(r.root, path, strings.Join(args, " "))
 }
 
 // secretFlags take a secret as their value.
@@ -155,7 +174,7 @@ func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, l
 	var s *phases.State
 	if err == nil {
 		s = r.state(report, stdout)
-		lock, err = r.lock(s.Files)
+		lock, err = r.lock()
 	}
 	var ran []string
 	if err == nil {

@@ -24,7 +24,7 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "etcd,control-plane,validate,write-manifests"); code != 0 {
 		t.Fatalf("init: %s", stderr)
 	}
-	// Commands without --root find the kubeconfig dir in their config.
+	// Commands without --root lock this machine, whatever their config says.
 	node := filepath.Join(dir, "node")
 	paths := "certificates: {dir: " + node + "/pki}\npaths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\n" +
 		"etcd: {local: {dataDir: " + node + "/etcd}}\n"
@@ -53,11 +53,11 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kubeconfigDir := "/etc/kubernetes"
+			lockRoot := tt.lock
 			if tt.lock == node {
-				kubeconfigDir = ""
+				lockRoot = "" // this machine's
 			}
-			lock, err := nodelock.Acquire(filepath.Join(tt.lock, nodelock.Path(kubeconfigDir)), "kubeboot init --test")
+			lock, err := nodelock.Acquire(lockRoot, nodelock.File, "kubeboot init --test")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 // for nor blocks a run that does.
 func TestDryRunTakesNoLock(t *testing.T) {
 	root := t.TempDir()
-	lock, err := nodelock.Acquire(filepath.Join(root, nodelock.Path("/etc/kubernetes")), "kubeboot init")
+	lock, err := nodelock.Acquire(root, nodelock.File, "kubeboot init")
 	if err != nil {
 		t.Fatal(err)
 	}
