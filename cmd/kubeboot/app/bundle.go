@@ -52,12 +52,9 @@ Store it apart from the bundle. With --key-file the key is read from that file.`
 
 func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 	out, keyFile := opts.out, opts.keyFile
-	if out == "" {
-		return &exit.UsageError{Msg: "certs export needs --out FILE"}
-	}
-	abs, err := filepath.Abs(out)
+	abs, err := exportTarget(out, keyFile, stdout)
 	if err != nil {
-		return &exit.UsageError{Msg: fmt.Sprintf("--out %s: %v", out, err)}
+		return err
 	}
 	report := output.NewReporter(stderr, false)
 	report.SetPhase("certs export")
@@ -82,22 +79,59 @@ func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The bundle is not a node file: write it where --out says, even with
-	// --root. The directory is not kubeboot's: create it private if it is
-	// missing, leave it as it is if not.
-	w := &files.AtomicWriter{}
-	if err := w.MkdirMissing(filepath.Dir(abs), 0o700); err != nil {
+	if err := writeBundle(abs, data, stdout); err != nil {
 		return err
 	}
-	if err := w.WriteFile(abs, data, bundleMode); err != nil {
-		return err
-	}
-	report.Infof("wrote %s (%d files)", abs, len(secrets))
+	report.Infof("wrote %s (%d files)", bundleName(abs), len(secrets))
 	if keyFile == "" {
 		report.Infof("the bundle key follows on stdout; it is shown only this once")
 		_, err = fmt.Fprintln(stdout, bundle.EncodeKey(key))
 	}
 	return err
+}
+
+// exportTarget checks --out before any work: "-" is stdout, which then
+// carries the bundle alone, so the key must come from --key-file; any other
+// path must be new or a regular file, and is returned absolute.
+func exportTarget(out, keyFile string, stdout io.Writer) (string, error) {
+	switch {
+	case out == "":
+		return "", &exit.UsageError{Msg: "certs export needs --out FILE (or --out - for stdout)"}
+	case out == stdoutTarget && keyFile == "":
+		return "", &exit.UsageError{Msg: "--out -: the bundle goes to stdout, where the new key would go too: pass the key with --key-file"}
+	case out == stdoutTarget && isTerminal(stdout):
+		return "", &exit.UsageError{Msg: "--out -: stdout is a terminal, and the bundle is binary: redirect stdout to a file, or name one with --out"}
+	case out == stdoutTarget:
+		return out, nil
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", &exit.UsageError{Msg: fmt.Sprintf("--out %s: %v", out, err)}
+	}
+	return abs, files.CheckTarget("--out", abs)
+}
+
+// writeBundle writes the sealed bundle to stdout for "-", else to the file
+// at abs. The bundle is not a node file: it goes where --out says, even
+// with --root. The directory is not kubeboot's: it is created private if it
+// is missing, and left as it is if not.
+func writeBundle(abs string, data []byte, stdout io.Writer) error {
+	if abs == stdoutTarget {
+		_, err := stdout.Write(data)
+		return err
+	}
+	if err := (&files.AtomicWriter{}).MkdirMissing(filepath.Dir(abs), 0o700); err != nil {
+		return err
+	}
+	return files.WriteTarget("--out", abs, data, bundleMode)
+}
+
+// bundleName is where the bundle went, for people.
+func bundleName(abs string) string {
+	if abs == stdoutTarget {
+		return "the bundle to stdout"
+	}
+	return abs
 }
 
 // readBundleKey reads a key file as `kubeboot certs export` prints keys.
@@ -113,6 +147,9 @@ func readBundleKey(path string) ([]byte, error) {
 	return key, nil
 }
 
+// bundleFix is how to get a bundle and its key right.
+const bundleFix = "pass the file `kubeboot certs export --out FILE` wrote and the key it printed (or read from its --key-file)"
+
 // openBundle reads and decrypts the bundle at path with the key in keyFile.
 func openBundle(path, keyFile string) (map[string][]byte, error) {
 	if path == "" || keyFile == "" {
@@ -124,11 +161,11 @@ func openBundle(path, keyFile string) (map[string][]byte, error) {
 	}
 	data, err := inputfile.Read(path, inputfile.BundleLimit)
 	if err != nil {
-		return nil, fmt.Errorf("read certificate bundle %q: %w", path, err)
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("--certs-bundle: read certificate bundle %q: %v: %s", path, err, bundleFix)}
 	}
 	files, err := bundle.Open(key, data)
 	if err != nil {
-		return nil, fmt.Errorf("open certificate bundle %q: %w", path, err)
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("--certs-bundle: open certificate bundle %q with --key-file %q: %v: %s", path, keyFile, err, bundleFix)}
 	}
 	return files, nil
 }

@@ -115,8 +115,11 @@ func TestJoinRefusesBadBundlesAndWritesNothing(t *testing.T) {
 		stderr string
 	}{
 		{"without --control-plane", []string{"--config", joinConfig}, 2, "a JoinConfiguration is for `kubeboot join --control-plane`"},
-		{"wrong key", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", bundlePath, "--key-file", wrongKey}, 1, "the key is wrong or the bundle was modified"},
-		{"tampered bundle", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", tampered, "--key-file", keyFile}, 1, "the key is wrong or the bundle was modified"},
+		{"wrong key", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", bundlePath, "--key-file", wrongKey}, 2, "the key is wrong or the bundle was modified"},
+		{"tampered bundle", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", tampered, "--key-file", keyFile}, 2, "the key is wrong or the bundle was modified"},
+		{"no bundle", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", filepath.Join(dir, "missing"), "--key-file", keyFile}, 2, "--certs-bundle: read certificate bundle"},
+		{"a directory for a bundle", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", dir, "--key-file", keyFile}, 2, "not a regular file: it is a directory"},
+		{"a key for a bundle", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", keyFile, "--key-file", keyFile}, 2, "not a kubeboot certificate bundle"},
 		{"bundle without key", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", bundlePath}, 2, "go together"},
 		{"unreachable endpoint", []string{"--control-plane", "--config", joinConfig, "--certs-bundle", bundlePath, "--key-file", keyFile}, 1, `check control-plane endpoint "127.0.0.1:1"`},
 	}

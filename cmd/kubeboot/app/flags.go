@@ -2,10 +2,13 @@ package app
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
@@ -13,6 +16,16 @@ import (
 )
 
 // The shared flags: each is registered by one helper, with one help text.
+
+// stdoutTarget is the value of a flag naming a file to write (--out,
+// --discovery-file) that writes to stdout instead.
+const stdoutTarget = "-"
+
+// isTerminal says whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
 
 // outputFormat is the value of -o: text or json.
 type outputFormat string

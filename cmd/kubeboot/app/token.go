@@ -103,6 +103,9 @@ func newTokenCommand(stdout, stderr io.Writer) *cobra.Command {
 			if cmd.Flags().Changed("ttl") && createOpts.ttl < config.MinBootstrapTokenTTL {
 				return &exit.UsageError{Msg: fmt.Sprintf("--ttl %s: a token must be valid for at least %s (one that never expires cannot be created)", createOpts.ttl, config.MinBootstrapTokenTTL)}
 			}
+			if err := createOpts.checkDiscoveryFile(); err != nil {
+				return err
+			}
 			return runTokenCommand(cmd.Context(), "token create", createOpts.output, stdout, stderr, func(ctx context.Context, report *output.Reporter) (any, error) {
 				return createOpts.run(ctx, report, stdout)
 			})
@@ -111,7 +114,7 @@ func newTokenCommand(stdout, stderr io.Writer) *cobra.Command {
 	create.Flags().DurationVar(&createOpts.ttl, "ttl", 0, "how long the token stays valid, at least 1m (default: the config's bootstrapToken.ttl, 24h)")
 	create.Flags().StringVar(&createOpts.description, "description", "kubeboot token create", "what the token is for, stored with it")
 	create.Flags().BoolVar(&createOpts.printJoin, "print-join-command", false, "print the whole join command (endpoint, token, CA pin) instead of the token alone")
-	create.Flags().StringVar(&createOpts.discoveryFile, "discovery-file", "", "also write a kubeconfig for `join --discovery-file` (the CA, the endpoint and the token) to this file, mode 0600")
+	create.Flags().StringVar(&createOpts.discoveryFile, "discovery-file", "", "also write a kubeconfig for `join --discovery-file` (the CA, the endpoint and the token) to this file, mode 0600; - prints it to stdout instead of the token")
 	addOutputFlag(create.Flags(), &createOpts.output)
 
 	listOpts := &tokenListOptions{tokenOptions: shared}
@@ -207,6 +210,15 @@ func (o *tokenCreateOptions) run(ctx context.Context, report *output.Reporter, s
 	expires := info.Expires.Format(time.RFC3339)
 	report.Infof("Secret %s/%s created: token %s, valid until %s", bootstraptoken.Namespace, bootstraptoken.SecretName(info.Token.ID), info.Token.ID, expires)
 	res := createdToken{ID: info.Token.ID, Token: info.Token.Value(), Expires: info.Expires, JoinCommand: phases.JoinCommand(s.Config, info.Token, hash)}
+	if o.discoveryFile == stdoutTarget {
+		// The file holds the token: it is what stdout carries, alone.
+		data, err := pki.DiscoveryKubeconfig(s.Config.ClusterName, s.Config.ControlPlaneURL(), ca, info.Token.Value())
+		if err == nil {
+			report.Infof("the discovery file follows on stdout; the token in it expires at %s", expires)
+			_, err = stdout.Write(data)
+		}
+		return nil, err
+	}
 	if o.discoveryFile != "" {
 		if res.DiscoveryFile, err = writeDiscoveryFile(s.Config, o.discoveryFile, ca, info.Token); err != nil {
 			// A token nobody got is a credential for nothing: take it back.
@@ -228,8 +240,29 @@ func (o *tokenCreateOptions) run(ctx context.Context, report *output.Reporter, s
 	return nil, err
 }
 
+// checkDiscoveryFile refuses a --discovery-file that token create could
+// not write, before it creates a token: "-" (stdout) with -o json, whose
+// result is on stdout, or a path that exists and is not a regular file.
+func (o *tokenCreateOptions) checkDiscoveryFile() error {
+	switch o.discoveryFile {
+	case "":
+		return nil
+	case stdoutTarget:
+		if o.output.json() {
+			return &exit.UsageError{Msg: "--discovery-file -: with -o json, stdout carries the result: name a file, or leave out -o json"}
+		}
+		return nil
+	}
+	abs, err := filepath.Abs(o.discoveryFile)
+	if err != nil {
+		return &exit.UsageError{Msg: "--discovery-file " + o.discoveryFile + ": " + err.Error()}
+	}
+	return files.CheckTarget("--discovery-file", abs)
+}
+
 // writeDiscoveryFile writes the kubeconfig of `join --discovery-file`
-// atomically, mode 0600, and returns its absolute path.
+// atomically, mode 0600, and returns its absolute path. Its directory,
+// which is not kubeboot's, is created private if it is missing.
 func writeDiscoveryFile(c *config.ClusterConfiguration, path string, ca []byte, token bootstraptoken.Token) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -239,8 +272,11 @@ func writeDiscoveryFile(c *config.ClusterConfiguration, path string, ca []byte, 
 	if err != nil {
 		return "", err
 	}
-	if err := (&files.AtomicWriter{}).WriteFile(abs, data, 0o600); err != nil {
-		return "", fmt.Errorf("write discovery file %q: %w", abs, err)
+	if err := (&files.AtomicWriter{}).MkdirMissing(filepath.Dir(abs), 0o700); err != nil {
+		return "", err
+	}
+	if err := files.WriteTarget("--discovery-file", abs, data, 0o600); err != nil {
+		return "", err
 	}
 	return abs, nil
 }

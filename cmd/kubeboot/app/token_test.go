@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,12 +206,40 @@ func TestTokenCreateDiscoveryFile(t *testing.T) {
 	}
 
 	// A file that cannot be written leaves no token behind.
-	code, _, stderr = runCLI(t, "token", "create", "--config", n.config, "--discovery-file", filepath.Join(n.config, "f.conf"))
-	if code == 0 || !strings.Contains(stderr, "write discovery file") {
+	code, _, stderr = runCLI(t, "token", "create", "--config", n.config, "--discovery-file", "/proc/kubeboot-test.conf")
+	if code == 0 || !strings.Contains(stderr, "--discovery-file: write") {
 		t.Errorf("exit %d, %s", code, stderr)
 	}
 	if got := len(n.tokens(t)); got != 1 {
 		t.Errorf("%d tokens after a failed write, want 1", got)
+	}
+
+	// A target that is no regular file is refused before any token is
+	// created, and left as it is.
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--discovery-file", fifo}, {"--discovery-file", filepath.Join(n.config, "f.conf")}, {"--discovery-file", "-", "-o", "json"}} {
+		code, _, stderr = runCLI(t, append([]string{"token", "create", "--config", n.config}, args...)...)
+		if code != 2 || !strings.Contains(stderr, "--discovery-file") {
+			t.Errorf("%v: exit %d, %s", args, code, stderr)
+		}
+	}
+	if info, err := os.Lstat(fifo); err != nil || info.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v, %v", info, err)
+	}
+	if got := len(n.tokens(t)); got != 1 {
+		t.Errorf("%d tokens after a refused target, want 1", got)
+	}
+
+	// - prints the discovery file to stdout, alone.
+	code, stdout, stderr = runCLI(t, "token", "create", "--config", n.config, "--discovery-file", "-")
+	if code != 0 {
+		t.Fatalf("--discovery-file -: exit %d, %s", code, stderr)
+	}
+	if kubeconfig, err := clientcmd.Load([]byte(stdout)); err != nil || kubeconfig.Clusters[kubeconfig.Contexts[kubeconfig.CurrentContext].Cluster].Server != "https://lb.example:443" {
+		t.Errorf("--discovery-file - printed %q: %v", stdout, err)
 	}
 }
 
