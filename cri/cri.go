@@ -194,3 +194,13 @@ func logMessages(data []byte, n int) string {
 	}
 	return strings.Join(all, "\n")
 }
+
+// Version asks the runtime for its name and version, the CRI's first call:
+// a runtime that answers it serves the CRI.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	resp, err := c.runtime.Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		return "", fmt.Errorf("ask container runtime %q for its version: %w", c.endpoint, err)
+	}
+	return resp.GetRuntimeName() + " " + resp.GetRuntimeVersion(), nil
+}

@@ -44,13 +44,14 @@ func runWorkerPreflight(ctx context.Context, s *phases.State) error {
 	// A broken kubelet.conf fails its check; the others take it for none.
 	own, ownErr := readKubeletConf(s, w)
 	host, port := phases.KubeletAddress(w.Kubelet.ExtraConfig)
-	return phases.RunChecks(ctx, s, []phases.Check{
-		{Name: "IsPrivilegedUser", Run: func(context.Context, *phases.State) error { return checkRoot(w) }},
+	checks := []phases.Check{{Name: "IsPrivilegedUser", Run: func(context.Context, *phases.State) error { return checkRoot(w) }}}
+	checks = append(checks, phases.HostChecks(phases.ThisHost(), phases.KubeletNeeds(w.Kubelet.ExtraConfig, w.Kubelet.ContainerRuntimeEndpoint))...)
+	return phases.RunChecks(ctx, s, append(checks, []phases.Check{
 		{Name: "KubeletConf", Run: func(context.Context, *phases.State) error { return checkKubeletConf(w, c, own, ownErr) }},
 		{Name: "ClusterCA", Run: func(_ context.Context, s *phases.State) error { return checkClusterCA(s, w, c) }},
 		{Name: "Port-" + strconv.Itoa(port), Run: func(_ context.Context, s *phases.State) error { return checkKubeletPort(s, w, c, own, host, port) }},
 		{Name: "NodeName", Run: func(ctx context.Context, s *phases.State) error { return checkNodeName(ctx, s, w, c, own) }},
-	})
+	}...))
 }
 
 func checkRoot(w *config.WorkerConfiguration) error {

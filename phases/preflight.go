@@ -81,6 +81,7 @@ func preflightChecks(s *State) ([]Check, error) {
 		return checks, nil
 	}
 	checks = append(checks, Check{Name: "IsPrivilegedUser", Run: hostCheck(checkPrivileged)})
+	checks = append(checks, HostChecks(ThisHost(), ClusterNeeds(s.Config))...)
 	listeners, err := PlannedListeners(s)
 	if err != nil {
 		return nil, err

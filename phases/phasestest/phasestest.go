@@ -192,6 +192,7 @@ func ServeImages(t testing.TB, sock string, names ...string) {
 	}
 	server := grpc.NewServer()
 	runtimeapi.RegisterImageServiceServer(server, imageService{names: names})
+	runtimeapi.RegisterRuntimeServiceServer(server, runtimeService{})
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(l) }()
 	t.Cleanup(func() {
@@ -200,6 +201,17 @@ func ServeImages(t testing.TB, sock string, names ...string) {
 			t.Errorf("the image service on %s: %v", sock, err)
 		}
 	})
+}
+
+// runtimeService is the CRI runtime service of ServeImages: it answers
+// Version, as a runtime serving the CRI does, and nothing else.
+type runtimeService struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+}
+
+// Version names the fake runtime.
+func (runtimeService) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "phasestest", RuntimeVersion: "1.0"}, nil
 }
 
 // imageService is the CRI image service of ServeImages.
