@@ -84,8 +84,8 @@ func TestHostChecks(t *testing.T) {
 	noRuntime := needs
 	noRuntime.RuntimeEndpoint = "unix:///run/kb-none.sock"
 	cases := []struct {
-		name  string
-		needs phases.NodeNeeds
+		name      string
+		needs     phases.NodeNeeds
 		breakHost func(h fakeHost)
 		// check fails with a message holding want; "" means it passes.
 		check, want string
