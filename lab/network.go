@@ -69,6 +69,28 @@ func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, n := range c.Nodes {
+		if err := enableForwarding(ctx, c.Netns(n.Name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forwardingScript turns forwarding on, as a node's installation does and
+// kubeadm's preflight checks, in both families (IPv6 where the kernel has
+// it). A new network namespace inherits the host's values, which a fresh
+// machine has at 0; each node sets its own, and the host's stay.
+const forwardingScript = `for f in /proc/sys/net/ipv4/ip_forward /proc/sys/net/ipv6/conf/all/forwarding /proc/sys/net/ipv6/conf/default/forwarding; do
+  [ ! -e "$f" ] || echo 1 > "$f" || exit 1
+done`
+
+// enableForwarding turns forwarding on in the node's network namespace:
+// /proc/sys/net is the namespace of the process that writes it.
+func enableForwarding(ctx context.Context, netns string) error {
+	if out, err := InNamespace(ctx, netns, "sh", "-c", forwardingScript).CombinedOutput(); err != nil {
+		return fmt.Errorf("turn forwarding on in %s: %w: %s", netns, err, strings.TrimSpace(string(out)))
+	}
 	return nil
 }
 

@@ -1,0 +1,61 @@
+package lab_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/kubeboot/kubeboot/lab"
+)
+
+// TestNetworkForwards: each node's namespace forwards packets whatever the
+// host's value is, as a node's installation sets it, and the host's value
+// stays as it was (a fresh machine has it at 0).
+func TestNetworkForwards(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("creating network namespaces needs root")
+		}
+		t.Skip("creating network namespaces needs root")
+	}
+	const hostFile = "/proc/sys/net/ipv4/ip_forward"
+	hostBefore := readSysctl(t, hostFile)
+	c, err := lab.LoadCluster(writeDescription(t, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kbfwd\ndir: "+t.TempDir()+
+		"\nsubnet: 10.89.250.0/24\nnodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		if err := c.TearDownNetwork(ctx); err != nil {
+			t.Errorf("tear down: %v", err)
+		}
+	})
+	if err := c.SetUpNetwork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"cp1", "w1"} {
+		for _, file := range []string{hostFile, "/proc/sys/net/ipv6/conf/default/forwarding"} {
+			out, err := lab.InNamespace(ctx, c.Netns(node), "cat", file).CombinedOutput()
+			if err != nil {
+				t.Fatalf("read %s in %s: %v: %s", file, node, err, out)
+			}
+			if got := strings.TrimSpace(string(out)); got != "1" {
+				t.Errorf("%s in node %s is %s, want 1", file, node, got)
+			}
+		}
+	}
+	if after := readSysctl(t, hostFile); after != hostBefore {
+		t.Errorf("the host's %s changed from %s to %s", hostFile, hostBefore, after)
+	}
+}
+
+func readSysctl(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
