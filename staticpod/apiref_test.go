@@ -106,19 +106,19 @@ func TestAPIReferences(t *testing.T) {
 
 		// Secrets inside volume types that are otherwise allowed.
 		{"cephfs secretRef", withVolume(corev1.VolumeSource{CephFS: &corev1.CephFSVolumeSource{Monitors: []string{"m"}, SecretRef: secretRef}}),
-			[]Finding{forbid("spec.volumes[0].cephfs.secretRef", "secrets", "secrets")}},
+			[]Finding{unchecked("cephfs"), forbid("spec.volumes[0].cephfs.secretRef", "secrets", "secrets")}},
 		{"cinder secretRef", withVolume(corev1.VolumeSource{Cinder: &corev1.CinderVolumeSource{VolumeID: "v", SecretRef: secretRef}}),
-			[]Finding{forbid("spec.volumes[0].cinder.secretRef", "secrets", "secrets")}},
+			[]Finding{unchecked("cinder"), forbid("spec.volumes[0].cinder.secretRef", "secrets", "secrets")}},
 		{"flexVolume secretRef", withVolume(corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{Driver: "d", SecretRef: secretRef}}),
-			[]Finding{forbid("spec.volumes[0].flexVolume.secretRef", "secrets", "secrets")}},
+			[]Finding{unchecked("flexVolume"), forbid("spec.volumes[0].flexVolume.secretRef", "secrets", "secrets")}},
 		{"iscsi secretRef", withVolume(corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{TargetPortal: "t", IQN: "i", SecretRef: secretRef}}),
-			[]Finding{forbid("spec.volumes[0].iscsi.secretRef", "secrets", "secrets")}},
+			[]Finding{unchecked("iscsi"), forbid("spec.volumes[0].iscsi.secretRef", "secrets", "secrets")}},
 		{"rbd secretRef", withVolume(corev1.VolumeSource{RBD: &corev1.RBDVolumeSource{CephMonitors: []string{"m"}, RBDImage: "i", SecretRef: secretRef}}),
-			[]Finding{forbid("spec.volumes[0].rbd.secretRef", "secrets", "secrets")}},
+			[]Finding{unchecked("rbd"), forbid("spec.volumes[0].rbd.secretRef", "secrets", "secrets")}},
 		{"scaleIO secretRef", withVolume(corev1.VolumeSource{ScaleIO: &corev1.ScaleIOVolumeSource{Gateway: "g", System: "s", SecretRef: secretRef}}),
-			[]Finding{forbid("spec.volumes[0].scaleIO.secretRef", "secrets", "secrets")}},
+			[]Finding{unchecked("scaleIO"), forbid("spec.volumes[0].scaleIO.secretRef", "secrets", "secrets")}},
 		{"storageos secretRef", withVolume(corev1.VolumeSource{StorageOS: &corev1.StorageOSVolumeSource{VolumeName: "v", SecretRef: secretRef}}),
-			[]Finding{forbid("spec.volumes[0].storageos.secretRef", "secrets", "secrets")}},
+			[]Finding{unchecked("storageos"), forbid("spec.volumes[0].storageos.secretRef", "secrets", "secrets")}},
 
 		// Projected sources.
 		{"projected configMap", projected(corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: *secretRef}}),
@@ -136,6 +136,11 @@ func TestAPIReferences(t *testing.T) {
 		{"projected podCertificate", projected(corev1.VolumeProjection{PodCertificate: &corev1.PodCertificateProjection{SignerName: "x/y"}}),
 			[]Finding{forbid("spec.volumes[0].projected.sources[0].podCertificate", "podcertificates", "podcertificates")}},
 
+		// Volume types that reference nothing but that kubeboot does not
+		// check, and so refuses.
+		{"nfs volume", withVolume(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "s", Path: "/p"}}), []Finding{unchecked("nfs")}},
+		{"cephfs volume without a secret", withVolume(corev1.VolumeSource{CephFS: &corev1.CephFSVolumeSource{Monitors: []string{"m"}}}), []Finding{unchecked("cephfs")}},
+
 		// What a static pod may use.
 		{"hostPath", withVolume(corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/kubernetes/pki"}}), nil},
 		{"emptyDir", withVolume(corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}), nil},
@@ -144,8 +149,6 @@ func TestAPIReferences(t *testing.T) {
 		}}}), nil},
 		{"projected downwardAPI", projected(corev1.VolumeProjection{DownwardAPI: &corev1.DownwardAPIProjection{}}), nil},
 		{"image volume", withVolume(corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "registry.k8s.io/etcd:3.6.8-0"}}), nil},
-		{"nfs volume", withVolume(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "s", Path: "/p"}}), nil},
-		{"cephfs volume without a secret", withVolume(corev1.VolumeSource{CephFS: &corev1.CephFSVolumeSource{Monitors: []string{"m"}}}), nil},
 		{"priorityClassName system-node-critical", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-node-critical" }, nil},
 		{"env from the downward API", func(p *corev1.Pod) {
 			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
@@ -220,4 +223,13 @@ func TestReviewTablesMatchTheAPI(t *testing.T) {
 func jsonTagName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 	return name
+}
+
+// unchecked is the finding for volume v of a volume type that kubeboot
+// does not check.
+func unchecked(volumeType string) Finding {
+	return Finding{
+		Field:   "spec.volumes[0]." + volumeType,
+		Message: "not supported in a static pod: kubeboot does not check " + volumeType + " volumes, so it cannot vouch that the kubelet mounts them; use hostPath for the node's storage",
+	}
 }

@@ -17,10 +17,9 @@ import (
 const maxAnnotationsSize = 256 << 10
 
 // ValidatePod returns every reason the kubelet on node nodeName would
-// reject pod as a static pod: the pod create validation it runs (the
-// subset that matters for hand-written and generated manifests) and the
-// rule that a static pod may not reference an API object. No findings
-// means accepted.
+// reject pod as a static pod: the pod create validation it runs, the
+// fields kubeboot refuses in a static pod, and the rule that a static pod
+// may not reference an API object. No findings means accepted.
 //
 // The kubelet names the pod "<name>-<nodeName>", so that is what must be a
 // valid RFC 1123 subdomain. An empty nodeName means the node is not known;
@@ -33,6 +32,7 @@ func ValidatePod(pod *corev1.Pod, nodeName string) []Finding {
 	var r report
 	checkMetadata(&r, &pod.ObjectMeta, nodeName)
 	checkSpec(&r, &pod.Spec)
+	checkPodFields(&r, pod)
 	checkAPIReferences(&r, &pod.Spec)
 	return r
 }
@@ -56,10 +56,7 @@ func checkMetadata(r *report, m *metav1.ObjectMeta, nodeName string) {
 	if m.Namespace != "" {
 		r.each(p.Child("namespace"), m.Namespace, content.IsDNS1123Label(m.Namespace))
 	}
-	for _, key := range slices.Sorted(maps.Keys(m.Labels)) {
-		r.each(p.Child("labels").Key(key), key, content.IsLabelKey(key))
-		r.each(p.Child("labels").Key(key), m.Labels[key], content.IsLabelValue(m.Labels[key]))
-	}
+	checkLabels(r, p.Child("labels"), m.Labels)
 	size := 0
 	for _, key := range slices.Sorted(maps.Keys(m.Annotations)) {
 		// Annotation keys are label keys in which case does not matter.
@@ -100,6 +97,7 @@ func checkSpec(r *report, spec *corev1.PodSpec) {
 		// references are still reported by checkAPIReferences.
 		if c.kind != ephemeralContainer {
 			checkContainer(r, c, volumes, spec.HostNetwork)
+			checkContainerFields(r, c, spec)
 		}
 	}
 	checkHostPorts(r, all, spec.HostNetwork)

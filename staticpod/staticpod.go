@@ -5,10 +5,14 @@
 // first document only, kind Pod, name suffixed with the node name), but it
 // is stricter wherever the kubelet is silently lenient: unknown fields,
 // extra documents and bare YAML 1.1 booleans are findings here. It then
-// applies the pod create validation the kubelet runs (the important subset)
-// and the rule that a static pod may not reference an API object (feature
-// PreventStaticPodAPIReferences). ValidateDir also lints a manifest
-// directory as the kubelet reads it.
+// applies the pod create validation the kubelet runs, rule by rule for the
+// fields a static pod uses, and the rule that a static pod may not
+// reference an API object (feature PreventStaticPodAPIReferences). Fields
+// that only the scheduler, a controller or a Windows node acts on, and
+// volume types it does not check, it refuses rather than vouch for them.
+// test/tools/podvalidation holds it to the kubelet's own validation on a
+// generated corpus. ValidateDir also lints a manifest directory as the
+// kubelet reads it.
 //
 // The package is pure: it never writes to disk and never prints. Directories
 // are read through an fs.FS.

@@ -42,6 +42,11 @@ func checkVolumeSource(r *report, p *field.Path, source *corev1.VolumeSource) {
 		r.exactlyOne(p, source, "volume source")
 	}
 
+	for _, name := range setFields(source) {
+		if resource, ok := volumeTypes[name]; ok && resource == "" && !slices.Contains(checkedVolumeTypes, name) {
+			r.add(p.Child(name), "not supported in a static pod: kubeboot does not check %s volumes, so it cannot vouch that the kubelet mounts them; use hostPath for the node's storage", name)
+		}
+	}
 	if hp := source.HostPath; hp != nil {
 		hpp := p.Child("hostPath")
 		switch {
@@ -70,9 +75,11 @@ func checkVolumeSource(r *report, p *field.Path, source *corev1.VolumeSource) {
 		r.oneOf(p.Child("image", "pullPolicy"), string(img.PullPolicy), "Always", "IfNotPresent", "Never")
 	}
 	if d := source.DownwardAPI; d != nil {
+		r.checkMode(p.Child("downwardAPI", "defaultMode"), d.DefaultMode)
 		checkDownwardAPIFiles(r, p.Child("downwardAPI", "items"), d.Items)
 	}
 	if pr := source.Projected; pr != nil {
+		r.checkMode(p.Child("projected", "defaultMode"), pr.DefaultMode)
 		for j := range pr.Sources {
 			sp := p.Child("projected", "sources").Index(j)
 			r.exactlyOne(sp, &pr.Sources[j], "projected source")
@@ -83,12 +90,29 @@ func checkVolumeSource(r *report, p *field.Path, source *corev1.VolumeSource) {
 	}
 }
 
+// checkedVolumeTypes are the volume types, of those that reference no API
+// object, whose fields kubeboot checks. A static pod reads the node, so
+// the others (network and cloud storage, most of them in-tree drivers that
+// Kubernetes removed) are refused.
+var checkedVolumeTypes = []string{"hostPath", "emptyDir", "image", "downwardAPI", "projected"}
+
+// maxFileMode is the largest permission mode of a file in a volume, 0777.
+const maxFileMode = 0o777
+
+// checkMode requires a file mode, when set, to be between 0 and 0777.
+func (r *report) checkMode(p *field.Path, mode *int32) {
+	if mode != nil && (*mode < 0 || *mode > maxFileMode) {
+		r.add(p, "invalid value %d: must be a file mode between 0 and 0777 (octal), 511 in decimal", *mode)
+	}
+}
+
 // checkDownwardAPIFiles checks the files of a downwardAPI volume or
 // projection: each is a relative path inside the volume, from one source.
 func checkDownwardAPIFiles(r *report, p *field.Path, files []corev1.DownwardAPIVolumeFile) {
 	for i, f := range files {
 		fp := p.Index(i)
 		r.checkRelativePath(fp.Child("path"), f.Path, true)
+		r.checkMode(fp.Child("mode"), f.Mode)
 		if (f.FieldRef == nil) == (f.ResourceFieldRef == nil) {
 			r.add(fp, "must specify exactly one of fieldRef and resourceFieldRef")
 		}
