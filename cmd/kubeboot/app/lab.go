@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/day2"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/lab"
@@ -45,11 +46,15 @@ type labOptions struct {
 // WorkerConfiguration, or with --control-plane a JoinConfiguration and the
 // bundle.
 func (o *labOptions) spec() (runSpec, error) {
+	ignored, err := labIgnoredChecks()
+	if err != nil {
+		return runSpec{}, err
+	}
 	if config.IsWorkerFile(o.configPath) {
 		if o.controlPlane {
 			return runSpec{}, &exit.UsageError{Msg: o.configPath + " is a WorkerConfiguration: a worker joins without --control-plane"}
 		}
-		worker := joinOptions{configPath: o.configPath}
+		worker := joinOptions{configPath: o.configPath, preflight: preflightFlags{ignoreErrors: ignored}}
 		return worker.workerSpec()
 	}
 	if !o.controlPlane {
@@ -60,10 +65,25 @@ func (o *labOptions) spec() (runSpec, error) {
 		if err := o.checkKubeProxyContained(cfg); err != nil {
 			return runSpec{}, err
 		}
-		return runSpec{config: cfg}, config.CheckPatchesDir(cfg, o.configPath, "")
+		r := runSpec{config: cfg, options: phases.Options{IgnorePreflightErrors: preflightFlags{ignoreErrors: ignored}.ignored()}}
+		return r, config.CheckPatchesDir(cfg, o.configPath, "")
 	}
-	joining := joinOptions{configPath: o.configPath, controlPlane: true, bundle: o.bundle}
+	joining := joinOptions{configPath: o.configPath, controlPlane: true, bundle: o.bundle, preflight: preflightFlags{ignoreErrors: ignored}}
 	return joining.spec()
+}
+
+// labIgnoredChecks are the host checks of kubeboot's preflight that a lab
+// node cannot pass and need not: its kubelet runs from --bin-dir, not from
+// the PATH; and a node in the host's network namespace (not one of `lab up
+// --cluster`'s, which forward as a node does) runs only host-network pods,
+// so it needs no forwarding, which the lab never turns on in the host's.
+func labIgnoredChecks() ([]string, error) {
+	ignored := []string{"FileExisting-kubelet"}
+	contained, err := lab.InNamedNetworkNamespace()
+	if err != nil || contained {
+		return ignored, err
+	}
+	return append(ignored, "FileContent--proc-sys-net-ipv4-ip_forward", "FileContent--proc-sys-net-ipv6-conf-default-forwarding"), nil
 }
 
 // checkKubeProxyContained refuses kube-proxy on a lab node that is not in
@@ -145,15 +165,22 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			if opts.configPath == "" {
 				return &exit.UsageError{Msg: "lab down needs --config or --cluster: what the lab was brought up with"}
 			}
-			cfg, err := labNodeConfig(opts.configPath)
-			if err != nil {
-				return err
+			if config.IsWorkerFile(opts.configPath) {
+				cfg, err := labNodeConfig(opts.configPath)
+				if err != nil {
+					return err
+				}
+				report := output.NewReporter(stderr, false)
+				report.SetPhase("lab")
+				return labNode(cfg, opts.binDir).Down(contextOf(cmd), report.Infof)
 			}
-			report := output.NewReporter(stderr, false)
-			report.SetPhase("lab")
-			return labNode(cfg, opts.binDir).Down(contextOf(cmd), report.Infof)
+			return execute(cmd.Context(), opts.output, stdout, stderr, func() (runSpec, error) { return nodeSpec(opts.configPath, "") },
+				func(ctx context.Context, s *phases.State) ([]string, error) {
+					return []string{"lab-down"}, labDown(ctx, s, labNode(s.Config, opts.binDir))
+				})
 		},
 	}
+	addOutputFlag(down.Flags(), &opts.output)
 	var files int
 	supervise := &cobra.Command{
 		Use:    "supervise [--files N] -- BINARY [ARG...]",
@@ -222,6 +249,19 @@ func labNodeConfig(path string) (*config.ClusterConfiguration, error) {
 		return w.NodeConfig(), nil
 	}
 	return loadNode(path)
+}
+
+// labDown tears a control-plane lab node down and then removes what init
+// or join wrote for it, as `kubeboot reset --force` does: a lab is
+// disposable, and one brought down leaves nothing a new lab up would
+// misread (such as a kubelet.conf naming the certificate the kubelet kept
+// in the lab's dir, which went with it).
+func labDown(ctx context.Context, s *phases.State, node lab.Node) error {
+	s.Report.SetPhase("lab")
+	if err := node.Down(ctx, s.Report.Infof); err != nil {
+		return err
+	}
+	return day2.Reset(day2.ResetOptions{Force: true}).Run(ctx, s)
 }
 
 // labNode is the lab's runtime for the node of cfg: its files in
@@ -402,6 +442,15 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 		}
 	}()
 	s.Report.SetPhase("lab")
+	if _, err := os.Stat(node.Dir); err == nil && s.Worker == nil {
+		// An earlier lab up of this node was interrupted or not brought
+		// down: start afresh, as lab down would leave it.
+		s.Report.Infof("%s is there: an earlier lab of this node was not brought down; removing it first", node.Dir)
+		if err := labDown(ctx, s, node); err != nil {
+			return nil, fmt.Errorf("remove the earlier lab: %w", err)
+		}
+		s.Report.SetPhase("lab")
+	}
 	if role.setup != nil {
 		if err := role.setup(); err != nil {
 			return nil, err
