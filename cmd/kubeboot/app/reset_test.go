@@ -13,9 +13,11 @@ func TestResetCommand(t *testing.T) {
 	if code, _, stderr := runCLI(t, "init", "--root", root); code != 0 {
 		t.Fatalf("init: %s", stderr)
 	}
-	data := filepath.Join(root, "/var/lib/etcd/member")
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		t.Fatal(err)
+	// An etcd member's data: reset removes no other data dir.
+	for _, dir := range []string{"snap", "wal"} {
+		if err := os.MkdirAll(filepath.Join(root, "/var/lib/etcd/member", dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	code, _, stderr := runCLI(t, "reset", "--root", root)
 	if code != 1 || !strings.Contains(stderr, "re-run with --force") {
