@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -44,8 +45,18 @@ type labOptions struct {
 
 // spec loads the lab node's configuration: a ClusterConfiguration, a
 // WorkerConfiguration, or with --control-plane a JoinConfiguration and the
-// bundle.
+// bundle. The node is one of several on this machine, so its lock is its
+// own (nodelock.Path), not the machine's.
 func (o *labOptions) spec() (runSpec, error) {
+	r, err := o.nodeSpec()
+	if err == nil {
+		r.lockPath = nodelock.Path(r.config.Paths.KubeconfigDir)
+	}
+	return r, err
+}
+
+// nodeSpec loads the lab node's configuration of whichever kind.
+func (o *labOptions) nodeSpec() (runSpec, error) {
 	ignored, err := labIgnoredChecks()
 	if err != nil {
 		return runSpec{}, err
@@ -174,13 +185,15 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 				report.SetPhase("lab")
 				return labNode(cfg, opts.binDir).Down(contextOf(cmd), report.Infof)
 			}
-			return execute(cmd.Context(), opts.output, stdout, stderr, func() (runSpec, error) { return nodeSpec(opts.configPath, "") },
-				func(ctx context.Context, s *phases.State) ([]string, error) {
-					return []string{"lab-down"}, labDown(ctx, s, labNode(s.Config, opts.binDir))
-				})
+			// No node lock: lab down must stop a lab whose lab up hangs.
+			r, err := nodeSpec(opts.configPath, "")
+			if err != nil {
+				return err
+			}
+			s := r.state(output.NewReporter(stderr, false), stdout)
+			return labDown(contextOf(cmd), s, labNode(s.Config, opts.binDir))
 		},
 	}
-	addOutputFlag(down.Flags(), &opts.output)
 	var files int
 	supervise := &cobra.Command{
 		Use:    "supervise [--files N] -- BINARY [ARG...]",

@@ -39,17 +39,20 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 		name string
 		lock string
 		args []string
+		// lockPath is the lock's node path, when not the machine's: a lab
+		// node's is its own.
+		lockPath string
 	}{
-		{"init", root, []string{"init", "--root", root}},
-		{"init phase", root, []string{"init", "phase", "certs", "--root", root}},
-		{"certs renew", root, []string{"certs", "renew", "all", "--root", root}},
-		{"reset", root, []string{"reset", "--root", root, "--force"}},
-		{"join", node, []string{"join", "--control-plane", "--config", joinConfig}},
-		{"join phase", node, []string{"join", "phase", "certs", "--control-plane", "--config", joinConfig}},
-		{"join of a worker", node, []string{"join", "127.0.0.1:1", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", workerConfig}},
-		{"join phase of a worker", node, []string{"join", "phase", "kubelet-config", "--discovery-file", joinConfig, "--config", workerConfig}},
-		{"upgrade apply", node, []string{"upgrade", "apply", "--config", clusterConfig}},
-		{"lab up", node, []string{"lab", "up", "--config", clusterConfig}},
+		{name: "init", lock: root, args: []string{"init", "--root", root}},
+		{name: "init phase", lock: root, args: []string{"init", "phase", "certs", "--root", root}},
+		{name: "certs renew", lock: root, args: []string{"certs", "renew", "all", "--root", root}},
+		{name: "reset", lock: root, args: []string{"reset", "--root", root, "--force"}},
+		{name: "join", lock: node, args: []string{"join", "--control-plane", "--config", joinConfig}},
+		{name: "join phase", lock: node, args: []string{"join", "phase", "certs", "--control-plane", "--config", joinConfig}},
+		{name: "join of a worker", lock: node, args: []string{"join", "127.0.0.1:1", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", workerConfig}},
+		{name: "join phase of a worker", lock: node, args: []string{"join", "phase", "kubelet-config", "--discovery-file", joinConfig, "--config", workerConfig}},
+		{name: "upgrade apply", lock: node, args: []string{"upgrade", "apply", "--config", clusterConfig}},
+		{name: "lab up", lock: node, args: []string{"lab", "up", "--config", clusterConfig}, lockPath: nodelock.Path(node)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +60,11 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 			if tt.lock == node {
 				lockRoot = "" // this machine's
 			}
-			lock, err := nodelock.Acquire(lockRoot, nodelock.File, "kubeboot init --test")
+			lockPath := nodelock.File
+			if tt.lockPath != "" {
+				lockPath = tt.lockPath
+			}
+			lock, err := nodelock.Acquire(lockRoot, lockPath, "kubeboot init --test")
 			if err != nil {
 				t.Fatal(err)
 			}
