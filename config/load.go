@@ -79,9 +79,10 @@ func Load(path string, host Host) (*ClusterConfiguration, error) {
 }
 
 // readConfig reads a configuration file, refusing what is not a regular
-// file of at most inputfile.ConfigLimit bytes.
+// file of at most inputfile.ConfigLimit bytes and inputfile.ConfigNodes
+// nodes, before anything decodes it.
 func readConfig(path string) ([]byte, error) {
-	data, err := inputfile.Read(path, inputfile.ConfigLimit)
+	data, err := inputfile.ReadYAML(path, inputfile.ConfigLimit, inputfile.ConfigNodes)
 	if err != nil {
 		// A config that cannot be read is a usage error, like one that is invalid.
 		return nil, &InvalidError{File: path, Problems: []Problem{{Message: "cannot read the file: " + err.Error()}}}
@@ -142,7 +143,7 @@ func decodeKind(file string, data []byte, kind string, out any) (*yaml.Node, err
 	var problems []Problem
 	for i, doc := range docs {
 		problems = append(problems, checkTypeMeta(doc, i, len(docs), kind)...)
-		problems = append(problems, duplicateKeys(doc, "")...)
+		problems = append(problems, duplicateKeys(doc, nil)...)
 	}
 	if len(problems) > 0 {
 		return nil, &InvalidError{File: file, Problems: problems}
@@ -226,21 +227,22 @@ func scalar(m *yaml.Node, key string) string {
 }
 
 // duplicateKeys finds repeated mapping keys anywhere in the document at
-// path ("" for the root); the JSON conversion would otherwise keep one of
-// them silently.
-func duplicateKeys(n *yaml.Node, path string) []Problem {
+// path (nil for the root); the JSON conversion would otherwise keep one of
+// them silently. The path is a linked list, spelled out only for a
+// duplicate, so that a deep document costs memory linear in its size.
+func duplicateKeys(n *yaml.Node, path *field.Path) []Problem {
 	var problems []Problem
 	switch n.Kind {
 	case yaml.MappingNode:
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
-			child := k.Value
-			if path != "" {
-				child = path + "." + k.Value
+			child := field.NewPath(k.Value)
+			if path != nil {
+				child = path.Child(k.Value)
 			}
 			if first, ok := seen[k.Value]; ok {
-				problems = append(problems, Problem{Line: k.Line, Field: child,
+				problems = append(problems, Problem{Line: k.Line, Field: child.String(),
 					Message: fmt.Sprintf("duplicate key (first set on line %d): remove one", first)})
 			} else {
 				seen[k.Value] = k.Line
@@ -249,7 +251,7 @@ func duplicateKeys(n *yaml.Node, path string) []Problem {
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			problems = append(problems, duplicateKeys(c, fmt.Sprintf("%s[%d]", path, i))...)
+			problems = append(problems, duplicateKeys(c, path.Index(i))...)
 		}
 	}
 	return problems
