@@ -344,7 +344,7 @@ func concurrentInit(e env, args []string) result {
 	if err := first.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	lock := filepath.Join(e.node, "/etc/kubernetes/kubeboot/lock")
+	lock := filepath.Join(e.node, "/run/kubeboot/lock")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		if data, err := os.ReadFile(lock); err == nil && len(data) > 0 {
 			break

@@ -28,10 +28,14 @@ func optedOut(name, fields, file, want string) row {
 			return append([]string{"init", "--root", e.node, "--config", e.config("c.yaml", fields)}, skip...)
 		},
 		code: 0, allowed: []string{"/node"},
-		check: func(e env, _ result) {
+		check: func(e env, res result) {
 			data, err := os.ReadFile(e.path("node" + file))
 			if err != nil || !strings.Contains(string(data), want) {
 				e.t.Errorf("%s lacks %q (%v)", file, want, err)
+			}
+			// Never silently: the run warns of what it gives up.
+			if !strings.Contains(res.stderr, "WARNING: security.allowInsecure: ") {
+				e.t.Errorf("init does not warn of the downgrade it renders:\n%s", res.stderr)
 			}
 		},
 	}

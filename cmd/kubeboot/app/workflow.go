@@ -174,6 +174,11 @@ func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, l
 	var s *phases.State
 	if err == nil {
 		s = r.state(report, stdout)
+		// A guarantee the configuration gives up on purpose is said
+		// at every run, never silently.
+		for _, insecure := range r.config.InsecureOverrides() {
+			report.Warnf("security.allowInsecure: %s", insecure)
+		}
 		lock, err = r.lock()
 	}
 	var ran []string
