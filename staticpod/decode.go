@@ -13,6 +13,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 // maxManifestSize is the most the kubelet reads of one manifest file; it
@@ -26,6 +28,11 @@ const maxManifestSize = 10 << 20
 func decode(data []byte) (*corev1.Pod, []Finding) {
 	if len(data) > maxManifestSize {
 		return nil, []Finding{{Message: "larger than 10 MiB: the kubelet refuses to read it"}}
+	}
+	// Decoding costs memory per YAML node: refuse a manifest of millions
+	// of tiny items before any parser builds them.
+	if inputfile.YAMLNodes(data, inputfile.ManifestNodes) > inputfile.ManifestNodes {
+		return nil, []Finding{{Message: "not decoded: " + inputfile.TooComplex(inputfile.ManifestNodes)}}
 	}
 	js, errs := toJSON(data)
 	if js == nil {

@@ -3,6 +3,7 @@ package staticpod
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"slices"
@@ -93,7 +94,7 @@ func validateEntry(fsys fs.FS, name, nodeName string) (Result, *corev1.Pod) {
 	case info.Size() > maxManifestSize:
 		res.Errors = append(res.Errors, Finding{Message: "larger than 10 MiB: the kubelet refuses to read it"})
 	default:
-		data, err := fs.ReadFile(fsys, name)
+		data, err := readManifest(fsys, name)
 		if err != nil {
 			res.Errors = append(res.Errors, Finding{Message: fmt.Sprintf("cannot be read, so the kubelet skips it: %v", err)})
 			break
@@ -111,4 +112,16 @@ func validateEntry(fsys fs.FS, name, nodeName string) (Result, *corev1.Pod) {
 		res.Warnings = append(res.Warnings, Finding{Message: "the name does not end in .yaml, .yml or .json, but the kubelet loads it as a manifest all the same"})
 	}
 	return res, pod
+}
+
+// readManifest reads one manifest, never more than one byte past the
+// kubelet's limit, which decode then reports: a file can be larger than
+// its stat said (one under /proc, or one growing).
+func readManifest(fsys fs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return io.ReadAll(io.LimitReader(f, maxManifestSize+1))
 }
