@@ -1,7 +1,10 @@
 // Package inputfile owns reading the files users hand kubeboot (configs,
 // patches, bundles, keys, manifests to validate) safely: only regular
 // files, never more than a stated limit, and without blocking on a FIFO or
-// a device. It imports only the standard library, so any package can use it.
+// a device; and, for YAML and JSON, refusing before any decoder runs a
+// document with more nodes than a stated limit, so that decoding fits in
+// bounded memory. Its product code imports only the standard library, so
+// any package can use it.
 package inputfile
 
 import (
