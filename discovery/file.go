@@ -53,7 +53,7 @@ func FromFile(ctx context.Context, path string, opts Options) (*Cluster, error) 
 // readFile reads and checks the discovery file at path: its current
 // context's cluster, https server and CA, and its user's token if any.
 func readFile(path string) (*Cluster, error) {
-	data, err := inputfile.Read(path, inputfile.ConfigLimit)
+	data, err := inputfile.ReadYAML(path, inputfile.ConfigLimit, inputfile.ConfigNodes)
 	if err != nil {
 		return nil, fmt.Errorf("read discovery file %q: %w", path, err)
 	}

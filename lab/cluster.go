@@ -81,7 +81,7 @@ type ClusterNode struct {
 
 // LoadCluster reads and checks a lab description.
 func LoadCluster(path string) (*Cluster, error) {
-	data, err := inputfile.Read(path, inputfile.ConfigLimit)
+	data, err := inputfile.ReadYAML(path, inputfile.ConfigLimit, inputfile.ConfigNodes)
 	if err != nil {
 		return nil, err
 	}

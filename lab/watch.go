@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 // watchInterval is how often WatchControlPlane looks: for manifests, then
@@ -43,7 +43,8 @@ func WatchControlPlane(ctx context.Context, cfg *config.ClusterConfiguration, se
 	err := wait.PollUntilContextCancel(ctx, watchInterval, true, func(context.Context) (bool, error) {
 		pods = map[string]*corev1.Pod{}
 		for _, name := range config.ComponentNames {
-			data, err := os.ReadFile(cfg.ManifestPath(name))
+			path := cfg.ManifestPath(name)
+			data, err := inputfile.ReadYAML(path, inputfile.ManifestLimit, inputfile.ManifestNodes)
 			pod := &corev1.Pod{}
 			// A manifest not there yet, or being written in place: look again.
 			if err != nil || yaml.Unmarshal(data, pod) != nil || len(pod.Spec.Containers) == 0 {

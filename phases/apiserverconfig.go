@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -76,6 +77,9 @@ func ensureEncryptionConfig(s *State) error {
 	data, err := s.Files.ReadFile(path)
 	switch {
 	case err == nil:
+		if err := inputfile.CheckYAML(path, data, inputfile.ConfigNodes); err != nil {
+			return fmt.Errorf("check encryption configuration: %w (fix the file by hand; do not delete it while Secrets are encrypted with its keys)", err)
+		}
 		provider, err := templates.CheckEncryptionConfig(data)
 		if err != nil {
 			return fmt.Errorf("check encryption configuration %q: %w (fix the file by hand; do not delete it while Secrets are encrypted with its keys)", path, err)
@@ -119,6 +123,9 @@ func checkAuditPolicy(s *State, path string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("read audit policy %q: %w", path, err)
+	}
+	if err := inputfile.CheckYAML(path, data, inputfile.ConfigNodes); err != nil {
+		return fmt.Errorf("check audit policy (security.audit.policyFile): %w", err)
 	}
 	var head struct {
 		APIVersion string `json:"apiVersion"`

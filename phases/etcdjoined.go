@@ -6,9 +6,6 @@ import (
 	"io/fs"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
-
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/health"
 	"github.com/kubeboot/kubeboot/staticpod"
@@ -25,9 +22,9 @@ func InitialClusterOnDisk(s *State) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read etcd manifest %q: %w", s.Config.ManifestPath(config.NameEtcd), err)
 	}
-	pod := &corev1.Pod{}
-	if err := yaml.Unmarshal(data, pod); err != nil {
-		return "", fmt.Errorf("decode etcd manifest %q: %w", s.Config.ManifestPath(config.NameEtcd), err)
+	pod, err := DecodePod(s.Config.ManifestPath(config.NameEtcd), data)
+	if err != nil {
+		return "", err
 	}
 	flags := health.CommandFlags(pod, config.NameEtcd)
 	if flags["initial-cluster-state"] != "existing" {

@@ -252,7 +252,7 @@ func readPatch(hostDir, host string) ([]byte, error) {
 	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
 		return nil, fmt.Errorf("owned by uid %d, neither root nor you (uid %d), yet it changes what runs as root: chown it", st.Uid, os.Geteuid())
 	}
-	return inputfile.Read(host, inputfile.PatchLimit)
+	return inputfile.ReadYAML(host, inputfile.PatchLimit, inputfile.ManifestNodes)
 }
 
 // stagedManifest is a rendered manifest ready to be written.

@@ -18,6 +18,7 @@ import (
 	"github.com/kubeboot/kubeboot/cri"
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/output"
 )
 
@@ -96,8 +97,12 @@ func ManifestPods(s *State) (pods map[string]*corev1.Pod, missing []string, err 
 	return pods, missing, nil
 }
 
-// DecodePod decodes the manifest read from path.
+// DecodePod decodes the manifest read from path, refusing one with more
+// nodes than a manifest may hold before the decoder spends memory on it.
 func DecodePod(path string, data []byte) (*corev1.Pod, error) {
+	if err := inputfile.CheckYAML(path, data, inputfile.ManifestNodes); err != nil {
+		return nil, fmt.Errorf("decode manifest: %w (check it with `kubeboot validate %s`)", err, path)
+	}
 	pod := &corev1.Pod{}
 	if err := yaml.Unmarshal(data, pod); err != nil {
 		return nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)

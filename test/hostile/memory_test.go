@@ -181,3 +181,38 @@ func concat(lists ...[]row) []row {
 	}
 	return all
 }
+
+// inputRow checks one command on a flood of one-byte items that path holds,
+// which the command reads as YAML: it must refuse it, within the memory
+// bound, before any decoder runs.
+func inputRow(name, path string, limit int, args func(e env) []string, code int, message string) row {
+	return row{
+		defect: "27.4", name: name,
+		setup: func(e env) []string {
+			writeFile(e.t, e.path(path), filled("x: [", "1,", "1]\n", limit-100), 0o600)
+			return args(e)
+		},
+		run:  measured,
+		code: code, message: message, within: 20 * time.Second,
+	}
+}
+
+// inputRows are the other YAML files kubeboot reads from its user: a
+// discovery file, a patch, an audit policy and a lab description.
+var inputRows = []row{
+	inputRow("join --discovery-file: two million one-byte items", "d.conf", inputfile.ConfigLimit, func(e env) []string {
+		return []string{"join", "--discovery-file", e.path("d.conf")}
+	}, 2, refusedConfig),
+	inputRow("a patch of 500,000 one-byte items", "node/etc/p/kube-apiserver.yaml", inputfile.PatchLimit, func(e env) []string {
+		return append([]string{"init", "--dry-run", "--root", e.node, "--config", e.config("c.yaml", "patchesDir: /etc/p\n")}, skip...)
+	}, 1, "too many YAML nodes: more than 100000 values"),
+	inputRow("an audit policy of two million one-byte items", "node/etc/audit.yaml", inputfile.ConfigLimit, func(e env) []string {
+		return append([]string{"init", "--dry-run", "--root", e.node, "--config", e.config("c.yaml", "security: {audit: {policyFile: /etc/audit.yaml}}\n")}, skip...)
+	}, 1, "check audit policy (security.audit.policyFile): read \"/etc/audit.yaml\": "+refusedConfig),
+	inputRow("lab down --cluster: two million one-byte items", "lab.yaml", inputfile.ConfigLimit, func(e env) []string {
+		return []string{"lab", "down", "--cluster", e.path("lab.yaml")}
+	}, 2, refusedConfig),
+}
+
+// TestMemoryOfOtherInputs runs inputRows.
+func TestMemoryOfOtherInputs(t *testing.T) { runRows(t, inputRows) }

@@ -77,7 +77,7 @@ func newCSRApproverCommand(stderr io.Writer) *cobra.Command {
 // run serves the health endpoints and runs the controller until ctx is
 // done or the kubeconfig changes.
 func (o *csrApproverOptions) run(ctx context.Context, report *output.Reporter) error {
-	kubeconfig, err := inputfile.Read(o.kubeconfig, inputfile.ConfigLimit)
+	kubeconfig, err := inputfile.ReadYAML(o.kubeconfig, inputfile.ConfigLimit, inputfile.ConfigNodes)
 	if err != nil {
 		return fmt.Errorf("read kubeconfig %q: %w", o.kubeconfig, err)
 	}
@@ -130,7 +130,7 @@ func (o *csrApproverOptions) watchKubeconfig(ctx context.Context, started []byte
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			now, err := inputfile.Read(o.kubeconfig, inputfile.ConfigLimit)
+			now, err := inputfile.ReadYAML(o.kubeconfig, inputfile.ConfigLimit, inputfile.ConfigNodes)
 			if err == nil && !bytes.Equal(now, started) {
 				cancel(errKubeconfigChanged)
 				return
