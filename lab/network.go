@@ -32,10 +32,8 @@ func vethName(netns string) string {
 // SetUpNetwork creates the lab's network, all of it inside namespaces the
 // lab creates, so nothing is addressed in the host's: the hub namespace
 // (kb-<name>) holds the bridge, with the subnet's first address as the
-// nodes' gateway and the load balancer's; each node's namespace is linked
-// to the bridge by a veth pair, with the node's address on eth0, loopback
-// up and a default route through the hub. It refuses a hub that exists:
-// that lab is still up.
+// nodes' gateway and the load balancer's; each node's namespace is set up
+// by SetUpNode. It refuses a hub that exists: that lab is still up.
 func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 	hub := c.Hub()
 	if _, err := os.Stat(filepath.Join("/run/netns", hub)); err == nil {
@@ -48,33 +46,45 @@ func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 		{"-n", hub, "addr", "add", c.HubAddress().String() + "/24", "dev", "br0"},
 		{"-n", hub, "link", "set", "br0", "up"},
 	}
-	for i, n := range c.Nodes {
-		ns := c.Netns(n.Name)
-		veth := "v-" + n.Name
-		if len(veth) > 15 {
-			veth = vethName(ns)
+	for _, step := range steps {
+		if err := ip(ctx, step...); err != nil {
+			return err
 		}
-		steps = append(steps,
-			[]string{"netns", "add", ns},
-			[]string{"-n", hub, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
-			[]string{"-n", hub, "link", "set", veth, "master", "br0", "up"},
-			[]string{"-n", ns, "addr", "add", c.Address(i).String() + "/24", "dev", "eth0"},
-			[]string{"-n", ns, "link", "set", "eth0", "up"},
-			[]string{"-n", ns, "link", "set", "lo", "up"},
-			[]string{"-n", ns, "route", "add", "default", "via", c.HubAddress().String()},
-		)
+	}
+	for i := range c.Nodes {
+		if err := c.SetUpNode(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetUpNode creates the network namespace of the cluster's i-th node on
+// the hub's bridge: linked by a veth pair, with the node's address on
+// eth0, loopback up, a default route through the hub, and forwarding on,
+// as a node's installation sets it.
+func (c *Cluster) SetUpNode(ctx context.Context, i int) error {
+	n, hub := c.Nodes[i], c.Hub()
+	ns := c.Netns(n.Name)
+	veth := "v-" + n.Name
+	if len(veth) > 15 {
+		veth = vethName(ns)
+	}
+	steps := [][]string{
+		{"netns", "add", ns},
+		{"-n", hub, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"-n", hub, "link", "set", veth, "master", "br0", "up"},
+		{"-n", ns, "addr", "add", c.Address(i).String() + "/24", "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"-n", ns, "route", "add", "default", "via", c.HubAddress().String()},
 	}
 	for _, step := range steps {
 		if err := ip(ctx, step...); err != nil {
 			return err
 		}
 	}
-	for _, n := range c.Nodes {
-		if err := enableForwarding(ctx, c.Netns(n.Name)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return enableForwarding(ctx, ns)
 }
 
 // forwardingScript turns forwarding on, as a node's installation does and

@@ -182,7 +182,7 @@ type killed struct {
 // is skipped.
 func killInit(t *testing.T, n *node, delay time.Duration) killed {
 	t.Helper()
-	cmd := exec.Command(kubebootBin, "init", "--config", n.config, "--skip-phases", "kubelet-start", "-o", "json")
+	cmd := exec.Command(kubebootBin, "init", "--config", n.config, "--skip-phases", "kubelet-start", "-o", "json", "--ignore-preflight-errors="+hostNodeIgnored)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -597,19 +598,8 @@ func addKubeadmWorker(t *testing.T, c *labCluster, name string) {
 		t.Fatal(err)
 	}
 	i := len(cl.Nodes) - 1
-	hub, ns, veth := cl.Hub(), cl.Netns(name), "v-"+name
-	for _, step := range [][]string{
-		{"netns", "add", ns},
-		{"-n", hub, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
-		{"-n", hub, "link", "set", veth, "master", "br0", "up"},
-		{"-n", ns, "addr", "add", cl.Address(i).String() + "/24", "dev", "eth0"},
-		{"-n", ns, "link", "set", "eth0", "up"},
-		{"-n", ns, "link", "set", "lo", "up"},
-		{"-n", ns, "route", "add", "default", "via", cl.HubAddress().String()},
-	} {
-		if r := runCommand(t, "ip", step...); r.code != 0 {
-			t.Fatalf("ip %s: exit %d: %s", strings.Join(step, " "), r.code, r.stderr)
-		}
+	if err := cl.SetUpNode(context.Background(), i); err != nil {
+		t.Fatal(err)
 	}
 
 	first := cl.Nodes[0].Name
