@@ -160,3 +160,26 @@ func TestClusterNeeds(t *testing.T) {
 		t.Errorf("IPv6 cluster without kube-proxy: %+v", n)
 	}
 }
+
+// TestDryRunHostChecksWarn: a dry run reports the host checks that fail
+// as warnings and goes on; a real run fails on them. No kubelet on the
+// PATH and no runtime fail on any machine.
+func TestDryRunHostChecksWarn(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	for _, dryRun := range []bool{true, false} {
+		s, out := preflightOn(t)
+		s.Config.Kubelet.ContainerRuntimeEndpoint = "unix:///run/kb-none.sock"
+		s.Options.IgnorePreflightErrors = []string{"port-2379", "port-2380", "port-2381", "port-10257", "port-10259", "port-10270", "isprivilegeduser", "imagepull"}
+		s.Options.DryRun = dryRun
+		err := phases.Preflight.Run(context.Background(), s)
+		if dryRun {
+			if err != nil || !strings.Contains(out.String(), "WARNING: FileExisting-kubelet") || !strings.Contains(out.String(), "WARNING: CRI") {
+				t.Errorf("dry run: %v, want warnings of FileExisting-kubelet and CRI:\n%s", err, out)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "FileExisting-kubelet") || !strings.Contains(err.Error(), "CRI") {
+			t.Errorf("real run: %v, want FileExisting-kubelet and CRI to fail", err)
+		}
+	}
+}

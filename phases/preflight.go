@@ -81,7 +81,12 @@ func preflightChecks(s *State) ([]Check, error) {
 		return checks, nil
 	}
 	checks = append(checks, Check{Name: "IsPrivilegedUser", Run: hostCheck(checkPrivileged)})
-	checks = append(checks, HostChecks(ThisHost(), ClusterNeeds(s.Config))...)
+	for _, c := range HostChecks(ThisHost(), ClusterNeeds(s.Config)) {
+		// A dry run changes nothing, so this machine need not be ready
+		// for the node yet: it is told what to fix (--strict fails it).
+		c.WarnOnly = s.Options.DryRun
+		checks = append(checks, c)
+	}
 	listeners, err := PlannedListeners(s)
 	if err != nil {
 		return nil, err
