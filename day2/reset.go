@@ -176,9 +176,15 @@ func checkEtcdDataDir(s *phases.State) error {
 		if e.Name() != "member" || !e.IsDir() {
 			return notEtcdData(dir, "holds "+e.Name())
 		}
-		for _, sub := range []string{"snap", "wal"} {
-			if info, err := os.Lstat(filepath.Join(host, "member", sub)); err != nil || !info.IsDir() {
-				return notEtcdData(dir, "holds member/ without "+sub+"/")
+		member, err := os.ReadDir(filepath.Join(host, "member"))
+		if err != nil {
+			return notEtcdData(dir, "has a member/ that cannot be read: "+err.Error())
+		}
+		// etcd's own: snap/, wal/ (elsewhere with --wal-dir), and the
+		// wal.tmp of a member killed while it created its first WAL.
+		for _, m := range member {
+			if !slices.Contains([]string{"snap", "wal", "wal.tmp"}, m.Name()) || !m.IsDir() {
+				return notEtcdData(dir, "holds member/"+m.Name())
 			}
 		}
 	}
@@ -188,7 +194,7 @@ func checkEtcdDataDir(s *phases.State) error {
 // notEtcdData is the refusal of checkEtcdDataDir, an exit-2 error that
 // names the field and the fix.
 func notEtcdData(dir, why string) error {
-	return &exit.UsageError{Msg: fmt.Sprintf("etcd.local.dataDir: %s %s, which is not an etcd data dir (only member/ with snap/ and wal/): "+
+	return &exit.UsageError{Msg: fmt.Sprintf("etcd.local.dataDir: %s %s, which is not an etcd data dir (only member/ with snap/, wal/ or wal.tmp/): "+
 		"reset removes the data dir with everything in it, so it removes nothing; check etcd.local.dataDir in the configuration, "+
 		"or empty the directory yourself if it is etcd's", dir, why)}
 }

@@ -69,8 +69,9 @@ func TestResetRefusesADataDirNotEtcds(t *testing.T) {
 			must(t, os.MkdirAll(filepath.Join(host, "member", "wal"), 0o700))
 			must(t, os.WriteFile(filepath.Join(host, "notes.txt"), []byte("mine"), 0o644))
 		}},
-		{"a member without a WAL", "holds member/ without wal/", func(t *testing.T, host string) {
+		{"a member holding a file of someone else's", "holds member/notes.txt", func(t *testing.T, host string) {
 			must(t, os.MkdirAll(filepath.Join(host, "member", "snap"), 0o700))
+			must(t, os.WriteFile(filepath.Join(host, "member", "notes.txt"), []byte("mine"), 0o644))
 		}},
 		{"a file named member", "holds member", func(t *testing.T, host string) {
 			must(t, os.WriteFile(filepath.Join(host, "member"), []byte("x"), 0o644))
@@ -95,6 +96,11 @@ func TestResetRefusesADataDirNotEtcds(t *testing.T) {
 	for _, fill := range []func(s *phases.State){
 		func(s *phases.State) { must(t, os.MkdirAll(s.Files.HostPath(s.Config.Etcd.Local.DataDir), 0o700)) },
 		func(s *phases.State) { withEtcdData(t, s) },
+		// A member killed while it created its first WAL, or whose WAL
+		// is elsewhere (--wal-dir).
+		func(s *phases.State) {
+			must(t, os.MkdirAll(s.Files.HostPath(filepath.Join(s.Config.Etcd.Local.DataDir, "member", "wal.tmp")), 0o700))
+		},
 	} {
 		s := initialised(t)
 		fill(s)

@@ -79,7 +79,7 @@ var pathRows = []row{
 			writeFile(e.t, e.path("node/var/lib/dpkg/info/bash.list"), "/bin/bash\n", 0o644)
 			return []string{"reset", "--root", e.node, "--force", "--config", e.config("c.yaml", "etcd: {local: {dataDir: /var/lib/dpkg}}\n")}
 		},
-		code: 2, message: "etcd.local.dataDir: /var/lib/dpkg holds info, which is not an etcd data dir (only member/ with snap/ and wal/): reset removes the data dir with everything in it, so it removes nothing",
+		code: 2, message: "etcd.local.dataDir: /var/lib/dpkg holds info, which is not an etcd data dir (only member/ with snap/, wal/ or wal.tmp/): reset removes the data dir with everything in it, so it removes nothing",
 	},
 	{
 		defect: "27.2", name: "reset --force keeps a data dir with etcd's data and more",

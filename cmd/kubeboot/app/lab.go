@@ -269,10 +269,17 @@ func labNodeConfig(path string) (*config.ClusterConfiguration, error) {
 // disposable, and one brought down leaves nothing a new lab up would
 // misread (such as a kubelet.conf naming the certificate the kubelet kept
 // in the lab's dir, which went with it).
+// Only a node whose lab dir is there ran a lab: another's files stay.
 func labDown(ctx context.Context, s *phases.State, node lab.Node) error {
 	s.Report.SetPhase("lab")
+	_, err := os.Stat(node.Dir)
+	ranLab := err == nil
 	if err := node.Down(ctx, s.Report.Infof); err != nil {
 		return err
+	}
+	if !ranLab {
+		s.Report.Infof("%s is not there: no lab ran on this node, so nothing of init's is removed", node.Dir)
+		return nil
 	}
 	return day2.Reset(day2.ResetOptions{Force: true}).Run(ctx, s)
 }
