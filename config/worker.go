@@ -206,8 +206,13 @@ func ValidateWorker(w *WorkerConfiguration) field.ErrorList {
 	errs = append(errs, absolutePath(field.NewPath("paths", "kubeconfigDir"), w.Paths.KubeconfigDir)...)
 	errs = append(errs, absolutePath(field.NewPath("kubelet", "configFile"), w.Kubelet.ConfigFile)...)
 	errs = append(errs, validateCRIEndpoint(w.Kubelet.ContainerRuntimeEndpoint)...)
-	_, kubeletErrs := decodeKubeletExtraConfig(field.NewPath("kubelet", "extraConfig"), w.Kubelet.ExtraConfig)
+	extra := field.NewPath("kubelet", "extraConfig")
+	kc, kubeletErrs := decodeKubeletExtraConfig(extra, w.Kubelet.ExtraConfig)
 	errs = append(errs, kubeletErrs...)
+	// A worker has no security section: its kubelet's guarantees hold.
+	for _, d := range kubeletDowngrades(extra, kc) {
+		errs = append(errs, field.Invalid(d.path, d.value, d.breaks+": kubeboot refuses this downgrade on a worker; remove the override (see docs/security.md)"))
+	}
 	node := w.NodeConfig()
 	errs = append(errs, validateOwnedDirs(node)...)
 	for _, t := range []struct {
