@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 // Where kubeboot writes a file, something else may already be: a device
@@ -30,7 +31,7 @@ func checkReplaceable(host, path string) error {
 	if info.Mode().IsRegular() || info.Mode()&fs.ModeSymlink != 0 {
 		return nil
 	}
-	return &exit.UsageError{Msg: fmt.Sprintf("%s is %s, where kubeboot writes a regular file: kubeboot never replaces it; move it away or correct the path that names it, and re-run", path, kind(info.Mode()))}
+	return &exit.UsageError{Msg: fmt.Sprintf("%s is %s, where kubeboot writes a regular file: kubeboot never replaces it; move it away or correct the path that names it, and re-run", path, inputfile.Kind(info.Mode()))}
 }
 
 // CheckTarget refuses path, a file a user named with flag (such as --out),
@@ -51,7 +52,7 @@ func CheckTarget(flag, path string) error {
 		return nil
 	}
 	return &exit.UsageError{Msg: fmt.Sprintf("%s %s: it is %s, and kubeboot writes only onto a new or a regular file, which it replaces as a whole: "+
-		"name a new file or a regular one (not a link to it), or - for stdout", flag, path, kind(info.Mode()))}
+		"name a new file or a regular one (not a link to it), or - for stdout", flag, path, inputfile.Kind(info.Mode()))}
 }
 
 // WriteTarget replaces path, a file a user named with flag, with data and
@@ -66,26 +67,6 @@ func WriteTarget(flag, path string, data []byte, mode fs.FileMode) error {
 		return fmt.Errorf("%s: write %q: %w", flag, path, err)
 	}
 	return nil
-}
-
-// kind names a file type for a user.
-func kind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	default:
-		return "a special file (" + m.Type().String() + ")"
-	}
 }
 
 // owner is a file's owner and group.

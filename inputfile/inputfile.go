@@ -107,7 +107,7 @@ func ReadFile(f *os.File, name string, limit int64) ([]byte, error) {
 // check refuses a file that is not regular or is known to be too large.
 func check(name string, info fs.FileInfo, limit int64) error {
 	if !info.Mode().IsRegular() {
-		return fmt.Errorf("read %q: %w: it is %s", name, ErrNotRegular, kind(info.Mode()))
+		return fmt.Errorf("read %q: %w: it is %s", name, ErrNotRegular, Kind(info.Mode()))
 	}
 	if info.Size() > limit {
 		return fmt.Errorf("read %q: %w: %d bytes, the limit is %s", name, ErrTooLarge, info.Size(), size(limit))
@@ -115,8 +115,8 @@ func check(name string, info fs.FileInfo, limit int64) error {
 	return nil
 }
 
-// kind names a non-regular file type for a user.
-func kind(m fs.FileMode) string {
+// Kind names a non-regular file type for a user, as "a FIFO (named pipe)".
+func Kind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
