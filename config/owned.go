@@ -47,8 +47,8 @@ var (
 type pathTable []ownedPath
 
 // dir adds a directory set by a field; only says why it is exclusive.
-func (t *pathTable) dir(f *field.Path, value, example, what, only string, in ...string) {
-	*t = append(*t, ownedPath{key: f.String(), field: f, value: value, example: example, path: value, what: what, dir: true, only: only, in: in})
+func (t *pathTable) dir(f *field.Path, value, example, what, only string) {
+	*t = append(*t, ownedPath{key: f.String(), field: f, value: value, example: example, path: value, what: what, dir: true, only: only})
 }
 
 // file adds a file set by a field.

@@ -63,15 +63,15 @@ func etcdDowngrades(p *field.Path, args []Arg) []downgrade {
 	var out []downgrade
 	for i, a := range args {
 		d := downgrade{path: p.Index(i), value: argText(a)}
-		switch name := a.Name; {
-		case name == "client-cert-auth" || name == "peer-client-cert-auth":
+		switch name := a.Name; name {
+		case "client-cert-auth", "peer-client-cert-auth":
 			if a.Remove || isBool(a.Value, false) {
 				d.guarantee, d.breaks = InsecureEtcdClientCertAuth, "etcd would accept clients without a certificate from its CA"
 				if name == "peer-client-cert-auth" {
 					d.guarantee, d.breaks = InsecureEtcdPeerClientCertAuth, "etcd would accept peers without a certificate from its CA"
 				}
 			}
-		case name == "auto-tls" || name == "peer-auto-tls":
+		case "auto-tls", "peer-auto-tls":
 			if !a.Remove && isBool(a.Value, true) {
 				d.guarantee, d.breaks = InsecureEtcdAutoTLS, "etcd would serve self-signed certificates that no client can verify"
 			}

@@ -68,9 +68,10 @@ func configRow(name string, fields func() string, code int, message string) row 
 }
 
 // manifestRow checks `kubeboot validate` on the manifest that text
-// returns, alone and in a manifest directory: its exit code, and that its
-// report (on stdout) holds finding.
-func manifestRow(name string, text func() string, code int, finding string) []row {
+// returns, alone and in a manifest directory: it is rejected (exit 3), and
+// its report (on stdout) holds finding.
+func manifestRow(name string, text func() string, finding string) []row {
+	const code = 3
 	file := func(e env) []string {
 		writeFile(e.t, e.path("m/pod.yaml"), text(), 0o600)
 		return []string{"validate", e.path("m/pod.yaml")}
@@ -146,31 +147,31 @@ var memoryRows = concat(
 	},
 	manifestRow("five million one-byte args", func() string {
 		return filled(pod+container+" [", "a,", "a]\n", inputfile.ManifestLimit)
-	}, 3, refusedManifest),
+	}, refusedManifest),
 	manifestRow("a million block list args", func() string {
 		return filled(pod+container+"\n", "    - a\n", "", inputfile.ManifestLimit)
-	}, 3, refusedManifest),
+	}, refusedManifest),
 	manifestRow("five million JSON numbers", func() string {
 		return filled(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i","args":[`, "1,", "1]}]}}", inputfile.ManifestLimit)
-	}, 3, refusedManifest),
+	}, refusedManifest),
 	manifestRow("two million empty documents", func() string {
 		return filled(pod+container+" [a]\n", "---\n", "", inputfile.ManifestLimit)
-	}, 3, refusedManifest),
+	}, refusedManifest),
 	manifestRow("a billion laughs", func() string {
 		return pod + "  annotations:\n" + laughs("    ") + container + " [a]\n"
-	}, 3, refusedManifest),
+	}, refusedManifest),
 	manifestRow("just under the node limit: 48,000 yes args", func() string {
 		return pod + container + " [" + strings.Repeat("yes,", 48_000) + "yes]\n"
-	}, 3, "YAML 1.1 reads the bare yes"),
+	}, "YAML 1.1 reads the bare yes"),
 	manifestRow("just under the node limit: 48,000 duplicate labels", func() string {
 		return pod + "  labels: {" + strings.Repeat("k,", 48_000) + "k}\n" + container + " [a]\n"
-	}, 3, "duplicate mapping key"),
+	}, "duplicate mapping key"),
 	manifestRow("a 10 MiB annotation and 40,000 args", func() string {
 		return pod + "  annotations:\n    a: \"" + strings.Repeat("a", inputfile.ManifestLimit-400_000) + "\"\n" + container + " [" + strings.Repeat("a,", 40_000) + "a]\n"
-	}, 3, "metadata.annotations: too long"),
+	}, "metadata.annotations: too long"),
 	manifestRow("nested 9,000 deep", func() string {
 		return pod + "  labels: " + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + "\n" + container + " [a]\n"
-	}, 3, "metadata.labels"),
+	}, "metadata.labels"),
 )
 
 // concat joins lists of rows.
