@@ -14,8 +14,8 @@ import (
 
 // TestLabUpDownUp is `make lab` as a new user runs it: up, down and up
 // again; then up interrupted (SIGINT) once its kubelet runs, and up once
-// more. Every up ends with a healthy control plane, and down leaves none
-// of the files init wrote, so nothing the next up would misread.
+// more. Every up ends with a healthy control plane, and down leaves
+// nothing of the node's dir, so nothing the next up would misread.
 func TestLabUpDownUp(t *testing.T) {
 	n := newNode(t, "cycle", "127.0.0.5")
 	up := func(when string) {
@@ -38,8 +38,8 @@ func TestLabUpDownUp(t *testing.T) {
 		if left := kubebootFiles(t, n); len(left) > 0 {
 			t.Errorf("lab down left files of init's, which the next lab up would read: %s", strings.Join(left, ", "))
 		}
-		if _, err := os.Stat(n.path("lab")); !os.IsNotExist(err) {
-			t.Errorf("lab down left the lab's dir: %v", err)
+		if entries, err := os.ReadDir(n.dir); !os.IsNotExist(err) {
+			t.Errorf("lab down left %s (%v): %v", n.dir, err, entries)
 		}
 	}
 	up("on a new node")

@@ -281,7 +281,41 @@ func labDown(ctx context.Context, s *phases.State, node lab.Node) error {
 		s.Report.Infof("%s is not there: no lab ran on this node, so nothing of init's is removed", node.Dir)
 		return nil
 	}
-	return day2.Reset(day2.ResetOptions{Force: true}).Run(ctx, s)
+	if err := day2.Reset(day2.ResetOptions{Force: true}).Run(ctx, s); err != nil {
+		return err
+	}
+	return removeLabLeftovers(s)
+}
+
+// removeLabLeftovers removes what reset leaves to a node's kubelet and
+// logs, which on a lab node are the lab's own: the manifest dir, the audit
+// logs, the pods' logs, the volume plugins and the kubelet's config dir,
+// each only when it lies in the node's kubeconfig dir, and then that dir
+// once it is empty.
+func removeLabLeftovers(s *phases.State) error {
+	c := s.Config
+	dir := filepath.Clean(c.Paths.KubeconfigDir)
+	leftovers := []string{c.Paths.ManifestsDir, c.Security.Audit.LogDir, filepath.Dir(c.Kubelet.ConfigFile)}
+	for _, field := range []string{"podLogsDir", "volumePluginDir"} {
+		if p, ok := c.Kubelet.ExtraConfig[field].(string); ok {
+			leftovers = append(leftovers, p)
+		}
+	}
+	for _, p := range leftovers {
+		if rel, err := filepath.Rel(dir, filepath.Clean(p)); err != nil || rel == "." || strings.HasPrefix(rel, "..") || filepath.IsAbs(rel) {
+			continue
+		}
+		if err := s.Files.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	if entries, err := os.ReadDir(s.Files.HostPath(dir)); err == nil && len(entries) == 0 {
+		if err := s.Files.Remove(dir); err != nil {
+			return err
+		}
+		s.Report.Infof("removed %s", dir)
+	}
+	return nil
 }
 
 // labNode is the lab's runtime for the node of cfg: its files in
