@@ -54,6 +54,7 @@ const (
 	DefaultServiceSubnet     = "10.96.0.0/12"
 	DefaultDNSDomain         = "cluster.local"
 	DefaultEtcdDataDir       = "/var/lib/etcd"
+	DefaultEtcdSnapshotsDir  = "/var/lib/kubeboot/etcd-snapshots"
 	DefaultBindPort          = 6443
 	DefaultCertificatesDir   = "/etc/kubernetes/pki"
 	DefaultManifestsDir      = "/etc/kubernetes/manifests"
@@ -117,6 +118,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 			c.Etcd.Local = &LocalEtcd{}
 		}
 		setString(&c.Etcd.Local.DataDir, DefaultEtcdDataDir)
+		setString(&c.Etcd.Local.SnapshotsDir, DefaultEtcdSnapshotsDir)
 	}
 	if c.APIServer.BindPort == 0 {
 		c.APIServer.BindPort = DefaultBindPort

@@ -43,7 +43,9 @@ func ownedDirs(c *ClusterConfiguration) []ownedDir {
 	}
 	if c.Etcd.Local != nil {
 		dirs = append(dirs, ownedDir{field.NewPath("etcd", "local", "dataDir"), c.Etcd.Local.DataDir,
-			"chmod and chown it and, on reset, remove it with everything in it", DefaultEtcdDataDir})
+			"chmod and chown it and, on reset, remove it with everything in it", DefaultEtcdDataDir},
+			ownedDir{fieldEtcdSnapshotsDir, c.Etcd.Local.SnapshotsDir,
+				"make it 0700 and, on prune, remove the snapshots in it", DefaultEtcdSnapshotsDir})
 	}
 	return dirs
 }

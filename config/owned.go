@@ -31,15 +31,16 @@ type ownedPath struct {
 
 // The fields of the owned paths.
 var (
-	fieldCertificatesDir = field.NewPath("certificates", "dir")
-	fieldKubeconfigDir   = field.NewPath("paths", "kubeconfigDir")
-	fieldManifestsDir    = field.NewPath("paths", "manifestsDir")
-	fieldEtcdDataDir     = field.NewPath("etcd", "local", "dataDir")
-	fieldKubeletConfig   = field.NewPath("kubelet", "configFile")
-	fieldKubeletCertDir  = field.NewPath("kubelet", "certDir")
-	fieldAuditLogDir     = field.NewPath("security", "audit", "logDir")
-	fieldAuditPolicy     = field.NewPath("security", "audit", "policyFile")
-	fieldPatchesDir      = field.NewPath("patchesDir")
+	fieldCertificatesDir  = field.NewPath("certificates", "dir")
+	fieldKubeconfigDir    = field.NewPath("paths", "kubeconfigDir")
+	fieldManifestsDir     = field.NewPath("paths", "manifestsDir")
+	fieldEtcdDataDir      = field.NewPath("etcd", "local", "dataDir")
+	fieldEtcdSnapshotsDir = field.NewPath("etcd", "local", "snapshotsDir")
+	fieldKubeletConfig    = field.NewPath("kubelet", "configFile")
+	fieldKubeletCertDir   = field.NewPath("kubelet", "certDir")
+	fieldAuditLogDir      = field.NewPath("security", "audit", "logDir")
+	fieldAuditPolicy      = field.NewPath("security", "audit", "policyFile")
+	fieldPatchesDir       = field.NewPath("patchesDir")
 )
 
 // pathTable builds the table of one configuration's owned paths, one
@@ -126,6 +127,8 @@ func ownedPaths(c *ClusterConfiguration) []ownedPath {
 	if c.Etcd.Local != nil {
 		t.dir(fieldEtcdDataDir, c.Etcd.Local.DataDir, DefaultEtcdDataDir, "the etcd data directory",
 			"reset removes it with everything in it")
+		t.dir(fieldEtcdSnapshotsDir, c.Etcd.Local.SnapshotsDir, DefaultEtcdSnapshotsDir, "the etcd snapshot directory",
+			"it holds etcd snapshots, each with every Secret of the cluster")
 	}
 	t.file(fieldKubeletConfig, c.Kubelet.ConfigFile, DefaultKubeletConfigFile, "the kubelet's configuration file")
 	t.dir(fieldKubeletCertDir, c.Kubelet.CertDir, DefaultKubeletCertDir, "the kubelet's certificate directory",

@@ -114,6 +114,10 @@ type Etcd struct {
 type LocalEtcd struct {
 	// DataDir is where etcd keeps its data.
 	DataDir string `json:"dataDir,omitempty"`
+	// SnapshotsDir is where `kubeboot etcd snapshot save` writes its
+	// snapshots by default, and what `etcd snapshot list` and `prune`
+	// manage. It must not lie in the data dir, which reset removes.
+	SnapshotsDir string `json:"snapshotsDir,omitempty"`
 	// ExtraArgs add, override or remove etcd flags.
 	ExtraArgs []Arg `json:"extraArgs,omitempty"`
 	// ServerCertSANs are extra SANs of etcd's serving certificate.

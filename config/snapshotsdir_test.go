@@ -1,0 +1,47 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestEtcdSnapshotsDir: the snapshot directory defaults to one of its own,
+// and is refused when relative, a system directory, or where another owned
+// path is, above all inside the etcd data dir, which reset removes.
+func TestEtcdSnapshotsDir(t *testing.T) {
+	tests := []struct {
+		dir  string
+		want string // "" for valid
+	}{
+		{"", ""}, // the default
+		{"/srv/etcd-snapshots", ""},
+		{"/etc/kubernetes/etcd-snapshots", ""},
+		{"snapshots", `etcd.local.snapshotsDir: Invalid value: "snapshots": must be an absolute path`},
+		{"/srv/snapshots/", `etcd.local.snapshotsDir: Invalid value: "/srv/snapshots/": not clean: use /srv/snapshots`},
+		{"/var/lib", `etcd.local.snapshotsDir: Invalid value: "/var/lib": a system directory: kubeboot would make it 0700 and, on prune, remove the snapshots in it; use a directory of its own such as /var/lib/kubeboot/etcd-snapshots`},
+		{"/var/lib/etcd/snapshots", `etcd.local.snapshotsDir: Invalid value: "/var/lib/etcd/snapshots": /var/lib/etcd/snapshots (the etcd snapshot directory) would lie inside the etcd data directory /var/lib/etcd (etcd.local.dataDir), where it has no place: reset removes it with everything in it`},
+		{"/var/lib/etcd", `etcd.local.snapshotsDir: Invalid value: "/var/lib/etcd": /var/lib/etcd would be both the etcd snapshot directory and the etcd data directory (etcd.local.dataDir); give it a directory of its own such as /var/lib/kubeboot/etcd-snapshots`},
+		{"/etc/kubernetes/pki/snapshots", `etcd.local.snapshotsDir: Invalid value: "/etc/kubernetes/pki/snapshots": /etc/kubernetes/pki/snapshots (the etcd snapshot directory) would lie inside the certificates directory`},
+		{"/etc/kubernetes/manifests", `etcd.local.snapshotsDir: Invalid value: "/etc/kubernetes/manifests": /etc/kubernetes/manifests would be both the etcd snapshot directory and the manifest directory`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			c := New()
+			c.Etcd.Local = &LocalEtcd{SnapshotsDir: tt.dir}
+			SetDefaults(c, testHost)
+			if tt.dir == "" && c.Etcd.Local.SnapshotsDir != DefaultEtcdSnapshotsDir {
+				t.Fatalf("default = %q", c.Etcd.Local.SnapshotsDir)
+			}
+			errs := Validate(c)
+			if tt.want == "" {
+				if len(errs) > 0 {
+					t.Fatalf("got %v, want no error", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want) {
+				t.Fatalf("got %v, want one error containing\n%s", errs, tt.want)
+			}
+		})
+	}
+}
