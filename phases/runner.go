@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/discovery"
+	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/output"
@@ -107,6 +108,9 @@ type State struct {
 	// the bootstrap token in it: the bootstrap-token phase sets it for the
 	// run's result, and nothing may print it elsewhere.
 	JoinCommand string
+	// Snapshot is the etcd snapshot the run saved and verified, for the
+	// run's result; nil when it saved none.
+	Snapshot *etcd.SnapshotInfo
 }
 
 // Runner executes an ordered list of phases; the order is the dependency order.
@@ -242,4 +246,7 @@ type Result struct {
 	Healthy []string `json:"healthy"`
 	// JoinCommand joins a node to the cluster; it holds a bootstrap token.
 	JoinCommand string `json:"joinCommand,omitempty"`
+	// Snapshot is the etcd snapshot the run saved (`etcd snapshot save`):
+	// its path, size, revision, keys and time.
+	Snapshot *etcd.SnapshotInfo `json:"snapshot,omitempty"`
 }

@@ -195,6 +195,7 @@ func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, l
 		result.Changes = s.Files.Changes()
 		result.Healthy = nonNil(s.Healthy)
 		result.JoinCommand = s.JoinCommand
+		result.Snapshot = s.Snapshot
 	}
 	result.Written, result.Unchanged = nonNil(result.Written), nonNil(result.Unchanged)
 	return outcome{err: err, result: result}
