@@ -78,6 +78,7 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newInitCommand(stdout, stderr), newJoinCommand(stdout, stderr), newCertsCommand(stdout, stderr),
 		newDiffCommand(stdout, stderr), newResetCommand(stdout, stderr), newUpgradeCommand(stdout, stderr),
 		newLabCommand(stdout, stderr), newTokenCommand(stdout, stderr), newValidateCommand(stdout), newConfigCommand(stdout), newImagesCommand(stdout, stderr), newCSRApproverCommand(stderr), newVersionCommand(stdout))
+	root.AddCommand(newEtcdCommand(stdout, stderr))
 	return root
 }
 

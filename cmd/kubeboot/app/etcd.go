@@ -1,0 +1,204 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// snapshotOptions are the flags of `kubeboot etcd snapshot save|list|prune`.
+type snapshotOptions struct {
+	configPath string
+	root       string
+	output     outputFormat
+	// out is save's --out; empty for a new file in the snapshot dir.
+	out string
+	// endpoint is save's --endpoint; empty for this node's member.
+	endpoint string
+	// keep is prune's --keep.
+	keep int
+}
+
+// spec loads the node's configuration, which must run a local etcd
+// member: its etcd.local.snapshotsDir is the snapshot dir.
+func (o *snapshotOptions) spec() (runSpec, error) {
+	r, err := nodeSpec(o.configPath, o.root)
+	if err != nil {
+		return runSpec{}, err
+	}
+	if r.config.Etcd.Local == nil {
+		return runSpec{}, &exit.UsageError{Msg: "etcd.external: kubeboot takes snapshots of the etcd member it runs on a control-plane node (etcd.local); back up an external etcd with the tools of whoever runs it"}
+	}
+	return r, nil
+}
+
+// snapshotDir is the node's snapshot dir on this machine.
+func (o *snapshotOptions) snapshotDir(c *config.ClusterConfiguration) string {
+	return (&files.AtomicWriter{Root: o.root}).HostPath(c.Etcd.Local.SnapshotsDir)
+}
+
+// newEtcdCommand is `kubeboot etcd`: the node's etcd member.
+func newEtcdCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := groupCommand("etcd", "Work with this control-plane node's etcd member")
+	snapshot := groupCommand("snapshot", "Save, list and prune verified etcd snapshots in etcd.local.snapshotsDir")
+	snapshot.AddCommand(newSnapshotSaveCommand(stdout, stderr), newSnapshotListCommand(stdout), newSnapshotPruneCommand(stdout, stderr))
+	cmd.AddCommand(snapshot)
+	return cmd
+}
+
+// newSnapshotSaveCommand is `kubeboot etcd snapshot save`.
+func newSnapshotSaveCommand(stdout, stderr io.Writer) *cobra.Command {
+	opts := &snapshotOptions{}
+	cmd := &cobra.Command{
+		Use:   "save",
+		Short: "Save a consistent snapshot of the local etcd member, written atomically and kept only once it verifies (integrity hash, database, revision and keys)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.out != "" {
+				if err := files.CheckTarget("--out", opts.out); err != nil {
+					return err
+				}
+			}
+			save := phases.Operation{Name: "etcd-snapshot-save", Run: opts.save}
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, save.Execute)
+		},
+	}
+	flags := cmd.Flags()
+	addConfigFlag(flags, &opts.configPath)
+	addRootFlag(flags, &opts.root)
+	addOutputFlag(flags, &opts.output)
+	flags.StringVar(&opts.out, "out", "", "the snapshot file, replaced only by a snapshot that verifies; its directory must exist (default: etcd-snapshot-<UTC time>.db in etcd.local.snapshotsDir)")
+	flags.StringVar(&opts.endpoint, "endpoint", "", "the client URL of the member (default: this node's, https://<node.advertiseAddress>:2379)")
+	return cmd
+}
+
+// save is the save operation: the snapshot, and the result's account of it.
+func (o *snapshotOptions) save(ctx context.Context, s *phases.State) error {
+	at := time.Now().UTC()
+	path := o.out
+	if path == "" {
+		dir := s.Config.Etcd.Local.SnapshotsDir
+		if err := s.Files.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		path = s.Files.HostPath(filepath.Join(dir, etcd.SnapshotName(at)))
+	}
+	endpoint := o.endpoint
+	if endpoint == "" {
+		endpoint = etcd.ClientURL(s.Config)
+	}
+	s.Report.Infof("saving a snapshot of etcd at %s to %s", endpoint, path)
+	info, err := etcd.SaveSnapshot(ctx, endpoint, etcd.LocalTLS(s.Config, s.Files.HostPath), path)
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		info.Time = at // the time in its name
+	}
+	s.Snapshot = &info
+	s.Report.Infof("saved and verified %s: %d bytes, revision %d, %d keys", info.Path, info.Size, info.Revision, info.Keys)
+	return nil
+}
+
+// newSnapshotListCommand is `kubeboot etcd snapshot list`.
+func newSnapshotListCommand(stdout io.Writer) *cobra.Command {
+	opts := &snapshotOptions{}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the snapshots in etcd.local.snapshotsDir, newest first, each verified",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			r, err := opts.spec()
+			if err != nil {
+				return err
+			}
+			list, err := etcd.ListSnapshots(opts.snapshotDir(r.config))
+			if err != nil {
+				return err
+			}
+			return printSnapshots(stdout, list, opts.output.json())
+		},
+	}
+	flags := cmd.Flags()
+	addConfigFlag(flags, &opts.configPath)
+	addRootFlag(flags, &opts.root)
+	addOutputFlag(flags, &opts.output)
+	return cmd
+}
+
+// printSnapshots prints the list as a table, or as a JSON array.
+func printSnapshots(w io.Writer, list []etcd.SnapshotEntry, asJSON bool) error {
+	if asJSON {
+		if list == nil {
+			list = []etcd.SnapshotEntry{}
+		}
+		return json.NewEncoder(w).Encode(list)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "NAME\tSIZE\tTIME\tREVISION\tKEYS\tVERIFIED")
+	for _, e := range list {
+		verified := "yes"
+		if !e.Verified {
+			verified = "NO: " + e.Problem
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", e.Name, e.Size, e.Time.Format(time.RFC3339), e.Revision, e.Keys, verified)
+	}
+	return tw.Flush()
+}
+
+// newSnapshotPruneCommand is `kubeboot etcd snapshot prune`.
+func newSnapshotPruneCommand(stdout, stderr io.Writer) *cobra.Command {
+	opts := &snapshotOptions{}
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Keep the newest --keep snapshots in etcd.local.snapshotsDir that verify and remove kubeboot's others (never a file it did not name)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.keep < 1 {
+				return &exit.UsageError{Msg: fmt.Sprintf("--keep %d: keep at least 1 snapshot", opts.keep)}
+			}
+			prune := phases.Operation{Name: "etcd-snapshot-prune", Run: opts.prune}
+			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, prune.Execute)
+		},
+	}
+	flags := cmd.Flags()
+	addConfigFlag(flags, &opts.configPath)
+	addRootFlag(flags, &opts.root)
+	addOutputFlag(flags, &opts.output)
+	flags.IntVar(&opts.keep, "keep", 0, "how many of the newest snapshots that verify to keep (required, at least 1)")
+	return cmd
+}
+
+// prune is the prune operation.
+func (o *snapshotOptions) prune(_ context.Context, s *phases.State) error {
+	dir := s.Config.Etcd.Local.SnapshotsDir
+	list, err := etcd.ListSnapshots(s.Files.HostPath(dir))
+	if err != nil {
+		return err
+	}
+	remove := etcd.SnapshotsToPrune(list, o.keep)
+	for _, e := range remove {
+		if err := s.Files.Remove(filepath.Join(dir, e.Name)); err != nil {
+			return err
+		}
+		why := ""
+		if !e.Verified {
+			why = " (it does not verify: " + e.Problem + ")"
+		}
+		s.Report.Infof("removed %s%s", e.Name, why)
+	}
+	s.Report.Infof("kept %d of %d snapshots in %s", len(list)-len(remove), len(list), dir)
+	return nil
+}

@@ -1,0 +1,165 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// etcdBinary is the etcd that test/tools built: in $KUBEBOOT_BIN_DIR, else
+// test/tools/bin. Under CI a missing binary fails the test: CI builds it.
+func etcdBinary(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("KUBEBOOT_BIN_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "test", "tools", "bin")
+	}
+	bin := filepath.Join(dir, "etcd")
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("etcd is missing (%v): build it with `make binaries`", err)
+		}
+		t.Skipf("etcd is missing (%v): build it with `make binaries`", err)
+	}
+	return bin
+}
+
+// startEtcd runs the real etcd on loopback with the etcd PKI that
+// kubeboot issued under root, until the test ends, and returns its client
+// URL once it answers.
+func startEtcd(t *testing.T, root string) string {
+	t.Helper()
+	pki := filepath.Join(root, "etc", "kubernetes", "pki", "etcd")
+	client, peer := fmt.Sprintf("https://127.0.0.1:%d", freePort(t)), fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(etcdBinary(t), "--name", "node-1", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "node-1="+peer,
+		"--cert-file", filepath.Join(pki, "server.crt"), "--key-file", filepath.Join(pki, "server.key"),
+		"--client-cert-auth", "--trusted-ca-file", filepath.Join(pki, "ca.crt"), "--log-level", "error")
+	cmd.Stderr = &strings.Builder{}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return client
+}
+
+// putKeys writes n keys and deletes one, once etcd answers, and returns
+// the revision of the last change.
+func putKeys(t *testing.T, endpoint string, files etcd.TLSFiles, n int) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cli, err := etcd.New(ctx, []string{endpoint}, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	for i := range n {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), "data"); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
+	del, err := cli.Delete(ctx, "/registry/configmaps/default/cm-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return del.Header.Revision
+}
+
+// snapshotResult runs a command with -o json and returns its result.
+func snapshotResult(t *testing.T, args ...string) (int, phases.Result, string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, append(args, "-o", "json")...)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var out struct {
+		Result phases.Result `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
+		t.Fatalf("%v: no result in %q (stderr %q)", args, stdout, stderr)
+	}
+	return code, out.Result, stdout + stderr
+}
+
+// TestEtcdSnapshotSaveListPrune saves snapshots of a real etcd with TLS
+// from kubeboot's PKI and reads back their revision and keys, lists them,
+// and prunes them; an etcd that does not answer is exit 1, and a
+// configuration without a local etcd exit 2.
+func TestEtcdSnapshotSaveListPrune(t *testing.T) {
+	etcdBinary(t)
+	root := t.TempDir()
+	cfg := writeFile(t, t.TempDir(), "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {name: node-1, advertiseAddress: 127.0.0.1}\n")
+	if code, _, stderr := runCLI(t, "init", "phase", "certs", "--config", cfg, "--root", root); code != 0 {
+		t.Fatalf("certs: %s", stderr)
+	}
+	endpoint := startEtcd(t, root)
+	pki := filepath.Join(root, "etc", "kubernetes", "pki")
+	rev := putKeys(t, endpoint, etcd.TLSFiles{CA: filepath.Join(pki, "etcd", "ca.crt"),
+		Cert: filepath.Join(pki, "apiserver-etcd-client.crt"), Key: filepath.Join(pki, "apiserver-etcd-client.key")}, 20)
+
+	save := []string{"etcd", "snapshot", "save", "--config", cfg, "--root", root, "--endpoint", endpoint}
+	code, res, out := snapshotResult(t, save...)
+	dir := filepath.Join(root, "var", "lib", "kubeboot", "etcd-snapshots")
+	snap := res.Snapshot
+	if code != 0 || !res.OK || snap == nil {
+		t.Fatalf("save: code %d, %s", code, out)
+	}
+	if snap.Revision != rev || snap.Keys != 19 || filepath.Dir(snap.Path) != dir || time.Since(snap.Time) > time.Minute {
+		t.Errorf("snapshot %+v, want revision %d and 19 keys in %s", snap, rev, dir)
+	}
+	if st, err := os.Stat(snap.Path); err != nil || st.Size() != snap.Size || st.Mode().Perm() != 0o600 {
+		t.Errorf("snapshot file: %v, %v", st, err)
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("snapshot dir: %v, %v", st, err)
+	}
+	first := filepath.Base(snap.Path)
+
+	// --out names the file; its name is not kubeboot's, so it is not listed.
+	other := filepath.Join(t.TempDir(), "mine.db")
+	if code, res, out := snapshotResult(t, append(save, "--out", other)...); code != 0 || res.Snapshot == nil || res.Snapshot.Path != other {
+		t.Fatalf("save --out: code %d, %s", code, out)
+	}
+	time.Sleep(2 * time.Millisecond) // names are to the millisecond
+	if code, _, out := snapshotResult(t, save...); code != 0 {
+		t.Fatalf("second save: code %d, %s", code, out)
+	}
+
+	code, stdout, stderr := runCLI(t, "etcd", "snapshot", "list", "--config", cfg, "--root", root, "-o", "json")
+	var list []etcd.SnapshotEntry
+	if code != 0 || json.Unmarshal([]byte(stdout), &list) != nil || len(list) != 2 {
+		t.Fatalf("list: code %d, %q, %q", code, stdout, stderr)
+	}
+	if list[1].Name != first || !list[0].Verified || !list[1].Verified || list[0].Keys != 19 {
+		t.Errorf("list: %+v", list)
+	}
+
+	prune := []string{"etcd", "snapshot", "prune", "--config", cfg, "--root", root, "--keep", "1"}
+	if code, res, out := snapshotResult(t, prune...); code != 0 || !res.OK {
+		t.Fatalf("prune: code %d, %s", code, out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != list[0].Name {
+		t.Errorf("after prune --keep 1: %v, want only %s", entries, list[0].Name)
+	}
+
+	if code, res, out := snapshotResult(t, "etcd", "snapshot", "save", "--config", cfg, "--root", root, "--endpoint", fmt.Sprintf("https://127.0.0.1:%d", freePort(t))); code != 1 || !strings.Contains(res.Error, "does not answer") {
+		t.Errorf("save from no etcd: code %d, %s", code, out)
+	}
+	external := writeFile(t, t.TempDir(), "external.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+
+		"etcd: {external: {endpoints: [https://10.0.0.2:2379], caFile: /etc/e/ca.crt, certFile: /etc/e/c.crt, keyFile: /etc/e/c.key}}\n")
+	if code, _, stderr := runCLI(t, "etcd", "snapshot", "list", "--config", external); code != 2 || !strings.Contains(stderr, "etcd.external") {
+		t.Errorf("external etcd: code %d, %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, append(prune[:len(prune)-1], "0")...); code != 2 || !strings.Contains(stderr, "--keep 0") {
+		t.Errorf("--keep 0: code %d, %q", code, stderr)
+	}
+}
