@@ -70,6 +70,14 @@ type WorkerNode struct {
 	// Address is the node's IP, which the kubelet reports (--node-ip);
 	// empty lets the kubelet choose, as kubeadm does.
 	Address string `json:"address,omitempty"`
+	// Labels are the Node's own labels, which the kubelet sets itself
+	// (--node-labels). The kubelet may set no label under kubernetes.io or
+	// k8s.io but those of node.kubernetes.io, kubelet.kubernetes.io and
+	// the well-known topology, OS, architecture and instance-type labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints are the Node's taints, which the kubelet registers it with
+	// (registerWithTaints), so that no pod lands on it before them.
+	Taints []NodeTaint `json:"taints,omitempty"`
 }
 
 // Discovery is how a worker finds the cluster and trusts its CA: a
@@ -200,6 +208,7 @@ func ValidateWorker(w *WorkerConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(p, a, "the kubelet refuses an unspecified or loopback node IP: use an address other nodes reach this node at"))
 		}
 	}
+	errs = append(errs, validateNodeRegistration(field.NewPath("node"), w.Node.Labels, w.Node.Taints)...)
 	errs = append(errs, validateDiscovery(field.NewPath("discovery"), w.Discovery)...)
 	errs = append(errs, absolutePath(field.NewPath("certificates", "dir"), w.Certificates.Dir)...)
 	errs = append(errs, absolutePath(field.NewPath("paths", "manifestsDir"), w.Paths.ManifestsDir)...)
@@ -209,6 +218,7 @@ func ValidateWorker(w *WorkerConfiguration) field.ErrorList {
 	extra := field.NewPath("kubelet", "extraConfig")
 	kc, kubeletErrs := decodeKubeletExtraConfig(extra, w.Kubelet.ExtraConfig)
 	errs = append(errs, kubeletErrs...)
+	errs = append(errs, registerWithTaintsTwice(w.Node.Taints, extra, w.Kubelet.ExtraConfig)...)
 	// A worker has no security section: its kubelet's guarantees hold.
 	for _, d := range kubeletDowngrades(extra, kc) {
 		errs = append(errs, field.Invalid(d.path, d.value, d.breaks+": kubeboot refuses this downgrade on a worker; remove the override (see docs/security.md)"))

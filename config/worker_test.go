@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeboot/kubeboot/bootstraptoken"
+	"github.com/kubeboot/kubeboot/exit"
 )
 
 const (
@@ -155,3 +157,72 @@ func TestCheckFile(t *testing.T) {
 }
 
 func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// TestLoadWorkerNodeRegistration: node.labels and node.taints are loaded as
+// written, and the kubelet's flag and the Node's taints come from them.
+func TestLoadWorkerNodeRegistration(t *testing.T) {
+	w, err := LoadWorker(writeConfig(t, workerHeader+`node:
+  labels: {example.com/pool: gpu, node.kubernetes.io/exclude-from-external-load-balancers: "", topology.kubernetes.io/zone: a, tier: db}
+  taints:
+  - {key: example.com/dedicated, value: gpu, effect: NoSchedule}
+  - {key: example.com/dedicated, value: gpu, effect: NoExecute}
+  - {key: spot, effect: PreferNoSchedule}
+`), testHost, func(w *WorkerConfiguration) { w.Discovery.File = "/d.conf" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := NodeLabelsFlag(w.Node.Labels), "example.com/pool=gpu,node.kubernetes.io/exclude-from-external-load-balancers=,tier=db,topology.kubernetes.io/zone=a"; got != want {
+		t.Errorf("NodeLabelsFlag = %q, want %q", got, want)
+	}
+	want := []corev1.Taint{
+		{Key: "example.com/dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "example.com/dedicated", Value: "gpu", Effect: corev1.TaintEffectNoExecute},
+		{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule},
+	}
+	if diff := cmp.Diff(want, CoreTaints(w.Node.Taints)); diff != "" {
+		t.Errorf("CoreTaints (-want +got):\n%s", diff)
+	}
+	if NodeLabelsFlag(nil) != "" || CoreTaints(nil) != nil {
+		t.Error("no labels or taints should give no flag and no taints")
+	}
+}
+
+// TestLoadWorkerRefusesNodeRegistration: every bad label or taint is
+// refused at load (exit 2) with its field and its fix.
+func TestLoadWorkerRefusesNodeRegistration(t *testing.T) {
+	tests := []struct {
+		name, node string
+		want       []string
+	}{
+		{"a label the kubelet may not set", "labels: {node-role.kubernetes.io/worker: \"\"}",
+			[]string{"node.labels[node-role.kubernetes.io/worker]: Forbidden: the kubelet may set no label under kubernetes.io or k8s.io on its own Node but those under kubelet.kubernetes.io, node.kubernetes.io and ",
+				"it refuses --node-labels with it, and the NodeRestriction admission plugin forbids it): use a prefix of your own, such as example.com/role, or set it with `kubectl label node` after the join"}},
+		{"a label under k8s.io", "labels: {foo.k8s.io/bar: x}", []string{"node.labels[foo.k8s.io/bar]: Forbidden"}},
+		{"NodeRestriction's own prefix", "labels: {node-restriction.kubernetes.io/pool: x}", []string{"node.labels[node-restriction.kubernetes.io/pool]: Forbidden"}},
+		{"a bad label key", "labels: {\"-bad\": x}", []string{`node.labels[-bad]: Invalid value: "-bad": not a label key: name part must consist of alphanumeric characters`}},
+		{"a bad label value", "labels: {tier: \"a b\"}", []string{`node.labels[tier]: Invalid value: "a b": not a label value: a valid label must be`}},
+		{"a taint without a key", "taints: [{effect: NoSchedule}]", []string{"node.taints[0].key: Required value: a taint's key"}},
+		{"a bad taint key", "taints: [{key: a/b/c, effect: NoSchedule}]", []string{`node.taints[0].key: Invalid value: "a/b/c": not a taint key`}},
+		{"a bad taint value", "taints: [{key: a, value: \"x y\", effect: NoSchedule}]", []string{`node.taints[0].value: Invalid value: "x y": not a taint value`}},
+		{"a bad effect", "taints: [{key: a, effect: NoScheduled}]", []string{`node.taints[0].effect: Unsupported value: "NoScheduled": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`}},
+		{"no effect", "taints: [{key: a}]", []string{`node.taints[0].effect: Unsupported value: ""`}},
+		{"a taint twice", "taints: [{key: a, value: v1, effect: NoSchedule}, {key: b, effect: NoSchedule}, {key: a, value: v2, effect: NoSchedule}]",
+			[]string{`node.taints[2]: Invalid value: "a:NoSchedule": listed twice: a Node has one taint of a key and effect; keep one`}},
+		{"an unknown taint field", "taints: [{key: a, effect: NoSchedule, timeAdded: \"2024-01-01T00:00:00Z\"}]", []string{"timeAdded: unknown field"}},
+		{"taints twice", "taints: [{key: a, effect: NoSchedule}]}\nkubelet: {extraConfig: {registerWithTaints: [{key: b, effect: NoSchedule}]}",
+			[]string{"kubelet.extraConfig.registerWithTaints: Forbidden: node.taints are the kubelet's registerWithTaints: list every taint there and remove this one"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadWorker(writeConfig(t, workerHeader+"node: {"+tt.node+"}\n"), testHost, func(w *WorkerConfiguration) { w.Discovery.File = "/d.conf" })
+			for _, want := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("got %v, want an error containing %q", err, want)
+				}
+			}
+			if code := exit.Code(err); code != exit.Usage {
+				t.Errorf("exit code %d, want %d", code, exit.Usage)
+			}
+		})
+	}
+}
