@@ -135,6 +135,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setString(&c.ImageRepository, DefaultImageRepository)
 	setDuration(&c.Timeouts.ControlPlane, DefaultControlPlaneWait)
 	setDuration(&c.BootstrapToken.TTL, DefaultBootstrapTokenTTL)
+	setBootstrapTokenDefaults(c)
 	setString(&c.Kubelet.ConfigFile, DefaultKubeletConfigFile)
 	setString(&c.Kubelet.CertDir, DefaultKubeletCertDir)
 	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)

@@ -51,8 +51,12 @@ type ClusterConfiguration struct {
 	Kubelet Kubelet `json:"kubelet"`
 	// Timeouts bound the waiting steps.
 	Timeouts Timeouts `json:"timeouts"`
-	// BootstrapToken is the token init creates for joining nodes.
+	// BootstrapToken is the token init creates for joining nodes when
+	// BootstrapTokens is empty, and the default lifetime of every token.
 	BootstrapToken BootstrapToken `json:"bootstrapToken"`
+	// BootstrapTokens are the tokens init creates, as kubeadm's
+	// InitConfiguration.bootstrapTokens; empty means one token, generated.
+	BootstrapTokens []BootstrapTokenSpec `json:"bootstrapTokens,omitempty"`
 	// CSRApprover runs kubeboot's approver of kubelet serving certificates.
 	CSRApprover CSRApprover `json:"csrApprover"`
 	// Security is the control plane's hardening, all on by default.
@@ -231,10 +235,33 @@ type Paths struct {
 }
 
 // BootstrapToken configures the bootstrap token init creates, with which
-// nodes join (kubeadm's default-node-token).
+// nodes join (kubeadm's default-node-token), when no BootstrapTokens are
+// listed.
 type BootstrapToken struct {
-	// TTL is how long the token stays valid after init creates it.
+	// TTL is how long the token stays valid after init creates it, and the
+	// default TTL of the listed BootstrapTokens and of `token create`.
 	TTL metav1.Duration `json:"ttl,omitempty"`
+}
+
+// BootstrapTokenSpec is one bootstrap token init creates, as kubeadm's
+// BootstrapToken: given (so that every node's configuration can hold it
+// before the cluster exists), or generated when Token is empty.
+type BootstrapTokenSpec struct {
+	// Token is the token, "<id>.<secret>" of [a-z0-9]{6}.[a-z0-9]{16}, as
+	// `kubeboot token generate` prints it; empty means init generates one.
+	Token string `json:"token,omitempty"`
+	// TTL is how long the token stays valid after init creates it
+	// (default: bootstrapToken.ttl). A re-run keeps the expiry of a token
+	// that exists.
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// Description says what the token is for, stored in its Secret.
+	Description string `json:"description,omitempty"`
+	// Usages are what the token may be used for: signing (of cluster-info,
+	// for discovery) and authentication (default: both).
+	Usages []string `json:"usages,omitempty"`
+	// Groups are the extra groups the token authenticates in, each
+	// system:bootstrappers:... (default: kubeadm's default-node-token group).
+	Groups []string `json:"groups,omitempty"`
 }
 
 // Timeouts bound the waiting steps.

@@ -64,6 +64,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("timeouts", "controlPlane"), c.Timeouts.ControlPlane.Duration.String(), "must be positive, like 4m"))
 	}
 	errs = append(errs, validateBootstrapToken(field.NewPath("bootstrapToken"), c.BootstrapToken)...)
+	errs = append(errs, validateBootstrapTokens(field.NewPath("bootstrapTokens"), c.BootstrapTokens)...)
 	errs = append(errs, validateCSRApprover(field.NewPath("csrApprover"), c.CSRApprover)...)
 	errs = append(errs, validateAddons(field.NewPath("addons"), c.Addons)...)
 	return errs
