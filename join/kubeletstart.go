@@ -31,7 +31,7 @@ var KubeletStart = phases.Phase{
 // bootstrap credential, the kubeconfig the bootstrap writes, its
 // configuration, its node name (always given, so that the Node the join
 // checks and waits for is the one the kubelet registers) and, when set,
-// its node IP.
+// its node IP and the labels it registers the Node with (node.labels).
 func KubeletArgs(w *config.WorkerConfiguration) []string {
 	args := []string{
 		"--bootstrap-kubeconfig=" + w.KubeconfigPath(config.KubeconfigBootstrapKubelet),
@@ -41,6 +41,9 @@ func KubeletArgs(w *config.WorkerConfiguration) []string {
 	}
 	if w.Node.Address != "" {
 		args = append(args, "--node-ip="+w.Node.Address)
+	}
+	if len(w.Node.Labels) > 0 {
+		args = append(args, "--node-labels="+config.NodeLabelsFlag(w.Node.Labels))
 	}
 	return args
 }

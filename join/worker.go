@@ -180,8 +180,9 @@ func runWorkerKubeletConfig(ctx context.Context, s *phases.State) error {
 // this node's settings (its CRI socket and static pod path; the cluster CA
 // it writes, for authenticating clients; serverTLSBootstrap, so that the
 // kubelet asks the cluster CA for its serving certificate, and
-// rotateCertificates), then the node's kubelet.extraConfig, each as a JSON
-// merge patch over what came before.
+// rotateCertificates; node.taints as registerWithTaints, when it has
+// some), then the node's kubelet.extraConfig, each as a JSON merge patch
+// over what came before.
 func NodeKubeletConfiguration(cluster []byte, w *config.WorkerConfiguration) ([]byte, error) {
 	data, err := yaml.YAMLToJSON(cluster)
 	if err != nil {
@@ -197,6 +198,9 @@ func NodeKubeletConfiguration(cluster []byte, w *config.WorkerConfiguration) ([]
 		"authentication":           map[string]any{"x509": map[string]any{"clientCAFile": w.CAPath()}},
 		"serverTLSBootstrap":       true,
 		"rotateCertificates":       true,
+	}
+	if taints := config.CoreTaints(w.Node.Taints); taints != nil {
+		node["registerWithTaints"] = taints
 	}
 	for _, patch := range []map[string]any{node, w.Kubelet.ExtraConfig} {
 		if len(patch) == 0 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +21,7 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // TestWorkerPrepareWritesWhatTheKubeletNeeds runs the phases before the
@@ -194,6 +196,57 @@ func TestKubeletArgs(t *testing.T) {
 	n.w.Node.Address = "10.0.0.21"
 	if got := KubeletArgs(n.w); got[len(got)-1] != "--node-ip=10.0.0.21" {
 		t.Errorf("with node.address: %v", got)
+	}
+	// node.labels are the kubelet's --node-labels, in a stable order.
+	n.w.Node.Labels = map[string]string{"tier": "db", "example.com/pool": "gpu", "node.kubernetes.io/exclude-from-external-load-balancers": ""}
+	if got := KubeletArgs(n.w); got[len(got)-1] != "--node-labels=example.com/pool=gpu,node.kubernetes.io/exclude-from-external-load-balancers=,tier=db" {
+		t.Errorf("with node.labels: %v", got)
+	}
+}
+
+// TestWorkerKubeletConfigRegistersTaints: node.taints become the kubelet's
+// registerWithTaints, over the cluster's, so that the Node has them from
+// its registration; a re-run writes nothing, and a node without taints
+// keeps the cluster's configuration as it was.
+func TestWorkerKubeletConfigRegistersTaints(t *testing.T) {
+	cm := kubeletConfigMap(t)
+	var cluster map[string]any
+	must(t, yaml.Unmarshal([]byte(cm.Data[templates.KubeletConfigKey]), &cluster))
+	cluster["registerWithTaints"] = []any{map[string]any{"key": "from-the-cluster", "effect": "NoSchedule"}}
+	data, err := yaml.Marshal(cluster)
+	must(t, err)
+	cm.Data[templates.KubeletConfigKey] = string(data)
+
+	n := newWorker(t, cm)
+	n.w.Node.Taints = []config.NodeTaint{
+		{Key: "example.com/dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule},
+	}
+	must(t, runPhases(t, n, WorkerKubeletConfig))
+	var kc map[string]any
+	must(t, yaml.Unmarshal(phasestest.HostFile(t, n.s, n.w.Kubelet.ConfigFile), &kc))
+	want := []any{
+		map[string]any{"key": "example.com/dedicated", "value": "gpu", "effect": "NoSchedule"},
+		map[string]any{"key": "spot", "effect": "PreferNoSchedule"},
+	}
+	if diff := cmp.Diff(want, kc["registerWithTaints"]); diff != "" {
+		t.Errorf("registerWithTaints (-want +got):\n%s", diff)
+	}
+
+	// A re-run changes no file.
+	before := phasestest.Snapshot(t, n.host("/"))
+	must(t, runPhases(t, n, WorkerKubeletConfig))
+	if after := phasestest.Snapshot(t, n.host("/")); !maps.Equal(before, after) {
+		t.Error("a re-run changed files")
+	}
+
+	// Without node.taints, the cluster's stay.
+	n = newWorker(t, cm)
+	must(t, runPhases(t, n, WorkerKubeletConfig))
+	kc = nil
+	must(t, yaml.Unmarshal(phasestest.HostFile(t, n.s, n.w.Kubelet.ConfigFile), &kc))
+	if diff := cmp.Diff([]any{map[string]any{"key": "from-the-cluster", "effect": "NoSchedule"}}, kc["registerWithTaints"]); diff != "" {
+		t.Errorf("without node.taints, registerWithTaints (-want +got):\n%s", diff)
 	}
 }
 
