@@ -1,10 +1,12 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"time"
 
@@ -20,25 +22,33 @@ import (
 )
 
 // BootstrapToken grants what node join needs (kubeadm's ClusterRoleBindings
-// for bootstrap tokens and nodes, and kubeadm:get-nodes) and makes sure a
-// bootstrap token exists for joining nodes: the one an earlier init
-// created, while it stays valid long enough, or a new one valid for
-// bootstrapToken.ttl. The join command, which holds the token, goes to the
-// run's result only.
+// for bootstrap tokens and nodes, and kubeadm:get-nodes) and makes sure the
+// configuration's bootstrap tokens exist (config's InitBootstrapTokens): a
+// token given there is applied, keeping the expiry of its Secret while
+// that lies within its ttl; the one left to generate is the one an earlier
+// init generated, while it stays valid long enough, or a new one. The join
+// command holds the first given token that can join a node, else the
+// generated one; it goes to the run's result only.
 var BootstrapToken = Phase{
 	Name:     "bootstrap-token",
-	Short:    "Grant bootstrap tokens and nodes their roles, and create the token nodes join with (or keep init's)",
+	Short:    "Grant bootstrap tokens and nodes their roles, and create the configuration's tokens (or keep init's)",
 	LiveOnly: true,
 	Run:      runBootstrapToken,
 }
 
 // Who created a token, in its CreatedByLabel.
 const (
-	CreatedByInit        = "init"
+	// CreatedByInit marks the token init generated.
+	CreatedByInit = "init"
+	// CreatedByInitConfig marks a token init created as given in the
+	// configuration's bootstrapTokens.
+	CreatedByInitConfig = "init-config"
+	// CreatedByTokenCreate marks a token of `kubeboot token create`.
 	CreatedByTokenCreate = "token-create"
 )
 
-// initTokenDescription describes the token init creates.
+// initTokenDescription describes the token init generates, unless the
+// configuration describes it.
 const initTokenDescription = "kubeboot init: the token nodes join with"
 
 // maxReuseMargin is how long, at most, init's token must still be valid to
@@ -57,39 +67,127 @@ func runBootstrapToken(ctx context.Context, s *State) error {
 	if err := applyObjects(ctx, s, client, templates.BootstrapTokenRBAC()); err != nil {
 		return err
 	}
-	ttl := s.Config.BootstrapToken.TTL.Duration
 	now := time.Now()
-	info, found, err := findInitToken(ctx, client, now, ttl)
+	var join *bootstraptoken.Info
+	joinGiven := false
+	for i, spec := range s.Config.InitBootstrapTokens() {
+		info, err := ensureToken(ctx, s, client, spec, now)
+		if err != nil {
+			if len(s.Config.BootstrapTokens) > 0 {
+				return fmt.Errorf("bootstrapTokens[%d]: %w", i, err)
+			}
+			return err
+		}
+		given := spec.Token != ""
+		if info.JoinsUntil(now) && (join == nil || given && !joinGiven) {
+			join, joinGiven = &info, given
+		}
+	}
+	if join == nil {
+		s.Report.Warnf("none of bootstrapTokens can join a node (that needs the usages authentication and signing and the group %s): no join command; make a token with `kubeboot token create`", bootstraptoken.NodeGroup)
+		return nil
+	}
+	s.JoinCommand = JoinCommand(s.Config, join.Token, hash)
+	s.Report.Infof("the join command, with token %s, comes last: on stdout, or as the JSON result's joinCommand", join.Token.ID)
+	return nil
+}
+
+// ensureToken makes sure the token of spec exists: applied when given,
+// else init's generated token, reused or created. It reports what it did,
+// never with the secret.
+func ensureToken(ctx context.Context, s *State, client kubernetes.Interface, spec config.BootstrapTokenSpec, now time.Time) (bootstraptoken.Info, error) {
+	if spec.Token != "" {
+		return applyGivenToken(ctx, s, client, spec, now)
+	}
+	info, found, err := findInitToken(ctx, client, now, spec)
 	if err != nil {
-		return err
+		return bootstraptoken.Info{}, err
 	}
 	verb := "unchanged: reusing init's token"
 	if !found {
-		if info, err = CreateToken(ctx, client, ttl, initTokenDescription, CreatedByInit, now); err != nil {
-			return err
+		description := cmp.Or(spec.Description, initTokenDescription)
+		info, err = createToken(ctx, client, func(t bootstraptoken.Token) bootstraptoken.Info {
+			return tokenInfo(t, spec, description, CreatedByInit, now.Add(spec.TTL.Duration))
+		})
+		if err != nil {
+			return bootstraptoken.Info{}, err
 		}
 		verb = "created: token"
 	}
 	s.Report.Infof("Secret %s/%s %s %s, valid until %s", bootstraptoken.Namespace, bootstraptoken.SecretName(info.Token.ID),
 		verb, info.Token.ID, info.Expires.Format(time.RFC3339))
-	s.JoinCommand = JoinCommand(s.Config, info.Token, hash)
-	s.Report.Infof("the join command, which holds the token, comes last: on stdout, or as the JSON result's joinCommand")
-	return nil
+	return info, nil
 }
 
-// findInitToken finds the token an earlier init created that is still
-// valid for the shorter of half of ttl and maxReuseMargin, and was made
-// with at most ttl (a shorter ttl in the configuration takes effect). Of
-// several, the one valid longest wins.
-func findInitToken(ctx context.Context, client kubernetes.Interface, now time.Time, ttl time.Duration) (bootstraptoken.Info, bool, error) {
+// tokenInfo is the Info of a token made as spec says.
+func tokenInfo(t bootstraptoken.Token, spec config.BootstrapTokenSpec, description, createdBy string, expires time.Time) bootstraptoken.Info {
+	return bootstraptoken.Info{
+		Token:       t,
+		Expires:     expires.UTC().Truncate(time.Second),
+		Usages:      slices.Sorted(slices.Values(spec.Usages)),
+		Groups:      spec.Groups,
+		Description: description,
+		CreatedBy:   createdBy,
+	}
+}
+
+// applyGivenToken applies the Secret of a token given in the
+// configuration, by server-side apply. A Secret of the token that exists
+// keeps its expiry while that has not passed and lies within the ttl, so
+// a re-run changes nothing; a Secret of its ID that holds another token,
+// or no token, is refused rather than replaced.
+func applyGivenToken(ctx context.Context, s *State, client kubernetes.Interface, spec config.BootstrapTokenSpec, now time.Time) (bootstraptoken.Info, error) {
+	token, err := bootstraptoken.Parse(spec.Token)
+	if err != nil {
+		return bootstraptoken.Info{}, err
+	}
+	secrets := client.CoreV1().Secrets(bootstraptoken.Namespace)
+	name := bootstraptoken.SecretName(token.ID)
+	expires := now.Add(spec.TTL.Duration)
+	have, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return bootstraptoken.Info{}, fmt.Errorf("get Secret %q: %w", bootstraptoken.Namespace+"/"+name, err)
+	default:
+		old, err := bootstraptoken.FromSecret(have)
+		if err != nil {
+			return bootstraptoken.Info{}, fmt.Errorf("the token's Secret exists and is not a token kubeboot can read (%w): delete it (`kubeboot token delete %s`) or give another token (`kubeboot token generate`)", err, token.ID)
+		}
+		if old.Token != token {
+			return bootstraptoken.Info{}, fmt.Errorf("the Secret %s/%s holds another token with the ID %s: delete it (`kubeboot token delete %s`) or give another token (`kubeboot token generate`)",
+				bootstraptoken.Namespace, name, token.ID, token.ID)
+		}
+		if old.Expires.After(now) && !old.Expires.After(expires) {
+			expires = old.Expires
+		}
+	}
+	info := tokenInfo(token, spec, spec.Description, CreatedByInitConfig, expires)
+	verb, err := apply(ctx, secrets, bootstraptoken.Secret(info), nil)
+	if err != nil {
+		return bootstraptoken.Info{}, err
+	}
+	s.Report.Infof("Secret %s/%s %s: token %s of the configuration, valid until %s", bootstraptoken.Namespace, name, verb, token.ID, info.Expires.Format(time.RFC3339))
+	return info, nil
+}
+
+// findInitToken finds the token an earlier init generated as spec says
+// (the same usages and groups) that is still valid for the shorter of half
+// of its ttl and maxReuseMargin, and was made with at most its ttl (a
+// shorter ttl in the configuration takes effect). Of several, the one
+// valid longest wins.
+func findInitToken(ctx context.Context, client kubernetes.Interface, now time.Time, spec config.BootstrapTokenSpec) (bootstraptoken.Info, bool, error) {
 	tokens, _, err := ListTokens(ctx, client, CreatedByInit)
 	if err != nil {
 		return bootstraptoken.Info{}, false, err
 	}
+	ttl := spec.TTL.Duration
+	usages, groups := slices.Sorted(slices.Values(spec.Usages)), slices.Sorted(slices.Values(spec.Groups))
 	margin := min(ttl/2, maxReuseMargin)
 	var best bootstraptoken.Info
 	for _, t := range tokens {
-		if t.JoinsUntil(now.Add(margin)) && !t.Expires.IsZero() && !t.Expires.After(now.Add(ttl)) && t.Expires.After(best.Expires) {
+		if slices.Equal(t.Usages, usages) && slices.Equal(slices.Sorted(slices.Values(t.Groups)), groups) &&
+			t.Expires.After(now.Add(margin)) && !t.Expires.After(now.Add(ttl)) && t.Expires.After(best.Expires) {
 			best = t
 		}
 	}
@@ -97,17 +195,25 @@ func findInitToken(ctx context.Context, client kubernetes.Interface, now time.Ti
 }
 
 // CreateToken creates a new token for joining nodes, valid for ttl from
-// now. Its Secret is created rather than applied: a token never changes,
-// and an ID that is taken already (a one in 2 billion chance) must not
-// replace another token, so a new ID is drawn instead.
+// now (see createToken).
 func CreateToken(ctx context.Context, client kubernetes.Interface, ttl time.Duration, description, createdBy string, now time.Time) (bootstraptoken.Info, error) {
+	return createToken(ctx, client, func(t bootstraptoken.Token) bootstraptoken.Info {
+		return bootstraptoken.ForNodes(t, now.Add(ttl), description, createdBy)
+	})
+}
+
+// createToken creates a token of a new ID and secret, as info makes it.
+// Its Secret is created rather than applied: an ID that is taken already
+// (a one in 2 billion chance) must not replace another token, so a new ID
+// is drawn instead.
+func createToken(ctx context.Context, client kubernetes.Interface, info func(bootstraptoken.Token) bootstraptoken.Info) (bootstraptoken.Info, error) {
 	for range 3 {
 		token, err := bootstraptoken.Generate(rand.Reader)
 		if err != nil {
 			return bootstraptoken.Info{}, err
 		}
-		info := bootstraptoken.ForNodes(token, now.Add(ttl), description, createdBy)
-		secret := bootstraptoken.Secret(info)
+		made := info(token)
+		secret := bootstraptoken.Secret(made)
 		_, err = client.CoreV1().Secrets(secret.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: FieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			continue
@@ -115,7 +221,7 @@ func CreateToken(ctx context.Context, client kubernetes.Interface, ttl time.Dura
 		if err != nil {
 			return bootstraptoken.Info{}, fmt.Errorf("create Secret %q: %w", secret.Namespace+"/"+secret.Name, err)
 		}
-		return info, nil
+		return made, nil
 	}
 	return bootstraptoken.Info{}, fmt.Errorf("create bootstrap token: three new token IDs were all taken")
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubeboot/kubeboot/bootstraptoken"
+	"github.com/kubeboot/kubeboot/config"
 )
 
 // tokenSecret is a token Secret made before the run.
@@ -184,5 +186,158 @@ func TestListAndDeleteTokens(t *testing.T) {
 	}
 	if err := DeleteToken(ctx, s.API, "sooner"); err == nil || !strings.Contains(err.Error(), `delete bootstrap token "sooner": no Secret kube-system/bootstrap-token-sooner`) {
 		t.Errorf("deleting a missing token: %v", err)
+	}
+}
+
+// The tokens given in the configuration of these tests.
+const (
+	fleetToken   = "fleet1.0123456789abcdef"
+	signingToken = "signer.fedcba9876543210"
+)
+
+// givenTokens sets the configuration's bootstrapTokens, defaulted as
+// config would: the fleet token joins, the signing one does not, and one
+// is left to generate.
+func givenTokens(s *State, generatedFirst bool) {
+	ttl := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	fleet := config.BootstrapTokenSpec{Token: fleetToken, TTL: ttl(2 * time.Hour), Description: "the fleet's nodes",
+		Usages: []string{"signing", "authentication"}, Groups: []string{bootstraptoken.NodeGroup, "system:bootstrappers:fleet"}}
+	signing := config.BootstrapTokenSpec{Token: signingToken, TTL: ttl(time.Hour), Usages: []string{"signing"}}
+	generated := config.BootstrapTokenSpec{TTL: ttl(3 * time.Hour), Usages: []string{"signing", "authentication"}, Groups: []string{bootstraptoken.NodeGroup}}
+	s.Config.BootstrapTokens = []config.BootstrapTokenSpec{signing, fleet, generated}
+	if generatedFirst {
+		s.Config.BootstrapTokens = []config.BootstrapTokenSpec{generated, signing, fleet}
+	}
+}
+
+// TestBootstrapTokensFromConfig: init creates the configuration's tokens
+// with their description, usages, groups and expiry, generates the one
+// left to generate, prints the join command with the first given token
+// that can join, shows no secret, and changes nothing when run again.
+func TestBootstrapTokensFromConfig(t *testing.T) {
+	for _, generatedFirst := range []bool{false, true} {
+		s, client, out := liveState(t, true)
+		writeCA(t, s)
+		givenTokens(s, generatedFirst)
+		start := time.Now()
+		must(t, runBootstrapToken(context.Background(), s))
+
+		byID := map[string]bootstraptoken.Info{}
+		for _, info := range tokenSecrets(t, s) {
+			byID[info.Token.ID] = info
+		}
+		if len(byID) != 3 {
+			t.Fatalf("want three tokens, got %v", byID)
+		}
+		fleet, signing := byID["fleet1"], byID["signer"]
+		var generated bootstraptoken.Info
+		for id, info := range byID {
+			if id != "fleet1" && id != "signer" {
+				generated = info
+			}
+		}
+		if fleet.Token.Value() != fleetToken || fleet.Description != "the fleet's nodes" || fleet.CreatedBy != "init-config" ||
+			!slices.Equal(fleet.Usages, []string{"authentication", "signing"}) ||
+			!slices.Equal(fleet.Groups, []string{bootstraptoken.NodeGroup, "system:bootstrappers:fleet"}) {
+			t.Errorf("fleet token %+v", fleet)
+		}
+		checkExpiry(t, "fleet token", fleet, start, 2*time.Hour)
+		if signing.Token.Value() != signingToken || !slices.Equal(signing.Usages, []string{"signing"}) || len(signing.Groups) != 0 || signing.Description != "" {
+			t.Errorf("signing token %+v", signing)
+		}
+		checkExpiry(t, "signing token", signing, start, time.Hour)
+		if generated.CreatedBy != "init" || generated.Description != initTokenDescription || !generated.JoinsUntil(start) {
+			t.Errorf("generated token %+v", generated)
+		}
+		checkExpiry(t, "generated token", generated, start, 3*time.Hour)
+
+		if !strings.Contains(s.JoinCommand, "--token "+fleetToken+" ") {
+			t.Errorf("join command %q, want the fleet token", s.JoinCommand)
+		}
+		for _, secret := range []string{fleet.Token.Secret, signing.Token.Secret, generated.Token.Secret} {
+			if strings.Contains(out.String(), secret) {
+				t.Errorf("the progress events show a secret:\n%s", out)
+			}
+		}
+		if !strings.Contains(out.String(), "bootstrap-token-fleet1 created: token fleet1 of the configuration") {
+			t.Errorf("output:\n%s", out)
+		}
+
+		out.Reset()
+		rerunChangesNothing(t, s, client, BootstrapToken)
+		if !strings.Contains(out.String(), "bootstrap-token-fleet1 unchanged") || !strings.Contains(out.String(), "reusing init's token "+generated.Token.ID) {
+			t.Errorf("re-run output:\n%s", out)
+		}
+	}
+}
+
+// checkExpiry wants info to expire ttl after start.
+func checkExpiry(t *testing.T, what string, info bootstraptoken.Info, start time.Time, ttl time.Duration) {
+	t.Helper()
+	if exp := info.Expires.Sub(start); exp < ttl-time.Minute || exp > ttl+time.Minute {
+		t.Errorf("%s expires in %s, want %s", what, exp, ttl)
+	}
+}
+
+// TestGivenTokenKeepsItsSecret: a given token's Secret that exists keeps
+// its expiry while that lies within the ttl, and is renewed once it has
+// passed or lies beyond; one that holds another token of the same ID is
+// refused, without a secret in the error, and left as it is.
+func TestGivenTokenKeepsItsSecret(t *testing.T) {
+	now := time.Now()
+	existing := func(secret string, expires time.Time) *corev1.Secret {
+		return bootstraptoken.Secret(bootstraptoken.ForNodes(bootstraptoken.Token{ID: "fleet1", Secret: secret}, expires, "earlier", "init-config"))
+	}
+	tests := []struct {
+		name    string
+		secret  *corev1.Secret
+		expires time.Duration // from now; 0 for an error
+	}{
+		{"within the ttl", existing("0123456789abcdef", now.Add(time.Hour)), time.Hour},
+		{"expired", existing("0123456789abcdef", now.Add(-time.Hour)), 2 * time.Hour},
+		{"beyond the ttl", existing("0123456789abcdef", now.Add(48*time.Hour)), 2 * time.Hour},
+		{"another token", existing("zzzzzzzzzzzzzzzz", now.Add(time.Hour)), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, client, out := liveState(t, false, tt.secret)
+			writeCA(t, s)
+			givenTokens(s, false)
+			err := runBootstrapToken(context.Background(), s)
+			have, getErr := client.CoreV1().Secrets("kube-system").Get(context.Background(), "bootstrap-token-fleet1", metav1.GetOptions{})
+			must(t, getErr)
+			info, infoErr := bootstraptoken.FromSecret(have)
+			must(t, infoErr)
+			if tt.expires == 0 {
+				if err == nil || !strings.Contains(err.Error(), "bootstrapTokens[1]: the Secret kube-system/bootstrap-token-fleet1 holds another token with the ID fleet1: delete it (`kubeboot token delete fleet1`) or give another token (`kubeboot token generate`)") {
+					t.Fatalf("got %v", err)
+				}
+				if strings.Contains(err.Error()+out.String(), "zzzzzzzzzzzzzzzz") || strings.Contains(err.Error()+out.String(), "0123456789abcdef") {
+					t.Errorf("a secret shows: %v\n%s", err, out)
+				}
+				if info.Token.Secret != "zzzzzzzzzzzzzzzz" || info.Description != "earlier" {
+					t.Errorf("the other token was changed: %+v", info)
+				}
+				return
+			}
+			must(t, err)
+			checkExpiry(t, "fleet token", info, now, tt.expires)
+			if info.Description != "the fleet's nodes" {
+				t.Errorf("description %q, want the configuration's", info.Description)
+			}
+		})
+	}
+}
+
+// TestNoTokenJoins: when no token can join a node, init prints no join
+// command and says why.
+func TestNoTokenJoins(t *testing.T) {
+	s, _, out := liveState(t, false)
+	writeCA(t, s)
+	givenTokens(s, false)
+	s.Config.BootstrapTokens = s.Config.BootstrapTokens[:1]
+	must(t, runBootstrapToken(context.Background(), s))
+	if s.JoinCommand != "" || !strings.Contains(out.String(), "none of bootstrapTokens can join a node") {
+		t.Errorf("join command %q, output:\n%s", s.JoinCommand, out)
 	}
 }
