@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +28,7 @@ import (
 )
 
 // The token commands change objects in the cluster, not the node's files,
-// so they take no node lock. They talk to the API server with admin.conf.
+// so they take no node lock; token generate only prints a new token. They talk to the API server with admin.conf.
 // A token's secret is printed once, in the result of token create, and
 // nowhere else: no progress line, no JSON event, no list.
 
@@ -146,8 +147,28 @@ func newTokenCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	addOutputFlag(del.Flags(), &deleteOpts.output)
-	cmd.AddCommand(create, list, del)
+	cmd.AddCommand(newTokenGenerateCommand(stdout), create, list, del)
 	return cmd
+}
+
+// newTokenGenerateCommand is `kubeboot token generate`, as kubeadm's: it
+// prints a new token and touches neither the node nor the cluster, so that
+// a configuration's bootstrapTokens can be written before the cluster
+// exists.
+func newTokenGenerateCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "generate",
+		Short: "Print a new random bootstrap token, for the configuration's bootstrapTokens, without creating it",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			token, err := bootstraptoken.Generate(rand.Reader)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(stdout, token.Value())
+			return err
+		},
+	}
 }
 
 // runTokenCommand runs a token command until SIGINT or SIGTERM and, with

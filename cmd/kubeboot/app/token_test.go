@@ -309,3 +309,34 @@ func TestTokenCommandsNeedAdminConf(t *testing.T) {
 		t.Errorf("exit %d, %s", code, stderr)
 	}
 }
+
+// TestTokenGenerate: token generate prints a new token, different each
+// time, that a configuration's bootstrapTokens accepts, with no config,
+// admin.conf or cluster to reach.
+func TestTokenGenerate(t *testing.T) {
+	old := newTokenClient
+	newTokenClient = func([]byte) (kubernetes.Interface, error) {
+		t.Fatal("token generate reached for the cluster")
+		return nil, nil
+	}
+	t.Cleanup(func() { newTokenClient = old })
+	seen := map[string]bool{}
+	for range 20 {
+		code, stdout, stderr := runCLI(t, "token", "generate")
+		token := strings.TrimSuffix(stdout, "\n")
+		if code != 0 || stderr != "" || !tokenFormat.MatchString(token) {
+			t.Fatalf("code %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		if seen[token] {
+			t.Fatalf("token generate printed %s twice", token)
+		}
+		seen[token] = true
+		cfg := writeFile(t, t.TempDir(), "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nbootstrapTokens: [{token: "+token+"}]\n")
+		if _, err := config.Load(cfg, config.Host{Name: "node1", Address: "10.0.0.10"}); err != nil {
+			t.Fatalf("the configuration refuses the generated token: %v", err)
+		}
+	}
+	if code, _, stderr := runCLI(t, "token", "generate", "extra"); code != 2 || stderr == "" {
+		t.Errorf("an argument: code %d, stderr %q", code, stderr)
+	}
+}
