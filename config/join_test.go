@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/kubeboot/kubeboot/exit"
 )
 
 const joinHeader = "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\n"
@@ -54,5 +56,41 @@ func TestLoadAny(t *testing.T) {
 	_, err = LoadAny(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), host)
 	if err == nil || !strings.Contains(err.Error(), "join.etcdEndpoints: Required value") {
 		t.Fatalf("LoadAny(invalid JoinConfiguration): %v", err)
+	}
+}
+
+// TestLoadJoinNodeRegistration: a joining control-plane node takes
+// node.labels and node.taints as a worker does, and refuses the
+// control-plane taint that node.controlPlaneTaint takes off.
+func TestLoadJoinNodeRegistration(t *testing.T) {
+	const base = joinHeader + "controlPlaneEndpoint: 10.0.0.10:6443\njoin: {etcdEndpoints: [https://10.0.0.11:2379]}\n"
+	j, err := LoadJoin(writeConfig(t, base+"node:\n  labels: {example.com/zone: a}\n  taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}, {key: example.com/etcd, effect: NoExecute}]\n"), testHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Node.Labels["example.com/zone"] != "a" || len(j.Node.Taints) != 2 || j.Node.Taints[1] != (NodeTaint{Key: "example.com/etcd", Effect: "NoExecute"}) {
+		t.Errorf("loaded node %+v", j.Node)
+	}
+	tests := []struct{ name, node, want string }{
+		{"a label the kubelet may not set", "labels: {node-role.kubernetes.io/etcd: \"\"}", "node.labels[node-role.kubernetes.io/etcd]: Forbidden: the kubelet may set no label under kubernetes.io or k8s.io"},
+		{"a bad effect", "taints: [{key: a, effect: noschedule}]", `node.taints[0].effect: Unsupported value: "noschedule"`},
+		{"a taint twice", "taints: [{key: a, effect: NoExecute}, {key: a, value: b, effect: NoExecute}]", `node.taints[1]: Invalid value: "a:NoExecute": listed twice`},
+		{"the control-plane taint turned off", "controlPlaneTaint: false, taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]",
+			"node.taints[0]: Forbidden: node.controlPlaneTaint is false, which takes this taint off: remove it here, or leave node.controlPlaneTaint on"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadJoin(writeConfig(t, base+"node: {"+tt.node+"}\n"), testHost)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+			if exit.Code(err) != exit.Usage {
+				t.Errorf("exit code %d, want %d", exit.Code(err), exit.Usage)
+			}
+		})
+	}
+	// init's node takes them too, checked alike.
+	if _, err := Load(writeConfig(t, header+"node: {taints: [{key: a, effect: Sometimes}]}\n"), testHost); err == nil || !strings.Contains(err.Error(), "node.taints[0].effect: Unsupported value") {
+		t.Errorf("init with a bad taint: %v", err)
 	}
 }

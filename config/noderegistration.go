@@ -117,3 +117,25 @@ func registerWithTaintsTwice(taints []NodeTaint, extra *field.Path, config map[s
 	}
 	return field.ErrorList{field.Forbidden(extra.Child("registerWithTaints"), "node.taints are the kubelet's registerWithTaints: list every taint there and remove this one")}
 }
+
+// controlPlaneTaintKey is the key of the taint node.controlPlaneTaint
+// sets, as templates.ControlPlaneTaint has it.
+const controlPlaneTaintKey = "node-role.kubernetes.io/control-plane"
+
+// validateControlPlaneRegistration checks a control-plane node's labels
+// and taints as a worker's, and refuses the control-plane taint in
+// node.taints when node.controlPlaneTaint takes it off.
+func validateControlPlaneRegistration(c *ClusterConfiguration) field.ErrorList {
+	p := field.NewPath("node")
+	errs := validateNodeRegistration(p, c.Node.Labels, c.Node.Taints)
+	errs = append(errs, registerWithTaintsTwice(c.Node.Taints, field.NewPath("kubelet", "extraConfig"), c.Kubelet.ExtraConfig)...)
+	if On(c.Node.ControlPlaneTaint) {
+		return errs
+	}
+	for i, t := range c.Node.Taints {
+		if t.Key == controlPlaneTaintKey && t.Effect == corev1.TaintEffectNoSchedule {
+			errs = append(errs, field.Forbidden(p.Child("taints").Index(i), "node.controlPlaneTaint is false, which takes this taint off: remove it here, or leave node.controlPlaneTaint on"))
+		}
+	}
+	return errs
+}

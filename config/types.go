@@ -93,6 +93,14 @@ type Node struct {
 	// it off), for single-node clusters that must run workloads. A *bool:
 	// unset means on.
 	ControlPlaneTaint *bool `json:"controlPlaneTaint,omitempty"`
+	// Labels are the Node's own labels, which mark-control-plane applies
+	// beside the control-plane label, as kubeadm's nodeRegistration's
+	// node-labels; the same keys as a worker's are allowed.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints are the Node's taints: the kubelet registers it with them
+	// (registerWithTaints) and mark-control-plane keeps them, beside
+	// node.controlPlaneTaint's.
+	Taints []NodeTaint `json:"taints,omitempty"`
 }
 
 // Networking holds the cluster's address ranges. A dual-stack cluster lists

@@ -41,6 +41,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	errs = append(errs, dnsSubdomain(field.NewPath("clusterName"), c.ClusterName)...)
 	errs = append(errs, validateVersion(field.NewPath("kubernetesVersion"), c.KubernetesVersion)...)
 	errs = append(errs, validateNode(field.NewPath("node"), c.Node)...)
+	errs = append(errs, validateControlPlaneRegistration(c)...)
 	errs = append(errs, validateEndpoint(field.NewPath("controlPlaneEndpoint"), c.ControlPlaneEndpoint)...)
 	errs = append(errs, validateNetworking(field.NewPath("networking"), c)...)
 	errs = append(errs, validateEtcd(field.NewPath("etcd"), c.Etcd)...)

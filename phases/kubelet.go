@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/config"
@@ -53,6 +54,8 @@ type kubeletConfig struct {
 	ServerTLSBootstrap bool     `json:"serverTLSBootstrap,omitempty"`
 	TLSMinVersion      string   `json:"tlsMinVersion,omitempty"`
 	TLSCipherSuites    []string `json:"tlsCipherSuites,omitempty"`
+	// This node's node.taints, which its Node is registered with.
+	RegisterWithTaints []corev1.Taint `json:"registerWithTaints,omitempty"`
 }
 
 type kubeletAuthn struct {
@@ -61,8 +64,9 @@ type kubeletAuthn struct {
 	Anonymous map[string]bool   `json:"anonymous"`
 }
 
-// KubeletConfiguration renders the file: kubeboot's settings, then
-// kubelet.extraConfig applied as a JSON merge patch.
+// KubeletConfiguration renders the file: kubeboot's settings, with
+// node.taints as registerWithTaints, then kubelet.extraConfig applied as a
+// JSON merge patch.
 func KubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
 	return renderKubeletConfiguration(c, false)
 }
@@ -84,8 +88,9 @@ var nodeKubeletFields = []string{
 // the serving certificate kubeboot issues is this node's, and another node
 // has none at that path, so with security.verifyKubeletServingCerts a
 // joining kubelet asks for one (serverTLSBootstrap), which the CSR
-// approver approves; the static pod path and the client CA are kubeadm's
-// fixed /etc/kubernetes/manifests and /etc/kubernetes/pki/ca.crt, which
+// approver approves; node.taints are this node's; the static pod path and
+// the client CA are kubeadm's fixed /etc/kubernetes/manifests and
+// /etc/kubernetes/pki/ca.crt, which
 // `kubeadm join` uses (kubeboot join sets its own); and the
 // nodeKubeletFields of kubelet.extraConfig are left out. Everything else,
 // the cluster DNS, the client CA, authentication and authorization, TLS
@@ -121,8 +126,11 @@ func renderKubeletConfiguration(c *config.ClusterConfiguration, cluster bool) ([
 		for _, name := range nodeKubeletFields {
 			delete(extra, name)
 		}
-	} else if config.On(c.Security.VerifyKubeletServingCerts) {
-		kc.TLSCertFile, kc.TLSPrivateKeyFile = c.CertPath(config.CertKubeletServer), c.KeyPath(config.CertKubeletServer)
+	} else {
+		kc.RegisterWithTaints = config.CoreTaints(c.Node.Taints)
+		if config.On(c.Security.VerifyKubeletServingCerts) {
+			kc.TLSCertFile, kc.TLSPrivateKeyFile = c.CertPath(config.CertKubeletServer), c.KeyPath(config.CertKubeletServer)
+		}
 	}
 	if config.On(c.Security.TLS.Enabled) {
 		kc.TLSMinVersion, kc.TLSCipherSuites = c.Security.TLS.MinVersion, c.Security.TLS.CipherSuites

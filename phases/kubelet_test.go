@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/config"
@@ -88,6 +89,7 @@ func TestClusterKubeletConfiguration(t *testing.T) {
 		"address": "127.0.0.7", "healthzBindAddress": "127.0.0.7",
 		"volumePluginDir": "/tmp/kubeboot-lab/kubelet/volume-plugins", "podLogsDir": "/tmp/kubeboot-lab/pod-logs",
 	}
+	c.Node.Taints = []config.NodeTaint{{Key: "example.com/dedicated", Value: "etcd", Effect: corev1.TaintEffectNoExecute}}
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.7"})
 	node, err := KubeletConfiguration(c)
 	if err != nil {
@@ -109,7 +111,11 @@ func TestClusterKubeletConfiguration(t *testing.T) {
 	for k, v := range n {
 		want[k] = v
 	}
-	for _, k := range []string{"containerRuntimeEndpoint", "tlsCertFile", "tlsPrivateKeyFile", "address", "volumePluginDir", "podLogsDir"} {
+	// node.taints register this node's Node, and no other.
+	if diff := cmp.Diff([]any{map[string]any{"key": "example.com/dedicated", "value": "etcd", "effect": "NoExecute"}}, n["registerWithTaints"]); diff != "" {
+		t.Errorf("this node's registerWithTaints (-want +got):\n%s", diff)
+	}
+	for _, k := range []string{"containerRuntimeEndpoint", "tlsCertFile", "tlsPrivateKeyFile", "address", "volumePluginDir", "podLogsDir", "registerWithTaints"} {
 		delete(want, k)
 	}
 	want["staticPodPath"] = "/etc/kubernetes/manifests"

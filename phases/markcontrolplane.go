@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,8 +29,9 @@ import (
 // MarkControlPlane labels this node's Node node-role.kubernetes.io/control-plane
 // and, unless node.controlPlaneTaint is off, taints it
 // node-role.kubernetes.io/control-plane:NoSchedule, as kubeadm does. The
-// kubelet registers the Node, so the phase first waits for it. It writes
-// only the label and the taints, and nothing when both are right already.
+// kubelet registers the Node, so the phase first waits for it. It applies
+// node.labels and node.taints with them, writes only those labels and the
+// taints, and nothing when all are right already.
 var MarkControlPlane = Phase{
 	Name:     markControlPlaneName,
 	Short:    "Label this node as a control-plane node and taint it (node.controlPlaneTaint)",
@@ -53,6 +56,7 @@ func runMarkControlPlane(ctx context.Context, s *State) error {
 	changed := false
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		marks, needed := templates.MarkControlPlane(node, taint, s.Config.Kubelet.ContainerRuntimeEndpoint)
+		marks, needed = withNodeRegistration(marks, needed, node, s.Config.Node)
 		if !needed {
 			return nil
 		}
@@ -85,8 +89,69 @@ func runMarkControlPlane(ctx context.Context, s *State) error {
 	if changed {
 		verb = "updated"
 	}
+	if n := s.Config.Node; len(n.Labels)+len(n.Taints) > 0 {
+		state += fmt.Sprintf(", with the %d label(s) of node.labels and the %d taint(s) of node.taints", len(n.Labels), len(n.Taints))
+	}
 	s.Report.Infof("Node %s %s: labelled %s, %s", name, verb, templates.LabelControlPlane, state)
 	return nil
+}
+
+// withNodeRegistration adds node.labels and node.taints to the marks of
+// node: the labels beside the control-plane label, and each taint in the
+// place of the Node's of the same key and effect, so that the
+// control-plane taint, in node.taints too, is there once. It says whether
+// the Node needs the apply: the marks did, or it lacks a label or a taint,
+// or it has a label kubeboot applied that node.labels no longer lists,
+// which the apply takes off.
+func withNodeRegistration(marks templates.NodeMarks, needed bool, node *corev1.Node, n config.Node) (templates.NodeMarks, bool) {
+	for k, v := range n.Labels {
+		marks.Metadata.Labels[k] = v
+		if have, ok := node.Labels[k]; !ok || have != v {
+			needed = true
+		}
+	}
+	for _, k := range appliedLabels(node) {
+		if _, ok := marks.Metadata.Labels[k]; !ok {
+			needed = true
+		}
+	}
+	for _, t := range config.CoreTaints(n.Taints) {
+		i := slices.IndexFunc(marks.Spec.Taints, func(have corev1.Taint) bool { return have.MatchTaint(&t) })
+		switch {
+		case i < 0:
+			marks.Spec.Taints = append(marks.Spec.Taints, t)
+			needed = true
+		case marks.Spec.Taints[i].Value != t.Value:
+			marks.Spec.Taints[i] = t
+			needed = true
+		}
+	}
+	return marks, needed
+}
+
+// appliedLabels are the keys of the labels of node that kubeboot's
+// server-side apply owns.
+func appliedLabels(node *corev1.Node) []string {
+	var keys []string
+	for _, m := range node.ManagedFields {
+		if m.Manager != FieldManager || m.Operation != metav1.ManagedFieldsOperationApply || m.FieldsV1 == nil {
+			continue
+		}
+		var owned struct {
+			Metadata struct {
+				Labels map[string]json.RawMessage `json:"f:labels"`
+			} `json:"f:metadata"`
+		}
+		if json.Unmarshal(m.FieldsV1.Raw, &owned) != nil {
+			continue
+		}
+		for k := range owned.Metadata.Labels {
+			if key, ok := strings.CutPrefix(k, "f:"); ok {
+				keys = append(keys, key)
+			}
+		}
+	}
+	return keys
 }
 
 // waitForNode watches for the Node called name until it exists or timeout

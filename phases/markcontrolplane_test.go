@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -156,5 +157,64 @@ func TestMarkControlPlaneTimesOut(t *testing.T) {
 	s.Config.Timeouts.ControlPlane.Duration = time.Minute
 	if err := runMarkControlPlane(ctx, s); err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Errorf("an interrupted wait must say so, got %v", err)
+	}
+}
+
+// TestMarkControlPlaneAppliesNodeRegistration: node.labels join the
+// control-plane label and node.taints the Node's taints, the control-plane
+// taint once although node.taints lists it too, and a taint the kubelet
+// registered already is not added twice; a re-run writes nothing; a label
+// taken out of node.labels is taken off the Node, and a taint's new value
+// replaces the old.
+func TestMarkControlPlaneAppliesNodeRegistration(t *testing.T) {
+	dedicated := corev1.Taint{Key: "example.com/dedicated", Value: "etcd", Effect: corev1.TaintEffectNoExecute}
+	node := registeredNode()
+	node.Spec.Taints = append(node.Spec.Taints, dedicated) // registerWithTaints
+	s, client, out := liveState(t, false, node)
+	s.Config.Node.Labels = map[string]string{"example.com/zone": "a", "node.kubernetes.io/exclude-from-external-load-balancers": ""}
+	s.Config.Node.Taints = []config.NodeTaint{
+		{Key: templates.LabelControlPlane, Effect: corev1.TaintEffectNoSchedule},
+		{Key: dedicated.Key, Value: dedicated.Value, Effect: dedicated.Effect},
+		{Key: "example.com/spot", Effect: corev1.TaintEffectPreferNoSchedule},
+	}
+	patches := countPatches(client)
+	must(t, runMarkControlPlane(context.Background(), s))
+	got := getNode(t, client)
+	wantLabels := map[string]string{"kubernetes.io/hostname": "node1", templates.LabelControlPlane: "",
+		"example.com/zone": "a", "node.kubernetes.io/exclude-from-external-load-balancers": ""}
+	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	spot := corev1.Taint{Key: "example.com/spot", Effect: corev1.TaintEffectPreferNoSchedule}
+	if diff := cmp.Diff([]corev1.Taint{notReady, dedicated, templates.ControlPlaneTaint, spot}, got.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(out.String(), "with the 2 label(s) of node.labels and the 3 taint(s) of node.taints") || patches.Load() != 1 {
+		t.Errorf("%d patches, output:\n%s", patches.Load(), out)
+	}
+
+	// A re-run writes nothing at all.
+	rerunChangesNothing(t, s, client, MarkControlPlane)
+	if patches.Load() != 1 {
+		t.Error("the re-run patched the Node")
+	}
+
+	// A label taken out of node.labels goes; a taint's new value replaces the old.
+	delete(s.Config.Node.Labels, "example.com/zone")
+	s.Config.Node.Taints[1].Value = "ingress"
+	must(t, runMarkControlPlane(context.Background(), s))
+	got = getNode(t, client)
+	delete(wantLabels, "example.com/zone")
+	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {
+		t.Errorf("labels after a label is taken out (-want +got):\n%s", diff)
+	}
+	dedicated.Value = "ingress"
+	// Taints are a set: the apply moves the control-plane taint last.
+	if diff := cmp.Diff([]corev1.Taint{notReady, dedicated, spot, templates.ControlPlaneTaint}, got.Spec.Taints); diff != "" {
+		t.Errorf("taints after a new value (-want +got):\n%s", diff)
+	}
+	rerunChangesNothing(t, s, client, MarkControlPlane)
+	if patches.Load() != 2 {
+		t.Errorf("%d patches, want 2", patches.Load())
 	}
 }
