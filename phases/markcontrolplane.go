@@ -142,7 +142,7 @@ func appliedLabels(node *corev1.Node) []string {
 				Labels map[string]json.RawMessage `json:"f:labels"`
 			} `json:"f:metadata"`
 		}
-		if json.Unmarshal(m.FieldsV1.Raw, &owned) != nil {
+		if json.Unmarshal(m.FieldsV1.GetRawBytes(), &owned) != nil {
 			continue
 		}
 		for k := range owned.Metadata.Labels {
