@@ -4,7 +4,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -340,25 +339,5 @@ func terminatedAfter(e env, args []string, delay time.Duration) result {
 // first must name its pid in the second's message, and succeed.
 func concurrentInit(e env, args []string) result {
 	e.t.Helper()
-	first, _, firstErr := command(e.t.Context(), e.dir, args...)
-	if err := first.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	lock := filepath.Join(e.node, "/run/kubeboot/lock")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if data, err := os.ReadFile(lock); err == nil && len(data) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal("the first init never took the node lock")
-		}
-	}
-	second := run(e.t, e.dir, args...)
-	if want := "another kubeboot (pid " + strconv.Itoa(first.Process.Pid) + ", kubeboot init"; !strings.Contains(second.stderr, want) {
-		e.t.Errorf("the second init does not name the first: %q lacks %q", second.stderr, want)
-	}
-	if err := first.Wait(); err != nil {
-		e.t.Errorf("the first init failed: %v: %s", err, firstErr)
-	}
-	return second
+	return lockHeld(e, args, args)
 }
