@@ -25,9 +25,9 @@ const fileFix = "write it with `kubeboot token create --discovery-file FILE` on 
 // that cannot be read or is malformed is a usage error (exit 2), since no
 // retry fixes it.
 func FromFile(ctx context.Context, path string, opts Options) (*Cluster, error) {
-	c, err := readFile(path)
+	c, err := parseFile(path)
 	if err != nil {
-		return nil, &exit.UsageError{Msg: err.Error() + ": " + fileFix}
+		return nil, err
 	}
 	u, err := url.Parse(c.Server)
 	if err != nil {
@@ -46,6 +46,24 @@ func FromFile(ctx context.Context, path string, opts Options) (*Cluster, error) 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("check the cluster of %s at %q: %w", from, u.Host, err)
+	}
+	return c, nil
+}
+
+// CheckFile refuses a discovery file that cannot be read or is malformed,
+// as FromFile would, without asking the cluster anything: a join checks
+// its input before it takes the node lock.
+func CheckFile(path string) error {
+	_, err := parseFile(path)
+	return err
+}
+
+// parseFile reads a discovery file; a file that cannot be read or is
+// malformed is a usage error (exit 2) that says how to get it right.
+func parseFile(path string) (*Cluster, error) {
+	c, err := readFile(path)
+	if err != nil {
+		return nil, &exit.UsageError{Msg: err.Error() + ": " + fileFix}
 	}
 	return c, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/discovery"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/phases"
@@ -72,6 +73,11 @@ func (o *joinOptions) workerSpec() (runSpec, error) {
 	w, err := config.LoadWorker(o.configPath, config.DetectHost(), o.discovery.apply(o.endpoint))
 	if err != nil {
 		return runSpec{}, err
+	}
+	if f := w.Discovery.File; f != "" {
+		if err := discovery.CheckFile(f); err != nil {
+			return runSpec{}, err
+		}
 	}
 	return runSpec{config: w.NodeConfig(), worker: w, options: o.phaseOptions()}, nil
 }
