@@ -50,7 +50,7 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 		{name: "join", lock: node, args: []string{"join", "--control-plane", "--config", joinConfig}},
 		{name: "join phase", lock: node, args: []string{"join", "phase", "certs", "--control-plane", "--config", joinConfig}},
 		{name: "join of a worker", lock: node, args: []string{"join", "127.0.0.1:1", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", workerConfig}},
-		{name: "join phase of a worker", lock: node, args: []string{"join", "phase", "kubelet-config", "--discovery-file", joinConfig, "--config", workerConfig}},
+		{name: "join phase of a worker", lock: node, args: []string{"join", "phase", "kubelet-config", "127.0.0.1:1", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", workerConfig}},
 		{name: "upgrade apply", lock: node, args: []string{"upgrade", "apply", "--config", clusterConfig}},
 		{name: "lab up", lock: node, args: []string{"lab", "up", "--config", clusterConfig}, lockPath: nodelock.Path(node)},
 	}
@@ -229,5 +229,22 @@ func TestJoinCommandGoesToTheResultOnly(t *testing.T) {
 		if strings.Contains(line, "0123456789abcdef") {
 			t.Errorf("an event holds the token: %s", line)
 		}
+	}
+}
+
+// TestBadDiscoveryFileBeforeTheLock: a worker's join refuses a malformed
+// discovery file (exit 2) while another kubeboot holds this machine's
+// lock, rather than failing behind the lock.
+func TestBadDiscoveryFileBeforeTheLock(t *testing.T) {
+	dir := t.TempDir()
+	notKubeconfig := writeFile(t, dir, "d.conf", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\n")
+	lock, err := nodelock.Acquire("", nodelock.File, "kubeboot init --test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Release() }()
+	code, _, stderr := runCLI(t, "join", "--discovery-file", notKubeconfig)
+	if code != 2 || !strings.Contains(stderr, "not a kubeconfig") || strings.Contains(stderr, "another kubeboot") {
+		t.Errorf("exit %d, stderr %q; want 2 and the file's problem, not the lock's", code, stderr)
 	}
 }
