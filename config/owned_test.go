@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // TestOwnedPathsOverlap: no two paths of the owned-path table may be one,
@@ -108,15 +110,7 @@ func TestOwnedPathsOverlap(t *testing.T) {
 			SetDefaults(c, Host{Name: "node-1", Address: "10.0.0.10"})
 			tt.modify(c)
 			errs := validateOwnedDirs(c)
-			if tt.want == "" {
-				if len(errs) > 0 {
-					t.Fatalf("got %v, want no error", errs)
-				}
-				return
-			}
-			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want) {
-				t.Fatalf("got %v, want one error containing\n%s", errs, tt.want)
-			}
+			wantOneError(t, errs, tt.want)
 		})
 	}
 }
@@ -133,5 +127,20 @@ func TestEtcdDataDirInSystemTrees(t *testing.T) {
 			!strings.Contains(errs[0].Error(), "give etcd a directory of its own such as /var/lib/etcd") {
 			t.Errorf("%s: got %v, want a refusal naming the tree and the fix", dir, errs)
 		}
+	}
+}
+
+// wantOneError fails the test unless errs is empty for an empty want, or
+// is one error containing want.
+func wantOneError(t *testing.T, errs field.ErrorList, want string) {
+	t.Helper()
+	if want == "" {
+		if len(errs) > 0 {
+			t.Fatalf("got %v, want no error", errs)
+		}
+		return
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), want) {
+		t.Fatalf("got %v, want one error containing\n%s", errs, want)
 	}
 }

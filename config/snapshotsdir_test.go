@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -33,15 +32,7 @@ func TestEtcdSnapshotsDir(t *testing.T) {
 				t.Fatalf("default = %q", c.Etcd.Local.SnapshotsDir)
 			}
 			errs := Validate(c)
-			if tt.want == "" {
-				if len(errs) > 0 {
-					t.Fatalf("got %v, want no error", errs)
-				}
-				return
-			}
-			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want) {
-				t.Fatalf("got %v, want one error containing\n%s", errs, tt.want)
-			}
+			wantOneError(t, errs, tt.want)
 		})
 	}
 }
