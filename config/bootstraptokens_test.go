@@ -57,7 +57,7 @@ func TestBootstrapTokensLoad(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(writeConfig(t, header+tt.body), testHost)
+			_, err := loadInit(writeConfig(t, header+tt.body), testHost)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatal(err)
@@ -89,7 +89,7 @@ func TestBootstrapTokensLoad(t *testing.T) {
 // usages and, when it authenticates, the default-node-token group; what it
 // sets stays.
 func TestBootstrapTokensDefaults(t *testing.T) {
-	c, err := Load(writeConfig(t, header+"bootstrapToken: {ttl: 3h}\nbootstrapTokens:\n- token: "+goodToken+
+	c, err := loadInit(writeConfig(t, header+"bootstrapToken: {ttl: 3h}\nbootstrapTokens:\n- token: "+goodToken+
 		"\n- {token: "+otherToken+", ttl: 2h, description: d, usages: [signing]}\n- {groups: []}\n"), testHost)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestBootstrapTokensDefaults(t *testing.T) {
 // TestInitBootstrapTokensWithoutList: with no list, init makes one
 // generated token, of bootstrapToken.ttl, that nodes join with.
 func TestInitBootstrapTokensWithoutList(t *testing.T) {
-	c, err := Load(writeConfig(t, header+"bootstrapToken: {ttl: 5h}\n"), testHost)
+	c, err := loadInit(writeConfig(t, header+"bootstrapToken: {ttl: 5h}\n"), testHost)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,33 @@ func writeConfig(t *testing.T, body string) string {
 
 const header = "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"
 
+// loadInit loads path as init does: a ClusterConfiguration, or no file for
+// the defaults.
+func loadInit(path string, host Host) (*ClusterConfiguration, error) {
+	doc, err := Load(path, Env{Host: host, Kinds: []string{KindClusterConfiguration}})
+	return doc.Cluster, err
+}
+
+// loadJoinFile loads path as join --control-plane does.
+func loadJoinFile(path string, host Host) (*JoinConfiguration, error) {
+	doc, err := Load(path, Env{Host: host, Kinds: []string{KindJoinConfiguration}})
+	return doc.Join, err
+}
+
+// loadNode loads path as the commands on any control-plane node do.
+func loadNode(path string, host Host) (*ClusterConfiguration, error) {
+	doc, err := Load(path, Env{Host: host, Kinds: []string{KindClusterConfiguration, KindJoinConfiguration}})
+	return doc.ControlPlane(), err
+}
+
+// loadWorkerJoin loads path as a worker's join with flags does.
+func loadWorkerJoin(path string, host Host, flags WorkerFlags) (*WorkerConfiguration, error) {
+	doc, err := Load(path, Env{Host: host, Kinds: []string{KindWorkerConfiguration}, Worker: &flags})
+	return doc.Worker, err
+}
+
 func TestDefaultsGolden(t *testing.T) {
-	c, err := Load("", testHost)
+	c, err := loadInit("", testHost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +74,7 @@ func TestDefaultsGolden(t *testing.T) {
 		t.Errorf("defaults differ from %s (-want +got); rerun with -update if intended:\n%s", golden, diff)
 	}
 	// The printed defaults must load back to the same configuration.
-	back, err := Load(writeConfig(t, string(got)), Host{Name: "other", Address: "192.168.1.1"})
+	back, err := loadInit(writeConfig(t, string(got)), Host{Name: "other", Address: "192.168.1.1"})
 	if err != nil {
 		t.Fatalf("print-defaults output does not load: %v", err)
 	}
@@ -59,7 +84,7 @@ func TestDefaultsGolden(t *testing.T) {
 }
 
 func TestDefaultsKeepUserValues(t *testing.T) {
-	c, err := Load(writeConfig(t, header+`
+	c, err := loadInit(writeConfig(t, header+`
 kubernetesVersion: "1.35.2"
 node: {name: cp1, advertiseAddress: 192.168.0.5}
 networking: {serviceSubnet: 10.100.0.0/16}
@@ -102,7 +127,7 @@ func TestStrictLoading(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeConfig(t, tt.body)
-			_, err := Load(path, testHost)
+			_, err := loadInit(path, testHost)
 			var inv *InvalidError
 			if !errors.As(err, &inv) {
 				t.Fatalf("want *InvalidError, got %v", err)
@@ -124,7 +149,7 @@ func TestStrictLoading(t *testing.T) {
 }
 
 func TestLoadMissingFile(t *testing.T) {
-	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), testHost)
+	_, err := loadInit(filepath.Join(t.TempDir(), "nope.yaml"), testHost)
 	var inv *InvalidError
 	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "nope.yaml") {
 		t.Fatalf("want an InvalidError naming the file, got %v", err)

@@ -20,7 +20,7 @@ func TestCSRApproverDefaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Load(writeConfig(t, header+tc.body), testHost)
+			c, err := loadInit(writeConfig(t, header+tc.body), testHost)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,13 +21,11 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("- [\n"))
 	f.Add([]byte(header + "node: &a {name: *a}\n"))
 	f.Fuzz(func(_ *testing.T, data []byte) {
-		c, doc, err := Decode("fuzz.yaml", data)
+		doc, _, err := parse("fuzz.yaml", data, []string{KindClusterConfiguration})
 		if err != nil {
 			return
 		}
-		errs := checkExplicitZeros(c, doc)
-		SetDefaults(c, testHost)
-		_ = validated("fuzz.yaml", doc, append(errs, Validate(c)...))
+		_, _ = loadCluster("fuzz.yaml", doc, testHost)
 	})
 }
 
@@ -38,14 +36,12 @@ func FuzzLoadWorker(f *testing.F) {
 	f.Add([]byte(workerHeader + "discovery: {file: /d.conf, token: " + testToken + "}\nnode: {address: \"::1\"}\n"))
 	f.Add([]byte(workerHeader + "timeouts: {discovery: 0}\nkubelet: {extraConfig: {port: 10250}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		doc, _, err := parse("fuzz.yaml", data, []string{KindWorkerConfiguration})
 		w := &WorkerConfiguration{}
-		doc, err := decodeKind("fuzz.yaml", data, KindWorkerConfiguration, w)
-		if err != nil {
+		if err != nil || decode("fuzz.yaml", doc, w) != nil {
 			return
 		}
-		errs := workerExplicitZeros(w, doc)
-		SetWorkerDefaults(w, testHost)
-		err = validated("fuzz.yaml", doc, append(errs, ValidateWorker(w)...))
+		_, err = loadWorker("fuzz.yaml", doc, Env{Host: testHost, Worker: &WorkerFlags{}})
 		// A token that also stands elsewhere in the file may be quoted there.
 		token := w.Discovery.Token
 		if err != nil && len(token) > 8 && strings.Count(string(data), token) == 1 && strings.Contains(err.Error(), token) {

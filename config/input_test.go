@@ -29,9 +29,11 @@ func TestLoadRefusesHostileFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	loaders := map[string]func(string) error{
-		"Load":     func(p string) error { _, err := Load(p, testHost); return err },
-		"LoadJoin": func(p string) error { _, err := LoadJoin(p, testHost); return err },
-		"LoadAny":  func(p string) error { _, err := LoadAny(p, testHost); return err },
+		"init":     func(p string) error { _, err := loadInit(p, testHost); return err },
+		"join":     func(p string) error { _, err := loadJoinFile(p, testHost); return err },
+		"node":     func(p string) error { _, err := loadNode(p, testHost); return err },
+		"worker":   func(p string) error { _, err := loadWorkerJoin(p, testHost, WorkerFlags{}); return err },
+		"any kind": func(p string) error { _, err := Load(p, Env{Host: testHost}); return err },
 	}
 	tests := []struct {
 		name, path, want string

@@ -3,9 +3,8 @@ package config
 import (
 	"net/url"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // KindJoinConfiguration is the kind of the document that describes a
@@ -34,30 +33,22 @@ type Join struct {
 	Discovery *Discovery `json:"discovery,omitempty"`
 }
 
-// LoadJoin reads, decodes strictly, defaults and validates a
-// JoinConfiguration file.
-func LoadJoin(path string, host Host) (*JoinConfiguration, error) {
-	data, err := readConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	return loadJoin(path, data, host)
-}
-
-// loadJoin decodes, defaults and validates the JoinConfiguration read from
-// path.
-func loadJoin(path string, data []byte, host Host) (*JoinConfiguration, error) {
+// loadJoin decodes, defaults and validates the JoinConfiguration document
+// doc of file; without a document, it is empty.
+func loadJoin(file string, doc *yaml.Node, host Host) (*JoinConfiguration, error) {
 	j := &JoinConfiguration{}
-	doc, err := decodeKind(path, data, KindJoinConfiguration, j)
-	if err != nil {
-		return nil, err
+	var errs field.ErrorList
+	if doc != nil {
+		if err := decode(file, doc, j); err != nil {
+			return nil, err
+		}
+		errs = checkExplicitZeros(&j.ClusterConfiguration, doc)
 	}
-	errs := checkExplicitZeros(&j.ClusterConfiguration, doc)
 	SetDefaults(&j.ClusterConfiguration, host)
 	errs = append(errs, Validate(&j.ClusterConfiguration)...)
 	errs = append(errs, validateJoin(j)...)
 	j.Kind = KindJoinConfiguration
-	if err := validated(path, doc, errs); err != nil {
+	if err := validated(file, doc, errs); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -85,27 +76,4 @@ func validateJoin(j *JoinConfiguration) field.ErrorList {
 		errs = append(errs, validateDiscovery(field.NewPath("join", "discovery"), *j.Join.Discovery)...)
 	}
 	return errs
-}
-
-// LoadAny loads a ClusterConfiguration or a JoinConfiguration, as the
-// file's kind says, for commands that serve any control-plane node (certs,
-// diff, upgrade, reset), `config validate`, and the lab's daemons, which
-// only need the node's paths. Like Load, it takes "" for the defaults.
-func LoadAny(path string, host Host) (*ClusterConfiguration, error) {
-	if path == "" {
-		return Load(path, host)
-	}
-	data, err := readConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	var meta metav1.TypeMeta
-	if sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindJoinConfiguration {
-		j, err := loadJoin(path, data, host)
-		if err != nil {
-			return nil, err
-		}
-		return &j.ClusterConfiguration, nil
-	}
-	return loadCluster(path, data, host)
 }

@@ -11,7 +11,7 @@ const joinHeader = "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\n"
 
 func TestLoadJoin(t *testing.T) {
 	host := Host{Name: "node2", Address: "10.0.0.12"}
-	j, err := LoadJoin(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10:6443\njoin:\n  etcdEndpoints: [https://10.0.0.11:2379]\n"), host)
+	j, err := loadJoinFile(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10:6443\njoin:\n  etcdEndpoints: [https://10.0.0.11:2379]\n"), host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +30,14 @@ func TestLoadJoin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadJoin(writeConfig(t, tt.text), host)
+			_, err := loadJoinFile(writeConfig(t, tt.text), host)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	// init refuses a JoinConfiguration, naming the command that takes it.
-	_, err = Load(writeConfig(t, joinHeader), host)
+	_, err = loadInit(writeConfig(t, joinHeader), host)
 	if err == nil || !strings.Contains(err.Error(), "a JoinConfiguration is for `kubeboot join --control-plane`") {
 		t.Errorf("Load of a JoinConfiguration: %v", err)
 	}
@@ -45,17 +45,17 @@ func TestLoadJoin(t *testing.T) {
 
 func TestLoadAny(t *testing.T) {
 	host := Host{Name: "node2", Address: "10.0.0.12"}
-	c, err := LoadAny(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoints: [https://10.0.0.11:2379]}\n"), host)
+	c, err := loadNode(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoints: [https://10.0.0.11:2379]}\n"), host)
 	if err != nil || c.ControlPlaneEndpoint != "10.0.0.10" {
-		t.Fatalf("LoadAny(JoinConfiguration) = %+v, %v", c, err)
+		t.Fatalf("loadNode(JoinConfiguration) = %+v, %v", c, err)
 	}
-	if _, err := LoadAny(writeConfig(t, header), host); err != nil {
-		t.Fatalf("LoadAny(ClusterConfiguration): %v", err)
+	if _, err := loadNode(writeConfig(t, header), host); err != nil {
+		t.Fatalf("loadNode(ClusterConfiguration): %v", err)
 	}
 	// A broken JoinConfiguration reports its own problem, not its kind.
-	_, err = LoadAny(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), host)
+	_, err = loadNode(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), host)
 	if err == nil || !strings.Contains(err.Error(), "join.etcdEndpoints: Required value") {
-		t.Fatalf("LoadAny(invalid JoinConfiguration): %v", err)
+		t.Fatalf("loadNode(invalid JoinConfiguration): %v", err)
 	}
 }
 
@@ -64,7 +64,7 @@ func TestLoadAny(t *testing.T) {
 // control-plane taint that node.controlPlaneTaint takes off.
 func TestLoadJoinNodeRegistration(t *testing.T) {
 	const base = joinHeader + "controlPlaneEndpoint: 10.0.0.10:6443\njoin: {etcdEndpoints: [https://10.0.0.11:2379]}\n"
-	j, err := LoadJoin(writeConfig(t, base+"node:\n  labels: {example.com/zone: a}\n  taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}, {key: example.com/etcd, effect: NoExecute}]\n"), testHost)
+	j, err := loadJoinFile(writeConfig(t, base+"node:\n  labels: {example.com/zone: a}\n  taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}, {key: example.com/etcd, effect: NoExecute}]\n"), testHost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestLoadJoinNodeRegistration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadJoin(writeConfig(t, base+"node: {"+tt.node+"}\n"), testHost)
+			_, err := loadJoinFile(writeConfig(t, base+"node: {"+tt.node+"}\n"), testHost)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
@@ -90,7 +90,7 @@ func TestLoadJoinNodeRegistration(t *testing.T) {
 		})
 	}
 	// init's node takes them too, checked alike.
-	if _, err := Load(writeConfig(t, header+"node: {taints: [{key: a, effect: Sometimes}]}\n"), testHost); err == nil || !strings.Contains(err.Error(), "node.taints[0].effect: Unsupported value") {
+	if _, err := loadInit(writeConfig(t, header+"node: {taints: [{key: a, effect: Sometimes}]}\n"), testHost); err == nil || !strings.Contains(err.Error(), "node.taints[0].effect: Unsupported value") {
 		t.Errorf("init with a bad taint: %v", err)
 	}
 }

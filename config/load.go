@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -63,19 +64,91 @@ func (e *InvalidError) Error() string {
 // ExitCode makes invalid configuration exit with code 2.
 func (e *InvalidError) ExitCode() int { return exit.Usage }
 
-// Load reads, decodes strictly, defaults and validates the configuration
-// file at path. An empty path means the defaults alone.
-func Load(path string, host Host) (*ClusterConfiguration, error) {
-	if path == "" {
-		c := New()
-		SetDefaults(c, host)
-		return c, validated("", nil, Validate(c))
+// Env is what loading a configuration file needs besides the file.
+type Env struct {
+	// Host supplies the defaults of this machine.
+	Host Host
+	// Kinds are the kinds of document the command takes; nil takes every
+	// kind. A file of another kind is refused, naming the command that
+	// takes it. No file at all stands for an empty document of the first
+	// kind, which the defaults fill (the ClusterConfiguration's, for nil).
+	Kinds []string
+	// Worker is set for a worker's join only: its command line, whose
+	// settings win over the WorkerConfiguration's, which must then say how
+	// to discover the cluster. Without it, a WorkerConfiguration (read by
+	// the commands that work on a worker rather than join it) may leave
+	// its discovery to the join's command line.
+	Worker *WorkerFlags
+}
+
+// kinds are the kinds of document env takes, the first one first.
+func (env Env) kinds() []string {
+	if len(env.Kinds) > 0 {
+		return env.Kinds
 	}
-	data, err := readConfig(path)
-	if err != nil {
-		return nil, err
+	return []string{KindClusterConfiguration, KindJoinConfiguration, KindWorkerConfiguration}
+}
+
+// Document is a loaded configuration: exactly one of its kinds is set,
+// defaulted and valid.
+type Document struct {
+	// Cluster is a ClusterConfiguration, the input of `kubeboot init`.
+	Cluster *ClusterConfiguration
+	// Join is a JoinConfiguration, the input of `kubeboot join
+	// --control-plane`.
+	Join *JoinConfiguration
+	// Worker is a WorkerConfiguration, the input of a worker's `kubeboot
+	// join`.
+	Worker *WorkerConfiguration
+}
+
+// Kind is the kind of the document.
+func (d Document) Kind() string {
+	switch {
+	case d.Join != nil:
+		return KindJoinConfiguration
+	case d.Worker != nil:
+		return KindWorkerConfiguration
 	}
-	return loadCluster(path, data, host)
+	return KindClusterConfiguration
+}
+
+// ControlPlane is the ClusterConfiguration of a control-plane node's
+// document: the ClusterConfiguration, or the JoinConfiguration's; nil for
+// a worker's.
+func (d Document) ControlPlane() *ClusterConfiguration {
+	if d.Join != nil {
+		return &d.Join.ClusterConfiguration
+	}
+	return d.Cluster
+}
+
+// Load reads the configuration file at path once, refuses it unless it
+// holds exactly one document of a kind env takes, and decodes that
+// document strictly, defaults and validates it. An empty path means an
+// empty document of env's first kind: for a ClusterConfiguration, the
+// defaults alone; for a worker's join, its command line alone.
+func Load(path string, env Env) (Document, error) {
+	kind, doc := env.kinds()[0], (*yaml.Node)(nil)
+	if path != "" {
+		data, err := readConfig(path)
+		if err != nil {
+			return Document{}, err
+		}
+		if doc, kind, err = parse(path, data, env.kinds()); err != nil {
+			return Document{}, err
+		}
+	}
+	switch kind {
+	case KindJoinConfiguration:
+		j, err := loadJoin(path, doc, env.Host)
+		return Document{Join: j}, err
+	case KindWorkerConfiguration:
+		w, err := loadWorker(path, doc, env)
+		return Document{Worker: w}, err
+	}
+	c, err := loadCluster(path, doc, env.Host)
+	return Document{Cluster: c}, err
 }
 
 // readConfig reads a configuration file, refusing what is not a regular
@@ -91,15 +164,21 @@ func readConfig(path string) ([]byte, error) {
 }
 
 // loadCluster decodes, defaults and validates the ClusterConfiguration
-// read from path.
-func loadCluster(path string, data []byte, host Host) (*ClusterConfiguration, error) {
-	c, doc, err := Decode(path, data)
-	if err != nil {
+// document doc of file, or without a document the defaults alone.
+func loadCluster(file string, doc *yaml.Node, host Host) (*ClusterConfiguration, error) {
+	c := New()
+	var errs field.ErrorList
+	if doc != nil {
+		if err := decode(file, doc, c); err != nil {
+			return nil, err
+		}
+		errs = checkExplicitZeros(c, doc)
+	}
+	SetDefaults(c, host)
+	if err := validated(file, doc, append(errs, Validate(c)...)); err != nil {
 		return nil, err
 	}
-	errs := checkExplicitZeros(c, doc)
-	SetDefaults(c, host)
-	return c, validated(path, doc, append(errs, Validate(c)...))
+	return c, nil
 }
 
 // validated turns field errors into an InvalidError, or nil without any,
@@ -116,43 +195,46 @@ func validated(file string, doc *yaml.Node, errs field.ErrorList) error {
 	return inv
 }
 
-// Decode parses a configuration file strictly: exactly one
-// ClusterConfiguration document, no unknown or duplicate fields, no type
-// mismatches. It returns the decoded document, not yet defaulted, and its
-// YAML tree for line lookups.
-func Decode(file string, data []byte) (*ClusterConfiguration, *yaml.Node, error) {
-	c := &ClusterConfiguration{}
-	doc, err := decodeKind(file, data, KindClusterConfiguration, c)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, doc, nil
-}
-
-// decodeKind decodes the one document of data, which must be of kind, into
-// out, strictly. A file of another kubeboot kind is an error that names the
-// command that takes it.
-func decodeKind(file string, data []byte, kind string, out any) (*yaml.Node, error) {
+// parse splits data, read from file, into its documents and accepts
+// exactly one, of one of kinds, without duplicate keys: it returns that
+// document, not yet decoded, and its kind. A file of another kubeboot kind
+// is an error that names the command that takes it.
+func parse(file string, data []byte, kinds []string) (*yaml.Node, string, error) {
 	docs, err := splitDocuments(data)
 	if err != nil {
-		return nil, &InvalidError{File: file, Problems: []Problem{{Line: yamlErrorLine(err), Message: err.Error()}}}
+		return nil, "", &InvalidError{File: file, Problems: []Problem{{Line: yamlErrorLine(err), Message: err.Error()}}}
 	}
 	if len(docs) == 0 {
-		return nil, &InvalidError{File: file, Problems: []Problem{{Message: "no " + kind + " document: the file is empty"}}}
+		return nil, "", &InvalidError{File: file, Problems: []Problem{{Message: "no " + strings.Join(kinds, " or ") + " document: the file is empty"}}}
+	}
+	if kind := kindOf(docs[0]); slices.Contains(kinds, kind) {
+		kinds = []string{kind}
 	}
 	var problems []Problem
 	for i, doc := range docs {
-		problems = append(problems, checkTypeMeta(doc, i, len(docs), kind)...)
+		problems = append(problems, checkTypeMeta(doc, i, len(docs), kinds)...)
 		problems = append(problems, duplicateKeys(doc, nil)...)
 	}
 	if len(problems) > 0 {
-		return nil, &InvalidError{File: file, Problems: problems}
+		return nil, "", &InvalidError{File: file, Problems: problems}
 	}
-	doc := docs[0]
+	return docs[0], kinds[0], nil
+}
+
+// kindOf is the kubeboot kind a document declares, or "".
+func kindOf(doc *yaml.Node) string {
+	if doc.Kind != yaml.MappingNode || scalar(doc, "apiVersion") != APIVersion {
+		return ""
+	}
+	return scalar(doc, "kind")
+}
+
+// decode decodes the document doc of file into out, strictly.
+func decode(file string, doc *yaml.Node, out any) error {
 	if problems := decodeDocument(doc, out); len(problems) > 0 {
-		return nil, &InvalidError{File: file, Problems: problems}
+		return &InvalidError{File: file, Problems: problems}
 	}
-	return doc, nil
+	return nil
 }
 
 func splitDocuments(data []byte) ([]*yaml.Node, error) {
@@ -195,8 +277,9 @@ var commandOf = map[string]string{
 	KindWorkerConfiguration:  "kubeboot join",
 }
 
-// checkTypeMeta accepts exactly one document, of our apiVersion and want.
-func checkTypeMeta(doc *yaml.Node, index, total int, want string) []Problem {
+// checkTypeMeta accepts exactly one document, of our apiVersion and one
+// of kinds.
+func checkTypeMeta(doc *yaml.Node, index, total int, kinds []string) []Problem {
 	where := ""
 	if total > 1 {
 		where = fmt.Sprintf("document %d: ", index+1)
@@ -205,10 +288,11 @@ func checkTypeMeta(doc *yaml.Node, index, total int, want string) []Problem {
 		return []Problem{{Line: doc.Line, Message: where + "expected a mapping with apiVersion and kind"}}
 	}
 	apiVersion, kind := scalar(doc, "apiVersion"), scalar(doc, "kind")
+	want := strings.Join(kinds, " or ")
 	switch {
-	case apiVersion == APIVersion && kind != want && commandOf[kind] != "":
+	case apiVersion == APIVersion && !slices.Contains(kinds, kind) && commandOf[kind] != "":
 		return []Problem{{Line: doc.Line, Message: fmt.Sprintf("%sa %s is for `%s`; this command takes a %s", where, kind, commandOf[kind], want)}}
-	case apiVersion != APIVersion || kind != want:
+	case apiVersion != APIVersion || !slices.Contains(kinds, kind):
 		return []Problem{{Line: doc.Line, Message: fmt.Sprintf("%sunsupported document apiVersion %q kind %q: want apiVersion %s and kind %s",
 			where, apiVersion, kind, APIVersion, want)}}
 	case index > 0:

@@ -11,7 +11,7 @@ import (
 // loadRefusal loads body and wants an exit-2 error containing each of want.
 func loadRefusal(t *testing.T, body string, want ...string) {
 	t.Helper()
-	_, err := Load(writeConfig(t, header+body), testHost)
+	_, err := loadInit(writeConfig(t, header+body), testHost)
 	var inv *InvalidError
 	if !errors.As(err, &inv) || exit.Code(err) != exit.Usage {
 		t.Fatalf("got %v, want an invalid config (exit 2)", err)
@@ -63,7 +63,7 @@ func TestUncheckedValues(t *testing.T) {
 		"certificates: {leafValidity: 1h, renewBefore: 30m}\n",
 		"kubelet: {extraConfig: {failSwapOn: false, evictionHard: {memory.available: 5%}, logging: {format: json}, shutdownGracePeriod: 30s, authorization: {mode: null}}}\n",
 	} {
-		if _, err := Load(writeConfig(t, header+body), testHost); err != nil {
+		if _, err := loadInit(writeConfig(t, header+body), testHost); err != nil {
 			t.Errorf("%s: %v", body, err)
 		}
 	}
@@ -105,7 +105,7 @@ func TestSecurityDowngradesRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			loadRefusal(t, tt.body, tt.want, "docs/security.md")
-			c, err := Load(writeConfig(t, header+tt.body+"security: {allowInsecure: ["+string(tt.guarantee)+"]}\n"), testHost)
+			c, err := loadInit(writeConfig(t, header+tt.body+"security: {allowInsecure: ["+string(tt.guarantee)+"]}\n"), testHost)
 			if err != nil {
 				t.Fatalf("with the opt-out: %v", err)
 			}
@@ -128,7 +128,7 @@ func TestSecurityPolicyAccepts(t *testing.T) {
 		"apiServer: {extraArgs: [{name: anonymous-auth, value: 'true'}]}\nsecurity: {anonymousHealthChecksOnly: false}\n",
 		"kubelet: {extraConfig: {readOnlyPort: 0, authentication: {anonymous: {enabled: false}}, authorization: {mode: Webhook}}}\n",
 	} {
-		c, err := Load(writeConfig(t, header+body), testHost)
+		c, err := loadInit(writeConfig(t, header+body), testHost)
 		if err != nil {
 			t.Errorf("%s: %v", body, err)
 			continue

@@ -9,7 +9,7 @@ import (
 // TestSecurityDefaultsAreOn checks that every hardening is on after
 // defaulting and that an explicit false in a file survives it.
 func TestSecurityDefaultsAreOn(t *testing.T) {
-	c, err := Load("", testHost)
+	c, err := loadInit("", testHost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestSecurityDefaultsAreOn(t *testing.T) {
 		t.Errorf("paths: %s %s %s", c.AuditLogPath(), c.AuditPolicyPath(), c.EncryptionConfigPath())
 	}
 
-	off, err := Load(writeConfig(t, header+`
+	off, err := loadInit(writeConfig(t, header+`
 security:
   encryptionAtRest: {enabled: false}
   audit: {enabled: false, policyFile: /etc/kubeboot/audit.yaml}

@@ -152,7 +152,7 @@ func TestValidate(t *testing.T) {
 
 func TestValidationErrorsHaveLines(t *testing.T) {
 	path := writeConfig(t, header+"node:\n  advertiseAddress: nope\nnetworking:\n  podSubnet: 10.96.0.0/16\n")
-	_, err := Load(path, testHost)
+	_, err := loadInit(path, testHost)
 	if err == nil {
 		t.Fatal("want an error")
 	}

@@ -10,7 +10,6 @@ import (
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // KindWorkerConfiguration is the kind of the document that describes a
@@ -116,44 +115,64 @@ type WorkerTimeouts struct {
 	TLSBootstrap metav1.Duration `json:"tlsBootstrap,omitempty"`
 }
 
-// LoadWorker reads, decodes strictly, defaults and validates a
-// WorkerConfiguration file; an empty path means the defaults alone. set,
-// when not nil, applies the command line's settings after decoding and
-// before defaulting and validation, so that they win and are checked too.
-func LoadWorker(path string, host Host, set func(*WorkerConfiguration)) (*WorkerConfiguration, error) {
-	return loadWorker(path, host, set, true)
+// WorkerFlags are a worker's join's command line: each setting it gives
+// wins over the WorkerConfiguration's.
+type WorkerFlags struct {
+	// Discovery's set fields replace the configuration's.
+	Discovery Discovery
+	// NodeName, when set, replaces node.name.
+	NodeName string
 }
 
-// loadWorker is LoadWorker; without needDiscovery, a file that leaves the
-// discovery to the command line is valid.
-func loadWorker(path string, host Host, set func(*WorkerConfiguration), needDiscovery bool) (*WorkerConfiguration, error) {
+// apply sets what the flags give over w.
+func (f WorkerFlags) apply(w *WorkerConfiguration) {
+	w.Discovery.Set(f.Discovery)
+	if f.NodeName != "" {
+		w.Node.Name = f.NodeName
+	}
+}
+
+// Set replaces each field of d that given sets.
+func (d *Discovery) Set(given Discovery) {
+	if given.APIServerEndpoint != "" {
+		d.APIServerEndpoint = given.APIServerEndpoint
+	}
+	if given.Token != "" {
+		d.Token = given.Token
+	}
+	if len(given.CACertHashes) > 0 {
+		d.CACertHashes = given.CACertHashes
+	}
+	if given.File != "" {
+		d.File = given.File
+	}
+}
+
+// loadWorker decodes the WorkerConfiguration document doc of file (without
+// a document, it is empty), sets env's worker flags over it, then defaults
+// and validates it. Without the flags, it may leave its discovery out.
+func loadWorker(file string, doc *yaml.Node, env Env) (*WorkerConfiguration, error) {
 	w := &WorkerConfiguration{}
-	var doc *yaml.Node
 	var errs field.ErrorList
-	if path != "" {
-		data, err := readConfig(path)
-		if err != nil {
-			return nil, err
-		}
-		if doc, err = decodeKind(path, data, KindWorkerConfiguration, w); err != nil {
+	if doc != nil {
+		if err := decode(file, doc, w); err != nil {
 			return nil, err
 		}
 		errs = workerExplicitZeros(w, doc)
 	}
-	if set != nil {
-		set(w)
+	if env.Worker != nil {
+		env.Worker.apply(w)
 	}
-	SetWorkerDefaults(w, host)
+	SetWorkerDefaults(w, env.Host)
 	for _, e := range ValidateWorker(w) {
-		if needDiscovery || e.Field != "discovery" || e.Type != field.ErrorTypeRequired {
+		if env.Worker != nil || e.Field != "discovery" || e.Type != field.ErrorTypeRequired {
 			errs = append(errs, e)
 		}
 	}
-	name := path
-	if name == "" {
-		name = "(command line)" // every setting came from the join's flags
+	if file == "" {
+		file = "(command line)" // every setting came from the join's flags
 	}
-	if err := validated(name, doc, errs); err != nil {
+	if err := validated(file, doc, errs); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -292,36 +311,6 @@ func validateDiscovery(p *field.Path, d Discovery) field.ErrorList {
 			"pin the cluster CA with --discovery-token-ca-cert-hash sha256:<hex>, as `kubeboot token create --print-join-command` prints it: without a pin, any server could pose as the cluster"))
 	}
 	return errs
-}
-
-// IsWorkerFile says whether the configuration file at path is a
-// WorkerConfiguration; an unreadable file is none (its loader says why).
-func IsWorkerFile(path string) bool {
-	if path == "" {
-		return false
-	}
-	data, err := readConfig(path)
-	var meta metav1.TypeMeta
-	return err == nil && sigsyaml.Unmarshal(data, &meta) == nil && meta.Kind == KindWorkerConfiguration
-}
-
-// LoadWorkerNode loads a worker's configuration for what its node has,
-// without its discovery settings: for the commands that tear the node
-// down rather than join it.
-func LoadWorkerNode(path string, host Host) (*WorkerConfiguration, error) {
-	return loadWorker(path, host, nil, false)
-}
-
-// CheckFile loads the configuration file at path, of any kind, as the
-// command that takes it does, for `kubeboot config validate`. A
-// WorkerConfiguration may leave its discovery to the command line.
-func CheckFile(path string, host Host) error {
-	if IsWorkerFile(path) {
-		_, err := LoadWorkerNode(path, host)
-		return err
-	}
-	_, err := LoadAny(path, host)
-	return err
 }
 
 // NodeConfig is the part of a ClusterConfiguration that every node has,

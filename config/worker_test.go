@@ -21,8 +21,8 @@ const (
 
 func TestLoadWorkerDefaults(t *testing.T) {
 	host := Host{Name: "worker1", Address: "10.0.0.20"}
-	w, err := LoadWorker(writeConfig(t, workerHeader+"discovery:\n  apiServerEndpoint: 10.0.0.10:6443\n  token: "+testToken+
-		"\n  caCertHashes: [SHA256:FBC3DF3E8C0DE084D015658C5F70833F5D6563BE1A7BF314EE008DB5C7AE60A3]\n"), host, nil)
+	w, err := loadWorkerJoin(writeConfig(t, workerHeader+"discovery:\n  apiServerEndpoint: 10.0.0.10:6443\n  token: "+testToken+
+		"\n  caCertHashes: [SHA256:FBC3DF3E8C0DE084D015658C5F70833F5D6563BE1A7BF314EE008DB5C7AE60A3]\n"), host, WorkerFlags{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +47,9 @@ func TestLoadWorkerDefaults(t *testing.T) {
 
 func TestLoadWorkerFlagsWin(t *testing.T) {
 	path := writeConfig(t, workerHeader+"node: {name: from-file}\ndiscovery: {file: /etc/kubeboot/discovery.conf}\n")
-	w, err := LoadWorker(path, testHost, func(w *WorkerConfiguration) {
-		w.Node.Name = "from-flag"
-		w.Discovery.Token = testToken // the TLS bootstrap token beside a discovery file
+	w, err := loadWorkerJoin(path, testHost, WorkerFlags{
+		NodeName:  "from-flag",
+		Discovery: Discovery{Token: testToken}, // the TLS bootstrap token beside a discovery file
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -58,12 +58,12 @@ func TestLoadWorkerFlagsWin(t *testing.T) {
 		t.Errorf("loaded %+v", w)
 	}
 	// Without a file, the flags alone.
-	w, err = LoadWorker("", testHost, func(w *WorkerConfiguration) { w.Discovery.File = "/d.conf" })
+	w, err = loadWorkerJoin("", testHost, WorkerFlags{Discovery: Discovery{File: "/d.conf"}})
 	if err != nil || w.Node.Name != "node1" {
-		t.Fatalf("LoadWorker(\"\") = %+v, %v", w, err)
+		t.Fatalf("a worker's join without a file = %+v, %v", w, err)
 	}
-	if _, err := LoadWorker("", testHost, nil); err == nil || !strings.HasPrefix(err.Error(), "invalid config (command line):\n  discovery: Required value") {
-		t.Errorf("LoadWorker without a file or flags: %v", err)
+	if _, err := loadWorkerJoin("", testHost, WorkerFlags{}); err == nil || !strings.HasPrefix(err.Error(), "invalid config (command line):\n  discovery: Required value") {
+		t.Errorf("a worker's join without a file or flags: %v", err)
 	}
 }
 
@@ -99,7 +99,7 @@ func TestLoadWorkerRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadWorker(writeConfig(t, tt.text), testHost, nil)
+			_, err := loadWorkerJoin(writeConfig(t, tt.text), testHost, WorkerFlags{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
@@ -107,9 +107,9 @@ func TestLoadWorkerRefuses(t *testing.T) {
 	}
 	// The other commands name the command that takes a WorkerConfiguration.
 	for name, load := range map[string]func(string) error{
-		"init":                   func(p string) error { _, err := Load(p, testHost); return err },
-		"join --control-plane":   func(p string) error { _, err := LoadJoin(p, testHost); return err },
-		"any control-plane node": func(p string) error { _, err := LoadAny(p, testHost); return err },
+		"init":                   func(p string) error { _, err := loadInit(p, testHost); return err },
+		"join --control-plane":   func(p string) error { _, err := loadJoinFile(p, testHost); return err },
+		"any control-plane node": func(p string) error { _, err := loadNode(p, testHost); return err },
 	} {
 		if err := load(writeConfig(t, workerHeader+token)); err == nil || !strings.Contains(err.Error(), "a WorkerConfiguration is for `kubeboot join`") {
 			t.Errorf("%s: %v", name, err)
@@ -120,7 +120,7 @@ func TestLoadWorkerRefuses(t *testing.T) {
 // TestLoadWorkerNeverQuotesTheToken: a mistyped token is still a secret.
 func TestLoadWorkerNeverQuotesTheToken(t *testing.T) {
 	const almost = "abcdef.0123456789abcdeX"
-	_, err := LoadWorker(writeConfig(t, workerHeader+"discovery: {apiServerEndpoint: a:1, token: "+almost+", caCertHashes: ["+testHash+"]}\n"), testHost, nil)
+	_, err := loadWorkerJoin(writeConfig(t, workerHeader+"discovery: {apiServerEndpoint: a:1, token: "+almost+", caCertHashes: ["+testHash+"]}\n"), testHost, WorkerFlags{})
 	if err == nil || !strings.Contains(err.Error(), "line 3: discovery.token: Invalid value: not a bootstrap token (--token)") {
 		t.Fatalf("got %v, want the token refused", err)
 	}
@@ -140,19 +140,43 @@ func TestTokenPatternMatchesBootstraptoken(t *testing.T) {
 	}
 }
 
-func TestCheckFile(t *testing.T) {
-	// A worker's file may leave the discovery to the command line.
-	if err := CheckFile(writeConfig(t, workerHeader+"node: {name: worker1}\n"), testHost); err != nil {
-		t.Errorf("a WorkerConfiguration without discovery: %v", err)
+// TestLoadAnyKind: without Kinds, as config validate and the lab load, a
+// file of every kind loads as what it is, and a worker's file may leave
+// the discovery to the command line.
+func TestLoadAnyKind(t *testing.T) {
+	env := Env{Host: testHost}
+	doc, err := Load(writeConfig(t, workerHeader+"node: {name: worker1}\n"), env)
+	if err != nil || doc.Kind() != KindWorkerConfiguration || doc.Worker.Node.Name != "worker1" || doc.ControlPlane() != nil {
+		t.Errorf("a WorkerConfiguration without discovery: %+v, %v", doc, err)
 	}
-	if err := CheckFile(writeConfig(t, workerHeader+"node: {name: Worker_1}\n"), testHost); err == nil || !strings.Contains(err.Error(), "node.name") {
+	if _, err := Load(writeConfig(t, workerHeader+"node: {name: Worker_1}\n"), env); err == nil || !strings.Contains(err.Error(), "node.name") {
 		t.Errorf("an invalid WorkerConfiguration: %v", err)
 	}
-	if err := CheckFile(writeConfig(t, header), testHost); err != nil {
-		t.Errorf("a ClusterConfiguration: %v", err)
+	if doc, err := Load(writeConfig(t, header), env); err != nil || doc.Kind() != KindClusterConfiguration || doc.ControlPlane() != doc.Cluster {
+		t.Errorf("a ClusterConfiguration: %+v, %v", doc, err)
 	}
-	if err := CheckFile(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), testHost); err == nil || !strings.Contains(err.Error(), "join.etcdEndpoints") {
+	if _, err := Load(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), env); err == nil || !strings.Contains(err.Error(), "join.etcdEndpoints") {
 		t.Errorf("an invalid JoinConfiguration: %v", err)
+	}
+	doc, err = Load(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoints: [https://10.0.0.11:2379]}\n"), env)
+	if err != nil || doc.Kind() != KindJoinConfiguration || doc.ControlPlane() != &doc.Join.ClusterConfiguration || doc.Cluster != nil || doc.Worker != nil {
+		t.Errorf("a JoinConfiguration: %+v, %v", doc, err)
+	}
+	// No file: the defaults of a ClusterConfiguration.
+	if doc, err := Load("", env); err != nil || doc.Cluster == nil || doc.Cluster.Node.Name != testHost.Name {
+		t.Errorf("no file: %+v, %v", doc, err)
+	}
+}
+
+// TestLoadNamesTheKindsTaken: a file of a kind the command does not take
+// is refused before it is validated, naming the file, its kind, the
+// command that takes it and what this one takes.
+func TestLoadNamesTheKindsTaken(t *testing.T) {
+	path := writeConfig(t, workerHeader+"node: {name: Worker_1}\n")
+	_, err := Load(path, Env{Host: testHost, Kinds: []string{KindClusterConfiguration, KindJoinConfiguration}})
+	want := "invalid config " + path + ":\n  line 1: a WorkerConfiguration is for `kubeboot join`; this command takes a ClusterConfiguration or JoinConfiguration"
+	if err == nil || err.Error() != want || exit.Code(err) != exit.Usage {
+		t.Errorf("got %v, want exit 2 and %q", err, want)
 	}
 }
 
@@ -161,13 +185,13 @@ func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration
 // TestLoadWorkerNodeRegistration: node.labels and node.taints are loaded as
 // written, and the kubelet's flag and the Node's taints come from them.
 func TestLoadWorkerNodeRegistration(t *testing.T) {
-	w, err := LoadWorker(writeConfig(t, workerHeader+`node:
+	w, err := loadWorkerJoin(writeConfig(t, workerHeader+`node:
   labels: {example.com/pool: gpu, node.kubernetes.io/exclude-from-external-load-balancers: "", topology.kubernetes.io/zone: a, tier: db}
   taints:
   - {key: example.com/dedicated, value: gpu, effect: NoSchedule}
   - {key: example.com/dedicated, value: gpu, effect: NoExecute}
   - {key: spot, effect: PreferNoSchedule}
-`), testHost, func(w *WorkerConfiguration) { w.Discovery.File = "/d.conf" })
+`), testHost, WorkerFlags{Discovery: Discovery{File: "/d.conf"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +238,7 @@ func TestLoadWorkerRefusesNodeRegistration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadWorker(writeConfig(t, workerHeader+"node: {"+tt.node+"}\n"), testHost, func(w *WorkerConfiguration) { w.Discovery.File = "/d.conf" })
+			_, err := loadWorkerJoin(writeConfig(t, workerHeader+"node: {"+tt.node+"}\n"), testHost, WorkerFlags{Discovery: Discovery{File: "/d.conf"}})
 			for _, want := range tt.want {
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Fatalf("got %v, want an error containing %q", err, want)

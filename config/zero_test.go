@@ -29,9 +29,9 @@ func TestExplicitZero(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for kind, load := range map[string]func(string) error{
-				"Load": func(p string) error { _, err := Load(p, testHost); return err },
+				"Load": func(p string) error { _, err := loadInit(p, testHost); return err },
 				"LoadJoin": func(p string) error {
-					_, err := LoadJoin(p, testHost)
+					_, err := loadJoinFile(p, testHost)
 					return err
 				},
 			} {
@@ -61,7 +61,7 @@ func TestExplicitZero(t *testing.T) {
 			}
 		})
 	}
-	c, err := Load(writeConfig(t, header+"certificates: {caValidity: 20000h, leafValidity: 2000h, renewBefore: 1h}\n"), testHost)
+	c, err := loadInit(writeConfig(t, header+"certificates: {caValidity: 20000h, leafValidity: 2000h, renewBefore: 1h}\n"), testHost)
 	if err != nil || c.Certificates.RenewBefore.Duration != time.Hour || c.Certificates.LeafValidity.Duration != 2000*time.Hour {
 		t.Errorf("user durations were not kept: %+v, %v", c.Certificates, err)
 	}

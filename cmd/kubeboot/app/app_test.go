@@ -111,6 +111,41 @@ func TestInvalidConfigWritesNothing(t *testing.T) {
 	}
 }
 
+// TestCommandsRefuseAKindTheyCannotUse: each command loads its --config
+// once and refuses, as a usage error (exit 2), a kind it cannot use,
+// naming the file, its kind, the command that takes it and what this
+// command takes; config validate takes every kind.
+func TestCommandsRefuseAKindTheyCannotUse(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	cluster := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n")
+	joining := writeFile(t, dir, "join.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoints: [https://10.0.0.11:2379]}\n")
+	worker := writeFile(t, dir, "worker.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\n")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"init", "--root", root, "--config", joining}, "invalid config " + joining + ":\n  line 1: a JoinConfiguration is for `kubeboot join --control-plane`; this command takes a ClusterConfiguration\n"},
+		{[]string{"reset", "--root", root, "--force", "--config", worker}, "invalid config " + worker + ":\n  line 1: a WorkerConfiguration is for `kubeboot join`; this command takes a ClusterConfiguration or JoinConfiguration\n"},
+		{[]string{"join", "10.0.0.10:6443", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", cluster},
+			"invalid config " + cluster + ":\n  line 1: a ClusterConfiguration is for `kubeboot init`; this command takes a WorkerConfiguration\n"},
+		{[]string{"join", "--control-plane", "--config", worker}, "a WorkerConfiguration is for `kubeboot join`; this command takes a JoinConfiguration\n"},
+	} {
+		code, _, stderr := runCLI(t, tt.args...)
+		if code != 2 || !strings.HasSuffix(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.want)
+		}
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("a refused run created %s", root)
+	}
+	for _, path := range []string{cluster, joining, worker} {
+		if code, stdout, stderr := runCLI(t, "config", "validate", path); code != 0 || stdout != path+" is valid\n" {
+			t.Errorf("config validate %s: exit %d, %s%s", path, code, stdout, stderr)
+		}
+	}
+}
+
 func TestVersionJSON(t *testing.T) {
 	code, stdout, _ := runCLI(t, "version", "-o", "json")
 	var v versionInfo

@@ -16,7 +16,7 @@ func newConfigCommand(stdout io.Writer) *cobra.Command {
 		Short: "Print a ClusterConfiguration with every default filled in for this host",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			c, err := config.Load("", config.DetectHost())
+			c, err := loadCluster("")
 			if err != nil {
 				return err
 			}
@@ -32,7 +32,7 @@ func newConfigCommand(stdout io.Writer) *cobra.Command {
 		Short: "Check a ClusterConfiguration, JoinConfiguration or WorkerConfiguration file strictly and report every problem",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if err := config.CheckFile(args[0], config.DetectHost()); err != nil {
+			if _, err := load(args[0]); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(stdout, "%s is valid\n", args[0])

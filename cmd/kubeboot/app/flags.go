@@ -104,15 +104,28 @@ func absRoot(root string) (string, error) {
 	return abs, nil
 }
 
+// configEnv is what loading a configuration of one of kinds (none: any
+// kind) needs besides the file.
+func configEnv(kinds ...string) config.Env {
+	return config.Env{Host: config.DetectHost(), Kinds: kinds}
+}
+
+// load loads the configuration file at path, of one of kinds (none: any).
+func load(path string, kinds ...string) (config.Document, error) {
+	return config.Load(path, configEnv(kinds...))
+}
+
 // loadCluster loads a ClusterConfiguration; no path means the defaults.
 func loadCluster(path string) (*config.ClusterConfiguration, error) {
-	return config.Load(path, config.DetectHost())
+	doc, err := load(path, config.KindClusterConfiguration)
+	return doc.Cluster, err
 }
 
 // loadNode loads the configuration of a node however it came up: a
 // ClusterConfiguration or a JoinConfiguration. No path means the defaults.
 func loadNode(path string) (*config.ClusterConfiguration, error) {
-	return config.LoadAny(path, config.DetectHost())
+	doc, err := load(path, config.KindClusterConfiguration, config.KindJoinConfiguration)
+	return doc.ControlPlane(), err
 }
 
 // nodeSpec is the runSpec of a command that works on a node however it came
@@ -147,5 +160,6 @@ func loadJoin(path string) (*config.JoinConfiguration, error) {
 	if path == "" {
 		return nil, &exit.UsageError{Msg: "join needs --config: a JoinConfiguration file"}
 	}
-	return config.LoadJoin(path, config.DetectHost())
+	doc, err := load(path, config.KindJoinConfiguration)
+	return doc.Join, err
 }

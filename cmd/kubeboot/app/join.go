@@ -57,7 +57,7 @@ func (o *joinOptions) spec() (runSpec, error) {
 		if j.Join.Discovery == nil {
 			j.Join.Discovery = &config.Discovery{}
 		}
-		o.discovery.set(o.endpoint, j.Join.Discovery)
+		j.Join.Discovery.Set(o.discovery.settings(o.endpoint))
 		if errs := config.ValidateDiscovery(*j.Join.Discovery); len(errs) > 0 {
 			return runSpec{}, &exit.UsageError{Msg: errs.ToAggregate().Error()}
 		}
@@ -70,10 +70,17 @@ func (o *joinOptions) workerSpec() (runSpec, error) {
 	if o.bundle.path != "" || o.bundle.keyFile != "" {
 		return runSpec{}, &exit.UsageError{Msg: "--certs-bundle and --key-file join a control-plane node: pass --control-plane (a worker needs no cluster secrets)"}
 	}
-	w, err := config.LoadWorker(o.configPath, config.DetectHost(), o.discovery.apply(o.endpoint))
+	env := configEnv(config.KindWorkerConfiguration)
+	env.Worker = &config.WorkerFlags{Discovery: o.discovery.settings(o.endpoint), NodeName: o.discovery.nodeName}
+	doc, err := config.Load(o.configPath, env)
 	if err != nil {
 		return runSpec{}, err
 	}
+	return o.workerRun(doc.Worker)
+}
+
+// workerRun is the runSpec of a worker's join with w.
+func (o *joinOptions) workerRun(w *config.WorkerConfiguration) (runSpec, error) {
 	if f := w.Discovery.File; f != "" {
 		if err := discovery.CheckFile(f); err != nil {
 			return runSpec{}, err
@@ -141,33 +148,15 @@ func (d discoveryFlags) given(endpoint string) []string {
 	return set
 }
 
-// apply sets what the flags and the endpoint say over the configuration.
-func (d discoveryFlags) apply(endpoint string) func(*config.WorkerConfiguration) {
-	return func(w *config.WorkerConfiguration) {
-		d.set(endpoint, &w.Discovery)
-		if d.nodeName != "" {
-			w.Node.Name = d.nodeName
-		}
-	}
-}
-
-// set sets what the discovery flags and the endpoint say over discovery.
-func (d discoveryFlags) set(endpoint string, discovery *config.Discovery) {
-	if endpoint != "" {
-		discovery.APIServerEndpoint = endpoint
-	}
-	if d.token != "" {
-		discovery.Token = d.token
-	}
-	if len(d.caCertHashes) > 0 {
-		discovery.CACertHashes = d.caCertHashes
-	}
+// settings are the discovery settings the flags and the endpoint give.
+func (d discoveryFlags) settings(endpoint string) config.Discovery {
+	s := config.Discovery{APIServerEndpoint: endpoint, Token: d.token, CACertHashes: d.caCertHashes, File: d.discoveryFile}
 	if d.discoveryFile != "" {
-		discovery.File = d.discoveryFile
 		if abs, err := filepath.Abs(d.discoveryFile); err == nil {
-			discovery.File = abs
+			s.File = abs
 		}
 	}
+	return s
 }
 
 // bundleFlags name the certificate bundle a control-plane join imports.

@@ -61,26 +61,25 @@ func (o *labOptions) nodeSpec() (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
-	if config.IsWorkerFile(o.configPath) {
-		if o.controlPlane {
-			return runSpec{}, &exit.UsageError{Msg: o.configPath + " is a WorkerConfiguration: a worker joins without --control-plane"}
-		}
+	if o.controlPlane {
+		joining := joinOptions{configPath: o.configPath, controlPlane: true, bundle: o.bundle, preflight: preflightFlags{ignoreErrors: ignored}}
+		return joining.spec()
+	}
+	env := configEnv(config.KindClusterConfiguration, config.KindWorkerConfiguration)
+	env.Worker = &config.WorkerFlags{} // the lab's worker joins as its file says
+	doc, err := config.Load(o.configPath, env)
+	if err != nil {
+		return runSpec{}, err
+	}
+	if doc.Worker != nil {
 		worker := joinOptions{configPath: o.configPath, preflight: preflightFlags{ignoreErrors: ignored}}
-		return worker.workerSpec()
+		return worker.workerRun(doc.Worker)
 	}
-	if !o.controlPlane {
-		cfg, err := loadCluster(o.configPath)
-		if err != nil {
-			return runSpec{}, err
-		}
-		if err := o.checkKubeProxyContained(cfg); err != nil {
-			return runSpec{}, err
-		}
-		r := runSpec{config: cfg, options: phases.Options{IgnorePreflightErrors: preflightFlags{ignoreErrors: ignored}.ignored()}}
-		return r, config.CheckPatchesDir(cfg, o.configPath, "")
+	if err := o.checkKubeProxyContained(doc.Cluster); err != nil {
+		return runSpec{}, err
 	}
-	joining := joinOptions{configPath: o.configPath, controlPlane: true, bundle: o.bundle, preflight: preflightFlags{ignoreErrors: ignored}}
-	return joining.spec()
+	r := runSpec{config: doc.Cluster, options: phases.Options{IgnorePreflightErrors: preflightFlags{ignoreErrors: ignored}.ignored()}}
+	return r, config.CheckPatchesDir(doc.Cluster, o.configPath, "")
 }
 
 // labIgnoredChecks are the host checks of kubeboot's preflight that a lab
@@ -176,20 +175,17 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			if opts.configPath == "" {
 				return &exit.UsageError{Msg: "lab down needs --config or --cluster: what the lab was brought up with"}
 			}
-			if config.IsWorkerFile(opts.configPath) {
-				cfg, err := labNodeConfig(opts.configPath)
-				if err != nil {
-					return err
-				}
-				report := output.NewReporter(stderr, false)
-				report.SetPhase("lab")
-				return labNode(cfg, opts.binDir).Down(contextOf(cmd), report.Infof)
-			}
-			// No node lock: lab down must stop a lab whose lab up hangs.
-			r, err := nodeSpec(opts.configPath, "")
+			doc, err := load(opts.configPath)
 			if err != nil {
 				return err
 			}
+			if doc.Worker != nil {
+				report := output.NewReporter(stderr, false)
+				report.SetPhase("lab")
+				return labNode(doc.Worker.NodeConfig(), opts.binDir).Down(contextOf(cmd), report.Infof)
+			}
+			// No node lock: lab down must stop a lab whose lab up hangs.
+			r := runSpec{config: doc.ControlPlane()}
 			s := r.state(output.NewReporter(stderr, false), stdout)
 			return labDown(contextOf(cmd), s, labNode(s.Config, opts.binDir))
 		},
@@ -249,19 +245,6 @@ func envOr(name, fallback string) string {
 		return v
 	}
 	return fallback
-}
-
-// labNodeConfig loads what a lab node of any kind has: its paths and its
-// kubelet's runtime endpoint.
-func labNodeConfig(path string) (*config.ClusterConfiguration, error) {
-	if config.IsWorkerFile(path) {
-		w, err := config.LoadWorkerNode(path, config.DetectHost())
-		if err != nil {
-			return nil, err
-		}
-		return w.NodeConfig(), nil
-	}
-	return loadNode(path)
 }
 
 // labDown tears a control-plane lab node down and then removes what init

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/lab"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
@@ -393,7 +392,7 @@ const addonsTimeout = 3 * time.Minute
 // waitAddons waits until the addons that the first node's configuration
 // turns on are rolled out: a lab is up once its pods get DNS and Services.
 func waitAddons(ctx context.Context, c *lab.Cluster, kubeconfig string, report *output.Reporter) error {
-	cfg, err := config.Load(c.NodeConfigPath(c.Nodes[0].Name), config.DetectHost())
+	cfg, err := loadCluster(c.NodeConfigPath(c.Nodes[0].Name))
 	if err != nil {
 		return err
 	}

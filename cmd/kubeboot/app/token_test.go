@@ -332,7 +332,7 @@ func TestTokenGenerate(t *testing.T) {
 		}
 		seen[token] = true
 		cfg := writeFile(t, t.TempDir(), "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nbootstrapTokens: [{token: "+token+"}]\n")
-		if _, err := config.Load(cfg, config.Host{Name: "node1", Address: "10.0.0.10"}); err != nil {
+		if _, err := config.Load(cfg, config.Env{Host: config.Host{Name: "node1", Address: "10.0.0.10"}}); err != nil {
 			t.Fatalf("the configuration refuses the generated token: %v", err)
 		}
 	}
