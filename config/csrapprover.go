@@ -23,25 +23,20 @@ type CSRApprover struct {
 }
 
 // DefaultCSRApproverRepository is the repository of the default
-// csrApprover.image, tagged with KubebootVersion. No public registry serves
+// csrApprover.image, tagged with the running kubeboot's release
+// (Host.KubebootVersion). No public registry serves
 // it: an image built from the kubeboot binary must be loaded into the
 // node's container runtime under this name.
 const DefaultCSRApproverRepository = "kubeboot.io/kubeboot"
 
-// KubebootVersion is the running kubeboot's release, which tags the default
-// csrApprover.image, so that the approver runs the kubeboot that rendered
-// its manifest. cmd/kubeboot/app sets it from the version stamped into the
-// binary; it stays "dev" in tests and unstamped builds.
-var KubebootVersion = "dev"
-
 // imageTag is what the registries accept as a tag.
 var imageTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 
-// DefaultCSRApproverImage is the default csrApprover.image:
-// kubeboot.io/kubeboot:<KubebootVersion>, where a version that is no valid
-// tag (a '+' becomes '-') gives "dev".
-func DefaultCSRApproverImage() string {
-	tag := strings.ReplaceAll(KubebootVersion, "+", "-")
+// DefaultCSRApproverImage is the default csrApprover.image of a kubeboot of
+// version: kubeboot.io/kubeboot:<version>, where a version that is no valid
+// tag (a '+' becomes '-'), or none, gives "dev".
+func DefaultCSRApproverImage(version string) string {
+	tag := strings.ReplaceAll(version, "+", "-")
 	if !imageTag.MatchString(tag) {
 		tag = "dev"
 	}
@@ -56,14 +51,14 @@ func (c *ClusterConfiguration) CSRApproverEnabled() bool {
 	return On(c.Security.VerifyKubeletServingCerts)
 }
 
-func setCSRApproverDefaults(c *ClusterConfiguration) {
+func setCSRApproverDefaults(c *ClusterConfiguration, version string) {
 	if c.CSRApprover.Enabled == nil {
 		on := On(c.Security.VerifyKubeletServingCerts)
 		c.CSRApprover.Enabled = &on
 	}
-	setString(&c.CSRApprover.Image, DefaultCSRApproverImage())
+	setString(&c.CSRApprover.Image, DefaultCSRApproverImage(version))
 }
 
 func validateCSRApprover(p *field.Path, a CSRApprover) field.ErrorList {
-	return validateTaggedImage(p.Child("image"), a.Image, DefaultCSRApproverImage())
+	return validateTaggedImage(p.Child("image"), a.Image, DefaultCSRApproverImage(""))
 }

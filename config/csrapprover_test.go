@@ -35,7 +35,6 @@ func TestCSRApproverDefaults(t *testing.T) {
 }
 
 func TestDefaultCSRApproverImage(t *testing.T) {
-	defer func(v string) { KubebootVersion = v }(KubebootVersion)
 	for version, want := range map[string]string{
 		"v0.4.0":           "kubeboot.io/kubeboot:v0.4.0",
 		"cb34397-dirty":    "kubeboot.io/kubeboot:cb34397-dirty",
@@ -43,10 +42,15 @@ func TestDefaultCSRApproverImage(t *testing.T) {
 		"(devel)":          "kubeboot.io/kubeboot:dev",
 		"":                 "kubeboot.io/kubeboot:dev",
 	} {
-		KubebootVersion = version
-		if got := DefaultCSRApproverImage(); got != want {
+		if got := DefaultCSRApproverImage(version); got != want {
 			t.Errorf("version %q: image %q, want %q", version, got, want)
 		}
+	}
+	// Loading takes the release from its Env, explicitly.
+	host := testHost
+	host.KubebootVersion = "v0.4.0"
+	if doc, err := Load("", Env{Host: host}); err != nil || doc.Cluster.CSRApprover.Image != "kubeboot.io/kubeboot:v0.4.0" {
+		t.Errorf("loaded with kubeboot v0.4.0: %v, %v", doc.Cluster, err)
 	}
 }
 

@@ -70,16 +70,22 @@ const (
 	DefaultCRIEndpoint       = "unix:///run/containerd/containerd.sock"
 )
 
-// Host is what defaulting needs to know about the machine.
+// Host is what defaulting needs to know about the machine and the
+// kubeboot running on it.
 type Host struct {
 	// Name is the default node name.
 	Name string
 	// Address is the default advertise address.
 	Address string
+	// KubebootVersion is the running kubeboot's release, which tags the
+	// default csrApprover.image, so that the approver runs the kubeboot
+	// that rendered its manifest; "" (tests, unstamped builds) tags "dev".
+	KubebootVersion string
 }
 
 // DetectHost reads the host name and the address of the default route's
-// interface, as kubeadm does, falling back to 127.0.0.1 without a route.
+// interface, as kubeadm does, falling back to 127.0.0.1 without a route;
+// the caller sets KubebootVersion.
 func DetectHost() Host {
 	h := Host{Name: "localhost", Address: "127.0.0.1"}
 	if name, err := os.Hostname(); err == nil && name != "" {
@@ -96,7 +102,8 @@ func New() *ClusterConfiguration {
 	return &ClusterConfiguration{TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: KindClusterConfiguration}}
 }
 
-// SetDefaults fills every empty field of c; host supplies the node's identity.
+// SetDefaults fills every empty field of c; host supplies the node's
+// identity and the release that tags the CSR approver's image.
 // It never overrides a value the user set.
 func SetDefaults(c *ClusterConfiguration, host Host) {
 	c.APIVersion, c.Kind = APIVersion, KindClusterConfiguration
@@ -140,7 +147,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setString(&c.Kubelet.CertDir, DefaultKubeletCertDir)
 	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)
 	setSecurityDefaults(&c.Security)
-	setCSRApproverDefaults(c)
+	setCSRApproverDefaults(c, host.KubebootVersion)
 	setAddonDefaults(c)
 }
 

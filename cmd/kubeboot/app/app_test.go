@@ -22,11 +22,18 @@ import (
 	"github.com/kubeboot/kubeboot/pki"
 )
 
-// runCLI runs kubeboot in-process and returns its exit code and output.
+// runCLI runs kubeboot in-process on a real run's dependencies and returns
+// its exit code and output.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runCLIWith(t, newDeps(""), args...)
+}
+
+// runCLIWith runs kubeboot in-process on d.
+func runCLIWith(t *testing.T, d deps, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code = runArgs(args, &out, &errOut)
+	code = runArgs(t.Context(), d, args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -146,6 +153,21 @@ func TestCommandsRefuseAKindTheyCannotUse(t *testing.T) {
 	}
 }
 
+// TestVersionIsADependency: the release Main builds once is what `kubeboot
+// version` prints and what tags the default csrApprover.image.
+func TestVersionIsADependency(t *testing.T) {
+	d := newDeps("")
+	d.version.Version = "v0.4.0"
+	code, stdout, stderr := runCLIWith(t, d, "version")
+	if code != 0 || !strings.HasPrefix(stdout, "kubeboot v0.4.0 (") {
+		t.Errorf("version: exit %d, %q %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLIWith(t, d, "config", "print-defaults")
+	if code != 0 || !strings.Contains(stdout, "image: kubeboot.io/kubeboot:v0.4.0\n") {
+		t.Errorf("print-defaults: exit %d, %s%s", code, stdout, stderr)
+	}
+}
+
 func TestVersionJSON(t *testing.T) {
 	code, stdout, _ := runCLI(t, "version", "-o", "json")
 	var v versionInfo
@@ -158,7 +180,7 @@ func TestVersionJSON(t *testing.T) {
 }
 
 func TestInitPhaseCommandsMatchRunner(t *testing.T) {
-	root := NewRootCommand(&bytes.Buffer{}, &bytes.Buffer{})
+	root := newRootCommand(newDeps(""), &bytes.Buffer{}, &bytes.Buffer{})
 	initCmd, _, err := root.Find([]string{"init", "phase"})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +237,7 @@ func TestOneHelpTextPerSharedFlag(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(NewRootCommand(&bytes.Buffer{}, &bytes.Buffer{}))
+	walk(newRootCommand(newDeps(""), &bytes.Buffer{}, &bytes.Buffer{}))
 	for name, texts := range help {
 		if len(texts) != 1 {
 			t.Errorf("--%s has %d help texts, want one: %v", name, len(texts), texts)
@@ -233,7 +255,7 @@ func TestReadmeDocumentsEveryCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := NewRootCommand(&bytes.Buffer{}, &bytes.Buffer{})
+	root := newRootCommand(newDeps(""), &bytes.Buffer{}, &bytes.Buffer{})
 	for _, c := range root.Commands() {
 		for _, sub := range append([]*cobra.Command{c}, c.Commands()...) {
 			if sub.Hidden || sub.Name() == "help" || sub.Parent().Name() == "completion" || sub.Parent().Name() == "phase" {
@@ -377,7 +399,7 @@ func TestCheckExpirationOfAFinalizedNode(t *testing.T) {
 	if code, _, stderr := runCLI(t, "init", "--root", root, "--skip-phases", "etcd,control-plane,validate,write-manifests"); code != 0 {
 		t.Fatalf("init: %s", stderr)
 	}
-	cfg, err := loadCluster("")
+	cfg, err := newDeps("").loadCluster("")
 	if err != nil {
 		t.Fatal(err)
 	}

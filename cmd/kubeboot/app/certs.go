@@ -19,12 +19,13 @@ import (
 // configuration (either kind: a joined node's certificates are the same)
 // and its root.
 type certsOptions struct {
+	deps       deps
 	configPath string
 	root       string
 }
 
 // spec loads the node's configuration.
-func (o *certsOptions) spec() (runSpec, error) { return nodeSpec(o.configPath, o.root) }
+func (o *certsOptions) spec() (runSpec, error) { return o.deps.nodeSpec(o.configPath, o.root) }
 
 // certsCheckOptions are the flags of `kubeboot certs check-expiration`.
 type certsCheckOptions struct {
@@ -40,8 +41,8 @@ type certsRenewOptions struct {
 	restart bool
 }
 
-func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
-	shared := &certsOptions{}
+func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	shared := &certsOptions{deps: d}
 	cmd := groupCommand("certs", "Inspect, renew and export the node's certificates")
 	addConfigFlag(cmd.PersistentFlags(), &shared.configPath)
 	addRootFlag(cmd.PersistentFlags(), &shared.root)
@@ -84,7 +85,7 @@ func newCertsCommand(stdout, stderr io.Writer) *cobra.Command {
 				return r, err
 			}
 			renew := day2.Renew(names, renewOpts.newKeys, renewOpts.restart)
-			return execute(cmd.Context(), renewOpts.output, stdout, stderr, load, renew.Execute)
+			return d.execute(cmd.Context(), renewOpts.output, stdout, stderr, load, renew.Execute)
 		},
 	}
 	renew.Flags().BoolVar(&renewOpts.newKeys, "new-keys", false, "generate new private keys too")

@@ -9,14 +9,14 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 )
 
-func newConfigCommand(stdout io.Writer) *cobra.Command {
+func newConfigCommand(d deps, stdout io.Writer) *cobra.Command {
 	cmd := groupCommand("config", "Print and check kubeboot configuration files")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "print-defaults",
 		Short: "Print a ClusterConfiguration with every default filled in for this host",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			c, err := loadCluster("")
+			c, err := d.loadCluster("")
 			if err != nil {
 				return err
 			}
@@ -32,7 +32,7 @@ func newConfigCommand(stdout io.Writer) *cobra.Command {
 		Short: "Check a ClusterConfiguration, JoinConfiguration or WorkerConfiguration file strictly and report every problem",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if _, err := load(args[0]); err != nil {
+			if _, err := d.load(args[0]); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(stdout, "%s is valid\n", args[0])

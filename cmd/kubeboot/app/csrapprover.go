@@ -8,10 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,15 +53,9 @@ func newCSRApproverCommand(stderr io.Writer) *cobra.Command {
 			if opts.healthPort < 1 || opts.healthPort > 65535 {
 				return &exit.UsageError{Msg: fmt.Sprintf("--health-port %d: not a port", opts.healthPort)}
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			report := output.NewReporter(stderr, false)
 			report.SetPhase("csr-approver")
-			return opts.run(ctx, report)
+			return opts.run(cmd.Context(), report)
 		},
 	}
 	flags := cmd.Flags()

@@ -22,6 +22,7 @@ import (
 
 // diffOptions are the flags of `kubeboot diff`.
 type diffOptions struct {
+	deps       deps
 	configPath string
 	root       string
 	output     outputFormat
@@ -30,8 +31,8 @@ type diffOptions struct {
 // newDiffCommand is `kubeboot diff`: what init or upgrade would change on
 // this node, changing nothing. Like diff(1), it exits 0 when nothing would
 // change and 1 when something would.
-func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &diffOptions{}
+func newDiffCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &diffOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "diff",
 		Short: "Show what init or upgrade would change on this node (manifests, configuration files, certificates and kubeconfigs) and in its cluster's addons",
@@ -47,7 +48,7 @@ func newDiffCommand(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func runDiff(ctx context.Context, opts *diffOptions, stdout, stderr io.Writer) error {
-	r, err := renderSpec(opts.configPath, opts.root) // a joined node too
+	r, err := opts.deps.renderSpec(opts.configPath, opts.root) // a joined node too
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 
 // snapshotOptions are the flags of `kubeboot etcd snapshot save|list|prune`.
 type snapshotOptions struct {
+	deps       deps
 	configPath string
 	root       string
 	output     outputFormat
@@ -34,7 +35,7 @@ type snapshotOptions struct {
 // spec loads the node's configuration, which must run a local etcd
 // member: its etcd.local.snapshotsDir is the snapshot dir.
 func (o *snapshotOptions) spec() (runSpec, error) {
-	r, err := nodeSpec(o.configPath, o.root)
+	r, err := o.deps.nodeSpec(o.configPath, o.root)
 	if err != nil {
 		return runSpec{}, err
 	}
@@ -50,17 +51,17 @@ func (o *snapshotOptions) snapshotDir(c *config.ClusterConfiguration) string {
 }
 
 // newEtcdCommand is `kubeboot etcd`: the node's etcd member.
-func newEtcdCommand(stdout, stderr io.Writer) *cobra.Command {
+func newEtcdCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := groupCommand("etcd", "Work with this control-plane node's etcd member")
 	snapshot := groupCommand("snapshot", "Save, list and prune verified etcd snapshots in etcd.local.snapshotsDir")
-	snapshot.AddCommand(newSnapshotSaveCommand(stdout, stderr), newSnapshotListCommand(stdout), newSnapshotPruneCommand(stdout, stderr))
+	snapshot.AddCommand(newSnapshotSaveCommand(d, stdout, stderr), newSnapshotListCommand(d, stdout), newSnapshotPruneCommand(d, stdout, stderr))
 	cmd.AddCommand(snapshot)
 	return cmd
 }
 
 // newSnapshotSaveCommand is `kubeboot etcd snapshot save`.
-func newSnapshotSaveCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &snapshotOptions{}
+func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &snapshotOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "save",
 		Short: "Save a consistent snapshot of the local etcd member, written atomically and kept only once it verifies (integrity hash, database, revision and keys)",
@@ -72,7 +73,7 @@ func newSnapshotSaveCommand(stdout, stderr io.Writer) *cobra.Command {
 				}
 			}
 			save := phases.Operation{Name: "etcd-snapshot-save", Run: opts.save}
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, save.Execute)
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, save.Execute)
 		},
 	}
 	flags := cmd.Flags()
@@ -113,8 +114,8 @@ func (o *snapshotOptions) save(ctx context.Context, s *phases.State) error {
 }
 
 // newSnapshotListCommand is `kubeboot etcd snapshot list`.
-func newSnapshotListCommand(stdout io.Writer) *cobra.Command {
-	opts := &snapshotOptions{}
+func newSnapshotListCommand(d deps, stdout io.Writer) *cobra.Command {
+	opts := &snapshotOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the snapshots in etcd.local.snapshotsDir, newest first, each verified",
@@ -159,8 +160,8 @@ func printSnapshots(w io.Writer, list []etcd.SnapshotEntry, asJSON bool) error {
 }
 
 // newSnapshotPruneCommand is `kubeboot etcd snapshot prune`.
-func newSnapshotPruneCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &snapshotOptions{}
+func newSnapshotPruneCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &snapshotOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "prune",
 		Short: "Keep the newest --keep snapshots in etcd.local.snapshotsDir that verify and remove kubeboot's others (never a file it did not name)",
@@ -170,7 +171,7 @@ func newSnapshotPruneCommand(stdout, stderr io.Writer) *cobra.Command {
 				return &exit.UsageError{Msg: fmt.Sprintf("--keep %d: keep at least 1 snapshot", opts.keep)}
 			}
 			prune := phases.Operation{Name: "etcd-snapshot-prune", Run: opts.prune}
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, prune.Execute)
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, prune.Execute)
 		},
 	}
 	flags := cmd.Flags()

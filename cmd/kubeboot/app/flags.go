@@ -104,39 +104,33 @@ func absRoot(root string) (string, error) {
 	return abs, nil
 }
 
-// configEnv is what loading a configuration of one of kinds (none: any
-// kind) needs besides the file.
-func configEnv(kinds ...string) config.Env {
-	return config.Env{Host: config.DetectHost(), Kinds: kinds}
-}
-
 // load loads the configuration file at path, of one of kinds (none: any).
-func load(path string, kinds ...string) (config.Document, error) {
-	return config.Load(path, configEnv(kinds...))
+func (d deps) load(path string, kinds ...string) (config.Document, error) {
+	return config.Load(path, d.configEnv(kinds...))
 }
 
 // loadCluster loads a ClusterConfiguration; no path means the defaults.
-func loadCluster(path string) (*config.ClusterConfiguration, error) {
-	doc, err := load(path, config.KindClusterConfiguration)
+func (d deps) loadCluster(path string) (*config.ClusterConfiguration, error) {
+	doc, err := d.load(path, config.KindClusterConfiguration)
 	return doc.Cluster, err
 }
 
 // loadNode loads the configuration of a node however it came up: a
 // ClusterConfiguration or a JoinConfiguration. No path means the defaults.
-func loadNode(path string) (*config.ClusterConfiguration, error) {
-	doc, err := load(path, config.KindClusterConfiguration, config.KindJoinConfiguration)
+func (d deps) loadNode(path string) (*config.ClusterConfiguration, error) {
+	doc, err := d.load(path, config.KindClusterConfiguration, config.KindJoinConfiguration)
 	return doc.ControlPlane(), err
 }
 
 // nodeSpec is the runSpec of a command that works on a node however it came
 // up (either kind of configuration), under root when given: the files are
 // found there, and host checks are off.
-func nodeSpec(configPath, root string) (runSpec, error) {
+func (d deps) nodeSpec(configPath, root string) (runSpec, error) {
 	root, err := absRoot(root)
 	if err != nil {
 		return runSpec{}, err
 	}
-	cfg, err := loadNode(configPath)
+	cfg, err := d.loadNode(configPath)
 	if err != nil {
 		return runSpec{}, err
 	}
@@ -146,8 +140,8 @@ func nodeSpec(configPath, root string) (runSpec, error) {
 // renderSpec is the runSpec of a command that renders the node's manifests
 // in memory and writes nothing (diff, images list): a nodeSpec in dry-run
 // mode whose patchesDir exists.
-func renderSpec(configPath, root string) (runSpec, error) {
-	r, err := nodeSpec(configPath, root)
+func (d deps) renderSpec(configPath, root string) (runSpec, error) {
+	r, err := d.nodeSpec(configPath, root)
 	if err != nil {
 		return runSpec{}, err
 	}
@@ -156,10 +150,10 @@ func renderSpec(configPath, root string) (runSpec, error) {
 }
 
 // loadJoin loads the JoinConfiguration that join needs.
-func loadJoin(path string) (*config.JoinConfiguration, error) {
+func (d deps) loadJoin(path string) (*config.JoinConfiguration, error) {
 	if path == "" {
 		return nil, &exit.UsageError{Msg: "join needs --config: a JoinConfiguration file"}
 	}
-	doc, err := load(path, config.KindJoinConfiguration)
+	doc, err := d.load(path, config.KindJoinConfiguration)
 	return doc.Join, err
 }

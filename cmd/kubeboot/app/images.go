@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -21,14 +18,15 @@ import (
 
 // imagesOptions are the flags of `kubeboot images list`.
 type imagesOptions struct {
+	deps       deps
 	configPath string
 	root       string
 	output     outputFormat
 }
 
 // newImagesCommand is `kubeboot images`: the container images a node needs.
-func newImagesCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &imagesOptions{}
+func newImagesCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &imagesOptions{deps: d}
 	cmd := groupCommand("images", "The container images this node's control plane and addons run")
 	list := &cobra.Command{
 		Use:   "list",
@@ -41,7 +39,7 @@ func newImagesCommand(stdout, stderr io.Writer) *cobra.Command {
 	addConfigFlag(list.Flags(), &opts.configPath)
 	addRootFlag(list.Flags(), &opts.root)
 	addOutputFlag(list.Flags(), &opts.output)
-	pullOpts := &imagesPullOptions{}
+	pullOpts := &imagesPullOptions{deps: d}
 	pull := &cobra.Command{
 		Use:   "pull",
 		Short: "Make the node's container runtime (kubelet.containerRuntimeEndpoint) pull every image of images list it lacks, as the kubelet would",
@@ -58,6 +56,7 @@ func newImagesCommand(stdout, stderr io.Writer) *cobra.Command {
 
 // imagesPullOptions are the flags of `kubeboot images pull`.
 type imagesPullOptions struct {
+	deps       deps
 	configPath string
 	output     outputFormat
 }
@@ -71,11 +70,6 @@ type pullResult struct {
 }
 
 func runImagesPull(ctx context.Context, opts *imagesPullOptions, stdout, stderr io.Writer) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	report := reporter(opts.output, stdout, stderr)
 	report.SetPhase("images pull")
 	res := pullResult{Pulled: []string{}, Present: []string{}}
@@ -90,7 +84,7 @@ func runImagesPull(ctx context.Context, opts *imagesPullOptions, stdout, stderr 
 
 // pullImages pulls, one at a time, each image the runtime lacks.
 func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Reporter, res *pullResult) error {
-	cfg, err := loadNode(opts.configPath)
+	cfg, err := opts.deps.loadNode(opts.configPath)
 	if err != nil {
 		return err
 	}
@@ -128,7 +122,7 @@ func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Rep
 }
 
 func runImagesList(opts *imagesOptions, stdout, stderr io.Writer) error {
-	r, err := renderSpec(opts.configPath, opts.root)
+	r, err := opts.deps.renderSpec(opts.configPath, opts.root)
 	if err != nil {
 		return err
 	}

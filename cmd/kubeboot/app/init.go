@@ -13,6 +13,7 @@ import (
 
 // initOptions are the flags of `kubeboot init` and of its phase subcommands.
 type initOptions struct {
+	deps       deps
 	configPath string
 	root       string
 	output     outputFormat
@@ -30,7 +31,7 @@ func (o *initOptions) spec() (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
-	cfg, err := loadCluster(o.configPath)
+	cfg, err := o.deps.loadCluster(o.configPath)
 	if err != nil {
 		return runSpec{}, err
 	}
@@ -47,8 +48,8 @@ func (o *initOptions) spec() (runSpec, error) {
 	}}, nil
 }
 
-func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &initOptions{}
+func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &initOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Bootstrap this node's control plane: " + strings.Join(phases.Init.Names(), ", "),
@@ -60,7 +61,7 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 				}
 				return opts.spec()
 			}
-			return execute(cmd.Context(), opts.output, stdout, stderr, load, func(ctx context.Context, s *phases.State) ([]string, error) {
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, func(ctx context.Context, s *phases.State) ([]string, error) {
 				return phases.Init.Run(ctx, s, opts.skipPhases)
 			})
 		},
@@ -78,7 +79,7 @@ func newInitCommand(stdout, stderr io.Writer) *cobra.Command {
 			sub.Flags().BoolVar(&opts.diff, "diff", false, "show a unified diff of each rendered manifest against the one on disk; writes nothing")
 		}
 		sub.RunE = func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, runOne(phases.Init, p.Name))
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, runOne(phases.Init, p.Name))
 		}
 	}))
 	return cmd

@@ -21,6 +21,7 @@ import (
 // joinOptions are the flags of `kubeboot join` and its phase subcommands:
 // a worker's join, or with controlPlane a control-plane node's.
 type joinOptions struct {
+	deps         deps
 	configPath   string
 	output       outputFormat
 	preflight    preflightFlags
@@ -46,7 +47,7 @@ func (o *joinOptions) spec() (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
-	j, err := loadJoin(o.configPath)
+	j, err := o.deps.loadJoin(o.configPath)
 	if err != nil {
 		return runSpec{}, err
 	}
@@ -70,7 +71,7 @@ func (o *joinOptions) workerSpec() (runSpec, error) {
 	if o.bundle.path != "" || o.bundle.keyFile != "" {
 		return runSpec{}, &exit.UsageError{Msg: "--certs-bundle and --key-file join a control-plane node: pass --control-plane (a worker needs no cluster secrets)"}
 	}
-	env := configEnv(config.KindWorkerConfiguration)
+	env := o.deps.configEnv(config.KindWorkerConfiguration)
 	env.Worker = &config.WorkerFlags{Discovery: o.discovery.settings(o.endpoint), NodeName: o.discovery.nodeName}
 	doc, err := config.Load(o.configPath, env)
 	if err != nil {
@@ -180,8 +181,8 @@ func (b bundleFlags) open() (map[string][]byte, error) {
 	return openBundle(b.path, b.keyFile)
 }
 
-func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &joinOptions{}
+func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &joinOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "join [ENDPOINT] --token T --discovery-token-ca-cert-hash sha256:H | join --discovery-file F | join --control-plane --config F --certs-bundle B --key-file K",
 		Short: "Join this node to a cluster made by kubeboot init: as a worker, or with --control-plane as another control-plane node",
@@ -203,7 +204,7 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 				}
 				return opts.spec()
 			}
-			return execute(cmd.Context(), opts.output, stdout, stderr, load, func(ctx context.Context, s *phases.State) ([]string, error) {
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, func(ctx context.Context, s *phases.State) ([]string, error) {
 				return opts.workflow().Run(ctx, s, opts.skipPhases)
 			})
 		},
@@ -223,7 +224,7 @@ func newJoinCommand(stdout, stderr io.Writer) *cobra.Command {
 		sub.Args = usageArgs(cobra.MaximumNArgs(1))
 		sub.RunE = func(cmd *cobra.Command, args []string) error {
 			opts.endpoint = firstArg(args)
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.phaseSpec(p.Name), func(ctx context.Context, s *phases.State) ([]string, error) {
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.phaseSpec(p.Name), func(ctx context.Context, s *phases.State) ([]string, error) {
 				return runOne(opts.workflow(), p.Name)(ctx, s)
 			})
 		}

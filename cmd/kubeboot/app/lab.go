@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +24,7 @@ import (
 
 // labOptions are the flags of `kubeboot lab` and its subcommands.
 type labOptions struct {
+	deps         deps
 	configPath   string
 	clusterPath  string
 	binDir       string
@@ -62,17 +61,17 @@ func (o *labOptions) nodeSpec() (runSpec, error) {
 		return runSpec{}, err
 	}
 	if o.controlPlane {
-		joining := joinOptions{configPath: o.configPath, controlPlane: true, bundle: o.bundle, preflight: preflightFlags{ignoreErrors: ignored}}
+		joining := joinOptions{deps: o.deps, configPath: o.configPath, controlPlane: true, bundle: o.bundle, preflight: preflightFlags{ignoreErrors: ignored}}
 		return joining.spec()
 	}
-	env := configEnv(config.KindClusterConfiguration, config.KindWorkerConfiguration)
+	env := o.deps.configEnv(config.KindClusterConfiguration, config.KindWorkerConfiguration)
 	env.Worker = &config.WorkerFlags{} // the lab's worker joins as its file says
 	doc, err := config.Load(o.configPath, env)
 	if err != nil {
 		return runSpec{}, err
 	}
 	if doc.Worker != nil {
-		worker := joinOptions{configPath: o.configPath, preflight: preflightFlags{ignoreErrors: ignored}}
+		worker := joinOptions{deps: o.deps, configPath: o.configPath, preflight: preflightFlags{ignoreErrors: ignored}}
 		return worker.workerRun(doc.Worker)
 	}
 	if err := o.checkKubeProxyContained(doc.Cluster); err != nil {
@@ -112,8 +111,8 @@ func (o *labOptions) checkKubeProxyContained(cfg *config.ClusterConfiguration) e
 		"reaches the API through a Service), as examples/lab.yaml does, or run the node in a namespace of its own with `lab up --cluster`"}
 }
 
-func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &labOptions{}
+func newLabCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &labOptions{deps: d}
 	cmd := groupCommand("lab", "Run a real control plane on this machine on containerd and runc, under the real kubelet")
 	cmd.Long = "lab runs a node's own containerd (with runc) and the real kubelet, which then runs the static pods\n" +
 		"in real containers. The images are built from the binaries in --bin-dir under the references kubeboot\n" +
@@ -137,7 +136,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			if opts.configPath == "" {
 				return &exit.UsageError{Msg: "lab up needs --config (one node, like examples/lab.yaml) or --cluster (a lab description, like examples/cluster.yaml)"}
 			}
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
 				role := labRoleOf(s)
 				switch {
 				case opts.kubeadmJoin != "" && s.Worker == nil:
@@ -170,24 +169,24 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 				if err != nil {
 					return &exit.UsageError{Msg: err.Error()}
 				}
-				return clusterDown(contextOf(cmd), c, output.NewReporter(stderr, false))
+				return clusterDown(cmd.Context(), c, output.NewReporter(stderr, false))
 			}
 			if opts.configPath == "" {
 				return &exit.UsageError{Msg: "lab down needs --config or --cluster: what the lab was brought up with"}
 			}
-			doc, err := load(opts.configPath)
+			doc, err := d.load(opts.configPath)
 			if err != nil {
 				return err
 			}
 			if doc.Worker != nil {
 				report := output.NewReporter(stderr, false)
 				report.SetPhase("lab")
-				return labNode(doc.Worker.NodeConfig(), opts.binDir).Down(contextOf(cmd), report.Infof)
+				return labNode(doc.Worker.NodeConfig(), opts.binDir).Down(cmd.Context(), report.Infof)
 			}
 			// No node lock: lab down must stop a lab whose lab up hangs.
 			r := runSpec{config: doc.ControlPlane()}
 			s := r.state(output.NewReporter(stderr, false), stdout)
-			return labDown(contextOf(cmd), s, labNode(s.Config, opts.binDir))
+			return labDown(cmd.Context(), s, labNode(s.Config, opts.binDir))
 		},
 	}
 	var files int
@@ -197,13 +196,11 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		Hidden: true,
 		Args:   usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			extra := make([]*os.File, files)
 			for i := range extra {
 				extra[i] = os.NewFile(uintptr(3+i), "inherited")
 			}
-			return lab.Supervise(ctx, stderr, time.Second, extra, args[0], args[1:]...)
+			return lab.Supervise(cmd.Context(), stderr, time.Second, extra, args[0], args[1:]...)
 		},
 	}
 	supervise.Flags().IntVar(&files, "files", 0, "how many inherited files, from fd 3 on, to pass on to the daemon")
@@ -212,32 +209,19 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 }
 
 // clusterUp runs `lab up --cluster`: a usage error for a bad description,
-// then the cluster's bring-up, under SIGINT and SIGTERM.
+// then the cluster's bring-up, until ctx ends (at SIGINT or SIGTERM).
 func (o *labOptions) clusterUp(ctx context.Context, stdout, stderr io.Writer) error {
 	c, err := lab.LoadCluster(o.clusterPath)
 	if err != nil {
 		return &exit.UsageError{Msg: err.Error()}
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	report := output.NewReporter(stderr, false)
 	if o.output.json() {
 		report = output.NewReporter(stdout, true)
 	}
-	res, err := clusterUp(ctx, c, o.binDir, report)
+	res, err := o.deps.clusterUp(ctx, c, o.binDir, report)
 	report.PrintResult(res)
 	return err
-}
-
-// contextOf is a command's context, or the background when it has none.
-func contextOf(cmd *cobra.Command) context.Context {
-	if ctx := cmd.Context(); ctx != nil {
-		return ctx
-	}
-	return context.Background()
 }
 
 func envOr(name, fallback string) string {

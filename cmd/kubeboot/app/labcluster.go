@@ -51,7 +51,7 @@ type clusterNode struct {
 // nodes with join --control-plane and the first's certificate bundle), and
 // finally the routes between the nodes' pod networks. A failure tears down
 // what it started unless a node came up, so its logs can be read.
-func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *output.Reporter) (result clusterResult, err error) {
+func (d deps) clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *output.Reporter) (result clusterResult, err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return result, fmt.Errorf("find the kubeboot binary: %w", err)
@@ -85,7 +85,7 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 	report.Infof("load balancer on %s, and on %s for this host (log: %s)", c.Endpoint(), hostEndpoint, c.LoadBalancer().LogFile())
 	first := c.Nodes[0].Name
 	if c.Nodes[0].Init == lab.JoinKubeadm {
-		return kubeadmClusterUp(ctx, c, self, binDir, hostEndpoint, report)
+		return d.kubeadmClusterUp(ctx, c, self, binDir, hostEndpoint, report)
 	}
 	var joinFlags []string
 	for _, i := range c.ControlPlanes() {
@@ -98,13 +98,13 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 			}
 			args = append(args, joinFlags...)
 		}
-		node, err := nodeUp(ctx, c, i, self, args, report)
+		node, err := d.nodeUp(ctx, c, i, self, args, report)
 		if err != nil {
 			return result, err
 		}
 		result.Nodes = append(result.Nodes, node)
 	}
-	workers, err := workersUp(ctx, c, self, binDir, report)
+	workers, err := d.workersUp(ctx, c, self, binDir, report)
 	if err != nil {
 		return result, err
 	}
@@ -117,7 +117,7 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 		return result, err
 	}
 	report.Infof("pod networks routed between the nodes")
-	if err := waitAddons(ctx, c, result.Kubeconfig, report); err != nil {
+	if err := d.waitAddons(ctx, c, result.Kubeconfig, report); err != nil {
 		return result, err
 	}
 	report.Infof("use it: kubectl --kubeconfig %s get nodes", result.Kubeconfig)
@@ -130,7 +130,7 @@ func clusterUp(ctx context.Context, c *lab.Cluster, binDir string, report *outpu
 // lab.Cluster.KubeadmInitConfig, and the host's kubeconfig. kubeadm leaves
 // kube-proxy out there (see kubeadmInitRole), so there are no addons to
 // wait for.
-func kubeadmClusterUp(ctx context.Context, c *lab.Cluster, self, binDir, hostEndpoint string, report *output.Reporter) (clusterResult, error) {
+func (d deps) kubeadmClusterUp(ctx context.Context, c *lab.Cluster, self, binDir, hostEndpoint string, report *output.Reporter) (clusterResult, error) {
 	var result clusterResult
 	first := c.Nodes[0].Name
 	kubeadmConfig := filepath.Join(c.NodeDir(first), "kubeadm.yaml")
@@ -141,7 +141,7 @@ func kubeadmClusterUp(ctx context.Context, c *lab.Cluster, self, binDir, hostEnd
 	if err != nil {
 		return result, err
 	}
-	node, err := nodeUp(ctx, c, 0, self, []string{"--bin-dir", binDir, "--kubeadm-init", kubeadmConfig}, report)
+	node, err := d.nodeUp(ctx, c, 0, self, []string{"--bin-dir", binDir, "--kubeadm-init", kubeadmConfig}, report)
 	if err != nil {
 		return result, err
 	}
@@ -163,7 +163,7 @@ const nodeLogName = "lab-up.json"
 // nodeUp runs `lab up` with args for the cluster's i-th node in its
 // network namespace, keeps its events in the node's dir, and returns the
 // node's line of the result.
-func nodeUp(ctx context.Context, c *lab.Cluster, i int, self string, args []string, report *output.Reporter) (clusterNode, error) {
+func (d deps) nodeUp(ctx context.Context, c *lab.Cluster, i int, self string, args []string, report *output.Reporter) (clusterNode, error) {
 	n := c.Nodes[i]
 	start := time.Now()
 	log, err := os.Create(filepath.Join(c.NodeDir(n.Name), nodeLogName))
@@ -181,8 +181,8 @@ func nodeUp(ctx context.Context, c *lab.Cluster, i int, self string, args []stri
 	}
 	cmd := lab.InNamespace(ctx, c.Netns(n.Name), binary, args...)
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, log), &stderr
-	if cpuProfile != "" {
-		cmd.Env = append(os.Environ(), cpuProfileEnv+"="+strings.TrimSuffix(cpuProfile, ".pprof")+"-"+n.Name+".pprof")
+	if d.cpuProfile != "" {
+		cmd.Env = append(os.Environ(), cpuProfileEnv+"="+strings.TrimSuffix(d.cpuProfile, ".pprof")+"-"+n.Name+".pprof")
 	}
 	if err := cmd.Run(); err != nil {
 		return clusterNode{}, fmt.Errorf("node %s: lab up: %w\n%s(the lab stays up for a look at its logs in %s; stop it with `kubeboot lab down --cluster`)",
@@ -198,7 +198,7 @@ func nodeUp(ctx context.Context, c *lab.Cluster, i int, self string, args []stri
 // lab up with kubeboot join (the token and the CA's hash) or with the
 // real kubeadm join (the token's discovery file). It returns the workers'
 // lines of the result, in the description's order.
-func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, report *output.Reporter) ([]clusterNode, error) {
+func (d deps) workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, report *output.Reporter) ([]clusterNode, error) {
 	var workers []int
 	for i, n := range c.Nodes {
 		if n.Role == lab.RoleWorker {
@@ -209,7 +209,7 @@ func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, report 
 		return nil, nil
 	}
 	discoveryFile := filepath.Join(c.Dir, "discovery.conf")
-	d, err := createToken(ctx, c, self, discoveryFile)
+	discovery, err := createToken(ctx, c, self, discoveryFile)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, report 
 	var wg sync.WaitGroup
 	for k, i := range workers {
 		n := c.Nodes[i]
-		cfg, err := c.WorkerConfig(i, d)
+		cfg, err := c.WorkerConfig(i, discovery)
 		if err == nil {
 			err = os.MkdirAll(c.NodeDir(n.Name), 0o700)
 		}
@@ -239,7 +239,7 @@ func workersUp(ctx context.Context, c *lab.Cluster, self, binDir string, report 
 			args = append(args, "--kubeadm-join", discoveryFile)
 		}
 		wg.Go(func() {
-			nodes[k], errs[k] = nodeUp(ctx, c, i, self, args, report)
+			nodes[k], errs[k] = d.nodeUp(ctx, c, i, self, args, report)
 			ended[k].Store(true)
 		})
 	}
@@ -391,8 +391,8 @@ const addonsTimeout = 3 * time.Minute
 
 // waitAddons waits until the addons that the first node's configuration
 // turns on are rolled out: a lab is up once its pods get DNS and Services.
-func waitAddons(ctx context.Context, c *lab.Cluster, kubeconfig string, report *output.Reporter) error {
-	cfg, err := loadCluster(c.NodeConfigPath(c.Nodes[0].Name))
+func (d deps) waitAddons(ctx context.Context, c *lab.Cluster, kubeconfig string, report *output.Reporter) error {
+	cfg, err := d.loadCluster(c.NodeConfigPath(c.Nodes[0].Name))
 	if err != nil {
 		return err
 	}

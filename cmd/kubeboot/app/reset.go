@@ -15,6 +15,7 @@ import (
 
 // resetOptions are the flags of `kubeboot reset`.
 type resetOptions struct {
+	deps       deps
 	configPath string
 	root       string
 	output     outputFormat
@@ -25,15 +26,15 @@ type resetOptions struct {
 
 // spec loads the node's configuration, whichever kind: a joined node resets too.
 func (o *resetOptions) spec() (runSpec, error) {
-	r, err := nodeSpec(o.configPath, o.root)
+	r, err := o.deps.nodeSpec(o.configPath, o.root)
 	r.dryRun, r.options.DryRun = o.dryRun, o.dryRun
 	return r, err
 }
 
 // newResetCommand is `kubeboot reset`: it undoes init's files on this node.
 // Processes are the kubelet's business (and, in the lab, `lab down`'s).
-func newResetCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &resetOptions{}
+func newResetCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &resetOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "reset",
 		Short: "Remove the manifests, wait for the components to stop, then remove the kubeconfigs, PKI, etcd data and kubeboot's own files",
@@ -44,7 +45,7 @@ func newResetCommand(stdout, stderr io.Writer) *cobra.Command {
 			if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				reset.Confirm = func(q string) bool { return confirm(f, stderr, q) }
 			}
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, day2.Reset(reset).Execute)
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, day2.Reset(reset).Execute)
 		},
 	}
 	flags := cmd.Flags()

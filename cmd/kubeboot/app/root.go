@@ -4,10 +4,13 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/pprof"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -27,12 +30,23 @@ func (e *exitError) Error() string { return e.msg }
 func (e *exitError) ExitCode() int { return e.code }
 
 // Main runs kubeboot with the process arguments and returns its exit code.
-// It is the only place that prints an error.
+// It is the only place that prints an error, builds the commands'
+// dependencies, and handles SIGINT and SIGTERM: the first ends the
+// context of every command (cmd.Context()), which stops on its own; from
+// then on, the signals' default action is back, so that a second one ends
+// the process at once.
 func Main() int {
-	if cpuProfile = os.Getenv(cpuProfileEnv); cpuProfile != "" {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	d := newDeps(os.Getenv(cpuProfileEnv))
+	if d.cpuProfile != "" {
 		// Not for the daemons this run starts, which would write over it.
 		_ = os.Unsetenv(cpuProfileEnv)
-		f, err := os.Create(cpuProfile)
+		f, err := os.Create(d.cpuProfile)
 		if err == nil {
 			err = pprof.StartCPUProfile(f)
 		}
@@ -42,7 +56,7 @@ func Main() int {
 		}
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
-	return runArgs(os.Args[1:], os.Stdout, os.Stderr)
+	return runArgs(ctx, d, os.Args[1:], os.Stdout, os.Stderr)
 }
 
 // cpuProfileEnv names a file for a CPU profile of the whole run (make
@@ -50,13 +64,10 @@ func Main() int {
 // each node's lab up its own, <name>-<node>.pprof.
 const cpuProfileEnv = "KUBEBOOT_CPU_PROFILE"
 
-// cpuProfile is this run's profile file, or "".
-var cpuProfile string
-
-func runArgs(args []string, stdout, stderr io.Writer) int {
-	root := NewRootCommand(stdout, stderr)
+func runArgs(ctx context.Context, d deps, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(d, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
@@ -64,8 +75,8 @@ func runArgs(args []string, stdout, stderr io.Writer) int {
 	return exit.Code(err)
 }
 
-// NewRootCommand builds the kubeboot command tree.
-func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
+// newRootCommand builds the kubeboot command tree on d.
+func newRootCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	root := groupCommand("kubeboot", "Bootstrap a Kubernetes control plane on this node")
 	root.Long = "kubeboot generates the PKI and kubeconfigs, renders the control-plane static pod manifests,\n" +
 		"proves the kubelet will accept them, writes them atomically and waits until every component is healthy."
@@ -75,10 +86,10 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exit.UsageError{Msg: err.Error()}
 	})
-	root.AddCommand(newInitCommand(stdout, stderr), newJoinCommand(stdout, stderr), newCertsCommand(stdout, stderr),
-		newDiffCommand(stdout, stderr), newResetCommand(stdout, stderr), newUpgradeCommand(stdout, stderr),
-		newLabCommand(stdout, stderr), newTokenCommand(stdout, stderr), newValidateCommand(stdout), newConfigCommand(stdout), newImagesCommand(stdout, stderr), newCSRApproverCommand(stderr), newVersionCommand(stdout))
-	root.AddCommand(newEtcdCommand(stdout, stderr))
+	root.AddCommand(newInitCommand(d, stdout, stderr), newJoinCommand(d, stdout, stderr), newCertsCommand(d, stdout, stderr),
+		newDiffCommand(d, stdout, stderr), newResetCommand(d, stdout, stderr), newUpgradeCommand(d, stdout, stderr),
+		newLabCommand(d, stdout, stderr), newTokenCommand(d, stdout, stderr), newValidateCommand(stdout), newConfigCommand(d, stdout), newImagesCommand(d, stdout, stderr), newCSRApproverCommand(stderr), newVersionCommand(d, stdout))
+	root.AddCommand(newEtcdCommand(d, stdout, stderr))
 	return root
 }
 

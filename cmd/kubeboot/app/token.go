@@ -7,11 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -32,13 +29,9 @@ import (
 // A token's secret is printed once, in the result of token create, and
 // nowhere else: no progress line, no JSON event, no list.
 
-// newTokenClient builds the token commands' API client; tests replace it.
-var newTokenClient = func(kubeconfig []byte) (kubernetes.Interface, error) {
-	return phases.NewClient(kubeconfig, "")
-}
-
 // tokenOptions are the flags every token subcommand shares.
 type tokenOptions struct {
+	deps       deps
 	configPath string
 }
 
@@ -51,7 +44,7 @@ type tokenRun struct {
 
 // open loads the configuration and builds the client.
 func (o *tokenOptions) open(report *output.Reporter) (tokenRun, error) {
-	r, err := nodeSpec(o.configPath, "")
+	r, err := o.deps.nodeSpec(o.configPath, "")
 	if err != nil {
 		return tokenRun{}, err
 	}
@@ -61,7 +54,7 @@ func (o *tokenOptions) open(report *output.Reporter) (tokenRun, error) {
 	if err != nil {
 		return tokenRun{}, fmt.Errorf("read %q (the token commands use admin.conf; pass the node's --config): %w", path, err)
 	}
-	client, err := newTokenClient(kubeconfig)
+	client, err := o.deps.tokenClient(kubeconfig)
 	if err != nil {
 		return tokenRun{}, fmt.Errorf("load %q: %w", path, err)
 	}
@@ -90,8 +83,8 @@ type tokenDeleteOptions struct {
 	output outputFormat
 }
 
-func newTokenCommand(stdout, stderr io.Writer) *cobra.Command {
-	shared := &tokenOptions{}
+func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	shared := &tokenOptions{deps: d}
 	cmd := groupCommand("token", "Create, list and delete the bootstrap tokens nodes join with")
 	addConfigFlag(cmd.PersistentFlags(), &shared.configPath)
 
@@ -171,15 +164,10 @@ func newTokenGenerateCommand(stdout io.Writer) *cobra.Command {
 	}
 }
 
-// runTokenCommand runs a token command until SIGINT or SIGTERM and, with
+// runTokenCommand runs a token command until its context ends and, with
 // -o json, prints its result: {"ok", "error"} and the fields of what do
 // returns.
 func runTokenCommand(ctx context.Context, name string, format outputFormat, stdout, stderr io.Writer, do func(context.Context, *output.Reporter) (any, error)) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	report := reporter(format, stdout, stderr)
 	report.SetPhase(name)
 	details, err := do(ctx, report)

@@ -26,6 +26,7 @@ var tokenFormat = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 // tokenNode is a node's config, CA and admin.conf under a temp dir, and a
 // fake API server that the token commands reach instead of admin.conf's.
 type tokenNode struct {
+	deps   deps
 	config string
 	ca     []byte
 	client *fake.Clientset
@@ -53,10 +54,9 @@ func newTokenNode(t *testing.T) tokenNode {
 	must(os.WriteFile(filepath.Join(node, "pki", "ca.crt"), ca.Cert, 0o644))
 	must(os.WriteFile(filepath.Join(node, "admin.conf"), []byte("apiVersion: v1\nkind: Config\n"), 0o600))
 	client := fake.NewClientset()
-	old := newTokenClient
-	newTokenClient = func([]byte) (kubernetes.Interface, error) { return client, nil }
-	t.Cleanup(func() { newTokenClient = old })
-	return tokenNode{config: cfg, ca: ca.Cert, client: client}
+	d := newDeps("")
+	d.tokenClient = func([]byte) (kubernetes.Interface, error) { return client, nil }
+	return tokenNode{deps: d, config: cfg, ca: ca.Cert, client: client}
 }
 
 func (n tokenNode) tokens(t *testing.T) []bootstraptoken.Info {
@@ -79,7 +79,7 @@ func (n tokenNode) tokens(t *testing.T) []bootstraptoken.Info {
 func TestTokenCreate(t *testing.T) {
 	n := newTokenNode(t)
 	start := time.Now()
-	code, stdout, stderr := runCLI(t, "token", "create", "--config", n.config)
+	code, stdout, stderr := runCLIWith(t, n.deps, "token", "create", "--config", n.config)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -100,7 +100,7 @@ func TestTokenCreate(t *testing.T) {
 		t.Errorf("stderr %q", stderr)
 	}
 
-	code, stdout, stderr = runCLI(t, "token", "create", "--config", n.config, "--ttl", "2h", "--print-join-command")
+	code, stdout, stderr = runCLIWith(t, n.deps, "token", "create", "--config", n.config, "--ttl", "2h", "--print-join-command")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -121,7 +121,7 @@ func TestTokenCreate(t *testing.T) {
 	}
 
 	for _, ttl := range []string{"30s", "0", "-1h"} {
-		if code, _, stderr := runCLI(t, "token", "create", "--config", n.config, "--ttl", ttl); code != 2 || !strings.Contains(stderr, "at least 1m0s") {
+		if code, _, stderr := runCLIWith(t, n.deps, "token", "create", "--config", n.config, "--ttl", ttl); code != 2 || !strings.Contains(stderr, "at least 1m0s") {
 			t.Errorf("--ttl %s: exit %d, %s", ttl, code, stderr)
 		}
 	}
@@ -133,7 +133,7 @@ func TestTokenCreate(t *testing.T) {
 // TestTokenCreateJSON: the secret is in the result and in no event.
 func TestTokenCreateJSON(t *testing.T) {
 	n := newTokenNode(t)
-	code, stdout, stderr := runCLI(t, "token", "create", "--config", n.config, "-o", "json")
+	code, stdout, stderr := runCLIWith(t, n.deps, "token", "create", "--config", n.config, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -168,7 +168,7 @@ func TestTokenCreateJSON(t *testing.T) {
 func TestTokenCreateDiscoveryFile(t *testing.T) {
 	n := newTokenNode(t)
 	path := filepath.Join(t.TempDir(), "discovery.conf")
-	code, stdout, stderr := runCLI(t, "token", "create", "--config", n.config, "--discovery-file", path)
+	code, stdout, stderr := runCLIWith(t, n.deps, "token", "create", "--config", n.config, "--discovery-file", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -206,7 +206,7 @@ func TestTokenCreateDiscoveryFile(t *testing.T) {
 	}
 
 	// A file that cannot be written leaves no token behind.
-	code, _, stderr = runCLI(t, "token", "create", "--config", n.config, "--discovery-file", "/proc/kubeboot-test.conf")
+	code, _, stderr = runCLIWith(t, n.deps, "token", "create", "--config", n.config, "--discovery-file", "/proc/kubeboot-test.conf")
 	if code == 0 || !strings.Contains(stderr, "--discovery-file: write") {
 		t.Errorf("exit %d, %s", code, stderr)
 	}
@@ -221,7 +221,7 @@ func TestTokenCreateDiscoveryFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"--discovery-file", fifo}, {"--discovery-file", filepath.Join(n.config, "f.conf")}, {"--discovery-file", "-", "-o", "json"}} {
-		code, _, stderr = runCLI(t, append([]string{"token", "create", "--config", n.config}, args...)...)
+		code, _, stderr = runCLIWith(t, n.deps, append([]string{"token", "create", "--config", n.config}, args...)...)
 		if code != 2 || !strings.Contains(stderr, "--discovery-file") {
 			t.Errorf("%v: exit %d, %s", args, code, stderr)
 		}
@@ -234,7 +234,7 @@ func TestTokenCreateDiscoveryFile(t *testing.T) {
 	}
 
 	// - prints the discovery file to stdout, alone.
-	code, stdout, stderr = runCLI(t, "token", "create", "--config", n.config, "--discovery-file", "-")
+	code, stdout, stderr = runCLIWith(t, n.deps, "token", "create", "--config", n.config, "--discovery-file", "-")
 	if code != 0 {
 		t.Fatalf("--discovery-file -: exit %d, %s", code, stderr)
 	}
@@ -247,13 +247,13 @@ func TestTokenListAndDelete(t *testing.T) {
 	n := newTokenNode(t)
 	var tokens []string
 	for range 2 {
-		code, stdout, stderr := runCLI(t, "token", "create", "--config", n.config)
+		code, stdout, stderr := runCLIWith(t, n.deps, "token", "create", "--config", n.config)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		tokens = append(tokens, strings.TrimSpace(stdout))
 	}
-	code, stdout, stderr := runCLI(t, "token", "list", "--config", n.config)
+	code, stdout, stderr := runCLIWith(t, n.deps, "token", "list", "--config", n.config)
 	if code != 0 || !strings.HasPrefix(stdout, "ID  ") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -263,7 +263,7 @@ func TestTokenListAndDelete(t *testing.T) {
 			t.Errorf("list shows %s wrongly:\n%s", id, stdout)
 		}
 	}
-	code, stdout, _ = runCLI(t, "token", "list", "--config", n.config, "-o", "json")
+	code, stdout, _ = runCLIWith(t, n.deps, "token", "list", "--config", n.config, "-o", "json")
 	var res struct {
 		Result struct {
 			OK     bool
@@ -284,17 +284,17 @@ func TestTokenListAndDelete(t *testing.T) {
 
 	// By ID, and by the whole token.
 	id0, _, _ := strings.Cut(tokens[0], ".")
-	if code, _, stderr := runCLI(t, "token", "delete", "--config", n.config, id0, tokens[1]); code != 0 || strings.Contains(stderr, strings.SplitN(tokens[1], ".", 2)[1]) {
+	if code, _, stderr := runCLIWith(t, n.deps, "token", "delete", "--config", n.config, id0, tokens[1]); code != 0 || strings.Contains(stderr, strings.SplitN(tokens[1], ".", 2)[1]) {
 		t.Fatalf("delete: exit %d, %s", code, stderr)
 	}
 	if got := n.tokens(t); len(got) != 0 {
 		t.Errorf("after delete: %v", got)
 	}
-	if code, _, stderr := runCLI(t, "token", "delete", "--config", n.config, id0); code != 1 || !strings.Contains(stderr, "no Secret kube-system/bootstrap-token-"+id0) {
+	if code, _, stderr := runCLIWith(t, n.deps, "token", "delete", "--config", n.config, id0); code != 1 || !strings.Contains(stderr, "no Secret kube-system/bootstrap-token-"+id0) {
 		t.Errorf("deleting a deleted token: exit %d, %s", code, stderr)
 	}
 	mistyped := "abcdef.0123456789ABCDEF"
-	if code, _, stderr := runCLI(t, "token", "delete", "--config", n.config, mistyped); code != 2 || strings.Contains(stderr, "0123456789") {
+	if code, _, stderr := runCLIWith(t, n.deps, "token", "delete", "--config", n.config, mistyped); code != 2 || strings.Contains(stderr, "0123456789") {
 		t.Errorf("a mistyped token: exit %d, %s", code, stderr)
 	}
 }
@@ -304,7 +304,7 @@ func TestTokenCommandsNeedAdminConf(t *testing.T) {
 	if err := os.Remove(filepath.Join(filepath.Dir(n.config), "node", "admin.conf")); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := runCLI(t, "token", "list", "--config", n.config)
+	code, _, stderr := runCLIWith(t, n.deps, "token", "list", "--config", n.config)
 	if code != 1 || !strings.Contains(stderr, "admin.conf") {
 		t.Errorf("exit %d, %s", code, stderr)
 	}
@@ -314,15 +314,14 @@ func TestTokenCommandsNeedAdminConf(t *testing.T) {
 // time, that a configuration's bootstrapTokens accepts, with no config,
 // admin.conf or cluster to reach.
 func TestTokenGenerate(t *testing.T) {
-	old := newTokenClient
-	newTokenClient = func([]byte) (kubernetes.Interface, error) {
+	d := newDeps("")
+	d.tokenClient = func([]byte) (kubernetes.Interface, error) {
 		t.Fatal("token generate reached for the cluster")
 		return nil, nil
 	}
-	t.Cleanup(func() { newTokenClient = old })
 	seen := map[string]bool{}
 	for range 20 {
-		code, stdout, stderr := runCLI(t, "token", "generate")
+		code, stdout, stderr := runCLIWith(t, d, "token", "generate")
 		token := strings.TrimSuffix(stdout, "\n")
 		if code != 0 || stderr != "" || !tokenFormat.MatchString(token) {
 			t.Fatalf("code %d, stdout %q, stderr %q", code, stdout, stderr)

@@ -13,6 +13,7 @@ import (
 
 // upgradeOptions are the flags of `kubeboot upgrade apply`.
 type upgradeOptions struct {
+	deps       deps
 	configPath string
 	output     outputFormat
 	timeout    time.Duration
@@ -20,7 +21,7 @@ type upgradeOptions struct {
 
 // spec loads the node's new configuration, whichever kind: a joined node upgrades too.
 func (o *upgradeOptions) spec() (runSpec, error) {
-	cfg, err := loadNode(o.configPath)
+	cfg, err := o.deps.loadNode(o.configPath)
 	if err != nil {
 		return runSpec{}, err
 	}
@@ -32,15 +33,15 @@ func (o *upgradeOptions) spec() (runSpec, error) {
 
 // newUpgradeCommand is `kubeboot upgrade apply`: move the running control
 // plane to what the configuration renders, one verified step at a time.
-func newUpgradeCommand(stdout, stderr io.Writer) *cobra.Command {
-	opts := &upgradeOptions{}
+func newUpgradeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &upgradeOptions{deps: d}
 	cmd := groupCommand("upgrade", "Upgrade or reconfigure the running control plane")
 	apply := &cobra.Command{
 		Use:   "apply",
 		Short: "Replace each changed manifest in turn (etcd first, after a snapshot), rolling back any component whose new instance is not healthy",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, day2.UpgradeApply(opts.timeout).Execute)
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, day2.UpgradeApply(opts.timeout).Execute)
 		},
 	}
 	addConfigFlag(apply.Flags(), &opts.configPath)

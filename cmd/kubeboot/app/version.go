@@ -25,10 +25,6 @@ type versionInfo struct {
 	KubernetesMax     string `json:"kubernetesMax"`
 }
 
-// The default csrApprover.image is tagged with this binary's version, so
-// that the approver runs the kubeboot that rendered its manifest.
-func init() { config.KubebootVersion = currentVersion().Version }
-
 func currentVersion() versionInfo {
 	v := version
 	if v == "" {
@@ -47,14 +43,14 @@ func currentVersion() versionInfo {
 	}
 }
 
-func newVersionCommand(stdout io.Writer) *cobra.Command {
+func newVersionCommand(d deps, stdout io.Writer) *cobra.Command {
 	var output outputFormat
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print kubeboot's version and the Kubernetes versions it supports",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			v := currentVersion()
+			v := d.version
 			if output == "json" {
 				return json.NewEncoder(stdout).Encode(v)
 			}

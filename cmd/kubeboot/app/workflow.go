@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -116,24 +114,13 @@ func redactArgs(args []string) []string {
 	return out
 }
 
-// interruptGrace is how long a run has, after SIGINT or SIGTERM, to stop
-// on its own before execute gives up on it. Every wait of the steps
-// watches the context, but a step blocked in a system call, such as the
-// open of a FIFO where a file was expected, cannot.
-var interruptGrace = 5 * time.Second
-
-// execute runs the steps until SIGINT or SIGTERM and, with -o json, prints
-// the final result whether or not they succeeded. load builds the run; its
-// failure (a bad config) is reported like any other. Every step runs under
-// the node lock. After a signal, the steps get interruptGrace to return;
-// then execute returns without them, and a second signal ends the process
-// at once.
-func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer, load func() (runSpec, error), do steps) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// execute runs the steps until the context ends (Main's, at SIGINT or
+// SIGTERM) and, with -o json, prints the final result whether or not they
+// succeeded. load builds the run; its failure (a bad config) is reported
+// like any other. Every step runs under the node lock. After a signal, the
+// steps get d.interruptGrace to return; then execute returns without them
+// (and a second signal ends the process at once: see Main).
+func (d deps) execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer, load func() (runSpec, error), do steps) error {
 	report := reporter(format, stdout, stderr)
 	finished := make(chan outcome, 1)
 	go func() { finished <- runLocked(ctx, report, stdout, load, do) }()
@@ -141,11 +128,10 @@ func execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer,
 	select {
 	case out = <-finished:
 	case <-ctx.Done():
-		stop()
 		select {
 		case out = <-finished:
-		case <-time.After(interruptGrace):
-			err := fmt.Errorf("interrupted: a step did not stop within %s of the signal", interruptGrace)
+		case <-time.After(d.interruptGrace):
+			err := fmt.Errorf("interrupted: a step did not stop within %s of the signal", d.interruptGrace)
 			out = outcome{err: err, result: phases.Result{Phases: []string{}, Healthy: []string{}, Changes: files.Changes{Written: []string{}, Unchanged: []string{}}}}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,9 +166,8 @@ func TestMissingPatchesDirFailsBeforeWriting(t *testing.T) {
 // parent context) ends a run even when a step blocks on something that
 // does not watch the context, such as opening a FIFO.
 func TestInterruptEndsABlockedStep(t *testing.T) {
-	grace := interruptGrace
-	interruptGrace = 100 * time.Millisecond
-	defer func() { interruptGrace = grace }()
+	d := newDeps("")
+	d.interruptGrace = 100 * time.Millisecond
 	root := t.TempDir()
 	blocked := make(chan struct{})
 	defer close(blocked)
@@ -180,7 +180,7 @@ func TestInterruptEndsABlockedStep(t *testing.T) {
 	go func() { <-stepStarted; cancel() }()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	err := execute(ctx, "json", &stdout, &stderr, load, func(context.Context, *phases.State) ([]string, error) {
+	err := d.execute(ctx, "json", &stdout, &stderr, load, func(context.Context, *phases.State) ([]string, error) {
 		close(stepStarted)
 		<-blocked
 		return nil, nil
@@ -196,6 +196,34 @@ func TestInterruptEndsABlockedStep(t *testing.T) {
 	}
 }
 
+// TestCommandsStopWithTheRootContext: the context Main ends at SIGINT or
+// SIGTERM is every command's: a run handed one that has ended stops at
+// once, whether it runs phases, serves or supervises a daemon.
+func TestCommandsStopWithTheRootContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	d := newDeps("")
+	d.interruptGrace = 100 * time.Millisecond
+	dir := t.TempDir()
+	kubeconfig := writeFile(t, dir, "csr-approver.conf", unreachableKubeconfig)
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"init", "--root", dir, "--skip-phases", "preflight"}, 1, "error: phase certs: context canceled"},
+		{[]string{"csr-approver", "--kubeconfig", kubeconfig, "--health-port", strconv.Itoa(freePort(t))}, 0, "[csr-approver] stopped"},
+		{[]string{"lab", "supervise", "--", "sleep", "60"}, 0, "supervisor: stopped sleep (signal: terminated)"},
+	} {
+		start := time.Now()
+		var stdout, stderr bytes.Buffer
+		code := runArgs(ctx, d, tt.args, &stdout, &stderr)
+		if took := time.Since(start); code != tt.code || took > 5*time.Second || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%v: exit %d after %s, stderr %q; want %d at once and %q", tt.args, code, took, stderr.String(), tt.code, tt.want)
+		}
+	}
+}
+
 // TestJoinCommandGoesToTheResultOnly: the join command, which holds a
 // token, is the run's product: on stdout after a successful text run, in
 // the JSON result, and in no progress line.
@@ -205,7 +233,7 @@ func TestJoinCommandGoesToTheResultOnly(t *testing.T) {
 	load := func() (runSpec, error) { return (&initOptions{root: root}).spec() }
 	run := func(format outputFormat, fail error) (string, string, error) {
 		var stdout, stderr bytes.Buffer
-		err := execute(context.Background(), format, &stdout, &stderr, load, func(_ context.Context, s *phases.State) ([]string, error) {
+		err := newDeps("").execute(context.Background(), format, &stdout, &stderr, load, func(_ context.Context, s *phases.State) ([]string, error) {
 			s.Report.Infof("a progress line")
 			s.JoinCommand = join
 			return []string{"bootstrap-token"}, fail

@@ -1,0 +1,52 @@
+package app
+
+import (
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// deps are what the commands take from outside their flags and
+// arguments, as gh's Factory: Main builds them once, tests with their
+// fakes, and each command constructor is handed them. No command reads or
+// swaps a package variable.
+type deps struct {
+	// version is this binary's release: `kubeboot version` prints it, and
+	// it tags the default csrApprover.image.
+	version versionInfo
+	// tokenClient builds the token commands' API client from admin.conf.
+	tokenClient func(kubeconfig []byte) (kubernetes.Interface, error)
+	// interruptGrace is how long a run has, after SIGINT or SIGTERM, to
+	// stop on its own before execute gives up on it. Every wait of the
+	// steps watches the context, but a step blocked in a system call, such
+	// as the open of a FIFO where a file was expected, cannot.
+	interruptGrace time.Duration
+	// cpuProfile is this run's CPU profile file, or "" (see cpuProfileEnv).
+	cpuProfile string
+}
+
+// defaultInterruptGrace is a real run's interruptGrace.
+const defaultInterruptGrace = 5 * time.Second
+
+// newDeps are the dependencies of a real run, with this run's CPU profile.
+func newDeps(cpuProfile string) deps {
+	return deps{
+		version: currentVersion(),
+		tokenClient: func(kubeconfig []byte) (kubernetes.Interface, error) {
+			return phases.NewClient(kubeconfig, "")
+		},
+		interruptGrace: defaultInterruptGrace,
+		cpuProfile:     cpuProfile,
+	}
+}
+
+// configEnv is what loading a configuration of one of kinds (none: any
+// kind) needs besides the file: this machine and this binary's release.
+func (d deps) configEnv(kinds ...string) config.Env {
+	host := config.DetectHost()
+	host.KubebootVersion = d.version.Version
+	return config.Env{Host: host, Kinds: kinds}
+}
