@@ -1,13 +1,8 @@
 package lab
 
-import "testing"
-
-// SetHostNft makes kube-proxy's images take nft from path for the test.
-func SetHostNft(t *testing.T, path string) {
-	old := hostNft
-	hostNft = path
-	t.Cleanup(func() { hostNft = old })
-}
+// NftFilesOf are the files kube-proxy's image would hold for the nft at
+// path.
+func NftFilesOf(path string) (map[string]string, error) { return nftFilesOf(path) }
 
 // HostNft is the host's nft that kube-proxy's images hold.
-func HostNft() string { return hostNft }
+const HostNft = hostNft

@@ -92,7 +92,7 @@ func TestResolveImage(t *testing.T) {
 // nftables mode runs, with every library it loads and the dynamic loader,
 // at their paths on the host; without nft on the host, it names the fix.
 func TestKubeProxyImage(t *testing.T) {
-	nft := lab.HostNft()
+	nft := lab.HostNft
 	if _, err := os.Stat(nft); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("kube-proxy's image needs %s: apt-get install nftables", nft)
@@ -161,8 +161,7 @@ func TestKubeProxyImage(t *testing.T) {
 		}
 	}
 
-	lab.SetHostNft(t, filepath.Join(t.TempDir(), "nft"))
-	if _, err := lab.ResolveImage(bin, "registry.k8s.io/kube-proxy:v1.36.3"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "apt-get install nftables") {
+	if _, err := lab.NftFilesOf(filepath.Join(t.TempDir(), "nft")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "apt-get install nftables") {
 		t.Errorf("without nft: err = %v, want the apt-get install nftables fix", err)
 	}
 	// Only kube-proxy's image holds nft.

@@ -12,7 +12,7 @@ import (
 
 // hostNft is the host's nft, which kube-proxy's image holds at the same
 // path.
-var hostNft = "/usr/sbin/nft"
+const hostNft = "/usr/sbin/nft"
 
 // nftNames are the files nft names protocols and services by. Without
 // /etc/protocols it lists a map's "tcp" as 6, so that kube-proxy, which
@@ -26,29 +26,32 @@ var nftNames = []string{"/etc/protocols", "/etc/services"}
 // so it gets the host's nft with every shared library it loads, and the
 // dynamic loader, each at its path on the host, as ldd lists them, and the
 // host's names of protocols and services.
-func nftFiles() (map[string]string, error) {
-	if _, err := os.Stat(hostNft); err != nil {
+func nftFiles() (map[string]string, error) { return nftFilesOf(hostNft) }
+
+// nftFilesOf are nftFiles for the nft at path.
+func nftFilesOf(nft string) (map[string]string, error) {
+	if _, err := os.Stat(nft); err != nil {
 		return nil, fmt.Errorf("kube-proxy's nftables mode needs the host's nft: %w (apt-get install nftables, or `make host-packages`)", err)
 	}
-	files := map[string]string{hostNft: hostNft}
+	files := map[string]string{nft: nft}
 	for _, path := range nftNames {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("kube-proxy's nft needs the host's %s: %w (apt-get install netbase)", path, err)
 		}
 		files[path] = path
 	}
-	f, err := elf.Open(hostNft)
+	f, err := elf.Open(nft)
 	if err != nil {
-		return nil, fmt.Errorf("%s is no ELF executable: %w", hostNft, err)
+		return nil, fmt.Errorf("%s is no ELF executable: %w", nft, err)
 	}
 	dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
 	_ = f.Close()
 	if !dynamic { // ldd fails on a static binary
 		return files, nil
 	}
-	out, err := exec.Command("ldd", hostNft).Output()
+	out, err := exec.Command("ldd", nft).Output()
 	if err != nil {
-		return nil, fmt.Errorf("list the libraries of %s: ldd: %w", hostNft, err)
+		return nil, fmt.Errorf("list the libraries of %s: ldd: %w", nft, err)
 	}
 	// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)", the loader
 	// as "/lib64/ld-linux-x86-64.so.2 (0x...)", the kernel's vDSO as
@@ -60,7 +63,7 @@ func nftFiles() (map[string]string, error) {
 			lib = strings.TrimSpace(target)
 		}
 		if strings.HasPrefix(lib, "not found") {
-			return nil, fmt.Errorf("%s needs a library ld.so cannot find: %s", hostNft, strings.TrimSpace(line))
+			return nil, fmt.Errorf("%s needs a library ld.so cannot find: %s", nft, strings.TrimSpace(line))
 		}
 		lib, _, _ = strings.Cut(lib, " ")
 		if filepath.IsAbs(lib) {

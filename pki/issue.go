@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -25,10 +26,11 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 )
 
-func init() {
-	// cfssl logs every certificate it signs to stderr; this package never prints.
-	cflog.Level = cflog.LevelFatal
-}
+// cfsslQuiet silences cfssl once, before pki first calls it: cfssl logs
+// every certificate it signs to stderr, and this package never prints.
+var cfsslQuiet sync.Once
+
+func quietCFSSL() { cfsslQuiet.Do(func() { cflog.Level = cflog.LevelFatal }) }
 
 // backdate moves NotBefore into the past, so that a node whose clock is a
 // little behind still accepts a certificate issued a moment ago.
@@ -116,6 +118,7 @@ func createCA(spec CertSpec, keyPEM []byte) (*authority, error) {
 }
 
 func selfSign(spec CertSpec, key privateKey) (KeyPair, error) {
+	quietCFSSL()
 	req := &csr.CertificateRequest{CN: spec.CN, Names: subjectNames(spec.Org),
 		CA: &csr.CAConfig{Expiry: spec.Validity.String()}}
 	// initca backdates CAs by cfssl's default of five minutes.
@@ -170,6 +173,7 @@ func parseAuthority(pair KeyPair) (*authority, error) {
 }
 
 func (a *authority) issue(spec CertSpec, key privateKey) (KeyPair, error) {
+	quietCFSSL()
 	if a.key == nil {
 		return KeyPair{}, fmt.Errorf("issue certificate %q: %s.key is absent (external CA)", spec.Name, spec.CA)
 	}

@@ -1,12 +1,15 @@
 package pki
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/rsa"
 	"crypto/x509"
 	"fmt"
+	"log"
 	"math/big"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -303,5 +306,23 @@ func TestIssueCapsAtCAExpiry(t *testing.T) {
 	}
 	if got, want := mustParseCert(t, leaf.Cert).NotAfter, mustParseCert(t, ca.Cert).NotAfter; !got.Equal(want) {
 		t.Errorf("leaf expires %v, want the CA's expiry %v", got, want)
+	}
+}
+
+// TestIssuingPrintsNothing: cfssl logs every certificate it signs through
+// the standard logger unless pki silences it; pki never prints.
+func TestIssuingPrintsNothing(t *testing.T) {
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	ca, err := NewCA(CertSpec{Name: "ca", CN: "kubernetes", Usage: UsageCA, Algorithm: config.ECDSAP256, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Issue(CertSpec{Name: "leaf", CN: "leaf", CA: "ca", Usage: UsageClient, Algorithm: config.ECDSAP256, Validity: time.Hour}, ca, nil); err != nil {
+		t.Fatal(err)
+	}
+	if logged.Len() > 0 {
+		t.Errorf("issuing printed %q", logged.String())
 	}
 }
