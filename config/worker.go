@@ -242,8 +242,7 @@ func ValidateWorker(w *WorkerConfiguration) field.ErrorList {
 	for _, d := range kubeletDowngrades(extra, kc) {
 		errs = append(errs, field.Invalid(d.path, d.value, d.breaks+": kubeboot refuses this downgrade on a worker; remove the override (see docs/security.md)"))
 	}
-	node := w.NodeConfig()
-	errs = append(errs, validateOwnedDirs(node)...)
+	errs = append(errs, validateOwnedDirs(w.ownedPaths())...)
 	for _, t := range []struct {
 		name string
 		d    time.Duration
@@ -313,13 +312,12 @@ func validateDiscovery(p *field.Path, d Discovery) field.ErrorList {
 	return errs
 }
 
-// NodeConfig is the part of a ClusterConfiguration that every node has,
-// filled from w: the node's name and address, the certificates, kubeconfig
-// and manifest directories, and the kubelet. The commands read it for what
-// any node has, such as the node lock under paths.kubeconfigDir. Nothing
-// else is set: it describes no control plane, and nothing may render one
-// from it.
-func (w *WorkerConfiguration) NodeConfig() *ClusterConfiguration {
+// ownedPaths is w's paths as the part of a ClusterConfiguration that the
+// table of kubeboot's own paths (validateOwnedDirs) reads: the node's
+// name and address, the certificates, kubeconfig and manifest
+// directories, and the kubelet. ValidateWorker alone uses it; a worker's
+// join holds its WorkerConfiguration, never a ClusterConfiguration.
+func (w *WorkerConfiguration) ownedPaths() *ClusterConfiguration {
 	c := New()
 	c.Node = Node{Name: w.Node.Name, AdvertiseAddress: w.Node.Address}
 	c.Certificates.Dir = w.Certificates.Dir

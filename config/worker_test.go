@@ -40,8 +40,8 @@ func TestLoadWorkerDefaults(t *testing.T) {
 		t.Errorf("loaded (-want +got):\n%s", diff)
 	}
 	// The node address is not guessed: the kubelet chooses, as with kubeadm.
-	if w.NodeConfig().Node.AdvertiseAddress != "" || w.NodeConfig().Paths.KubeconfigDir != DefaultKubeconfigDir {
-		t.Errorf("NodeConfig = %+v", w.NodeConfig())
+	if w.ownedPaths().Node.AdvertiseAddress != "" || w.ownedPaths().Paths.KubeconfigDir != DefaultKubeconfigDir {
+		t.Errorf("ownedPaths = %+v", w.ownedPaths())
 	}
 }
 

@@ -60,12 +60,9 @@ type Difference struct {
 // Diff computes, in memory, what init would change on this node: the
 // manifests, the kubelet and API server configuration files, and the
 // certificates, keys and kubeconfigs. It writes no file. A node whose etcd
-// joined a cluster keeps its join flags (see phases.KeepJoinedEtcdFlags), which
-// are added to s.Config.
-func Diff(s *phases.State) ([]Difference, error) {
-	if err := phases.KeepJoinedEtcdFlags(s); err != nil {
-		return nil, err
-	}
+// joined a cluster renders etcd with the membership it joined with
+// (s.Membership, see phases.ReadEtcdMembership).
+func Diff(s *phases.Node) ([]Difference, error) {
 	var out []Difference
 	text, err := wantedTextFiles(s)
 	if err != nil {
@@ -96,7 +93,7 @@ type wantedFile struct {
 // wantedTextFiles renders the manifests (patched, as the etcd and
 // control-plane phases do), the kubelet configuration and the API server's
 // policy files. None of them holds key material.
-func wantedTextFiles(s *phases.State) ([]wantedFile, error) {
+func wantedTextFiles(s *phases.Node) ([]wantedFile, error) {
 	manifests, err := phases.RenderPods(s)
 	if err != nil {
 		return nil, err
@@ -128,7 +125,7 @@ func wantedTextFiles(s *phases.State) ([]wantedFile, error) {
 // cluster, what the addon phase would change: each object of the addons
 // that would be created, updated or replaced, with a unified diff of its
 // live and wanted forms (status and server bookkeeping left out).
-func DiffAddons(ctx context.Context, s *phases.State) ([]Difference, error) {
+func DiffAddons(ctx context.Context, s *phases.Node) ([]Difference, error) {
 	drifts, err := phases.AddonDrift(ctx, s)
 	if err != nil {
 		return nil, err
@@ -149,7 +146,7 @@ func DiffAddons(ctx context.Context, s *phases.State) ([]Difference, error) {
 }
 
 // diffFile compares a wanted file with the disk; nil means no change.
-func diffFile(s *phases.State, kind, path string, want []byte) (*Difference, error) {
+func diffFile(s *phases.Node, kind, path string, want []byte) (*Difference, error) {
 	current, err := s.Files.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -165,7 +162,7 @@ func diffFile(s *phases.State, kind, path string, want []byte) (*Difference, err
 // diffPKI lists the certificates, keys and kubeconfigs init would create,
 // and asks pki.Ensure, which checks every existing one, what is wrong with
 // the others. The material Ensure generates is thrown away.
-func diffPKI(s *phases.State) ([]Difference, error) {
+func diffPKI(s *phases.Node) ([]Difference, error) {
 	c := s.Config
 	have, err := phases.ReadPKI(s)
 	if err != nil {

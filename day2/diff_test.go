@@ -14,23 +14,24 @@ import (
 	"github.com/kubeboot/kubeboot/health"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // initialised is a node under a temp root on which every file-writing
 // phase of init has run.
-func initialised(t *testing.T) *phases.State {
+func initialised(t *testing.T) *phases.Node {
 	t.Helper()
 	return initialisedWith(t, func(*config.ClusterConfiguration) {})
 }
 
 // initialisedWith is initialised with edit applied to the configuration
 // first.
-func initialisedWith(t *testing.T, edit func(*config.ClusterConfiguration)) *phases.State {
+func initialisedWith(t *testing.T, edit func(*config.ClusterConfiguration)) *phases.Node {
 	t.Helper()
-	s := phasestest.NewState(t, t.TempDir(), "v1.36.3")
+	s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
 	edit(s.Config)
 	s.Options.Offline = true
-	r := phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
+	r := phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
 	if _, err := r.Run(context.Background(), s, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -78,19 +79,22 @@ func TestDiffFinalizedNode(t *testing.T) {
 	}
 }
 
-// A node whose etcd joined a cluster was rendered with join flags its
-// configuration does not hold; diff keeps them, so the node has no change,
-// while a change to another etcd flag still shows.
+// A node whose etcd joined a cluster was rendered with a membership its
+// configuration does not hold; diff reads it from the node (as every
+// command does, through phases.NewNode), so the node has no change, while
+// a change to another etcd flag still shows.
 func TestDiffJoinedNode(t *testing.T) {
-	s := initialised(t)
-	cluster := "node1=https://10.0.0.1:2380," + s.Config.Node.Name + "=https://10.0.0.5:2380"
-	local := s.Config.Etcd.Local
-	local.ExtraArgs = []config.Arg{{Name: "initial-cluster", Value: cluster}, {Name: "initial-cluster-state", Value: "existing"}}
-	if _, err := (phases.Runner{Phases: []phases.Phase{phases.Etcd, phases.WriteManifests}}).Run(context.Background(), s, nil); err != nil {
+	written := initialised(t)
+	cluster := "node1=https://10.0.0.1:2380," + written.Config.Node.Name + "=https://10.0.0.5:2380"
+	written.Membership = templates.EtcdMembership{InitialCluster: cluster}
+	if err := phasestest.Run(written, phases.Etcd, phases.WriteManifests); err != nil {
 		t.Fatal(err)
 	}
-	local.ExtraArgs = nil
 
+	s, err := phases.NewNode(written.Run, written.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	diffs, err := Diff(s)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +106,7 @@ func TestDiffJoinedNode(t *testing.T) {
 		t.Fatalf("the etcd manifest on disk has --initial-cluster=%s", got)
 	}
 
-	local.ExtraArgs = []config.Arg{{Name: "snapshot-count", Value: "10001"}}
+	s.Config.Etcd.Local.ExtraArgs = []config.Arg{{Name: "snapshot-count", Value: "10001"}}
 	diffs, err = Diff(s)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +117,7 @@ func TestDiffJoinedNode(t *testing.T) {
 }
 
 // mustDecode decodes a component's manifest on disk.
-func mustDecode(t *testing.T, s *phases.State, component string) *corev1.Pod {
+func mustDecode(t *testing.T, s *phases.Node, component string) *corev1.Pod {
 	t.Helper()
 	path := s.Config.ManifestPath(component)
 	data, err := s.Files.ReadFile(path)

@@ -87,7 +87,7 @@ func serveComponent(addr, certFile, keyFile string) error {
 
 // startComponent starts a stand-in scheduler process on addr, serving the
 // scheduler's certificate, with the extra environment given.
-func startComponent(t *testing.T, s *phases.State, addr string, env ...string) *exec.Cmd {
+func startComponent(t *testing.T, s *phases.Node, addr string, env ...string) *exec.Cmd {
 	t.Helper()
 	c := s.Config
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -127,7 +127,7 @@ func (k *fakeKubelet) started() int {
 
 // start runs the fake kubelet until the test ends and waits for the first
 // instance to listen.
-func (k *fakeKubelet) start(t *testing.T, s *phases.State) {
+func (k *fakeKubelet) start(t *testing.T, s *phases.Node) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -149,7 +149,7 @@ func waitListening(t *testing.T, addr string, want bool) {
 	}
 }
 
-func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *phases.State) {
+func (k *fakeKubelet) run(ctx context.Context, t *testing.T, s *phases.Node) {
 	c := s.Config
 	manifest := s.Files.HostPath(c.ManifestPath(config.NameScheduler))
 	var env []string

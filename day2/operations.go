@@ -15,8 +15,8 @@ import (
 
 // Reset is `kubeboot reset`: it undoes init's files on this node (see
 // resetNode) and says what it left.
-func Reset(opts ResetOptions) phases.Operation {
-	return phases.Operation{Name: "reset", Run: func(ctx context.Context, s *phases.State) error {
+func Reset(opts ResetOptions) phases.Operation[*phases.Node] {
+	return phases.Operation[*phases.Node]{Name: "reset", Run: func(ctx context.Context, s *phases.Node) error {
 		res, err := resetNode(ctx, s, opts)
 		for _, left := range res.Left {
 			s.Report.Infof("left %s", left)
@@ -27,8 +27,8 @@ func Reset(opts ResetOptions) phases.Operation {
 
 // UpgradeApply is `kubeboot upgrade apply` (see upgradeApply); timeout
 // bounds each wait, 0 meaning timeouts.controlPlane.
-func UpgradeApply(timeout time.Duration) phases.Operation {
-	return phases.Operation{Name: "upgrade", Run: func(ctx context.Context, s *phases.State) error {
+func UpgradeApply(timeout time.Duration) phases.Operation[*phases.Node] {
+	return phases.Operation[*phases.Node]{Name: "upgrade", Run: func(ctx context.Context, s *phases.Node) error {
 		return upgradeApply(ctx, s, timeout)
 	}}
 }
@@ -49,8 +49,8 @@ func CheckRenewNames(cfg *config.ClusterConfiguration, names []string) error {
 // kubeconfigs (none: all) with the existing CAs, new keys too with
 // newKeys, then restarts the components that must load them when restart
 // is set, or says which they are.
-func Renew(names []string, newKeys, restart bool) phases.Operation {
-	return phases.Operation{Name: "certs renew", Run: func(ctx context.Context, s *phases.State) error {
+func Renew(names []string, newKeys, restart bool) phases.Operation[*phases.Node] {
+	return phases.Operation[*phases.Node]{Name: "certs renew", Run: func(ctx context.Context, s *phases.Node) error {
 		if err := CheckRenewNames(s.Config, names); err != nil {
 			return err
 		}

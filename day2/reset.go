@@ -45,7 +45,7 @@ type resetResult struct {
 // control plane's, then etcd's, each time until the kubelet has stopped
 // the components: their ports closed and their processes gone), then the
 // kubeconfigs, configuration, PKI and etcd data.
-func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (resetResult, error) {
+func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetResult, error) {
 	c := s.Config
 	var res resetResult
 	if err := checkEtcdDataDir(s); err != nil {
@@ -83,7 +83,7 @@ func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (resetRe
 			}
 		}
 		if !s.Options.DryRun && !s.Options.Offline && len(group) > 0 {
-			if err := waitStopped(ctx, s, st, c.Timeouts.ControlPlane.Duration); err != nil {
+			if err := waitStopped(ctx, s.Run, st, c.Timeouts.ControlPlane.Duration); err != nil {
 				return res, err
 			}
 		}
@@ -139,7 +139,7 @@ func resetNode(ctx context.Context, s *phases.State, opts ResetOptions) (resetRe
 // confirmEtcdData refuses to go on, before anything is removed, when the
 // etcd data dir holds data and neither Force nor the operator allows
 // removing it: that is the cluster's state, and no backup is made here.
-func confirmEtcdData(s *phases.State, opts ResetOptions) error {
+func confirmEtcdData(s *phases.Node, opts ResetOptions) error {
 	if s.Config.Etcd.Local == nil || opts.Force {
 		return nil
 	}
@@ -159,7 +159,7 @@ func confirmEtcdData(s *phases.State, opts ResetOptions) error {
 // and wal/): reset removes the data dir whole, and a configuration that
 // names a directory of someone else's, such as /var/lib/dpkg, must not
 // take it with it. A missing data dir is fine.
-func checkEtcdDataDir(s *phases.State) error {
+func checkEtcdDataDir(s *phases.Node) error {
 	if s.Config.Etcd.Local == nil {
 		return nil
 	}
@@ -200,7 +200,7 @@ func notEtcdData(dir, why string) error {
 }
 
 // resetRemove removes one path and records it when it was there.
-func resetRemove(s *phases.State, res *resetResult, path string, all bool) error {
+func resetRemove(s *phases.Node, res *resetResult, path string, all bool) error {
 	// The path itself, not what a symlink there points to.
 	host := filepath.Join(s.Files.HostPath(filepath.Dir(path)), filepath.Base(path))
 	if _, err := os.Lstat(host); errors.Is(err, fs.ErrNotExist) {
@@ -222,7 +222,7 @@ func resetRemove(s *phases.State, res *resetResult, path string, all bool) error
 }
 
 // removeLeftovers removes the dot temp files an interrupted write left.
-func removeLeftovers(s *phases.State, res *resetResult, dir string) error {
+func removeLeftovers(s *phases.Node, res *resetResult, dir string) error {
 	removed, err := files.RemoveTempFiles(s.Files, dir)
 	for _, path := range removed {
 		res.Removed = append(res.Removed, path)
@@ -263,7 +263,7 @@ func ownedDirs(c *config.ClusterConfiguration) []ownedDir {
 
 // removeOwned removes kubeboot's files in d, then d when nothing else is
 // in it.
-func removeOwned(s *phases.State, res *resetResult, d ownedDir) error {
+func removeOwned(s *phases.Node, res *resetResult, d ownedDir) error {
 	paths := d.files
 	entries, err := os.ReadDir(s.Files.HostPath(d.dir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -287,7 +287,7 @@ func removeOwned(s *phases.State, res *resetResult, d ownedDir) error {
 
 // removeIfEmpty removes dir when all it holds is what reset removed (in a
 // dry run, would remove), and otherwise lists each entry it leaves.
-func removeIfEmpty(s *phases.State, res *resetResult, dir string) error {
+func removeIfEmpty(s *phases.Node, res *resetResult, dir string) error {
 	entries, err := os.ReadDir(s.Files.HostPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -320,7 +320,7 @@ func removeIfEmpty(s *phases.State, res *resetResult, dir string) error {
 
 // resetPKI removes every certificate, key and the encryption configuration,
 // then the PKI directories when nothing else is in them.
-func resetPKI(s *phases.State, res *resetResult) error {
+func resetPKI(s *phases.Node, res *resetResult) error {
 	c := s.Config
 	pkiDir := ownedDir{dir: c.Certificates.Dir, files: []string{c.KeyPath(config.KeyServiceAccount), c.PublicKeyPath(config.KeyServiceAccount), c.EncryptionConfigPath()}}
 	etcdDir := ownedDir{dir: filepath.Dir(c.CertPath(config.CertEtcdCA))}
@@ -341,7 +341,7 @@ func resetPKI(s *phases.State, res *resetResult) error {
 
 // etcdRunning says whether the local etcd member answers on its client
 // port, so reset only talks to a member that is there.
-func etcdRunning(s *phases.State) bool {
+func etcdRunning(s *phases.Node) bool {
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(etcd.ClientURL(s.Config), "https://"), time.Second)
 	if err != nil {
 		return false
@@ -356,7 +356,7 @@ func etcdRunning(s *phases.State) bool {
 // server's etcd client certificate. A node without a local etcd has nothing
 // to do; force removes the member even when that breaks the cluster's
 // quorum.
-func leaveEtcd(ctx context.Context, s *phases.State, force bool) error {
+func leaveEtcd(ctx context.Context, s *phases.Node, force bool) error {
 	if s.Config.Etcd.Local == nil {
 		return nil
 	}

@@ -26,7 +26,7 @@ import (
 )
 
 // regularFiles lists the regular files under the node's root.
-func regularFiles(t *testing.T, s *phases.State) []string {
+func regularFiles(t *testing.T, s *phases.Node) []string {
 	t.Helper()
 	var files []string
 	root := s.Files.HostPath("/")
@@ -43,7 +43,7 @@ func regularFiles(t *testing.T, s *phases.State) []string {
 }
 
 // withEtcdData gives the node's etcd data dir an etcd member's layout.
-func withEtcdData(t *testing.T, s *phases.State) {
+func withEtcdData(t *testing.T, s *phases.Node) {
 	t.Helper()
 	dir := s.Files.HostPath(filepath.Join(s.Config.Etcd.Local.DataDir, "member"))
 	must(t, os.MkdirAll(filepath.Join(dir, "snap"), 0o700))
@@ -93,12 +93,12 @@ func TestResetRefusesADataDirNotEtcds(t *testing.T) {
 			}
 		})
 	}
-	for _, fill := range []func(s *phases.State){
-		func(s *phases.State) { must(t, os.MkdirAll(s.Files.HostPath(s.Config.Etcd.Local.DataDir), 0o700)) },
-		func(s *phases.State) { withEtcdData(t, s) },
+	for _, fill := range []func(s *phases.Node){
+		func(s *phases.Node) { must(t, os.MkdirAll(s.Files.HostPath(s.Config.Etcd.Local.DataDir), 0o700)) },
+		func(s *phases.Node) { withEtcdData(t, s) },
 		// A member killed while it created its first WAL, or whose WAL
 		// is elsewhere (--wal-dir).
-		func(s *phases.State) {
+		func(s *phases.Node) {
 			must(t, os.MkdirAll(s.Files.HostPath(filepath.Join(s.Config.Etcd.Local.DataDir, "member", "wal.tmp")), 0o700))
 		},
 	} {
@@ -260,7 +260,7 @@ func TestWaitStopped(t *testing.T) {
 	}
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	l := []phases.Listener{{Component: "kube-apiserver", Host: host, Port: port}}
-	s := &phases.State{Report: output.NewReporter(io.Discard, false)}
+	s := &phases.Run{Report: output.NewReporter(io.Discard, false)}
 	err = waitStopped(context.Background(), s, stopping{listeners: l}, 600*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "kube-apiserver on "+ln.Addr().String()) {
 		t.Errorf("want a timeout naming the open listener, got %v", err)
@@ -289,13 +289,13 @@ func TestWaitStoppedWaitsForTheProcess(t *testing.T) {
 	}
 
 	must(t, cmd.Process.Signal(syscall.SIGTERM))
-	if err := waitStopped(context.Background(), s, st, 800*time.Millisecond); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("kube-apiserver (pid %d", cmd.Process.Pid)) {
+	if err := waitStopped(context.Background(), s.Run, st, 800*time.Millisecond); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("kube-apiserver (pid %d", cmd.Process.Pid)) {
 		t.Errorf("want a timeout naming the lingering process, got %v", err)
 	}
 	if len(openListeners(l)) > 0 {
 		t.Fatal("the stand-in still listens after SIGTERM")
 	}
-	must(t, waitStopped(context.Background(), s, st, 5*time.Second))
+	must(t, waitStopped(context.Background(), s.Run, st, 5*time.Second))
 	select {
 	case <-exited:
 	case <-time.After(time.Second):

@@ -39,7 +39,7 @@ func backupsDir(c *config.ClusterConfiguration) string {
 // process started after the manifest came back (see waitInstance). Finally
 // the new instance must serve the certificate file on disk, which proves
 // it loaded the renewed one.
-func restartComponents(ctx context.Context, s *phases.State, names []string) error {
+func restartComponents(ctx context.Context, s *phases.Node, names []string) error {
 	if s.Options.DryRun || s.Options.Offline {
 		s.Report.Infof("skipped the restart of %v: this run does not touch a live node", names)
 		return nil
@@ -81,7 +81,7 @@ func restartComponents(ctx context.Context, s *phases.State, names []string) err
 }
 
 // restartOne moves one manifest out and back, and waits for the new instance.
-func restartOne(ctx context.Context, s *phases.State, t health.Target, listeners []phases.Listener) error {
+func restartOne(ctx context.Context, s *phases.Node, t health.Target, listeners []phases.Listener) error {
 	name := t.Component
 	path := s.Config.ManifestPath(name)
 	data, err := s.Files.ReadFile(path)
@@ -100,7 +100,7 @@ func restartOne(ctx context.Context, s *phases.State, t health.Target, listeners
 		return err
 	}
 	timeout := s.Config.Timeouts.ControlPlane.Duration
-	if err := waitStopped(ctx, s, st, timeout); err != nil {
+	if err := waitStopped(ctx, s.Run, st, timeout); err != nil {
 		// The node must not be left without one of its components.
 		if werr := s.Files.WriteFile(path, data, phases.ManifestMode); werr != nil {
 			return fmt.Errorf("restart %s: %w; restore manifest %q: %w", name, err, path, werr)
@@ -122,7 +122,7 @@ func restartOne(ctx context.Context, s *phases.State, t health.Target, listeners
 }
 
 // backupManifest copies a manifest into the backups dir and returns the copy's path.
-func backupManifest(s *phases.State, component string, data []byte) (string, error) {
+func backupManifest(s *phases.Node, component string, data []byte) (string, error) {
 	backup := filepath.Join(backupsDir(s.Config), component+".yaml")
 	if err := s.Files.MkdirAll(backupsDir(s.Config), phases.ManifestDirMode); err != nil {
 		return "", err
@@ -176,7 +176,7 @@ func rolledBack(started, rollback procnet.Instant) instanceRule {
 // a crash of kubeboot: an upgrade step's start is kept in its journal. The
 // process is read before and after the health check, so the answer is
 // known to come from it.
-func waitInstance(ctx context.Context, s *phases.State, t health.Target, rule instanceRule, timeout time.Duration) error {
+func waitInstance(ctx context.Context, s *phases.Node, t health.Target, rule instanceRule, timeout time.Duration) error {
 	probe, err := health.NewProbe(t, s.Files.HostPath)
 	if err != nil {
 		return err
@@ -239,7 +239,7 @@ func checkProcessesVisible(targets []health.Target) error {
 }
 
 // checkServedCert fails unless the component serves its certificate file.
-func checkServedCert(ctx context.Context, s *phases.State, t health.Target) error {
+func checkServedCert(ctx context.Context, s *phases.Node, t health.Target) error {
 	if t.ServerCertFile == "" {
 		return nil
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // schedulerTarget is how the stand-in scheduler on addr is checked.
-func schedulerTarget(s *phases.State, addr string) health.Target {
+func schedulerTarget(s *phases.Node, addr string) health.Target {
 	return health.Target{Component: config.NameScheduler, Endpoints: []string{"https://" + addr}, Paths: []string{"/livez"},
 		CAFile: s.Config.CertPath(config.CertCA), ServerCertFile: s.Config.CertPath(config.CertScheduler)}
 }

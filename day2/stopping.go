@@ -36,7 +36,7 @@ type stoppingProcess struct {
 // stoppingNow records the processes listening on the listeners' addresses;
 // call it before the manifests go. When it cannot see them, it says so:
 // the wait then covers the ports alone.
-func stoppingNow(s *phases.State, listeners []phases.Listener) stopping {
+func stoppingNow(s *phases.Node, listeners []phases.Listener) stopping {
 	st := stopping{listeners: listeners}
 	for _, l := range listeners {
 		port, err := strconv.Atoi(l.Port)
@@ -58,7 +58,7 @@ func stoppingNow(s *phases.State, listeners []phases.Listener) stopping {
 // manifests went: nothing listens on their addresses any more and their
 // processes have exited, so no file is pulled from under a component that
 // is still shutting down. A timeout names what still runs.
-func waitStopped(ctx context.Context, s *phases.State, st stopping, timeout time.Duration) error {
+func waitStopped(ctx context.Context, s *phases.Run, st stopping, timeout time.Duration) error {
 	s.Report.Infof("waiting for the kubelet to stop %s", strings.Join(st.components(), ", "))
 	var running []string
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(context.Context) (bool, error) {

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +25,7 @@ import (
 // upgradePrepare is the part of init that `upgrade apply` runs before the
 // manifests: the files components read at start converge first (nothing
 // reads them before its restart), then each manifest is replaced in turn.
-var upgradePrepare = phases.Runner{Phases: []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig}}
+var upgradePrepare = phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig}}
 
 // journal records how far an upgrade got, so that a re-run after a crash
 // completes the step it was in.
@@ -73,14 +72,15 @@ func journalPath(c *config.ClusterConfiguration) string {
 // waitInstance). When it is not, the previous manifest goes back and
 // must be healthy again, and the upgrade stops with the new instance's
 // diagnostic. A journal in the backups dir lets a re-run finish a step a
-// crash interrupted. On a node that joined the cluster, etcd keeps its
-// join flags (see phases.KeepJoinedEtcdFlags). Last, the cluster's
-// objects move to the new release (see upgradeClusterObjects).
+// crash interrupted. On a node that joined the cluster, etcd keeps the
+// membership it joined with (s.Membership, see phases.ReadEtcdMembership).
+// Last, the cluster's objects move to the new release (see
+// upgradeClusterObjects).
 //
 // timeout bounds each wait for a component to become healthy; 0 means
 // timeouts.controlPlane. It is not the configuration's field because that
 // one is rendered into the manifests' probes.
-func upgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) error {
+func upgradeApply(ctx context.Context, s *phases.Node, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = s.Config.Timeouts.ControlPlane.Duration
 	}
@@ -96,10 +96,6 @@ func upgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) e
 		return err
 	}
 	if err := resumeUpgrade(ctx, s, timeout); err != nil {
-		return err
-	}
-	view := clusterView(s.Config)
-	if err := phases.KeepJoinedEtcdFlags(s); err != nil {
 		return err
 	}
 	if current, _, err = phases.ManifestPods(s); err != nil {
@@ -162,21 +158,7 @@ func upgradeApply(ctx context.Context, s *phases.State, timeout time.Duration) e
 	if changed == 0 && !wrote {
 		s.Report.Infof("every manifest is up to date")
 	}
-	return upgradeClusterObjects(ctx, s, view, timeout)
-}
-
-// clusterView is a copy of cfg for the cluster's objects, taken before
-// phases.KeepJoinedEtcdFlags adds this node's etcd join flags to cfg: they
-// render this node's etcd manifest, and belong in no other node's view of
-// the cluster.
-func clusterView(cfg *config.ClusterConfiguration) *config.ClusterConfiguration {
-	view := *cfg
-	if local := cfg.Etcd.Local; local != nil {
-		copied := *local
-		copied.ExtraArgs = slices.Clone(local.ExtraArgs)
-		view.Etcd.Local = &copied
-	}
-	return &view
+	return upgradeClusterObjects(ctx, s, timeout)
 }
 
 // upgradeCSRApprover writes the CSR approver's manifest as rendered, after
@@ -184,7 +166,7 @@ func clusterView(cfg *config.ClusterConfiguration) *config.ClusterConfiguration 
 // for the approver: it is no control-plane component, the control plane
 // works without it, and the kubelet restarts it from the new manifest.
 // It says whether it changed the manifest dir.
-func upgradeCSRApprover(s *phases.State, data map[string][]byte) (bool, error) {
+func upgradeCSRApprover(s *phases.Node, data map[string][]byte) (bool, error) {
 	path := s.Config.ManifestPath(config.NameCSRApprover)
 	have, err := s.Files.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -216,7 +198,7 @@ func targetOf(targets []health.Target, name string) health.Target {
 
 // wantedPods renders, patches and validates the manifests; a manifest the
 // kubelet would reject stops the upgrade before anything is touched.
-func wantedPods(s *phases.State) (map[string]*corev1.Pod, map[string][]byte, error) {
+func wantedPods(s *phases.Node) (map[string]*corev1.Pod, map[string][]byte, error) {
 	manifests, err := phases.RenderPods(s)
 	if err != nil {
 		return nil, nil, err
@@ -250,7 +232,7 @@ func samePod(a, b []byte) (bool, error) {
 
 // upgradeOne backs up prev's manifest, journals the step and writes next's
 // manifest over it, then finishes the step (see finishStep).
-func upgradeOne(ctx context.Context, s *phases.State, timeout time.Duration, prev, next instance) error {
+func upgradeOne(ctx context.Context, s *phases.Node, timeout time.Duration, prev, next instance) error {
 	name := next.target.Component
 	backup, err := backupManifest(s, name+".before-upgrade", prev.data)
 	if err != nil {
@@ -275,7 +257,7 @@ func upgradeOne(ctx context.Context, s *phases.State, timeout time.Duration, pre
 // run healthy again: the rollback is verified, not assumed. The journal
 // goes once the node runs a verified manifest. An interrupted wait (the
 // operator's Ctrl-C) is no failure: it keeps the journal for the re-run.
-func finishStep(ctx context.Context, s *phases.State, timeout time.Duration, j journal, prev, next instance) error {
+func finishStep(ctx context.Context, s *phases.Node, timeout time.Duration, j journal, prev, next instance) error {
 	upErr := waitInstance(ctx, s, next.target, startedAfter(j.Started), timeout)
 	if upErr == nil {
 		s.Report.Infof("%s upgraded: a new instance is healthy", j.Component)
@@ -299,7 +281,7 @@ func finishStep(ctx context.Context, s *phases.State, timeout time.Duration, j j
 
 // verifyRollback waits until prev's manifest runs healthy again, then
 // forgets the step and returns the failure that caused the rollback.
-func verifyRollback(ctx context.Context, s *phases.State, timeout time.Duration, j journal, prev instance, cause error) error {
+func verifyRollback(ctx context.Context, s *phases.Node, timeout time.Duration, j journal, prev instance, cause error) error {
 	if err := waitInstance(ctx, s, prev.target, rolledBack(j.Started, *j.RollbackStarted), timeout); err != nil {
 		if ctx.Err() != nil {
 			return interrupted(j, ctx.Err())
@@ -325,7 +307,7 @@ func interrupted(j journal, err error) error {
 //     the step began must be healthy, or the step rolls back (finishStep);
 //   - the previous manifest still is: the crash came before the write, and
 //     the pass that follows does the step.
-func resumeUpgrade(ctx context.Context, s *phases.State, timeout time.Duration) error {
+func resumeUpgrade(ctx context.Context, s *phases.Node, timeout time.Duration) error {
 	data, err := s.Files.ReadFile(journalPath(s.Config))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -386,7 +368,7 @@ func resumeUpgrade(ctx context.Context, s *phases.State, timeout time.Duration) 
 	return verifyRollback(ctx, s, timeout, j, prev, errors.New("its new instance had failed before the interruption"))
 }
 
-func writeJournal(s *phases.State, j journal) error {
+func writeJournal(s *phases.Node, j journal) error {
 	data, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("encode upgrade journal: %w", err)
@@ -396,7 +378,7 @@ func writeJournal(s *phases.State, j journal) error {
 
 // saveEtcdSnapshot writes a consistent snapshot into the backups dir,
 // outside the manifest dir and the data dir.
-func saveEtcdSnapshot(ctx context.Context, s *phases.State, t health.Target) error {
+func saveEtcdSnapshot(ctx context.Context, s *phases.Node, t health.Target) error {
 	files := etcd.TLSFiles{CA: s.Files.HostPath(t.CAFile), Cert: s.Files.HostPath(t.CertFile), Key: s.Files.HostPath(t.KeyFile)}
 	snap, err := etcd.Snapshot(ctx, t.Endpoints[0], files)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/procnet"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 func TestCheckSkew(t *testing.T) {
@@ -266,7 +267,7 @@ func TestInstanceOf(t *testing.T) {
 // runs the previous release (whose API server keeps the addons where they
 // are).
 func TestUpgradeClusterObjects(t *testing.T) {
-	s := phasestest.NewState(t, t.TempDir(), "v1.35.4")
+	s := phasestest.NewNode(t, t.TempDir(), "v1.35.4")
 	var out bytes.Buffer
 	s.Report = output.NewReporter(&out, false)
 	// node2, another control-plane node, is not upgraded yet.
@@ -281,7 +282,7 @@ func TestUpgradeClusterObjects(t *testing.T) {
 
 	s.Config.KubernetesVersion = "v1.36.3"
 	s.Config.Kubelet.ExtraConfig = map[string]any{"maxPods": 60}
-	must(t, upgradeClusterObjects(ctx, s, clusterView(s.Config), time.Second))
+	must(t, upgradeClusterObjects(ctx, s, time.Second))
 
 	if got := kubeadmConfigVersion(t, s); got != "v1.36.3" {
 		t.Errorf("after upgrade apply kubeadm-config names kubernetesVersion %q, want v1.36.3", got)
@@ -304,23 +305,29 @@ func TestUpgradeClusterObjects(t *testing.T) {
 }
 
 // TestUpgradeClusterViewOfJoinedNode: on a node whose etcd member joined
-// the cluster, the etcd join flags that upgrade apply keeps in its own etcd
-// manifest (see phases.KeepJoinedEtcdFlags) stay out of the cluster's
-// kubeadm-config.
+// the cluster, upgrade apply reads the membership from the etcd manifest
+// (phases.NewNode) and renders etcd with it, while the cluster's
+// kubeadm-config, uploaded from the configuration, holds no join flag.
 func TestUpgradeClusterViewOfJoinedNode(t *testing.T) {
-	joined := []config.Arg{{Name: "initial-cluster", Value: "node0=https://10.0.0.9:2380,node1=https://10.0.0.10:2380"}, {Name: "initial-cluster-state", Value: "existing"}}
-	s := initialisedWith(t, func(c *config.ClusterConfiguration) { c.Etcd.Local.ExtraArgs = joined })
-	// The node's configuration file names no join flag: join wrote them.
-	s.Config.Etcd.Local.ExtraArgs = nil
+	joined := templates.EtcdMembership{InitialCluster: "node0=https://10.0.0.9:2380,node1=https://10.0.0.10:2380"}
+	written := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
+	written.Options.Offline = true
+	written.Membership = joined // as etcd-join leaves it
+	must(t, phasestest.Run(written, phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests))
+
+	s, err := phases.NewNode(written.Run, written.Config)
+	must(t, err)
+	if s.Membership != joined {
+		t.Fatalf("the node read its etcd membership as %+v, want %+v", s.Membership, joined)
+	}
+	pods, _, err := wantedPods(s)
+	must(t, err)
+	if flags := health.CommandFlags(pods[config.NameEtcd], config.NameEtcd); flags["initial-cluster"] != joined.InitialCluster || flags["initial-cluster-state"] != "existing" {
+		t.Errorf("the upgrade renders etcd with %v, want the membership it joined with", flags)
+	}
 	s.Options.Offline = false
 	s.API = fake.NewClientset(apiServerBehind())
-
-	view := clusterView(s.Config)
-	must(t, phases.KeepJoinedEtcdFlags(s))
-	if len(s.Config.Etcd.Local.ExtraArgs) != 2 {
-		t.Fatalf("the node renders its etcd manifest with %v, want its join flags", s.Config.Etcd.Local.ExtraArgs)
-	}
-	must(t, upgradeClusterObjects(context.Background(), s, view, time.Second))
+	must(t, upgradeClusterObjects(context.Background(), s, time.Second))
 
 	cm, err := s.API.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
 	must(t, err)
@@ -340,7 +347,7 @@ func apiServerBehind() *corev1.Pod {
 
 // kubeadmConfigVersion is the kubernetesVersion of the ClusterConfiguration
 // in kube-system/kubeadm-config.
-func kubeadmConfigVersion(t *testing.T, s *phases.State) string {
+func kubeadmConfigVersion(t *testing.T, s *phases.Node) string {
 	t.Helper()
 	cm, err := s.API.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
 	must(t, err)

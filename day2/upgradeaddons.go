@@ -5,27 +5,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
 // upgradeClusterObjects moves the cluster's objects to the new release
 // once this node's control plane runs it, in the order of kubeadm's
-// upgrade apply: upload-config first, the same phase as init's, run with
-// view, the configuration as the cluster sees it (see clusterView), so
-// that kube-system/kubeadm-config names the new kubernetesVersion and
+// upgrade apply: upload-config first, the same phase as init's, so that
+// kube-system/kubeadm-config names the new kubernetesVersion and
 // kubelet-config holds the KubeletConfiguration the new configuration
 // renders (the cluster's view that `kubeadm upgrade plan` and a joining
 // node read); then the addons (see upgradeAddons). Like kubeadm, it
 // uploads the configuration even while another control-plane node still
 // runs the previous release.
-func upgradeClusterObjects(ctx context.Context, s *phases.State, view *config.ClusterConfiguration, timeout time.Duration) error {
-	upload := *s
-	upload.Config = view
-	if _, err := (phases.Runner{Phases: []phases.Phase{phases.UploadConfig}}).Run(ctx, &upload, nil); err != nil {
+func upgradeClusterObjects(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+	if _, err := (phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.UploadConfig}}).Run(ctx, s, nil); err != nil {
 		return err
 	}
-	s.API = upload.API
 	return upgradeAddons(ctx, s, timeout)
 }
 
@@ -35,7 +30,7 @@ func upgradeClusterObjects(ctx context.Context, s *phases.State, view *config.Cl
 // the addons move only when every control-plane node runs the new API
 // server: while another one runs an older release, they stay, and the
 // upgrade of the last node moves them.
-func upgradeAddons(ctx context.Context, s *phases.State, timeout time.Duration) error {
+func upgradeAddons(ctx context.Context, s *phases.Node, timeout time.Duration) error {
 	behind, err := phases.ControlPlanesBehind(ctx, s)
 	if err != nil {
 		return err
@@ -44,7 +39,7 @@ func upgradeAddons(ctx context.Context, s *phases.State, timeout time.Duration) 
 		s.Report.Warnf("addons left as they are: %s still run another API server; upgrade apply on the last of them moves the addons", strings.Join(behind, ", "))
 		return nil
 	}
-	if _, err := (phases.Runner{Phases: []phases.Phase{phases.Addon}}).Run(ctx, s, nil); err != nil {
+	if _, err := (phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Addon}}).Run(ctx, s, nil); err != nil {
 		return err
 	}
 	return phases.WaitAddonsRolledOut(ctx, s, timeout)

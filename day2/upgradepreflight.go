@@ -25,7 +25,7 @@ const snapshotHeadroom = 64 << 20
 // back one, one started on a control plane that is not healthy (a failure
 // could not be told apart from the upgrade's), and one without the disk
 // space for the etcd snapshot.
-func upgradePreflight(ctx context.Context, s *phases.State, current map[string]*corev1.Pod) error {
+func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*corev1.Pod) error {
 	if err := checkSkew(current[config.NameAPIServer], s.Config.KubernetesVersion); err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func checkSkew(apiserver *corev1.Pod, target string) error {
 }
 
 // checkDiskSpace wants room for a snapshot as large as the data dir.
-func checkDiskSpace(s *phases.State) error {
+func checkDiskSpace(s *phases.Node) error {
 	need := uint64(snapshotHeadroom)
 	_ = filepath.WalkDir(s.Files.HostPath(s.Config.Etcd.Local.DataDir), func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {

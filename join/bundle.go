@@ -56,7 +56,7 @@ func sharedFiles(c *config.ClusterConfiguration) []sharedFile {
 // ExportSecrets reads the cluster secrets a joining control-plane node
 // needs, by bundle name. Every CA must have its key: a node with an
 // external CA has nothing to share.
-func ExportSecrets(s *phases.State) (map[string][]byte, error) {
+func ExportSecrets(s *phases.Node) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, f := range sharedFiles(s.Config) {
 		path := filepath.Join(s.Config.Certificates.Dir, f.name)
@@ -112,7 +112,7 @@ func checkSecrets(c *config.ClusterConfiguration, files map[string][]byte) error
 // content is left alone. It writes nothing if the bundle is incomplete,
 // holds an unexpected name, or any file on the node differs from it,
 // because a node with other CAs belongs to another cluster.
-func ImportSecrets(s *phases.State, files map[string][]byte) error {
+func ImportSecrets(s *phases.Node, files map[string][]byte) error {
 	want := sharedFiles(s.Config)
 	var problems []string
 	for name := range files {

@@ -15,9 +15,9 @@ import (
 )
 
 // exportedNode is a node with a PKI and an encryption config, and its secrets.
-func exportedNode(t *testing.T) (*phases.State, map[string][]byte) {
+func exportedNode(t *testing.T) (*phases.Node, map[string][]byte) {
 	t.Helper()
-	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
+	s := phasestest.NewNode(t, t.TempDir(), config.DefaultKubernetesVersion)
 	if err := phasestest.Run(s, phases.Certs, phases.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestExportSecretsCarriesCAsSAAndEncryptionConfig(t *testing.T) {
 
 func TestImportSecretsThenCertsReusesTheCAs(t *testing.T) {
 	first, files := exportedNode(t)
-	joiner := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
+	joiner := phasestest.NewNode(t, t.TempDir(), config.DefaultKubernetesVersion)
 	if err := ImportSecrets(joiner, files); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestImportSecretsRefusesAndWritesNothing(t *testing.T) {
 	tests := []struct {
 		name    string
 		files   map[string][]byte
-		prepare func(*phases.State) error // makes the node differ
+		prepare func(*phases.Node) error // makes the node differ
 		want    string
 	}{
 		{"missing CA key", without(files, "ca.key"), nil, "ca.key: missing from the bundle"},
@@ -95,11 +95,11 @@ func TestImportSecretsRefusesAndWritesNothing(t *testing.T) {
 		{"an expired CA", with(with(files, "front-proxy-ca.crt", expired.Cert), "front-proxy-ca.key", expired.Key), nil, "front-proxy-ca.crt: expired on"},
 		{"garbage encryption config", with(files, "encryption-config.yaml", []byte("garbage")), nil, `check encryption config "encryption-config.yaml": not a YAML EncryptionConfiguration`},
 		{"sa.pub of another key", with(files, "sa.pub", other["sa.pub"]), nil, "sa.pub"},
-		{"node has other CAs", files, func(s *phases.State) error { return phasestest.Run(s, phases.Certs, phases.Kubeconfig) }, "differs from the bundle"},
+		{"node has other CAs", files, func(s *phases.Node) error { return phasestest.Run(s, phases.Certs, phases.Kubeconfig) }, "differs from the bundle"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
+			s := phasestest.NewNode(t, t.TempDir(), config.DefaultKubernetesVersion)
 			if tt.prepare != nil {
 				if err := tt.prepare(s); err != nil {
 					t.Fatal(err)

@@ -17,43 +17,61 @@ import (
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // endpointTimeout bounds the preflight's TLS handshake with the
 // controlPlaneEndpoint.
 const endpointTimeout = 10 * time.Second
 
-// ControlPlane is the `kubeboot join --control-plane` workflow, in
-// dependency order. It reads the node's join settings from State.Join and
-// the certificate bundle's files from State.Secrets (nil when the node holds
-// them already, as on a re-run). The etcd member joins as a learner and is
-// promoted before the API server starts on this node. The kubelet starts
-// before etcd-join, which waits for the etcd member it runs: earlier than
-// in init, whose first wait comes after write-manifests. As in init,
+// ControlPlaneNode is the data of the `kubeboot join --control-plane`
+// workflow: the control-plane node's, which init's phases run on, and the
+// join's own settings.
+type ControlPlaneNode struct {
+	*phases.Node
+	// Join is the join part of the JoinConfiguration; nil when the node is
+	// configured by a ClusterConfiguration alone (a re-run, or the lab's
+	// control-plane nodes), which no etcd-join can run from.
+	Join *config.Join
+	// Secrets are the files of the certificate bundle the join imports;
+	// nil when the node holds them already.
+	Secrets map[string][]byte
+}
+
+// ControlPlaneWorkflow is the `kubeboot join --control-plane` workflow, in
+// dependency order. The etcd member joins as a learner and is promoted
+// before the API server starts on this node. The kubelet starts before
+// etcd-join, which waits for the etcd member it runs: earlier than in
+// init, whose first wait comes after write-manifests. As in init,
 // kubelet-finalize then points kubelet.conf at the certificate the kubelet
 // rotates.
-var ControlPlane = phases.Runner{Phases: slices.Concat(Prepare, []phases.Phase{
-	phases.KubeletStart,
-	phases.APIServerConfig,
-	EtcdMember,
-	phases.ControlPlane,
-	phases.Validate,
-	phases.WriteManifests,
-	phases.Wait,
-	phases.MarkControlPlane,
-	phases.KubeletFinalize,
+var ControlPlaneWorkflow = phases.Runner[*ControlPlaneNode]{Phases: slices.Concat(Prepare, []phases.Phase[*ControlPlaneNode]{
+	initPhase(phases.KubeletStart(phases.ControlPlaneKubelet)),
+	initPhase(phases.APIServerConfig),
+	EtcdJoin,
+	initPhase(phases.ControlPlane),
+	initPhase(phases.Validate),
+	initPhase(phases.WriteManifests),
+	initPhase(phases.Wait),
+	initPhase(phases.MarkControlPlane),
+	initPhase(phases.KubeletFinalize),
 })}
 
 // Prepare are the join's phases up to the kubelet's configuration, which
 // `kubeboot lab up --control-plane` runs before it starts the kubelet.
-var Prepare = []phases.Phase{EndpointCheck, phases.Preflight, CertsImport, phases.Certs, phases.Kubeconfig, phases.KubeletConfig}
+var Prepare = []phases.Phase[*ControlPlaneNode]{JoinPreflight, initPhase(phases.Preflight), CertsImport, initPhase(phases.Certs), initPhase(phases.Kubeconfig), initPhase(phases.KubeletConfig)}
 
-// EndpointCheck checks that the cluster is reachable through the
+// initPhase is one of init's phases in the join, run on the joining node.
+func initPhase(p phases.Phase[*phases.Node]) phases.Phase[*ControlPlaneNode] {
+	return phases.Within(p, func(j *ControlPlaneNode) *phases.Node { return j.Node })
+}
+
+// JoinPreflight checks that the cluster is reachable through the
 // controlPlaneEndpoint and that it is the bundle's cluster: its API server
 // presents a certificate of the bundle's cluster CA.
-var EndpointCheck = phases.Phase{Name: "join-preflight", Short: "Check the control-plane endpoint and that its CA is the bundle's", Run: checkEndpoint}
+var JoinPreflight = phases.Phase[*ControlPlaneNode]{Name: "join-preflight", Short: "Check the control-plane endpoint and that its CA is the bundle's", Run: checkEndpoint}
 
-func checkEndpoint(ctx context.Context, s *phases.State) error {
+func checkEndpoint(ctx context.Context, s *ControlPlaneNode) error {
 	caPEM := s.Secrets[config.CertCA+".crt"]
 	if caPEM == nil {
 		var err error
@@ -93,11 +111,11 @@ func checkEndpoint(ctx context.Context, s *phases.State) error {
 // CA: with a token and the CA's pins, or a discovery file, the new
 // control-plane node trusts the bundle only for the cluster the token
 // proves.
-func checkDiscoveredCA(ctx context.Context, s *phases.State, caPEM []byte) error {
+func checkDiscoveredCA(ctx context.Context, s *ControlPlaneNode, caPEM []byte) error {
 	if s.Join == nil || s.Join.Discovery == nil {
 		return nil
 	}
-	c, err := discover(ctx, s, *s.Join.Discovery, config.DefaultDiscoveryTimeout)
+	c, err := discover(ctx, s.Run, *s.Join.Discovery, config.DefaultDiscoveryTimeout)
 	if err != nil {
 		return err
 	}
@@ -112,21 +130,21 @@ func checkDiscoveredCA(ctx context.Context, s *phases.State, caPEM []byte) error
 
 // CertsImport writes the bundle's cluster secrets, unless there is no
 // bundle (a re-run relies on the files on the node).
-var CertsImport = phases.Phase{Name: "certs-import", Short: "Write the shared CAs, service-account keys and encryption config from the bundle", Run: func(_ context.Context, s *phases.State) error {
+var CertsImport = phases.Phase[*ControlPlaneNode]{Name: "certs-import", Short: "Write the shared CAs, service-account keys and encryption config from the bundle", Run: func(_ context.Context, s *ControlPlaneNode) error {
 	if s.Secrets == nil {
 		s.Report.Infof("no bundle given: using the CAs on this node")
 		return nil
 	}
-	return ImportSecrets(s, s.Secrets)
+	return ImportSecrets(s.Node, s.Secrets)
 }}
 
-// EtcdMember adds this node's etcd member to the cluster as a learner,
+// EtcdJoin adds this node's etcd member to the cluster as a learner,
 // starts it, waits until it is healthy and promotes it to a voter. A
 // member that does not come up or catch up in time is removed again, so the
 // cluster is left as it was.
-var EtcdMember = phases.Phase{Name: "etcd-join", Short: "Add this node's etcd member as a learner, start it and promote it", LiveOnly: true, Run: runEtcdJoin}
+var EtcdJoin = phases.Phase[*ControlPlaneNode]{Name: "etcd-join", Short: "Add this node's etcd member as a learner, start it and promote it", LiveOnly: true, Run: runEtcdJoin}
 
-func runEtcdJoin(ctx context.Context, s *phases.State) error {
+func runEtcdJoin(ctx context.Context, s *ControlPlaneNode) error {
 	c := s.Config
 	if s.Join == nil {
 		return &exit.UsageError{Msg: "etcd-join needs a JoinConfiguration: its join.etcdEndpoints name the members to join through"}
@@ -142,24 +160,18 @@ func runEtcdJoin(ctx context.Context, s *phases.State) error {
 	}
 	learner := etcd.IsLearner(all, id)
 	s.Report.Stagef("etcd-member-added", "etcd member %s (%x) is in the cluster of %d (learner: %t)", c.Node.Name, id, len(all), learner)
-	cluster, err := phases.InitialClusterOnDisk(s)
-	if err != nil {
+	// A re-run keeps the cluster its member joined (NewNode read it
+	// from the manifest), so the manifest is not rewritten.
+	if s.Membership.InitialCluster == "" {
+		s.Membership = templates.EtcdMembership{InitialCluster: etcd.InitialCluster(all, id, c.Node.Name)}
+	}
+	if err := phases.EnsureEtcdDataDir(s.Node); err != nil {
 		return err
 	}
-	if cluster == "" {
-		cluster = etcd.InitialCluster(all, id, c.Node.Name)
-	}
-	// Joining flags go after the user's, so they win: etcd must not found a new cluster.
-	c.Etcd.Local.ExtraArgs = append(c.Etcd.Local.ExtraArgs,
-		config.Arg{Name: "initial-cluster", Value: cluster},
-		config.Arg{Name: "initial-cluster-state", Value: "existing"})
-	if err := phases.EnsureEtcdDataDir(s); err != nil {
+	if err := phases.Render(s.Node, config.NameEtcd, config.NameAPIServer, config.NameControllerManager, config.NameScheduler); err != nil {
 		return err
 	}
-	if err := phases.Render(s, config.NameEtcd, config.NameAPIServer, config.NameControllerManager, config.NameScheduler); err != nil {
-		return err
-	}
-	if err := phases.WriteStaged(s, config.NameEtcd); err != nil {
+	if err := phases.WriteStaged(s.Node, config.NameEtcd); err != nil {
 		return err
 	}
 	giveUp := func(cause error) error {
@@ -188,7 +200,7 @@ func runEtcdJoin(ctx context.Context, s *phases.State) error {
 // waitLocalEtcd waits until this node's etcd member answers and knows
 // the leader. The health probes' linearizable read is no test here: a
 // learner refuses it ("rpc not supported for learner") until promoted.
-func waitLocalEtcd(ctx context.Context, s *phases.State) error {
+func waitLocalEtcd(ctx context.Context, s *ControlPlaneNode) error {
 	endpoint := etcd.ClientURL(s.Config)
 	cli, err := etcd.New(ctx, []string{endpoint}, etcd.LocalTLS(s.Config, s.Files.HostPath))
 	if err != nil {

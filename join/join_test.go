@@ -16,16 +16,16 @@ func TestJoinPreflightRefusesAnotherClustersEndpoint(t *testing.T) {
 	// httptest's certificate is not from the bundle's CA: another cluster.
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	defer srv.Close()
-	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
-	s.Config.ControlPlaneEndpoint = strings.TrimPrefix(srv.URL, "https://")
-	s.Secrets = secrets
-	err := EndpointCheck.Run(context.Background(), s)
+	node := phasestest.NewNode(t, t.TempDir(), config.DefaultKubernetesVersion)
+	node.Config.ControlPlaneEndpoint = strings.TrimPrefix(srv.URL, "https://")
+	s := &ControlPlaneNode{Node: node, Secrets: secrets}
+	err := JoinPreflight.Run(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "not from the bundle's cluster CA") {
 		t.Fatalf("JoinPreflight against a foreign endpoint: %v", err)
 	}
 	// Without a bundle, the node's own CA is required.
 	s.Secrets = nil
-	err = EndpointCheck.Run(context.Background(), s)
+	err = JoinPreflight.Run(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "pass --certs-bundle") {
 		t.Fatalf("JoinPreflight without a bundle or CA: %v", err)
 	}

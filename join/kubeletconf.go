@@ -13,7 +13,6 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/discovery"
-	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -40,14 +39,14 @@ func (k *kubeconfigIdentity) joined(w *config.WorkerConfiguration, c *discovery.
 }
 
 // readKubeletConf reads this node's kubelet.conf; nil when there is none.
-func readKubeletConf(s *phases.State, w *config.WorkerConfiguration) (*kubeconfigIdentity, error) {
+func readKubeletConf(s *WorkerNode, w *config.WorkerConfiguration) (*kubeconfigIdentity, error) {
 	return readIdentity(s, w.KubeconfigPath(config.KubeconfigKubelet))
 }
 
 // readIdentity reads the kubeconfig at path, whose CA and client
 // certificate may be embedded or files, as the kubelet writes them; nil
 // when there is no such file.
-func readIdentity(s *phases.State, path string) (*kubeconfigIdentity, error) {
+func readIdentity(s *WorkerNode, path string) (*kubeconfigIdentity, error) {
 	data, err := s.Files.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

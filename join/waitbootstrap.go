@@ -22,17 +22,16 @@ import (
 // certificate) and then, watching the Node with that credential, for the
 // Node to be Ready. It then removes bootstrap-kubelet.conf, as kubeadm
 // does: the token is needed no more.
-var KubeletWaitBootstrap = phases.Phase{
+var KubeletWaitBootstrap = phases.Phase[*WorkerNode]{
 	Name:     "kubelet-wait-bootstrap",
 	Short:    "Wait for the kubelet's TLS bootstrap (its kubelet.conf) and for its Node to be Ready",
 	LiveOnly: true,
 	Run:      runWaitBootstrap,
 }
 
-// newKubeletClient builds a client from the kubelet's kubeconfig at
-// hostPath, whose client certificate is a file of the kubelet's; it fails
-// until both exist. Tests replace it.
-var newKubeletClient = func(hostPath string) (kubernetes.Interface, error) {
+// kubeletClient builds a client from the kubelet's kubeconfig at hostPath
+// with client-go: WorkerNode.KubeletClient of a real join.
+func kubeletClient(hostPath string) (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", hostPath)
 	if err != nil {
 		return nil, err
@@ -43,13 +42,10 @@ var newKubeletClient = func(hostPath string) (kubernetes.Interface, error) {
 
 // kubeletConfPoll is how often the wait looks for kubelet.conf: a file
 // the kubelet writes once, with nothing to watch it through.
-var kubeletConfPoll = 500 * time.Millisecond
+const kubeletConfPoll = 500 * time.Millisecond
 
-func runWaitBootstrap(ctx context.Context, s *phases.State) error {
-	w, err := worker(s)
-	if err != nil {
-		return err
-	}
+func runWaitBootstrap(ctx context.Context, s *WorkerNode) error {
+	w := s.Config
 	timeout := w.Timeouts.TLSBootstrap.Duration
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -58,8 +54,8 @@ func runWaitBootstrap(ctx context.Context, s *phases.State) error {
 	var client kubernetes.Interface
 	var last error
 	told := false
-	err = wait.PollUntilContextCancel(waitCtx, kubeletConfPoll, true, func(context.Context) (bool, error) {
-		if client, last = newKubeletClient(s.Files.HostPath(path)); last == nil {
+	err := wait.PollUntilContextCancel(waitCtx, kubeletConfPoll, true, func(context.Context) (bool, error) {
+		if client, last = s.KubeletClient(s.Files.HostPath(path)); last == nil {
 			return true, nil
 		}
 		if !told {

@@ -22,15 +22,12 @@ import (
 // clientset, once kubelet.conf exists.
 func fakeKubeletClient(t *testing.T, n *workerNode) {
 	t.Helper()
-	old, oldPoll := newKubeletClient, kubeletConfPoll
-	newKubeletClient = func(hostPath string) (kubernetes.Interface, error) {
+	n.s.KubeletClient = func(hostPath string) (kubernetes.Interface, error) {
 		if _, err := os.Stat(hostPath); err != nil {
 			return nil, err
 		}
 		return n.client, nil
 	}
-	kubeletConfPoll = 20 * time.Millisecond
-	t.Cleanup(func() { newKubeletClient, kubeletConfPoll = old, oldPoll })
 }
 
 // TestKubeletWaitBootstrap: the kubelet writes kubelet.conf a moment
@@ -74,17 +71,22 @@ func TestKubeletWaitBootstrap(t *testing.T) {
 	// The join converges: on the joined node, with its kubelet running
 	// under systemd, the whole workflow again changes nothing.
 	state := "active"
-	calls := phasestest.FakeSystemd(t, &state)
+	sys, calls := phasestest.FakeSystemd(&state)
 	must(t, os.MkdirAll(n.host(phases.SystemdRunDir), 0o755))
 	rerun := newWorkerOf(t, n.ca, n.host("/"), kubeletConfigMap(t), nodeObject(true))
+	rerun.s.System = sys
 	rerun.w.Kubelet.ExtraConfig = n.w.Kubelet.ExtraConfig // the same kubelet port
-	mustWrite(t, rerun.host(phases.SystemdDropIn), kubeletUnit(rerun.w).DropIn("/usr/bin/kubelet"), 0o644)
+	unit, err := WorkerKubelet(rerun.s)
+	must(t, err)
+	mustWrite(t, rerun.host(phases.SystemdDropIn), unit.DropIn("/usr/bin/kubelet"), 0o644)
 	before := phasestest.Snapshot(t, n.host("/"))
 	fakeKubeletClient(t, rerun)
 	listen(t, rerun) // the kubelet runs
-	if _, err := Worker.Run(context.Background(), rerun.s, nil); err != nil {
+	unchanged := phasestest.Unchanged(t, rerun.w)
+	if _, err := WorkerWorkflow.Run(context.Background(), rerun.s, nil); err != nil {
 		t.Fatalf("re-run: %v\n%s", err, rerun.out)
 	}
+	unchanged("a worker's join") // the configuration is read-only
 	if after := phasestest.Snapshot(t, n.host("/")); !maps.Equal(before, after) {
 		t.Errorf("a re-run changed files: written %v", rerun.s.Files.Changes().Written)
 	}

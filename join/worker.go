@@ -23,22 +23,46 @@ import (
 	"github.com/kubeboot/kubeboot/templates"
 )
 
-// Worker is the `kubeboot join` workflow of a worker node, in dependency
-// order, with kubeadm's phase names where kubeadm has the phase. It reads
-// State.Worker. The phases that need the cluster discover it once per run
-// (State.Discovered) and talk to it with the bootstrap token (State.API);
-// the others read what the earlier ones wrote to disk.
-var Worker = phases.Runner{Phases: slices.Concat(WorkerPrepare, []phases.Phase{KubeletStart, KubeletWaitBootstrap})}
+// WorkerNode is the data of a worker's join: the run, the worker's
+// configuration and, once a phase needed it, the cluster discovered. It
+// holds no ClusterConfiguration, so nothing can render a control plane
+// from it.
+type WorkerNode struct {
+	*phases.Run
+	// Config is the worker's configuration as config.Load returned it:
+	// read-only.
+	Config *config.WorkerConfiguration
+	// Discovered is the cluster this node joins: nil until the first
+	// phase that needs it discovers it (discovered).
+	Discovered *discovery.Cluster
+	// KubeletClient builds a client from the kubelet's kubeconfig at a
+	// host path, whose client certificate is a file of the kubelet's; it
+	// fails until both exist. NewWorkerNode's is client-go's; tests give
+	// a fake.
+	KubeletClient func(hostPath string) (kubernetes.Interface, error)
+}
+
+// NewWorkerNode is the data of a worker's join of w in run.
+func NewWorkerNode(run *phases.Run, w *config.WorkerConfiguration) *WorkerNode {
+	return &WorkerNode{Run: run, Config: w, KubeletClient: kubeletClient}
+}
+
+// WorkerWorkflow is the `kubeboot join` workflow of a worker node, in
+// dependency order, with kubeadm's phase names where kubeadm has the
+// phase. The phases that need the cluster discover it once per run
+// (WorkerNode.Discovered) and talk to it with the bootstrap token
+// (Run.API); the others read what the earlier ones wrote to disk.
+var WorkerWorkflow = phases.Runner[*WorkerNode]{Phases: slices.Concat(WorkerPrepare, []phases.Phase[*WorkerNode]{phases.KubeletStart(WorkerKubelet), KubeletWaitBootstrap})}
 
 // WorkerPrepare are the worker join's phases up to everything the kubelet
 // needs to start. A lab that starts the kubelet itself runs these, starts
 // it with KubeletArgs, then runs KubeletWaitBootstrap instead of
-// KubeletStart.
-var WorkerPrepare = []phases.Phase{WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig}
+// kubelet-start.
+var WorkerPrepare = []phases.Phase[*WorkerNode]{WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig}
 
 // WorkerKubeletConfig writes the kubelet's configuration: the cluster's,
 // from kube-system/kubelet-config, with this node's settings over it.
-var WorkerKubeletConfig = phases.Phase{
+var WorkerKubeletConfig = phases.Phase[*WorkerNode]{
 	Name:  "kubelet-config",
 	Short: "Write the kubelet's configuration: the cluster's kube-system/kubelet-config with this node's settings",
 	Run:   runWorkerKubeletConfig,
@@ -48,31 +72,20 @@ var WorkerKubeletConfig = phases.Phase{
 // the cluster CA, and bootstrap-kubelet.conf with the CA, the server and
 // the bootstrap token. On a node whose kubelet holds its own client
 // certificate of this cluster, it writes no bootstrap-kubelet.conf.
-var BootstrapKubeconfig = phases.Phase{
+var BootstrapKubeconfig = phases.Phase[*WorkerNode]{
 	Name:  "bootstrap-kubeconfig",
 	Short: "Write the cluster CA and bootstrap-kubelet.conf (the CA, the server and the bootstrap token) for the kubelet's TLS bootstrap",
 	Run:   runBootstrapKubeconfig,
 }
 
-// worker is the run's WorkerConfiguration.
-func worker(s *phases.State) (*config.WorkerConfiguration, error) {
-	if s.Worker == nil {
-		return nil, &exit.UsageError{Msg: "this phase joins a worker node: it needs the join's endpoint, --token and --discovery-token-ca-cert-hash, or --discovery-file, or a WorkerConfiguration"}
-	}
-	return s.Worker, nil
-}
-
 // discovered is the cluster this node joins: discovered on first use in a
-// run, and kept in State.Discovered.
-func discovered(ctx context.Context, s *phases.State) (*discovery.Cluster, error) {
+// run, and kept in WorkerNode.Discovered.
+func discovered(ctx context.Context, s *WorkerNode) (*discovery.Cluster, error) {
 	if s.Discovered != nil {
 		return s.Discovered, nil
 	}
-	w, err := worker(s)
-	if err != nil {
-		return nil, err
-	}
-	c, err := discover(ctx, s, w.Discovery, w.Timeouts.Discovery.Duration)
+	w := s.Config
+	c, err := discover(ctx, s.Run, w.Discovery, w.Timeouts.Discovery.Duration)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +94,7 @@ func discovered(ctx context.Context, s *phases.State) (*discovery.Cluster, error
 }
 
 // discover finds and verifies the cluster as d says, within timeout.
-func discover(ctx context.Context, s *phases.State, d config.Discovery, timeout time.Duration) (*discovery.Cluster, error) {
+func discover(ctx context.Context, s *phases.Run, d config.Discovery, timeout time.Duration) (*discovery.Cluster, error) {
 	opts := discovery.Options{Timeout: timeout, Progress: func(msg string) { s.Report.Infof("%s", msg) }}
 	var token bootstraptoken.Token
 	var err error
@@ -121,7 +134,7 @@ func bootstrapKubeconfig(c *discovery.Cluster) ([]byte, error) {
 
 // tokenClient is the run's API client with the bootstrap token's identity,
 // which kubeadm's RBAC lets get Nodes and read the kubelet's configuration.
-func tokenClient(ctx context.Context, s *phases.State) (kubernetes.Interface, error) {
+func tokenClient(ctx context.Context, s *WorkerNode) (kubernetes.Interface, error) {
 	if s.API != nil {
 		return s.API, nil
 	}
@@ -141,11 +154,8 @@ func tokenClient(ctx context.Context, s *phases.State) (kubernetes.Interface, er
 	return client, nil
 }
 
-func runWorkerKubeletConfig(ctx context.Context, s *phases.State) error {
-	w, err := worker(s)
-	if err != nil {
-		return err
-	}
+func runWorkerKubeletConfig(ctx context.Context, s *WorkerNode) error {
+	w := s.Config
 	client, err := tokenClient(ctx, s)
 	if err != nil {
 		return err
@@ -217,11 +227,8 @@ func NodeKubeletConfiguration(cluster []byte, w *config.WorkerConfiguration) ([]
 	return yaml.JSONToYAML(data)
 }
 
-func runBootstrapKubeconfig(ctx context.Context, s *phases.State) error {
-	w, err := worker(s)
-	if err != nil {
-		return err
-	}
+func runBootstrapKubeconfig(ctx context.Context, s *WorkerNode) error {
+	w := s.Config
 	c, err := discovered(ctx, s)
 	if err != nil {
 		return err

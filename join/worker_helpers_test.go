@@ -2,7 +2,6 @@ package join
 
 import (
 	"bytes"
-	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,9 +18,9 @@ import (
 	"github.com/kubeboot/kubeboot/bootstraptoken"
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/discovery"
-	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -34,7 +33,7 @@ var workerToken = bootstraptoken.Token{ID: "abcdef", Secret: "0123456789abcdef"}
 
 // workerNode is a joining worker1 and its cluster.
 type workerNode struct {
-	s      *phases.State
+	s      *WorkerNode
 	w      *config.WorkerConfiguration
 	client *fake.Clientset
 	out    *bytes.Buffer
@@ -63,8 +62,9 @@ func newWorkerOf(t *testing.T, ca pki.KeyPair, root string, objs ...runtime.Obje
 	w.Timeouts.TLSBootstrap.Duration = 5 * time.Second
 	client := fake.NewClientset(objs...)
 	var out bytes.Buffer
-	s := &phases.State{Config: w.NodeConfig(), Worker: w, Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&out, true), API: client,
-		Discovered: &discovery.Cluster{Name: "kubernetes", Server: "https://10.0.0.10:6443", CA: ca.Cert, CAHash: hash, Token: workerToken}}
+	s := NewWorkerNode(phasestest.NewRun(root, output.NewReporter(&out, true)), w)
+	s.API = client
+	s.Discovered = &discovery.Cluster{Name: "kubernetes", Server: "https://10.0.0.10:6443", CA: ca.Cert, CAHash: hash, Token: workerToken}
 	// This host's own checks (forwarding, swap, cgroups, the kubelet and
 	// the runtime) are phases' hostchecks_test.go's; these tests are the
 	// worker's.
@@ -165,8 +165,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func runPhases(t *testing.T, n *workerNode, list ...phases.Phase) error {
+func runPhases(t *testing.T, n *workerNode, list ...phases.Phase[*WorkerNode]) error {
 	t.Helper()
-	_, err := phases.Runner{Phases: list}.Run(context.Background(), n.s, nil)
-	return err
+	return phasestest.Run(n.s, list...)
 }

@@ -252,11 +252,13 @@ func TestWorkerKubeletConfigRegistersTaints(t *testing.T) {
 
 func TestKubeletStart(t *testing.T) {
 	state := "inactive"
-	calls := phasestest.FakeSystemd(t, &state)
+	sys, calls := phasestest.FakeSystemd(&state)
+	kubeletStart := phases.KubeletStart(WorkerKubelet)
 
 	// Without systemd: the command to run, and nothing else.
 	n := newWorker(t)
-	must(t, runPhases(t, n, KubeletStart))
+	n.s.System = sys
+	must(t, runPhases(t, n, kubeletStart))
 	if len(*calls) > 0 || len(n.s.Files.Changes().Written) > 0 {
 		t.Errorf("without systemd: ran %v, wrote %v", *calls, n.s.Files.Changes().Written)
 	}
@@ -273,7 +275,7 @@ func TestKubeletStart(t *testing.T) {
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		must(t, err)
 		defer func() { _ = l.Close() }()
-		must(t, runPhases(t, n, KubeletStart))
+		must(t, runPhases(t, n, kubeletStart))
 	}()
 	if diff := cmp.Diff([]string{"is-active kubelet"}, *calls); diff != "" || len(n.s.Files.Changes().Written) > 0 ||
 		!strings.Contains(n.out.String(), "a kubelet that kubelet.service does not run already listens on") {
@@ -282,7 +284,7 @@ func TestKubeletStart(t *testing.T) {
 
 	// With systemd: the drop-in, a reload and a restart.
 	*calls = nil
-	must(t, runPhases(t, n, KubeletStart))
+	must(t, runPhases(t, n, kubeletStart))
 	if diff := cmp.Diff([]string{"is-active kubelet", "daemon-reload", "restart kubelet", "is-enabled kubelet"}, *calls); diff != "" {
 		t.Errorf("systemctl calls (-want +got):\n%s", diff)
 	}
@@ -295,7 +297,8 @@ func TestKubeletStart(t *testing.T) {
 	// A re-run on an active kubelet whose files are unchanged leaves it running.
 	*calls = nil
 	n = newWorkerOf(t, n.ca, n.host("/"))
-	must(t, runPhases(t, n, KubeletStart))
+	n.s.System = sys
+	must(t, runPhases(t, n, kubeletStart))
 	if diff := cmp.Diff([]string{"is-active kubelet"}, *calls); diff != "" || len(n.s.Files.Changes().Written) > 0 {
 		t.Errorf("re-run: systemctl calls (-want +got):\n%s; wrote %v", diff, n.s.Files.Changes().Written)
 	}
@@ -303,7 +306,8 @@ func TestKubeletStart(t *testing.T) {
 	// A configuration written in this run restarts it.
 	*calls = nil
 	n = newWorkerOf(t, n.ca, n.host("/"), kubeletConfigMap(t))
-	must(t, runPhases(t, n, WorkerKubeletConfig, KubeletStart))
+	n.s.System = sys
+	must(t, runPhases(t, n, WorkerKubeletConfig, kubeletStart))
 	if diff := cmp.Diff([]string{"is-active kubelet", "restart kubelet", "is-enabled kubelet"}, *calls); diff != "" {
 		t.Errorf("after a new kubelet config: systemctl calls (-want +got):\n%s", diff)
 	}

@@ -26,17 +26,14 @@ import (
 // another cluster is in the way, and no Ready Node of another machine has
 // this node's name. A node that joined already passes, so a re-run
 // converges.
-var WorkerPreflight = phases.Phase{
+var WorkerPreflight = phases.Phase[*WorkerNode]{
 	Name:  "preflight",
 	Short: "Discover the cluster and check that this node can join it as a worker",
 	Run:   runWorkerPreflight,
 }
 
-func runWorkerPreflight(ctx context.Context, s *phases.State) error {
-	w, err := worker(s)
-	if err != nil {
-		return err
-	}
+func runWorkerPreflight(ctx context.Context, s *WorkerNode) error {
+	w := s.Config
 	c, err := discovered(ctx, s)
 	if err != nil {
 		return err
@@ -44,13 +41,13 @@ func runWorkerPreflight(ctx context.Context, s *phases.State) error {
 	// A broken kubelet.conf fails its check; the others take it for none.
 	own, ownErr := readKubeletConf(s, w)
 	host, port := phases.KubeletAddress(w.Kubelet.ExtraConfig)
-	checks := []phases.Check{{Name: "IsPrivilegedUser", Run: func(context.Context, *phases.State) error { return checkRoot(w) }}}
-	checks = append(checks, phases.HostChecks(phases.ThisHost(), phases.KubeletNeeds(w.Kubelet.ExtraConfig, w.Kubelet.ContainerRuntimeEndpoint))...)
-	return phases.RunChecks(ctx, s, append(checks, []phases.Check{
-		{Name: "KubeletConf", Run: func(context.Context, *phases.State) error { return checkKubeletConf(w, c, own, ownErr) }},
-		{Name: "ClusterCA", Run: func(_ context.Context, s *phases.State) error { return checkClusterCA(s, w, c) }},
-		{Name: "Port-" + strconv.Itoa(port), Run: func(_ context.Context, s *phases.State) error { return checkKubeletPort(s, w, c, own, host, port) }},
-		{Name: "NodeName", Run: func(ctx context.Context, s *phases.State) error { return checkNodeName(ctx, s, w, c, own) }},
+	checks := []phases.Check{{Name: "IsPrivilegedUser", Run: func(context.Context) error { return checkRoot(w) }}}
+	checks = append(checks, phases.HostChecks(s.Run, phases.ThisHost(), phases.KubeletNeeds(w.Kubelet.ExtraConfig, w.Kubelet.ContainerRuntimeEndpoint))...)
+	return phases.RunChecks(ctx, s.Run, append(checks, []phases.Check{
+		{Name: "KubeletConf", Run: func(context.Context) error { return checkKubeletConf(w, c, own, ownErr) }},
+		{Name: "ClusterCA", Run: func(context.Context) error { return checkClusterCA(s, w, c) }},
+		{Name: "Port-" + strconv.Itoa(port), Run: func(context.Context) error { return checkKubeletPort(s, w, c, own, host, port) }},
+		{Name: "NodeName", Run: func(ctx context.Context) error { return checkNodeName(ctx, s, w, c, own) }},
 	}...))
 }
 
@@ -81,7 +78,7 @@ func checkKubeletConf(w *config.WorkerConfiguration, c *discovery.Cluster, own *
 // checkClusterCA refuses a CA file of another cluster: the kubelet would
 // authenticate clients with the wrong CA. A CA re-issued with the same key
 // has the same pin, and is replaced.
-func checkClusterCA(s *phases.State, w *config.WorkerConfiguration, c *discovery.Cluster) error {
+func checkClusterCA(s *WorkerNode, w *config.WorkerConfiguration, c *discovery.Cluster) error {
 	have, err := s.Files.ReadFile(w.CAPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -97,7 +94,7 @@ func checkClusterCA(s *phases.State, w *config.WorkerConfiguration, c *discovery
 
 // checkKubeletPort fails when something listens where the kubelet will,
 // unless this node's kubelet of this cluster does: a re-run.
-func checkKubeletPort(s *phases.State, w *config.WorkerConfiguration, c *discovery.Cluster, own *kubeconfigIdentity, host string, port int) error {
+func checkKubeletPort(s *WorkerNode, w *config.WorkerConfiguration, c *discovery.Cluster, own *kubeconfigIdentity, host string, port int) error {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
@@ -124,7 +121,7 @@ func checkKubeletPort(s *phases.State, w *config.WorkerConfiguration, c *discove
 // checkNodeName refuses a Node of this name that is Ready, unless it is
 // this node's own: another machine has the name. As kubeadm, it aborts on
 // any error but NotFound, a refused GET included.
-func checkNodeName(ctx context.Context, s *phases.State, w *config.WorkerConfiguration, c *discovery.Cluster, own *kubeconfigIdentity) error {
+func checkNodeName(ctx context.Context, s *WorkerNode, w *config.WorkerConfiguration, c *discovery.Cluster, own *kubeconfigIdentity) error {
 	client, err := tokenClient(ctx, s)
 	if err != nil {
 		return err

@@ -23,7 +23,7 @@ const addonPollInterval = time.Second
 // it: the controller saw the current spec, every replica (or every node's
 // pod) runs it and is available, and no old one is left. On timeout it
 // names each workload that is not, with its counts.
-func WaitAddonsRolledOut(ctx context.Context, s *State, timeout time.Duration) error {
+func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) error {
 	deployments, daemonSets, err := addonWorkloads(s.Config)
 	if err != nil || len(deployments)+len(daemonSets) == 0 {
 		return err // no addon on: nothing to wait for
@@ -142,7 +142,7 @@ func daemonSetPending(ds *appsv1.DaemonSet) string {
 // runs an image other than the one this configuration renders. kubeadm
 // moves the addons only once every control-plane node is upgraded, so
 // that no older API server serves a newer addon; so does upgrade apply.
-func ControlPlanesBehind(ctx context.Context, s *State) ([]string, error) {
+func ControlPlanesBehind(ctx context.Context, s *Node) ([]string, error) {
 	pods, err := RenderPods(s)
 	if err != nil {
 		return nil, err

@@ -54,7 +54,7 @@ const (
 // super-admin.conf, whose system:masters identity needs no RBAC grant: the
 // live phases run before or right after bootstrap-admin grants admin.conf
 // its role.
-func apiClient(s *State) (kubernetes.Interface, error) {
+func apiClient(s *Node) (kubernetes.Interface, error) {
 	if s.API != nil {
 		return s.API, nil
 	}
@@ -139,7 +139,7 @@ func kindOf(obj any) string {
 // applyObjects applies objs in the order of their fields (see
 // templates.Objects), each binding after its role and each workload after
 // what it uses, and reports what happened to each.
-func applyObjects(ctx context.Context, s *State, client kubernetes.Interface, objs templates.Objects) error {
+func applyObjects(ctx context.Context, s *Node, client kubernetes.Interface, objs templates.Objects) error {
 	return applyRun{s: s}.all(ctx, client, objs)
 }
 
@@ -147,7 +147,7 @@ func applyObjects(ctx context.Context, s *State, client kubernetes.Interface, ob
 // when drifts is set, a server-side dry run that records each object the
 // apply would change.
 type applyRun struct {
-	s      *State
+	s      *Node
 	drifts *[]Drift
 }
 

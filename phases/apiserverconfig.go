@@ -25,13 +25,13 @@ const (
 )
 
 // APIServerConfig writes the files the API server reads beside its flags.
-var APIServerConfig = Phase{
+var APIServerConfig = Phase[*Node]{
 	Name:  "apiserver-config",
 	Short: "Write the API server's encryption, audit, admission and authentication configuration",
 	Run:   runAPIServerConfig,
 }
 
-func runAPIServerConfig(_ context.Context, s *State) error {
+func runAPIServerConfig(_ context.Context, s *Node) error {
 	sec := s.Config.Security
 	if config.On(sec.EncryptionAtRest.Enabled) {
 		if err := ensureEncryptionConfig(s); err != nil {
@@ -71,7 +71,7 @@ func runAPIServerConfig(_ context.Context, s *State) error {
 // rotating keys edits it), and an invalid one is an error for a human to
 // resolve. Only a missing file gets a new random key. Nothing here prints
 // the key: messages name the file only.
-func ensureEncryptionConfig(s *State) error {
+func ensureEncryptionConfig(s *Node) error {
 	path := s.Config.EncryptionConfigPath()
 	want := s.Config.Security.EncryptionAtRest.Provider
 	data, err := s.Files.ReadFile(path)
@@ -116,7 +116,7 @@ func ensureEncryptionConfig(s *State) error {
 
 // checkAuditPolicy makes sure a user's audit policy is there and is one,
 // so a typo in the path fails here rather than in a crash-looping API server.
-func checkAuditPolicy(s *State, path string) error {
+func checkAuditPolicy(s *Node, path string) error {
 	data, err := s.Files.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read audit policy %q: not found: write it, or unset security.audit.policyFile to use kubeboot's", path)

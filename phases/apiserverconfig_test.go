@@ -17,13 +17,13 @@ import (
 	"github.com/kubeboot/kubeboot/templates"
 )
 
-func runAPIServerConfigPhase(s *State) error {
-	_, err := Runner{Phases: []Phase{APIServerConfig}}.RunOne(context.Background(), s, APIServerConfig.Name)
+func runAPIServerConfigPhase(s *Node) error {
+	_, err := Runner[*Node]{Phases: []Phase[*Node]{APIServerConfig}}.RunOne(context.Background(), s, APIServerConfig.Name)
 	return err
 }
 
 // hostFile reads a node path of s.
-func hostFile(t *testing.T, s *State, path string) []byte {
+func hostFile(t *testing.T, s *Node, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(s.Files.HostPath(path))
 	if err != nil {

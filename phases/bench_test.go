@@ -40,8 +40,8 @@ func writeNode(tb testing.TB, root string) []nodeFile {
 		tb.Fatal(errs.ToAggregate())
 	}
 	w := &recordingWriter{AtomicWriter: &files.AtomicWriter{Root: root}}
-	s := &State{Config: c, Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: Options{Offline: true}}
-	writers := Runner{Phases: []Phase{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
+	s := &Node{Run: &Run{System: HostSystem(), Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: Options{Offline: true}}, Config: c}
+	writers := Runner[*Node]{Phases: []Phase[*Node]{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
 	if _, err := writers.Run(context.Background(), s, nil); err != nil {
 		tb.Fatal(err)
 	}

@@ -22,14 +22,14 @@ const (
 // BootstrapAdmin grants admin.conf's group cluster-admin, so admin.conf works
 // without system:masters, and lets the API server's kubelet client use the
 // kubelet API. It runs as a visible phase with super-admin.conf.
-var BootstrapAdmin = Phase{
+var BootstrapAdmin = Phase[*Node]{
 	Name:     "bootstrap-admin",
 	Short:    "Grant admin.conf and the API server's kubelet client their roles",
 	LiveOnly: true,
 	Run:      runBootstrapAdmin,
 }
 
-func runBootstrapAdmin(ctx context.Context, s *State) error {
+func runBootstrapAdmin(ctx context.Context, s *Node) error {
 	client, err := apiClient(s)
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ import (
 // init generated, while it stays valid long enough, or a new one. The join
 // command holds the first given token that can join a node, else the
 // generated one; it goes to the run's result only.
-var BootstrapToken = Phase{
+var BootstrapToken = Phase[*Node]{
 	Name:     "bootstrap-token",
 	Short:    "Grant bootstrap tokens and nodes their roles, and create the configuration's tokens (or keep init's)",
 	LiveOnly: true,
@@ -55,7 +55,7 @@ const initTokenDescription = "kubeboot init: the token nodes join with"
 // be reused: long enough for the join printed with it.
 const maxReuseMargin = time.Hour
 
-func runBootstrapToken(ctx context.Context, s *State) error {
+func runBootstrapToken(ctx context.Context, s *Node) error {
 	hash, err := CAHash(s)
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func runBootstrapToken(ctx context.Context, s *State) error {
 // ensureToken makes sure the token of spec exists: applied when given,
 // else init's generated token, reused or created. It reports what it did,
 // never with the secret.
-func ensureToken(ctx context.Context, s *State, client kubernetes.Interface, spec config.BootstrapTokenSpec, now time.Time) (bootstraptoken.Info, error) {
+func ensureToken(ctx context.Context, s *Node, client kubernetes.Interface, spec config.BootstrapTokenSpec, now time.Time) (bootstraptoken.Info, error) {
 	if spec.Token != "" {
 		return applyGivenToken(ctx, s, client, spec, now)
 	}
@@ -136,7 +136,7 @@ func tokenInfo(t bootstraptoken.Token, spec config.BootstrapTokenSpec, descripti
 // keeps its expiry while that has not passed and lies within the ttl, so
 // a re-run changes nothing; a Secret of its ID that holds another token,
 // or no token, is refused rather than replaced.
-func applyGivenToken(ctx context.Context, s *State, client kubernetes.Interface, spec config.BootstrapTokenSpec, now time.Time) (bootstraptoken.Info, error) {
+func applyGivenToken(ctx context.Context, s *Node, client kubernetes.Interface, spec config.BootstrapTokenSpec, now time.Time) (bootstraptoken.Info, error) {
 	token, err := bootstraptoken.Parse(spec.Token)
 	if err != nil {
 		return bootstraptoken.Info{}, err
@@ -275,7 +275,7 @@ func DeleteToken(ctx context.Context, client kubernetes.Interface, id string) er
 }
 
 // CAHash reads the pin of the cluster CA (see pki.CACertHash) from ca.crt.
-func CAHash(s *State) (string, error) {
+func CAHash(s *Node) (string, error) {
 	path := s.Config.CertPath(config.CertCA)
 	ca, err := s.Files.ReadFile(path)
 	if err != nil {

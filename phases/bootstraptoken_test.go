@@ -29,7 +29,7 @@ func tokenSecret(id string, expires time.Time, createdBy string) *corev1.Secret 
 }
 
 // tokenSecrets lists the token Secrets.
-func tokenSecrets(t *testing.T, s *State) []bootstraptoken.Info {
+func tokenSecrets(t *testing.T, s *Node) []bootstraptoken.Info {
 	t.Helper()
 	tokens, problems, err := ListTokens(context.Background(), s.API, "")
 	if err != nil || len(problems) > 0 {
@@ -198,7 +198,7 @@ const (
 // givenTokens sets the configuration's bootstrapTokens, defaulted as
 // config would: the fleet token joins, the signing one does not, and one
 // is left to generate.
-func givenTokens(s *State, generatedFirst bool) {
+func givenTokens(s *Node, generatedFirst bool) {
 	ttl := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	fleet := config.BootstrapTokenSpec{Token: fleetToken, TTL: ttl(2 * time.Hour), Description: "the fleet's nodes",
 		Usages: []string{"signing", "authentication"}, Groups: []string{bootstraptoken.NodeGroup, "system:bootstrappers:fleet"}}

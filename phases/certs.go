@@ -16,19 +16,19 @@ import (
 )
 
 // Certs converges the certificate authorities, certificates and keys.
-var Certs = Phase{
+var Certs = Phase[*Node]{
 	Name:  "certs",
 	Short: "Generate the certificate authorities, certificates and keys",
-	Run: func(_ context.Context, s *State) error {
+	Run: func(_ context.Context, s *Node) error {
 		return ensurePKI(s, pki.CertNames(s.Config))
 	},
 }
 
 // Kubeconfig converges the kubeconfig files.
-var Kubeconfig = Phase{
+var Kubeconfig = Phase[*Node]{
 	Name:  "kubeconfig",
 	Short: "Generate the kubeconfig files",
-	Run: func(_ context.Context, s *State) error {
+	Run: func(_ context.Context, s *Node) error {
 		ca := s.Config.CertPath(config.CertCA)
 		if _, err := s.Files.ReadFile(ca); errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%s not found: run `kubeboot init phase certs` first", ca)
@@ -40,7 +40,7 @@ var Kubeconfig = Phase{
 // ensurePKI reuses every named file that is correct, creates the missing
 // ones, and fails on wrong ones, naming each difference; with --renew it
 // re-issues the wrong ones that a renewal fixes.
-func ensurePKI(s *State, names []string) error {
+func ensurePKI(s *Node, names []string) error {
 	have, err := ReadPKI(s)
 	if err != nil {
 		return err
@@ -76,7 +76,7 @@ func ensurePKI(s *State, names []string) error {
 // when that certificate expires within the renewal window. Renewing it is
 // the kubelet's work, so it is no reason to fail, but one this close to
 // its end says that the kubelet's rotation may be failing.
-func warnKubeletRotation(s *State, set pki.Set, names []string) {
+func warnKubeletRotation(s *Node, set pki.Set, names []string) {
 	window := s.Config.Certificates.RenewBefore.Duration
 	for _, e := range pki.Expirations(s.Config, set, time.Now()) {
 		if e.File == "" || e.Missing || e.Err != nil || e.Residual >= window || !slices.Contains(names, e.Name) {
@@ -91,7 +91,7 @@ func warnKubeletRotation(s *State, set pki.Set, names []string) {
 // warnKeyMismatches says which of the named certificates and kubeconfigs
 // keep a key of another algorithm than certificates.keyAlgorithm, which
 // only applies to new keys, and what re-keys them.
-func warnKeyMismatches(s *State, set pki.Set, names []string) {
+func warnKeyMismatches(s *Node, set pki.Set, names []string) {
 	byChange := map[string][]string{}
 	var changes []string
 	for _, m := range pki.KeyMismatches(s.Config, set) {
@@ -119,7 +119,7 @@ func KeyMismatchReason(m pki.KeyMismatch) string {
 // expires within the renewal window, or with --strict fails on it. The
 // certificates such a CA issues expire with it, and pki.Check accepts them
 // as they are, so without the warning nothing would say why they are short.
-func checkCAExpiry(s *State, set pki.Set, names []string) error {
+func checkCAExpiry(s *Node, set pki.Set, names []string) error {
 	var errs []error
 	for _, e := range pki.ExpiringCAs(s.Config, set, time.Now()) {
 		if names != nil && !slices.Contains(names, e.Name) {
@@ -196,7 +196,7 @@ func merge(base, top pki.Set) pki.Set {
 // ReadPKI reads the node's certificates, keys and kubeconfigs, and the
 // kubelet's pair file that kubelet.conf names once finalized; a missing
 // file is an empty field.
-func ReadPKI(s *State) (pki.Set, error) {
+func ReadPKI(s *Node) (pki.Set, error) {
 	c := s.Config
 	set := pki.Set{Certs: map[string]pki.KeyPair{}, Kubeconfigs: map[string][]byte{}}
 	var err error
@@ -257,7 +257,7 @@ func pkiFiles(c *config.ClusterConfiguration, set pki.Set, names []string) []pki
 // writePKI makes the disk hold set: new material is written, keys before
 // their certificates; unchanged files are left alone but a looser mode is
 // tightened.
-func writePKI(s *State, names []string, set pki.Set) error {
+func writePKI(s *Node, names []string, set pki.Set) error {
 	dirs := []string{s.Config.Certificates.Dir}
 	if s.Config.Etcd.Local != nil {
 		dirs = append(dirs, filepath.Dir(s.Config.CertPath(config.CertEtcdCA)))
@@ -305,7 +305,7 @@ func day(t time.Time) string {
 // one whose CA key is here) with the existing CAs, and returns the
 // components that must restart to load them. A kubelet.conf that names
 // the certificate the kubelet rotates is left alone, and it says so.
-func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
+func RenewCerts(s *Node, names []string, newKeys bool) ([]string, error) {
 	have, err := ReadPKI(s)
 	if err != nil {
 		return nil, err
@@ -340,7 +340,7 @@ func RenewCerts(s *State, names []string, newKeys bool) ([]string, error) {
 // reportKubeletRotated says, for each of the named kubeconfigs (nil: all)
 // that names the client certificate the kubelet rotates, that a renewal
 // leaves it to the kubelet.
-func reportKubeletRotated(s *State, have pki.Set, names []string) {
+func reportKubeletRotated(s *Node, have pki.Set, names []string) {
 	for _, e := range pki.Expirations(s.Config, have, time.Now()) {
 		if e.File == "" || (names != nil && !slices.Contains(names, e.Name)) {
 			continue

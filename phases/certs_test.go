@@ -18,8 +18,8 @@ import (
 	"github.com/kubeboot/kubeboot/pki"
 )
 
-func runPKIPhases(s *State) error {
-	_, err := Runner{Phases: []Phase{Certs, Kubeconfig}}.Run(context.Background(), s, nil)
+func runPKIPhases(s *Node) error {
+	_, err := Runner[*Node]{Phases: []Phase[*Node]{Certs, Kubeconfig}}.Run(context.Background(), s, nil)
 	return err
 }
 
@@ -171,7 +171,7 @@ func TestPKIPhaseExpiringCertNeedsRenew(t *testing.T) {
 	}
 }
 
-func parseCert(t *testing.T, s *State, name string) *x509.Certificate {
+func parseCert(t *testing.T, s *Node, name string) *x509.Certificate {
 	t.Helper()
 	data, err := s.Files.ReadFile(s.Config.CertPath(name))
 	must(t, err)

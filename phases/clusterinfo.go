@@ -19,14 +19,14 @@ import (
 // can be run or skipped alone. The controller-manager's bootstrapsigner
 // adds a jws-kubeconfig-<token ID> key per token: kubeboot applies only the
 // kubeconfig key, so a re-run neither removes nor fights over those.
-var ClusterInfo = Phase{
+var ClusterInfo = Phase[*Node]{
 	Name:     "cluster-info",
 	Short:    "Publish the cluster's CA and address in kube-public/cluster-info for node join discovery, readable anonymously",
 	LiveOnly: true,
 	Run:      runClusterInfo,
 }
 
-func runClusterInfo(ctx context.Context, s *State) error {
+func runClusterInfo(ctx context.Context, s *Node) error {
 	path := s.Config.CertPath(config.CertCA)
 	ca, err := s.Files.ReadFile(path)
 	if err != nil {
@@ -48,7 +48,7 @@ func runClusterInfo(ctx context.Context, s *State) error {
 
 // warnMissingJoinControllers warns when the controller manager, as its
 // manifest runs it, leaves off a controller that node join needs.
-func warnMissingJoinControllers(s *State) error {
+func warnMissingJoinControllers(s *Node) error {
 	path := s.Config.ManifestPath(config.NameControllerManager)
 	data, err := s.Files.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

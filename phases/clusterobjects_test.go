@@ -116,7 +116,7 @@ func TestClusterInfoWarnsWithoutTheSigner(t *testing.T) {
 // TestLivePhasesNeedTheirInputs: each names what to run first, before it
 // changes anything.
 func TestLivePhasesNeedTheirInputs(t *testing.T) {
-	for _, p := range []Phase{ClusterInfo, BootstrapToken} {
+	for _, p := range []Phase[*Node]{ClusterInfo, BootstrapToken} {
 		s, client, _ := liveState(t, false)
 		err := p.Run(context.Background(), s)
 		if err == nil || !strings.Contains(err.Error(), "run `kubeboot init phase certs` first") {

@@ -14,14 +14,14 @@ import (
 // reads are forbidden and it stays unready, which no phase waits for.
 // With csrApprover.enabled false there is nothing to grant; grants of an
 // earlier run stay, as the objects of the other live phases do.
-var CSRApprover = Phase{
+var CSRApprover = Phase[*Node]{
 	Name:     "csr-approver",
 	Short:    "Grant the CSR approver the approving of kubelet serving certificates",
 	LiveOnly: true,
 	Run:      runCSRApprover,
 }
 
-func runCSRApprover(ctx context.Context, s *State) error {
+func runCSRApprover(ctx context.Context, s *Node) error {
 	if !s.Config.CSRApproverEnabled() {
 		s.Report.Infof("csrApprover.enabled is false: nothing to grant")
 		return nil

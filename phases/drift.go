@@ -29,7 +29,7 @@ type Drift struct {
 // AddonDrift computes, by server-side dry runs, which objects of the
 // addons the configuration turns on the addon phase would change. A
 // turned-off addon is left as it is, so it shows no drift.
-func AddonDrift(ctx context.Context, s *State) ([]Drift, error) {
+func AddonDrift(ctx context.Context, s *Node) ([]Drift, error) {
 	client, err := apiClient(s)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ const passwdFile = "/etc/passwd"
 // that user exists (CIS 1.1.12), else leaves it to root with a warning.
 // Offline renders describe another machine, whose user IDs this one
 // cannot know, so they only create the directory.
-func EnsureEtcdDataDir(s *State) error {
+func EnsureEtcdDataDir(s *Node) error {
 	dir := s.Config.Etcd.Local.DataDir
 	if err := s.Files.MkdirAll(dir, etcdDataDirMode); err != nil {
 		return err

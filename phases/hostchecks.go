@@ -94,9 +94,9 @@ const runtimeCheckTimeout = 10 * time.Second
 // HostChecks are the checks of the machine itself that a node needs, each
 // named as kubeadm's where kubeadm has it, so that --ignore-preflight-errors
 // takes the same names: IP forwarding for each family, swap, the cgroup
-// version, the kernel version, the kubelet binary and the container
-// runtime answering on its socket.
-func HostChecks(h Host, n NodeNeeds) []Check {
+// version, the kernel version, the kubelet binary (which r's System finds)
+// and the container runtime answering on its socket (under r's root).
+func HostChecks(r *Run, h Host, n NodeNeeds) []Check {
 	var checks []Check
 	if n.IPv4 {
 		checks = append(checks, forwardingCheck(h, "/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward"))
@@ -105,11 +105,11 @@ func HostChecks(h Host, n NodeNeeds) []Check {
 		checks = append(checks, forwardingCheck(h, "/proc/sys/net/ipv6/conf/default/forwarding", "net.ipv6.conf.default.forwarding"))
 	}
 	return append(checks,
-		Check{Name: "Swap", Run: func(context.Context, *State) error { return checkSwap(h, n.FailSwapOn) }},
-		Check{Name: "CgroupV1", Run: func(context.Context, *State) error { return checkCgroupV1(h, n.FailCgroupV1) }},
-		Check{Name: "KernelVersion", Run: func(context.Context, *State) error { return checkKernel(h, n.ProxyMode) }},
-		Check{Name: "FileExisting-kubelet", Run: func(context.Context, *State) error { return checkKubeletBinary() }},
-		Check{Name: "CRI", Run: func(ctx context.Context, s *State) error { return checkRuntime(ctx, s, n.RuntimeEndpoint) }},
+		Check{Name: "Swap", Run: func(context.Context) error { return checkSwap(h, n.FailSwapOn) }},
+		Check{Name: "CgroupV1", Run: func(context.Context) error { return checkCgroupV1(h, n.FailCgroupV1) }},
+		Check{Name: "KernelVersion", Run: func(context.Context) error { return checkKernel(h, n.ProxyMode) }},
+		Check{Name: "FileExisting-kubelet", Run: func(context.Context) error { return checkKubeletBinary(r.System) }},
+		Check{Name: "CRI", Run: func(ctx context.Context) error { return checkRuntime(ctx, r, n.RuntimeEndpoint) }},
 	)
 }
 
@@ -117,7 +117,7 @@ func HostChecks(h Host, n NodeNeeds) []Check {
 // its pods' packets and those of Services.
 func forwardingCheck(h Host, file, sysctl string) Check {
 	name := "FileContent-" + strings.ReplaceAll(file, "/", "-")
-	return Check{Name: name, Run: func(context.Context, *State) error {
+	return Check{Name: name, Run: func(context.Context) error {
 		data, err := os.ReadFile(h.path(file))
 		if err != nil {
 			return fmt.Errorf("read %s: %w", file, err)
@@ -197,8 +197,8 @@ func kernelVersion(release string) (int, error) {
 
 // checkKubeletBinary fails when no kubelet is on the PATH, where systemd's
 // kubelet.service and the start kubeboot prints look for it.
-func checkKubeletBinary() error {
-	if _, err := LookPath("kubelet"); err != nil {
+func checkKubeletBinary(sys System) error {
+	if _, err := sys.LookPath("kubelet"); err != nil {
 		return errors.New("no kubelet on the PATH: install the kubelet of the cluster's release (in /usr/bin, where kubelet.service runs it)")
 	}
 	return nil
@@ -206,7 +206,7 @@ func checkKubeletBinary() error {
 
 // checkRuntime fails unless the container runtime answers on its socket:
 // the kubelet runs nothing without it.
-func checkRuntime(ctx context.Context, s *State, endpoint string) error {
+func checkRuntime(ctx context.Context, s *Run, endpoint string) error {
 	runtime, err := cri.Dial(endpoint, s.Files.HostPath)
 	if err != nil {
 		return fmt.Errorf("%w: start the container runtime (`systemctl start containerd`), or fix kubelet.containerRuntimeEndpoint", err)

@@ -49,11 +49,11 @@ func (h fakeHost) remove(path string) {
 
 // runHostChecks runs the host checks of needs on h and returns the failed
 // ones' names and errors.
-func runHostChecks(t *testing.T, s *phases.State, h phases.Host, needs phases.NodeNeeds) map[string]string {
+func runHostChecks(t *testing.T, s *phases.Node, h phases.Host, needs phases.NodeNeeds) map[string]string {
 	t.Helper()
 	failed := map[string]string{}
-	for _, c := range phases.HostChecks(h, needs) {
-		if err := c.Run(context.Background(), s); err != nil {
+	for _, c := range phases.HostChecks(s.Run, h, needs) {
+		if err := c.Run(context.Background()); err != nil {
 			failed[c.Name] = err.Error()
 		}
 	}
@@ -64,8 +64,8 @@ func runHostChecks(t *testing.T, s *phases.State, h phases.Host, needs phases.No
 // whole set on one where all pass.
 func TestHostChecks(t *testing.T) {
 	state := "active"
-	phasestest.FakeSystemd(t, &state) // a kubelet on the PATH
-	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
+	s := phasestest.NewNode(t, t.TempDir(), config.DefaultKubernetesVersion)
+	s.System, _ = phasestest.FakeSystemd(&state) // a kubelet on the PATH
 	sock := "/run/kb-host-cri.sock"
 	phasestest.ServeImages(t, s.Files.HostPath(sock))
 	needs := phases.NodeNeeds{IPv4: true, FailSwapOn: true, FailCgroupV1: true, ProxyMode: config.ProxyModeNftables, RuntimeEndpoint: "unix://" + sock}
@@ -135,7 +135,7 @@ func TestHostChecks(t *testing.T) {
 // FileExisting-kubelet.
 func TestKubeletBinaryCheck(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
+	s := phasestest.NewNode(t, t.TempDir(), config.DefaultKubernetesVersion)
 	failed := runHostChecks(t, s, newFakeHost(t).host, phases.NodeNeeds{IPv4: true})
 	if !strings.Contains(failed["FileExisting-kubelet"], "no kubelet on the PATH") {
 		t.Fatalf("want FileExisting-kubelet to fail, got %v", failed)

@@ -8,7 +8,7 @@ import "slices"
 // every node) and CoreDNS's (its pods may be scheduled here), as kubeadm's
 // image list does. It is what the node's runtime must hold (or pull)
 // before the kubelet can start them.
-func Images(s *State) ([]string, error) {
+func Images(s *Node) ([]string, error) {
 	manifests, err := RenderPods(s)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 package phases
 
-// Init is the `kubeboot init` workflow, in dependency order. As with
+// InitWorkflow is the `kubeboot init` workflow, in dependency order. As with
 // kubeadm, the kubelet starts once the manifests are written, before the
 // wait for the control plane it runs. The phases after bootstrap-admin
 // make the control plane joinable; they carry kubeadm's names, so
@@ -8,7 +8,7 @@ package phases
 // after them, as in kubeadm. csr-approver, kubeboot's own, lets the CSR
 // approver approve the serving certificates of joined nodes' kubelets.
 // addon comes last, as in kubeadm: CoreDNS and kube-proxy.
-var Init = Runner{Phases: []Phase{
+var InitWorkflow = Runner[*Node]{Phases: []Phase[*Node]{
 	Preflight,
 	Certs,
 	Kubeconfig,
@@ -18,7 +18,7 @@ var Init = Runner{Phases: []Phase{
 	ControlPlane,
 	Validate,
 	WriteManifests,
-	KubeletStart,
+	KubeletStart(ControlPlaneKubelet),
 	Wait,
 	BootstrapAdmin,
 	UploadConfig,

@@ -17,10 +17,10 @@ import (
 // KubeletConfig writes the KubeletConfiguration that points the node's
 // kubelet at the manifest directory, as kubeadm's kubelet-start does. The
 // kubelet runs with --config <kubelet.configFile> --kubeconfig <kubelet.conf>.
-var KubeletConfig = Phase{
+var KubeletConfig = Phase[*Node]{
 	Name:  "kubelet-config",
 	Short: "Write the kubelet's configuration, pointing it at the manifest directory",
-	Run: func(_ context.Context, s *State) error {
+	Run: func(_ context.Context, s *Node) error {
 		data, err := KubeletConfiguration(s.Config)
 		if err != nil {
 			return err

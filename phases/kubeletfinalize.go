@@ -25,7 +25,7 @@ import (
 // (kubernetes#99645). Once that file holds this node's certificate of this
 // cluster, kubelet.conf names it; if it never does, kubelet.conf stays as
 // it is, with a warning.
-var KubeletFinalize = Phase{
+var KubeletFinalize = Phase[*Node]{
 	Name:     "kubelet-finalize",
 	Short:    "Point kubelet.conf at the client certificate the kubelet rotates",
 	LiveOnly: true,
@@ -42,7 +42,7 @@ const kubeletFinalizeWait = time.Minute
 // a file the kubelet writes, with nothing to watch it through.
 const kubeletPairPoll = 500 * time.Millisecond
 
-func runKubeletFinalize(ctx context.Context, s *State) error {
+func runKubeletFinalize(ctx context.Context, s *Node) error {
 	c := s.Config
 	path := c.KubeconfigPath(config.KubeconfigKubelet)
 	have, err := ReadPKI(s)
@@ -77,7 +77,7 @@ func runKubeletFinalize(ctx context.Context, s *State) error {
 
 // writeFinalized writes kubelet.conf for spec, trusting caCert, with a
 // user that names pair, the kubelet's.
-func writeFinalized(s *State, spec pki.KubeconfigSpec, caCert []byte, pair string) error {
+func writeFinalized(s *Node, spec pki.KubeconfigSpec, caCert []byte, pair string) error {
 	data, err := pki.RotatedKubeconfig(spec, caCert, pair)
 	if err != nil {
 		return err
@@ -122,7 +122,7 @@ func describeKubeletConf(e pki.Expiration) string {
 // waitKubeletPair waits until the kubelet's pair file holds this node's
 // client certificate of this cluster, with its key; its error says what
 // was wrong last.
-func waitKubeletPair(ctx context.Context, s *State, spec pki.KubeconfigSpec, pair string, caCert []byte) error {
+func waitKubeletPair(ctx context.Context, s *Node, spec pki.KubeconfigSpec, pair string, caCert []byte) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, kubeletPairPoll, finalizeTimeout(s.Config), true, func(context.Context) (bool, error) {
 		data, err := s.Files.ReadFile(pair)

@@ -20,12 +20,12 @@ import (
 // initNode is node1 on root, where the certs and kubeconfig phases have
 // run, for a new run whose waits end after a second; out collects its
 // progress.
-func initNode(t *testing.T, root string) (*phases.State, *bytes.Buffer) {
+func initNode(t *testing.T, root string) (*phases.Node, *bytes.Buffer) {
 	t.Helper()
-	if err := phasestest.Run(phasestest.NewState(t, root, config.DefaultKubernetesVersion), phases.Certs, phases.Kubeconfig); err != nil {
+	if err := phasestest.Run(phasestest.NewNode(t, root, config.DefaultKubernetesVersion), phases.Certs, phases.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	s := phasestest.NewState(t, root, config.DefaultKubernetesVersion)
+	s := phasestest.NewNode(t, root, config.DefaultKubernetesVersion)
 	s.Config.Timeouts.ControlPlane.Duration = time.Second
 	var out bytes.Buffer
 	s.Report = output.NewReporter(&out, false)
@@ -33,7 +33,7 @@ func initNode(t *testing.T, root string) (*phases.State, *bytes.Buffer) {
 }
 
 // kubeletConfUser is the user of kubelet.conf's current context.
-func kubeletConfUser(t *testing.T, s *phases.State) (certFile, keyFile string, embedded bool) {
+func kubeletConfUser(t *testing.T, s *phases.Node) (certFile, keyFile string, embedded bool) {
 	t.Helper()
 	cfg, err := clientcmd.Load(phasestest.HostFile(t, s, s.Config.KubeconfigPath(config.KubeconfigKubelet)))
 	if err != nil {
@@ -53,7 +53,7 @@ func TestKubeletFinalize(t *testing.T) {
 	// the pair made aside comes into its place then.
 	aside := *s.Config
 	aside.Kubelet.CertDir = "/var/lib/kubelet/pki.new"
-	phasestest.KubeletPair(t, &phases.State{Config: &aside, Files: s.Files}, phasestest.ClusterCA(t, s), "node1")
+	phasestest.KubeletPair(t, &phases.Node{Run: &phases.Run{Files: s.Files}, Config: &aside}, phasestest.ClusterCA(t, s), "node1")
 	moved := make(chan error)
 	go func() {
 		time.Sleep(700 * time.Millisecond)
@@ -80,7 +80,7 @@ func TestKubeletFinalize(t *testing.T) {
 	// init again: the kubeconfig phase keeps the finalized kubelet.conf, and
 	// kubelet-finalize finds it done.
 	before := phasestest.Snapshot(t, root)
-	s = phasestest.NewState(t, root, config.DefaultKubernetesVersion)
+	s = phasestest.NewNode(t, root, config.DefaultKubernetesVersion)
 	out.Reset()
 	s.Report = output.NewReporter(out, false)
 	if err := phasestest.Run(s, phases.Certs, phases.Kubeconfig, phases.KubeletFinalize); err != nil {
@@ -104,13 +104,13 @@ func TestKubeletFinalizeTakesOnlyThisNodesPair(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		write func(t *testing.T, s *phases.State)
+		write func(t *testing.T, s *phases.Node)
 		why   string
 	}{
-		{"none", func(*testing.T, *phases.State) {}, "/var/lib/kubelet/pki/kubelet-client-current.pem does not exist"},
-		{"another cluster's", func(t *testing.T, s *phases.State) { phasestest.KubeletPair(t, s, otherCA, "node1") },
+		{"none", func(*testing.T, *phases.Node) {}, "/var/lib/kubelet/pki/kubelet-client-current.pem does not exist"},
+		{"another cluster's", func(t *testing.T, s *phases.Node) { phasestest.KubeletPair(t, s, otherCA, "node1") },
 			"/var/lib/kubelet/pki/kubelet-client-current.pem: is not signed by ca.crt"},
-		{"another node's", func(t *testing.T, s *phases.State) { phasestest.KubeletPair(t, s, phasestest.ClusterCA(t, s), "node2") },
+		{"another node's", func(t *testing.T, s *phases.Node) { phasestest.KubeletPair(t, s, phasestest.ClusterCA(t, s), "node2") },
 			`/var/lib/kubelet/pki/kubelet-client-current.pem: wrong CN "system:node:node2", want "system:node:node1"`},
 	}
 	for _, tt := range tests {

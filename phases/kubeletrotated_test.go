@@ -57,7 +57,7 @@ func TestKubeconfigWarnsOfAnAgingKubeletCertificate(t *testing.T) {
 	s, _ := initNode(t, root)
 	aging := *s.Config
 	aging.Certificates.LeafValidity.Duration = 10 * 24 * time.Hour
-	phasestest.KubeletPair(t, &phases.State{Config: &aging, Files: s.Files}, phasestest.ClusterCA(t, s), "node1")
+	phasestest.KubeletPair(t, &phases.Node{Run: &phases.Run{Files: s.Files}, Config: &aging}, phasestest.ClusterCA(t, s), "node1")
 	if err := phasestest.Run(s, phases.KubeletFinalize); err != nil {
 		t.Fatal(err)
 	}

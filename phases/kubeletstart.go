@@ -6,20 +6,27 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 )
 
-// KubeletStart makes systemd run this control-plane node's kubelet with
-// KubeletArgs, as kubeadm's kubelet-start does, so that it runs the static
-// pods write-manifests wrote: StartKubelet writes SystemdDropIn and
-// restarts kubelet.service when its configuration, kubelet.conf or the
-// cluster CA changed in this run, or when it is not active. Without
-// systemd it says how to start the kubelet and goes on; beside a kubelet
-// that kubelet.service does not run (the lab's), it changes nothing.
-var KubeletStart = Phase{
-	Name:     "kubelet-start",
-	Short:    "Start the kubelet through systemd with a drop-in holding this node's flags (without systemd: say how to start it)",
-	LiveOnly: true,
-	Run: func(ctx context.Context, s *State) error {
-		return StartKubelet(ctx, s, controlPlaneKubelet(s.Config))
-	},
+// KubeletStart is the kubelet-start phase of a workflow whose data is D,
+// as kubeadm's: it makes systemd run the node's kubelet as unit(d) says
+// (StartKubelet), writing SystemdDropIn and restarting kubelet.service
+// when a file the kubelet reads at start changed in this run or it is not
+// active. Without systemd it says how to start the kubelet and goes on;
+// beside a kubelet that kubelet.service does not run (the lab's), it
+// changes nothing, and `--skip-phases kubelet-start` leaves the kubelet to
+// whoever starts it otherwise.
+func KubeletStart[D Data](unit func(D) (KubeletUnit, error)) Phase[D] {
+	return Phase[D]{
+		Name:     "kubelet-start",
+		Short:    "Start the kubelet through systemd with a drop-in holding this node's flags (without systemd: say how to start it)",
+		LiveOnly: true,
+		Run: func(ctx context.Context, d D) error {
+			u, err := unit(d)
+			if err != nil {
+				return err
+			}
+			return StartKubelet(ctx, d.Base(), u)
+		},
+	}
 }
 
 // KubeletArgs are the kubelet's flags on a control-plane node: its
@@ -36,9 +43,12 @@ func KubeletArgs(c *config.ClusterConfiguration) []string {
 	}
 }
 
-// controlPlaneKubelet is how systemd runs a control-plane node's kubelet:
-// with KubeletArgs, restarted when a file it reads at start changed.
-func controlPlaneKubelet(c *config.ClusterConfiguration) KubeletUnit {
+// ControlPlaneKubelet is how systemd runs a control-plane node's kubelet,
+// the unit of its kubelet-start (KubeletStart(ControlPlaneKubelet)): with
+// KubeletArgs, so that it runs the static pods write-manifests wrote, and
+// restarted when a file it reads at start changed.
+func ControlPlaneKubelet(s *Node) (KubeletUnit, error) {
+	c := s.Config
 	host, port := KubeletAddress(c.Kubelet.ExtraConfig)
 	return KubeletUnit{
 		Comment:    "Written by kubeboot: this control-plane node's kubelet runs its static pods with these flags.",
@@ -48,5 +58,5 @@ func controlPlaneKubelet(c *config.ClusterConfiguration) KubeletUnit {
 		Port:       port,
 		Then: "within timeouts.controlPlane (" + c.Timeouts.ControlPlane.Duration.String() +
 			"): the wait phase waits that long for it to run the static pods",
-	}
+	}, nil
 }

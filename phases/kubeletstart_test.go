@@ -17,9 +17,9 @@ import (
 
 // kubeletNode is node1 on root, its kubelet on a free loopback port;
 // out collects the progress.
-func kubeletNode(t *testing.T, root string, port int) (*phases.State, *bytes.Buffer) {
+func kubeletNode(t *testing.T, root string, port int) (*phases.Node, *bytes.Buffer) {
 	t.Helper()
-	s := phasestest.NewState(t, root, config.DefaultKubernetesVersion)
+	s := phasestest.NewNode(t, root, config.DefaultKubernetesVersion)
 	s.Config.Kubelet.ExtraConfig = map[string]any{"address": "127.0.0.1", "port": float64(port)}
 	var out bytes.Buffer
 	s.Report = output.NewReporter(&out, false)
@@ -42,11 +42,12 @@ func freePort(t *testing.T) int {
 // changed or it is not active.
 func TestInitKubeletStart(t *testing.T) {
 	state := "inactive"
-	calls := phasestest.FakeSystemd(t, &state)
+	sys, calls := phasestest.FakeSystemd(&state)
 	root, port := t.TempDir(), freePort(t)
 
 	s, out := kubeletNode(t, root, port)
-	if err := phasestest.Run(s, phases.KubeletStart); err != nil {
+	s.System = sys
+	if err := phasestest.Run(s, phases.KubeletStart(phases.ControlPlaneKubelet)); err != nil {
 		t.Fatal(err)
 	}
 	command := "kubelet --config=/var/lib/kubelet/config.yaml --kubeconfig=/etc/kubernetes/kubelet.conf --cert-dir=/var/lib/kubelet/pki --hostname-override=node1 --node-ip=10.0.0.10"
@@ -61,7 +62,8 @@ func TestInitKubeletStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ = kubeletNode(t, root, port)
-	if err := phasestest.Run(s, phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.KubeletStart); err != nil {
+	s.System = sys
+	if err := phasestest.Run(s, phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.KubeletStart(phases.ControlPlaneKubelet)); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"is-active kubelet", "daemon-reload", "restart kubelet", "is-enabled kubelet"}, *calls); diff != "" {
@@ -76,7 +78,8 @@ func TestInitKubeletStart(t *testing.T) {
 	// A re-run leaves the active kubelet running and writes nothing.
 	*calls = nil
 	s, _ = kubeletNode(t, root, port)
-	if err := phasestest.Run(s, phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.KubeletStart); err != nil {
+	s.System = sys
+	if err := phasestest.Run(s, phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.KubeletStart(phases.ControlPlaneKubelet)); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"is-active kubelet"}, *calls); diff != "" || len(s.Files.Changes().Written) > 0 {
@@ -86,8 +89,9 @@ func TestInitKubeletStart(t *testing.T) {
 	// A kubelet configuration written in this run restarts it.
 	*calls = nil
 	s, _ = kubeletNode(t, root, port)
+	s.System = sys
 	s.Config.Kubelet.ExtraConfig["failSwapOn"] = false
-	if err := phasestest.Run(s, phases.KubeletConfig, phases.KubeletStart); err != nil {
+	if err := phasestest.Run(s, phases.KubeletConfig, phases.KubeletStart(phases.ControlPlaneKubelet)); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"is-active kubelet", "restart kubelet", "is-enabled kubelet"}, *calls); diff != "" {
@@ -100,17 +104,18 @@ func TestInitKubeletStart(t *testing.T) {
 // nothing restarted.
 func TestInitKubeletStartLeavesAnotherKubelet(t *testing.T) {
 	state := "inactive"
-	calls := phasestest.FakeSystemd(t, &state)
+	sys, calls := phasestest.FakeSystemd(&state)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Close() }()
 	s, out := kubeletNode(t, t.TempDir(), l.Addr().(*net.TCPAddr).Port)
+	s.System = sys
 	if err := os.MkdirAll(s.Files.HostPath(phases.SystemdRunDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := phasestest.Run(s, phases.KubeletStart); err != nil {
+	if err := phasestest.Run(s, phases.KubeletStart(phases.ControlPlaneKubelet)); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"is-active kubelet"}, *calls); diff != "" || len(s.Files.Changes().Written) > 0 ||

@@ -29,20 +29,20 @@ import (
 // liveState is a State for node1 on a throw-away root whose API client is
 // a fake clientset holding objs; out collects the progress lines, as JSON
 // events when asJSON.
-func liveState(t *testing.T, asJSON bool, objs ...runtime.Object) (*State, *fake.Clientset, *bytes.Buffer) {
+func liveState(t *testing.T, asJSON bool, objs ...runtime.Object) (*Node, *fake.Clientset, *bytes.Buffer) {
 	t.Helper()
 	c := config.New()
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "10.0.0.10"})
 	c.Timeouts.ControlPlane.Duration = 5 * time.Second
 	var out bytes.Buffer
 	client := fake.NewClientset(objs...)
-	s := &State{Config: c, Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, asJSON), API: client}
+	s := &Node{Run: &Run{System: HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, asJSON), API: client}, Config: c}
 	return s, client, &out
 }
 
 // writeCA gives s a cluster CA, as the certs phase would, and returns its
 // certificate.
-func writeCA(t *testing.T, s *State) []byte {
+func writeCA(t *testing.T, s *Node) []byte {
 	t.Helper()
 	ca, err := pki.NewCA(pki.CertSpecs(s.Config)[0])
 	if err != nil {
@@ -118,7 +118,7 @@ func objects(t *testing.T, client *fake.Clientset) map[string]string {
 }
 
 // rerunChangesNothing runs phase again and fails when any object differs.
-func rerunChangesNothing(t *testing.T, s *State, client *fake.Clientset, phase Phase) {
+func rerunChangesNothing(t *testing.T, s *Node, client *fake.Clientset, phase Phase[*Node]) {
 	t.Helper()
 	before := objects(t, client)
 	if err := phase.Run(context.Background(), s); err != nil {
@@ -222,7 +222,7 @@ func ownedBy(entries []metav1.ManagedFieldsEntry, manager string) string {
 // TestAPIPhasesAreLiveOnly: a dry run and a --root render skip every phase
 // that talks to the API server, and so never build a client.
 func TestAPIPhasesAreLiveOnly(t *testing.T) {
-	api := []Phase{BootstrapAdmin, UploadConfig, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCoreDNS, AddonKubeProxy}
+	api := []Phase[*Node]{BootstrapAdmin, UploadConfig, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCoreDNS, AddonKubeProxy}
 	for _, p := range api {
 		if !p.LiveOnly {
 			t.Errorf("%s is not LiveOnly", p.Name)
@@ -231,12 +231,12 @@ func TestAPIPhasesAreLiveOnly(t *testing.T) {
 	for _, opts := range []Options{{DryRun: true}, {Offline: true}} {
 		s, _, out := liveState(t, false)
 		s.API, s.Options = nil, opts
-		ran, err := Runner{Phases: api}.Run(context.Background(), s, nil)
+		ran, err := Runner[*Node]{Phases: api}.Run(context.Background(), s, nil)
 		if err != nil || len(ran) != 0 || s.API != nil || s.JoinCommand != "" {
 			t.Errorf("%+v: ran %v, err %v, client built %v\n%s", opts, ran, err, s.API != nil, out)
 		}
 	}
-	names := Init.Names()
+	names := InitWorkflow.Names()
 	if got := strings.Join(names[len(names)-10:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,addon,addon/coredns,addon/kube-proxy" {
 		t.Errorf("init ends with %s", got)
 	}

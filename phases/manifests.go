@@ -35,7 +35,7 @@ const (
 )
 
 // Etcd prepares the local etcd member's data directory and renders its manifest.
-var Etcd = Phase{Name: "etcd", Short: "Create the etcd data directory and render the etcd static pod manifest", Run: func(_ context.Context, s *State) error {
+var Etcd = Phase[*Node]{Name: "etcd", Short: "Create the etcd data directory and render the etcd static pod manifest", Run: func(_ context.Context, s *Node) error {
 	if s.Config.Etcd.External != nil {
 		s.Report.Infof("external etcd: no local etcd manifest")
 		return nil
@@ -48,16 +48,16 @@ var Etcd = Phase{Name: "etcd", Short: "Create the etcd data directory and render
 
 // ControlPlane renders the API server, controller-manager and scheduler
 // manifests, and the CSR approver's when it is enabled.
-var ControlPlane = Phase{
+var ControlPlane = Phase[*Node]{
 	Name:  "control-plane",
 	Short: "Render the API server, controller-manager, scheduler and CSR approver manifests",
-	Run: func(_ context.Context, s *State) error {
+	Run: func(_ context.Context, s *Node) error {
 		return Render(s, config.NameAPIServer, config.NameControllerManager, config.NameScheduler, config.NameCSRApprover)
 	},
 }
 
 // Validate checks every staged manifest against the kubelet's rules.
-var Validate = Phase{Name: "validate", Short: "Check that the kubelet will accept every manifest", Run: func(_ context.Context, s *State) error {
+var Validate = Phase[*Node]{Name: "validate", Short: "Check that the kubelet will accept every manifest", Run: func(_ context.Context, s *Node) error {
 	set, err := stagedSet(s)
 	if err == nil {
 		s.Report.Infof("the kubelet will accept all %d manifests", len(set))
@@ -66,7 +66,7 @@ var Validate = Phase{Name: "validate", Short: "Check that the kubelet will accep
 }}
 
 // WriteManifests writes the validated set into the manifest directory.
-var WriteManifests = Phase{
+var WriteManifests = Phase[*Node]{
 	Name:  "write-manifests",
 	Short: "Write the manifests atomically into the kubelet's manifest directory",
 	Run:   runWriteManifests,
@@ -110,12 +110,12 @@ func StaticPods(c *config.ClusterConfiguration) []string {
 }
 
 // RenderPods builds this node's pods and applies the patches, in memory.
-func RenderPods(s *State) ([]templates.Manifest, error) {
+func RenderPods(s *Node) ([]templates.Manifest, error) {
 	patches, err := readPatches(s)
 	if err != nil {
 		return nil, err
 	}
-	manifests, err := templates.All(s.Config)
+	manifests, err := templates.All(s.Config, s.Membership)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func RenderPods(s *State) ([]templates.Manifest, error) {
 // Render builds, patches and stages the named components' manifests. A
 // manifest the kubelet would reject is never staged, so a later phase run
 // alone cannot pick it up.
-func Render(s *State, names ...string) error {
+func Render(s *Node, names ...string) error {
 	manifests, err := RenderPods(s)
 	if err != nil {
 		return err
@@ -169,7 +169,7 @@ func Render(s *State, names ...string) error {
 }
 
 // printDiff shows how a rendered manifest differs from the one the kubelet runs.
-func printDiff(s *State, component string, rendered []byte) error {
+func printDiff(s *Node, component string, rendered []byte) error {
 	path := s.Config.ManifestPath(component)
 	current, err := s.Files.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -193,7 +193,7 @@ func printDiff(s *State, component string, rendered []byte) error {
 
 // readPatches reads every non-dot file of the patches directory; the
 // templates package rejects names it does not understand.
-func readPatches(s *State) ([]templates.Patch, error) {
+func readPatches(s *Node) ([]templates.Patch, error) {
 	dir := s.Config.PatchesDir
 	if dir == "" {
 		return nil, nil
@@ -264,7 +264,7 @@ type stagedManifest struct {
 // stagedSet reads every staged manifest and validates the whole set; it
 // fails, naming every finding, when the kubelet would reject any of them.
 // write-manifests validates again, because it may run alone.
-func stagedSet(s *State) ([]stagedManifest, error) {
+func stagedSet(s *Node) ([]stagedManifest, error) {
 	var set []stagedManifest
 	var results []staticpod.Result
 	for _, name := range StaticPods(s.Config) {
@@ -296,7 +296,7 @@ func stagedSet(s *State) ([]stagedManifest, error) {
 // runWriteManifests validates the staged set, then writes each changed
 // manifest atomically. Nothing is written when any manifest is rejected,
 // and an unchanged manifest is not rewritten, so its pod keeps running.
-func runWriteManifests(_ context.Context, s *State) error {
+func runWriteManifests(_ context.Context, s *Node) error {
 	set, err := stagedSet(s)
 	if err != nil {
 		return err
@@ -323,7 +323,7 @@ func runWriteManifests(_ context.Context, s *State) error {
 // RemoveDisabledManifests removes the CSR approver's manifest when the
 // configuration turns the approver off, so that the kubelet stops it: the
 // file is kubeboot's by its name.
-func RemoveDisabledManifests(s *State) error {
+func RemoveDisabledManifests(s *Node) error {
 	if s.Config.CSRApproverEnabled() {
 		return nil
 	}

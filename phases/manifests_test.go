@@ -20,7 +20,7 @@ import (
 )
 
 // manifestState is a node rooted in a temp dir that has run no phase yet.
-func manifestState(t *testing.T, root, version string) *State {
+func manifestState(t *testing.T, root, version string) *Node {
 	t.Helper()
 	c := config.New()
 	c.KubernetesVersion = version
@@ -28,17 +28,17 @@ func manifestState(t *testing.T, root, version string) *State {
 	if errs := config.Validate(c); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	return &State{Config: c, Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&bytes.Buffer{}, false)}
+	return &Node{Run: &Run{System: HostSystem(), Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&bytes.Buffer{}, false)}, Config: c}
 }
 
 // renderAndWrite runs the manifest phases in order.
-func renderAndWrite(s *State) error {
-	_, err := Runner{Phases: []Phase{Etcd, ControlPlane, Validate, WriteManifests}}.Run(context.Background(), s, nil)
+func renderAndWrite(s *Node) error {
+	_, err := Runner[*Node]{Phases: []Phase[*Node]{Etcd, ControlPlane, Validate, WriteManifests}}.Run(context.Background(), s, nil)
 	return err
 }
 
 // readManifests returns the manifest directory's files by name.
-func readManifests(t *testing.T, s *State) map[string]string {
+func readManifests(t *testing.T, s *Node) map[string]string {
 	t.Helper()
 	dir := s.Files.HostPath(s.Config.Paths.ManifestsDir)
 	entries, err := os.ReadDir(dir)
@@ -170,7 +170,7 @@ func TestWriteManifestsCrashSafety(t *testing.T) {
 	must(t, renderAndWrite(old))
 	oldFiles := readManifests(t, old)
 	staged := manifestState(t, root, "v1.36.3")
-	if _, err := (Runner{Phases: []Phase{Etcd, ControlPlane}}).Run(context.Background(), staged, nil); err != nil {
+	if _, err := (Runner[*Node]{Phases: []Phase[*Node]{Etcd, ControlPlane}}).Run(context.Background(), staged, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -233,7 +233,7 @@ func crashWriter(t *testing.T) {
 
 // checkCompleteManifests asserts that every non-dot file in the manifest
 // directory is a complete old or complete new manifest.
-func checkCompleteManifests(t *testing.T, s *State, oldFiles, newFiles map[string]string, step int) {
+func checkCompleteManifests(t *testing.T, s *Node, oldFiles, newFiles map[string]string, step int) {
 	t.Helper()
 	for name, data := range readManifests(t, s) {
 		if strings.HasPrefix(name, ".") {

@@ -32,7 +32,7 @@ import (
 // kubelet registers the Node, so the phase first waits for it. It applies
 // node.labels and node.taints with them, writes only those labels and the
 // taints, and nothing when all are right already.
-var MarkControlPlane = Phase{
+var MarkControlPlane = Phase[*Node]{
 	Name:     markControlPlaneName,
 	Short:    "Label this node as a control-plane node and taint it (node.controlPlaneTaint)",
 	LiveOnly: true,
@@ -41,7 +41,7 @@ var MarkControlPlane = Phase{
 
 const markControlPlaneName = "mark-control-plane"
 
-func runMarkControlPlane(ctx context.Context, s *State) error {
+func runMarkControlPlane(ctx context.Context, s *Node) error {
 	client, err := apiClient(s)
 	if err != nil {
 		return err

@@ -28,32 +28,32 @@ type Check struct {
 	// WarnOnly checks are warnings unless --strict is given.
 	WarnOnly bool
 	// Run returns the problem with its fix, or nil.
-	Run func(ctx context.Context, s *State) error
+	Run func(ctx context.Context) error
 }
 
 // Preflight checks the node before anything is written.
-var Preflight = Phase{
+var Preflight = Phase[*Node]{
 	Name:  "preflight",
 	Short: "Check that this node can run the control plane",
 	Run:   runPreflight,
 }
 
-func runPreflight(ctx context.Context, s *State) error {
+func runPreflight(ctx context.Context, s *Node) error {
 	checks, err := preflightChecks(s)
 	if err != nil {
 		return err
 	}
-	return RunChecks(ctx, s, checks)
+	return RunChecks(ctx, s.Run, checks)
 }
 
 // RunChecks runs every check and reports each failure: a warning when
 // --ignore-preflight-errors names it or it is WarnOnly (without
 // --strict), else an error event. It fails if any check failed, naming
 // them all.
-func RunChecks(ctx context.Context, s *State, checks []Check) error {
+func RunChecks(ctx context.Context, s *Run, checks []Check) error {
 	var failed []string
 	for _, c := range checks {
-		err := c.Run(ctx, s)
+		err := c.Run(ctx)
 		if err == nil {
 			continue
 		}
@@ -75,13 +75,13 @@ func RunChecks(ctx context.Context, s *State, checks []Check) error {
 
 // preflightChecks lists the checks for this run. Offline renders (--root)
 // describe another machine, so this host's ports and data are not checked.
-func preflightChecks(s *State) ([]Check, error) {
-	checks := []Check{{Name: "ManifestDir", WarnOnly: true, Run: hostCheck(checkManifestDir)}}
+func preflightChecks(s *Node) ([]Check, error) {
+	checks := []Check{{Name: "ManifestDir", WarnOnly: true, Run: hostCheck(s, checkManifestDir)}}
 	if s.Options.Offline {
 		return checks, nil
 	}
-	checks = append(checks, Check{Name: "IsPrivilegedUser", Run: hostCheck(checkPrivileged)})
-	for _, c := range HostChecks(ThisHost(), ClusterNeeds(s.Config)) {
+	checks = append(checks, Check{Name: "IsPrivilegedUser", Run: hostCheck(s, checkPrivileged)})
+	for _, c := range HostChecks(s.Run, ThisHost(), ClusterNeeds(s.Config)) {
 		// A dry run changes nothing, so this machine need not be ready
 		// for the node yet: it is told what to fix (--strict fails it).
 		c.WarnOnly = s.Options.DryRun
@@ -92,18 +92,18 @@ func preflightChecks(s *State) ([]Check, error) {
 		return nil, err
 	}
 	for _, l := range listeners {
-		checks = append(checks, Check{Name: "Port-" + l.Port, Run: func(_ context.Context, s *State) error { return checkPort(s, l) }})
+		checks = append(checks, Check{Name: "Port-" + l.Port, Run: func(context.Context) error { return checkPort(s, l) }})
 	}
 	if s.Config.Etcd.Local != nil {
-		checks = append(checks, Check{Name: "EtcdDataDir", Run: hostCheck(checkEtcdDataDir)})
+		checks = append(checks, Check{Name: "EtcdDataDir", Run: hostCheck(s, checkEtcdDataDir)})
 	}
-	return append(checks, Check{Name: "ImagePull", Run: checkImages}), nil
+	return append(checks, Check{Name: "ImagePull", Run: func(ctx context.Context) error { return checkImages(ctx, s) }}), nil
 }
 
-// hostCheck adapts a check that only looks at files and ports, and so
-// never waits, to the checks' signature.
-func hostCheck(check func(s *State) error) func(context.Context, *State) error {
-	return func(_ context.Context, s *State) error { return check(s) }
+// hostCheck adapts a check of s that only looks at files and ports, and
+// so never waits, to the checks' signature.
+func hostCheck(s *Node, check func(s *Node) error) func(context.Context) error {
+	return func(context.Context) error { return check(s) }
 }
 
 // imageCheckTimeout bounds the image check: a runtime that does not answer
@@ -114,7 +114,7 @@ const imageCheckTimeout = 30 * time.Second
 // enabled addons') that the node's container runtime lacks: without it, a
 // missing image shows only as a component that never gets healthy. A runtime that is not running yet is
 // a warning: the kubelet needs it, but it may be started after this check.
-func checkImages(ctx context.Context, s *State) error {
+func checkImages(ctx context.Context, s *Node) error {
 	needed, err := Images(s)
 	if err != nil {
 		return err
@@ -142,7 +142,7 @@ func checkImages(ctx context.Context, s *State) error {
 	return nil
 }
 
-func checkPrivileged(s *State) error {
+func checkPrivileged(s *Node) error {
 	// A dry run writes nothing, so it needs no privileges.
 	if s.Options.DryRun || os.Geteuid() == 0 {
 		return nil
@@ -160,7 +160,7 @@ type Listener struct {
 
 // PlannedListeners reads the addresses the components will listen on from
 // the pods as they will be rendered, patches and extra args included.
-func PlannedListeners(s *State) ([]Listener, error) {
+func PlannedListeners(s *Node) ([]Listener, error) {
 	manifests, err := RenderPods(s)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func PlannedListeners(s *State) ([]Listener, error) {
 }
 
 // PodListeners reads the addresses the given pods listen on.
-func PodListeners(s *State, manifests []templates.Manifest) []Listener {
+func PodListeners(s *Node, manifests []templates.Manifest) []Listener {
 	var listeners []Listener
 	for _, m := range manifests {
 		flags := health.CommandFlags(m.Pod, m.Component)
@@ -203,7 +203,7 @@ func PodListeners(s *State, manifests []templates.Manifest) []Listener {
 
 // checkPort fails when the listener's address is taken. An address in use
 // is fine when our own component's manifest is there: that is a re-run.
-func checkPort(s *State, l Listener) error {
+func checkPort(s *Node, l Listener) error {
 	addr := net.JoinHostPort(l.Host, l.Port)
 	if ip := net.ParseIP(l.Host); l.Host == "" || ip != nil && ip.IsUnspecified() {
 		addr = ":" + l.Port // every address
@@ -225,7 +225,7 @@ func checkPort(s *State, l Listener) error {
 }
 
 // checkManifestDir warns about files the kubelet would run besides ours.
-func checkManifestDir(s *State) error {
+func checkManifestDir(s *Node) error {
 	foreign, err := foreignManifests(s)
 	if err != nil || len(foreign) == 0 {
 		return err
@@ -236,7 +236,7 @@ func checkManifestDir(s *State) error {
 
 // checkEtcdDataDir accepts an empty data dir, or one that this node's etcd
 // manifest already uses (a re-run); anything else belongs to another cluster.
-func checkEtcdDataDir(s *State) error {
+func checkEtcdDataDir(s *Node) error {
 	dir := s.Config.Etcd.Local.DataDir
 	entries, err := os.ReadDir(s.Files.HostPath(dir))
 	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {

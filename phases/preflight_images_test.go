@@ -15,9 +15,9 @@ import (
 
 // preflightOn is a quiet node on 127.0.0.1 with free ports, whose files
 // (and runtime socket) live under a temp root, and whose output is returned.
-func preflightOn(t *testing.T) (*phases.State, *bytes.Buffer) {
+func preflightOn(t *testing.T) (*phases.Node, *bytes.Buffer) {
 	t.Helper()
-	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
+	s := phasestest.NewNode(t, t.TempDir(), config.DefaultKubernetesVersion)
 	s.Config.Node.AdvertiseAddress = "127.0.0.1"
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

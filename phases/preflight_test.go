@@ -17,13 +17,13 @@ import (
 
 // preflightState is a node rooted in a temp dir, on 127.0.0.1 with a free
 // API server port, so the port checks run for real.
-func preflightState(t *testing.T) (*State, *bytes.Buffer) {
+func preflightState(t *testing.T) (*Node, *bytes.Buffer) {
 	t.Helper()
 	c := config.New()
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.1"})
 	c.APIServer.BindPort = int32(freePort(t))
 	var out bytes.Buffer
-	return &State{Config: c, Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}, &out
+	return &Node{Run: &Run{System: HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}, Config: c}, &out
 }
 
 func freePort(t *testing.T) int {
@@ -36,7 +36,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func writeHostFile(t *testing.T, s *State, path, content string) {
+func writeHostFile(t *testing.T, s *Node, path, content string) {
 	t.Helper()
 	host := s.Files.HostPath(path)
 	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
@@ -49,7 +49,7 @@ func writeHostFile(t *testing.T, s *State, path, content string) {
 
 // runChecks runs only the named checks: the others are ignored, since their
 // ports may be taken by unrelated processes on a shared CI machine.
-func runChecks(t *testing.T, s *State, names ...string) error {
+func runChecks(t *testing.T, s *Node, names ...string) error {
 	t.Helper()
 	checks, err := preflightChecks(s)
 	if err != nil {
@@ -69,7 +69,7 @@ func runChecks(t *testing.T, s *State, names ...string) error {
 
 // occupyAPIServerPort listens on the API server's port until the test ends
 // and returns the port.
-func occupyAPIServerPort(t *testing.T, s *State) string {
+func occupyAPIServerPort(t *testing.T, s *Node) string {
 	t.Helper()
 	port := strconv.Itoa(int(s.Config.APIServer.BindPort))
 	l, err := net.Listen("tcp", "127.0.0.1:"+port)

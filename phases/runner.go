@@ -1,9 +1,10 @@
 // Package phases owns kubeboot's workflows as ordered phase lists: the
-// runner that executes them, the State a run's phases share, and the phases
-// themselves, each of which converges. Init is the `kubeboot init` list;
-// join builds the join list from the same phases, and day2 reuses their
-// helpers. Phases reach disk only through a files.Writer and the terminal
-// only through an output.Reporter.
+// generic runner that executes them (Phase, Runner, Operation), the Run
+// every step of a run shares, the Node that the workflows of a
+// control-plane node share, and init's phases (InitWorkflow), each of
+// which converges. join builds its workflows from the same runner and
+// phases, and day2 reuses their helpers. Phases reach disk only through a
+// files.Writer and the terminal only through an output.Reporter.
 package phases
 
 import (
@@ -16,17 +17,17 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/discovery"
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/output"
 )
 
-// Phase is one step of a workflow. Phases hand data to each other through
-// disk, so each can run alone on a node where the earlier ones have run.
-type Phase struct {
+// Phase is one step of a workflow whose data is D. Phases hand data to
+// each other through disk, so each can run alone on a node where the
+// earlier ones have run; D says, to the compiler, what else a phase may
+// use.
+type Phase[D Data] struct {
 	// Name is the phase's command name, like "certs".
 	Name string
 	// Short is a one-line description.
@@ -37,20 +38,35 @@ type Phase struct {
 	// Run does the work and converges: it reuses what is correct, creates
 	// what is missing, and fails on what is wrong. A phase with Subphases
 	// has none: running it runs them.
-	Run func(ctx context.Context, s *State) error
+	Run func(ctx context.Context, d D) error
 	// Subphases, when set, are the parts of the phase, in order, each
 	// named "<phase>/<part>", as kubeadm's addon/coredns: --skip-phases
 	// skips the whole phase or one part, and `phase <phase> <part>` runs
 	// one part alone.
-	Subphases []Phase
+	Subphases []Phase[D]
 }
 
 // steps are the phase itself, or its subphases when it has them.
-func (p Phase) steps() []Phase {
+func (p Phase[D]) steps() []Phase[D] {
 	if len(p.Subphases) > 0 {
 		return p.Subphases
 	}
-	return []Phase{p}
+	return []Phase[D]{p}
+}
+
+// Within makes p, a phase of the workflows whose data is P, a phase of a
+// workflow whose data D holds a P (part returns it): the control-plane
+// join runs init's phases on the Node inside its own data.
+func Within[D, P Data](p Phase[P], part func(D) P) Phase[D] {
+	out := Phase[D]{Name: p.Name, Short: p.Short, LiveOnly: p.LiveOnly}
+	if p.Run != nil {
+		run := p.Run
+		out.Run = func(ctx context.Context, d D) error { return run(ctx, part(d)) }
+	}
+	for _, sub := range p.Subphases {
+		out.Subphases = append(out.Subphases, Within(sub, part))
+	}
+	return out
 }
 
 // Options are the run-wide settings phases read.
@@ -73,10 +89,10 @@ type Options struct {
 	IgnorePreflightErrors []string
 }
 
-// State is what the phases of one run share.
-type State struct {
-	// Config is the defaulted, validated configuration.
-	Config *config.ClusterConfiguration
+// Run is the core every step of one run shares, whatever its workflow:
+// the disk, the terminal, the run-wide options, the node's processes and
+// the API client. A workflow's data embeds it.
+type Run struct {
 	// Files performs every disk write.
 	Files files.Writer
 	// Report prints progress.
@@ -85,43 +101,32 @@ type State struct {
 	Stdout io.Writer
 	// Options are the run-wide settings.
 	Options Options
-	// Join is the join part of a JoinConfiguration, for the join
-	// workflow; nil otherwise.
-	Join *config.Join
-	// Secrets are the files of the certificate bundle a join imports; nil
-	// when the node holds them already.
-	Secrets map[string][]byte
-	// Worker is the configuration of a worker's join; nil otherwise.
-	// Config then holds only its node's settings (see
-	// config.WorkerConfiguration.NodeConfig).
-	Worker *config.WorkerConfiguration
-	// Discovered is the cluster a worker's join discovered; nil until
-	// its first phase that needs it discovers it.
-	Discovered *discovery.Cluster
-	// Healthy collects the components the wait phase saw healthy.
-	Healthy []string
+	// System runs systemctl and finds the kubelet, for kubelet-start.
+	System System
 	// API is the client of the live phases that talk to the API server;
 	// nil until the first of them builds it: from super-admin.conf, or in
 	// a worker's join with the bootstrap token.
 	API kubernetes.Interface
-	// JoinCommand is the command that joins a node to this cluster, with
-	// the bootstrap token in it: the bootstrap-token phase sets it for the
-	// run's result, and nothing may print it elsewhere.
-	JoinCommand string
-	// Snapshot is the etcd snapshot the run saved and verified, for the
-	// run's result; nil when it saved none.
-	Snapshot *etcd.SnapshotInfo
+}
+
+// Base returns r: the runner reads a workflow's core through it.
+func (r *Run) Base() *Run { return r }
+
+// Data is a workflow's data: its Run (embedded, which gives Base), and
+// what its phases need beyond it.
+type Data interface {
+	Base() *Run
 }
 
 // Runner executes an ordered list of phases; the order is the dependency order.
-type Runner struct {
+type Runner[D Data] struct {
 	// Phases are run in this order.
-	Phases []Phase
+	Phases []Phase[D]
 }
 
 // Names returns the phase names in order, each subphase's after its
 // phase's.
-func (r Runner) Names() []string {
+func (r Runner[D]) Names() []string {
 	var names []string
 	for _, p := range r.Phases {
 		names = append(names, p.Name)
@@ -135,7 +140,7 @@ func (r Runner) Names() []string {
 // Run executes every phase except those named in skip, and returns the names
 // of the phases that ran; LiveOnly phases a dry run or an offline render
 // passes over are not among them.
-func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, error) {
+func (r Runner[D]) Run(ctx context.Context, d D, skip []string) ([]string, error) {
 	if err := r.CheckSkip(skip); err != nil {
 		return nil, err
 	}
@@ -148,7 +153,7 @@ func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, err
 			if step.Name != p.Name && slices.Contains(skip, step.Name) {
 				continue
 			}
-			done, err := r.runPhase(ctx, s, step)
+			done, err := runPhase(ctx, d, step)
 			if err != nil {
 				return ran, err
 			}
@@ -162,7 +167,7 @@ func (r Runner) Run(ctx context.Context, s *State, skip []string) ([]string, err
 
 // CheckSkip refuses a name of --skip-phases that is no phase of r; the
 // commands check before they take the node lock.
-func (r Runner) CheckSkip(skip []string) error {
+func (r Runner[D]) CheckSkip(skip []string) error {
 	for _, name := range skip {
 		if !slices.Contains(r.Names(), name) {
 			return &exit.UsageError{Msg: fmt.Sprintf("unknown phase %q in --skip-phases: the phases are %s", name, strings.Join(r.Names(), ", "))}
@@ -173,14 +178,14 @@ func (r Runner) CheckSkip(skip []string) error {
 
 // RunOne executes the single phase or subphase called name, and returns
 // the names of the steps that ran: the phase's, or its subphases'.
-func (r Runner) RunOne(ctx context.Context, s *State, name string) ([]string, error) {
+func (r Runner[D]) RunOne(ctx context.Context, d D, name string) ([]string, error) {
 	for _, p := range r.Phases {
 		if p.Name == name {
-			return Runner{Phases: []Phase{p}}.Run(ctx, s, nil)
+			return Runner[D]{Phases: []Phase[D]{p}}.Run(ctx, d, nil)
 		}
 		for _, sub := range p.Subphases {
 			if sub.Name == name {
-				return Runner{Phases: []Phase{sub}}.Run(ctx, s, nil)
+				return Runner[D]{Phases: []Phase[D]{sub}}.Run(ctx, d, nil)
 			}
 		}
 	}
@@ -189,17 +194,17 @@ func (r Runner) RunOne(ctx context.Context, s *State, name string) ([]string, er
 
 // Operation is a command that is not a phase list, such as reset or
 // upgrade apply: one named step that reports as a phase does.
-type Operation struct {
+type Operation[D Data] struct {
 	// Name is the step's name in progress lines and the result, like "reset".
 	Name string
 	// Run does the work.
-	Run func(ctx context.Context, s *State) error
+	Run func(ctx context.Context, d D) error
 }
 
 // Execute runs the operation as a one-phase workflow and returns the
 // names of the steps that ran: its own, unless it failed.
-func (o Operation) Execute(ctx context.Context, s *State) ([]string, error) {
-	ran, err := Runner{Phases: []Phase{{Name: o.Name, Run: o.Run}}}.Run(ctx, s, nil)
+func (o Operation[D]) Execute(ctx context.Context, d D) ([]string, error) {
+	ran, err := Runner[D]{Phases: []Phase[D]{{Name: o.Name, Run: o.Run}}}.Run(ctx, d, nil)
 	if err != nil {
 		return nil, errors.Unwrap(err)
 	}
@@ -207,23 +212,24 @@ func (o Operation) Execute(ctx context.Context, s *State) ([]string, error) {
 }
 
 // runPhase runs p, unless it needs a live node this run does not have.
-func (r Runner) runPhase(ctx context.Context, s *State, p Phase) (bool, error) {
+func runPhase[D Data](ctx context.Context, d D, p Phase[D]) (bool, error) {
+	r := d.Base()
 	// A run nested in an operation (upgrade's prep phases) gives the
 	// operation its name back afterwards.
-	defer s.Report.SetPhase(s.Report.Phase())
-	s.Report.SetPhase(p.Name)
+	defer r.Report.SetPhase(r.Report.Phase())
+	r.Report.SetPhase(p.Name)
 	switch {
-	case p.LiveOnly && s.Options.DryRun:
-		s.Report.Infof("skipped in a dry run")
+	case p.LiveOnly && r.Options.DryRun:
+		r.Report.Infof("skipped in a dry run")
 		return false, nil
-	case p.LiveOnly && s.Options.Offline:
-		s.Report.Infof("skipped: --root renders for another machine")
+	case p.LiveOnly && r.Options.Offline:
+		r.Report.Infof("skipped: --root renders for another machine")
 		return false, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("phase %s: %w", p.Name, err)
 	}
-	if err := p.Run(ctx, s); err != nil {
+	if err := p.Run(ctx, d); err != nil {
 		return false, fmt.Errorf("phase %s: %w", p.Name, err)
 	}
 	return true, nil
@@ -249,4 +255,10 @@ type Result struct {
 	// Snapshot is the etcd snapshot the run saved (`etcd snapshot save`):
 	// its path, size, revision, keys and time.
 	Snapshot *etcd.SnapshotInfo `json:"snapshot,omitempty"`
+}
+
+// Add takes what the run on n found for the result: the components seen
+// healthy, the join command and the snapshot saved.
+func (r *Result) Add(n *Node) {
+	r.Healthy, r.JoinCommand, r.Snapshot = n.Healthy, n.JoinCommand, n.Snapshot
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,16 +22,6 @@ const SystemdRunDir = "/run/systemd/system"
 
 // KubeletPort is the kubelet's default port, kubeadm's Port-10250 check.
 const KubeletPort = 10250
-
-// Systemctl runs systemctl with args and returns its combined output, and
-// LookPath finds the kubelet: the processes of StartKubelet, which tests
-// replace (phasestest.FakeSystemd).
-var (
-	Systemctl = func(ctx context.Context, args ...string) ([]byte, error) {
-		return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
-	}
-	LookPath = exec.LookPath
-)
 
 // KubeletUnit is how a workflow has systemd run the node's kubelet.
 type KubeletUnit struct {
@@ -72,13 +61,13 @@ func KubeletAddress(extra map[string]any) (string, int) {
 // run or the service is not active. Without systemd it says how to start
 // the kubelet and goes on; beside a kubelet that kubelet.service does not
 // run, it changes nothing.
-func StartKubelet(ctx context.Context, s *State, u KubeletUnit) error {
+func StartKubelet(ctx context.Context, s *Run, u KubeletUnit) error {
 	if _, err := os.Stat(s.Files.HostPath(SystemdRunDir)); err != nil {
 		s.Report.Warnf("this node does not run systemd (%s is missing): start the kubelet yourself, as %s, %s",
 			SystemdRunDir, strings.Join(append([]string{"kubelet"}, u.Args...), " "), u.Then)
 		return nil
 	}
-	out, err := Systemctl(ctx, "is-active", "kubelet")
+	out, err := s.System.Systemctl(ctx, "is-active", "kubelet")
 	active := err == nil && strings.TrimSpace(string(out)) == "active"
 	if !active && listening(u.Host, u.Port) {
 		// Restarting kubelet.service would only make a second kubelet
@@ -87,7 +76,7 @@ func StartKubelet(ctx context.Context, s *State, u KubeletUnit) error {
 			net.JoinHostPort(u.Host, strconv.Itoa(u.Port)))
 		return nil
 	}
-	kubelet, err := LookPath("kubelet")
+	kubelet, err := s.System.LookPath("kubelet")
 	if err != nil {
 		return fmt.Errorf("find the kubelet: %w: install it (its package also ships kubelet.service)", err)
 	}
@@ -100,10 +89,10 @@ func StartKubelet(ctx context.Context, s *State, u KubeletUnit) error {
 // restartKubelet reloads systemd when the drop-in was written in this run,
 // and restarts kubelet.service unless it is active and nothing it reads at
 // start was written.
-func restartKubelet(ctx context.Context, s *State, u KubeletUnit, active bool) error {
+func restartKubelet(ctx context.Context, s *Run, u KubeletUnit, active bool) error {
 	written := s.Files.Changes().Written
 	if slices.Contains(written, SystemdDropIn) {
-		if err := systemctl(ctx, "daemon-reload"); err != nil {
+		if err := systemctl(ctx, s.System, "daemon-reload"); err != nil {
 			return err
 		}
 	}
@@ -113,11 +102,11 @@ func restartKubelet(ctx context.Context, s *State, u KubeletUnit, active bool) e
 		s.Report.Infof("kubelet.service is active, and nothing it reads at start changed: left running")
 		return nil
 	}
-	if err := systemctl(ctx, "restart", "kubelet"); err != nil {
+	if err := systemctl(ctx, s.System, "restart", "kubelet"); err != nil {
 		return err
 	}
 	s.Report.Infof("restarted kubelet.service with %s", SystemdDropIn)
-	if out, err := Systemctl(ctx, "is-enabled", "kubelet"); err != nil || strings.TrimSpace(string(out)) != "enabled" {
+	if out, err := s.System.Systemctl(ctx, "is-enabled", "kubelet"); err != nil || strings.TrimSpace(string(out)) != "enabled" {
 		s.Report.Warnf("kubelet.service is not enabled, so the kubelet will not start at boot: `systemctl enable kubelet`")
 	}
 	return nil
@@ -134,9 +123,10 @@ func listening(host string, port int) bool {
 	return false
 }
 
-// systemctl runs systemctl with args, and fails with its output.
-func systemctl(ctx context.Context, args ...string) error {
-	if out, err := Systemctl(ctx, args...); err != nil {
+// systemctl runs systemctl with args through sys, and fails with its
+// output.
+func systemctl(ctx context.Context, sys System, args ...string) error {
+	if out, err := sys.Systemctl(ctx, args...); err != nil {
 		return fmt.Errorf("systemctl %s: %w: %s (see `journalctl -u kubelet`)", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil

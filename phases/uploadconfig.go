@@ -12,14 +12,14 @@ import (
 // (the cluster-wide KubeletConfiguration), each readable by bootstrap
 // tokens and nodes. A re-run applies the same objects, which the API
 // server leaves as they are.
-var UploadConfig = Phase{
+var UploadConfig = Phase[*Node]{
 	Name:     "upload-config",
 	Short:    "Store the cluster's kubeadm ClusterConfiguration and KubeletConfiguration in kube-system for joining nodes",
 	LiveOnly: true,
 	Run:      runUploadConfig,
 }
 
-func runUploadConfig(ctx context.Context, s *State) error {
+func runUploadConfig(ctx context.Context, s *Node) error {
 	kubeadm, err := templates.KubeadmClusterConfiguration(s.Config)
 	if err != nil {
 		return err

@@ -24,14 +24,14 @@ import (
 
 // Wait probes every component concurrently until all are healthy, or the
 // timeout passes with a diagnostic that names the cause (exit code 4).
-var Wait = Phase{
+var Wait = Phase[*Node]{
 	Name:     "wait",
 	Short:    "Wait until every component is healthy",
 	LiveOnly: true,
 	Run:      runWait,
 }
 
-func runWait(ctx context.Context, s *State) error {
+func runWait(ctx context.Context, s *Node) error {
 	pods, missing, err := ManifestPods(s)
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func runWait(ctx context.Context, s *State) error {
 // ManifestPods decodes the manifests the kubelet runs, so the probes use
 // the addresses, ports and files that are really in effect. A manifest
 // missing from the manifest directory is probed as rendered, and named.
-func ManifestPods(s *State) (pods map[string]*corev1.Pod, missing []string, err error) {
+func ManifestPods(s *Node) (pods map[string]*corev1.Pod, missing []string, err error) {
 	pods = map[string]*corev1.Pod{}
 	for _, name := range Components(s.Config) {
 		path := s.Config.ManifestPath(name)
@@ -113,7 +113,7 @@ func DecodePod(path string, data []byte) (*corev1.Pod, error) {
 // foreignManifests lists the files the kubelet runs besides ours, such as a
 // kube-apiserver.yaml.bak: the kubelet runs every non-dot regular file, so
 // they are a common hidden cause of a control plane that does not come up.
-func foreignManifests(s *State) ([]string, error) {
+func foreignManifests(s *Node) ([]string, error) {
 	dir := s.Config.Paths.ManifestsDir
 	entries, err := os.ReadDir(s.Files.HostPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -137,7 +137,7 @@ func foreignManifests(s *State) ([]string, error) {
 // reportEtcdCluster tells, after the wait phase, what the local member's
 // cluster looks like: its members, the leader, the learners and each
 // member's endpoint and health. It only informs, so a failure is a warning.
-func reportEtcdCluster(ctx context.Context, s *State) {
+func reportEtcdCluster(ctx context.Context, s *Node) {
 	if s.Config.Etcd.Local == nil {
 		return
 	}
@@ -164,7 +164,7 @@ const logTailLines = 15
 // tail of each unhealthy component's newest container: a component that
 // exits at once is only "connection refused" to a probe, and its log says
 // why. What the runtime cannot tell is left out.
-func containerLogs(ctx context.Context, s *State, unhealthy []health.Unhealthy) map[string]health.ContainerLog {
+func containerLogs(ctx context.Context, s *Node, unhealthy []health.Unhealthy) map[string]health.ContainerLog {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	runtime, err := cri.Dial(s.Config.Kubelet.ContainerRuntimeEndpoint, s.Files.HostPath)

@@ -13,7 +13,7 @@ import (
 
 // deadNode is a node with its PKI and manifests written on 127.0.0.1, where
 // no component runs.
-func deadNode(t *testing.T) *State {
+func deadNode(t *testing.T) *Node {
 	t.Helper()
 	s := manifestState(t, t.TempDir(), "v1.36.3")
 	s.Config.Node.AdvertiseAddress = "127.0.0.1"

@@ -80,7 +80,7 @@ func TestAllCSRApprover(t *testing.T) {
 		{"disabled", func(c *config.ClusterConfiguration) { c.CSRApprover.Enabled = &off }, false},
 		{"kubelet serving certificates unverified", func(c *config.ClusterConfiguration) { c.Security.VerifyKubeletServingCerts = &off }, false},
 	} {
-		manifests, err := All(newConfig(tc.edit))
+		manifests, err := All(newConfig(tc.edit), EtcdMembership{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,9 +25,35 @@ const (
 	etcdMetricsPort = config.PortEtcdMetrics
 )
 
-// Etcd builds the static pod of this node's etcd member, the first and only
-// member of a new cluster. It fails when cfg has no local etcd.
-func Etcd(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
+// EtcdMembership is how this node's etcd member belongs to its cluster, a
+// fact of the node rather than of its configuration. The zero value is the
+// member that founds a new cluster of one, as init's does.
+type EtcdMembership struct {
+	// InitialCluster is the --initial-cluster (name=peerURL,...) of a
+	// member that joined an existing cluster; "" for the founding member.
+	InitialCluster string
+}
+
+// flags are the etcd flags of the membership: none for the founding
+// member; for a joined one, the cluster it joined and
+// --initial-cluster-state=existing, so that it never founds a new cluster.
+// A flag that extra (the configuration's) names is the configuration's.
+func (m EtcdMembership) flags(extra []config.Arg) []config.Arg {
+	if m.InitialCluster == "" {
+		return nil
+	}
+	var args []config.Arg
+	for _, arg := range []config.Arg{{Name: "initial-cluster", Value: m.InitialCluster}, {Name: "initial-cluster-state", Value: "existing"}} {
+		if !slices.ContainsFunc(extra, func(a config.Arg) bool { return a.Name == arg.Name }) {
+			args = append(args, arg)
+		}
+	}
+	return args
+}
+
+// Etcd builds the static pod of this node's etcd member, whose place in its
+// cluster is m. It fails when cfg has no local etcd.
+func Etcd(cfg *config.ClusterConfiguration, m EtcdMembership) (*corev1.Pod, error) {
 	if cfg.Etcd.External != nil || cfg.Etcd.Local == nil {
 		return nil, fmt.Errorf("build %s pod: the configuration has no local etcd", config.NameEtcd)
 	}
@@ -65,7 +92,8 @@ func Etcd(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"trusted-ca-file", cfg.CertPath(config.CertEtcdCA)},
 		{"watch-progress-notify-interval", "5s"},
 	}
-	flags := mergeFlags(append(defaults, etcdSecurity(cfg)...), cfg.Etcd.Local.ExtraArgs)
+	extra := cfg.Etcd.Local.ExtraArgs
+	flags := mergeFlags(append(defaults, etcdSecurity(cfg)...), slices.Concat(extra, m.flags(extra)))
 	clientURLs, _ := flagValue(flags, "advertise-client-urls")
 
 	return newPod(spec{

@@ -57,11 +57,12 @@ type Manifest struct {
 }
 
 // All builds every static pod cfg runs on this node, in start order: the
-// components, then the CSR approver. With an external etcd there is no
-// etcd pod; with csrApprover.enabled false, no approver.
-func All(cfg *config.ClusterConfiguration) ([]Manifest, error) {
+// components, then the CSR approver; m is the etcd member's place in its
+// cluster. With an external etcd there is no etcd pod; with
+// csrApprover.enabled false, no approver.
+func All(cfg *config.ClusterConfiguration, m EtcdMembership) ([]Manifest, error) {
 	builders := map[string]func(*config.ClusterConfiguration) (*corev1.Pod, error){
-		config.NameEtcd:              Etcd,
+		config.NameEtcd:              func(cfg *config.ClusterConfiguration) (*corev1.Pod, error) { return Etcd(cfg, m) },
 		config.NameAPIServer:         APIServer,
 		config.NameControllerManager: ControllerManager,
 		config.NameScheduler:         Scheduler,

@@ -156,7 +156,7 @@ var goldenCases = []struct {
 // name.
 func render(t testing.TB, edit func(*config.ClusterConfiguration), patches []Patch) map[string][]byte {
 	t.Helper()
-	manifests, err := All(newConfig(edit))
+	manifests, err := All(newConfig(edit), EtcdMembership{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestGolden(t *testing.T) {
 // TestMarshalRoundTrip checks that a manifest decodes strictly back into the
 // pod it came from and carries none of the empty-object noise.
 func TestMarshalRoundTrip(t *testing.T) {
-	manifests, err := All(newConfig(overrides))
+	manifests, err := All(newConfig(overrides), EtcdMembership{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestPodShape(t *testing.T) {
 		config.NameCSRApprover: "kubeboot",
 	}
 	for _, tc := range goldenCases {
-		manifests, err := All(newConfig(tc.edit))
+		manifests, err := All(newConfig(tc.edit), EtcdMembership{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,8 @@ func TestPodShape(t *testing.T) {
 
 func TestBuildErrors(t *testing.T) {
 	builders := map[string]func(*config.ClusterConfiguration) (*corev1.Pod, error){
-		config.NameEtcd: Etcd, config.NameAPIServer: APIServer,
+		config.NameEtcd:              func(c *config.ClusterConfiguration) (*corev1.Pod, error) { return Etcd(c, EtcdMembership{}) },
+		config.NameAPIServer:         APIServer,
 		config.NameControllerManager: ControllerManager, config.NameScheduler: Scheduler, config.NameCSRApprover: CSRApprover,
 	}
 	tests := []struct {
@@ -364,10 +365,10 @@ func TestBuildErrors(t *testing.T) {
 	external := newConfig(func(c *config.ClusterConfiguration) {
 		c.Etcd.External = &config.ExternalEtcd{Endpoints: []string{"https://10.0.0.21:2379"}}
 	})
-	if _, err := Etcd(external); err == nil {
+	if _, err := Etcd(external, EtcdMembership{}); err == nil {
 		t.Error("Etcd with an external etcd: got no error")
 	}
-	if manifests, err := All(external); err != nil || len(manifests) != 4 || manifests[0].Component != config.NameAPIServer {
+	if manifests, err := All(external, EtcdMembership{}); err != nil || len(manifests) != 4 || manifests[0].Component != config.NameAPIServer {
 		t.Errorf("All with an external etcd: got %d manifests and error %v, want 4, from kube-apiserver, and none", len(manifests), err)
 	}
 }
@@ -378,7 +379,8 @@ func BenchmarkRender(b *testing.B) {
 		name  string
 		build func(*config.ClusterConfiguration) (*corev1.Pod, error)
 	}{
-		{config.NameEtcd, Etcd}, {config.NameAPIServer, APIServer},
+		{config.NameEtcd, func(c *config.ClusterConfiguration) (*corev1.Pod, error) { return Etcd(c, EtcdMembership{}) }},
+		{config.NameAPIServer, APIServer},
 		{config.NameControllerManager, ControllerManager}, {config.NameScheduler, Scheduler},
 	}
 	for _, bb := range builders {
@@ -394,5 +396,39 @@ func BenchmarkRender(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestEtcdMembership: a member that joined an existing cluster renders the
+// cluster it joined and --initial-cluster-state=existing, after the
+// configuration's flags; a flag the configuration names stays its own.
+func TestEtcdMembership(t *testing.T) {
+	joined := EtcdMembership{InitialCluster: "node0=https://10.0.0.9:2380,node1=https://10.0.0.10:2380"}
+	tests := []struct {
+		name string
+		m    EtcdMembership
+		edit func(*config.ClusterConfiguration)
+		want []string
+	}{
+		{"founding member", EtcdMembership{}, nil, []string{"--initial-cluster=node1=https://10.0.0.10:2380"}},
+		{"joined member", joined, nil, []string{"--initial-cluster=" + joined.InitialCluster, "--initial-cluster-state=existing"}},
+		{"the configuration's flag", joined, func(c *config.ClusterConfiguration) {
+			c.Etcd.Local = &config.LocalEtcd{ExtraArgs: []config.Arg{{Name: "initial-cluster-state", Value: "new"}}}
+		}, []string{"--initial-cluster=" + joined.InitialCluster, "--initial-cluster-state=new"}},
+	}
+	for _, tc := range tests {
+		pod, err := Etcd(newConfig(tc.edit), tc.m)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, arg := range pod.Spec.Containers[0].Command {
+			if strings.HasPrefix(arg, "--initial-cluster") {
+				got = append(got, arg)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got flags %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -1,5 +1,5 @@
 // Package phasestest holds test helpers for the packages built on phases
-// (join, day2) and for phases' external tests: a State on a throw-away
+// (join, day2) and for phases' external tests: a Node on a throw-away
 // root, running phases, reading and comparing the files they write, and a
 // CRI image service to check images against.
 package phasestest
@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io/fs"
@@ -34,8 +35,10 @@ import (
 	"github.com/kubeboot/kubeboot/pki"
 )
 
-// NewState is a quiet State for node1 (10.0.0.10) at version, writing under root.
-func NewState(t testing.TB, root, version string) *phases.State {
+// NewNode is a quiet control-plane node1 (10.0.0.10) at version, writing
+// under root, on a machine without systemd or a kubelet (FakeSystemd
+// gives it both).
+func NewNode(t testing.TB, root, version string) *phases.Node {
 	t.Helper()
 	c := config.New()
 	c.KubernetesVersion = version
@@ -43,19 +46,32 @@ func NewState(t testing.TB, root, version string) *phases.State {
 	if errs := config.Validate(c); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	return &phases.State{Config: c, Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&bytes.Buffer{}, false)}
+	n, err := phases.NewNode(NewRun(root, output.NewReporter(&bytes.Buffer{}, false)), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
-// Run runs the given phases of s in order.
-func Run(s *phases.State, list ...phases.Phase) error {
-	_, err := phases.Runner{Phases: list}.Run(context.Background(), s, nil)
+// NewRun is a run writing under root and reporting to report, on a
+// machine without systemd or a kubelet on its PATH.
+func NewRun(root string, report *output.Reporter) *phases.Run {
+	return &phases.Run{Files: &files.AtomicWriter{Root: root}, Report: report, System: phases.System{
+		Systemctl: func(context.Context, ...string) ([]byte, error) { return nil, errors.New("this test has no systemd") },
+		LookPath:  func(file string) (string, error) { return "", &exec.Error{Name: file, Err: exec.ErrNotFound} },
+	}}
+}
+
+// Run runs the given phases of d in order.
+func Run[D phases.Data](d D, list ...phases.Phase[D]) error {
+	_, err := phases.Runner[D]{Phases: list}.Run(context.Background(), d, nil)
 	return err
 }
 
-// HostFile reads a node path of s.
-func HostFile(t testing.TB, s *phases.State, path string) []byte {
+// HostFile reads a node path of the run of d.
+func HostFile(t testing.TB, d phases.Data, path string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(s.Files.HostPath(path))
+	data, err := os.ReadFile(d.Base().Files.HostPath(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +79,7 @@ func HostFile(t testing.TB, s *phases.State, path string) []byte {
 }
 
 // ParseCert parses the certificate name of s's PKI.
-func ParseCert(t testing.TB, s *phases.State, name string) *x509.Certificate {
+func ParseCert(t testing.TB, s *phases.Node, name string) *x509.Certificate {
 	t.Helper()
 	data := HostFile(t, s, s.Config.CertPath(name))
 	block, _ := pem.Decode(data)
@@ -78,7 +94,7 @@ func ParseCert(t testing.TB, s *phases.State, name string) *x509.Certificate {
 }
 
 // ClusterCA reads the cluster CA of s, certificate and key.
-func ClusterCA(t testing.TB, s *phases.State) pki.KeyPair {
+func ClusterCA(t testing.TB, s *phases.Node) pki.KeyPair {
 	t.Helper()
 	return pki.KeyPair{Cert: HostFile(t, s, s.Config.CertPath(config.CertCA)), Key: HostFile(t, s, s.Config.KeyPath(config.CertCA))}
 }
@@ -89,7 +105,7 @@ func ClusterCA(t testing.TB, s *phases.State) pki.KeyPair {
 // valid for certificates.leafValidity, then its key, and the symlink
 // kubelet-client-current.pem to it. It returns the symlink's node path.
 // The certificate is ECDSA P-256, as the kubelet's.
-func KubeletPair(t testing.TB, s *phases.State, ca pki.KeyPair, node string) string {
+func KubeletPair(t testing.TB, s *phases.Node, ca pki.KeyPair, node string) string {
 	t.Helper()
 	spec := pki.CertSpec{Name: "kubelet-client", CN: "system:node:" + node, Org: []string{"system:nodes"}, Usage: pki.UsageClient, CA: config.CertCA,
 		Algorithm: config.ECDSAP256, Validity: s.Config.Certificates.LeafValidity.Duration}
@@ -147,17 +163,14 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 	return out
 }
 
-// FakeSystemd replaces the systemctl and the kubelet lookup of
-// phases.StartKubelet until the test ends: kubelet.service is in *state
-// ("active" or another state, which a restart makes "active") and
-// enabled, and the kubelet is /usr/bin/kubelet. It returns the systemctl
-// commands run, each as its space-joined arguments.
-func FakeSystemd(t testing.TB, state *string) *[]string {
-	t.Helper()
-	var calls []string
-	oldCtl, oldLook := phases.Systemctl, phases.LookPath
-	phases.Systemctl = func(_ context.Context, args ...string) ([]byte, error) {
-		calls = append(calls, strings.Join(args, " "))
+// FakeSystemd is a fake systemd for a run's System: kubelet.service is in
+// *state ("active" or another state, which a restart makes "active") and
+// enabled, and the kubelet is /usr/bin/kubelet. It also returns the
+// systemctl commands run, each as its space-joined arguments.
+func FakeSystemd(state *string) (phases.System, *[]string) {
+	calls := &[]string{}
+	systemctl := func(_ context.Context, args ...string) ([]byte, error) {
+		*calls = append(*calls, strings.Join(args, " "))
 		switch args[0] {
 		case "is-active":
 			if *state != "active" {
@@ -171,9 +184,7 @@ func FakeSystemd(t testing.TB, state *string) *[]string {
 		}
 		return nil, nil
 	}
-	phases.LookPath = func(string) (string, error) { return "/usr/bin/kubelet", nil }
-	t.Cleanup(func() { phases.Systemctl, phases.LookPath = oldCtl, oldLook })
-	return &calls
+	return phases.System{Systemctl: systemctl, LookPath: func(string) (string, error) { return "/usr/bin/kubelet", nil }}, calls
 }
 
 // ServeImages serves a CRI image service on the unix socket sock until the
@@ -260,4 +271,25 @@ func StaticBinary(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// Unchanged records v (a configuration) as JSON and returns a check that
+// fails the test when v no longer marshals the same, naming what ran
+// since: the configuration is read-only once loaded.
+func Unchanged(t testing.TB, v any) func(what string) {
+	t.Helper()
+	before, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(what string) {
+		t.Helper()
+		after, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(before, after) {
+			t.Errorf("%s changed the configuration:\nbefore %s\nafter  %s", what, before, after)
+		}
+	}
 }

@@ -207,11 +207,11 @@ func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
 	}
 	want := []string{"join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config", "kubelet-start",
 		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "mark-control-plane", "kubelet-finalize"}
-	if got := join.ControlPlane.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
+	if got := join.ControlPlaneWorkflow.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("join phases %v, want %v", got, want)
 	}
 	worker := []string{"preflight", "kubelet-config", "bootstrap-kubeconfig", "kubelet-start", "kubelet-wait-bootstrap"}
-	if got := join.Worker.Names(); strings.Join(got, ",") != strings.Join(worker, ",") {
+	if got := join.WorkerWorkflow.Names(); strings.Join(got, ",") != strings.Join(worker, ",") {
 		t.Errorf("worker join phases %v, want %v", got, worker)
 	}
 	for _, name := range append(want, worker...) {
@@ -404,7 +404,7 @@ func TestCheckExpirationOfAFinalizedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Certificates.LeafValidity.Duration = 100 * 24 * time.Hour // not the year kubeboot's own certificates have
-	s := &phases.State{Config: cfg, Files: &files.AtomicWriter{Root: root}}
+	s := &phases.Node{Run: &phases.Run{Files: &files.AtomicWriter{Root: root}}, Config: cfg}
 	ca := phasestest.ClusterCA(t, s)
 	pair := phasestest.KubeletPair(t, s, ca, cfg.Node.Name)
 	spec := pki.KubeconfigSpecs(cfg)[2]

@@ -62,7 +62,10 @@ func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := r.state(report, stdout)
+	s, err := opts.deps.node(r, report, stdout)
+	if err != nil {
+		return err
+	}
 	var key []byte
 	if keyFile != "" {
 		if key, err = readBundleKey(keyFile); err != nil {

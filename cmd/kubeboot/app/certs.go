@@ -57,7 +57,10 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s := r.state(output.NewReporter(stderr, false), stdout)
+			s, err := checkOpts.deps.node(r, output.NewReporter(stderr, false), stdout)
+			if err != nil {
+				return err
+			}
 			have, err := phases.ReadPKI(s)
 			if err != nil {
 				return err
@@ -85,7 +88,7 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				return r, err
 			}
 			renew := day2.Renew(names, renewOpts.newKeys, renewOpts.restart)
-			return d.execute(cmd.Context(), renewOpts.output, stdout, stderr, load, renew.Execute)
+			return d.execute(cmd.Context(), renewOpts.output, stdout, stderr, load, onNode(renew.Execute))
 		},
 	}
 	renew.Flags().BoolVar(&renewOpts.newKeys, "new-keys", false, "generate new private keys too")

@@ -26,6 +26,8 @@ type deps struct {
 	interruptGrace time.Duration
 	// cpuProfile is this run's CPU profile file, or "" (see cpuProfileEnv).
 	cpuProfile string
+	// system is how kubelet-start reaches systemd and finds the kubelet.
+	system phases.System
 }
 
 // defaultInterruptGrace is a real run's interruptGrace.
@@ -40,6 +42,7 @@ func newDeps(cpuProfile string) deps {
 		},
 		interruptGrace: defaultInterruptGrace,
 		cpuProfile:     cpuProfile,
+		system:         phases.HostSystem(),
 	}
 }
 

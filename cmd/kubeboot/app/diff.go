@@ -52,7 +52,10 @@ func runDiff(ctx context.Context, opts *diffOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	s := r.state(output.NewReporter(stderr, false), stdout)
+	s, err := opts.deps.node(r, output.NewReporter(stderr, false), stdout)
+	if err != nil {
+		return err
+	}
 	diffs, err := day2.Diff(s)
 	if err != nil {
 		return err
@@ -79,7 +82,7 @@ const addonDiffTimeout = 15 * time.Second
 // super-admin.conf. A render for another machine (--root) and a node
 // without a running control plane have no cluster to compare with: it says
 // so and compares nothing.
-func diffAddons(ctx context.Context, s *phases.State, root string) ([]day2.Difference, error) {
+func diffAddons(ctx context.Context, s *phases.Node, root string) ([]day2.Difference, error) {
 	if root != "" {
 		return nil, nil
 	}

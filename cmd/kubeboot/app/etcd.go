@@ -72,8 +72,8 @@ func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 					return err
 				}
 			}
-			save := phases.Operation{Name: "etcd-snapshot-save", Run: opts.save}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, save.Execute)
+			save := phases.Operation[*phases.Node]{Name: "etcd-snapshot-save", Run: opts.save}
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(save.Execute))
 		},
 	}
 	flags := cmd.Flags()
@@ -86,7 +86,7 @@ func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 }
 
 // save is the save operation: the snapshot, and the result's account of it.
-func (o *snapshotOptions) save(ctx context.Context, s *phases.State) error {
+func (o *snapshotOptions) save(ctx context.Context, s *phases.Node) error {
 	at := time.Now().UTC()
 	path := o.out
 	if path == "" {
@@ -170,8 +170,8 @@ func newSnapshotPruneCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if opts.keep < 1 {
 				return &exit.UsageError{Msg: fmt.Sprintf("--keep %d: keep at least 1 snapshot", opts.keep)}
 			}
-			prune := phases.Operation{Name: "etcd-snapshot-prune", Run: opts.prune}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, prune.Execute)
+			prune := phases.Operation[*phases.Node]{Name: "etcd-snapshot-prune", Run: opts.prune}
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(prune.Execute))
 		},
 	}
 	flags := cmd.Flags()
@@ -183,7 +183,7 @@ func newSnapshotPruneCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 }
 
 // prune is the prune operation.
-func (o *snapshotOptions) prune(_ context.Context, s *phases.State) error {
+func (o *snapshotOptions) prune(_ context.Context, s *phases.Node) error {
 	dir := s.Config.Etcd.Local.SnapshotsDir
 	list, err := etcd.ListSnapshots(s.Files.HostPath(dir))
 	if err != nil {

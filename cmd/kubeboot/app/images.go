@@ -92,7 +92,11 @@ func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Rep
 		return err
 	}
 	r := runSpec{config: cfg, options: phases.Options{DryRun: true}}
-	needed, err := phases.Images(r.state(report, io.Discard))
+	s, err := opts.deps.node(r, report, io.Discard)
+	if err != nil {
+		return err
+	}
+	needed, err := phases.Images(s)
 	if err != nil {
 		return err
 	}
@@ -126,7 +130,11 @@ func runImagesList(opts *imagesOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	images, err := phases.Images(r.state(output.NewReporter(stderr, false), stdout))
+	s, err := opts.deps.node(r, output.NewReporter(stderr, false), stdout)
+	if err != nil {
+		return err
+	}
+	images, err := phases.Images(s)
 	if err != nil {
 		return err
 	}

@@ -52,18 +52,18 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts := &initOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Bootstrap this node's control plane: " + strings.Join(phases.Init.Names(), ", "),
+		Short: "Bootstrap this node's control plane: " + strings.Join(phases.InitWorkflow.Names(), ", "),
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			load := func() (runSpec, error) {
-				if err := phases.Init.CheckSkip(opts.skipPhases); err != nil {
+				if err := phases.InitWorkflow.CheckSkip(opts.skipPhases); err != nil {
 					return runSpec{}, err // before the node lock
 				}
 				return opts.spec()
 			}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, func(ctx context.Context, s *phases.State) ([]string, error) {
-				return phases.Init.Run(ctx, s, opts.skipPhases)
-			})
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, onNode(func(ctx context.Context, n *phases.Node) ([]string, error) {
+				return phases.InitWorkflow.Run(ctx, n, opts.skipPhases)
+			}))
 		},
 	}
 	flags := cmd.PersistentFlags()
@@ -73,34 +73,54 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addRootFlag(flags, &opts.root)
 	opts.preflight.add(flags)
 	flags.BoolVar(&opts.renew, "renew", false, "re-issue certificates and kubeconfigs that exist but are wrong in a way renewal fixes (missing SAN, near expiry)")
-	addSkipPhasesFlag(cmd, &opts.skipPhases, phases.Init)
-	cmd.AddCommand(phaseCommands("init", phases.Init, func(p phases.Phase, sub *cobra.Command) {
-		if p.Name == phases.Etcd.Name || p.Name == phases.ControlPlane.Name {
+	addSkipPhasesFlag(cmd, &opts.skipPhases, phases.InitWorkflow.Names())
+	cmd.AddCommand(phaseCommands("init", phaseEntries(phases.InitWorkflow), func(name string, sub *cobra.Command) {
+		if name == phases.Etcd.Name || name == phases.ControlPlane.Name {
 			sub.Flags().BoolVar(&opts.diff, "diff", false, "show a unified diff of each rendered manifest against the one on disk; writes nothing")
 		}
 		sub.RunE = func(cmd *cobra.Command, _ []string) error {
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, runOne(phases.Init, p.Name))
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(runOne(phases.InitWorkflow, name)))
 		}
 	}))
 	return cmd
 }
 
 // addSkipPhasesFlag registers --skip-phases, naming the workflow's phases.
-func addSkipPhasesFlag(cmd *cobra.Command, skip *[]string, workflow phases.Runner) {
-	cmd.Flags().StringSliceVar(skip, "skip-phases", nil, "phases to skip: "+strings.Join(workflow.Names(), ", "))
+func addSkipPhasesFlag(cmd *cobra.Command, skip *[]string, names []string) {
+	cmd.Flags().StringSliceVar(skip, "skip-phases", nil, "phases to skip: "+strings.Join(names, ", "))
+}
+
+// phaseEntry is a phase as `kubeboot <workflow> phase` lists it: its name,
+// its description and its parts.
+type phaseEntry struct {
+	name, short string
+	parts       []phaseEntry
+}
+
+// phaseEntries are the phases of r, for phaseCommands.
+func phaseEntries[D phases.Data](r phases.Runner[D]) []phaseEntry {
+	var entries []phaseEntry
+	for _, p := range r.Phases {
+		e := phaseEntry{name: p.Name, short: p.Short}
+		for _, part := range p.Subphases {
+			e.parts = append(e.parts, phaseEntry{name: part.Name, short: part.Short})
+		}
+		entries = append(entries, e)
+	}
+	return entries
 }
 
 // phaseCommands is `kubeboot <workflow> phase`: one subcommand per phase of
 // the workflow, generated from its list. wire sets each one's flags and
-// RunE.
-func phaseCommands(workflow string, r phases.Runner, wire func(phases.Phase, *cobra.Command)) *cobra.Command {
+// RunE, given the phase's name.
+func phaseCommands(workflow string, entries []phaseEntry, wire func(string, *cobra.Command)) *cobra.Command {
 	group := groupCommand("phase", "Run one phase of "+workflow+" alone")
-	for _, p := range r.Phases {
-		sub := &cobra.Command{Use: p.Name, Short: p.Short, Args: usageArgs(cobra.NoArgs)}
-		wire(p, sub)
-		for _, part := range p.Subphases {
-			partCmd := &cobra.Command{Use: strings.TrimPrefix(part.Name, p.Name+"/"), Short: part.Short, Args: usageArgs(cobra.NoArgs)}
-			wire(part, partCmd)
+	for _, p := range entries {
+		sub := &cobra.Command{Use: p.name, Short: p.short, Args: usageArgs(cobra.NoArgs)}
+		wire(p.name, sub)
+		for _, part := range p.parts {
+			partCmd := &cobra.Command{Use: strings.TrimPrefix(part.name, p.name+"/"), Short: part.short, Args: usageArgs(cobra.NoArgs)}
+			wire(part.name, partCmd)
 			sub.AddCommand(partCmd)
 		}
 		group.AddCommand(sub)
@@ -109,8 +129,8 @@ func phaseCommands(workflow string, r phases.Runner, wire func(phases.Phase, *co
 }
 
 // runOne runs the phase (or subphase) called name of r alone.
-func runOne(r phases.Runner, name string) steps {
-	return func(ctx context.Context, s *phases.State) ([]string, error) {
-		return r.RunOne(ctx, s, name)
+func runOne[D phases.Data](r phases.Runner[D], name string) func(context.Context, D) ([]string, error) {
+	return func(ctx context.Context, d D) ([]string, error) {
+		return r.RunOne(ctx, d, name)
 	}
 }

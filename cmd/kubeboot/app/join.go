@@ -87,26 +87,53 @@ func (o *joinOptions) workerRun(w *config.WorkerConfiguration) (runSpec, error) 
 			return runSpec{}, err
 		}
 	}
-	return runSpec{config: w.NodeConfig(), worker: w, options: o.phaseOptions()}, nil
+	return runSpec{worker: w, options: o.phaseOptions()}, nil
 }
 
 func (o *joinOptions) phaseOptions() phases.Options {
 	return phases.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
 }
 
-// workflow is the join's phase list.
-func (o *joinOptions) workflow() phases.Runner {
+// names are the phases of the join --control-plane selects.
+func (o *joinOptions) names() []string {
 	if o.controlPlane {
-		return join.ControlPlane
+		return join.ControlPlaneWorkflow.Names()
 	}
-	return join.Worker
+	return join.WorkerWorkflow.Names()
+}
+
+// steps run the join --control-plane selects, but for the phases of
+// --skip-phases; or, when phase is set, that phase alone.
+func (o *joinOptions) steps(phase string) steps {
+	if o.controlPlane {
+		if phase != "" {
+			return onControlPlaneJoin(runOne(join.ControlPlaneWorkflow, phase))
+		}
+		return onControlPlaneJoin(func(ctx context.Context, n *join.ControlPlaneNode) ([]string, error) {
+			return join.ControlPlaneWorkflow.Run(ctx, n, o.skipPhases)
+		})
+	}
+	if phase != "" {
+		return onWorker(runOne(join.WorkerWorkflow, phase))
+	}
+	return onWorker(func(ctx context.Context, n *join.WorkerNode) ([]string, error) {
+		return join.WorkerWorkflow.Run(ctx, n, o.skipPhases)
+	})
+}
+
+// checkSkip refuses a name of --skip-phases that is no phase of the join.
+func (o *joinOptions) checkSkip() error {
+	if o.controlPlane {
+		return join.ControlPlaneWorkflow.CheckSkip(o.skipPhases)
+	}
+	return join.WorkerWorkflow.CheckSkip(o.skipPhases)
 }
 
 // phaseSpec is the spec of `join phase NAME`, which must be a phase of
 // the join that --control-plane selects.
 func (o *joinOptions) phaseSpec(name string) func() (runSpec, error) {
 	return func() (runSpec, error) {
-		if !slices.Contains(o.workflow().Names(), name) {
+		if !slices.Contains(o.names(), name) {
 			which := "`kubeboot join --control-plane`: pass --control-plane"
 			if o.controlPlane {
 				which = "a worker's join, without --control-plane"
@@ -189,24 +216,22 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		Long: "join, as `kubeboot token create --print-join-command` prints it, adds this node to the cluster as a worker. It finds\n" +
 			"the cluster through ENDPOINT with the bootstrap token, trusting only a CA of the pinned hash (or through a discovery\n" +
 			"file), writes the kubelet's configuration and TLS bootstrap credential, starts the kubelet and waits until its Node is\n" +
-			"Ready. Phases: " + strings.Join(join.Worker.Names(), ", ") + ".\n\n" +
+			"Ready. Phases: " + strings.Join(join.WorkerWorkflow.Names(), ", ") + ".\n\n" +
 			"With --control-plane, it adds another control-plane node from a JoinConfiguration. It imports the cluster secrets from\n" +
 			"a bundle made by `kubeboot certs export`, issues this node's certificates and kubeconfigs, adds its etcd member\n" +
 			"as a learner, starts it, promotes it once it has caught up, then starts the API server, controller\n" +
-			"manager and scheduler. Phases: " + strings.Join(join.ControlPlane.Names(), ", ") + ".\n\n" +
+			"manager and scheduler. Phases: " + strings.Join(join.ControlPlaneWorkflow.Names(), ", ") + ".\n\n" +
 			"Re-running either on a joined node changes nothing; a join that stopped halfway resumes.",
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.endpoint = firstArg(args)
 			load := func() (runSpec, error) {
-				if err := opts.workflow().CheckSkip(opts.skipPhases); err != nil {
+				if err := opts.checkSkip(); err != nil {
 					return runSpec{}, err // before the node lock
 				}
 				return opts.spec()
 			}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, func(ctx context.Context, s *phases.State) ([]string, error) {
-				return opts.workflow().Run(ctx, s, opts.skipPhases)
-			})
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, opts.steps(""))
 		},
 	}
 	flags := cmd.PersistentFlags()
@@ -216,17 +241,15 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addControlPlaneFlag(flags, &opts.controlPlane)
 	opts.discovery.add(flags)
 	opts.bundle.add(cmd)
-	addSkipPhasesFlag(cmd, &opts.skipPhases, join.Worker)
-	cmd.Flags().Lookup("skip-phases").Usage += "; with --control-plane: " + strings.Join(join.ControlPlane.Names(), ", ")
-	cmd.AddCommand(phaseCommands("join", joinPhases(), func(p phases.Phase, sub *cobra.Command) {
+	addSkipPhasesFlag(cmd, &opts.skipPhases, join.WorkerWorkflow.Names())
+	cmd.Flags().Lookup("skip-phases").Usage += "; with --control-plane: " + strings.Join(join.ControlPlaneWorkflow.Names(), ", ")
+	cmd.AddCommand(phaseCommands("join", joinPhases(), func(name string, sub *cobra.Command) {
 		opts.bundle.add(sub)
-		sub.Use = p.Name + " [ENDPOINT]"
+		sub.Use = name + " [ENDPOINT]"
 		sub.Args = usageArgs(cobra.MaximumNArgs(1))
 		sub.RunE = func(cmd *cobra.Command, args []string) error {
 			opts.endpoint = firstArg(args)
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.phaseSpec(p.Name), func(ctx context.Context, s *phases.State) ([]string, error) {
-				return runOne(opts.workflow(), p.Name)(ctx, s)
-			})
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.phaseSpec(name), opts.steps(name))
 		}
 	}))
 	return cmd
@@ -235,24 +258,25 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 // joinPhases are the phases of both joins, for `join phase NAME`: a name
 // both have (preflight, kubelet-config) runs the worker's phase, or with
 // --control-plane the control-plane node's.
-func joinPhases() phases.Runner {
-	var all []phases.Phase
-	for _, p := range join.Worker.Phases {
-		p.Short += " (worker)"
-		for _, cp := range join.ControlPlane.Phases {
-			if cp.Name == p.Name {
-				p.Short = strings.TrimSuffix(p.Short, " (worker)") + "; with --control-plane: " + strings.ToLower(cp.Short[:1]) + cp.Short[1:]
+func joinPhases() []phaseEntry {
+	var all []phaseEntry
+	controlPlane := phaseEntries(join.ControlPlaneWorkflow)
+	for _, p := range phaseEntries(join.WorkerWorkflow) {
+		p.short += " (worker)"
+		for _, cp := range controlPlane {
+			if cp.name == p.name {
+				p.short = strings.TrimSuffix(p.short, " (worker)") + "; with --control-plane: " + strings.ToLower(cp.short[:1]) + cp.short[1:]
 			}
 		}
 		all = append(all, p)
 	}
-	for _, cp := range join.ControlPlane.Phases {
-		if !slices.Contains(join.Worker.Names(), cp.Name) {
-			cp.Short += " (with --control-plane)"
+	for _, cp := range controlPlane {
+		if !slices.Contains(join.WorkerWorkflow.Names(), cp.name) {
+			cp.short += " (with --control-plane)"
 			all = append(all, cp)
 		}
 	}
-	return phases.Runner{Phases: all}
+	return all
 }
 
 // firstArg is the first argument, or "".

@@ -49,7 +49,35 @@ type labOptions struct {
 func (o *labOptions) spec() (runSpec, error) {
 	r, err := o.nodeSpec()
 	if err == nil {
-		r.lockPath = nodelock.Path(r.config.Paths.KubeconfigDir)
+		r.lockPath = nodelock.Path(r.kubeconfigDir())
+	}
+	return r, err
+}
+
+// kubeconfigDir is the kubeconfig dir of the node r configures, which
+// holds a lab node's own files.
+func (r runSpec) kubeconfigDir() string {
+	if r.worker != nil {
+		return r.worker.Paths.KubeconfigDir
+	}
+	return r.config.Paths.KubeconfigDir
+}
+
+// labNode is the lab's runtime for the node r configures (see labNode).
+func (r runSpec) labNode(binDir string) lab.Node {
+	if r.worker != nil {
+		return labNode(r.worker.Paths.KubeconfigDir, r.worker.Kubelet.ContainerRuntimeEndpoint, binDir)
+	}
+	return labNode(r.config.Paths.KubeconfigDir, r.config.Kubelet.ContainerRuntimeEndpoint, binDir)
+}
+
+// withLabCertDir is r with the kubelet's certificate dir of a
+// control-plane node in the lab's dir, where the lab's kubelet keeps it
+// (--cert-dir) and kubelet-finalize looks for it: part of loading a lab
+// node's configuration, which the run then leaves as it is.
+func withLabCertDir(r runSpec, err error) (runSpec, error) {
+	if err == nil && r.config != nil {
+		r.config.Kubelet.CertDir = filepath.Join(r.config.Paths.KubeconfigDir, "lab", "kubelet", "pki")
 	}
 	return r, err
 }
@@ -62,7 +90,7 @@ func (o *labOptions) nodeSpec() (runSpec, error) {
 	}
 	if o.controlPlane {
 		joining := joinOptions{deps: o.deps, configPath: o.configPath, controlPlane: true, bundle: o.bundle, preflight: preflightFlags{ignoreErrors: ignored}}
-		return joining.spec()
+		return withLabCertDir(joining.spec())
 	}
 	env := o.deps.configEnv(config.KindClusterConfiguration, config.KindWorkerConfiguration)
 	env.Worker = &config.WorkerFlags{} // the lab's worker joins as its file says
@@ -78,7 +106,7 @@ func (o *labOptions) nodeSpec() (runSpec, error) {
 		return runSpec{}, err
 	}
 	r := runSpec{config: doc.Cluster, options: phases.Options{IgnorePreflightErrors: preflightFlags{ignoreErrors: ignored}.ignored()}}
-	return r, config.CheckPatchesDir(doc.Cluster, o.configPath, "")
+	return withLabCertDir(r, config.CheckPatchesDir(doc.Cluster, o.configPath, ""))
 }
 
 // labIgnoredChecks are the host checks of kubeboot's preflight that a lab
@@ -136,20 +164,22 @@ func newLabCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if opts.configPath == "" {
 				return &exit.UsageError{Msg: "lab up needs --config (one node, like examples/lab.yaml) or --cluster (a lab description, like examples/cluster.yaml)"}
 			}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, s *phases.State) ([]string, error) {
-				role := labRoleOf(s)
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+				role, err := labRoleOf(r, run, found)
 				switch {
-				case opts.kubeadmJoin != "" && s.Worker == nil:
+				case err != nil:
+					return nil, err
+				case opts.kubeadmJoin != "" && r.worker == nil:
 					return nil, &exit.UsageError{Msg: "--kubeadm-join joins a worker: --config must be a WorkerConfiguration"}
 				case opts.kubeadmJoin != "":
-					role = kubeadmRole(s.Worker, opts.binDir, opts.kubeadmJoin)
-				case opts.kubeadmInit != "" && (s.Worker != nil || s.Join != nil):
+					role = kubeadmRole(run, r.worker, opts.binDir, opts.kubeadmJoin)
+				case opts.kubeadmInit != "" && (r.worker != nil || r.join != nil):
 					return nil, &exit.UsageError{Msg: "--kubeadm-init inits a cluster: --config must be a ClusterConfiguration, without --control-plane"}
 				case opts.kubeadmInit != "":
-					role = kubeadmInitRole(s.Config, opts.binDir, opts.kubeadmInit)
+					role = kubeadmInitRole(run, r.config, opts.binDir, opts.kubeadmInit)
 				}
 				role.startAfter = opts.startAfter
-				return labUp(ctx, s, opts.binDir, role)
+				return labUp(ctx, r, run, opts.binDir, role)
 			})
 		},
 	}
@@ -181,12 +211,15 @@ func newLabCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if doc.Worker != nil {
 				report := output.NewReporter(stderr, false)
 				report.SetPhase("lab")
-				return labNode(doc.Worker.NodeConfig(), opts.binDir).Down(cmd.Context(), report.Infof)
+				return runSpec{worker: doc.Worker}.labNode(opts.binDir).Down(cmd.Context(), report.Infof)
 			}
 			// No node lock: lab down must stop a lab whose lab up hangs.
 			r := runSpec{config: doc.ControlPlane()}
-			s := r.state(output.NewReporter(stderr, false), stdout)
-			return labDown(cmd.Context(), s, labNode(s.Config, opts.binDir))
+			s, err := d.node(r, output.NewReporter(stderr, false), stdout)
+			if err != nil {
+				return err
+			}
+			return labDown(cmd.Context(), s, r.labNode(opts.binDir))
 		},
 	}
 	var files int
@@ -237,7 +270,7 @@ func envOr(name, fallback string) string {
 // misread (such as a kubelet.conf naming the certificate the kubelet kept
 // in the lab's dir, which went with it).
 // Only a node whose lab dir is there ran a lab: another's files stay.
-func labDown(ctx context.Context, s *phases.State, node lab.Node) error {
+func labDown(ctx context.Context, s *phases.Node, node lab.Node) error {
 	s.Report.SetPhase("lab")
 	_, err := os.Stat(node.Dir)
 	ranLab := err == nil
@@ -259,7 +292,7 @@ func labDown(ctx context.Context, s *phases.State, node lab.Node) error {
 // logs, the pods' logs, the volume plugins and the kubelet's config dir,
 // each only when it lies in the node's kubeconfig dir, and then that dir
 // once it is empty.
-func removeLabLeftovers(s *phases.State) error {
+func removeLabLeftovers(s *phases.Node) error {
 	c := s.Config
 	dir := filepath.Clean(c.Paths.KubeconfigDir)
 	leftovers := []string{c.Paths.ManifestsDir, c.Security.Audit.LogDir, filepath.Dir(c.Kubelet.ConfigFile)}
@@ -285,12 +318,12 @@ func removeLabLeftovers(s *phases.State) error {
 	return nil
 }
 
-// labNode is the lab's runtime for the node of cfg: its files in
+// labNode is the lab's runtime for a node: its files in
 // <kubeconfigDir>/lab, containerd serving the kubelet's runtime endpoint.
-func labNode(cfg *config.ClusterConfiguration, binDir string) lab.Node {
+func labNode(kubeconfigDir, runtimeEndpoint, binDir string) lab.Node {
 	return lab.Node{
-		Dir:    filepath.Join(cfg.Paths.KubeconfigDir, "lab"),
-		Socket: strings.TrimPrefix(cfg.Kubelet.ContainerRuntimeEndpoint, "unix://"),
+		Dir:    filepath.Join(kubeconfigDir, "lab"),
+		Socket: strings.TrimPrefix(runtimeEndpoint, "unix://"),
 		BinDir: binDir,
 	}
 }
@@ -298,14 +331,12 @@ func labNode(cfg *config.ClusterConfiguration, binDir string) lab.Node {
 // labRole is how lab up brings up a node of one kind: what it sets up
 // first, the phases that write what the kubelet reads at start, the
 // kubelet's flags once those files are there, and the workflow that runs
-// once it started.
+// once it started, which returns the steps that ran.
 type labRole struct {
 	setup    func() error
-	prep     []phases.Phase
+	prep     func(ctx context.Context) error
 	kubelet  func(ctx context.Context) ([]string, error)
-	workflow phases.Runner
-	// skip are the workflow's phases the lab does itself.
-	skip []string
+	workflow func(ctx context.Context) ([]string, error)
 	// startAfter, when set, is a file to wait for before the bring-up.
 	startAfter string
 	// watch, when set, is the control plane lab up watches come up (see
@@ -315,36 +346,60 @@ type labRole struct {
 	done string
 }
 
-// labRoleOf is the role of the node s configures: the first control-plane
+// labRoleOf is the role of the node r configures: the first control-plane
 // node runs init, another control-plane node join --control-plane, and a
 // worker kubeboot join, whose kubelet bootstraps its credentials with the
-// token. The kubelet keeps its root and certificate dirs in the lab's.
-func labRoleOf(s *phases.State) labRole {
-	cfg := s.Config
-	root := filepath.Join(cfg.Paths.KubeconfigDir, "lab", "kubelet")
-	if s.Worker != nil {
+// token; each on the data of its workflow in run, a control-plane node's
+// findings going into found. The kubelet keeps its root and certificate
+// dirs in the lab's.
+func labRoleOf(r runSpec, run *phases.Run, found *phases.Result) (labRole, error) {
+	root := filepath.Join(r.kubeconfigDir(), "lab", "kubelet")
+	if r.worker != nil {
+		w := join.NewWorkerNode(run, r.worker)
 		return labRole{
-			prep:     join.WorkerPrepare,
-			kubelet:  fixedArgs(append(join.KubeletArgs(s.Worker), "--root-dir="+root, "--cert-dir="+filepath.Join(root, "pki"))),
-			workflow: phases.Runner{Phases: []phases.Phase{join.KubeletWaitBootstrap}},
-			done:     fmt.Sprintf("node %s joined and is Ready", s.Worker.Node.Name),
-		}
+			prep: func(ctx context.Context) error {
+				_, err := phases.Runner[*join.WorkerNode]{Phases: join.WorkerPrepare}.Run(ctx, w, nil)
+				return err
+			},
+			kubelet: fixedArgs(append(join.KubeletArgs(r.worker), "--root-dir="+root, "--cert-dir="+filepath.Join(root, "pki"))),
+			workflow: func(ctx context.Context) ([]string, error) {
+				return phases.Runner[*join.WorkerNode]{Phases: []phases.Phase[*join.WorkerNode]{join.KubeletWaitBootstrap}}.Run(ctx, w, nil)
+			},
+			done: fmt.Sprintf("node %s joined and is Ready", r.worker.Node.Name),
+		}, nil
 	}
-	// kubelet-finalize looks for the kubelet's certificates in the lab's dir.
-	cfg.Kubelet.CertDir = filepath.Join(root, "pki")
+	n, err := r.node(run)
+	if err != nil {
+		return labRole{}, err
+	}
+	cfg := r.config
+	// The lab runs its kubelet itself, so systemd must not.
+	skip := []string{"kubelet-start"}
 	role := labRole{
-		prep:     []phases.Phase{phases.Certs, phases.Kubeconfig, phases.KubeletConfig},
-		kubelet:  fixedArgs(append(phases.KubeletArgs(cfg), "--root-dir="+root)),
-		workflow: phases.Init,
-		// The lab runs its kubelet itself, so systemd must not.
-		skip:  []string{phases.KubeletStart.Name},
+		prep: func(ctx context.Context) error {
+			_, err := phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig}}.Run(ctx, n, nil)
+			return err
+		},
+		kubelet: fixedArgs(append(phases.KubeletArgs(cfg), "--root-dir="+root)),
+		workflow: func(ctx context.Context) ([]string, error) {
+			defer found.Add(n)
+			return phases.InitWorkflow.Run(ctx, n, skip)
+		},
 		watch: cfg,
 		done:  "control plane is up: kubectl --kubeconfig " + cfg.KubeconfigPath(config.KubeconfigAdmin) + " get pods -n kube-system",
 	}
-	if s.Join != nil {
-		role.prep, role.workflow = join.Prepare, join.ControlPlane
+	if r.join != nil {
+		joining := &join.ControlPlaneNode{Node: n, Join: r.join, Secrets: r.secrets}
+		role.prep = func(ctx context.Context) error {
+			_, err := phases.Runner[*join.ControlPlaneNode]{Phases: join.Prepare}.Run(ctx, joining, nil)
+			return err
+		}
+		role.workflow = func(ctx context.Context) ([]string, error) {
+			defer found.Add(n)
+			return join.ControlPlaneWorkflow.Run(ctx, joining, skip)
+		}
 	}
-	return role
+	return role, nil
 }
 
 // The stages of a node's bring-up that lab up marks in its JSON events
@@ -442,8 +497,7 @@ func fixedArgs(args []string) func(context.Context) ([]string, error) {
 // bring the control plane up; on a worker the join waits for its TLS
 // bootstrap. If it fails before the workflow runs, it tears down what it
 // started; after that the lab stays up for a look at its logs.
-func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (ran []string, err error) {
-	cfg := s.Config
+func labUp(ctx context.Context, r runSpec, s *phases.Run, binDir string, role labRole) (ran []string, err error) {
 	if binDir, err = filepath.Abs(binDir); err != nil {
 		return nil, err
 	}
@@ -451,11 +505,8 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	if err != nil {
 		return nil, fmt.Errorf("find the kubeboot binary: %w", err)
 	}
-	node := labNode(cfg, binDir)
+	node := r.labNode(binDir)
 	node.Supervisor = []string{self, "lab", "supervise"}
-	// The kubelet's files stay in the lab's dir, its certificates too, and
-	// kubelet-finalize looks for them there.
-	cfg.Kubelet.CertDir = filepath.Join(node.Dir, "kubelet", "pki")
 	initStarted := false
 	defer func() {
 		if err != nil && !initStarted {
@@ -463,11 +514,15 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 		}
 	}()
 	s.Report.SetPhase("lab")
-	if _, err := os.Stat(node.Dir); err == nil && s.Worker == nil {
+	if _, err := os.Stat(node.Dir); err == nil && r.worker == nil {
 		// An earlier lab up of this node was interrupted or not brought
 		// down: start afresh, as lab down would leave it.
 		s.Report.Infof("%s is there: an earlier lab of this node was not brought down; removing it first", node.Dir)
-		if err := labDown(ctx, s, node); err != nil {
+		earlier, err := r.node(s)
+		if err == nil {
+			err = labDown(ctx, earlier, node)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("remove the earlier lab: %w", err)
 		}
 		s.Report.SetPhase("lab")
@@ -477,7 +532,7 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 			return nil, err
 		}
 	}
-	images, pulls, err := labImages(s, binDir, self)
+	images, pulls, err := labImages(s, r.config, binDir, self)
 	if err != nil {
 		return nil, err
 	}
@@ -501,8 +556,10 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 		return nil, err
 	}
 	s.Report.Stagef(stageBootstrapStarted, "bringing the node up")
-	if _, err := (phases.Runner{Phases: role.prep}).Run(ctx, s, nil); err != nil {
-		return nil, err
+	if role.prep != nil {
+		if err := role.prep(ctx); err != nil {
+			return nil, err
+		}
 	}
 	s.Report.SetPhase("lab")
 	args, err := role.kubelet(ctx)
@@ -516,7 +573,7 @@ func labUp(ctx context.Context, s *phases.State, binDir string, role labRole) (r
 	s.Report.Stagef(stageKubeletStarted, "kubelet started (log: %s)", kubelet.LogFile())
 	initStarted = true
 	watched := watchControlPlane(ctx, role.watch, s.Report)
-	if ran, err = role.workflow.Run(ctx, s, role.skip); err != nil {
+	if ran, err = role.workflow(ctx); err != nil {
 		return ran, fmt.Errorf("%w\n(logs: %s, %s; stop the lab with `kubeboot lab down`)", err, kubelet.LogFile(), node.Containerd().LogFile())
 	}
 	s.Report.SetPhase("lab")

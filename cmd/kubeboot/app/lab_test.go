@@ -40,9 +40,9 @@ func TestLabImages(t *testing.T) {
 		t.Skip("kube-proxy's image needs the host's nft: apt-get install nftables")
 	}
 
-	s := phasestest.NewState(t, t.TempDir(), config.DefaultKubernetesVersion)
+	s := phasestest.NewNode(t, t.TempDir(), config.DefaultKubernetesVersion)
 	kubeboot := phasestest.StaticBinary(t) // the CSR approver's image
-	build, pull, err := labImages(s, bin, kubeboot)
+	build, pull, err := labImages(s.Run, s.Config, bin, kubeboot)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -400,7 +400,7 @@ func (d deps) waitAddons(ctx context.Context, c *lab.Cluster, kubeconfig string,
 	if err != nil {
 		return err
 	}
-	return phases.WaitAddonsRolledOut(ctx, &phases.State{Config: cfg, API: client, Report: report}, addonsTimeout)
+	return phases.WaitAddonsRolledOut(ctx, &phases.Node{Run: &phases.Run{API: client, Report: report}, Config: cfg}, addonsTimeout)
 }
 
 // hostClient is an API client through the lab's host kubeconfig.

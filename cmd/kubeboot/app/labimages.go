@@ -24,8 +24,9 @@ import (
 // images as a pull would; the sandbox image and agnhost. Those whose
 // binary the bin dir lacks are to be pulled, as any node would pull them.
 // The CSR approver's default image is built from kubeboot, the running
-// binary.
-func labImages(s *phases.State, binDir, kubeboot string) (build []lab.Image, pull []string, err error) {
+// binary. cfg is a control-plane node's configuration, nil for a worker,
+// which runs no static pods and pulls as kubeadm does.
+func labImages(run *phases.Run, cfg *config.ClusterConfiguration, binDir, kubeboot string) (build []lab.Image, pull []string, err error) {
 	sets, err := filepath.Glob(filepath.Join(binDir, "v*", "kube-apiserver"))
 	if err != nil {
 		return nil, nil, err
@@ -36,15 +37,12 @@ func labImages(s *phases.State, binDir, kubeboot string) (build []lab.Image, pul
 		if err != nil {
 			return nil, nil, err
 		}
-		release := *s.Config
-		release.KubernetesVersion = version
+		release := config.ClusterConfiguration{ImageRepository: config.DefaultImageRepository}
 		var images []string
-		if s.Worker != nil { // a worker runs no static pods, and pulls as kubeadm does
-			release.ImageRepository = config.DefaultImageRepository
-		} else {
-			state := *s
-			state.Config = &release
-			if images, err = phases.Images(&state); err != nil {
+		if cfg != nil {
+			release = *cfg
+			release.KubernetesVersion = version
+			if images, err = phases.Images(&phases.Node{Run: run, Config: &release}); err != nil {
 				return nil, nil, err
 			}
 		}

@@ -21,8 +21,8 @@ import (
 // leaves the kubelet to lab up, which starts it as kubeadm's systemd
 // drop-in would; the workflow waits for kubeadm to finish. kubeadm's
 // preflight checks that cannot hold in a lab node are ignored, each for
-// its reason (see kubeadmIgnored).
-func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) labRole {
+// its reason (see kubeadmIgnored). Its steps report through run.
+func kubeadmRole(run *phases.Run, w *config.WorkerConfiguration, binDir, discoveryFile string) labRole {
 	node := lab.KubeadmNode{Dir: filepath.Join(w.Paths.KubeconfigDir, "lab"), Kubeadm: filepath.Join(binDir, "kubeadm"), Name: w.Node.Name, Address: w.Node.Address}
 	exited := make(chan error, 1)
 	log := filepath.Join(node.Dir, "kubeadm-join.log")
@@ -30,10 +30,10 @@ func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) la
 	// As kubeboot join's last phase does, the node is up once Ready: a
 	// kubelet slow to register its Node restarts itself after its CSINode
 	// retries (about 140 s) and is Ready after that.
-	ready := phases.Phase{
+	ready := phases.Phase[*phases.Run]{
 		Name:  "kubeadm-node-ready",
 		Short: "Wait until the kubeadm-joined Node is Ready",
-		Run: func(ctx context.Context, s *phases.State) error {
+		Run: func(ctx context.Context, s *phases.Run) error {
 			kubeconfig, err := os.ReadFile(filepath.Join(lab.KubeadmConfigDir, config.KubeconfigKubelet))
 			if err != nil {
 				return err
@@ -55,7 +55,7 @@ func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) la
 	return labRole{
 		setup:    node.Isolate,
 		kubelet:  startKubeadm(node, binDir, log, args, exited),
-		workflow: phases.Runner{Phases: []phases.Phase{wait, ready}},
+		workflow: runKubeadm(run, wait, ready),
 		done:     fmt.Sprintf("node %s joined with kubeadm and is Ready", w.Node.Name),
 	}
 }
@@ -67,8 +67,9 @@ func kubeadmRole(w *config.WorkerConfiguration, binDir, discoveryFile string) la
 // kubelet once kubeadm has written its files. kube-proxy is left out:
 // kubeadm's DaemonSet mounts the host's /run/xtables.lock and /lib/modules,
 // which a lab node must not touch (and the single-node lab needs no
-// Service proxy). The node is up once kubeadm init returns.
-func kubeadmInitRole(cfg *config.ClusterConfiguration, binDir, kubeadmConfig string) labRole {
+// Service proxy). The node is up once kubeadm init returns. Its steps
+// report through run.
+func kubeadmInitRole(run *phases.Run, cfg *config.ClusterConfiguration, binDir, kubeadmConfig string) labRole {
 	node := lab.KubeadmNode{Dir: filepath.Join(cfg.Paths.KubeconfigDir, "lab"), Kubeadm: filepath.Join(binDir, "kubeadm"), Name: cfg.Node.Name, Address: cfg.Node.AdvertiseAddress}
 	exited := make(chan error, 1)
 	log := filepath.Join(node.Dir, "kubeadm-init.log")
@@ -77,7 +78,7 @@ func kubeadmInitRole(cfg *config.ClusterConfiguration, binDir, kubeadmConfig str
 	return labRole{
 		setup:    node.Isolate,
 		kubelet:  startKubeadm(node, binDir, log, args, exited),
-		workflow: phases.Runner{Phases: []phases.Phase{kubeadmExit("kubeadm-init", log, exited)}},
+		workflow: runKubeadm(run, kubeadmExit("kubeadm-init", log, exited)),
 		watch:    kubeadmView(cfg),
 		done:     "control plane is up (kubeadm init): kubectl --kubeconfig " + filepath.Join(node.Dir, "overlay", "etc", "kubernetes", "admin.conf") + " get pods -n kube-system",
 	}
@@ -85,11 +86,11 @@ func kubeadmInitRole(cfg *config.ClusterConfiguration, binDir, kubeadmConfig str
 
 // kubeadmExit is the phase that waits for kubeadm, started by
 // startKubeadm, to exit, and fails with its log's tail if it failed.
-func kubeadmExit(name, log string, exited <-chan error) phases.Phase {
-	return phases.Phase{
+func kubeadmExit(name, log string, exited <-chan error) phases.Phase[*phases.Run] {
+	return phases.Phase[*phases.Run]{
 		Name:  name,
 		Short: "Wait for the real kubeadm to finish",
-		Run: func(ctx context.Context, s *phases.State) error {
+		Run: func(ctx context.Context, s *phases.Run) error {
 			var err error
 			select {
 			case err = <-exited:
@@ -102,6 +103,14 @@ func kubeadmExit(name, log string, exited <-chan error) phases.Phase {
 			s.Report.Stagef(stageKubeadmExited, "kubeadm succeeded (log: %s)", log)
 			return nil
 		},
+	}
+}
+
+// runKubeadm is a kubeadm role's workflow: steps that only wait and
+// report, in run.
+func runKubeadm(run *phases.Run, steps ...phases.Phase[*phases.Run]) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		return phases.Runner[*phases.Run]{Phases: steps}.Run(ctx, run, nil)
 	}
 }
 

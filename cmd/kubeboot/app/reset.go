@@ -45,7 +45,7 @@ func newResetCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				reset.Confirm = func(q string) bool { return confirm(f, stderr, q) }
 			}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, day2.Reset(reset).Execute)
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(day2.Reset(reset).Execute))
 		},
 	}
 	flags := cmd.Flags()

@@ -38,7 +38,7 @@ type tokenOptions struct {
 // tokenRun is what a token command works with: the node's configuration
 // and files, and an API client with admin.conf's identity.
 type tokenRun struct {
-	state  *phases.State
+	node   *phases.Node
 	client kubernetes.Interface
 }
 
@@ -48,7 +48,10 @@ func (o *tokenOptions) open(report *output.Reporter) (tokenRun, error) {
 	if err != nil {
 		return tokenRun{}, err
 	}
-	s := r.state(report, io.Discard)
+	s, err := o.deps.node(r, report, io.Discard)
+	if err != nil {
+		return tokenRun{}, err
+	}
 	path := s.Config.KubeconfigPath(config.KubeconfigAdmin)
 	kubeconfig, err := s.Files.ReadFile(path)
 	if err != nil {
@@ -58,7 +61,7 @@ func (o *tokenOptions) open(report *output.Reporter) (tokenRun, error) {
 	if err != nil {
 		return tokenRun{}, fmt.Errorf("load %q: %w", path, err)
 	}
-	return tokenRun{state: s, client: client}, nil
+	return tokenRun{node: s, client: client}, nil
 }
 
 // tokenCreateOptions are the flags of `kubeboot token create`.
@@ -199,7 +202,7 @@ func (o *tokenCreateOptions) run(ctx context.Context, report *output.Reporter, s
 	if err != nil {
 		return nil, err
 	}
-	s := run.state
+	s := run.node
 	hash, err := phases.CAHash(s)
 	if err != nil {
 		return nil, err

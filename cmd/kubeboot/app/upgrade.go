@@ -41,7 +41,7 @@ func newUpgradeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Replace each changed manifest in turn (etcd first, after a snapshot), rolling back any component whose new instance is not healthy",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, day2.UpgradeApply(opts.timeout).Execute)
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(day2.UpgradeApply(opts.timeout).Execute))
 		},
 	}
 	addConfigFlag(apply.Flags(), &opts.configPath)

@@ -1,7 +1,10 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,14 +18,18 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
-// runSpec is what a command's options say about a run's State. Commands build
-// one from their options; nothing changes it once the run has started.
+// runSpec is what a command's options say about a run. Commands build one
+// from their options; nothing changes it once the run has started, the
+// configurations in it included (runLocked checks).
 type runSpec struct {
+	// config is a control-plane node's configuration; nil for a worker's
+	// join, whose configuration is worker.
 	config  *config.ClusterConfiguration
 	root    string // absolute, or empty for the node's own filesystem
 	options phases.Options
@@ -30,7 +37,7 @@ type runSpec struct {
 	dryRun  bool
 	join    *config.Join
 	secrets map[string][]byte
-	// worker is a worker's join; config then holds its node's settings.
+	// worker is a worker's join.
 	worker *config.WorkerConfiguration
 	// lockPath is the node path of the node lock when it is not
 	// nodelock.File, the node's: a lab node, one of several on this
@@ -38,9 +45,55 @@ type runSpec struct {
 	lockPath string
 }
 
-// steps runs phases, or an operation, on a State and returns the names of
-// the steps that ran.
-type steps func(ctx context.Context, s *phases.State) ([]string, error)
+// steps runs phases, or an operation, in run, on the data of the workflow
+// r describes (onNode, onControlPlaneJoin, onWorker), and returns the
+// names of the steps that ran; what they found for the run's result goes
+// into found.
+type steps func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error)
+
+// onNode is steps that run do on the control-plane node r configures, with
+// the facts phases.NewNode reads from the node.
+func onNode(do func(context.Context, *phases.Node) ([]string, error)) steps {
+	return func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+		n, err := r.node(run)
+		if err != nil {
+			return nil, err
+		}
+		defer found.Add(n)
+		return do(ctx, n)
+	}
+}
+
+// onControlPlaneJoin is steps that run do on the node joining the control
+// plane as r configures.
+func onControlPlaneJoin(do func(context.Context, *join.ControlPlaneNode) ([]string, error)) steps {
+	return func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+		n, err := r.node(run)
+		if err != nil {
+			return nil, err
+		}
+		defer found.Add(n)
+		return do(ctx, &join.ControlPlaneNode{Node: n, Join: r.join, Secrets: r.secrets})
+	}
+}
+
+// onWorker is steps that run do on the worker joining as r configures.
+func onWorker(do func(context.Context, *join.WorkerNode) ([]string, error)) steps {
+	return func(ctx context.Context, r runSpec, run *phases.Run, _ *phases.Result) ([]string, error) {
+		if r.worker == nil {
+			return nil, &exit.UsageError{Msg: "this joins a worker node: it needs the join's endpoint, --token and --discovery-token-ca-cert-hash, or --discovery-file, or a WorkerConfiguration"}
+		}
+		return do(ctx, join.NewWorkerNode(run, r.worker))
+	}
+}
+
+// node is the data of run on the control-plane node r configures.
+func (r runSpec) node(run *phases.Run) (*phases.Node, error) {
+	if r.config == nil {
+		return nil, &exit.UsageError{Msg: "this runs on a control-plane node: it needs a ClusterConfiguration or JoinConfiguration, not a worker's"}
+	}
+	return phases.NewNode(run, r.config)
+}
 
 // reporter prints progress for people to stderr, or JSON events to stdout;
 // it redraws in place on a terminal.
@@ -57,14 +110,34 @@ func reporter(format outputFormat, stdout, stderr io.Writer) *output.Reporter {
 	return report
 }
 
-// state builds the run's State: an atomic writer, or a dry-run writer that
-// prints the manifests.
-func (r runSpec) state(report *output.Reporter, stdout io.Writer) *phases.State {
+// run builds the run's core: an atomic writer, or a dry-run writer that
+// prints the manifests, and this machine's processes.
+func (d deps) run(r runSpec, report *output.Reporter, stdout io.Writer) *phases.Run {
 	var writer files.Writer = &files.AtomicWriter{Root: r.root, Report: report, KeepOwner: r.keepOwner()}
 	if r.options.DryRun {
-		writer = &files.DryRunWriter{Root: r.root, Report: report, Stdout: stdout, Manifests: phases.ManifestPaths(r.config), KeepOwner: r.keepOwner()}
+		var manifests []string
+		if r.config != nil {
+			manifests = phases.ManifestPaths(r.config)
+		}
+		writer = &files.DryRunWriter{Root: r.root, Report: report, Stdout: stdout, Manifests: manifests, KeepOwner: r.keepOwner()}
 	}
-	return &phases.State{Config: r.config, Files: writer, Report: report, Stdout: stdout, Options: r.options, Join: r.join, Secrets: r.secrets, Worker: r.worker}
+	return &phases.Run{Files: writer, Report: report, Stdout: stdout, Options: r.options, System: d.system}
+}
+
+// node is the data of a run outside execute (a command that only reads,
+// or lab down) on the control-plane node r configures.
+func (d deps) node(r runSpec, report *output.Reporter, stdout io.Writer) (*phases.Node, error) {
+	return r.node(d.run(r, report, stdout))
+}
+
+// configurations are the run's configurations as JSON, to tell that a run
+// left them as loaded.
+func (r runSpec) configurations() []byte {
+	data, err := json.Marshal([]any{r.config, r.join, r.worker})
+	if err != nil {
+		return []byte(err.Error())
+	}
+	return data
 }
 
 // keepOwner are the directories whose owner a phase sets (through
@@ -123,7 +196,7 @@ func redactArgs(args []string) []string {
 func (d deps) execute(ctx context.Context, format outputFormat, stdout, stderr io.Writer, load func() (runSpec, error), do steps) error {
 	report := reporter(format, stdout, stderr)
 	finished := make(chan outcome, 1)
-	go func() { finished <- runLocked(ctx, report, stdout, load, do) }()
+	go func() { finished <- d.runLocked(ctx, report, stdout, load, do) }()
 	var out outcome
 	select {
 	case out = <-finished:
@@ -153,35 +226,42 @@ type outcome struct {
 	result phases.Result
 }
 
-// runLocked loads the run, takes the node lock and runs the steps.
-func runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, load func() (runSpec, error), do steps) outcome {
+// runLocked loads the run, takes the node lock and runs the steps. The
+// steps must leave the configuration as loaded: what a run learns is data
+// of the run, so a change is a bug, and fails the run.
+func (d deps) runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, load func() (runSpec, error), do steps) outcome {
 	r, err := load()
 	var lock *nodelock.Lock
-	var s *phases.State
+	var run *phases.Run
 	if err == nil {
-		s = r.state(report, stdout)
+		run = d.run(r, report, stdout)
 		// A guarantee the configuration gives up on purpose is said
 		// at every run, never silently.
-		for _, insecure := range r.config.InsecureOverrides() {
-			report.Warnf("security.allowInsecure: %s", insecure)
+		if r.config != nil {
+			for _, insecure := range r.config.InsecureOverrides() {
+				report.Warnf("security.allowInsecure: %s", insecure)
+			}
 		}
 		lock, err = r.lock()
 	}
 	var ran []string
+	var found phases.Result
 	if err == nil {
-		ran, err = do(ctx, s)
+		loaded := r.configurations()
+		ran, err = do(ctx, r, run, &found)
+		if now := r.configurations(); !bytes.Equal(loaded, now) {
+			err = errors.Join(err, fmt.Errorf("kubeboot changed its configuration while it ran, which is a bug: please report it (loaded %s; now %s)", loaded, now))
+		}
 	}
 	if lock != nil {
 		if released := lock.Release(); err == nil {
 			err = released
 		}
 	}
-	result := phases.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: []string{}}
-	if s != nil {
-		result.Changes = s.Files.Changes()
-		result.Healthy = nonNil(s.Healthy)
-		result.JoinCommand = s.JoinCommand
-		result.Snapshot = s.Snapshot
+	result := phases.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: nonNil(found.Healthy),
+		JoinCommand: found.JoinCommand, Snapshot: found.Snapshot}
+	if run != nil {
+		result.Changes = run.Files.Changes()
 	}
 	result.Written, result.Unchanged = nonNil(result.Written), nonNil(result.Unchanged)
 	return outcome{err: err, result: result}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
@@ -180,7 +181,7 @@ func TestInterruptEndsABlockedStep(t *testing.T) {
 	go func() { <-stepStarted; cancel() }()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	err := d.execute(ctx, "json", &stdout, &stderr, load, func(context.Context, *phases.State) ([]string, error) {
+	err := d.execute(ctx, "json", &stdout, &stderr, load, func(context.Context, runSpec, *phases.Run, *phases.Result) ([]string, error) {
 		close(stepStarted)
 		<-blocked
 		return nil, nil
@@ -233,11 +234,11 @@ func TestJoinCommandGoesToTheResultOnly(t *testing.T) {
 	load := func() (runSpec, error) { return (&initOptions{root: root}).spec() }
 	run := func(format outputFormat, fail error) (string, string, error) {
 		var stdout, stderr bytes.Buffer
-		err := newDeps("").execute(context.Background(), format, &stdout, &stderr, load, func(_ context.Context, s *phases.State) ([]string, error) {
+		err := newDeps("").execute(context.Background(), format, &stdout, &stderr, load, onNode(func(_ context.Context, s *phases.Node) ([]string, error) {
 			s.Report.Infof("a progress line")
 			s.JoinCommand = join
 			return []string{"bootstrap-token"}, fail
-		})
+		}))
 		return stdout.String(), stderr.String(), err
 	}
 	stdout, stderr, err := run("text", nil)
@@ -274,5 +275,30 @@ func TestBadDiscoveryFileBeforeTheLock(t *testing.T) {
 	code, _, stderr := runCLI(t, "join", "--discovery-file", notKubeconfig)
 	if code != 2 || !strings.Contains(stderr, "not a kubeconfig") || strings.Contains(stderr, "another kubeboot") {
 		t.Errorf("exit %d, stderr %q; want 2 and the file's problem, not the lock's", code, stderr)
+	}
+}
+
+// TestRunLeavesTheConfigurationAlone: a run whose steps change the
+// configuration they were loaded with fails, saying so; every command's
+// run is checked (the e2e suite's init, joins, upgrade, diff and reset
+// among them). Steps that only read it pass.
+func TestRunLeavesTheConfigurationAlone(t *testing.T) {
+	root := t.TempDir()
+	load := func() (runSpec, error) { return (&initOptions{deps: newDeps(""), root: root, dryRun: true}).spec() }
+	run := func(edit func(*phases.Node)) error {
+		var stdout, stderr bytes.Buffer
+		return newDeps("").execute(context.Background(), "text", &stdout, &stderr, load, onNode(func(_ context.Context, n *phases.Node) ([]string, error) {
+			edit(n)
+			return []string{"edit"}, nil
+		}))
+	}
+	if err := run(func(n *phases.Node) { n.Membership.InitialCluster = "node0=https://10.0.0.9:2380" }); err != nil {
+		t.Errorf("a run that changed only what it learned: %v", err)
+	}
+	err := run(func(n *phases.Node) {
+		n.Config.Etcd.Local.ExtraArgs = append(n.Config.Etcd.Local.ExtraArgs, config.Arg{Name: "initial-cluster-state", Value: "existing"})
+	})
+	if err == nil || !strings.Contains(err.Error(), "kubeboot changed its configuration while it ran, which is a bug") || !strings.Contains(err.Error(), "initial-cluster-state") {
+		t.Errorf("a run that changed its configuration: %v", err)
 	}
 }

@@ -1,0 +1,99 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os/exec"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// Node is the data of the workflows that run a control-plane node's
+// phases: init, join --control-plane, and the day-2 operations on such a
+// node. Nothing in it is a worker's.
+type Node struct {
+	*Run
+	// Config is the node's configuration as config.Load returned it:
+	// read-only.
+	Config *config.ClusterConfiguration
+	// Membership is how the node's local etcd member belongs to its cluster:
+	// read from the node (NewNode), and set by the etcd-join phase when
+	// the member joins.
+	Membership templates.EtcdMembership
+	// Healthy collects the components the wait phase saw healthy.
+	Healthy []string
+	// JoinCommand is the command that joins a node to this cluster, with
+	// the bootstrap token in it: the bootstrap-token phase sets it for the
+	// run's result, and nothing may print it elsewhere.
+	JoinCommand string
+	// Snapshot is the etcd snapshot the run saved and verified, for the
+	// run's result; nil when it saved none.
+	Snapshot *etcd.SnapshotInfo
+}
+
+// NewNode is the data of a run of run's workflow on the control-plane node
+// cfg describes, with the node's facts read from the node: its etcd
+// member's membership (ReadEtcdMembership). Every workflow on a
+// control-plane node starts from it.
+func NewNode(run *Run, cfg *config.ClusterConfiguration) (*Node, error) {
+	m, err := ReadEtcdMembership(run, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{Run: run, Config: cfg, Membership: m}, nil
+}
+
+// ReadEtcdMembership reads how the node's etcd member belongs to its
+// cluster from the etcd manifest on the node: a member that joined an
+// existing cluster (--initial-cluster-state=existing) keeps the
+// --initial-cluster it joined with, so that a re-render neither rewrites
+// the manifest (which would restart etcd) because members joined since,
+// nor tells the member to found a new cluster. No manifest, a founding
+// member or an external etcd: the zero membership.
+func ReadEtcdMembership(run *Run, cfg *config.ClusterConfiguration) (templates.EtcdMembership, error) {
+	if cfg.Etcd.Local == nil {
+		return templates.EtcdMembership{}, nil
+	}
+	path := cfg.ManifestPath(config.NameEtcd)
+	data, err := run.Files.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return templates.EtcdMembership{}, nil
+	}
+	if err != nil {
+		return templates.EtcdMembership{}, fmt.Errorf("read etcd manifest %q: %w", path, err)
+	}
+	pod, err := DecodePod(path, data)
+	if err != nil {
+		return templates.EtcdMembership{}, err
+	}
+	flags := health.CommandFlags(pod, config.NameEtcd)
+	if flags["initial-cluster-state"] != "existing" {
+		return templates.EtcdMembership{}, nil
+	}
+	return templates.EtcdMembership{InitialCluster: flags["initial-cluster"]}, nil
+}
+
+// System is how kubelet-start reaches the node's processes: systemctl,
+// and the search of the PATH for the kubelet. Real runs use HostSystem;
+// tests a fake (phasestest.FakeSystemd).
+type System struct {
+	// Systemctl runs systemctl with args and returns its combined output.
+	Systemctl func(ctx context.Context, args ...string) ([]byte, error)
+	// LookPath finds an executable in the PATH.
+	LookPath func(file string) (string, error)
+}
+
+// HostSystem is this machine's systemctl and PATH.
+func HostSystem() System {
+	return System{
+		Systemctl: func(ctx context.Context, args ...string) ([]byte, error) {
+			return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
+		},
+		LookPath: exec.LookPath,
+	}
+}
