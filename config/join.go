@@ -34,8 +34,9 @@ type Join struct {
 }
 
 // loadJoin decodes, defaults and validates the JoinConfiguration document
-// doc of file; without a document, it is empty.
-func loadJoin(file string, doc *yaml.Node, host Host) (*JoinConfiguration, error) {
+// doc of file, with env's discovery settings over it; without a document,
+// it is empty.
+func loadJoin(file string, doc *yaml.Node, env Env) (*JoinConfiguration, error) {
 	j := &JoinConfiguration{}
 	var errs field.ErrorList
 	if doc != nil {
@@ -44,7 +45,13 @@ func loadJoin(file string, doc *yaml.Node, host Host) (*JoinConfiguration, error
 		}
 		errs = checkExplicitZeros(&j.ClusterConfiguration, doc)
 	}
-	SetDefaults(&j.ClusterConfiguration, host)
+	SetDefaults(&j.ClusterConfiguration, env.Host)
+	if given := env.JoinDiscovery; given != nil && !given.empty() {
+		if j.Join.Discovery == nil {
+			j.Join.Discovery = &Discovery{}
+		}
+		j.Join.Discovery.Set(*given)
+	}
 	errs = append(errs, Validate(&j.ClusterConfiguration)...)
 	errs = append(errs, validateJoin(j)...)
 	j.Kind = KindJoinConfiguration

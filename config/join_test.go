@@ -94,3 +94,31 @@ func TestLoadJoinNodeRegistration(t *testing.T) {
 		t.Errorf("init with a bad taint: %v", err)
 	}
 }
+
+// TestLoadJoinDiscoveryFlags: join --control-plane's discovery flags win
+// over join.discovery, which they make when the file has none, and are
+// validated with the file: a bad one is a config error naming the field.
+func TestLoadJoinDiscoveryFlags(t *testing.T) {
+	host := Host{Name: "node2", Address: "10.0.0.12"}
+	hash := "sha256:" + strings.Repeat("ab", 32)
+	base := joinHeader + "controlPlaneEndpoint: 10.0.0.10:6443\njoin:\n  etcdEndpoints: [https://10.0.0.11:2379]\n"
+	load := func(text string, flags Discovery) (*JoinConfiguration, error) {
+		doc, err := Load(writeConfig(t, text), Env{Host: host, Kinds: []string{KindJoinConfiguration}, JoinDiscovery: &flags})
+		return doc.Join, err
+	}
+	j, err := load(base, Discovery{APIServerEndpoint: "10.0.0.10:6443", Token: "abcdef.0123456789abcdef", CACertHashes: []string{hash}})
+	if err != nil || j.Join.Discovery == nil || j.Join.Discovery.Token != "abcdef.0123456789abcdef" || j.Join.Discovery.CACertHashes[0] != hash {
+		t.Fatalf("flags over no join.discovery: %+v, %v", j, err)
+	}
+	j, err = load(base+"  discovery: {apiServerEndpoint: 10.0.0.10:6443, token: abcdef.0123456789abcdef, caCertHashes: ["+hash+"]}\n", Discovery{Token: "zyxwvu.0123456789abcdef"})
+	if err != nil || j.Join.Discovery.Token != "zyxwvu.0123456789abcdef" || j.Join.Discovery.APIServerEndpoint != "10.0.0.10:6443" {
+		t.Fatalf("a flag over join.discovery: %+v, %v", j.Join.Discovery, err)
+	}
+	if j, err = load(base, Discovery{}); err != nil || j.Join.Discovery != nil {
+		t.Fatalf("no flags: %+v, %v", j, err)
+	}
+	_, err = load(base, Discovery{Token: "not-a-token"})
+	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "join.discovery.token") {
+		t.Fatalf("a bad --token: %v", err)
+	}
+}

@@ -79,6 +79,11 @@ type Env struct {
 	// the commands that work on a worker rather than join it) may leave
 	// its discovery to the join's command line.
 	Worker *WorkerFlags
+	// JoinDiscovery is set for a control-plane node's join: the discovery
+	// settings of its command line, each of which wins over the
+	// JoinConfiguration's join.discovery (made for them when the file has
+	// none), before validation.
+	JoinDiscovery *Discovery
 }
 
 // kinds are the kinds of document env takes, the first one first.
@@ -141,7 +146,7 @@ func Load(path string, env Env) (Document, error) {
 	}
 	switch kind {
 	case KindJoinConfiguration:
-		j, err := loadJoin(path, doc, env.Host)
+		j, err := loadJoin(path, doc, env)
 		return Document{Join: j}, err
 	case KindWorkerConfiguration:
 		w, err := loadWorker(path, doc, env)

@@ -132,6 +132,11 @@ func (f WorkerFlags) apply(w *WorkerConfiguration) {
 	}
 }
 
+// empty says that d sets nothing.
+func (d Discovery) empty() bool {
+	return d.APIServerEndpoint == "" && d.Token == "" && len(d.CACertHashes) == 0 && d.File == ""
+}
+
 // Set replaces each field of d that given sets.
 func (d *Discovery) Set(given Discovery) {
 	if given.APIServerEndpoint != "" {
@@ -261,12 +266,6 @@ var tokenPattern = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
 // caHashPattern is a CA pin as `kubeboot token create` prints it.
 var caHashPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-
-// ValidateDiscovery checks discovery settings given on the command line,
-// as `join --control-plane` takes them over its JoinConfiguration's.
-func ValidateDiscovery(d Discovery) field.ErrorList {
-	return validateDiscovery(field.NewPath("discovery"), d)
-}
 
 // validateDiscovery accepts a token with an endpoint and CA pins, or a
 // discovery file (with an optional token for the TLS bootstrap).

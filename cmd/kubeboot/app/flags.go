@@ -149,11 +149,14 @@ func (d deps) renderSpec(configPath, root string) (runSpec, error) {
 	return r, config.CheckPatchesDir(r.config, configPath, r.root)
 }
 
-// loadJoin loads the JoinConfiguration that join needs.
-func (d deps) loadJoin(path string) (*config.JoinConfiguration, error) {
+// loadJoin loads the JoinConfiguration that join needs, with the
+// discovery settings of its command line over the file's.
+func (d deps) loadJoin(path string, discovery config.Discovery) (*config.JoinConfiguration, error) {
 	if path == "" {
 		return nil, &exit.UsageError{Msg: "join needs --config: a JoinConfiguration file"}
 	}
-	doc, err := d.load(path, config.KindJoinConfiguration)
+	env := d.configEnv(config.KindJoinConfiguration)
+	env.JoinDiscovery = &discovery
+	doc, err := config.Load(path, env)
 	return doc.Join, err
 }

@@ -47,21 +47,12 @@ func (o *joinOptions) spec() (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
-	j, err := o.deps.loadJoin(o.configPath)
+	j, err := o.deps.loadJoin(o.configPath, o.discovery.settings(o.endpoint))
 	if err != nil {
 		return runSpec{}, err
 	}
 	if err := config.CheckPatchesDir(&j.ClusterConfiguration, o.configPath, ""); err != nil {
 		return runSpec{}, err
-	}
-	if len(o.discovery.given(o.endpoint)) > 0 {
-		if j.Join.Discovery == nil {
-			j.Join.Discovery = &config.Discovery{}
-		}
-		j.Join.Discovery.Set(o.discovery.settings(o.endpoint))
-		if errs := config.ValidateDiscovery(*j.Join.Discovery); len(errs) > 0 {
-			return runSpec{}, &exit.UsageError{Msg: errs.ToAggregate().Error()}
-		}
 	}
 	return runSpec{config: &j.ClusterConfiguration, join: &j.Join, secrets: secrets, options: o.phaseOptions()}, nil
 }
@@ -159,21 +150,6 @@ func (d *discoveryFlags) add(flags *pflag.FlagSet) {
 	flags.StringSliceVar(&d.caCertHashes, "discovery-token-ca-cert-hash", nil, "pin of the cluster CA, sha256:<hex> of its SubjectPublicKeyInfo, as kubeboot token create --print-join-command prints it (discovery.caCertHashes; repeatable)")
 	flags.StringVar(&d.discoveryFile, "discovery-file", "", "a kubeconfig with the cluster's CA and server and the token, as kubeboot token create --discovery-file writes it (discovery.file), instead of ENDPOINT and the pin")
 	flags.StringVar(&d.nodeName, "node-name", "", "this node's name (node.name; default: the host name, lower-cased)")
-}
-
-// given names the worker join's flags and argument that are set.
-func (d discoveryFlags) given(endpoint string) []string {
-	var set []string
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{{"ENDPOINT", endpoint != ""}, {"--token", d.token != ""}, {"--discovery-token-ca-cert-hash", len(d.caCertHashes) > 0},
-		{"--discovery-file", d.discoveryFile != ""}, {"--node-name", d.nodeName != ""}} {
-		if f.on {
-			set = append(set, f.name)
-		}
-	}
-	return set
 }
 
 // settings are the discovery settings the flags and the endpoint give.
