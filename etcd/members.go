@@ -24,6 +24,16 @@ func (id MemberID) String() string { return strconv.FormatUint(uint64(id), 16) }
 // MarshalText writes the ID in hex, as a JSON string.
 func (id MemberID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
 
+// UnmarshalText reads an ID in hex, so that the JSON form reads back.
+func (id *MemberID) UnmarshalText(text []byte) error {
+	v, err := strconv.ParseUint(string(text), 16, 64)
+	if err != nil {
+		return fmt.Errorf("etcd member ID %q: want hex digits: %w", text, err)
+	}
+	*id = MemberID(v)
+	return nil
+}
+
 // MemberStatus is one member of an etcd cluster and what it answered to a
 // status request. Its JSON form is `kubeboot etcd members list -o json`'s.
 type MemberStatus struct {
