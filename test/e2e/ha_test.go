@@ -15,6 +15,7 @@ import (
 	"time"
 
 	bundlepkg "github.com/kubeboot/kubeboot/bundle"
+	"github.com/kubeboot/kubeboot/etcd"
 )
 
 // The HA lab: a load balancer on .80 in front of three control-plane nodes.
@@ -188,6 +189,27 @@ func TestHAControlPlane(t *testing.T) {
 			if out, err := n.kubectlErr(t, "--server", server, "get", "--raw", "/readyz"); err != nil || out != "ok" {
 				t.Errorf("%s /readyz: %q, %v", server, out, err)
 			}
+		}
+	})
+
+	t.Run("etcd members list shows three healthy voters and one leader", func(t *testing.T) {
+		r := first.kubeboot(t, "etcd", "members", "list", "--config", first.config, "-o", "json")
+		var list etcd.MemberList
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil {
+			t.Fatalf("etcd members list: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+		}
+		var names, leaders []string
+		for _, m := range list.Members {
+			names = append(names, m.Name)
+			if m.Leader {
+				leaders = append(leaders, m.Name)
+			}
+			if m.Learner || !m.Healthy || m.DBSize <= 0 {
+				t.Errorf("member %+v, want a healthy voter with a database", m)
+			}
+		}
+		if !slices.Equal(names, []string{nodes[0].name, nodes[1].name, nodes[2].name}) || len(leaders) != 1 || len(list.Alarms) != 0 {
+			t.Errorf("members %v, leaders %v, alarms %v; want the three nodes, one leader, no alarm", names, leaders, list.Alarms)
 		}
 	})
 
