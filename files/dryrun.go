@@ -117,6 +117,12 @@ func (w *DryRunWriter) RemoveAll(path string) error {
 	return nil
 }
 
+// Rename reports the move it would make, and changes nothing.
+func (w *DryRunWriter) Rename(from, to string) error {
+	w.Report.Event(output.Event{Level: output.LevelInfo, Msg: "would move " + from + " to " + to, Fields: map[string]any{"path": to, "dryRun": true}})
+	return nil
+}
+
 // WriteFile records and reports the file; it prints manifests to stdout.
 // It refuses what a real run would: a device, FIFO, socket or directory in
 // place of the file.

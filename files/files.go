@@ -39,6 +39,10 @@ type Writer interface {
 	// RemoveAll deletes path and everything under it; a missing path is
 	// not an error.
 	RemoveAll(path string) error
+	// Rename moves a file or directory to a new path in the same
+	// filesystem, atomically, and makes the move durable; it refuses to
+	// replace anything at to.
+	Rename(from, to string) error
 	// HostPath maps a node path to the path on this machine.
 	HostPath(path string) string
 	// Changes lists what the writer wrote, or would write, and what it left alone.
@@ -335,6 +339,33 @@ func (w *AtomicWriter) RemoveAll(path string) error {
 	if err := os.RemoveAll(host); err != nil {
 		return fmt.Errorf("remove %q: %w", host, err)
 	}
+	return nil
+}
+
+// Rename moves from to to, both node paths under Root, with rename(2),
+// then syncs both parent directories, so that the move survives a crash.
+// Something at to is refused, never replaced.
+func (w *AtomicWriter) Rename(from, to string) error {
+	hostFrom, err := resolveLink(w.Root, from)
+	if err != nil {
+		return err
+	}
+	hostTo, err := resolveLink(w.Root, to)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(hostTo); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("move %q to %q: the target exists", hostFrom, hostTo)
+	}
+	if err := os.Rename(hostFrom, hostTo); err != nil {
+		return fmt.Errorf("move %q to %q: %w", hostFrom, hostTo, err)
+	}
+	for _, dir := range []string{filepath.Dir(hostTo), filepath.Dir(hostFrom)} {
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("sync %q: %w", dir, err)
+		}
+	}
+	w.record(to, true)
 	return nil
 }
 
