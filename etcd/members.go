@@ -98,12 +98,8 @@ type statusAnswer struct {
 
 // ListMembers lists the members of the cluster behind cli, with each
 // member's status asked on its own client URLs, and the cluster's alarms.
-// The member list is serializable: a member that lost its quorum still
-// answers, so the list can say which members are down.
 func ListMembers(ctx context.Context, cli *clientv3.Client) (MemberList, error) {
-	lctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	list, err := cli.MemberList(lctx, clientv3.WithSerializable())
-	cancel()
+	list, err := memberList(ctx, cli)
 	if err != nil {
 		return MemberList{}, fmt.Errorf("list etcd members through %s: %w", strings.Join(cli.Endpoints(), ","), err)
 	}
@@ -118,6 +114,23 @@ func ListMembers(ctx context.Context, cli *clientv3.Client) (MemberList, error) 
 	}
 	out.Alarms = alarmsOf(alarms.Alarms, list.Members)
 	return out, nil
+}
+
+// memberList lists the members as the cluster's leader knows them, or,
+// when that fails (no leader, no quorum), as the member behind cli knows
+// them (serializable): a member that lost its quorum still answers, so the
+// list can say which members are down. A serializable list alone could
+// miss a change the member has not applied yet.
+func memberList(ctx context.Context, cli *clientv3.Client) (*clientv3.MemberListResponse, error) {
+	lctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), statusTimeout)
+	list, err := cli.MemberList(lctx)
+	cancel()
+	if err == nil {
+		return list, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return cli.MemberList(sctx, clientv3.WithSerializable())
 }
 
 // statuses asks every member for its status at the same time, so that
@@ -253,7 +266,8 @@ func quorumWithout(members []MemberStatus, target MemberStatus) error {
 // RemoveMemberByName removes the member called name (or with hex ID name)
 // from the cluster behind cli, on the node whose own member is the one
 // called selfName or at selfPeerURL, if CheckRemoval allows it. The
-// removal goes through the healthy voters that stay.
+// removal goes through the healthy voters that stay: it points cli at
+// them.
 func RemoveMemberByName(ctx context.Context, cli *clientv3.Client, name, selfName, selfPeerURL string, report Reporter) error {
 	list, err := ListMembers(ctx, cli)
 	if err != nil {
