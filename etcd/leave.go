@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -67,43 +66,7 @@ func Leave(ctx context.Context, cli *clientv3.Client, name, peerURL string, forc
 // the last voting member, or too few of the remaining voting members are
 // healthy to form a quorum of the smaller cluster.
 func checkQuorumWithout(ctx context.Context, cli *clientv3.Client, members []*pb.Member, self *pb.Member) error {
-	var remaining []*pb.Member
-	for _, m := range members {
-		if m.ID != self.ID && !m.IsLearner {
-			remaining = append(remaining, m)
-		}
-	}
-	if len(remaining) == 0 {
-		return fmt.Errorf("it is the last voting member: removing it ends the cluster and its data")
-	}
-	var healthy, down []string
-	for _, m := range remaining {
-		if memberHealthy(ctx, cli, m) {
-			healthy = append(healthy, m.Name)
-		} else {
-			down = append(down, m.Name)
-		}
-	}
-	quorum := len(remaining)/2 + 1
-	if len(healthy) < quorum {
-		slices.Sort(down)
-		return fmt.Errorf("the %d remaining voting member(s) need %d healthy for a quorum, but only %d answer (down: %v)",
-			len(remaining), quorum, len(healthy), down)
-	}
-	return nil
-}
-
-// memberHealthy says whether m answers a status request on a client URL.
-func memberHealthy(ctx context.Context, cli *clientv3.Client, m *pb.Member) bool {
-	for _, u := range m.ClientURLs {
-		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
-		_, err := cli.Status(sctx, u)
-		cancel()
-		if err == nil {
-			return true
-		}
-	}
-	return false
+	return quorumWithout(memberStatuses(members, statuses(ctx, cli, members)), MemberStatus{ID: MemberID(self.ID)})
 }
 
 // voters lists the voting members.

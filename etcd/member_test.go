@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -213,7 +212,7 @@ func TestLeaveCluster(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "need 1 healthy for a quorum, but only 0 answer (down: [m1])") {
 			t.Fatalf("leave without quorum: %v", err)
 		}
-		if voters, _ := membersOf(t, m2); len(voters) != 2 {
+		if voters := votersOf(m2); len(voters) != 2 {
 			t.Errorf("a refused leave changed the members: %v", voters)
 		}
 	})
@@ -252,21 +251,16 @@ func both(t *testing.T, m1, m2 *etcdNode) *clientv3.Client {
 	return cli
 }
 
-// membersOf lists the members as n sees them, without needing a leader.
-func membersOf(t *testing.T, n *etcdNode) (voters []string, learners []string) {
-	t.Helper()
-	var out []*pb.Member
+// votersOf lists the voting members as n sees them, without needing a
+// leader.
+func votersOf(n *etcdNode) []string {
+	var voters []string
 	for _, m := range n.etcd.Server.Cluster().Members() {
-		out = append(out, &pb.Member{Name: m.Name, IsLearner: m.IsLearner})
-	}
-	for _, m := range out {
-		if m.IsLearner {
-			learners = append(learners, m.Name)
-		} else {
+		if !m.IsLearner {
 			voters = append(voters, m.Name)
 		}
 	}
-	return voters, learners
+	return voters
 }
 
 func TestDescribeEtcdCluster(t *testing.T) {
