@@ -10,8 +10,10 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -41,6 +43,7 @@ func TestDay2(t *testing.T) {
 	}
 	t.Run("renew apiserver --restart", func(t *testing.T) { testRenewRestart(t, n) })
 	t.Run("upgrade apply", func(t *testing.T) { testUpgradeApply(t, n) })
+	t.Run("etcd snapshot and restore", func(t *testing.T) { testRestore(t, n) })
 	t.Run("reset and init again", func(t *testing.T) { testReset(t, n) })
 }
 
@@ -149,6 +152,56 @@ func testUpgradeApply(t *testing.T, n *node) {
 
 }
 
+// testRestore: objects come back as they were at the snapshot, after a
+// refused corrupt snapshot (nothing changed) and a restore killed once it
+// had stopped the control plane, whose re-run converges.
+func testRestore(t *testing.T, n *node) {
+	n.kubectl(t, "create", "configmap", "restore-kept", "--from-literal=v=before")
+	r := n.kubeboot(t, "etcd", "snapshot", "save", "--config", n.config, "-o", "json")
+	_, res, err := parseJSONOutput(r.stdout)
+	if r.code != 0 || err != nil || res.Snapshot == nil {
+		t.Fatalf("etcd snapshot save: exit %d, %v:\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	snapshot := res.Snapshot.Path
+	n.kubectl(t, "create", "configmap", "restore-after", "--from-literal=v=after")
+	n.kubectl(t, "delete", "configmap", "restore-kept")
+
+	data, err := os.ReadFile(snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "truncated.db")
+	if err := os.WriteFile(bad, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pids := n.componentPids()
+	r = n.kubeboot(t, "etcd", "restore", "--snapshot", bad, "--config", n.config)
+	if r.code != 2 || !strings.Contains(r.stderr, "nothing was changed") {
+		t.Fatalf("restore of a truncated snapshot: exit %d:\n%s", r.code, r.stderr)
+	}
+	if now := n.componentPids(); !maps.Equal(pids, now) {
+		t.Errorf("a refused restore changed the control plane: pids %v, then %v", pids, now)
+	}
+
+	killedAfter(t, "manifests are in", "etcd", "restore", "--snapshot", snapshot, "--config", n.config)
+	r = n.kubeboot(t, "etcd", "restore", "--snapshot", snapshot, "--config", n.config)
+	if r.code != 0 {
+		t.Fatalf("etcd restore after a SIGKILL exited %d:\n%s", r.code, r.stderr)
+	}
+	t.Logf("TIMING: etcd restore (resumed after SIGKILL; control plane healthy): %s", r.took)
+	if v := n.kubectl(t, "get", "configmap", "restore-kept", "-o", "jsonpath={.data.v}"); v != "before" {
+		t.Errorf("restore-kept holds %q after the restore, want its value at the snapshot", v)
+	}
+	if _, err := n.kubectlErr(t, "get", "configmap", "restore-after"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+		t.Errorf("restore-after, made after the snapshot, after the restore: %v", err)
+	}
+	for _, left := range []string{"etcd.before-restore", "etcd.restoring", "kubeboot/backups/restore-journal.json"} {
+		if _, err := os.Lstat(n.path(left)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is left after the restore: %v", n.path(left), err)
+		}
+	}
+}
+
 // testReset: reset --force leaves no file kubeboot wrote, the components
 // stop, and a new lab up (init) in the same directories succeeds.
 func testReset(t *testing.T, n *node) {
@@ -227,14 +280,14 @@ func TestUpgradeMinor(t *testing.T) {
 	testRollback(t, n)
 	target := n.writeConfig(t, "v136.yaml", nil)
 	// Killed between two components: the API server is done.
-	killed := n.upgradeKilledAfter(t, target, "kube-apiserver upgraded")
+	killed := killedAfter(t, "kube-apiserver upgraded", "upgrade", "apply", "--config", target)
 	t.Logf("killed upgrade apply after the API server's step; its last events:\n%s", strings.Join(killed[max(len(killed)-3, 0):], "\n"))
 	if v := n.serverVersion(t); v != "v1.36.3" {
 		t.Errorf("after the killed run the API server runs %s, want v1.36.3", v)
 	}
 	// Killed inside a step: the controller manager's new manifest is
 	// written, its new instance not yet verified.
-	n.upgradeKilledAfter(t, target, "wrote "+n.manifestPath("kube-controller-manager"))
+	killedAfter(t, "wrote "+n.manifestPath("kube-controller-manager"), "upgrade", "apply", "--config", target)
 
 	r := n.kubeboot(t, "upgrade", "apply", "--config", target)
 	if r.code != 0 {
@@ -308,12 +361,12 @@ func testRollback(t *testing.T, n *node) {
 	}
 }
 
-// upgradeKilledAfter runs `upgrade apply -o json` and kills it with
+// killedAfter runs kubeboot with args and -o json, and kills it with
 // SIGKILL as soon as it prints an event whose message holds msg. It
 // returns the events printed up to then.
-func (n *node) upgradeKilledAfter(t *testing.T, config, msg string) []string {
+func killedAfter(t *testing.T, msg string, args ...string) []string {
 	t.Helper()
-	cmd := exec.Command(kubebootBin, "upgrade", "apply", "--config", config, "-o", "json")
+	cmd := exec.Command(kubebootBin, append(args, "-o", "json")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +390,7 @@ func (n *node) upgradeKilledAfter(t *testing.T, config, msg string) []string {
 		}
 	}
 	_ = cmd.Wait()
-	t.Fatalf("upgrade apply ended without an event about %q:\n%s\n%s", msg, strings.Join(events, "\n"), stderr.String())
+	t.Fatalf("kubeboot %s ended without an event about %q:\n%s\n%s", strings.Join(args, " "), msg, strings.Join(events, "\n"), stderr.String())
 	return nil
 }
 

@@ -33,6 +33,10 @@ type initResult struct {
 	Written   []string `json:"written"`
 	Unchanged []string `json:"unchanged"`
 	Healthy   []string `json:"healthy"`
+	// Snapshot is the snapshot `etcd snapshot save` wrote.
+	Snapshot *struct {
+		Path string `json:"path"`
+	} `json:"snapshot"`
 }
 
 // parseJSONOutput splits `-o json` stdout into its events and its final

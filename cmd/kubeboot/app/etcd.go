@@ -55,7 +55,7 @@ func newEtcdCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := groupCommand("etcd", "Work with this control-plane node's etcd member")
 	snapshot := groupCommand("snapshot", "Save, list and prune verified etcd snapshots in etcd.local.snapshotsDir")
 	snapshot.AddCommand(newSnapshotSaveCommand(d, stdout, stderr), newSnapshotListCommand(d, stdout), newSnapshotPruneCommand(d, stdout, stderr))
-	cmd.AddCommand(snapshot, newMembersCommand(d, stdout, stderr))
+	cmd.AddCommand(snapshot, newMembersCommand(d, stdout, stderr), newEtcdRestoreCommand(d, stdout, stderr))
 	return cmd
 }
 

@@ -1,0 +1,273 @@
+package day2
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// The stages of a restore, in order, as its journal records them: a
+// re-run after a crash resumes from the stage the journal names.
+const (
+	// restoreStarted: the snapshot verified; nothing changed yet.
+	restoreStarted = "started"
+	// restoreStopped: the static pods' manifests are in the backups dir,
+	// out of the manifest dir, and the control plane has stopped.
+	restoreStopped = "stopped"
+	// restoreWritten: the new data dir is complete beside the old one.
+	restoreWritten = "written"
+	// restoreSwapped: the new data dir is the etcd data dir; the old one
+	// is kept beside it until the control plane is healthy.
+	restoreSwapped = "swapped"
+)
+
+// restoreJournal is what a restore records before each step, so that a
+// crash anywhere leaves the old data dir or a complete new one, and a
+// re-run converges.
+type restoreJournal struct {
+	// Snapshot is the snapshot file being restored.
+	Snapshot string `json:"snapshot"`
+	// Stage is the last stage reached.
+	Stage string `json:"stage"`
+	// Time is when the restore began, for people.
+	Time time.Time `json:"time"`
+}
+
+// restoreJournalPath is the node path of the restore's journal.
+func restoreJournalPath(c *config.ClusterConfiguration) string {
+	return filepath.Join(backupsDir(c), "restore-journal.json")
+}
+
+// restoringDir is where a restore writes the new data dir, beside the old.
+func restoringDir(c *config.ClusterConfiguration) string {
+	return c.Etcd.Local.DataDir + ".restoring"
+}
+
+// beforeRestoreDir is where the old data dir waits until the restored
+// control plane is healthy.
+func beforeRestoreDir(c *config.ClusterConfiguration) string {
+	return c.Etcd.Local.DataDir + ".before-restore"
+}
+
+// EtcdRestore is `kubeboot etcd restore --snapshot FILE`: it brings this
+// control-plane node's cluster back from a snapshot, as a new one-member
+// etcd cluster, and waits until the control plane is healthy. See
+// restoreEtcd.
+func EtcdRestore(snapshot string) phases.Operation[*phases.Node] {
+	return phases.Operation[*phases.Node]{Name: "etcd-restore", Run: func(ctx context.Context, s *phases.Node) error {
+		return restoreEtcd(ctx, s, snapshot)
+	}}
+}
+
+// restoreEtcd verifies the snapshot and refuses a corrupt one before
+// anything changes. It then stops the control plane (its manifests move to
+// the backups dir), restores the snapshot into a new data dir beside the
+// old one (etcd.Restore: a new cluster ID, and the revision moved on),
+// swaps the two by renames, puts the manifests back and waits until every
+// component is healthy; only then does the old data dir go. A journal
+// names the stage reached before each step, so that a run killed at any
+// point leaves the old data dir or the complete new one, and a re-run with
+// the same snapshot finishes the restore.
+func restoreEtcd(ctx context.Context, s *phases.Node, snapshot string) error {
+	c := s.Config
+	if c.Etcd.Local == nil {
+		return &exit.UsageError{Msg: "etcd restore restores this node's local etcd member, and etcd.external names an etcd of its own: restore that one with its own tools"}
+	}
+	if _, err := s.Files.ReadFile(journalPath(c)); err == nil {
+		return fmt.Errorf("an upgrade was interrupted (%s): run `kubeboot upgrade apply` again to finish it before a restore", journalPath(c))
+	}
+	j, err := readRestoreJournal(s)
+	if err != nil {
+		return err
+	}
+	if j != nil && j.Snapshot != snapshot {
+		return &exit.UsageError{Msg: fmt.Sprintf("a restore of %s was interrupted at stage %q (%s): run `kubeboot etcd restore --snapshot %s` again to finish it first",
+			j.Snapshot, j.Stage, restoreJournalPath(c), j.Snapshot)}
+	}
+	info, err := etcd.VerifySnapshot(snapshot)
+	if err != nil {
+		return &exit.UsageError{Msg: fmt.Sprintf("%v: refused; nothing was changed", err)}
+	}
+	s.Report.Infof("snapshot %s verifies: revision %d, %d keys, %d bytes", snapshot, info.Revision, info.Keys, info.Size)
+	if j == nil {
+		if _, err := os.Lstat(s.Files.HostPath(beforeRestoreDir(c))); err == nil {
+			return &exit.UsageError{Msg: fmt.Sprintf("%s is there, the data an earlier restore replaced: move it away or remove it, then restore again", beforeRestoreDir(c))}
+		}
+		j = &restoreJournal{Snapshot: snapshot, Stage: restoreStarted, Time: time.Now().UTC()}
+		if err := writeRestoreJournal(s, j); err != nil {
+			return err
+		}
+	} else {
+		s.Report.Infof("resuming the restore begun at %s, from stage %q", j.Time.Format(time.RFC3339), j.Stage)
+	}
+	steps := []struct {
+		from string
+		run  func(context.Context, *phases.Node, string) error
+		to   string
+	}{
+		{restoreStarted, stopControlPlane, restoreStopped},
+		{restoreStopped, writeRestoredData, restoreWritten},
+		{restoreWritten, swapDataDirs, restoreSwapped},
+	}
+	for _, step := range steps {
+		if j.Stage != step.from {
+			continue
+		}
+		if err := step.run(ctx, s, snapshot); err != nil {
+			return err
+		}
+		j.Stage = step.to
+		if err := writeRestoreJournal(s, j); err != nil {
+			return err
+		}
+	}
+	return startRestored(ctx, s, snapshot)
+}
+
+// stopControlPlane moves every static pod's manifest out of the manifest
+// dir into the backups dir, etcd's last, and waits until the kubelet has
+// stopped them. A manifest already moved (by a run a crash ended) stays
+// where it is.
+func stopControlPlane(ctx context.Context, s *phases.Node, _ string) error {
+	c := s.Config
+	listeners, err := phases.PlannedListeners(s)
+	if err != nil {
+		return err
+	}
+	st := stoppingNow(s, listeners)
+	if err := s.Files.MkdirAll(backupsDir(c), phases.ManifestDirMode); err != nil {
+		return err
+	}
+	for _, name := range slices.Backward(config.StaticPodNames) {
+		data, err := s.Files.ReadFile(c.ManifestPath(name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read manifest %q: %w", c.ManifestPath(name), err)
+		}
+		if _, err := backupManifest(s, name, data); err != nil {
+			return err
+		}
+		if err := s.Files.Remove(c.ManifestPath(name)); err != nil {
+			return err
+		}
+	}
+	s.Report.Infof("the static pods' manifests are in %s until the restore is done; waiting for the kubelet to stop them", backupsDir(c))
+	return waitStopped(ctx, s.Run, st, c.Timeouts.ControlPlane.Duration)
+}
+
+// writeRestoredData restores the snapshot into restoringDir, after
+// removing what an interrupted attempt left there.
+func writeRestoredData(_ context.Context, s *phases.Node, snapshot string) error {
+	c := s.Config
+	dir := restoringDir(c)
+	if err := s.Files.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := etcd.Restore(snapshot, s.Files.HostPath(dir), c.Node.Name, etcd.PeerURL(c)); err != nil {
+		return err
+	}
+	s.Report.Infof("restored the snapshot into %s: a new one-member cluster of %s", dir, c.Node.Name)
+	return nil
+}
+
+// swapDataDirs makes the restored data the etcd data dir: the old one
+// moves to beforeRestoreDir, then the new one into its place, each by an
+// atomic rename. A run a crash ended between the two renames finds the
+// first done.
+func swapDataDirs(_ context.Context, s *phases.Node, _ string) error {
+	c := s.Config
+	data, before := c.Etcd.Local.DataDir, beforeRestoreDir(c)
+	if _, err := os.Lstat(s.Files.HostPath(data)); err == nil {
+		if err := s.Files.Rename(data, before); err != nil {
+			return err
+		}
+		s.Report.Infof("the data before the restore is in %s until the control plane is healthy", before)
+	}
+	if err := s.Files.Rename(restoringDir(c), data); err != nil {
+		return err
+	}
+	return phases.EnsureEtcdDataDir(s)
+}
+
+// startRestored puts the manifests back, etcd's first, waits until every
+// component is healthy, and then removes the old data dir, the backups and
+// the journal of the restore of snapshot.
+func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
+	c := s.Config
+	for _, name := range config.StaticPodNames {
+		backup := filepath.Join(backupsDir(c), name+".yaml")
+		data, err := s.Files.ReadFile(backup)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read the manifest's copy %q: %w", backup, err)
+		}
+		if err := s.Files.WriteFile(c.ManifestPath(name), data, phases.ManifestMode); err != nil {
+			return err
+		}
+	}
+	if _, err := (phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Wait}}).Run(ctx, s, nil); err != nil {
+		return fmt.Errorf("%w\nthe data before the restore is in %s; `kubeboot etcd restore --snapshot %s` again resumes", err, beforeRestoreDir(c), snapshot)
+	}
+	s.Report.SetPhase("etcd-restore")
+	for _, name := range config.StaticPodNames {
+		if err := s.Files.Remove(filepath.Join(backupsDir(c), name+".yaml")); err != nil {
+			return err
+		}
+	}
+	if err := s.Files.RemoveAll(beforeRestoreDir(c)); err != nil {
+		return err
+	}
+	if err := s.Files.Remove(restoreJournalPath(c)); err != nil {
+		return err
+	}
+	s.Report.Infof("the control plane runs on the restored data: etcd is a new one-member cluster; other control-plane nodes rejoin with `kubeboot reset --force` and `kubeboot join --control-plane`, and workers keep running")
+	return nil
+}
+
+// readRestoreJournal reads the journal of an interrupted restore; nil when
+// there is none.
+func readRestoreJournal(s *phases.Node) (*restoreJournal, error) {
+	path := restoreJournalPath(s.Config)
+	data, err := s.Files.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read restore journal %q: %w", path, err)
+	}
+	var j restoreJournal
+	if err := json.Unmarshal(data, &j); err != nil {
+		return nil, fmt.Errorf("read restore journal %q: not a journal kubeboot wrote: remove it only if no restore is under way: %w", path, err)
+	}
+	if j.Snapshot == "" {
+		return nil, fmt.Errorf("read restore journal %q: it names no snapshot: remove it only if no restore is under way", path)
+	}
+	return &j, nil
+}
+
+// writeRestoreJournal records j atomically.
+func writeRestoreJournal(s *phases.Node, j *restoreJournal) error {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	if err := s.Files.MkdirAll(backupsDir(s.Config), phases.ManifestDirMode); err != nil {
+		return err
+	}
+	return s.Files.WriteFile(restoreJournalPath(s.Config), data, 0o600)
+}

@@ -1,0 +1,152 @@
+package day2
+
+import (
+	"context"
+	"io"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
+)
+
+// snapshotOfRealEtcd is a snapshot file of a real (embedded) etcd member
+// that holds the key /registry/kept, written as etcd's snapshot API
+// streams it (with its integrity hash).
+func snapshotOfRealEtcd(t *testing.T) string {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Name = "m1"
+	cfg.Dir = filepath.Join(t.TempDir(), "m1")
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	free := func() url.URL {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		defer func() { _ = l.Close() }()
+		return url.URL{Scheme: "http", Host: l.Addr().String()}
+	}
+	client, peer := free(), free()
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName("m1")
+	e, err := embed.StartEtcd(cfg)
+	must(t, err)
+	defer e.Close()
+	<-e.Server.ReadyNotify()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	must(t, err)
+	defer func() { _ = cli.Close() }()
+	ctx := t.Context()
+	_, err = cli.Put(ctx, "/registry/kept", "v1")
+	must(t, err)
+	stream, err := cli.Snapshot(ctx)
+	must(t, err)
+	defer func() { _ = stream.Close() }()
+	path := filepath.Join(t.TempDir(), "snapshot.db")
+	f, err := os.Create(path)
+	must(t, err)
+	_, err = io.Copy(f, stream)
+	must(t, err)
+	must(t, f.Close())
+	return path
+}
+
+// TestRestoreRefusesACorruptSnapshot: a truncated snapshot is refused (a
+// usage error) before anything on the node changes.
+func TestRestoreRefusesACorruptSnapshot(t *testing.T) {
+	s := initialised(t)
+	withEtcdData(t, s)
+	good := snapshotOfRealEtcd(t)
+	data, err := os.ReadFile(good)
+	must(t, err)
+	bad := filepath.Join(t.TempDir(), "truncated.db")
+	must(t, os.WriteFile(bad, data[:len(data)/2], 0o600))
+	before := phasestest.Snapshot(t, s.Files.HostPath("/"))
+	_, err = EtcdRestore(bad).Execute(context.Background(), s)
+	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("restore of a truncated snapshot: %v (exit %d)", err, exit.Code(err))
+	}
+	if after := phasestest.Snapshot(t, s.Files.HostPath("/")); !maps.Equal(before, after) {
+		t.Error("a refused restore changed files on the node")
+	}
+}
+
+// TestRestoreResumesAfterACrash: a restore killed between the two renames
+// of the data dirs resumes from its journal: the restored data becomes the
+// data dir, the manifests come back, and the old data stays beside it as
+// long as the control plane is not healthy (here, no kubelet runs it).
+// A journal of another snapshot is refused.
+func TestRestoreResumesAfterACrash(t *testing.T) {
+	// A loopback address no test listens on: stopping the control plane
+	// waits until nothing answers at its addresses.
+	s := initialisedWith(t, func(c *config.ClusterConfiguration) {
+		c.Node.AdvertiseAddress = "127.0.0.93"
+		c.Timeouts.ControlPlane.Duration = 5 * time.Second
+	})
+	withEtcdData(t, s)
+	s.Options.Offline = false
+	c := s.Config
+	snapshot := snapshotOfRealEtcd(t)
+	manifests := map[string][]byte{}
+	for _, name := range phases.StaticPods(c) {
+		manifests[name] = phasestest.HostFile(t, s, c.ManifestPath(name))
+	}
+
+	// The run a crash ended: stopped, written, and the old data dir moved.
+	j := &restoreJournal{Snapshot: snapshot, Stage: restoreStarted, Time: time.Now()}
+	must(t, writeRestoreJournal(s, j))
+	must(t, stopControlPlane(context.Background(), s, snapshot))
+	for name := range manifests {
+		if _, err := os.Stat(s.Files.HostPath(c.ManifestPath(name))); !os.IsNotExist(err) {
+			t.Fatalf("%s's manifest is still in the manifest dir: %v", name, err)
+		}
+	}
+	must(t, writeRestoredData(context.Background(), s, snapshot))
+	j.Stage = restoreWritten
+	must(t, writeRestoreJournal(s, j))
+	must(t, s.Files.Rename(c.Etcd.Local.DataDir, beforeRestoreDir(c)))
+
+	other := snapshotOfRealEtcd(t)
+	if _, err := EtcdRestore(other).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "was interrupted") {
+		t.Fatalf("a restore of another snapshot over an interrupted one: %v", err)
+	}
+
+	// The re-run: the control plane never gets healthy without a kubelet.
+	timeouts := *c
+	timeouts.Timeouts.ControlPlane.Duration = time.Second
+	rerun, err := phases.NewNode(s.Run, &timeouts)
+	must(t, err)
+	_, err = EtcdRestore(snapshot).Execute(context.Background(), rerun)
+	if err == nil || !strings.Contains(err.Error(), beforeRestoreDir(c)) {
+		t.Fatalf("the resumed restore: %v", err)
+	}
+	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(c.Etcd.Local.DataDir, "member", "snap", "db"))); err != nil || string(db) == "data" {
+		t.Errorf("the data dir holds no restored database: %v", err)
+	}
+	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(beforeRestoreDir(c), "member", "snap", "db"))); err != nil || string(db) != "data" {
+		t.Errorf("the data before the restore is gone while the control plane is not healthy: %v", err)
+	}
+	if _, err := os.Stat(s.Files.HostPath(restoringDir(c))); !os.IsNotExist(err) {
+		t.Errorf("%s is still there: %v", restoringDir(c), err)
+	}
+	for name, want := range manifests {
+		if got := phasestest.HostFile(t, s, c.ManifestPath(name)); string(got) != string(want) {
+			t.Errorf("%s's manifest came back changed", name)
+		}
+	}
+	if j, err := readRestoreJournal(s); err != nil || j == nil || j.Stage != restoreSwapped {
+		t.Errorf("journal %+v (%v), want stage %q", j, err, restoreSwapped)
+	}
+}
