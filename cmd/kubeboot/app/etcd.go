@@ -35,12 +35,20 @@ type snapshotOptions struct {
 // spec loads the node's configuration, which must run a local etcd
 // member: its etcd.local.snapshotsDir is the snapshot dir.
 func (o *snapshotOptions) spec() (runSpec, error) {
-	r, err := o.deps.nodeSpec(o.configPath, o.root)
+	return o.deps.localEtcdSpec(o.configPath, o.root, "takes snapshots of", "back up")
+}
+
+// localEtcdSpec is the runSpec of an etcd command on a control-plane node
+// under root, whose configuration must run a local etcd member: kubeboot
+// <does> the member it runs, and an external etcd's users <theirs> it with
+// the tools of whoever runs it.
+func (d deps) localEtcdSpec(configPath, root, does, theirs string) (runSpec, error) {
+	r, err := d.nodeSpec(configPath, root)
 	if err != nil {
 		return runSpec{}, err
 	}
 	if r.config.Etcd.Local == nil {
-		return runSpec{}, &exit.UsageError{Msg: "etcd.external: kubeboot takes snapshots of the etcd member it runs on a control-plane node (etcd.local); back up an external etcd with the tools of whoever runs it"}
+		return runSpec{}, &exit.UsageError{Msg: "etcd.external: kubeboot " + does + " the etcd member it runs on a control-plane node (etcd.local); " + theirs + " an external etcd with the tools of whoever runs it"}
 	}
 	return r, nil
 }

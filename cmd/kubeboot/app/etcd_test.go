@@ -90,21 +90,30 @@ func snapshotResult(t *testing.T, args ...string) (int, phases.Result, string) {
 	return code, out.Result, stdout + stderr
 }
 
+// etcdNode is node-1 on a throw-away root with kubeboot's PKI and a real
+// etcd member serving it: the root, the node's configuration file, the
+// member's client URL and the API server's client certificate for it.
+func etcdNode(t *testing.T) (root, cfg, endpoint string, tlsFiles etcd.TLSFiles) {
+	t.Helper()
+	etcdBinary(t)
+	root = t.TempDir()
+	cfg = writeFile(t, t.TempDir(), "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {name: node-1, advertiseAddress: 127.0.0.1}\n")
+	if code, _, stderr := runCLI(t, "init", "phase", "certs", "--config", cfg, "--root", root); code != 0 {
+		t.Fatalf("certs: %s", stderr)
+	}
+	endpoint = startEtcd(t, root)
+	pki := filepath.Join(root, "etc", "kubernetes", "pki")
+	return root, cfg, endpoint, etcd.TLSFiles{CA: filepath.Join(pki, "etcd", "ca.crt"),
+		Cert: filepath.Join(pki, "apiserver-etcd-client.crt"), Key: filepath.Join(pki, "apiserver-etcd-client.key")}
+}
+
 // TestEtcdSnapshotSaveListPrune saves snapshots of a real etcd with TLS
 // from kubeboot's PKI and reads back their revision and keys, lists them,
 // and prunes them; an etcd that does not answer is exit 1, and a
 // configuration without a local etcd exit 2.
 func TestEtcdSnapshotSaveListPrune(t *testing.T) {
-	etcdBinary(t)
-	root := t.TempDir()
-	cfg := writeFile(t, t.TempDir(), "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {name: node-1, advertiseAddress: 127.0.0.1}\n")
-	if code, _, stderr := runCLI(t, "init", "phase", "certs", "--config", cfg, "--root", root); code != 0 {
-		t.Fatalf("certs: %s", stderr)
-	}
-	endpoint := startEtcd(t, root)
-	pki := filepath.Join(root, "etc", "kubernetes", "pki")
-	rev := putKeys(t, endpoint, etcd.TLSFiles{CA: filepath.Join(pki, "etcd", "ca.crt"),
-		Cert: filepath.Join(pki, "apiserver-etcd-client.crt"), Key: filepath.Join(pki, "apiserver-etcd-client.key")}, 20)
+	root, cfg, endpoint, tlsFiles := etcdNode(t)
+	rev := putKeys(t, endpoint, tlsFiles, 20)
 
 	save := []string{"etcd", "snapshot", "save", "--config", cfg, "--root", root, "--endpoint", endpoint}
 	code, res, out := snapshotResult(t, save...)

@@ -31,14 +31,7 @@ type membersOptions struct {
 
 // spec loads the node's configuration, which must run a local etcd member.
 func (o *membersOptions) spec() (runSpec, error) {
-	r, err := o.deps.nodeSpec(o.configPath, o.root)
-	if err != nil {
-		return runSpec{}, err
-	}
-	if r.config.Etcd.Local == nil {
-		return runSpec{}, &exit.UsageError{Msg: "etcd.external: kubeboot manages the members of the etcd cluster it runs on its control-plane nodes (etcd.local); manage an external etcd's members with the tools of whoever runs it"}
-	}
-	return r, nil
+	return o.deps.localEtcdSpec(o.configPath, o.root, "manages the cluster of", "manage the members of")
 }
 
 // client is a client of --endpoint, or of this node's member, with the

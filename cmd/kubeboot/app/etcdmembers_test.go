@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +24,7 @@ func TestEtcdMembersUsage(t *testing.T) {
 		{[]string{"etcd", "members", "list", "extra"}, `unknown command "extra"`},
 		{[]string{"etcd", "members", "remove"}, "etcd members remove takes the NAME of one member (got 0 arguments)"},
 		{[]string{"etcd", "members", "remove", "a", "b"}, "takes the NAME of one member (got 2 arguments)"},
-		{[]string{"etcd", "members", "--config", external}, "etcd.external: kubeboot manages the members of the etcd cluster it runs"},
+		{[]string{"etcd", "members", "--config", external}, "etcd.external: kubeboot manages the cluster of the etcd member it runs"},
 		{[]string{"etcd", "members", "remove", "node-2", "--config", external}, "etcd.external"},
 	} {
 		if code, _, stderr := runCLI(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
@@ -107,16 +106,8 @@ func TestEtcdMembersOutput(t *testing.T) {
 // from kubeboot's PKI, and refuses to remove this node's own member and a
 // member that does not exist (exit 2), changing nothing.
 func TestEtcdMembersListAndRefusals(t *testing.T) {
-	etcdBinary(t)
-	root := t.TempDir()
-	cfg := writeFile(t, t.TempDir(), "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {name: node-1, advertiseAddress: 127.0.0.1}\n")
-	if code, _, stderr := runCLI(t, "init", "phase", "certs", "--config", cfg, "--root", root); code != 0 {
-		t.Fatalf("certs: %s", stderr)
-	}
-	endpoint := startEtcd(t, root)
-	pki := filepath.Join(root, "etc", "kubernetes", "pki")
-	putKeys(t, endpoint, etcd.TLSFiles{CA: filepath.Join(pki, "etcd", "ca.crt"),
-		Cert: filepath.Join(pki, "apiserver-etcd-client.crt"), Key: filepath.Join(pki, "apiserver-etcd-client.key")}, 1)
+	root, cfg, endpoint, tlsFiles := etcdNode(t)
+	putKeys(t, endpoint, tlsFiles, 1)
 	flags := []string{"--config", cfg, "--root", root, "--endpoint", endpoint}
 
 	code, stdout, stderr := runCLI(t, append([]string{"etcd", "members", "list", "-o", "json"}, flags...)...)

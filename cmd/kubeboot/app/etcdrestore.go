@@ -24,8 +24,7 @@ func (o *restoreOptions) spec() (runSpec, error) {
 	if o.snapshot == "" {
 		return runSpec{}, &exit.UsageError{Msg: "etcd restore needs --snapshot FILE: a snapshot `kubeboot etcd snapshot save` wrote (see `kubeboot etcd snapshot list`)"}
 	}
-	snapshots := snapshotOptions{deps: o.deps, configPath: o.configPath}
-	return snapshots.spec()
+	return o.deps.localEtcdSpec(o.configPath, "", "restores", "restore")
 }
 
 // newEtcdRestoreCommand is `kubeboot etcd restore`.
