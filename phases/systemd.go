@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"slices"
@@ -152,4 +153,59 @@ func systemdQuote(word string) string {
 		return word
 	}
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(word) + `"`
+}
+
+// StopKubelet undoes StartKubelet before the kubelet's files go: it stops
+// kubelet.service when it is active, then removes SystemdDropIn when
+// kubeboot wrote it (its first line says so) and reloads systemd. Without
+// systemd, or beside a kubelet that kubelet.service does not run (the
+// lab's), it warns that the kubelet still runs, for whoever started it to
+// stop. It returns the drop-in's node path when it removed it.
+func StopKubelet(ctx context.Context, s *Run, host string, port int) (string, error) {
+	_, err := os.Stat(s.Files.HostPath(SystemdRunDir))
+	switch {
+	case s.Options.DryRun || s.Options.Offline:
+		// Nothing runs or reloads; the writer says what it would remove.
+	case err != nil:
+		if listening(host, port) {
+			s.Report.Warnf("a kubelet still listens on %s, and this node does not run systemd: stop it yourself (in the lab: `kubeboot lab down`)", net.JoinHostPort(host, strconv.Itoa(port)))
+		}
+		return "", nil
+	default:
+		if err := stopKubeletService(ctx, s, host, port); err != nil {
+			return "", err
+		}
+	}
+	data, err := s.Files.ReadFile(SystemdDropIn)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %q: %w", SystemdDropIn, err)
+	}
+	if !strings.HasPrefix(string(data), "# Written by kubeboot") {
+		s.Report.Warnf("left %s: kubeboot did not write it", SystemdDropIn)
+		return "", nil
+	}
+	if err := s.Files.Remove(SystemdDropIn); err != nil {
+		return "", err
+	}
+	if s.Options.DryRun || s.Options.Offline {
+		return SystemdDropIn, nil
+	}
+	return SystemdDropIn, systemctl(ctx, s.System, "daemon-reload")
+}
+
+// stopKubeletService stops kubelet.service when it is active, and warns
+// about a kubelet on host:port that it does not run.
+func stopKubeletService(ctx context.Context, s *Run, host string, port int) error {
+	if out, err := s.System.Systemctl(ctx, "is-active", "kubelet"); err == nil && strings.TrimSpace(string(out)) == "active" {
+		if err := systemctl(ctx, s.System, "stop", "kubelet"); err != nil {
+			return err
+		}
+		s.Report.Infof("stopped kubelet.service")
+	} else if listening(host, port) {
+		s.Report.Warnf("a kubelet that kubelet.service does not run still listens on %s: stop it yourself", net.JoinHostPort(host, strconv.Itoa(port)))
+	}
+	return nil
 }

@@ -133,7 +133,7 @@ func TestCommandsRefuseAKindTheyCannotUse(t *testing.T) {
 		want string
 	}{
 		{[]string{"init", "--root", root, "--config", joining}, "invalid config " + joining + ":\n  line 1: a JoinConfiguration is for `kubeboot join --control-plane`; this command takes a ClusterConfiguration\n"},
-		{[]string{"reset", "--root", root, "--force", "--config", worker}, "invalid config " + worker + ":\n  line 1: a WorkerConfiguration is for `kubeboot join`; this command takes a ClusterConfiguration or JoinConfiguration\n"},
+		{[]string{"diff", "--root", root, "--config", worker}, "invalid config " + worker + ":\n  line 1: a WorkerConfiguration is for `kubeboot join`; this command takes a ClusterConfiguration or JoinConfiguration\n"},
 		{[]string{"join", "10.0.0.10:6443", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", cluster},
 			"invalid config " + cluster + ":\n  line 1: a ClusterConfiguration is for `kubeboot init`; this command takes a WorkerConfiguration\n"},
 		{[]string{"join", "--control-plane", "--config", worker}, "a WorkerConfiguration is for `kubeboot join`; this command takes a JoinConfiguration\n"},

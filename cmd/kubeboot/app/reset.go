@@ -2,6 +2,7 @@ package app
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +11,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/day2"
+	"github.com/kubeboot/kubeboot/join"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // resetOptions are the flags of `kubeboot reset`.
@@ -24,20 +28,40 @@ type resetOptions struct {
 	keepPKI    bool
 }
 
-// spec loads the node's configuration, whichever kind: a joined node resets too.
+// spec loads the node's configuration, whichever kind: a joined node and a
+// worker reset too.
 func (o *resetOptions) spec() (runSpec, error) {
-	r, err := o.deps.nodeSpec(o.configPath, o.root)
-	r.dryRun, r.options.DryRun = o.dryRun, o.dryRun
-	return r, err
+	root, err := absRoot(o.root)
+	if err != nil {
+		return runSpec{}, err
+	}
+	doc, err := o.deps.load(o.configPath, config.KindClusterConfiguration, config.KindJoinConfiguration, config.KindWorkerConfiguration)
+	if err != nil {
+		return runSpec{}, err
+	}
+	return runSpec{config: doc.ControlPlane(), worker: doc.Worker, root: root, dryRun: o.dryRun,
+		options: phases.Options{Offline: root != "", DryRun: o.dryRun}}, nil
 }
 
-// newResetCommand is `kubeboot reset`: it undoes init's files on this node.
-// Processes are the kubelet's business (and, in the lab, `lab down`'s).
+// steps reset the node r configures: a control-plane node (day2.Reset) or
+// a worker (join.WorkerReset).
+func (o *resetOptions) steps(reset day2.ResetOptions) steps {
+	return func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+		if r.worker != nil {
+			return onWorker(join.WorkerReset.Execute)(ctx, r, run, found)
+		}
+		return onNode(day2.Reset(reset).Execute)(ctx, r, run, found)
+	}
+}
+
+// newResetCommand is `kubeboot reset`: it undoes init's or join's files on
+// this node. Static pods are the kubelet's business; a worker's kubelet
+// stops through systemd (in the lab, `lab down` stops it).
 func newResetCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts := &resetOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "reset",
-		Short: "Remove the manifests, wait for the components to stop, then remove the kubeconfigs, PKI, etcd data and kubeboot's own files",
+		Short: "Undo init or join on this node: on a control-plane node remove the manifests, wait for the components to stop, then remove the kubeconfigs, PKI, etcd data and kubeboot's own files; on a worker (--config of its WorkerConfiguration) stop kubelet.service and remove the join's files and the kubelet's certificates",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reset := day2.ResetOptions{Force: opts.force, KeepPKI: opts.keepPKI}
@@ -45,7 +69,7 @@ func newResetCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				reset.Confirm = func(q string) bool { return confirm(f, stderr, q) }
 			}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(day2.Reset(reset).Execute))
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, opts.steps(reset))
 		},
 	}
 	flags := cmd.Flags()

@@ -1,0 +1,104 @@
+package join
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// defaultKubeletCertDir is where a kubelet keeps its certificates without
+// --cert-dir: <root-dir>/pki.
+const defaultKubeletCertDir = "/var/lib/kubelet/pki"
+
+// kubeletCertFiles are the names of the certificates and keys a kubelet
+// keeps in its certificate dir: its rotated client and serving pairs, their
+// current links, and the self-signed serving pair of a kubelet without
+// serverTLSBootstrap.
+var kubeletCertFiles = []string{"kubelet-client-*.pem", "kubelet-server-*.pem", "kubelet.crt", "kubelet.key"}
+
+// WorkerReset is `kubeboot reset` on a worker: it undoes the worker's join.
+// It stops kubelet.service and removes kubeboot's drop-in (see
+// phases.StopKubelet), then the files the join wrote or the kubelet wrote
+// for it: kubelet.conf, bootstrap-kubelet.conf, the kubelet's
+// configuration, the cluster CA and the kubelet's certificates and keys.
+// Nothing else is touched, and it says what it left: the CNI plugin's
+// state, the runtime's pods and the rest of the kubelet's directory.
+var WorkerReset = phases.Operation[*WorkerNode]{Name: "reset", Run: resetWorker}
+
+func resetWorker(ctx context.Context, s *WorkerNode) error {
+	w := s.Config
+	// kubelet.conf names the client certificate, and so the cert dir;
+	// read it before it goes.
+	certDir := kubeletCertDir(s)
+	host, port := phases.KubeletAddress(w.Kubelet.ExtraConfig)
+	dropIn, err := phases.StopKubelet(ctx, s.Run, host, port)
+	if err != nil {
+		return err
+	}
+	if dropIn != "" && !s.Options.DryRun {
+		s.Report.Infof("removed %s", dropIn)
+	}
+	paths := []string{
+		w.KubeconfigPath(config.KubeconfigKubelet),
+		w.KubeconfigPath(config.KubeconfigBootstrapKubelet),
+		w.Kubelet.ConfigFile,
+		w.CAPath(),
+	}
+	for _, pattern := range kubeletCertFiles {
+		matches, err := filepath.Glob(filepath.Join(s.Files.HostPath(certDir), pattern))
+		if err != nil {
+			return err
+		}
+		for _, m := range matches {
+			paths = append(paths, filepath.Join(certDir, filepath.Base(m)))
+		}
+	}
+	for _, path := range paths {
+		// The path itself, not what a symlink there points to.
+		if _, err := os.Lstat(filepath.Join(s.Files.HostPath(filepath.Dir(path)), filepath.Base(path))); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := s.Files.Remove(path); err != nil {
+			return err
+		}
+		if !s.Options.DryRun {
+			s.Report.Infof("removed %s", path)
+		}
+	}
+	for _, left := range []string{
+		"/etc/cni/net.d and /var/lib/cni: the CNI plugin's configuration and state, its own",
+		"the container runtime's pods and containers: `crictl rmp --all --force` removes them",
+		"the rest of the kubelet's directory, " + filepath.Dir(certDir) + ": the kubelet's own state",
+		"the Node object: `kubectl delete node " + w.Node.Name + "` on a control-plane node removes it",
+	} {
+		s.Report.Infof("left %s", left)
+	}
+	return nil
+}
+
+// kubeletCertDir is the dir of the rotating client certificate that
+// kubelet.conf names (the kubelet's --cert-dir), or without one the
+// kubelet's default.
+func kubeletCertDir(s *WorkerNode) string {
+	data, err := s.Files.ReadFile(s.Config.KubeconfigPath(config.KubeconfigKubelet))
+	if err != nil {
+		return defaultKubeletCertDir
+	}
+	cfg, err := clientcmd.Load(data)
+	if err != nil || cfg.Contexts[cfg.CurrentContext] == nil {
+		return defaultKubeletCertDir
+	}
+	user := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	if user == nil || !filepath.IsAbs(user.ClientCertificate) || filepath.Base(user.ClientCertificate) != pki.KubeletClientFile {
+		return defaultKubeletCertDir
+	}
+	return filepath.Dir(user.ClientCertificate)
+}
