@@ -48,6 +48,9 @@ type resetResult struct {
 func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetResult, error) {
 	c := s.Config
 	var res resetResult
+	if err := CheckNoRestore(s); err != nil {
+		return res, err
+	}
 	if err := checkEtcdDataDir(s); err != nil {
 		return res, err
 	}

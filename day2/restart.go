@@ -47,6 +47,9 @@ func restartComponents(ctx context.Context, s *phases.Node, names []string) erro
 	if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
 		return fmt.Errorf("an upgrade was interrupted (%s): run `kubeboot upgrade apply` again to finish it before restarting components", journalPath(s.Config))
 	}
+	if err := CheckNoRestore(s); err != nil {
+		return err
+	}
 	pods, missing, err := phases.ManifestPods(s)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/kubeboot/kubeboot/config"
@@ -101,6 +102,9 @@ func restoreEtcd(ctx context.Context, s *phases.Node, snapshot string) error {
 	}
 	s.Report.Infof("snapshot %s verifies: revision %d, %d keys, %d bytes", snapshot, info.Revision, info.Keys, info.Size)
 	if j == nil {
+		if err := checkRestorable(s); err != nil {
+			return err
+		}
 		if _, err := os.Lstat(s.Files.HostPath(beforeRestoreDir(c))); err == nil {
 			return &exit.UsageError{Msg: fmt.Sprintf("%s is there, the data an earlier restore replaced: move it away or remove it, then restore again", beforeRestoreDir(c))}
 		}
@@ -133,6 +137,49 @@ func restoreEtcd(ctx context.Context, s *phases.Node, snapshot string) error {
 		}
 	}
 	return startRestored(ctx, s, snapshot)
+}
+
+// checkRestorable refuses, before anything changes, an etcd whose data a
+// restore cannot swap by renames: a WAL kept elsewhere (--wal-dir), or a
+// data dir that is a symlink or a mount point, which a rename would move
+// or refuse to move.
+func checkRestorable(s *phases.Node) error {
+	local := s.Config.Etcd.Local
+	if slices.ContainsFunc(local.ExtraArgs, func(a config.Arg) bool { return a.Name == "wal-dir" && !a.Remove }) {
+		return &exit.UsageError{Msg: "etcd.local.extraArgs sets wal-dir: kubeboot restores a data dir that holds its WAL; restore with etcdutl, or drop wal-dir"}
+	}
+	// The path itself, not what a symlink there points to.
+	host := filepath.Join(s.Files.HostPath(filepath.Dir(local.DataDir)), filepath.Base(local.DataDir))
+	info, err := os.Lstat(host)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect etcd data dir %q: %w", local.DataDir, err)
+	}
+	parent, err := os.Stat(filepath.Dir(host))
+	if err != nil {
+		return fmt.Errorf("inspect the parent of etcd data dir %q: %w", local.DataDir, err)
+	}
+	st, ok1 := info.Sys().(*syscall.Stat_t)
+	pst, ok2 := parent.Sys().(*syscall.Stat_t)
+	if info.Mode()&fs.ModeSymlink != 0 || ok1 && ok2 && st.Dev != pst.Dev {
+		return &exit.UsageError{Msg: fmt.Sprintf("etcd.local.dataDir %s is a symlink or a mount point: a restore swaps the data dir by renames beside it; point etcd.local.dataDir at a directory inside the mount", local.DataDir)}
+	}
+	return nil
+}
+
+// CheckNoRestore refuses to go on while a restore of the node's etcd is
+// under way: the commands that write manifests or remove files would undo
+// or break it.
+func CheckNoRestore(s *phases.Node) error {
+	if s.Config.Etcd.Local == nil {
+		return nil
+	}
+	if _, err := s.Files.ReadFile(restoreJournalPath(s.Config)); err == nil {
+		return fmt.Errorf("a restore of this node's etcd was interrupted (%s): run `kubeboot etcd restore` again with the same --snapshot to finish it first", restoreJournalPath(s.Config))
+	}
+	return nil
 }
 
 // stopControlPlane moves every static pod's manifest out of the manifest
@@ -186,11 +233,17 @@ func writeRestoredData(_ context.Context, s *phases.Node, snapshot string) error
 // swapDataDirs makes the restored data the etcd data dir: the old one
 // moves to beforeRestoreDir, then the new one into its place, each by an
 // atomic rename. A run a crash ended between the two renames finds the
-// first done.
+// first done, and one it ended after both finds the swap done.
 func swapDataDirs(_ context.Context, s *phases.Node, _ string) error {
 	c := s.Config
 	data, before := c.Etcd.Local.DataDir, beforeRestoreDir(c)
-	if _, err := os.Lstat(s.Files.HostPath(data)); err == nil {
+	_, restoringErr := os.Lstat(s.Files.HostPath(restoringDir(c)))
+	_, dataErr := os.Lstat(s.Files.HostPath(data))
+	if errors.Is(restoringErr, fs.ErrNotExist) && dataErr == nil {
+		// A run a crash ended after the second rename: the swap is done.
+		return phases.EnsureEtcdDataDir(s)
+	}
+	if dataErr == nil {
 		if err := s.Files.Rename(data, before); err != nil {
 			return err
 		}
@@ -254,8 +307,8 @@ func readRestoreJournal(s *phases.Node) (*restoreJournal, error) {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return nil, fmt.Errorf("read restore journal %q: not a journal kubeboot wrote: remove it only if no restore is under way: %w", path, err)
 	}
-	if j.Snapshot == "" {
-		return nil, fmt.Errorf("read restore journal %q: it names no snapshot: remove it only if no restore is under way", path)
+	if j.Snapshot == "" || !slices.Contains([]string{restoreStarted, restoreStopped, restoreWritten, restoreSwapped}, j.Stage) {
+		return nil, fmt.Errorf("read restore journal %q: it names no snapshot or an unknown stage %q: remove it only if no restore is under way", path, j.Stage)
 	}
 	return &j, nil
 }

@@ -150,3 +150,62 @@ func TestRestoreResumesAfterACrash(t *testing.T) {
 		t.Errorf("journal %+v (%v), want stage %q", j, err, restoreSwapped)
 	}
 }
+
+// TestRestoreSwapDone: a restore killed after both renames, before its
+// journal said so, finds the swap done on the re-run: the restored data
+// stays the data dir, and the old one stays beside it.
+func TestRestoreSwapDone(t *testing.T) {
+	s := initialised(t)
+	withEtcdData(t, s)
+	c := s.Config
+	snapshot := snapshotOfRealEtcd(t)
+	must(t, writeRestoredData(context.Background(), s, snapshot))
+	must(t, s.Files.Rename(c.Etcd.Local.DataDir, beforeRestoreDir(c)))
+	must(t, s.Files.Rename(restoringDir(c), c.Etcd.Local.DataDir))
+	must(t, swapDataDirs(context.Background(), s, snapshot))
+	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(c.Etcd.Local.DataDir, "member", "snap", "db"))); err != nil || string(db) == "data" {
+		t.Errorf("the data dir no longer holds the restored data: %v", err)
+	}
+	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(beforeRestoreDir(c), "member", "snap", "db"))); err != nil || string(db) != "data" {
+		t.Errorf("the data before the restore moved: %v", err)
+	}
+}
+
+// TestRestoreRefusesWhatItCannotSwap: a data dir that is a symlink, and a
+// WAL kept elsewhere, are refused before anything changes; and while a
+// restore is under way, reset, upgrade and restarts refuse to go on.
+func TestRestoreRefusesWhatItCannotSwap(t *testing.T) {
+	snapshot := snapshotOfRealEtcd(t)
+	s := initialisedWith(t, func(c *config.ClusterConfiguration) {
+		c.Etcd.Local.ExtraArgs = []config.Arg{{Name: "wal-dir", Value: "/var/lib/etcd-wal"}}
+	})
+	if _, err := EtcdRestore(snapshot).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "wal-dir") {
+		t.Errorf("a restore with --wal-dir: %v", err)
+	}
+
+	s = initialised(t)
+	data := s.Files.HostPath(s.Config.Etcd.Local.DataDir)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	must(t, os.MkdirAll(target, 0o700))
+	must(t, os.MkdirAll(filepath.Dir(data), 0o755))
+	must(t, os.RemoveAll(data))
+	must(t, os.Symlink(target, data))
+	if _, err := EtcdRestore(snapshot).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "symlink or a mount point") {
+		t.Errorf("a restore into a symlinked data dir: %v", err)
+	}
+	if _, err := os.Stat(s.Files.HostPath(s.Config.ManifestPath(config.NameEtcd))); err != nil {
+		t.Errorf("a refused restore moved the etcd manifest: %v", err)
+	}
+	if j, err := readRestoreJournal(s); err != nil || j != nil {
+		t.Errorf("a refused restore wrote a journal: %+v, %v", j, err)
+	}
+
+	s = initialised(t)
+	must(t, writeRestoreJournal(s, &restoreJournal{Snapshot: snapshot, Stage: restoreStopped}))
+	if _, err := resetNode(context.Background(), s, ResetOptions{Force: true}); err == nil || !strings.Contains(err.Error(), "restore of this node's etcd was interrupted") {
+		t.Errorf("reset during a restore: %v", err)
+	}
+	if err := upgradeApply(context.Background(), s, time.Second); err == nil || !strings.Contains(err.Error(), "restore of this node's etcd was interrupted") {
+		t.Errorf("upgrade apply during a restore: %v", err)
+	}
+}

@@ -81,6 +81,9 @@ func journalPath(c *config.ClusterConfiguration) string {
 // timeouts.controlPlane. It is not the configuration's field because that
 // one is rendered into the manifests' probes.
 func upgradeApply(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+	if err := CheckNoRestore(s); err != nil {
+		return err
+	}
 	if timeout <= 0 {
 		timeout = s.Config.Timeouts.ControlPlane.Duration
 	}
