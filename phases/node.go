@@ -54,7 +54,9 @@ func NewNode(run *Run, cfg *config.ClusterConfiguration) (*Node, error) {
 // --initial-cluster it joined with, so that a re-render neither rewrites
 // the manifest (which would restart etcd) because members joined since,
 // nor tells the member to found a new cluster. No manifest, a founding
-// member or an external etcd: the zero membership.
+// member or an external etcd: the zero membership. So that reset, lab down
+// and restore still work on a broken node, a manifest that does not decode
+// is only warned about, and taken for a founding member's.
 func ReadEtcdMembership(run *Run, cfg *config.ClusterConfiguration) (templates.EtcdMembership, error) {
 	if cfg.Etcd.Local == nil {
 		return templates.EtcdMembership{}, nil
@@ -69,7 +71,8 @@ func ReadEtcdMembership(run *Run, cfg *config.ClusterConfiguration) (templates.E
 	}
 	pod, err := DecodePod(path, data)
 	if err != nil {
-		return templates.EtcdMembership{}, err
+		run.Report.Warnf("%v: its etcd member is taken for one that founded its cluster", err)
+		return templates.EtcdMembership{}, nil
 	}
 	flags := health.CommandFlags(pod, config.NameEtcd)
 	if flags["initial-cluster-state"] != "existing" {

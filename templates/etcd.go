@@ -34,21 +34,20 @@ type EtcdMembership struct {
 	InitialCluster string
 }
 
-// flags are the etcd flags of the membership: none for the founding
-// member; for a joined one, the cluster it joined and
-// --initial-cluster-state=existing, so that it never founds a new cluster.
-// A flag that extra (the configuration's) names is the configuration's.
-func (m EtcdMembership) flags(extra []config.Arg) []config.Arg {
+// over is extra (the configuration's etcd flags) with the membership's
+// over them: none for the founding member; for a joined one, the cluster
+// it joined and --initial-cluster-state=existing, which replace the
+// configuration's flags of those names, so that the member never founds a
+// new cluster.
+func (m EtcdMembership) over(extra []config.Arg) []config.Arg {
 	if m.InitialCluster == "" {
-		return nil
+		return extra
 	}
-	var args []config.Arg
-	for _, arg := range []config.Arg{{Name: "initial-cluster", Value: m.InitialCluster}, {Name: "initial-cluster-state", Value: "existing"}} {
-		if !slices.ContainsFunc(extra, func(a config.Arg) bool { return a.Name == arg.Name }) {
-			args = append(args, arg)
-		}
-	}
-	return args
+	joined := []config.Arg{{Name: "initial-cluster", Value: m.InitialCluster}, {Name: "initial-cluster-state", Value: "existing"}}
+	kept := slices.DeleteFunc(slices.Clone(extra), func(a config.Arg) bool {
+		return slices.ContainsFunc(joined, func(j config.Arg) bool { return j.Name == a.Name })
+	})
+	return append(kept, joined...)
 }
 
 // Etcd builds the static pod of this node's etcd member, whose place in its
@@ -92,8 +91,7 @@ func Etcd(cfg *config.ClusterConfiguration, m EtcdMembership) (*corev1.Pod, erro
 		{"trusted-ca-file", cfg.CertPath(config.CertEtcdCA)},
 		{"watch-progress-notify-interval", "5s"},
 	}
-	extra := cfg.Etcd.Local.ExtraArgs
-	flags := mergeFlags(append(defaults, etcdSecurity(cfg)...), slices.Concat(extra, m.flags(extra)))
+	flags := mergeFlags(append(defaults, etcdSecurity(cfg)...), m.over(cfg.Etcd.Local.ExtraArgs))
 	clientURLs, _ := flagValue(flags, "advertise-client-urls")
 
 	return newPod(spec{

@@ -400,8 +400,9 @@ func BenchmarkRender(b *testing.B) {
 }
 
 // TestEtcdMembership: a member that joined an existing cluster renders the
-// cluster it joined and --initial-cluster-state=existing, after the
-// configuration's flags; a flag the configuration names stays its own.
+// cluster it joined and --initial-cluster-state=existing, over the
+// configuration's flags of those names (even a removal): a joined member
+// never founds a new cluster.
 func TestEtcdMembership(t *testing.T) {
 	joined := EtcdMembership{InitialCluster: "node0=https://10.0.0.9:2380,node1=https://10.0.0.10:2380"}
 	tests := []struct {
@@ -412,9 +413,9 @@ func TestEtcdMembership(t *testing.T) {
 	}{
 		{"founding member", EtcdMembership{}, nil, []string{"--initial-cluster=node1=https://10.0.0.10:2380"}},
 		{"joined member", joined, nil, []string{"--initial-cluster=" + joined.InitialCluster, "--initial-cluster-state=existing"}},
-		{"the configuration's flag", joined, func(c *config.ClusterConfiguration) {
-			c.Etcd.Local = &config.LocalEtcd{ExtraArgs: []config.Arg{{Name: "initial-cluster-state", Value: "new"}}}
-		}, []string{"--initial-cluster=" + joined.InitialCluster, "--initial-cluster-state=new"}},
+		{"the configuration's flags", joined, func(c *config.ClusterConfiguration) {
+			c.Etcd.Local = &config.LocalEtcd{ExtraArgs: []config.Arg{{Name: "initial-cluster-state", Value: "new"}, {Name: "initial-cluster", Remove: true}}}
+		}, []string{"--initial-cluster=" + joined.InitialCluster, "--initial-cluster-state=existing"}},
 	}
 	for _, tc := range tests {
 		pod, err := Etcd(newConfig(tc.edit), tc.m)
