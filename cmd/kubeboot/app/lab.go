@@ -165,6 +165,11 @@ func newLabCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				return &exit.UsageError{Msg: "lab up needs --config (one node, like examples/lab.yaml) or --cluster (a lab description, like examples/cluster.yaml)"}
 			}
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+				// Before the role reads the node's facts (its etcd
+				// membership), which an earlier lab's files would give.
+				if err := removeEarlierLab(ctx, r, run, opts.binDir); err != nil {
+					return nil, err
+				}
 				role, err := labRoleOf(r, run, found)
 				switch {
 				case err != nil:
@@ -491,6 +496,25 @@ func fixedArgs(args []string) func(context.Context) ([]string, error) {
 	return func(context.Context) ([]string, error) { return args, nil }
 }
 
+// removeEarlierLab starts afresh on a control-plane node where an earlier
+// lab up was interrupted or not brought down, as lab down would leave it.
+func removeEarlierLab(ctx context.Context, r runSpec, s *phases.Run, binDir string) error {
+	node := r.labNode(binDir)
+	if _, err := os.Stat(node.Dir); err != nil || r.worker != nil {
+		return nil
+	}
+	s.Report.SetPhase("lab")
+	s.Report.Infof("%s is there: an earlier lab of this node was not brought down; removing it first", node.Dir)
+	earlier, err := r.node(s)
+	if err == nil {
+		err = labDown(ctx, earlier, node)
+	}
+	if err != nil {
+		return fmt.Errorf("remove the earlier lab: %w", err)
+	}
+	return nil
+}
+
 // labUp starts the node's containerd with the images the node needs,
 // writes what the kubelet needs, starts the kubelet, and runs the role's
 // workflow: on a control-plane node the wait phase then sees the kubelet
@@ -514,19 +538,6 @@ func labUp(ctx context.Context, r runSpec, s *phases.Run, binDir string, role la
 		}
 	}()
 	s.Report.SetPhase("lab")
-	if _, err := os.Stat(node.Dir); err == nil && r.worker == nil {
-		// An earlier lab up of this node was interrupted or not brought
-		// down: start afresh, as lab down would leave it.
-		s.Report.Infof("%s is there: an earlier lab of this node was not brought down; removing it first", node.Dir)
-		earlier, err := r.node(s)
-		if err == nil {
-			err = labDown(ctx, earlier, node)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("remove the earlier lab: %w", err)
-		}
-		s.Report.SetPhase("lab")
-	}
 	if role.setup != nil {
 		if err := role.setup(); err != nil {
 			return nil, err
