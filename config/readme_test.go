@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestReadmeDocumentsEveryField keeps the README's configuration reference
-// in step with the Go types: every field path must appear in it.
-func TestReadmeDocumentsEveryField(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// TestReferenceDocumentsEveryField keeps docs/configuration.md in step
+// with the Go types: every field path must appear in it.
+func TestReferenceDocumentsEveryField(t *testing.T) {
+	readme, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,26 +22,26 @@ func TestReadmeDocumentsEveryField(t *testing.T) {
 		documented := strings.Contains(doc, "`"+path+"`") ||
 			strings.Contains(doc, "`"+parent+".") && strings.Contains(doc, "`."+leaf+"`")
 		if !documented {
-			t.Errorf("README.md does not document %s", path)
+			t.Errorf("docs/configuration.md does not document %s", path)
 		}
 	}
 }
 
-// TestReadmeDocumentsEveryWorkerField keeps the README's WorkerConfiguration
+// TestReferenceDocumentsEveryWorkerField keeps docs/configuration.md's WorkerConfiguration
 // table in step with its Go type: every field path must be in that section.
-func TestReadmeDocumentsEveryWorkerField(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestReferenceDocumentsEveryWorkerField(t *testing.T) {
+	readme, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n### WorkerConfiguration")
+	_, section, ok := strings.Cut(string(readme), "\n## WorkerConfiguration")
 	if !ok {
-		t.Fatal("README.md has no ### WorkerConfiguration section")
+		t.Fatal("docs/configuration.md has no ## WorkerConfiguration section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	for _, path := range fieldPaths(reflect.TypeFor[WorkerConfiguration](), "") {
 		if !strings.Contains(section, "| `"+path+"` |") {
-			t.Errorf("README.md's WorkerConfiguration table has no row for %s", path)
+			t.Errorf("docs/configuration.md's WorkerConfiguration table has no row for %s", path)
 		}
 	}
 }

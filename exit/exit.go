@@ -5,7 +5,7 @@ package exit
 
 import "errors"
 
-// The exit codes, as the README documents them.
+// The exit codes, as docs/guide.md documents them.
 const (
 	// OK is a success.
 	OK = 0

@@ -248,10 +248,10 @@ func TestOneHelpTextPerSharedFlag(t *testing.T) {
 	}
 }
 
-// TestReadmeDocumentsEveryCommand keeps the README's CLI reference in step
+// TestCLIReferenceDocumentsEveryCommand keeps docs/cli.md in step
 // with the command tree.
-func TestReadmeDocumentsEveryCommand(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+func TestCLIReferenceDocumentsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestReadmeDocumentsEveryCommand(t *testing.T) {
 			}
 			path := strings.TrimPrefix(sub.CommandPath(), "kubeboot ")
 			if !strings.Contains(string(readme), "`kubeboot "+path) {
-				t.Errorf("README.md does not document `kubeboot %s`", path)
+				t.Errorf("docs/cli.md does not document `kubeboot %s`", path)
 			}
 		}
 	}
