@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/lab"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -123,6 +126,48 @@ func TestAddWorkers(t *testing.T) {
 	t.Run("forged serving CSRs are denied", func(t *testing.T) { checkForgedCSRs(t, c) })
 	t.Run("refused joins write nothing", func(t *testing.T) { checkRefusedJoins(t, c) })
 	t.Run("kubeadm reads the cluster on its control plane", func(t *testing.T) { checkKubeadmCommands(t, c) })
+	t.Run("reset a worker and join it again", func(t *testing.T) { checkResetWorker(t, c, "w1") })
+}
+
+// checkResetWorker: after lab down stops the worker's kubelet and
+// containerd, kubeboot reset removes what its join wrote (kubelet.conf,
+// the kubelet's configuration, the cluster CA); with its Node deleted, the
+// worker joins again, is Ready, and holds a new client certificate.
+func checkResetWorker(t *testing.T, c *labCluster, name string) {
+	cl, err := lab.LoadCluster(c.desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := cl.NodeConfigPath(name)
+	doc, err := config.Load(cfgPath, config.Env{Host: config.Host{Name: name}, Kinds: []string{config.KindWorkerConfiguration}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := doc.Worker
+	clientCert := filepath.Join(w.Paths.KubeconfigDir, "lab", "kubelet", "pki", "kubelet-client-current.pem")
+	before := readFile(t, clientCert)
+	if r := c.inNode(t, name, kubebootBin, "lab", "down", "--config", cfgPath, "--bin-dir", binDir); r.code != 0 {
+		t.Fatalf("lab down of %s exited %d:\n%s", name, r.code, r.stderr)
+	}
+	r := c.inNode(t, name, kubebootBin, "reset", "--config", cfgPath)
+	if r.code != 0 || !strings.Contains(r.stderr, "left /etc/cni/net.d") {
+		t.Fatalf("reset of %s exited %d:\n%s", name, r.code, r.stderr)
+	}
+	for _, gone := range []string{w.KubeconfigPath(config.KubeconfigKubelet), w.Kubelet.ConfigFile, w.CAPath()} {
+		if _, err := os.Lstat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after reset: %v", gone, err)
+		}
+	}
+	c.kubectl(t, "delete", "node", name)
+	r = c.inNode(t, name, kubebootBin, "lab", "up", "--config", cfgPath, "--bin-dir", binDir)
+	if r.code != 0 {
+		t.Fatalf("lab up of %s after reset exited %d:\n%s", name, r.code, r.stderr)
+	}
+	t.Logf("TIMING: lab up (join) of %s after reset: %s", name, r.took.Round(time.Millisecond))
+	c.readyNodes(t, 3)
+	if after := readFile(t, clientCert); bytes.Equal(before, after) {
+		t.Errorf("%s holds the same client certificate after reset and a new join", name)
+	}
 }
 
 // hasCondition says whether the CSR has the condition with the reason.
