@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -64,11 +65,47 @@ func beforeRestoreDir(c *config.ClusterConfiguration) string {
 // EtcdRestore is `kubeboot etcd restore --snapshot FILE`: it brings this
 // control-plane node's cluster back from a snapshot, as a new one-member
 // etcd cluster, and waits until the control plane is healthy. See
-// restoreEtcd.
-func EtcdRestore(snapshot string) phases.Operation[*phases.Node] {
+// restoreEtcd; force restores even while other members answer.
+func EtcdRestore(snapshot string, force bool) phases.Operation[*phases.Node] {
 	return phases.Operation[*phases.Node]{Name: "etcd-restore", Run: func(ctx context.Context, s *phases.Node) error {
+		if !force {
+			if err := checkOthersStopped(ctx, s); err != nil {
+				return err
+			}
+		}
 		return restoreEtcd(ctx, s, snapshot)
 	}}
+}
+
+// checkOthersStopped refuses a restore while another member of the node's
+// etcd cluster answers: the restored member founds a new cluster of one,
+// and the others would go on serving the old data to whoever reaches their
+// API servers. It asks this node's member, and the members its membership
+// names, for the member list; when none answers, none runs.
+func checkOthersStopped(ctx context.Context, s *phases.Node) error {
+	c := s.Config
+	if c.Etcd.Local == nil {
+		return nil
+	}
+	if j, err := readRestoreJournal(s); err != nil || j != nil {
+		return err // a restore under way stopped this node's member itself
+	}
+	endpoints := append([]string{etcd.ClientURL(c)}, etcd.ClientURLsOf(s.Membership.InitialCluster)...)
+	cli, err := etcd.New(ctx, endpoints, etcd.LocalTLS(c, s.Files.HostPath))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	list, err := etcd.ListMembers(ctx, cli)
+	if err != nil {
+		s.Report.Infof("no etcd member answers (%v): none serves the old data", err)
+		return nil
+	}
+	if others := etcd.Answering(list, c.Node.Name); len(others) > 0 {
+		return &exit.UsageError{Msg: fmt.Sprintf("etcd members %s still answer: the restore makes this node's member a new cluster of one, and they would go on serving the old data; "+
+			"stop their control planes first (`kubeboot reset --force` on their nodes, which rejoin afterwards), or pass --force", strings.Join(others, ", "))}
+	}
+	return nil
 }
 
 // restoreEtcd verifies the snapshot and refuses a corrupt one before

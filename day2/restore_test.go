@@ -74,7 +74,7 @@ func TestRestoreRefusesACorruptSnapshot(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "truncated.db")
 	must(t, os.WriteFile(bad, data[:len(data)/2], 0o600))
 	before := phasestest.Snapshot(t, s.Files.HostPath("/"))
-	_, err = EtcdRestore(bad).Execute(context.Background(), s)
+	_, err = EtcdRestore(bad, true).Execute(context.Background(), s)
 	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("restore of a truncated snapshot: %v (exit %d)", err, exit.Code(err))
 	}
@@ -119,7 +119,7 @@ func TestRestoreResumesAfterACrash(t *testing.T) {
 	must(t, s.Files.Rename(c.Etcd.Local.DataDir, beforeRestoreDir(c)))
 
 	other := snapshotOfRealEtcd(t)
-	if _, err := EtcdRestore(other).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "was interrupted") {
+	if _, err := EtcdRestore(other, true).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "was interrupted") {
 		t.Fatalf("a restore of another snapshot over an interrupted one: %v", err)
 	}
 
@@ -128,7 +128,7 @@ func TestRestoreResumesAfterACrash(t *testing.T) {
 	timeouts.Timeouts.ControlPlane.Duration = time.Second
 	rerun, err := phases.NewNode(s.Run, &timeouts)
 	must(t, err)
-	_, err = EtcdRestore(snapshot).Execute(context.Background(), rerun)
+	_, err = EtcdRestore(snapshot, true).Execute(context.Background(), rerun)
 	if err == nil || !strings.Contains(err.Error(), beforeRestoreDir(c)) {
 		t.Fatalf("the resumed restore: %v", err)
 	}
@@ -179,7 +179,7 @@ func TestRestoreRefusesWhatItCannotSwap(t *testing.T) {
 	s := initialisedWith(t, func(c *config.ClusterConfiguration) {
 		c.Etcd.Local.ExtraArgs = []config.Arg{{Name: "wal-dir", Value: "/var/lib/etcd-wal"}}
 	})
-	if _, err := EtcdRestore(snapshot).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "wal-dir") {
+	if _, err := EtcdRestore(snapshot, true).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "wal-dir") {
 		t.Errorf("a restore with --wal-dir: %v", err)
 	}
 
@@ -190,7 +190,7 @@ func TestRestoreRefusesWhatItCannotSwap(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Dir(data), 0o755))
 	must(t, os.RemoveAll(data))
 	must(t, os.Symlink(target, data))
-	if _, err := EtcdRestore(snapshot).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "symlink or a mount point") {
+	if _, err := EtcdRestore(snapshot, true).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "symlink or a mount point") {
 		t.Errorf("a restore into a symlinked data dir: %v", err)
 	}
 	if _, err := os.Stat(s.Files.HostPath(s.Config.ManifestPath(config.NameEtcd))); err != nil {

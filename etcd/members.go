@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 )
 
@@ -317,4 +320,33 @@ func orEmpty(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// Answering names the members of list other than the one called self
+// that answered their status request: those that would go on serving the
+// cluster's data beside a member restored from a snapshot.
+func Answering(list MemberList, self string) []string {
+	var names []string
+	for _, m := range list.Members {
+		if m.Healthy && m.Name != self {
+			names = append(names, cmp.Or(m.Name, m.ID.String()))
+		}
+	}
+	return names
+}
+
+// ClientURLsOf are the client URLs of the members an --initial-cluster
+// (name=peerURL,...) names, each at its peer URL's host on kubeboot's etcd
+// client port.
+func ClientURLsOf(initialCluster string) []string {
+	var urls []string
+	for _, member := range strings.Split(initialCluster, ",") {
+		_, peer, ok := strings.Cut(member, "=")
+		u, err := url.Parse(peer)
+		if !ok || err != nil || u.Hostname() == "" {
+			continue
+		}
+		urls = append(urls, "https://"+net.JoinHostPort(u.Hostname(), strconv.Itoa(config.PortEtcdClient)))
+	}
+	return urls
 }

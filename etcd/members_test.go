@@ -236,3 +236,18 @@ func TestMemberStatusesLeader(t *testing.T) {
 
 // errSample is a status request's failure.
 var errSample = errors.New("no status answer")
+
+// TestAnsweringAndClientURLsOf: the members other than self that answer,
+// by name (or ID), and the client URLs of an --initial-cluster's members.
+func TestAnsweringAndClientURLsOf(t *testing.T) {
+	list := MemberList{Members: []MemberStatus{
+		{Name: "cp1", Healthy: true}, {Name: "cp2", Healthy: true}, {Name: "cp3"}, {ID: 0xab, Healthy: true},
+	}}
+	if got := strings.Join(Answering(list, "cp1"), ","); got != "cp2,ab" {
+		t.Errorf("Answering = %q, want cp2,ab", got)
+	}
+	got := ClientURLsOf("cp1=https://10.0.0.11:2380,cp2=https://[fd00::12]:2380,broken")
+	if strings.Join(got, ",") != "https://10.0.0.11:2379,https://[fd00::12]:2379" {
+		t.Errorf("ClientURLsOf = %v", got)
+	}
+}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,6 +211,22 @@ func TestHAControlPlane(t *testing.T) {
 		}
 		if !slices.Equal(names, []string{nodes[0].name, nodes[1].name, nodes[2].name}) || len(leaders) != 1 || len(list.Alarms) != 0 {
 			t.Errorf("members %v, leaders %v, alarms %v; want the three nodes, one leader, no alarm", names, leaders, list.Alarms)
+		}
+	})
+
+	t.Run("a restore is refused while the other members answer", func(t *testing.T) {
+		r := first.kubeboot(t, "etcd", "snapshot", "save", "--config", first.config, "-o", "json")
+		_, res, err := parseJSONOutput(r.stdout)
+		if r.code != 0 || err != nil || res.Snapshot == nil {
+			t.Fatalf("etcd snapshot save: exit %d, %v: %s", r.code, err, r.stderr)
+		}
+		pids := first.componentPids()
+		r = first.kubeboot(t, "etcd", "restore", "--snapshot", res.Snapshot.Path, "--config", first.config)
+		if r.code != 2 || !strings.Contains(r.stderr, nodes[1].name) || !strings.Contains(r.stderr, "still answer") {
+			t.Errorf("restore beside two running members: exit %d: %s", r.code, r.stderr)
+		}
+		if now := first.componentPids(); !maps.Equal(pids, now) {
+			t.Errorf("the refused restore changed node 1's control plane: pids %v, then %v", pids, now)
 		}
 	})
 

@@ -17,6 +17,8 @@ type restoreOptions struct {
 	output     outputFormat
 	// snapshot is --snapshot, made absolute.
 	snapshot string
+	// force is --force: restore while other members answer.
+	force bool
 }
 
 // spec loads the node's configuration, which must run a local etcd member.
@@ -38,7 +40,7 @@ func newEtcdRestoreCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			"(a new cluster ID; the revision moves on, so the API server's watchers relist), swaps the two by renames, starts the\n" +
 			"control plane again and waits until it is healthy; only then does the old data dir go. A restore killed at any point\n" +
 			"leaves the old data dir or the complete new one: run the same command again to finish it.\n\n" +
-			"Stop the other control-plane nodes first. Afterwards they rejoin with `kubeboot reset --force` and\n" +
+			"It refuses while other etcd members answer (--force restores anyway): stop their control planes first. Afterwards they rejoin with `kubeboot reset --force` and\n" +
 			"`kubeboot join --control-plane`; workers keep running and need nothing: the CAs and tokens are the same.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,12 +51,13 @@ func newEtcdRestoreCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				}
 				opts.snapshot = abs
 			}
-			restore := day2.EtcdRestore(opts.snapshot)
+			restore := day2.EtcdRestore(opts.snapshot, opts.force)
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(restore.Execute))
 		},
 	}
 	addConfigFlag(cmd.Flags(), &opts.configPath)
 	addOutputFlag(cmd.Flags(), &opts.output)
 	cmd.Flags().StringVar(&opts.snapshot, "snapshot", "", "the snapshot file to restore, as `kubeboot etcd snapshot save` writes it")
+	cmd.Flags().BoolVar(&opts.force, "force", false, "restore even while other etcd members answer (they would go on serving the old data)")
 	return cmd
 }
