@@ -164,28 +164,7 @@ func newLabCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if opts.configPath == "" {
 				return &exit.UsageError{Msg: "lab up needs --config (one node, like examples/lab.yaml) or --cluster (a lab description, like examples/cluster.yaml)"}
 			}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
-				// Before the role reads the node's facts (its etcd
-				// membership), which an earlier lab's files would give.
-				if err := removeEarlierLab(ctx, r, run, opts.binDir); err != nil {
-					return nil, err
-				}
-				role, err := labRoleOf(r, run, found)
-				switch {
-				case err != nil:
-					return nil, err
-				case opts.kubeadmJoin != "" && r.worker == nil:
-					return nil, &exit.UsageError{Msg: "--kubeadm-join joins a worker: --config must be a WorkerConfiguration"}
-				case opts.kubeadmJoin != "":
-					role = kubeadmRole(run, r.worker, opts.binDir, opts.kubeadmJoin)
-				case opts.kubeadmInit != "" && (r.worker != nil || r.join != nil):
-					return nil, &exit.UsageError{Msg: "--kubeadm-init inits a cluster: --config must be a ClusterConfiguration, without --control-plane"}
-				case opts.kubeadmInit != "":
-					role = kubeadmInitRole(run, r.config, opts.binDir, opts.kubeadmInit)
-				}
-				role.startAfter = opts.startAfter
-				return labUp(ctx, r, run, opts.binDir, role)
-			})
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, opts.up)
 		},
 	}
 	addOutputFlag(up.Flags(), &opts.output)
@@ -244,6 +223,31 @@ func newLabCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	supervise.Flags().IntVar(&files, "files", 0, "how many inherited files, from fd 3 on, to pass on to the daemon")
 	cmd.AddCommand(up, down, supervise)
 	return cmd
+}
+
+// up is lab up's steps: the node's role (init, join --control-plane, a
+// worker's join, or the real kubeadm's), brought up by labUp.
+func (o *labOptions) up(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+	// Before the role reads the node's facts (its etcd
+	// membership), which an earlier lab's files would give.
+	if err := removeEarlierLab(ctx, r, run, o.binDir); err != nil {
+		return nil, err
+	}
+	role, err := labRoleOf(r, run, found)
+	switch {
+	case err != nil:
+		return nil, err
+	case o.kubeadmJoin != "" && r.worker == nil:
+		return nil, &exit.UsageError{Msg: "--kubeadm-join joins a worker: --config must be a WorkerConfiguration"}
+	case o.kubeadmJoin != "":
+		role = kubeadmRole(run, r.worker, o.binDir, o.kubeadmJoin)
+	case o.kubeadmInit != "" && (r.worker != nil || r.join != nil):
+		return nil, &exit.UsageError{Msg: "--kubeadm-init inits a cluster: --config must be a ClusterConfiguration, without --control-plane"}
+	case o.kubeadmInit != "":
+		role = kubeadmInitRole(run, r.config, o.binDir, o.kubeadmInit)
+	}
+	role.startAfter = o.startAfter
+	return labUp(ctx, r, run, o.binDir, role)
 }
 
 // clusterUp runs `lab up --cluster`: a usage error for a bad description,
