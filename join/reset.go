@@ -3,13 +3,17 @@ package join
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -26,14 +30,21 @@ var kubeletCertFiles = []string{"kubelet-client-*.pem", "kubelet-server-*.pem", 
 
 // WorkerReset is `kubeboot reset` on a worker: it undoes the worker's join.
 // It stops kubelet.service and removes kubeboot's drop-in (see
-// phases.StopKubelet), then the files the join wrote or the kubelet wrote
-// for it: kubelet.conf, bootstrap-kubelet.conf, the kubelet's
-// configuration, the cluster CA and the kubelet's certificates and keys.
-// Nothing else is touched, and it says what it left: the CNI plugin's
-// state, the runtime's pods and the rest of the kubelet's directory.
-var WorkerReset = phases.Operation[*WorkerNode]{Name: "reset", Run: resetWorker}
+// phases.StopKubelet); with deleteNode, it deletes the node's Node object
+// through the run's API client, once the kubelet that would register it
+// again has stopped; then it removes the files the join wrote or the
+// kubelet wrote for it: kubelet.conf, bootstrap-kubelet.conf, the
+// kubelet's configuration, the cluster CA and the kubelet's certificates
+// and keys. Nothing else is touched, and it says what it left: the CNI
+// plugin's state, the runtime's pods and the rest of the kubelet's
+// directory.
+func WorkerReset(deleteNode bool) phases.Operation[*WorkerNode] {
+	return phases.Operation[*WorkerNode]{Name: "reset", Run: func(ctx context.Context, s *WorkerNode) error {
+		return resetWorker(ctx, s, deleteNode)
+	}}
+}
 
-func resetWorker(ctx context.Context, s *WorkerNode) error {
+func resetWorker(ctx context.Context, s *WorkerNode, deleteNode bool) error {
 	w := s.Config
 	// kubelet.conf names the client certificate, and so the cert dir;
 	// read it before it goes.
@@ -45,6 +56,11 @@ func resetWorker(ctx context.Context, s *WorkerNode) error {
 	}
 	if dropIn != "" && !s.Options.DryRun {
 		s.Report.Infof("removed %s", dropIn)
+	}
+	if deleteNode {
+		if err := deleteNodeObject(ctx, s); err != nil {
+			return err
+		}
 	}
 	paths := []string{
 		w.KubeconfigPath(config.KubeconfigKubelet),
@@ -77,9 +93,34 @@ func resetWorker(ctx context.Context, s *WorkerNode) error {
 		"/etc/cni/net.d and /var/lib/cni: the CNI plugin's configuration and state, its own",
 		"the container runtime's pods and containers: `crictl rmp --all --force` removes them",
 		"the rest of the kubelet's directory, " + filepath.Dir(certDir) + ": the kubelet's own state",
-		"the Node object: `kubectl delete node " + w.Node.Name + "` on a control-plane node removes it",
 	} {
 		s.Report.Infof("left %s", left)
+	}
+	if !deleteNode {
+		s.Report.Infof("left the Node object: `kubectl delete node %s`, or --delete-node, removes it", w.Node.Name)
+	}
+	return nil
+}
+
+// deleteNodeObject deletes the worker's Node through the run's API client;
+// a Node that is gone already is no error. A dry run deletes nothing.
+func deleteNodeObject(ctx context.Context, s *WorkerNode) error {
+	name := s.Config.Node.Name
+	if s.API == nil {
+		return &exit.UsageError{Msg: "--delete-node needs --kubeconfig: a kubeconfig allowed to delete Nodes, such as a control-plane node's admin.conf"}
+	}
+	if s.Options.DryRun {
+		s.Report.Infof("would delete Node %s", name)
+		return nil
+	}
+	err := s.API.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		s.Report.Infof("Node %s is not in the cluster", name)
+	case err != nil:
+		return fmt.Errorf("delete Node %s: %w", name, err)
+	default:
+		s.Report.Infof("deleted Node %s", name)
 	}
 	return nil
 }

@@ -8,8 +8,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
@@ -42,13 +45,13 @@ func TestWorkerReset(t *testing.T) {
 	dry := NewWorkerNode(&phases.Run{Files: &files.DryRunWriter{Root: n.host("/"), Report: n.s.Report, Stdout: io.Discard}, Report: n.s.Report,
 		Options: phases.Options{DryRun: true}, System: sys}, n.w)
 	before := phasestest.Snapshot(t, n.host("/"))
-	_, err = WorkerReset.Execute(context.Background(), dry)
+	_, err = WorkerReset(false).Execute(context.Background(), dry)
 	must(t, err)
 	if after := phasestest.Snapshot(t, n.host("/")); !cmp.Equal(before, after) || len(*calls) > 0 {
 		t.Fatalf("a dry run ran systemctl %v or changed files: %s", *calls, cmp.Diff(before, after))
 	}
 
-	_, err = WorkerReset.Execute(context.Background(), n.s)
+	_, err = WorkerReset(false).Execute(context.Background(), n.s)
 	must(t, err)
 	if diff := cmp.Diff([]string{"is-active kubelet", "stop kubelet", "daemon-reload"}, *calls); diff != "" {
 		t.Errorf("systemctl calls (-want +got):\n%s", diff)
@@ -65,7 +68,7 @@ func TestWorkerReset(t *testing.T) {
 			t.Errorf("reset removed %s, not kubeboot's: %v", kept, err)
 		}
 	}
-	if out := n.out.String(); !strings.Contains(out, "left /etc/cni/net.d") || !strings.Contains(out, "kubectl delete node worker1") {
+	if out := n.out.String(); !strings.Contains(out, "left /etc/cni/net.d") || !strings.Contains(out, "left the Node object: `kubectl delete node worker1`") {
 		t.Errorf("reset does not say what it left:\n%s", out)
 	}
 
@@ -73,7 +76,7 @@ func TestWorkerReset(t *testing.T) {
 	state, *calls = "inactive", nil
 	mustWrite(t, n.host(phases.SystemdDropIn), []byte("# the operator's own\n[Service]\n"), 0o644)
 	before = phasestest.Snapshot(t, n.host("/"))
-	_, err = WorkerReset.Execute(context.Background(), n.s)
+	_, err = WorkerReset(false).Execute(context.Background(), n.s)
 	must(t, err)
 	if after := phasestest.Snapshot(t, n.host("/")); !cmp.Equal(before, after) {
 		t.Errorf("a re-run changed files: %s", cmp.Diff(before, after))
@@ -83,5 +86,33 @@ func TestWorkerReset(t *testing.T) {
 	}
 	if !strings.Contains(n.out.String(), "left "+phases.SystemdDropIn+": kubeboot did not write it") {
 		t.Errorf("a foreign drop-in is not reported:\n%s", n.out)
+	}
+}
+
+// TestWorkerResetDeletesTheNode: with deleteNode, reset deletes the
+// worker's Node through the run's client (one that is gone is no error),
+// and refuses without a client, before removing any file.
+func TestWorkerResetDeletesTheNode(t *testing.T) {
+	n := newWorker(t, nodeObject(true))
+	_, err := WorkerReset(true).Execute(context.Background(), n.s)
+	must(t, err)
+	if _, err := n.client.CoreV1().Nodes().Get(context.Background(), "worker1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Node worker1 after reset --delete-node: %v", err)
+	}
+	if !strings.Contains(n.out.String(), "deleted Node worker1") {
+		t.Errorf("output:\n%s", n.out)
+	}
+	_, err = WorkerReset(true).Execute(context.Background(), n.s)
+	must(t, err)
+
+	n = newWorker(t, kubeletConfigMap(t))
+	must(t, runPhases(t, n, WorkerPrepare...))
+	n.s.API = nil
+	_, err = WorkerReset(true).Execute(context.Background(), n.s)
+	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "--delete-node needs --kubeconfig") {
+		t.Errorf("reset --delete-node without a client: %v", err)
+	}
+	if _, err := os.Stat(n.host(n.w.Kubelet.ConfigFile)); err != nil {
+		t.Errorf("a refused reset removed the kubelet's configuration: %v", err)
 	}
 }

@@ -130,9 +130,9 @@ func TestAddWorkers(t *testing.T) {
 }
 
 // checkResetWorker: after lab down stops the worker's kubelet and
-// containerd, kubeboot reset removes what its join wrote (kubelet.conf,
-// the kubelet's configuration, the cluster CA); with its Node deleted, the
-// worker joins again, is Ready, and holds a new client certificate.
+// containerd, kubeboot reset --delete-node removes what its join wrote
+// (kubelet.conf, the kubelet's configuration, the cluster CA) and its Node;
+// the worker joins again, is Ready, and holds a new client certificate.
 func checkResetWorker(t *testing.T, c *labCluster, name string) {
 	cl, err := lab.LoadCluster(c.desc)
 	if err != nil {
@@ -149,16 +149,18 @@ func checkResetWorker(t *testing.T, c *labCluster, name string) {
 	if r := c.inNode(t, name, kubebootBin, "lab", "down", "--config", cfgPath, "--bin-dir", binDir); r.code != 0 {
 		t.Fatalf("lab down of %s exited %d:\n%s", name, r.code, r.stderr)
 	}
-	r := c.inNode(t, name, kubebootBin, "reset", "--config", cfgPath)
-	if r.code != 0 || !strings.Contains(r.stderr, "left /etc/cni/net.d") {
-		t.Fatalf("reset of %s exited %d:\n%s", name, r.code, r.stderr)
+	r := runCommand(t, kubebootBin, "reset", "--config", cfgPath, "--delete-node", "--kubeconfig", c.kubeconfig)
+	if r.code != 0 || !strings.Contains(r.stderr, "left /etc/cni/net.d") || !strings.Contains(r.stderr, "deleted Node "+name) {
+		t.Fatalf("reset --delete-node of %s exited %d:\n%s", name, r.code, r.stderr)
 	}
 	for _, gone := range []string{w.KubeconfigPath(config.KubeconfigKubelet), w.Kubelet.ConfigFile, w.CAPath()} {
 		if _, err := os.Lstat(gone); !os.IsNotExist(err) {
 			t.Errorf("%s is still there after reset: %v", gone, err)
 		}
 	}
-	c.kubectl(t, "delete", "node", name)
+	if _, err := c.kubectlErr(t, "get", "node", name); err == nil || !strings.Contains(err.Error(), "NotFound") {
+		t.Errorf("Node %s after reset --delete-node: %v", name, err)
+	}
 	r = c.inNode(t, name, kubebootBin, "lab", "up", "--config", cfgPath, "--bin-dir", binDir)
 	if r.code != 0 {
 		t.Fatalf("lab up of %s after reset exited %d:\n%s", name, r.code, r.stderr)

@@ -118,6 +118,28 @@ func TestInvalidConfigWritesNothing(t *testing.T) {
 	}
 }
 
+// TestResetDeleteNodeIsAWorkers: --delete-node resets a worker; on a
+// control-plane node it is refused before anything changes, and a
+// --kubeconfig that is no kubeconfig is refused too.
+func TestResetDeleteNodeIsAWorkers(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	cluster := writeFile(t, dir, "cluster.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n")
+	code, _, stderr := runCLI(t, "reset", "--root", root, "--force", "--delete-node", "--config", cluster)
+	if code != 2 || !strings.Contains(stderr, "--delete-node resets a worker") {
+		t.Errorf("reset --delete-node on a control-plane node: exit %d, %s", code, stderr)
+	}
+	worker := writeFile(t, dir, "worker.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\nnode: {name: w1}\n")
+	notKubeconfig := writeFile(t, dir, "admin.conf", "just: text\n")
+	code, _, stderr = runCLI(t, "reset", "--root", root, "--delete-node", "--kubeconfig", notKubeconfig, "--config", worker)
+	if code != 2 || !strings.Contains(stderr, "--kubeconfig "+notKubeconfig) {
+		t.Errorf("reset --delete-node with a file that is no kubeconfig: exit %d, %s", code, stderr)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("a refused reset created %s", root)
+	}
+}
+
 // TestCommandsRefuseAKindTheyCannotUse: each command loads its --config
 // once and refuses, as a usage error (exit 2), a kind it cannot use,
 // naming the file, its kind, the command that takes it and what this

@@ -10,9 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/day2"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -26,6 +29,12 @@ type resetOptions struct {
 	dryRun     bool
 	force      bool
 	keepPKI    bool
+	// deleteNode is --delete-node, and kubeconfig --kubeconfig, the
+	// credential it deletes the worker's Node with.
+	deleteNode bool
+	kubeconfig string
+	// nodeClient is the client of --kubeconfig, which spec builds.
+	nodeClient kubernetes.Interface
 }
 
 // spec loads the node's configuration, whichever kind: a joined node and a
@@ -39,6 +48,18 @@ func (o *resetOptions) spec() (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
+	if o.deleteNode && doc.Worker == nil {
+		return runSpec{}, &exit.UsageError{Msg: "--delete-node resets a worker (--config of its WorkerConfiguration); remove a control-plane node's Node with kubectl once its reset is done"}
+	}
+	if o.deleteNode && o.kubeconfig != "" {
+		kubeconfig, err := inputfile.ReadYAML(o.kubeconfig, inputfile.ConfigLimit, inputfile.ConfigNodes)
+		if err != nil {
+			return runSpec{}, &exit.UsageError{Msg: "--kubeconfig: " + err.Error()}
+		}
+		if o.nodeClient, err = phases.NewClient(kubeconfig, ""); err != nil {
+			return runSpec{}, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", o.kubeconfig, err)}
+		}
+	}
 	return runSpec{config: doc.ControlPlane(), worker: doc.Worker, root: root, dryRun: o.dryRun,
 		options: phases.Options{Offline: root != "", DryRun: o.dryRun}}, nil
 }
@@ -48,7 +69,10 @@ func (o *resetOptions) spec() (runSpec, error) {
 func (o *resetOptions) steps(reset day2.ResetOptions) steps {
 	return func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
 		if r.worker != nil {
-			return onWorker(join.WorkerReset.Execute)(ctx, r, run, found)
+			if o.nodeClient != nil {
+				run.API = o.nodeClient
+			}
+			return onWorker(join.WorkerReset(o.deleteNode).Execute)(ctx, r, run, found)
 		}
 		return onNode(day2.Reset(reset).Execute)(ctx, r, run, found)
 	}
@@ -79,6 +103,8 @@ func newResetCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addOutputFlag(flags, &opts.output)
 	flags.BoolVar(&opts.force, "force", false, "remove the etcd data dir without asking, and leave the etcd cluster even when the remaining members would lose their quorum")
 	flags.BoolVar(&opts.keepPKI, "keep-pki", false, "keep the certificates, keys and encryption configuration")
+	flags.BoolVar(&opts.deleteNode, "delete-node", false, "on a worker, also delete its Node object, through --kubeconfig")
+	flags.StringVar(&opts.kubeconfig, "kubeconfig", "", "with --delete-node: a kubeconfig allowed to delete Nodes, such as a control-plane node's admin.conf")
 	return cmd
 }
 
