@@ -48,7 +48,7 @@ type resetResult struct {
 func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetResult, error) {
 	c := s.Config
 	var res resetResult
-	if err := CheckNoRestore(s); err != nil {
+	if err := phases.CheckNoRestore(s); err != nil {
 		return res, err
 	}
 	if err := checkEtcdDataDir(s); err != nil {
@@ -65,34 +65,21 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 			return res, err
 		}
 	}
-	listeners, err := phases.PlannedListeners(s)
-	if err != nil {
-		return res, err
-	}
 	rm := func(path string, all bool) error { return resetRemove(s, &res, path, all) }
-
-	// In reverse start order: the API server stops while its storage still
-	// answers, so it shuts down at once instead of at the kubelet's SIGKILL.
-	// The CSR approver's manifest goes even when the configuration turns
-	// the approver off, since an earlier run may have written it.
-	for _, group := range [][]string{{config.NameCSRApprover, config.NameScheduler, config.NameControllerManager, config.NameAPIServer}, {config.NameEtcd}} {
-		group = slices.DeleteFunc(group, func(name string) bool {
-			return name != config.NameCSRApprover && !slices.Contains(phases.Components(c), name)
-		})
-		st := stoppingNow(s, slices.DeleteFunc(slices.Clone(listeners), func(l phases.Listener) bool { return !slices.Contains(group, l.Component) }))
-		for _, name := range group {
-			if err := rm(c.ManifestPath(name), false); err != nil {
-				return res, err
-			}
-		}
-		if !s.Options.DryRun && !s.Options.Offline && len(group) > 0 {
-			if err := waitStopped(ctx, s.Run, st, c.Timeouts.ControlPlane.Duration); err != nil {
-				return res, err
-			}
-		}
+	if err := stopStaticPods(ctx, s, rm); err != nil {
+		return res, err
 	}
 	if err := removeLeftovers(s, &res, c.Paths.ManifestsDir); err != nil {
 		return res, err
+	}
+	// The static pods are gone: the kubelet, which stopped them, goes too.
+	host, port := phases.KubeletAddress(c.Kubelet.ExtraConfig)
+	dropIn, err := phases.StopKubelet(ctx, s.Run, host, port)
+	if err != nil {
+		return res, err
+	}
+	if dropIn != "" {
+		res.Removed = append(res.Removed, dropIn)
 	}
 
 	var files []string
@@ -133,10 +120,41 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 		}
 	}
 	res.Left = append(res.Left,
-		"the kubelet: its process, its own state and the manifest dir "+c.Paths.ManifestsDir+" stay; stop it with your service manager",
+		"the kubelet's own state and the manifest dir "+c.Paths.ManifestsDir+"; a kubelet that kubelet.service does not run stays running",
 		"CNI configuration (/etc/cni/net.d), iptables and IPVS rules: kubeboot does not own them",
 		"the audit logs in "+c.Security.Audit.LogDir)
 	return res, nil
+}
+
+// stopStaticPods removes the static pods' manifests with rm, in reverse
+// start order, each group once the kubelet has stopped the one before: the
+// API server stops while its storage still answers, so it shuts down at
+// once instead of at the kubelet's SIGKILL. The CSR approver's manifest
+// goes even when the configuration turns the approver off, since an
+// earlier run may have written it.
+func stopStaticPods(ctx context.Context, s *phases.Node, rm func(path string, all bool) error) error {
+	c := s.Config
+	listeners, err := phases.PlannedListeners(s)
+	if err != nil {
+		return err
+	}
+	for _, group := range [][]string{{config.NameCSRApprover, config.NameScheduler, config.NameControllerManager, config.NameAPIServer}, {config.NameEtcd}} {
+		group = slices.DeleteFunc(group, func(name string) bool {
+			return name != config.NameCSRApprover && !slices.Contains(phases.Components(c), name)
+		})
+		st := stoppingNow(s, slices.DeleteFunc(slices.Clone(listeners), func(l phases.Listener) bool { return !slices.Contains(group, l.Component) }))
+		for _, name := range group {
+			if err := rm(c.ManifestPath(name), false); err != nil {
+				return err
+			}
+		}
+		if !s.Options.DryRun && !s.Options.Offline && len(group) > 0 {
+			if err := waitStopped(ctx, s.Run, st, c.Timeouts.ControlPlane.Duration); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // confirmEtcdData refuses to go on, before anything is removed, when the
@@ -154,7 +172,7 @@ func confirmEtcdData(s *phases.Node, opts ResetOptions) error {
 	if opts.Confirm != nil && opts.Confirm(fmt.Sprintf("remove the etcd data dir %s, and with it the cluster's state?", dir)) {
 		return nil
 	}
-	return fmt.Errorf("reset would remove the etcd data dir %s, which holds the cluster's state: re-run with --force to remove it (back it up first with `etcdctl snapshot save`)", dir)
+	return fmt.Errorf("reset would remove the etcd data dir %s, which holds the cluster's state: re-run with --force to remove it (back it up first with `kubeboot etcd snapshot save`)", dir)
 }
 
 // checkEtcdDataDir refuses to remove an etcd data dir that is not
@@ -256,7 +274,7 @@ func ownedDirs(c *config.ClusterConfiguration) []ownedDir {
 	}
 	own := filepath.Join(c.Paths.KubeconfigDir, "kubeboot")
 	staged := ownedDir{dir: filepath.Join(own, "staged")}
-	backups := ownedDir{dir: backupsDir(c), files: []string{journalPath(c)}, patterns: []string{"etcd-snapshot-*.db"}}
+	backups := ownedDir{dir: phases.BackupsDir(c), files: []string{journalPath(c)}, patterns: []string{"etcd-snapshot-*.db"}}
 	for _, name := range config.StaticPodNames {
 		staged.files = append(staged.files, filepath.Join(staged.dir, name+".yaml"))
 		backups.files = append(backups.files, filepath.Join(backups.dir, name+".yaml"), filepath.Join(backups.dir, name+".before-upgrade.yaml"))

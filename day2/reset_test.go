@@ -23,6 +23,7 @@ import (
 	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
 // regularFiles lists the regular files under the node's root.
@@ -383,5 +384,34 @@ func TestResetLeavesTheNodeLockToItsHolder(t *testing.T) {
 		if strings.Contains(left, "lock") {
 			t.Errorf("reset lists the node lock as left: %q", left)
 		}
+	}
+}
+
+// TestResetStopsTheKubelet: once the static pods have stopped, reset on a
+// control-plane node stops kubelet.service and removes kubeboot's drop-in
+// (then reloads systemd), as a worker's reset does.
+func TestResetStopsTheKubelet(t *testing.T) {
+	s := initialisedWith(t, func(c *config.ClusterConfiguration) {
+		c.Node.AdvertiseAddress = "127.0.0.94" // where no test listens
+		c.Timeouts.ControlPlane.Duration = 5 * time.Second
+	})
+	s.Options.Offline = false
+	must(t, os.MkdirAll(s.Files.HostPath(phases.SystemdRunDir), 0o755))
+	unit, err := phases.ControlPlaneKubelet(s)
+	must(t, err)
+	must(t, s.Files.WriteFile(phases.SystemdDropIn, unit.DropIn("/usr/bin/kubelet"), 0o644))
+	state := "active"
+	sys, calls := phasestest.FakeSystemd(&state)
+	s.System = sys
+	res, err := resetNode(context.Background(), s, ResetOptions{Force: true})
+	must(t, err)
+	if got := strings.Join(*calls, ","); got != "is-active kubelet,stop kubelet,daemon-reload" {
+		t.Errorf("systemctl calls %q", got)
+	}
+	if !slices.Contains(res.Removed, phases.SystemdDropIn) {
+		t.Errorf("removed %v, not the drop-in", res.Removed)
+	}
+	if _, err := os.Stat(s.Files.HostPath(phases.SystemdDropIn)); !os.IsNotExist(err) {
+		t.Errorf("the drop-in is still there: %v", err)
 	}
 }

@@ -20,12 +20,6 @@ import (
 	"github.com/kubeboot/kubeboot/templates"
 )
 
-// backupsDir holds copies of manifests while they are out of the
-// manifest dir; it is outside that dir, so the kubelet never runs them.
-func backupsDir(c *config.ClusterConfiguration) string {
-	return filepath.Join(c.Paths.KubeconfigDir, "kubeboot", "backups")
-}
-
 // restartComponents restarts the named components one at a time, in start
 // order (etcd, kube-apiserver, kube-controller-manager, kube-scheduler),
 // and returns once each is healthy again as a new instance.
@@ -47,7 +41,7 @@ func restartComponents(ctx context.Context, s *phases.Node, names []string) erro
 	if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
 		return fmt.Errorf("an upgrade was interrupted (%s): run `kubeboot upgrade apply` again to finish it before restarting components", journalPath(s.Config))
 	}
-	if err := CheckNoRestore(s); err != nil {
+	if err := phases.CheckNoRestore(s); err != nil {
 		return err
 	}
 	pods, missing, err := phases.ManifestPods(s)
@@ -126,8 +120,8 @@ func restartOne(ctx context.Context, s *phases.Node, t health.Target, listeners 
 
 // backupManifest copies a manifest into the backups dir and returns the copy's path.
 func backupManifest(s *phases.Node, component string, data []byte) (string, error) {
-	backup := filepath.Join(backupsDir(s.Config), component+".yaml")
-	if err := s.Files.MkdirAll(backupsDir(s.Config), phases.ManifestDirMode); err != nil {
+	backup := filepath.Join(phases.BackupsDir(s.Config), component+".yaml")
+	if err := s.Files.MkdirAll(phases.BackupsDir(s.Config), phases.ManifestDirMode); err != nil {
 		return "", err
 	}
 	return backup, s.Files.WriteFile(backup, data, phases.ManifestMode)

@@ -59,7 +59,7 @@ func TestRestartOne(t *testing.T) {
 			if starts := k.started(); starts != 2 {
 				t.Errorf("the component started %d times, want 2 (before and after the restart)", starts)
 			}
-			_, err = os.Stat(s.Files.HostPath(backupsDir(s.Config) + "/kube-scheduler.yaml"))
+			_, err = os.Stat(s.Files.HostPath(phases.BackupsDir(s.Config) + "/kube-scheduler.yaml"))
 			if backupKept := err == nil; backupKept != (tt.wantErr != "") {
 				t.Errorf("backup kept: %v; it stays only after a failed restart", backupKept)
 			}

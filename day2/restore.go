@@ -46,11 +46,6 @@ type restoreJournal struct {
 	Time time.Time `json:"time"`
 }
 
-// restoreJournalPath is the node path of the restore's journal.
-func restoreJournalPath(c *config.ClusterConfiguration) string {
-	return filepath.Join(backupsDir(c), "restore-journal.json")
-}
-
 // restoringDir is where a restore writes the new data dir, beside the old.
 func restoringDir(c *config.ClusterConfiguration) string {
 	return c.Etcd.Local.DataDir + ".restoring"
@@ -131,7 +126,7 @@ func restoreEtcd(ctx context.Context, s *phases.Node, snapshot string) error {
 	}
 	if j != nil && j.Snapshot != snapshot {
 		return &exit.UsageError{Msg: fmt.Sprintf("a restore of %s was interrupted at stage %q (%s): run `kubeboot etcd restore --snapshot %s` again to finish it first",
-			j.Snapshot, j.Stage, restoreJournalPath(c), j.Snapshot)}
+			j.Snapshot, j.Stage, phases.RestoreJournalPath(c), j.Snapshot)}
 	}
 	info, err := etcd.VerifySnapshot(snapshot)
 	if err != nil {
@@ -206,19 +201,6 @@ func checkRestorable(s *phases.Node) error {
 	return nil
 }
 
-// CheckNoRestore refuses to go on while a restore of the node's etcd is
-// under way: the commands that write manifests or remove files would undo
-// or break it.
-func CheckNoRestore(s *phases.Node) error {
-	if s.Config.Etcd.Local == nil {
-		return nil
-	}
-	if _, err := s.Files.ReadFile(restoreJournalPath(s.Config)); err == nil {
-		return fmt.Errorf("a restore of this node's etcd was interrupted (%s): run `kubeboot etcd restore` again with the same --snapshot to finish it first", restoreJournalPath(s.Config))
-	}
-	return nil
-}
-
 // stopControlPlane moves every static pod's manifest out of the manifest
 // dir into the backups dir, etcd's last, and waits until the kubelet has
 // stopped them. A manifest already moved (by a run a crash ended) stays
@@ -230,7 +212,7 @@ func stopControlPlane(ctx context.Context, s *phases.Node, _ string) error {
 		return err
 	}
 	st := stoppingNow(s, listeners)
-	if err := s.Files.MkdirAll(backupsDir(c), phases.ManifestDirMode); err != nil {
+	if err := s.Files.MkdirAll(phases.BackupsDir(c), phases.ManifestDirMode); err != nil {
 		return err
 	}
 	for _, name := range slices.Backward(config.StaticPodNames) {
@@ -248,7 +230,7 @@ func stopControlPlane(ctx context.Context, s *phases.Node, _ string) error {
 			return err
 		}
 	}
-	s.Report.Infof("the static pods' manifests are in %s until the restore is done; waiting for the kubelet to stop them", backupsDir(c))
+	s.Report.Infof("the static pods' manifests are in %s until the restore is done; waiting for the kubelet to stop them", phases.BackupsDir(c))
 	return waitStopped(ctx, s.Run, st, c.Timeouts.ControlPlane.Duration)
 }
 
@@ -298,7 +280,7 @@ func swapDataDirs(_ context.Context, s *phases.Node, _ string) error {
 func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 	c := s.Config
 	for _, name := range config.StaticPodNames {
-		backup := filepath.Join(backupsDir(c), name+".yaml")
+		backup := filepath.Join(phases.BackupsDir(c), name+".yaml")
 		data, err := s.Files.ReadFile(backup)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -315,14 +297,14 @@ func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 	}
 	s.Report.SetPhase("etcd-restore")
 	for _, name := range config.StaticPodNames {
-		if err := s.Files.Remove(filepath.Join(backupsDir(c), name+".yaml")); err != nil {
+		if err := s.Files.Remove(filepath.Join(phases.BackupsDir(c), name+".yaml")); err != nil {
 			return err
 		}
 	}
 	if err := s.Files.RemoveAll(beforeRestoreDir(c)); err != nil {
 		return err
 	}
-	if err := s.Files.Remove(restoreJournalPath(c)); err != nil {
+	if err := s.Files.Remove(phases.RestoreJournalPath(c)); err != nil {
 		return err
 	}
 	s.Report.Infof("the control plane runs on the restored data: etcd is a new one-member cluster; other control-plane nodes rejoin with `kubeboot reset --force` and `kubeboot join --control-plane`, and workers keep running")
@@ -332,7 +314,7 @@ func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 // readRestoreJournal reads the journal of an interrupted restore; nil when
 // there is none.
 func readRestoreJournal(s *phases.Node) (*restoreJournal, error) {
-	path := restoreJournalPath(s.Config)
+	path := phases.RestoreJournalPath(s.Config)
 	data, err := s.Files.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -356,8 +338,8 @@ func writeRestoreJournal(s *phases.Node, j *restoreJournal) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Files.MkdirAll(backupsDir(s.Config), phases.ManifestDirMode); err != nil {
+	if err := s.Files.MkdirAll(phases.BackupsDir(s.Config), phases.ManifestDirMode); err != nil {
 		return err
 	}
-	return s.Files.WriteFile(restoreJournalPath(s.Config), data, 0o600)
+	return s.Files.WriteFile(phases.RestoreJournalPath(s.Config), data, 0o600)
 }

@@ -58,7 +58,7 @@ func (j *journal) startRollback() error {
 }
 
 func journalPath(c *config.ClusterConfiguration) string {
-	return filepath.Join(backupsDir(c), "upgrade-journal.json")
+	return filepath.Join(phases.BackupsDir(c), "upgrade-journal.json")
 }
 
 // upgradeApply moves the running control plane to what the configuration
@@ -81,7 +81,7 @@ func journalPath(c *config.ClusterConfiguration) string {
 // timeouts.controlPlane. It is not the configuration's field because that
 // one is rendered into the manifests' probes.
 func upgradeApply(ctx context.Context, s *phases.Node, timeout time.Duration) error {
-	if err := CheckNoRestore(s); err != nil {
+	if err := phases.CheckNoRestore(s); err != nil {
 		return err
 	}
 	if timeout <= 0 {
@@ -387,8 +387,8 @@ func saveEtcdSnapshot(ctx context.Context, s *phases.Node, t health.Target) erro
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(backupsDir(s.Config), "etcd-snapshot-"+time.Now().UTC().Format("20060102T150405Z")+".db")
-	if err := s.Files.MkdirAll(backupsDir(s.Config), phases.ManifestDirMode); err != nil {
+	path := filepath.Join(phases.BackupsDir(s.Config), "etcd-snapshot-"+time.Now().UTC().Format("20060102T150405Z")+".db")
+	if err := s.Files.MkdirAll(phases.BackupsDir(s.Config), phases.ManifestDirMode); err != nil {
 		return err
 	}
 	if err := s.Files.WriteFile(path, snap, 0o600); err != nil {

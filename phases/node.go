@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
@@ -99,4 +100,30 @@ func HostSystem() System {
 		},
 		LookPath: exec.LookPath,
 	}
+}
+
+// BackupsDir holds copies of manifests while they are out of the manifest
+// dir (an upgrade's, a restart's, a restore's), and their journals; it is
+// outside that dir, so the kubelet never runs them.
+func BackupsDir(c *config.ClusterConfiguration) string {
+	return filepath.Join(c.Paths.KubeconfigDir, "kubeboot", "backups")
+}
+
+// RestoreJournalPath is the node path of the journal of an `etcd restore`
+// under way: while it is there, nothing else may write the manifests.
+func RestoreJournalPath(c *config.ClusterConfiguration) string {
+	return filepath.Join(BackupsDir(c), "restore-journal.json")
+}
+
+// CheckNoRestore refuses to go on while a restore of the node's etcd is
+// under way: a command that writes the manifests or removes the node's
+// files would undo or break it.
+func CheckNoRestore(s *Node) error {
+	if s.Config.Etcd.Local == nil {
+		return nil
+	}
+	if _, err := s.Files.ReadFile(RestoreJournalPath(s.Config)); err == nil {
+		return fmt.Errorf("a restore of this node's etcd was interrupted (%s): run `kubeboot etcd restore` again with the same --snapshot to finish it first", RestoreJournalPath(s.Config))
+	}
+	return nil
 }

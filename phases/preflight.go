@@ -95,7 +95,8 @@ func preflightChecks(s *Node) ([]Check, error) {
 		checks = append(checks, Check{Name: "Port-" + l.Port, Run: func(context.Context) error { return checkPort(s, l) }})
 	}
 	if s.Config.Etcd.Local != nil {
-		checks = append(checks, Check{Name: "EtcdDataDir", Run: hostCheck(s, checkEtcdDataDir)})
+		checks = append(checks, Check{Name: "EtcdDataDir", Run: hostCheck(s, checkEtcdDataDir)},
+			Check{Name: "EtcdRestore", Run: hostCheck(s, CheckNoRestore)})
 	}
 	return append(checks, Check{Name: "ImagePull", Run: func(ctx context.Context) error { return checkImages(ctx, s) }}), nil
 }

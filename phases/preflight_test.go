@@ -192,3 +192,16 @@ func TestPreflightChecksRenderedListeners(t *testing.T) {
 		t.Errorf("the failure does not name the address and component: %q", out.String())
 	}
 }
+
+// TestPreflightEtcdRestore: init and join refuse to write the node while a
+// restore of its etcd is under way.
+func TestPreflightEtcdRestore(t *testing.T) {
+	s, _ := preflightState(t)
+	if err := runChecks(t, s, "EtcdRestore"); err != nil {
+		t.Fatalf("no restore under way: %v", err)
+	}
+	writeHostFile(t, s, RestoreJournalPath(s.Config), `{"snapshot":"/tmp/s.db","stage":"stopped"}`)
+	if err := runChecks(t, s, "EtcdRestore"); err == nil || !strings.Contains(err.Error(), "EtcdRestore") {
+		t.Errorf("a restore under way: %v", err)
+	}
+}
