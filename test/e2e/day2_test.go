@@ -27,6 +27,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/day2"
 	"github.com/kubeboot/kubeboot/lab"
 )
 
@@ -275,6 +276,16 @@ func TestUpgradeMinor(t *testing.T) {
 		t.Fatalf("the API server runs %s, want v1.35.4", v)
 	}
 	n.kubectl(t, "create", "configmap", "before-upgrade", "--from-literal=written=at-v1.35.4")
+	r := n.kubeboot(t, "upgrade", "plan", "v1.36.3", "--config", n.config, "-o", "json")
+	var plan day2.UpgradePlan
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &plan) != nil || len(plan.Nodes) != 1 || plan.ClusterVersion != "v1.35.4" {
+		t.Fatalf("upgrade plan v1.36.3: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	for _, c := range plan.Nodes[0].Components {
+		if c.Name == "kube-apiserver" && (!strings.HasSuffix(c.From, ":v1.35.4") || !strings.HasSuffix(c.To, ":v1.36.3")) {
+			t.Errorf("the plan moves the API server from %s to %s, want v1.35.4 to v1.36.3", c.From, c.To)
+		}
+	}
 
 	watch := watchManifests(n)
 	testRollback(t, n)
@@ -289,7 +300,7 @@ func TestUpgradeMinor(t *testing.T) {
 	// written, its new instance not yet verified.
 	killedAfter(t, "wrote "+n.manifestPath("kube-controller-manager"), "upgrade", "apply", "--config", target)
 
-	r := n.kubeboot(t, "upgrade", "apply", "--config", target)
+	r = n.kubeboot(t, "upgrade", "apply", "--config", target)
 	if r.code != 0 {
 		t.Fatalf("upgrade apply after the kills exited %d:\n%s", r.code, r.stderr)
 	}

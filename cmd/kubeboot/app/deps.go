@@ -17,8 +17,9 @@ type deps struct {
 	// version is this binary's release: `kubeboot version` prints it, and
 	// it tags the default csrApprover.image.
 	version versionInfo
-	// tokenClient builds the token commands' API client from admin.conf.
-	tokenClient func(kubeconfig []byte) (kubernetes.Interface, error)
+	// adminClient builds the API client of the commands that talk to the
+	// cluster as its administrator (token, upgrade plan) from admin.conf.
+	adminClient func(kubeconfig []byte) (kubernetes.Interface, error)
 	// interruptGrace is how long a run has, after SIGINT or SIGTERM, to
 	// stop on its own before execute gives up on it. Every wait of the
 	// steps watches the context, but a step blocked in a system call, such
@@ -37,7 +38,7 @@ const defaultInterruptGrace = 5 * time.Second
 func newDeps(cpuProfile string) deps {
 	return deps{
 		version: currentVersion(),
-		tokenClient: func(kubeconfig []byte) (kubernetes.Interface, error) {
+		adminClient: func(kubeconfig []byte) (kubernetes.Interface, error) {
 			return phases.NewClient(kubeconfig, "")
 		},
 		interruptGrace: defaultInterruptGrace,

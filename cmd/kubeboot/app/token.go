@@ -57,7 +57,7 @@ func (o *tokenOptions) open(report *output.Reporter) (tokenRun, error) {
 	if err != nil {
 		return tokenRun{}, fmt.Errorf("read %q (the token commands use admin.conf; pass the node's --config): %w", path, err)
 	}
-	client, err := o.deps.tokenClient(kubeconfig)
+	client, err := o.deps.adminClient(kubeconfig)
 	if err != nil {
 		return tokenRun{}, fmt.Errorf("load %q: %w", path, err)
 	}

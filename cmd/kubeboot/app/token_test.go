@@ -55,7 +55,7 @@ func newTokenNode(t *testing.T) tokenNode {
 	must(os.WriteFile(filepath.Join(node, "admin.conf"), []byte("apiVersion: v1\nkind: Config\n"), 0o600))
 	client := fake.NewClientset()
 	d := newDeps("")
-	d.tokenClient = func([]byte) (kubernetes.Interface, error) { return client, nil }
+	d.adminClient = func([]byte) (kubernetes.Interface, error) { return client, nil }
 	return tokenNode{deps: d, config: cfg, ca: ca.Cert, client: client}
 }
 
@@ -315,7 +315,7 @@ func TestTokenCommandsNeedAdminConf(t *testing.T) {
 // admin.conf or cluster to reach.
 func TestTokenGenerate(t *testing.T) {
 	d := newDeps("")
-	d.tokenClient = func([]byte) (kubernetes.Interface, error) {
+	d.adminClient = func([]byte) (kubernetes.Interface, error) {
 		t.Fatal("token generate reached for the cluster")
 		return nil, nil
 	}

@@ -47,6 +47,6 @@ func newUpgradeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addConfigFlag(apply.Flags(), &opts.configPath)
 	addOutputFlag(apply.Flags(), &opts.output)
 	apply.Flags().DurationVar(&opts.timeout, "timeout", 0, "how long to wait for each new instance to be healthy, and again for the previous one after a rollback (default: timeouts.controlPlane, which the manifests' probes also use)")
-	cmd.AddCommand(apply)
+	cmd.AddCommand(apply, newUpgradePlanCommand(d, stdout, stderr))
 	return cmd
 }

@@ -1,0 +1,107 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/day2"
+	"github.com/kubeboot/kubeboot/output"
+)
+
+// planOptions are the flags of `kubeboot upgrade plan`.
+type planOptions struct {
+	deps       deps
+	configPath string
+	output     outputFormat
+}
+
+// newUpgradePlanCommand is `kubeboot upgrade plan [VERSION]`: what an
+// upgrade of the whole cluster would change, node by node, and the order
+// of its steps. It only reads the cluster, so it takes no node lock.
+func newUpgradePlanCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &planOptions{deps: d}
+	cmd := &cobra.Command{
+		Use:   "plan [VERSION]",
+		Short: "Show what an upgrade of the cluster to VERSION (default: the configuration's kubernetesVersion) changes on each node and in the addons, and the order of the steps",
+		Args:  usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return opts.run(cmd, firstArg(args), stdout, stderr)
+		},
+	}
+	addConfigFlag(cmd.Flags(), &opts.configPath)
+	addOutputFlag(cmd.Flags(), &opts.output)
+	return cmd
+}
+
+// run plans the upgrade to target (empty: the configuration's release)
+// and prints the plan.
+func (o *planOptions) run(cmd *cobra.Command, target string, stdout, stderr io.Writer) error {
+	r, err := o.deps.nodeSpec(o.configPath, "")
+	if err != nil {
+		return err
+	}
+	// The target's configuration is a copy: the loaded one stays as it is.
+	next := *r.config
+	if target != "" {
+		next.KubernetesVersion = target
+	}
+	s, err := o.deps.node(runSpec{config: &next, options: r.options}, output.NewReporter(stderr, false), stdout)
+	if err != nil {
+		return err
+	}
+	path := next.KubeconfigPath(config.KubeconfigAdmin)
+	kubeconfig, err := s.Files.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %q (upgrade plan reads the cluster with admin.conf; pass the node's --config): %w", path, err)
+	}
+	client, err := o.deps.adminClient(kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load %q: %w", path, err)
+	}
+	plan, err := day2.PlanUpgrade(cmd.Context(), s.Run, client, &next)
+	if err != nil {
+		return err
+	}
+	if o.output.json() {
+		return json.NewEncoder(stdout).Encode(plan)
+	}
+	return printPlan(stdout, plan)
+}
+
+// printPlan prints the plan as a table per node, the addons and the steps.
+func printPlan(w io.Writer, plan day2.UpgradePlan) error {
+	_, _ = fmt.Fprintf(w, "Upgrade to %s (kube-system/kubeadm-config says %s)\n\n", plan.Target, plan.ClusterVersion)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "NODE\tCOMPONENT\tNOW\tAFTER")
+	row := func(node string, c day2.Change) {
+		after := c.To
+		if c.To == c.From {
+			after = "(stays)"
+		}
+		if c.Name == "kubelet" && c.From != plan.Target {
+			after = plan.Target + " (yours to install)"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", node, c.Name, c.From, after)
+	}
+	for _, n := range plan.Nodes {
+		for _, c := range n.Components {
+			row(n.Name, c)
+		}
+	}
+	for _, c := range plan.Addons {
+		row("(addon)", c)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintln(w, "\nSteps, in order:")
+	for i, step := range plan.Steps {
+		_, _ = fmt.Fprintf(w, "%d. %s\n", i+1, step)
+	}
+	return nil
+}
