@@ -170,6 +170,24 @@ func checkResetWorker(t *testing.T, c *labCluster, name string) {
 	if after := readFile(t, clientCert); bytes.Equal(before, after) {
 		t.Errorf("%s holds the same client certificate after reset and a new join", name)
 	}
+	// The DaemonSets' pods start on the new Node: the test ends, and the
+	// lab comes down, once they run rather than while their sandboxes are
+	// being made.
+	eventually(t, "the pods on "+name+" running", func() error {
+		var pods corev1.PodList
+		if err := c.kubectlJSON(t, &pods, "get", "pods", "-A", "--field-selector", "spec.nodeName="+name); err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return fmt.Errorf("no pod on %s yet", name)
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("pod %s/%s is %s", p.Namespace, p.Name, p.Status.Phase)
+			}
+		}
+		return nil
+	})
 }
 
 // hasCondition says whether the CSR has the condition with the reason.
