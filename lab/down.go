@@ -11,9 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/cri"
 )
@@ -44,6 +47,9 @@ func (n Node) Down(ctx context.Context, logf func(format string, args ...any)) e
 		errs = append(errs, err)
 	} else {
 		logf("stopped containerd")
+	}
+	if killed := killShims(n.Socket, 10*time.Second); killed > 0 {
+		logf("killed %d shims containerd left", killed)
 	}
 	if err := n.deleteContainers(ctx); err != nil {
 		errs = append(errs, err)
@@ -78,6 +84,10 @@ func (n Node) Down(ctx context.Context, logf func(format string, args ...any)) e
 	return nil
 }
 
+// removePods removes every pod through containerd's CRI until no shim of
+// the node is left: a pod the kubelet was creating when it stopped is not
+// listed until containerd has set it up, seconds later, so the pods are
+// listed again while its shim runs.
 func (n Node) removePods(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -86,7 +96,57 @@ func (n Node) removePods(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer func() { _ = client.Close() }()
-	return client.RemovePods(ctx)
+	total := 0
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		removed, err := client.RemovePods(ctx)
+		total += removed
+		return len(shimsOf(n.Socket)) == 0, err
+	})
+	if wait.Interrupted(err) {
+		// What remains is killed once containerd has stopped.
+		err = nil
+	}
+	return total, err
+}
+
+// shimsOf lists the containerd shims serving the containerd that listens on
+// socket: shims outlive a containerd that stops, by design, and name its
+// socket in their -address flag.
+func shimsOf(socket string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if !strings.HasPrefix(filepath.Base(argv[0]), "containerd-shim") {
+			continue
+		}
+		if i := slices.Index(argv, "-address"); i >= 0 && i+1 < len(argv) && argv[i+1] == socket {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killShims kills the shims a stopped containerd left behind, the shim of a
+// pod it was still setting up when it stopped, and waits up to timeout for
+// them to go. It returns how many it killed.
+func killShims(socket string, timeout time.Duration) int {
+	pids := shimsOf(socket)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return len(shimsOf(socket)) == 0, nil
+	})
+	return len(pids)
 }
 
 // deleteContainers force-deletes, with runc, every container whose state is
