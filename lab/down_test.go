@@ -59,7 +59,10 @@ func TestKillShimsKillsOnlyTheNodesShims(t *testing.T) {
 		t.Errorf("killShims killed %d, want 1", killed)
 	}
 	select {
-	case <-done:
+	case err := <-done:
+		if err == nil {
+			t.Error("the shim exited cleanly, want killed")
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the node's shim still runs after killShims")
 	}
