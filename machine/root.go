@@ -1,0 +1,91 @@
+package machine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// initScript is the machine's first process: it makes the machine's
+// cgroup controllers writable, then becomes systemd. systemd-nspawn mounts
+// a cgroup v1 host's controllers read-only in the machine; this machine's
+// cgroups are its own (Boot placed it in a cgroup of its own in every
+// hierarchy), and its systemd and kubelet create slices and QoS cgroups in
+// them, as on a node. systemd decides at start which controllers it
+// manages, so they must be writable before it starts; remount,bind changes
+// this mount only, never the hierarchy. A kind node's entrypoint does the
+// same before it starts systemd.
+const initScript = `#!/bin/sh
+set -e
+for c in /sys/fs/cgroup/*/; do
+	if mountpoint -q "$c"; then mount -o remount,bind,rw "$c"; fi
+done
+exec /usr/lib/systemd/systemd "$@"
+`
+
+// InitPath is where the machine's first process is, inside it.
+const InitPath = "/machine-init"
+
+// systemConf shortens the time systemd waits for a unit to stop, so that a
+// machine powers off in seconds even when a container ignores SIGTERM.
+const systemConf = `[Manager]
+DefaultTimeoutStopSec=10s
+`
+
+// Prepare creates the machine's root the first time: the usual top-level
+// dirs (bin, lib, lib64 and sbin as links into the shared /usr, as on a
+// merged-/usr Debian), and an /etc of its own: os-release, a machine-id
+// drawn at random, the hostname, hosts, the root and messagebus users,
+// and its first process (InitPath). A root that exists is
+// kept: its /etc and /var are the machine's disk, which survive a reboot.
+func (m Machine) Prepare() error {
+	root := m.Root()
+	if _, err := os.Stat(filepath.Join(root, "etc", "machine-id")); err == nil {
+		return nil
+	}
+	for _, d := range []string{"etc/systemd/system.conf.d", "var", "run", "tmp", "usr", "proc", "sys", "dev", "root", "opt"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777|os.ModeSticky); err != nil {
+		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	}
+	for _, l := range []string{"bin", "lib", "lib64", "sbin"} {
+		if err := os.Symlink("usr/"+l, filepath.Join(root, l)); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+		}
+	}
+	osRelease, err := os.ReadFile("/usr/lib/os-release")
+	if err != nil {
+		return fmt.Errorf("prepare machine %s: read the host's os-release: %w", m.Name, err)
+	}
+	id := make([]byte, 16)
+	if _, err := rand.Read(id); err != nil {
+		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	}
+	etc := []struct{ name, content string }{
+		{"etc/os-release", string(osRelease)},
+		{"etc/hostname", m.Name + "\n"},
+		{"etc/hosts", "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n127.0.1.1 " + m.Name + "\n"},
+		{"etc/passwd", "root:x:0:0:root:/root:/bin/bash\nmessagebus:x:100:101::/nonexistent:/usr/sbin/nologin\n"},
+		{"etc/group", "root:x:0:\nmessagebus:x:101:\n"},
+		{"etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"},
+		{"etc/resolv.conf", ""},
+		{"etc/systemd/system.conf.d/machine.conf", systemConf},
+		// Written last: its presence marks a prepared root.
+		{"etc/machine-id", hex.EncodeToString(id) + "\n"},
+	}
+	if err := os.WriteFile(filepath.Join(root, InitPath), []byte(initScript), 0o755); err != nil {
+		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	}
+	for _, f := range etc {
+		if err := os.WriteFile(filepath.Join(root, f.name), []byte(f.content), 0o644); err != nil {
+			return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
