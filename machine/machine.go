@@ -290,8 +290,14 @@ func (m Machine) Remove(timeout time.Duration) error {
 	if err := m.PowerOff(timeout); err != nil {
 		return err
 	}
-	if err := m.removeCgroups(); err != nil {
-		return err
+	// The processes of a killed machine may take a moment to exit, and a
+	// cgroup goes only once it holds none.
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = m.removeCgroups()
+		return last == nil, nil
+	}); err != nil {
+		return last
 	}
 	if err := os.RemoveAll(m.Dir); err != nil {
 		return fmt.Errorf("remove machine %s: %w", m.Name, err)

@@ -97,6 +97,11 @@ func TestMachine(t *testing.T) {
 		if got := output(t, m, "cat", "/proc/1/comm"); got != "systemd" {
 			t.Errorf("%s: PID 1 is %q, want systemd", m.Name, got)
 		}
+		// awk is one of Debian's alternatives: the shared /usr's link
+		// leads through the machine's own /etc/alternatives.
+		if got := output(t, m, "awk", "BEGIN { print \"awk\" }"); got != "awk" {
+			t.Errorf("%s: awk printed %q", m.Name, got)
+		}
 		if got := output(t, m, "hostname"); got != m.Name {
 			t.Errorf("%s: hostname %q", m.Name, got)
 		}

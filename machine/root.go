@@ -39,7 +39,8 @@ DefaultTimeoutStopSec=10s
 // dirs (bin, lib, lib64 and sbin as links into the shared /usr, as on a
 // merged-/usr Debian), and an /etc of its own: os-release, a machine-id
 // drawn at random, the hostname, hosts, the root and messagebus users,
-// and its first process (InitPath). A root that exists is
+// Debian's alternatives (the links of the shared /usr's commands, such as
+// awk, point into /etc/alternatives), and its first process (InitPath). A root that exists is
 // kept: its /etc and /var are the machine's disk, which survive a reboot.
 func (m Machine) Prepare() error {
 	root := m.Root()
@@ -79,12 +80,40 @@ func (m Machine) Prepare() error {
 		// Written last: its presence marks a prepared root.
 		{"etc/machine-id", hex.EncodeToString(id) + "\n"},
 	}
+	if err := copyAlternatives(filepath.Join(root, "etc", "alternatives")); err != nil {
+		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	}
 	if err := os.WriteFile(filepath.Join(root, InitPath), []byte(initScript), 0o755); err != nil {
 		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
 	}
 	for _, f := range etc {
 		if err := os.WriteFile(filepath.Join(root, f.name), []byte(f.content), 0o644); err != nil {
 			return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+// copyAlternatives copies the host's /etc/alternatives, a dir of links, to
+// dst: the shared /usr's links (/usr/bin/awk, ...) lead through it.
+func copyAlternatives(dst string) error {
+	entries, err := os.ReadDir("/etc/alternatives")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join("/etc/alternatives", e.Name()))
+		if err != nil {
+			continue // not a link: the README
+		}
+		if err := os.Symlink(target, filepath.Join(dst, e.Name())); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
 		}
 	}
 	return nil
