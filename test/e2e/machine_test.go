@@ -280,6 +280,42 @@ addons:
 			t.Errorf("readyz: %q", got)
 		}
 	})
+	t.Run("an in-place resize is applied without a kubelet restart", func(t *testing.T) {
+		// The conformance suite's resize tests crashed the lab's kubelet
+		// when it ran without QoS cgroups (cgroupsPerQOS: false).
+		kubelet := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
+		pod := `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "resize", "namespace": "default"},
+  "spec": {"nodeName": "cp1", "hostNetwork": true, "tolerations": [{"operator": "Exists"}],
+    "containers": [{"name": "c", "image": "` + lab.SandboxImage + `",
+      "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "64Mi"}}}]}}`
+		kubectl := []string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}
+		writeFile(t, filepath.Join(m.Root(), "root/resize.json"), pod)
+		// Until the controller-manager has made the namespace's default
+		// service account, the pod is refused.
+		waitMachine(t, m, "the pod to be created", func(string) bool { return true },
+			append(kubectl, "apply", "-f", "/root/resize.json")...)
+		waitMachine(t, m, "the pod to run", func(string) bool { return true },
+			append(kubectl, "wait", "--for=condition=Ready", "pod/resize", "--timeout=5s")...)
+		patch := `{"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "200m"}, "limits": {"cpu": "400m"}}}]}}`
+		inMachine(t, m, append(kubectl, "patch", "pod", "resize", "--subresource", "resize", "--patch", patch)...)
+		waitMachine(t, m, "the resize to be applied", func(out string) bool { return out == "200m 400m" },
+			append(kubectl, "get", "pod", "resize", "-o", "jsonpath={.status.containerStatuses[0].resources.requests.cpu} {.status.containerStatuses[0].resources.limits.cpu}")...)
+		ids := strings.Fields(inMachine(t, m, append(kubectl, "get", "pod", "resize", "-o", "jsonpath={.metadata.uid} {.status.containerStatuses[0].containerID}")...))
+		if len(ids) != 2 {
+			t.Fatalf("the pod's uid and container id: %q", ids)
+		}
+		scope := fmt.Sprintf("/sys/fs/cgroup/cpu/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/cri-containerd-%s.scope/",
+			strings.ReplaceAll(ids[0], "-", "_"), strings.TrimPrefix(ids[1], "containerd://"))
+		// 200m of CPU is 204 cpu.shares, a 400m limit 40000µs of each
+		// 100000µs period: the container's own cgroup (cgroup v1).
+		if got := inMachine(t, m, "cat", scope+"cpu.shares", scope+"cpu.cfs_quota_us"); strings.Fields(got)[0] != "204" || strings.Fields(got)[1] != "40000" {
+			t.Errorf("the resized container's cpu.shares and cpu.cfs_quota_us: %q, want 204 and 40000", got)
+		}
+		if after := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "MainPID", "--value"); after != kubelet {
+			t.Errorf("the kubelet restarted during the resize (pid %s, then %s)", kubelet, after)
+		}
+		inMachine(t, m, append(kubectl, "delete", "pod", "resize", "--wait=false")...)
+	})
 	t.Run("after a reboot, systemd starts containerd and the kubelet, and the control plane comes back", func(t *testing.T) {
 		before := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "ExecMainStartTimestampMonotonic", "--value")
 		start := time.Now()
@@ -326,6 +362,25 @@ addons:
 
 // phasesDropInOnHost is where kubelet-start's drop-in would be on the host.
 const phasesDropInOnHost = "/etc/systemd/system/kubelet.service.d/20-kubeboot.conf"
+
+// waitMachine runs a command in the machine until it succeeds with an
+// output that done accepts, for up to two minutes.
+func waitMachine(t *testing.T, m machine.Machine, what string, done func(string) bool, argv ...string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		out, err := m.Output(ctx, argv...)
+		last = strings.TrimSpace(string(out))
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		return done(last), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %s", what, last)
+	}
+}
 
 // inMachine runs a command in the machine and returns its trimmed stdout.
 func inMachine(t *testing.T, m machine.Machine, argv ...string) string {
