@@ -1,0 +1,136 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/join"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// bootstrapConfigPath is where an unattended node's configuration is
+// placed before its first boot, and what the bootstrap unit reads.
+const bootstrapConfigPath = "/etc/kubeboot/node.yaml"
+
+// bootstrapUnit is the systemd unit that brings an unattended node up at
+// boot from bootstrapConfigPath: a PXE or cloud-init image installs
+// kubeboot as /usr/bin/kubeboot, writes this unit (`kubeboot bootstrap
+// unit`), enables it, and places the node's configuration.
+const bootstrapUnit = `# Written by kubeboot bootstrap unit: brings this node up, unattended, from
+# ` + bootstrapConfigPath + ` (a ClusterConfiguration inits the cluster, a
+# WorkerConfiguration joins it), retrying until it converges; on a node that
+# has converged, a run changes nothing.
+[Unit]
+Description=kubeboot: bring this node up from ` + bootstrapConfigPath + `
+Wants=network-online.target
+After=network-online.target containerd.service
+ConditionPathExists=` + bootstrapConfigPath + `
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/kubeboot bootstrap --config ` + bootstrapConfigPath + ` -o json
+TimeoutStartSec=infinity
+
+[Install]
+WantedBy=multi-user.target
+`
+
+// bootstrapOptions are the flags of `kubeboot bootstrap`.
+type bootstrapOptions struct {
+	deps       deps
+	configPath string
+	output     outputFormat
+	preflight  preflightFlags
+	retry      time.Duration
+}
+
+// spec loads the node's configuration and returns its run and the
+// workflow its kind calls for: init for a ClusterConfiguration, a worker's
+// join for a WorkerConfiguration.
+func (o *bootstrapOptions) spec() (runSpec, steps, error) {
+	if o.configPath == "" {
+		return runSpec{}, nil, &exit.UsageError{Msg: "bootstrap needs --config: the node's ClusterConfiguration or WorkerConfiguration (the unit reads " + bootstrapConfigPath + ")"}
+	}
+	env := o.deps.configEnv(config.KindClusterConfiguration, config.KindWorkerConfiguration)
+	env.Worker = &config.WorkerFlags{}
+	doc, err := config.Load(o.configPath, env)
+	if err != nil {
+		return runSpec{}, nil, err
+	}
+	options := phases.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
+	if doc.Worker != nil {
+		return runSpec{worker: doc.Worker, options: options}, onWorker(func(ctx context.Context, n *join.WorkerNode) ([]string, error) {
+			return join.WorkerWorkflow.Run(ctx, n, nil)
+		}), nil
+	}
+	if err := config.CheckPatchesDir(doc.Cluster, o.configPath, ""); err != nil {
+		return runSpec{}, nil, err
+	}
+	return runSpec{config: doc.Cluster, options: options}, onNode(func(ctx context.Context, n *phases.Node) ([]string, error) {
+		return phases.InitWorkflow.Run(ctx, n, nil)
+	}), nil
+}
+
+// retryable says whether another attempt may succeed: not after a mistake
+// in the configuration or a manifest the kubelet would reject, which only
+// a new configuration fixes.
+func retryable(err error) bool {
+	code := exit.Code(err)
+	return code != exit.Usage && code != exit.Rejected
+}
+
+// run runs the node's workflow until it succeeds, an attempt fails in a
+// way no retry fixes, or ctx ends (systemd stopping the unit).
+func (o *bootstrapOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	r, do, err := o.spec()
+	if err != nil {
+		return err
+	}
+	report := reporter(o.output, stdout, stderr)
+	for attempt := 1; ; attempt++ {
+		err := o.deps.execute(ctx, o.output, stdout, stderr, func() (runSpec, error) { return r, nil }, do)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		report.Warnf("attempt %d failed (exit code %d): %v; retrying in %s", attempt, exit.Code(err), err, o.retry)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(o.retry):
+		}
+	}
+}
+
+func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &bootstrapOptions{deps: d}
+	cmd := &cobra.Command{
+		Use:   "bootstrap",
+		Short: "Bring this node up unattended from its configuration: init for a ClusterConfiguration, join for a WorkerConfiguration, retried until it converges",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return opts.run(cmd.Context(), stdout, stderr)
+		},
+	}
+	flags := cmd.Flags()
+	addConfigFlag(flags, &opts.configPath)
+	addOutputFlag(flags, &opts.output)
+	opts.preflight.add(flags)
+	flags.DurationVar(&opts.retry, "retry-interval", 10*time.Second, "how long to wait after a failed attempt before the next")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "unit",
+		Short: "Print the systemd unit that runs bootstrap at boot from " + bootstrapConfigPath,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprint(stdout, bootstrapUnit)
+			return err
+		},
+	})
+	return cmd
+}
