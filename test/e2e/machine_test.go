@@ -16,101 +16,8 @@ import (
 
 	"github.com/kubeboot/kubeboot/lab"
 	"github.com/kubeboot/kubeboot/machine"
+	"github.com/kubeboot/kubeboot/pki"
 )
-
-// The units of a machine node, as the distributions' packages of
-// containerd and the kubelet install them in /usr/lib/systemd/system.
-const (
-	containerdUnit = `[Unit]
-Description=containerd container runtime
-After=network.target local-fs.target
-
-[Service]
-ExecStart=/usr/bin/containerd
-Type=notify
-Delegate=yes
-KillMode=process
-Restart=always
-RestartSec=5
-LimitNPROC=infinity
-LimitCORE=infinity
-TasksMax=infinity
-
-[Install]
-WantedBy=multi-user.target
-`
-	kubeletUnit = `[Unit]
-Description=kubelet: The Kubernetes Node Agent
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-ExecStart=/usr/bin/kubelet
-Restart=always
-StartLimitInterval=0
-RestartSec=10
-
-[Install]
-WantedBy=multi-user.target
-`
-	// restrict_oom_score_adj: this host forbids lowering a process's
-	// oom_score_adj, which runc otherwise does for every sandbox.
-	machineContainerdConfig = `version = 3
-[plugins.'io.containerd.cri.v1.runtime']
-  restrict_oom_score_adj = true
-[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-  runtime_type = 'io.containerd.runc.v2'
-[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-  SystemdCgroup = true
-[plugins.'io.containerd.cri.v1.images'.pinned_images]
-  sandbox = '` + lab.SandboxImage + `'
-`
-)
-
-// usrLayer lays out what the machine's packages would install in /usr:
-// the binaries in bin/ and the units in lib/systemd/system/.
-func usrLayer(t *testing.T, dir string) string {
-	t.Helper()
-	layer := filepath.Join(dir, "usr")
-	for _, d := range []string{"bin", "lib/systemd/system"} {
-		if err := os.MkdirAll(filepath.Join(layer, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, src := range map[string]string{
-		"kubelet": filepath.Join(binDir, "kubelet"), "containerd": filepath.Join(binDir, "containerd"),
-		"containerd-shim-runc-v2": filepath.Join(binDir, "containerd-shim-runc-v2"), "ctr": filepath.Join(binDir, "ctr"),
-		"kubectl": filepath.Join(binDir, "kubectl"), "kubeboot": kubebootBin,
-	} {
-		if err := os.Link(src, filepath.Join(layer, "bin", name)); err != nil {
-			copyFile(t, src, filepath.Join(layer, "bin", name))
-		}
-	}
-	writeFile(t, filepath.Join(layer, "lib/systemd/system/containerd.service"), containerdUnit)
-	writeFile(t, filepath.Join(layer, "lib/systemd/system/kubelet.service"), kubeletUnit)
-	return layer
-}
-
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // machineImages builds the archive of the images the node's configuration
 // names, and the sandbox image.
@@ -141,44 +48,88 @@ func machineImages(t *testing.T, cfgPath, cacheDir string) string {
 	return archive
 }
 
-// TestMachineInit: on a machine whose containerd and kubelet are systemd
-// services, as a distribution installs them, `kubeboot init` runs every
-// phase, kubelet-start included, exactly as on bare metal: the kubelet
-// runs from kubelet.service with kubeboot's drop-in, as a child of the
-// machine's systemd, with QoS cgroups, and the control plane is healthy.
-func TestMachineInit(t *testing.T) {
+// writeFile writes content to path, making its directory.
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const (
+	// fleetToken is the fleet's bootstrap token, written into every node's
+	// file before the cluster exists.
+	fleetToken = "abcdef.0123456789abcdef"
+	// kubeletSettings are the kubelet settings this host needs: its
+	// cgroups are v1, it may have swap, and its disk may be crowded.
+	kubeletSettings = `
+    failCgroupV1: false
+    failSwapOn: false
+    evictionHard: {imagefs.available: "0%", nodefs.available: "0%", nodefs.inodesFree: "0%"}
+    imageGCHighThresholdPercent: 100`
+)
+
+// machineLab is a lab of machines on one network.
+type machineLab struct {
+	cl      *lab.Cluster
+	root    string
+	layer   string
+	archive string
+	// machines are removed, in order, when the test ends.
+	machines []machine.Machine
+}
+
+// newMachineLab sets up the network of a lab of nodes (name:role, ...)
+// and registers the cleanup that removes every machine and the network,
+// and checks that nothing of them is left on the host.
+func newMachineLab(t *testing.T, name, subnet string, nodes ...string) *machineLab {
+	t.Helper()
 	ctx := context.Background()
-	root, err := os.MkdirTemp("", "kb-mi-")
+	root, err := os.MkdirTemp("", "kb-ml-")
 	if err != nil {
 		t.Fatal(err)
 	}
+	list := ""
+	for _, n := range nodes {
+		node, role, _ := strings.Cut(n, ":")
+		list += fmt.Sprintf("{name: %s, role: %s}, ", node, role)
+	}
 	desc := filepath.Join(root, "cluster.yaml")
-	writeFile(t, desc, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: mi\ndir: "+filepath.Join(root, "c")+
-		"\nsubnet: 10.89.240.0/24\npodSubnet: 10.245.0.0/16\nnodes: [{name: cp1, role: control-plane}]\n")
+	writeFile(t, desc, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: "+name+"\ndir: "+filepath.Join(root, "c")+
+		"\nsubnet: "+subnet+"\npodSubnet: 10.245.0.0/16\nnodes: ["+strings.TrimSuffix(list, ", ")+"]\n")
 	cl, err := lab.LoadCluster(desc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := &machineLab{cl: cl, root: root}
 	before := hostNetworkState(t)
-	m := machine.Machine{Name: "cp1", Dir: filepath.Join(root, "m"), NetNS: filepath.Join("/run/netns", cl.Netns("cp1"))}
+	hostBefore := hostFiles()
 	t.Cleanup(func() {
-		if t.Failed() {
-			if out, err := m.Output(ctx, "journalctl", "--no-pager", "-n", "60", "-u", "kubelet", "-u", "containerd"); err == nil {
-				t.Logf("the machine's journal:\n%s", out)
+		for _, m := range l.machines {
+			if t.Failed() {
+				if out, err := m.Output(ctx, "journalctl", "--no-pager", "-n", "40", "-u", "kubeboot-bootstrap", "-u", "kubelet"); err == nil {
+					t.Logf("the journal of %s:\n%s", m.Name, out)
+				}
 			}
-		}
-		if err := m.Remove(20 * time.Second); err != nil {
-			t.Error(err)
+			if err := m.Remove(30 * time.Second); err != nil {
+				t.Error(err)
+			}
 		}
 		if err := cl.TearDownNetwork(ctx); err != nil {
 			t.Error(err)
 		}
 		after := hostNetworkState(t)
 		if !slices.Equal(before.namespaces, after.namespaces) || !slices.Equal(before.links, after.links) {
-			t.Errorf("the host's network differs after the machine is removed:\nbefore %v %v\nafter  %v %v", before.namespaces, before.links, after.namespaces, after.links)
+			t.Errorf("the host's network differs after the machines are removed:\nbefore %v %v\nafter  %v %v", before.namespaces, before.links, after.namespaces, after.links)
 		}
 		if left := processesUnder(root); len(left) > 0 {
-			t.Errorf("processes of the machine remain:\n%s", describe(left))
+			t.Errorf("processes of the machines remain:\n%s", describe(left))
+		}
+		if hostAfter := hostFiles(); !slices.Equal(hostBefore, hostAfter) {
+			t.Errorf("the host's node files differ:\nbefore %q\nafter  %q", hostBefore, hostAfter)
 		}
 		if !t.Failed() {
 			_ = os.RemoveAll(root)
@@ -187,120 +138,136 @@ func TestMachineInit(t *testing.T) {
 	if err := cl.SetUpNetwork(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if l.layer, err = lab.UsrLayer(root, binDir, kubebootBin); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
 
-	address := cl.Address(0).String()
-	cfg := fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
+// hostFiles lists what a node would write on the host: the entries of its
+// Kubernetes dirs, /run and the cgroup hierarchies' top level.
+func hostFiles() []string {
+	var names []string
+	for _, dir := range []string{"/etc/kubernetes", "/var/lib/kubelet", "/etc/kubeboot", "/run"} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			names = append(names, filepath.Join(dir, e.Name()))
+		}
+	}
+	tops, _ := filepath.Glob("/sys/fs/cgroup/*/*/")
+	return append(names, tops...)
+}
+
+// images builds, once, the archive of the images cfg names and the
+// sandbox image; every machine's containerd loads it at boot.
+func (l *machineLab) images(t *testing.T, cfg string) {
+	t.Helper()
+	path := filepath.Join(l.root, "images.yaml")
+	writeFile(t, path, cfg)
+	l.archive = machineImages(t, path, filepath.Join(l.root, "images"))
+}
+
+// machine installs the i-th node's machine, with nodeFile as its only
+// input; it is removed when the test ends.
+func (l *machineLab) machine(t *testing.T, i int, nodeFile string) machine.Machine {
+	t.Helper()
+	m := l.cl.Machine(i, filepath.Join(l.root, "m"), l.layer, l.archive, binDir)
+	l.machines = append([]machine.Machine{m}, l.machines...) // workers go first
+	if err := lab.InstallNode(m, []byte(nodeFile)); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// waitBootstrapped waits until the machine's bootstrap unit has finished,
+// and fails when it failed.
+func waitBootstrapped(t *testing.T, m machine.Machine) {
+	t.Helper()
+	waitMachine(t, m, "kubeboot-bootstrap.service on "+m.Name, func(out string) bool {
+		if out == "failed" {
+			t.Fatalf("kubeboot-bootstrap.service failed on %s", m.Name)
+		}
+		return out == "active"
+	}, "sh", "-c", "systemctl is-active kubeboot-bootstrap || true")
+}
+
+// TestMachines: nodes that are machines, whose containerd and kubelet are
+// systemd services as a distribution installs them, come up unattended
+// from one file each through kubeboot's bootstrap unit: the control-plane
+// node inits, the worker joins by itself; kubeboot runs every phase there
+// exactly as on bare metal, kubelet-start included. The kubelet runs from
+// kubelet.service with kubeboot's drop-in, as a child of the machine's
+// systemd, with QoS cgroups; an in-place resize needs no kubelet restart;
+// both nodes come back after a reboot.
+func TestMachines(t *testing.T) {
+	ctx := context.Background()
+	l := newMachineLab(t, "ml", "10.89.240.0/24", "cp1:control-plane", "w1:worker")
+	cpConfig := fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
 kind: ClusterConfiguration
-clusterName: mi
+clusterName: ml
 node:
   name: cp1
   advertiseAddress: %s
 networking:
   podSubnet: 10.245.0.0/16
+bootstrapTokens:
+- token: %s
 kubelet:
-  containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-  extraConfig:
-    # This host's cgroups are v1, and it may have swap.
-    failCgroupV1: false
-    failSwapOn: false
-    evictionHard: {imagefs.available: "0%%", nodefs.available: "0%%", nodefs.inodesFree: "0%%"}
-    imageGCHighThresholdPercent: 100
+  extraConfig:%s
 addons:
   coreDNS:
     disabled: true
   kubeProxy:
     disabled: true
-`, address)
-	cfgPath := filepath.Join(root, "node.yaml")
-	writeFile(t, cfgPath, cfg)
-	archive := machineImages(t, cfgPath, filepath.Join(root, "images"))
-
-	m.UsrLayers = []string{usrLayer(t, root)}
-	m.Binds = []string{archive + ":/opt/kubeboot/images.tar", filepath.Join(binDir, "cni") + ":/opt/cni/bin"}
-	if err := m.Prepare(); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(m.Root(), "etc/containerd/config.toml"), machineContainerdConfig)
-	writeFile(t, filepath.Join(m.Root(), "etc/kubeboot/node.yaml"), cfg)
-	for _, unit := range []string{"containerd.service", "kubelet.service"} {
-		link := filepath.Join(m.Root(), "etc/systemd/system/multi-user.target.wants", unit)
-		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("/usr/lib/systemd/system/"+unit, link); err != nil {
-			t.Fatal(err)
-		}
-	}
+`, l.cl.Address(0), fleetToken, kubeletSettings)
+	l.images(t, cpConfig)
+	cp := l.machine(t, 0, cpConfig)
 	start := time.Now()
-	if err := m.Boot(ctx); err != nil {
+	if err := cp.Boot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("TIMING: boot: %s", time.Since(start).Round(time.Millisecond))
-	if out, err := m.Output(ctx, "ctr", "-n", "k8s.io", "images", "import", "/opt/kubeboot/images.tar"); err != nil {
-		t.Fatalf("import the images: %v\n%s", err, out)
-	}
-
-	start = time.Now()
-	var stdout, stderr strings.Builder
-	if err := m.Run(ctx, nil, &stdout, &stderr, "kubeboot", "init", "--config", "/etc/kubeboot/node.yaml"); err != nil {
-		t.Fatalf("kubeboot init in the machine: %v\n%s", err, stderr.String())
-	}
-	t.Logf("TIMING: init in the machine: %s", time.Since(start).Round(time.Millisecond))
+	waitBootstrapped(t, cp)
+	t.Logf("TIMING: control-plane machine's boot until its bootstrap unit is done: %s", time.Since(start).Round(time.Millisecond))
+	kubectl := []string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}
 
 	t.Run("kubelet-start wrote the drop-in and systemd runs the kubelet with it", func(t *testing.T) {
-		dropIns := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "DropInPaths", "--value")
+		dropIns := inMachine(t, cp, "systemctl", "show", "kubelet", "-p", "DropInPaths", "--value")
 		if !strings.Contains(dropIns, "/etc/systemd/system/kubelet.service.d/20-kubeboot.conf") {
 			t.Errorf("kubelet.service's drop-ins: %q", dropIns)
 		}
-		pid := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
+		pid := inMachine(t, cp, "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
 		if pid == "0" || pid == "" {
 			t.Fatalf("kubelet.service has no main process")
 		}
-		ppid := inMachine(t, m, "sh", "-c", "awk '{print $4}' /proc/"+pid+"/stat")
-		if ppid != "1" {
+		if ppid := inMachine(t, cp, "sh", "-c", "awk '{print $4}' /proc/"+pid+"/stat"); ppid != "1" {
 			t.Errorf("the kubelet's parent is %s, want the machine's PID 1", ppid)
 		}
-		if exe := inMachine(t, m, "readlink", "/proc/"+pid+"/exe"); exe != "/usr/bin/kubelet" {
+		if exe := inMachine(t, cp, "readlink", "/proc/"+pid+"/exe"); exe != "/usr/bin/kubelet" {
 			t.Errorf("kubelet.service runs %s", exe)
 		}
 	})
 	t.Run("the kubelet runs the pods in QoS cgroups", func(t *testing.T) {
-		slices := inMachine(t, m, "sh", "-c", "ls -d /sys/fs/cgroup/*/kubepods.slice/kubepods-burstable.slice 2>/dev/null || ls -d /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice")
-		if slices == "" {
-			t.Error("no kubepods-burstable.slice in the machine's cgroups")
-		}
 		// The API server's static pod requests CPU: a Burstable pod.
-		cgroup := inMachine(t, m, "sh", "-c", "cat /proc/$(pgrep -o kube-apiserver)/cgroup")
-		if !strings.Contains(cgroup, "kubepods-burstable") {
+		cgroup := inMachine(t, cp, "sh", "-c", "cat /proc/$(pgrep -o kube-apiserver)/cgroup")
+		if !strings.Contains(cgroup, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod") {
 			t.Errorf("the API server's cgroups: %s", cgroup)
-		}
-	})
-	t.Run("the control plane answers", func(t *testing.T) {
-		if got := inMachine(t, m, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "--raw", "/readyz"); got != "ok" {
-			t.Errorf("readyz: %q", got)
 		}
 	})
 	t.Run("an in-place resize is applied without a kubelet restart", func(t *testing.T) {
 		// The conformance suite's resize tests crashed the lab's kubelet
 		// when it ran without QoS cgroups (cgroupsPerQOS: false).
-		kubelet := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
-		pod := `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "resize", "namespace": "default"},
-  "spec": {"nodeName": "cp1", "hostNetwork": true, "tolerations": [{"operator": "Exists"}],
-    "containers": [{"name": "c", "image": "` + lab.SandboxImage + `",
-      "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "64Mi"}}}]}}`
-		kubectl := []string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}
-		writeFile(t, filepath.Join(m.Root(), "root/resize.json"), pod)
+		kubelet := inMachine(t, cp, "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
+		writeFile(t, filepath.Join(cp.Root(), "root/resize.json"), pausePod("resize", "cp1", true))
 		// Until the controller-manager has made the namespace's default
 		// service account, the pod is refused.
-		waitMachine(t, m, "the pod to be created", func(string) bool { return true },
-			append(kubectl, "apply", "-f", "/root/resize.json")...)
-		waitMachine(t, m, "the pod to run", func(string) bool { return true },
+		waitMachine(t, cp, "the pod to be created", func(string) bool { return true }, append(kubectl, "apply", "-f", "/root/resize.json")...)
+		waitMachine(t, cp, "the pod to run", func(string) bool { return true },
 			append(kubectl, "wait", "--for=condition=Ready", "pod/resize", "--timeout=5s")...)
 		patch := `{"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "200m"}, "limits": {"cpu": "400m"}}}]}}`
-		inMachine(t, m, append(kubectl, "patch", "pod", "resize", "--subresource", "resize", "--patch", patch)...)
-		waitMachine(t, m, "the resize to be applied", func(out string) bool { return out == "200m 400m" },
+		inMachine(t, cp, append(kubectl, "patch", "pod", "resize", "--subresource", "resize", "--patch", patch)...)
+		waitMachine(t, cp, "the resize to be applied", func(out string) bool { return out == "200m 400m" },
 			append(kubectl, "get", "pod", "resize", "-o", "jsonpath={.status.containerStatuses[0].resources.requests.cpu} {.status.containerStatuses[0].resources.limits.cpu}")...)
-		ids := strings.Fields(inMachine(t, m, append(kubectl, "get", "pod", "resize", "-o", "jsonpath={.metadata.uid} {.status.containerStatuses[0].containerID}")...))
+		ids := strings.Fields(inMachine(t, cp, append(kubectl, "get", "pod", "resize", "-o", "jsonpath={.metadata.uid} {.status.containerStatuses[0].containerID}")...))
 		if len(ids) != 2 {
 			t.Fatalf("the pod's uid and container id: %q", ids)
 		}
@@ -308,56 +275,101 @@ addons:
 			strings.ReplaceAll(ids[0], "-", "_"), strings.TrimPrefix(ids[1], "containerd://"))
 		// 200m of CPU is 204 cpu.shares, a 400m limit 40000µs of each
 		// 100000µs period: the container's own cgroup (cgroup v1).
-		if got := inMachine(t, m, "cat", scope+"cpu.shares", scope+"cpu.cfs_quota_us"); strings.Fields(got)[0] != "204" || strings.Fields(got)[1] != "40000" {
+		if got := strings.Fields(inMachine(t, cp, "cat", scope+"cpu.shares", scope+"cpu.cfs_quota_us")); len(got) != 2 || got[0] != "204" || got[1] != "40000" {
 			t.Errorf("the resized container's cpu.shares and cpu.cfs_quota_us: %q, want 204 and 40000", got)
 		}
-		if after := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "MainPID", "--value"); after != kubelet {
+		if after := inMachine(t, cp, "systemctl", "show", "kubelet", "-p", "MainPID", "--value"); after != kubelet {
 			t.Errorf("the kubelet restarted during the resize (pid %s, then %s)", kubelet, after)
 		}
-		inMachine(t, m, append(kubectl, "delete", "pod", "resize", "--wait=false")...)
+		inMachine(t, cp, append(kubectl, "delete", "pod", "resize", "--wait=false")...)
 	})
-	t.Run("after a reboot, systemd starts containerd and the kubelet, and the control plane comes back", func(t *testing.T) {
-		before := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "ExecMainStartTimestampMonotonic", "--value")
+
+	ca, err := os.ReadFile(filepath.Join(cp.Root(), "etc/kubernetes/pki/ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := pki.CACertHash(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := l.machine(t, 1, fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
+kind: WorkerConfiguration
+node:
+  name: w1
+discovery:
+  apiServerEndpoint: %s:6443
+  token: %s
+  caCertHashes: [%s]
+kubelet:
+  extraConfig:%s
+`, l.cl.Address(0), fleetToken, hash, kubeletSettings))
+	t.Run("a worker given only its file joins by itself at boot", func(t *testing.T) {
 		start := time.Now()
-		if err := m.PowerOff(30 * time.Second); err != nil {
+		if err := w1.Boot(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("TIMING: power off: %s", time.Since(start).Round(time.Millisecond))
-		if err := m.Boot(ctx); err != nil {
+		waitBootstrapped(t, w1)
+		t.Logf("TIMING: worker machine's boot until it has joined: %s", time.Since(start).Round(time.Millisecond))
+		if got := inMachine(t, cp, append(kubectl, "get", "node", "w1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...); got != "True" {
+			t.Errorf("Node w1 Ready: %q", got)
+		}
+		writeFile(t, filepath.Join(cp.Root(), "root/w1.json"), pausePod("on-w1", "w1", false))
+		inMachine(t, cp, append(kubectl, "apply", "-f", "/root/w1.json")...)
+		waitMachine(t, cp, "the pod on w1 to run", func(string) bool { return true },
+			append(kubectl, "wait", "--for=condition=Ready", "pod/on-w1", "--timeout=5s")...)
+	})
+	t.Run("after a reboot, the worker is Ready with its pod running again", func(t *testing.T) {
+		rebooted := time.Now().Truncate(time.Second)
+		if err := w1.Reboot(ctx, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		var last string
-		err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			out, err := m.Output(ctx, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "--raw", "/readyz")
-			last = strings.TrimSpace(string(out))
-			if err != nil {
-				last = err.Error()
-			}
-			return last == "ok", nil
-		})
-		if err != nil {
-			t.Fatalf("the API server is not ready %s after the reboot: %s", time.Since(start).Round(time.Second), last)
+		waitMachine(t, cp, "the pod on w1 to run again", func(out string) bool {
+			started, err := time.Parse(time.RFC3339, out)
+			return err == nil && !started.Before(rebooted)
+		}, append(kubectl, "get", "pod", "on-w1", "-o", "jsonpath={.status.containerStatuses[0].state.running.startedAt}")...)
+		t.Logf("TIMING: worker's reboot until its pod runs again: %s", time.Since(rebooted).Round(time.Millisecond))
+		if got := inMachine(t, cp, append(kubectl, "get", "node", "w1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...); got != "True" {
+			t.Errorf("Node w1 Ready: %q", got)
 		}
-		t.Logf("TIMING: reboot until the API server is ready: %s", time.Since(start).Round(time.Millisecond))
-		for _, unit := range []string{"containerd", "kubelet"} {
-			if got := inMachine(t, m, "systemctl", "is-active", unit); got != "active" {
+		if got := inMachine(t, w1, "systemctl", "is-active", "kubeboot-bootstrap"); got != "active" {
+			t.Errorf("the bootstrap unit after the reboot: %s", got)
+		}
+	})
+	t.Run("after a reboot, the control plane answers with a healthy etcd", func(t *testing.T) {
+		start := time.Now()
+		if err := cp.Reboot(ctx, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitMachine(t, cp, "etcd to be ready after the reboot", func(out string) bool { return out == "ok" },
+			append(kubectl, "get", "--raw", "/readyz/etcd")...)
+		waitMachine(t, cp, "the API server to be ready after the reboot", func(out string) bool { return out == "ok" },
+			append(kubectl, "get", "--raw", "/readyz")...)
+		t.Logf("TIMING: control plane's reboot until the API server is ready: %s", time.Since(start).Round(time.Millisecond))
+		for _, unit := range []string{"containerd", "kubelet", "kubeboot-bootstrap"} {
+			if got := inMachine(t, cp, "systemctl", "is-active", unit); got != "active" {
 				t.Errorf("%s after the reboot: %s", unit, got)
 			}
 		}
-		if after := inMachine(t, m, "systemctl", "show", "kubelet", "-p", "ExecMainStartTimestampMonotonic", "--value"); after == before {
-			t.Errorf("the kubelet did not start again (started at %s before and after)", after)
-		}
 	})
-	t.Run("nothing of the node is on the host", func(t *testing.T) {
+	t.Run("nothing of the nodes is on the host", func(t *testing.T) {
 		for _, path := range []string{"/etc/kubernetes/admin.conf", "/var/lib/kubelet/config.yaml", phasesDropInOnHost} {
 			if _, err := os.Stat(path); err == nil {
 				t.Errorf("%s is on the host", path)
 			}
 		}
-		if _, err := os.Stat(filepath.Join(m.Root(), "etc/kubernetes/admin.conf")); err != nil {
+		if _, err := os.Stat(filepath.Join(cp.Root(), "etc/kubernetes/admin.conf")); err != nil {
 			t.Errorf("admin.conf is not in the machine's /etc: %v", err)
 		}
 	})
+}
+
+// pausePod is a pod of the sandbox image on node, which tolerates every
+// taint; with hostNetwork, it needs no pod network.
+func pausePod(name, node string, hostNetwork bool) string {
+	return fmt.Sprintf(`{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": %q, "namespace": "default"},
+  "spec": {"nodeName": %q, "hostNetwork": %t, "tolerations": [{"operator": "Exists"}],
+    "containers": [{"name": "c", "image": %q,
+      "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "64Mi"}}}]}}`, name, node, hostNetwork, lab.SandboxImage)
 }
 
 // phasesDropInOnHost is where kubelet-start's drop-in would be on the host.

@@ -8,39 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/bootstrapunit"
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/phases"
 )
-
-// bootstrapConfigPath is where an unattended node's configuration is
-// placed before its first boot, and what the bootstrap unit reads.
-const bootstrapConfigPath = "/etc/kubeboot/node.yaml"
-
-// bootstrapUnit is the systemd unit that brings an unattended node up at
-// boot from bootstrapConfigPath: a PXE or cloud-init image installs
-// kubeboot as /usr/bin/kubeboot, writes this unit (`kubeboot bootstrap
-// unit`), enables it, and places the node's configuration.
-const bootstrapUnit = `# Written by kubeboot bootstrap unit: brings this node up, unattended, from
-# ` + bootstrapConfigPath + ` (a ClusterConfiguration inits the cluster, a
-# WorkerConfiguration joins it), retrying until it converges; on a node that
-# has converged, a run changes nothing.
-[Unit]
-Description=kubeboot: bring this node up from ` + bootstrapConfigPath + `
-Wants=network-online.target
-After=network-online.target containerd.service
-ConditionPathExists=` + bootstrapConfigPath + `
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/bin/kubeboot bootstrap --config ` + bootstrapConfigPath + ` -o json
-TimeoutStartSec=infinity
-
-[Install]
-WantedBy=multi-user.target
-`
 
 // bootstrapOptions are the flags of `kubeboot bootstrap`.
 type bootstrapOptions struct {
@@ -56,7 +29,7 @@ type bootstrapOptions struct {
 // join for a WorkerConfiguration.
 func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	if o.configPath == "" {
-		return runSpec{}, nil, &exit.UsageError{Msg: "bootstrap needs --config: the node's ClusterConfiguration or WorkerConfiguration (the unit reads " + bootstrapConfigPath + ")"}
+		return runSpec{}, nil, &exit.UsageError{Msg: "bootstrap needs --config: the node's ClusterConfiguration or WorkerConfiguration (the unit reads " + bootstrapunit.ConfigPath + ")"}
 	}
 	env := o.deps.configEnv(config.KindClusterConfiguration, config.KindWorkerConfiguration)
 	env.Worker = &config.WorkerFlags{}
@@ -125,10 +98,10 @@ func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	flags.DurationVar(&opts.retry, "retry-interval", 10*time.Second, "how long to wait after a failed attempt before the next")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "unit",
-		Short: "Print the systemd unit that runs bootstrap at boot from " + bootstrapConfigPath,
+		Short: "Print the systemd unit that runs bootstrap at boot from " + bootstrapunit.ConfigPath,
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprint(stdout, bootstrapUnit)
+			_, err := fmt.Fprint(stdout, bootstrapunit.Unit)
 			return err
 		},
 	})
