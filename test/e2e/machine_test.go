@@ -20,8 +20,8 @@ import (
 )
 
 // machineImages builds the archive of the images the node's configuration
-// names, and the sandbox image.
-func machineImages(t *testing.T, cfgPath, cacheDir string) string {
+// names, the sandbox image and extra.
+func machineImages(t *testing.T, cfgPath, cacheDir string, extra []lab.Image) string {
 	t.Helper()
 	r := runCommand(t, kubebootBin, "images", "list", "--config", cfgPath)
 	if r.code != 0 {
@@ -41,7 +41,7 @@ func machineImages(t *testing.T, cfgPath, cacheDir string) string {
 		}
 		images = append(images, img)
 	}
-	archive, err := lab.Archive(cacheDir, images)
+	archive, err := lab.Archive(cacheDir, append(images, extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,13 +158,67 @@ func hostFiles() []string {
 	return append(names, tops...)
 }
 
-// images builds, once, the archive of the images cfg names and the
-// sandbox image; every machine's containerd loads it at boot.
-func (l *machineLab) images(t *testing.T, cfg string) {
+// images builds, once, the archive of the images cfg names, the sandbox
+// image and extra; every machine's containerd loads it at boot.
+func (l *machineLab) images(t *testing.T, cfg string, extra []lab.Image) {
 	t.Helper()
 	path := filepath.Join(l.root, "images.yaml")
 	writeFile(t, path, cfg)
-	l.archive = machineImages(t, path, filepath.Join(l.root, "images"))
+	l.archive = machineImages(t, path, filepath.Join(l.root, "images"), extra)
+}
+
+// clusterFile is the first control-plane node's file: its address on the
+// lab's network, the fleet's token, this host's kubelet settings, and no
+// addons.
+func clusterFile(l *machineLab) string {
+	return fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
+kind: ClusterConfiguration
+clusterName: %s
+node:
+  name: %s
+  advertiseAddress: %s
+networking:
+  podSubnet: 10.245.0.0/16
+bootstrapTokens:
+- token: %s
+kubelet:
+  extraConfig:%s
+addons:
+  coreDNS:
+    disabled: true
+  kubeProxy:
+    disabled: true
+`, l.cl.Name, l.cl.Nodes[0].Name, l.cl.Address(0), fleetToken, kubeletSettings)
+}
+
+// workerFile is the second node's file: a worker that discovers the
+// cluster through the first node with the fleet's token and the CA's hash.
+func workerFile(l *machineLab, caHash string) string {
+	return fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
+kind: WorkerConfiguration
+node:
+  name: %s
+discovery:
+  apiServerEndpoint: %s:6443
+  token: %s
+  caCertHashes: [%s]
+kubelet:
+  extraConfig:%s
+`, l.cl.Nodes[1].Name, l.cl.Address(0), fleetToken, caHash, kubeletSettings)
+}
+
+// caHash is the hash of the CA the machine's control plane made.
+func caHash(t *testing.T, m machine.Machine) string {
+	t.Helper()
+	ca, err := os.ReadFile(filepath.Join(m.Root(), "etc/kubernetes/pki/ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := pki.CACertHash(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hash
 }
 
 // machine installs the i-th node's machine, with nodeFile as its only
@@ -202,25 +256,8 @@ func waitBootstrapped(t *testing.T, m machine.Machine) {
 func TestMachines(t *testing.T) {
 	ctx := context.Background()
 	l := newMachineLab(t, "ml", "10.89.240.0/24", "cp1:control-plane", "w1:worker")
-	cpConfig := fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
-kind: ClusterConfiguration
-clusterName: ml
-node:
-  name: cp1
-  advertiseAddress: %s
-networking:
-  podSubnet: 10.245.0.0/16
-bootstrapTokens:
-- token: %s
-kubelet:
-  extraConfig:%s
-addons:
-  coreDNS:
-    disabled: true
-  kubeProxy:
-    disabled: true
-`, l.cl.Address(0), fleetToken, kubeletSettings)
-	l.images(t, cpConfig)
+	cpConfig := clusterFile(l)
+	l.images(t, cpConfig, nil)
 	cp := l.machine(t, 0, cpConfig)
 	start := time.Now()
 	if err := cp.Boot(ctx); err != nil {
@@ -284,25 +321,8 @@ addons:
 		inMachine(t, cp, append(kubectl, "delete", "pod", "resize", "--wait=false")...)
 	})
 
-	ca, err := os.ReadFile(filepath.Join(cp.Root(), "etc/kubernetes/pki/ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash, err := pki.CACertHash(ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w1 := l.machine(t, 1, fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
-kind: WorkerConfiguration
-node:
-  name: w1
-discovery:
-  apiServerEndpoint: %s:6443
-  token: %s
-  caCertHashes: [%s]
-kubelet:
-  extraConfig:%s
-`, l.cl.Address(0), fleetToken, hash, kubeletSettings))
+	hash := caHash(t, cp)
+	w1 := l.machine(t, 1, workerFile(l, hash))
 	t.Run("a worker given only its file joins by itself at boot", func(t *testing.T) {
 		start := time.Now()
 		if err := w1.Boot(ctx); err != nil {
