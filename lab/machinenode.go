@@ -102,24 +102,29 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
   ]
 }
 `
-	// imagesUnit stands in for a node image's preloaded images: it loads
-	// the lab's archive into containerd before anything needs them.
+	// imagesUnit stands in for a node image's preloaded images: at the
+	// first boot it loads the lab's archive into containerd, whose store
+	// is on the node's disk, before anything needs them.
 	imagesUnit = `[Unit]
 Description=Load the lab's images into containerd, as a node image holds them
 Requires=containerd.service
 After=containerd.service
 Before=kubelet.service kubeboot-bootstrap.service
+ConditionPathExists=!` + imagesLoaded + `
 
 [Service]
 Type=oneshot
 RemainAfterExit=yes
 ExecStart=/usr/bin/ctr -n k8s.io images import ` + machineArchive + `
+ExecStart=/usr/bin/touch ` + imagesLoaded + `
 
 [Install]
 WantedBy=multi-user.target
 `
 	// machineArchive is where a machine node sees the lab's images.
 	machineArchive = "/opt/kubeboot/images.tar"
+	// imagesLoaded marks a node whose containerd holds the lab's images.
+	imagesLoaded = "/var/lib/kubeboot-lab-images-loaded"
 )
 
 // usrBinaries are the binaries of a machine node's packages, by their

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // cgroupParent is the cgroup, in every hierarchy, under which the machines
@@ -125,6 +129,20 @@ func (m Machine) removeCgroups() error {
 		_ = syscall.Rmdir(filepath.Join(mount, cgroupParent))
 	}
 	return errors.Join(errs...)
+}
+
+// clearCgroups removes the cgroups of a machine that has stopped. The
+// processes of a killed machine may take a moment to exit, and a cgroup
+// goes only once it holds none.
+func (m Machine) clearCgroups() error {
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = m.removeCgroups()
+		return last == nil, nil
+	}); err != nil {
+		return last
+	}
+	return nil
 }
 
 // Cgroups lists the machine's cgroups that exist on the host, one per

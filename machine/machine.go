@@ -70,6 +70,13 @@ func (m Machine) Boot(ctx context.Context) error {
 	if err := m.Prepare(); err != nil {
 		return err
 	}
+	// A machine boots with no cgroup of its last boot, as a real one does:
+	// the slices its systemd and kubelet made in the v1 controllers
+	// outlive it, and a kubelet that finds its old containers' cgroups
+	// waits on them before it starts any pod.
+	if err := m.clearCgroups(); err != nil {
+		return err
+	}
 	cgroups, err := m.makeCgroups()
 	if err != nil {
 		return err
@@ -290,14 +297,8 @@ func (m Machine) Remove(timeout time.Duration) error {
 	if err := m.PowerOff(timeout); err != nil {
 		return err
 	}
-	// The processes of a killed machine may take a moment to exit, and a
-	// cgroup goes only once it holds none.
-	var last error
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		last = m.removeCgroups()
-		return last == nil, nil
-	}); err != nil {
-		return last
+	if err := m.clearCgroups(); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(m.Dir); err != nil {
 		return fmt.Errorf("remove machine %s: %w", m.Name, err)

@@ -120,7 +120,7 @@ func TestMachine(t *testing.T) {
 
 	m := machines[0]
 	leader, _ := m.Leader()
-	output(t, m, "sh", "-c", "echo disk > /var/marker && echo run > /run/marker")
+	output(t, m, "sh", "-c", "echo disk > /var/marker && echo run > /run/marker && mkdir /sys/fs/cgroup/pids/stale.slice")
 	start := time.Now()
 	if err := m.Reboot(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)
@@ -134,6 +134,10 @@ func TestMachine(t *testing.T) {
 	}
 	if got := output(t, m, "sh", "-c", "ls /run/marker 2>/dev/null || echo gone"); got != "gone" {
 		t.Errorf("after the reboot, /run still holds %s", got)
+	}
+	// A cgroup of the last boot is gone, as on a real machine.
+	if got := output(t, m, "sh", "-c", "ls -d /sys/fs/cgroup/pids/stale.slice 2>/dev/null || echo gone"); got != "gone" {
+		t.Errorf("after the reboot, the cgroup %s of the last boot is still there", got)
 	}
 
 	// A service of the machine goes with it.

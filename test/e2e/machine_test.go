@@ -339,14 +339,17 @@ func TestMachines(t *testing.T) {
 			append(kubectl, "wait", "--for=condition=Ready", "pod/on-w1", "--timeout=5s")...)
 	})
 	t.Run("after a reboot, the worker is Ready with its pod running again", func(t *testing.T) {
-		rebooted := time.Now().Truncate(time.Second)
+		container := `jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].state.running.startedAt}`
+		before := inMachine(t, cp, append(kubectl, "get", "pod", "on-w1", "-o", container)...)
+		rebooted := time.Now()
 		if err := w1.Reboot(ctx, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		waitMachine(t, cp, "the pod on w1 to run again", func(out string) bool {
-			started, err := time.Parse(time.RFC3339, out)
-			return err == nil && !started.Before(rebooted)
-		}, append(kubectl, "get", "pod", "on-w1", "-o", "jsonpath={.status.containerStatuses[0].state.running.startedAt}")...)
+		// After the reboot, the kubelet runs the pod in a new container.
+		waitMachine(t, cp, "the pod on w1 to run in a new container", func(out string) bool {
+			f := strings.Fields(out)
+			return len(f) == 2 && f[0] != strings.Fields(before)[0]
+		}, append(kubectl, "get", "pod", "on-w1", "-o", container)...)
 		t.Logf("TIMING: worker's reboot until its pod runs again: %s", time.Since(rebooted).Round(time.Millisecond))
 		if got := inMachine(t, cp, append(kubectl, "get", "node", "w1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...); got != "True" {
 			t.Errorf("Node w1 Ready: %q", got)
