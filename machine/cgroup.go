@@ -29,8 +29,9 @@ func (m Machine) cgroupName() string {
 }
 
 // hierarchies lists the mount points of the host's cgroup hierarchies: on
-// cgroup v1 one per controller (and systemd's named one, and the empty v2
-// one of a hybrid host), on v2 the one unified hierarchy.
+// cgroup v1 one per controller, systemd's named one, and the empty v2 one
+// of a hybrid host. (A pure cgroup v2 host, with its one unified
+// hierarchy, is untested: this project's hosts are v1.)
 func hierarchies() ([]string, error) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -104,7 +105,7 @@ func inherit(parent, dir, file string) error {
 
 // removeCgroups removes the machine's cgroups in every hierarchy, deepest
 // first (the slices its systemd and kubelet made in the v1 controllers
-// outlive it), and cgroupParent once no machine is left in it.
+// outlive it).
 func (m Machine) removeCgroups() error {
 	mounts, err := hierarchies()
 	if err != nil {
@@ -126,9 +127,17 @@ func (m Machine) removeCgroups() error {
 				errs = append(errs, fmt.Errorf("remove cgroup %s of machine %s: %w", d, m.Name, err))
 			}
 		}
-		_ = syscall.Rmdir(filepath.Join(mount, cgroupParent))
 	}
 	return errors.Join(errs...)
+}
+
+// removeCgroupParent removes cgroupParent from every hierarchy where no
+// machine is left in it.
+func removeCgroupParent() {
+	mounts, _ := hierarchies()
+	for _, mount := range mounts {
+		_ = syscall.Rmdir(filepath.Join(mount, cgroupParent))
+	}
 }
 
 // clearCgroups removes the cgroups of a machine that has stopped. The

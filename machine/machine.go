@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,21 +49,23 @@ type Machine struct {
 // Root is the machine's root file system.
 func (m Machine) Root() string { return filepath.Join(m.Dir, "root") }
 
-// PidFile holds the pid of the machine's systemd-nspawn.
-func (m Machine) PidFile() string { return filepath.Join(m.Dir, "nspawn.pid") }
+// pidFile holds the pid of the machine's systemd-nspawn.
+func (m Machine) pidFile() string { return filepath.Join(m.Dir, "nspawn.pid") }
 
-// ConsoleLog receives what the machine prints on its console.
-func (m Machine) ConsoleLog() string { return filepath.Join(m.Dir, "console.log") }
+// consoleLog receives what the machine prints on its console.
+func (m Machine) consoleLog() string { return filepath.Join(m.Dir, "console.log") }
 
-// bootTimeout bounds how long Boot waits for systemd to reach its default
-// target.
+// bootTimeout bounds how long Boot waits for systemd to start the
+// machine's units.
 const bootTimeout = 2 * time.Minute
 
 // Boot starts the machine: it creates the root when the machine is new
-// (see Prepare), places the machine in its cgroups and starts
-// systemd-nspawn detached from this process, then waits until the
-// machine's systemd has finished starting up (running, or degraded when a
-// unit failed). A machine that already runs is left as it is.
+// (see Prepare), places the machine in cgroups of its own, cleared of its
+// last boot's, and starts systemd-nspawn detached from this process, then
+// waits until the machine's systemd has its units under way: running,
+// degraded when a unit failed, or still starting a unit that takes long,
+// such as an unattended node's bootstrap. A machine that already runs is
+// left as it is.
 func (m Machine) Boot(ctx context.Context) error {
 	if _, running := m.Leader(); running {
 		return nil
@@ -85,7 +88,7 @@ func (m Machine) Boot(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("boot machine %s: systemd-nspawn is missing: install Debian's systemd-container package: %w", m.Name, err)
 	}
-	console, err := os.OpenFile(m.ConsoleLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	console, err := os.OpenFile(m.consoleLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("boot machine %s: %w", m.Name, err)
 	}
@@ -93,7 +96,7 @@ func (m Machine) Boot(ctx context.Context) error {
 	// A shell joins the machine's cgroups, then becomes systemd-nspawn, so
 	// that nspawn and everything it starts is in them from the first
 	// instruction; the host is cgroup v1, where no clone flag does this.
-	script := `while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"`
+	script := `while [ "$1" != -- ]; do echo $$ > "$1" || exit 1; shift; done; shift; exec "$@"`
 	args := append([]string{"-c", script, "sh"}, cgroups...)
 	args = append(append(args, "--", nspawn), m.nspawnArgs()...)
 	cmd := exec.Command("/bin/sh", args...)
@@ -107,13 +110,19 @@ func (m Machine) Boot(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("boot machine %s: %w", m.Name, err)
 	}
-	if err := os.WriteFile(m.PidFile(), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(m.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
 		_ = cmd.Process.Kill()
 		return fmt.Errorf("boot machine %s: %w", m.Name, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	return m.waitBooted(ctx, exited)
+	if err := m.waitBooted(ctx, exited); err != nil {
+		// A machine that did not boot is not left half up, where the next
+		// Boot would take it for running.
+		_ = m.PowerOff(10 * time.Second)
+		return err
+	}
+	return nil
 }
 
 // nspawnArgs are systemd-nspawn's flags for the machine. --keep-unit and
@@ -122,7 +131,10 @@ func (m Machine) Boot(ctx context.Context) error {
 func (m Machine) nspawnArgs() []string {
 	args := []string{
 		"--directory=" + m.Root(),
-		"--machine=" + m.Name,
+		// The machine's name for nspawn is unique on the host, as its
+		// state under /run/systemd/nspawn is named after it; its
+		// hostname is Name.
+		"--machine=" + m.cgroupName(),
 		"--hostname=" + m.Name,
 		// The init script as PID 1, which becomes systemd; SIGRTMIN+3 is
 		// systemd's request to power off, sent when nspawn is told to stop.
@@ -145,7 +157,7 @@ func (m Machine) nspawnArgs() []string {
 	for _, b := range m.Binds {
 		args = append(args, "--bind-ro="+b)
 	}
-	return append(args, InitPath)
+	return append(args, initPath)
 }
 
 // waitBooted waits until the machine's systemd reports that start-up is
@@ -157,28 +169,44 @@ func (m Machine) waitBooted(ctx context.Context, exited <-chan error) error {
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		select {
 		case err := <-exited:
-			return false, fmt.Errorf("boot machine %s: systemd-nspawn exited (%w); the end of %s:\n%s", m.Name, err, m.ConsoleLog(), m.consoleTail())
+			return false, fmt.Errorf("boot machine %s: systemd-nspawn exited (%w); the end of %s:\n%s", m.Name, err, m.consoleLog(), m.consoleTail())
 		default:
 		}
 		out, _ := m.Output(ctx, "systemctl", "is-system-running")
 		last = strings.TrimSpace(string(out))
-		return last == "running" || last == "degraded", nil
+		switch last {
+		case "running", "degraded":
+			return true, nil
+		case "starting":
+			// Booted once nothing but long-running units' jobs is left:
+			// the basic system is up.
+			return m.reached(ctx, "basic.target"), nil
+		}
+		return false, nil
 	})
 	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("boot machine %s: systemd is %q after %s; the end of %s:\n%s", m.Name, last, bootTimeout, m.ConsoleLog(), m.consoleTail())
+		return fmt.Errorf("boot machine %s: systemd is %q after %s; the end of %s:\n%s", m.Name, last, bootTimeout, m.consoleLog(), m.consoleTail())
 	}
 	return err
 }
 
+// reached says whether the machine's systemd has reached target.
+func (m Machine) reached(ctx context.Context, target string) bool {
+	out, err := m.Output(ctx, "systemctl", "is-active", target)
+	return err == nil && strings.TrimSpace(string(out)) == "active"
+}
+
 // consoleTail returns the last lines of the machine's console log.
 func (m Machine) consoleTail() string {
-	data, _ := os.ReadFile(m.ConsoleLog())
+	data, _ := os.ReadFile(m.consoleLog())
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-15):], "\n")
 }
 
 // Leader returns the pid, on the host, of the machine's PID 1 while the
-// machine runs.
+// machine runs: the child of its systemd-nspawn that is in a PID namespace
+// of its own (while nspawn sets the machine up, its child is still in the
+// host's).
 func (m Machine) Leader() (int, bool) {
 	nspawn, ok := m.nspawnPid()
 	if !ok {
@@ -188,17 +216,27 @@ func (m Machine) Leader() (int, bool) {
 	if err != nil {
 		return 0, false
 	}
+	hostNS, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", nspawn))
+	if err != nil {
+		return 0, false
+	}
 	for _, f := range strings.Fields(string(data)) {
-		if pid, err := strconv.Atoi(f); err == nil {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err == nil && ns != hostNS {
 			return pid, true
 		}
 	}
 	return 0, false
 }
 
-// nspawnPid returns the pid of the machine's systemd-nspawn while it runs.
+// nspawnPid returns the pid of the machine's systemd-nspawn while it runs:
+// the pid file's, if that process is systemd-nspawn for this machine's
+// root (a pid is reused once its process has gone).
 func (m Machine) nspawnPid() (int, bool) {
-	data, err := os.ReadFile(m.PidFile())
+	data, err := os.ReadFile(m.pidFile())
 	if err != nil {
 		return 0, false
 	}
@@ -206,8 +244,12 @@ func (m Machine) nspawnPid() (int, bool) {
 	if err != nil || pid <= 0 {
 		return 0, false
 	}
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	if err != nil || filepath.Base(exe) != "systemd-nspawn" {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0, false
+	}
+	argv := strings.Split(string(cmdline), "\x00")
+	if filepath.Base(argv[0]) != "systemd-nspawn" || !slices.Contains(argv, "--directory="+m.Root()) {
 		return 0, false
 	}
 	return pid, true
@@ -259,11 +301,11 @@ func (m Machine) PowerOff(timeout time.Duration) error {
 	if running {
 		// nspawn turns SIGTERM into systemd's poweroff request.
 		_ = syscall.Kill(nspawn, syscall.SIGTERM)
-		stopped := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 			_, running := m.nspawnPid()
 			return !running, nil
 		})
-		if stopped != nil {
+		if err != nil {
 			if leader, ok := m.Leader(); ok {
 				_ = syscall.Kill(leader, syscall.SIGKILL)
 			}
@@ -276,7 +318,7 @@ func (m Machine) PowerOff(timeout time.Duration) error {
 			}
 		}
 	}
-	if err := os.Remove(m.PidFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(m.pidFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("power off machine %s: %w", m.Name, err)
 	}
 	return nil
@@ -300,13 +342,37 @@ func (m Machine) Remove(timeout time.Duration) error {
 	if err := m.clearCgroups(); err != nil {
 		return err
 	}
+	if err := removeNspawnState(m.Root(), m.cgroupName()); err != nil {
+		return fmt.Errorf("remove machine %s: %w", m.Name, err)
+	}
 	if err := os.RemoveAll(m.Dir); err != nil {
 		return fmt.Errorf("remove machine %s: %w", m.Name, err)
 	}
-	// systemd-nspawn keeps its locks and mount propagation dirs in
-	// /run/systemd/nspawn; they go with the host's last machine.
-	for _, d := range []string{"/run/systemd/nspawn/propagate", "/run/systemd/nspawn/locks", "/run/systemd/nspawn"} {
+	// The dirs go with the host's last machine.
+	removeCgroupParent()
+	for _, d := range []string{nspawnLocks, nspawnPropagate, filepath.Dir(nspawnLocks)} {
 		_ = syscall.Rmdir(d)
 	}
 	return nil
+}
+
+// Where systemd-nspawn keeps, on the host, a lock of each machine's root
+// (inode-<device>:<inode>) and each machine's mount propagation dir; it
+// leaves both behind.
+const (
+	nspawnLocks     = "/run/systemd/nspawn/locks"
+	nspawnPropagate = "/run/systemd/nspawn/propagate"
+)
+
+// removeNspawnState removes what systemd-nspawn kept of the machine whose
+// root and machine name are given.
+func removeNspawnState(root, name string) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(root, &st); err == nil {
+		lock := filepath.Join(nspawnLocks, fmt.Sprintf("inode-%d:%d", st.Dev, st.Ino))
+		if err := os.Remove(lock); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return os.RemoveAll(filepath.Join(nspawnPropagate, name))
 }

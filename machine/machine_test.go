@@ -47,7 +47,7 @@ func output(t *testing.T, m machine.Machine, argv ...string) string {
 func hostState(t *testing.T) map[string][]string {
 	t.Helper()
 	state := map[string][]string{}
-	for _, dir := range []string{"/run", "/run/systemd", "/etc/kubernetes", "/var/lib/kubelet", "/etc/systemd/system"} {
+	for _, dir := range []string{"/run", "/run/systemd", "/run/systemd/nspawn/locks", "/run/systemd/nspawn/propagate", "/etc/kubernetes", "/var/lib/kubelet", "/etc/systemd/system"} {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			state[dir] = append(state[dir], e.Name())

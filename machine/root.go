@@ -26,8 +26,8 @@ done
 exec /usr/lib/systemd/systemd "$@"
 `
 
-// InitPath is where the machine's first process is, inside it.
-const InitPath = "/machine-init"
+// initPath is where the machine's first process is, inside it.
+const initPath = "/machine-init"
 
 // systemConf shortens the time systemd waits for a unit to stop, so that a
 // machine powers off in seconds even when a container ignores SIGTERM.
@@ -40,8 +40,9 @@ DefaultTimeoutStopSec=10s
 // merged-/usr Debian), and an /etc of its own: os-release, a machine-id
 // drawn at random, the hostname, hosts, the root and messagebus users,
 // Debian's alternatives (the links of the shared /usr's commands, such as
-// awk, point into /etc/alternatives), and its first process (InitPath). A root that exists is
-// kept: its /etc and /var are the machine's disk, which survive a reboot.
+// awk, point into /etc/alternatives), and its first process (initPath).
+// A root that exists is kept as it is, first process included: its /etc
+// and /var are the machine's disk, which survive a reboot.
 func (m Machine) Prepare() error {
 	root := m.Root()
 	if _, err := os.Stat(filepath.Join(root, "etc", "machine-id")); err == nil {
@@ -52,7 +53,7 @@ func (m Machine) Prepare() error {
 			return fmt.Errorf("prepare machine %s: %w", m.Name, err)
 		}
 	}
-	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777|os.ModeSticky); err != nil {
+	if err := os.Chmod(filepath.Join(root, "tmp"), 0o777|os.ModeSticky); err != nil {
 		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
 	}
 	for _, l := range []string{"bin", "lib", "lib64", "sbin"} {
@@ -83,7 +84,7 @@ func (m Machine) Prepare() error {
 	if err := copyAlternatives(filepath.Join(root, "etc", "alternatives")); err != nil {
 		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
 	}
-	if err := os.WriteFile(filepath.Join(root, InitPath), []byte(initScript), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(root, initPath), []byte(initScript), 0o755); err != nil {
 		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
 	}
 	for _, f := range etc {
