@@ -100,3 +100,28 @@ func readIdentity(s *WorkerNode, path string) (*kubeconfigIdentity, error) {
 	}
 	return id, nil
 }
+
+// Joined says whether this worker has joined its cluster already, without
+// asking the cluster: its kubelet.conf holds a client certificate of this
+// node's name, valid now, from the cluster CA on the node (CAPath). A
+// bootstrap at a later boot has nothing to do then, even once the token it
+// joined with has expired.
+func Joined(s *WorkerNode) (bool, error) {
+	w := s.Config
+	own, err := readKubeletConf(s, w)
+	if err != nil || own == nil {
+		return false, err
+	}
+	ca, err := s.Files.ReadFile(w.CAPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	hash, err := pki.CACertHash(ca)
+	if err != nil {
+		return false, fmt.Errorf("read the cluster CA %q: %w", w.CAPath(), err)
+	}
+	return own.caHash == hash && own.node == w.Node.Name && time.Now().Before(own.expires), nil
+}

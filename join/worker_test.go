@@ -312,3 +312,27 @@ func TestKubeletStart(t *testing.T) {
 		t.Errorf("after a new kubelet config: systemctl calls (-want +got):\n%s", diff)
 	}
 }
+
+// TestJoined: a worker has joined once its kubelet.conf holds a client
+// certificate of its name from the CA on the node; not before, not with
+// another node's certificate, not with another cluster's CA.
+func TestJoined(t *testing.T) {
+	n := newWorker(t)
+	if joined, err := Joined(n.s); joined || err != nil {
+		t.Errorf("a new node: joined %t, %v", joined, err)
+	}
+	mustWrite(t, n.host(n.w.CAPath()), n.ca.Cert, 0o644)
+	n.writeKubeletConf(t, n.ca, "worker1")
+	if joined, err := Joined(n.s); !joined || err != nil {
+		t.Errorf("a joined node: joined %t, %v", joined, err)
+	}
+	n.writeKubeletConf(t, n.ca, "worker2")
+	if joined, _ := Joined(n.s); joined {
+		t.Error("another node's certificate counts as joined")
+	}
+	n.writeKubeletConf(t, n.ca, "worker1")
+	mustWrite(t, n.host(n.w.CAPath()), newTestCA(t).Cert, 0o644)
+	if joined, _ := Joined(n.s); joined {
+		t.Error("a certificate of another cluster's CA counts as joined")
+	}
+}

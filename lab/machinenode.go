@@ -229,6 +229,10 @@ func InstallNode(m machine.Machine, nodeFile []byte) error {
 		if err := os.WriteFile(path, f.content, f.mode); err != nil {
 			return err
 		}
+		// WriteFile keeps the mode of a file that exists.
+		if err := os.Chmod(path, f.mode); err != nil {
+			return err
+		}
 	}
 	wants := filepath.Join(etc, "systemd/system/multi-user.target.wants")
 	if err := os.MkdirAll(wants, 0o755); err != nil {

@@ -38,8 +38,11 @@ func busyboxImage(t *testing.T) lab.Image {
 // node, and checks that no kubelet restarted meanwhile. It is not part of
 // `make test`: run it with
 //
-//	go test -c -o /tmp/e2e.test k8s.io/kubernetes/test/e2e   # in a module pinning v1.36.3
-//	KUBEBOOT_E2E_TEST=/tmp/e2e.test go test -tags 'e2e conformance' -run TestConformanceResize -v ./test/e2e/
+//	apt-get install busybox-static
+//	# in a copy of test/tools/kubernetes/v1.36, whose go.mod pins v1.36.3:
+//	GOFLAGS=-mod=mod go test -c -o /tmp/e2e.test k8s.io/kubernetes/test/e2e
+//	KUBEBOOT_E2E_TEST=/tmp/e2e.test KUBEBOOT_BIN_DIR=$PWD/test/tools/bin \
+//	  go test -tags 'e2e conformance' -run TestConformanceResize -v ./test/e2e/
 func TestConformanceResize(t *testing.T) {
 	e2eTest := os.Getenv("KUBEBOOT_E2E_TEST")
 	if e2eTest == "" {

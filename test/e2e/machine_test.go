@@ -265,6 +265,9 @@ func TestMachines(t *testing.T) {
 	}
 	waitBootstrapped(t, cp)
 	t.Logf("TIMING: control-plane machine's boot until its bootstrap unit is done: %s", time.Since(start).Round(time.Millisecond))
+	if journal := inMachine(t, cp, "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); strings.Contains(journal, strings.Split(fleetToken, ".")[1]) {
+		t.Error("the bootstrap unit's journal holds the bootstrap token's secret")
+	}
 	kubectl := []string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}
 
 	t.Run("kubelet-start wrote the drop-in and systemd runs the kubelet with it", func(t *testing.T) {
@@ -356,6 +359,10 @@ func TestMachines(t *testing.T) {
 		}
 		if got := inMachine(t, w1, "systemctl", "is-active", "kubeboot-bootstrap"); got != "active" {
 			t.Errorf("the bootstrap unit after the reboot: %s", got)
+		}
+		// At a later boot the worker has joined: no discovery, no token.
+		if journal := inMachine(t, w1, "journalctl", "--no-pager", "-b", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, "this node has joined its cluster") {
+			t.Errorf("the bootstrap unit's journal after the reboot:\n%s", journal)
 		}
 	})
 	t.Run("after a reboot, the control plane answers with a healthy etcd", func(t *testing.T) {

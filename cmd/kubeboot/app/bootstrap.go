@@ -39,16 +39,38 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	}
 	options := phases.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
 	if doc.Worker != nil {
-		return runSpec{worker: doc.Worker, options: options}, onWorker(func(ctx context.Context, n *join.WorkerNode) ([]string, error) {
-			return join.WorkerWorkflow.Run(ctx, n, nil)
-		}), nil
+		r, err := (&joinOptions{}).workerRun(doc.Worker)
+		r.options = options
+		return r, onWorker(joinWorker), err
 	}
 	if err := config.CheckPatchesDir(doc.Cluster, o.configPath, ""); err != nil {
 		return runSpec{}, nil, err
 	}
-	return runSpec{config: doc.Cluster, options: options}, onNode(func(ctx context.Context, n *phases.Node) ([]string, error) {
-		return phases.InitWorkflow.Run(ctx, n, nil)
-	}), nil
+	return runSpec{config: doc.Cluster, options: options}, onNode(initNode), nil
+}
+
+// joinWorker joins the worker, unless it has joined already: at a later
+// boot its kubelet has its own credentials, and the token it joined with
+// may have expired.
+func joinWorker(ctx context.Context, n *join.WorkerNode) ([]string, error) {
+	joined, err := join.Joined(n)
+	if err != nil {
+		return nil, err
+	}
+	if joined {
+		n.Report.Infof("this node has joined its cluster: %s holds its client certificate; nothing to do", n.Config.KubeconfigPath(config.KubeconfigKubelet))
+		return nil, nil
+	}
+	return join.WorkerWorkflow.Run(ctx, n, nil)
+}
+
+// initNode inits the cluster. An unattended node's output goes to its
+// journal, so the join command, which holds a bootstrap token, is left
+// out of the result.
+func initNode(ctx context.Context, n *phases.Node) ([]string, error) {
+	ran, err := phases.InitWorkflow.Run(ctx, n, nil)
+	n.JoinCommand = ""
+	return ran, err
 }
 
 // retryable says whether another attempt may succeed: not after a mistake
@@ -60,15 +82,25 @@ func retryable(err error) bool {
 }
 
 // run runs the node's workflow until it succeeds, an attempt fails in a
-// way no retry fixes, or ctx ends (systemd stopping the unit).
+// way no retry fixes, or ctx ends (systemd stopping the unit). Each
+// attempt loads the configuration again, so a fixed file is taken up, and
+// reports like any run: with -o json, each ends with its result.
 func (o *bootstrapOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
-	r, do, err := o.spec()
-	if err != nil {
-		return err
+	if o.retry <= 0 {
+		return &exit.UsageError{Msg: fmt.Sprintf("--retry-interval %s: want a positive duration, like 10s", o.retry)}
+	}
+	var do steps
+	load := func() (runSpec, error) {
+		r, steps, err := o.spec()
+		do = steps
+		return r, err
+	}
+	run := func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+		return do(ctx, r, run, found)
 	}
 	report := reporter(o.output, stdout, stderr)
 	for attempt := 1; ; attempt++ {
-		err := o.deps.execute(ctx, o.output, stdout, stderr, func() (runSpec, error) { return r, nil }, do)
+		err := o.deps.execute(ctx, o.output, stdout, stderr, load, run)
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}

@@ -15,10 +15,10 @@ import (
 // covers.
 const hostChecks = "IsPrivilegedUser,FileContent--proc-sys-net-ipv4-ip_forward,Swap,CgroupV1,KernelVersion,FileExisting-kubelet,CRI"
 
-// TestBootstrapRetriesUntilTheClusterAnswers: a worker whose cluster does
-// not answer yet fails an attempt, waits and tries again, until systemd
-// stops it; nothing but its progress is printed.
-func TestBootstrapRetriesUntilTheClusterAnswers(t *testing.T) {
+// TestBootstrapRetriesUntilStopped: a worker whose cluster does not answer
+// yet fails an attempt, waits and tries again, until systemd stops it;
+// nothing but its progress is printed.
+func TestBootstrapRetriesUntilStopped(t *testing.T) {
 	dir := t.TempDir()
 	cfg, node := workerConfig(t, dir)
 	base, err := os.ReadFile(cfg)
@@ -67,6 +67,16 @@ func TestBootstrapStopsOnAConfigurationMistake(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "bootstrap"); code != exit.Usage || !strings.Contains(stderr, "bootstrap needs --config") {
 		t.Errorf("without --config: exit %d:\n%s", code, stderr)
+	}
+	// With -o json, the mistake ends with a result, as any run's does.
+	path := writeFile(t, dir, "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\n")
+	code, stdout, _ := runCLI(t, "bootstrap", "--config", path, "-o", "json")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != exit.Usage || !strings.HasPrefix(lines[len(lines)-1], `{"result":`) || !strings.Contains(lines[len(lines)-1], `"exitCode":2`) {
+		t.Errorf("-o json: exit %d, stdout:\n%s", code, stdout)
+	}
+	if code, _, stderr := runCLI(t, "bootstrap", "--config", path, "--retry-interval", "0s"); code != exit.Usage || !strings.Contains(stderr, "--retry-interval 0s: want a positive duration") {
+		t.Errorf("--retry-interval 0s: exit %d:\n%s", code, stderr)
 	}
 }
 

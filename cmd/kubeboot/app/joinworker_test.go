@@ -156,7 +156,7 @@ func TestJoinWorker(t *testing.T) {
 			code, stdout, stderr := runCLI(t, "join", c.endpoint, "--token", joinToken, "--discovery-token-ca-cert-hash", c.pin,
 				"--config", cfg, "--node-name", "worker1",
 				// This host's own checks are phases' hostchecks_test.go's.
-				"--ignore-preflight-errors", "IsPrivilegedUser,FileContent--proc-sys-net-ipv4-ip_forward,Swap,CgroupV1,KernelVersion,FileExisting-kubelet,CRI",
+				"--ignore-preflight-errors", hostChecks,
 				"--skip-phases", "kubelet-start,kubelet-wait-bootstrap", "-o", format)
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
