@@ -25,8 +25,10 @@ type JoinConfiguration struct {
 // Join is how a joining node reaches the existing cluster.
 type Join struct {
 	// EtcdEndpoints are client URLs of existing etcd members; the new
-	// member is added through them.
-	EtcdEndpoints []string `json:"etcdEndpoints"`
+	// member is added through them. Empty: those the cluster's etcd pods
+	// show in their kubeadm.kubernetes.io/etcd.advertise-client-urls
+	// annotation.
+	EtcdEndpoints []string `json:"etcdEndpoints,omitempty"`
 	// Discovery, when set, verifies the cluster as a worker's join does (a
 	// bootstrap token and the CA's pins, or a discovery file): the
 	// bundle's cluster CA must be the one discovery trusts.
@@ -71,9 +73,6 @@ func validateJoin(j *JoinConfiguration) field.ErrorList {
 		errs = append(errs, field.Required(field.NewPath("etcd", "local"), "kubeboot joins control-plane nodes with a stacked etcd member only"))
 	}
 	p := field.NewPath("join", "etcdEndpoints")
-	if len(j.Join.EtcdEndpoints) == 0 {
-		errs = append(errs, field.Required(p, "list the client URLs of existing etcd members, e.g. https://10.0.0.11:2379"))
-	}
 	for i, ep := range j.Join.EtcdEndpoints {
 		if u, err := url.Parse(ep); err != nil || u.Scheme != "https" || u.Host == "" {
 			errs = append(errs, field.Invalid(p.Index(i), ep, "want an https:// client URL"))

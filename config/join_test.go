@@ -23,7 +23,6 @@ func TestLoadJoin(t *testing.T) {
 		name, text, want string
 	}{
 		{"no endpoint", joinHeader + "join: {etcdEndpoints: [https://10.0.0.11:2379]}\n", "controlPlaneEndpoint: Required value"},
-		{"no etcd endpoints", joinHeader + "controlPlaneEndpoint: 10.0.0.10\n", "join.etcdEndpoints: Required value"},
 		{"plain http etcd", joinHeader + "controlPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoints: [http://10.0.0.11:2379]}\n", "line 4: join.etcdEndpoints[0]: Invalid value: \"http://10.0.0.11:2379\": want an https:// client URL"},
 		{"unknown field", joinHeader + "controlPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoint: [https://a:2379]}\n", "join.etcdEndpoint: unknown field"},
 		{"a ClusterConfiguration", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n", "a ClusterConfiguration is for `kubeboot init`"},
@@ -52,9 +51,13 @@ func TestLoadAny(t *testing.T) {
 	if _, err := loadNode(writeConfig(t, header), host); err != nil {
 		t.Fatalf("loadNode(ClusterConfiguration): %v", err)
 	}
+	// Without join.etcdEndpoints, the join reads them from the cluster.
+	if j, err := loadNode(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), host); err != nil || j.ControlPlaneEndpoint != "10.0.0.10" {
+		t.Fatalf("loadNode(JoinConfiguration without etcdEndpoints) = %+v, %v", j, err)
+	}
 	// A broken JoinConfiguration reports its own problem, not its kind.
-	_, err = loadNode(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), host)
-	if err == nil || !strings.Contains(err.Error(), "join.etcdEndpoints: Required value") {
+	_, err = loadNode(writeConfig(t, joinHeader+"join: {etcdEndpoints: [https://10.0.0.11:2379]}\n"), host)
+	if err == nil || !strings.Contains(err.Error(), "controlPlaneEndpoint: Required value") {
 		t.Fatalf("loadNode(invalid JoinConfiguration): %v", err)
 	}
 }

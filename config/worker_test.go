@@ -155,7 +155,7 @@ func TestLoadAnyKind(t *testing.T) {
 	if doc, err := Load(writeConfig(t, header), env); err != nil || doc.Kind() != KindClusterConfiguration || doc.ControlPlane() != doc.Cluster {
 		t.Errorf("a ClusterConfiguration: %+v, %v", doc, err)
 	}
-	if _, err := Load(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\n"), env); err == nil || !strings.Contains(err.Error(), "join.etcdEndpoints") {
+	if _, err := Load(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoints: [http://10.0.0.11:2379]}\n"), env); err == nil || !strings.Contains(err.Error(), "join.etcdEndpoints") {
 		t.Errorf("an invalid JoinConfiguration: %v", err)
 	}
 	doc, err = Load(writeConfig(t, joinHeader+"controlPlaneEndpoint: 10.0.0.10\njoin: {etcdEndpoints: [https://10.0.0.11:2379]}\n"), env)

@@ -147,9 +147,13 @@ var EtcdJoin = phases.Phase[*ControlPlaneNode]{Name: "etcd-join", Short: "Add th
 func runEtcdJoin(ctx context.Context, s *ControlPlaneNode) error {
 	c := s.Config
 	if s.Join == nil {
-		return &exit.UsageError{Msg: "etcd-join needs a JoinConfiguration: its join.etcdEndpoints name the members to join through"}
+		return &exit.UsageError{Msg: "etcd-join needs a JoinConfiguration: the node's configuration as a joining control-plane node"}
 	}
-	cli, err := etcd.New(ctx, s.Join.EtcdEndpoints, etcd.LocalTLS(c, s.Files.HostPath))
+	endpoints, err := etcdEndpoints(ctx, s)
+	if err != nil {
+		return err
+	}
+	cli, err := etcd.New(ctx, endpoints, etcd.LocalTLS(c, s.Files.HostPath))
 	if err != nil {
 		return err
 	}

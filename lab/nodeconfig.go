@@ -64,14 +64,8 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 		cfg["kubernetesVersion"] = c.KubernetesVersion
 	}
 	if i > 0 {
-		var endpoints []string
-		for _, j := range c.ControlPlanes() {
-			if j < i {
-				endpoints = append(endpoints, "https://"+netip.AddrPortFrom(c.Address(j), 2379).String())
-			}
-		}
+		// The join reads the existing etcd members from the cluster.
 		cfg["kind"] = "JoinConfiguration"
-		cfg["join"] = map[string]any{"etcdEndpoints": endpoints}
 	}
 	return yaml.Marshal(cfg)
 }
