@@ -23,9 +23,11 @@ import (
 
 // Down tears the node down and removes its dir: the kubelet first, so that
 // it restarts nothing; then every pod, through containerd's CRI, which
-// stops the containers and releases their mounts and networks; then
-// containerd. What a crashed containerd left behind is cleaned up without
-// it: containers through runc's state, then mounts under the dir; and the
+// stops the containers and releases their mounts and networks, again
+// until no shim of the node is left (a pod being set up shows only once
+// it is); then containerd. What a stopped or crashed containerd left
+// behind is cleaned up without it: its shims, killed; containers through
+// runc's state, then mounts under the dir; and the
 // node's bridge and, after the machine's last kubelet, the kubelet's
 // iptables chains. logf reports each step.
 func (n Node) Down(ctx context.Context, logf func(format string, args ...any)) error {
@@ -48,7 +50,9 @@ func (n Node) Down(ctx context.Context, logf func(format string, args ...any)) e
 	} else {
 		logf("stopped containerd")
 	}
-	if killed := killShims(n.Socket, 10*time.Second); killed > 0 {
+	if killed, err := killShims(n.Socket, 10*time.Second); err != nil {
+		errs = append(errs, err)
+	} else if killed > 0 {
 		logf("killed %d shims containerd left", killed)
 	}
 	if err := n.deleteContainers(ctx); err != nil {
@@ -137,16 +141,21 @@ func shimsOf(socket string) []int {
 
 // killShims kills the shims a stopped containerd left behind, the shim of a
 // pod it was still setting up when it stopped, and waits up to timeout for
-// them to go. It returns how many it killed.
-func killShims(socket string, timeout time.Duration) int {
+// them to go. It returns how many it killed, or which survived.
+func killShims(socket string, timeout time.Duration) (int, error) {
 	pids := shimsOf(socket)
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	var left []int
 	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return len(shimsOf(socket)) == 0, nil
+		left = shimsOf(socket)
+		return len(left) == 0, nil
 	})
-	return len(pids)
+	if len(left) > 0 {
+		return 0, fmt.Errorf("shims of %s survived SIGKILL for %s: pids %v", socket, timeout, left)
+	}
+	return len(pids), nil
 }
 
 // deleteContainers force-deletes, with runc, every container whose state is

@@ -55,8 +55,8 @@ func TestKillShimsKillsOnlyTheNodesShims(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- shim.Wait() }()
-	if killed := killShims(socket, 5*time.Second); killed != 1 {
-		t.Errorf("killShims killed %d, want 1", killed)
+	if killed, err := killShims(socket, 5*time.Second); killed != 1 || err != nil {
+		t.Errorf("killShims killed %d (%v), want 1", killed, err)
 	}
 	select {
 	case err := <-done:
