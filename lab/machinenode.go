@@ -204,24 +204,36 @@ func (c *Cluster) Machine(i int, dir, layer, archive, binDir string) machine.Mac
 // before its first boot: containerd's configuration and the CNI template,
 // containerd, the kubelet, the images' unit and kubeboot's bootstrap unit
 // enabled, and nodeFile, the node's one input, at
-// bootstrapunit.ConfigPath.
+// bootstrapunit.ConfigPath. A nil nodeFile is a node that another tool,
+// such as kubeadm, brings up: it gets neither the file nor the unit.
 func InstallNode(m machine.Machine, nodeFile []byte) error {
 	if err := m.Prepare(); err != nil {
 		return err
 	}
 	etc := filepath.Join(m.Root(), "etc")
-	for _, f := range []struct {
+	type file struct {
 		path    string
 		content []byte
 		mode    os.FileMode
-	}{
+	}
+	files := []file{
 		{"etc/containerd/config.toml", []byte(machineContainerdConfig), 0o644},
 		{"etc/containerd/cni.template", []byte(machineCNITemplate), 0o644},
-		{"etc/systemd/system/kubeboot-bootstrap.service", []byte(bootstrapunit.Unit), 0o644},
 		{"etc/systemd/system/kubeboot-lab-images.service", []byte(imagesUnit), 0o644},
-		// It may hold the bootstrap token.
-		{bootstrapunit.ConfigPath, nodeFile, 0o600},
-	} {
+	}
+	units := map[string]string{
+		"containerd.service":          "/usr/lib/systemd/system/containerd.service",
+		"kubelet.service":             "/usr/lib/systemd/system/kubelet.service",
+		"kubeboot-lab-images.service": "../kubeboot-lab-images.service",
+	}
+	if nodeFile != nil {
+		files = append(files,
+			file{"etc/systemd/system/kubeboot-bootstrap.service", []byte(bootstrapunit.Unit), 0o644},
+			// It may hold the bootstrap token.
+			file{bootstrapunit.ConfigPath, nodeFile, 0o600})
+		units["kubeboot-bootstrap.service"] = "../kubeboot-bootstrap.service"
+	}
+	for _, f := range files {
 		path := filepath.Join(m.Root(), f.path)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
@@ -238,12 +250,7 @@ func InstallNode(m machine.Machine, nodeFile []byte) error {
 	if err := os.MkdirAll(wants, 0o755); err != nil {
 		return err
 	}
-	for unit, target := range map[string]string{
-		"containerd.service":          "/usr/lib/systemd/system/containerd.service",
-		"kubelet.service":             "/usr/lib/systemd/system/kubelet.service",
-		"kubeboot-lab-images.service": "../kubeboot-lab-images.service",
-		"kubeboot-bootstrap.service":  "../kubeboot-bootstrap.service",
-	} {
+	for unit, target := range units {
 		if err := os.Symlink(target, filepath.Join(wants, unit)); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}

@@ -72,4 +72,18 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	if err := lab.InstallNode(m, []byte("kind: WorkerConfiguration\n")); err != nil {
 		t.Errorf("installing a node twice: %v", err)
 	}
+
+	// A node that kubeadm brings up gets no file and no bootstrap unit.
+	other := machine.Machine{Name: "w2", Dir: filepath.Join(dir, "w2")}
+	if err := lab.InstallNode(other, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"etc/kubeboot/node.yaml", "etc/systemd/system/multi-user.target.wants/kubeboot-bootstrap.service"} {
+		if _, err := os.Lstat(filepath.Join(other.Root(), path)); err == nil {
+			t.Errorf("a kubeadm node has %s", path)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(other.Root(), "etc/systemd/system/multi-user.target.wants/kubelet.service")); err != nil {
+		t.Errorf("a kubeadm node's kubelet.service is not enabled: %v", err)
+	}
 }

@@ -222,12 +222,17 @@ func caHash(t *testing.T, m machine.Machine) string {
 }
 
 // machine installs the i-th node's machine, with nodeFile as its only
-// input; it is removed when the test ends.
+// input (none: another tool brings it up); it is removed when the test
+// ends.
 func (l *machineLab) machine(t *testing.T, i int, nodeFile string) machine.Machine {
 	t.Helper()
 	m := l.cl.Machine(i, filepath.Join(l.root, "m"), l.layer, l.archive, binDir)
 	l.machines = append([]machine.Machine{m}, l.machines...) // workers go first
-	if err := lab.InstallNode(m, []byte(nodeFile)); err != nil {
+	var file []byte
+	if nodeFile != "" {
+		file = []byte(nodeFile)
+	}
+	if err := lab.InstallNode(m, file); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -255,7 +260,7 @@ func waitBootstrapped(t *testing.T, m machine.Machine) {
 // both nodes come back after a reboot.
 func TestMachines(t *testing.T) {
 	ctx := context.Background()
-	l := newMachineLab(t, "ml", "10.89.240.0/24", "cp1:control-plane", "w1:worker")
+	l := newMachineLab(t, "ml", "10.89.240.0/24", "cp1:control-plane", "w1:worker", "w2:worker")
 	cpConfig := clusterFile(l)
 	l.images(t, cpConfig, nil)
 	cp := l.machine(t, 0, cpConfig)
@@ -341,6 +346,36 @@ func TestMachines(t *testing.T) {
 		waitMachine(t, cp, "the pod on w1 to run", func(string) bool { return true },
 			append(kubectl, "wait", "--for=condition=Ready", "pod/on-w1", "--timeout=5s")...)
 	})
+	t.Run("kubeadm join starts a node's kubelet through systemd too", func(t *testing.T) {
+		w2 := l.machine(t, 2, "")
+		if err := w2.Boot(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var out strings.Builder
+		// This host's cgroups are v1 and it may have swap (the cluster's
+		// kubelet-config accepts both), and a node's network namespace has
+		// no bridge netfilter setting of its own.
+		if err := w2.Run(ctx, nil, &out, &out, "kubeadm", "join", l.cl.Address(0).String()+":6443", "--token", fleetToken,
+			"--discovery-token-ca-cert-hash", hash, "--node-name", "w2",
+			"--ignore-preflight-errors", "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"); err != nil {
+			t.Fatalf("kubeadm join: %v\n%s", err, out.String())
+		}
+		t.Logf("TIMING: kubeadm join: %s", time.Since(start).Round(time.Millisecond))
+		dropIns := inMachine(t, w2, "systemctl", "show", "kubelet", "-p", "DropInPaths", "--value")
+		if !strings.Contains(dropIns, "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf") {
+			t.Errorf("kubelet.service's drop-ins: %q", dropIns)
+		}
+		pid := inMachine(t, w2, "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
+		if ppid := inMachine(t, w2, "sh", "-c", "awk '{print $4}' /proc/"+pid+"/stat"); ppid != "1" {
+			t.Errorf("the kubelet's parent is %s, want the machine's PID 1", ppid)
+		}
+		if args := inMachine(t, w2, "cat", "/proc/"+pid+"/cmdline"); !strings.Contains(args, "--kubeconfig=/etc/kubernetes/kubelet.conf") {
+			t.Errorf("the kubelet runs without kubeadm's flags: %q", args)
+		}
+		waitMachine(t, cp, "Node w2 to be Ready", func(out string) bool { return out == "True" },
+			append(kubectl, "get", "node", "w2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...)
+	})
 	t.Run("after a reboot, the worker is Ready with its pod running again", func(t *testing.T) {
 		container := `jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].state.running.startedAt}`
 		before := inMachine(t, cp, append(kubectl, "get", "pod", "on-w1", "-o", container)...)
@@ -375,10 +410,15 @@ func TestMachines(t *testing.T) {
 		waitMachine(t, cp, "the API server to be ready after the reboot", func(out string) bool { return out == "ok" },
 			append(kubectl, "get", "--raw", "/readyz")...)
 		t.Logf("TIMING: control plane's reboot until the API server is ready: %s", time.Since(start).Round(time.Millisecond))
-		for _, unit := range []string{"containerd", "kubelet", "kubeboot-bootstrap"} {
+		for _, unit := range []string{"containerd", "kubelet"} {
 			if got := inMachine(t, cp, "systemctl", "is-active", unit); got != "active" {
 				t.Errorf("%s after the reboot: %s", unit, got)
 			}
+		}
+		// At every boot, init runs again, converges and changes nothing.
+		waitBootstrapped(t, cp)
+		if journal := inMachine(t, cp, "journalctl", "--no-pager", "-b", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, `"ok":true`) {
+			t.Errorf("the bootstrap unit's journal after the reboot:\n%s", journal)
 		}
 	})
 	t.Run("nothing of the nodes is on the host", func(t *testing.T) {
