@@ -14,7 +14,7 @@ FUZZTIME ?= 10m
 # (any other package's test binary rejects it).
 GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
-.PHONY: build test unit e2e lint golden bench fuzz binaries lab-binaries host-packages lab lab-down clean
+.PHONY: build test unit e2e conformance lint golden bench fuzz binaries lab-binaries host-packages lab lab-down clean
 
 ## build: compile kubeboot into bin/kubeboot
 build:
@@ -34,6 +34,13 @@ unit:
 ## e2e: the end-to-end suite against the real binaries and kubelet (build tag e2e)
 e2e: binaries
 	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -timeout 60m -tags e2e -v ./test/e2e/...
+
+## conformance: Kubernetes' own conformance tests (e2e.test v1.36.3, built here) on a lab of machine nodes, those CONFORMANCE_FOCUS selects (default: the six in-place pod resize tests); outside make test
+conformance: binaries
+	command -v busybox >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static)
+	bash test/tools/build-e2e-test.sh $(K8S_BIN)
+	KUBEBOOT_E2E_TEST=$(K8S_BIN)/e2e.test KUBEBOOT_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' KUBEBOOT_BIN_DIR=$(K8S_BIN) \
+		$(GO) test -count=1 -timeout 4h -tags 'e2e conformance' -v -run '^TestConformance$$' ./test/e2e/
 
 ## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl, kube-bench, containerd, CNI plugins and pause
 binaries:
