@@ -126,6 +126,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 		}
 		setString(&c.Etcd.Local.DataDir, DefaultEtcdDataDir)
 		setString(&c.Etcd.Local.SnapshotsDir, DefaultEtcdSnapshotsDir)
+		setScheduledSnapshotsDefaults(c.Etcd.Local.ScheduledSnapshots, host.KubebootVersion)
 	}
 	if c.APIServer.BindPort == 0 {
 		c.APIServer.BindPort = DefaultBindPort

@@ -130,6 +130,9 @@ type LocalEtcd struct {
 	// snapshots by default, and what `etcd snapshot list` and `prune`
 	// manage. It must not lie in the data dir, which reset removes.
 	SnapshotsDir string `json:"snapshotsDir,omitempty"`
+	// ScheduledSnapshots, when set, saves snapshots into SnapshotsDir on
+	// a schedule, and copies them to S3.
+	ScheduledSnapshots *ScheduledSnapshots `json:"scheduledSnapshots,omitempty"`
 	// ExtraArgs add, override or remove etcd flags.
 	ExtraArgs []Arg `json:"extraArgs,omitempty"`
 	// ServerCertSANs are extra SANs of etcd's serving certificate.

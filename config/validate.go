@@ -257,6 +257,7 @@ func validateEtcd(p *field.Path, e Etcd) field.ErrorList {
 		l := p.Child("local")
 		errs = append(errs, absolutePath(l.Child("dataDir"), e.Local.DataDir)...)
 		errs = append(errs, absolutePath(l.Child("snapshotsDir"), e.Local.SnapshotsDir)...)
+		errs = append(errs, validateScheduledSnapshots(l.Child("scheduledSnapshots"), e.Local.ScheduledSnapshots)...)
 		errs = append(errs, validateArgs(l.Child("extraArgs"), e.Local.ExtraArgs)...)
 		errs = append(errs, validateSANs(l.Child("serverCertSANs"), e.Local.ServerCertSANs)...)
 		errs = append(errs, validateSANs(l.Child("peerCertSANs"), e.Local.PeerCertSANs)...)
