@@ -4,7 +4,7 @@
 #
 #   bash test/tools/build.sh <bin-dir> [--lab | --with-v1.35] [--force]
 #
-# --lab builds only what `kubeboot lab` runs (no crictl, kube-bench or v1.35).
+# --lab builds only what `kubeboot lab` runs (no crictl, kube-bench, weed or v1.35).
 #
 #   <bin-dir>/etcd etcdctl etcdutl                 etcd        (module ./etcd)
 #   <bin-dir>/kube-apiserver kube-controller-manager kube-scheduler
@@ -18,6 +18,8 @@
 #                                                  CNI plugins (module ./cni)
 #   <bin-dir>/pause                                the lab's sandbox program (module ./pause)
 #   <bin-dir>/coredns                              CoreDNS     (module ./coredns)
+#   <bin-dir>/weed                                 SeaweedFS, the S3 server of s3store's tests
+#                                                  and the e2e suite (module ./seaweedfs)
 #   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
 #                                                  only with --with-v1.35 (module ./kubernetes/v1.35)
 #   <bin-dir>/v1.13/coredns                        only with --with-v1.35: the CoreDNS v1.35
@@ -46,7 +48,7 @@ tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin_dir=
 force=false
 lab_families=(family_etcd family_kubernetes_v1_36 family_containerd family_cni family_pause family_coredns)
-families=("${lab_families[@]}" family_crictl family_kube_bench)
+families=("${lab_families[@]}" family_crictl family_kube_bench family_seaweedfs)
 for arg in "$@"; do
 	case $arg in
 	--lab) families=("${lab_families[@]}") ;;
@@ -290,6 +292,13 @@ family_coredns() {
 family_coredns_v1_13() {
 	build_family coredns-v1.13 coredns/v1.13 v1.13 github.com/coredns/coredns "" \
 		coredns=github.com/coredns/coredns
+}
+
+# SeaweedFS's version is a constant of the module; the git commit it stamps
+# is unknown to the module proxy, so it is left unset.
+family_seaweedfs() {
+	build_family seaweedfs seaweedfs "" github.com/seaweedfs/seaweedfs "" \
+		weed=github.com/seaweedfs/seaweedfs/weed
 }
 
 family_pause() {
