@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,14 +39,33 @@ const (
 	// PortCSRApprover is where the CSR approver serves /healthz and
 	// /readyz, in plain HTTP on the loopback address.
 	PortCSRApprover = 10270
+	// PortEtcdSnapshots is where the snapshot pod serves /healthz and
+	// /readyz, in plain HTTP on the loopback address.
+	PortEtcdSnapshots = 10271
 )
 
 // ComponentNames lists the control-plane components in start order.
 var ComponentNames = []string{NameEtcd, NameAPIServer, NameControllerManager, NameScheduler}
 
 // StaticPodNames lists every static pod kubeboot may write: the
-// components, then the CSR approver.
-var StaticPodNames = []string{NameEtcd, NameAPIServer, NameControllerManager, NameScheduler, NameCSRApprover}
+// components, then kubeboot's own pods.
+var StaticPodNames = append(slices.Clone(ComponentNames), KubebootPods...)
+
+// KubebootPods are kubeboot's own static pods, which run the kubeboot
+// image and which the configuration turns on or off (KubebootPodEnabled).
+// They are no control-plane components: nothing waits for them.
+var KubebootPods = []string{NameCSRApprover, NameEtcdSnapshots}
+
+// KubebootPodEnabled says whether this node runs kubeboot's pod name.
+func (c *ClusterConfiguration) KubebootPodEnabled(name string) bool {
+	switch name {
+	case NameCSRApprover:
+		return c.CSRApproverEnabled()
+	case NameEtcdSnapshots:
+		return c.ScheduledSnapshotsEnabled()
+	}
+	return false
+}
 
 // Default values of the configuration fields.
 const (

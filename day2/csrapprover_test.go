@@ -34,11 +34,11 @@ func TestUpgradeCSRApprover(t *testing.T) {
 	must(t, err)
 	enabled := map[string][]byte{config.NameCSRApprover: rendered}
 
-	if wrote, err := upgradeCSRApprover(s, enabled); err != nil || wrote {
+	if wrote, err := upgradeKubebootPods(s, enabled); err != nil || wrote {
 		t.Errorf("up to date: wrote %v, %v", wrote, err)
 	}
 	must(t, s.Files.Remove(path))
-	if wrote, err := upgradeCSRApprover(s, enabled); err != nil || !wrote {
+	if wrote, err := upgradeKubebootPods(s, enabled); err != nil || !wrote {
 		t.Errorf("missing: wrote %v, %v", wrote, err)
 	}
 	if got, err := s.Files.ReadFile(path); err != nil || string(got) != string(rendered) {
@@ -47,13 +47,13 @@ func TestUpgradeCSRApprover(t *testing.T) {
 
 	off := false
 	s.Config.CSRApprover.Enabled = &off
-	if wrote, err := upgradeCSRApprover(s, map[string][]byte{}); err != nil || !wrote {
+	if wrote, err := upgradeKubebootPods(s, map[string][]byte{}); err != nil || !wrote {
 		t.Errorf("disabled: removed %v, %v", wrote, err)
 	}
 	if _, err := os.Stat(s.Files.HostPath(path)); !os.IsNotExist(err) {
 		t.Errorf("the disabled approver's manifest is still there: %v", err)
 	}
-	if wrote, err := upgradeCSRApprover(s, map[string][]byte{}); err != nil || wrote {
+	if wrote, err := upgradeKubebootPods(s, map[string][]byte{}); err != nil || wrote {
 		t.Errorf("disabled and gone: wrote %v, %v", wrote, err)
 	}
 }

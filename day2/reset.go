@@ -129,18 +129,19 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 // stopStaticPods removes the static pods' manifests with rm, in reverse
 // start order, each group once the kubelet has stopped the one before: the
 // API server stops while its storage still answers, so it shuts down at
-// once instead of at the kubelet's SIGKILL. The CSR approver's manifest
-// goes even when the configuration turns the approver off, since an
-// earlier run may have written it.
+// once instead of at the kubelet's SIGKILL. kubeboot's own pods' manifests
+// go even when the configuration turns them off, since an earlier run may
+// have written them.
 func stopStaticPods(ctx context.Context, s *phases.Node, rm func(path string, all bool) error) error {
 	c := s.Config
 	listeners, err := phases.PlannedListeners(s)
 	if err != nil {
 		return err
 	}
-	for _, group := range [][]string{{config.NameCSRApprover, config.NameScheduler, config.NameControllerManager, config.NameAPIServer}, {config.NameEtcd}} {
+	first := append(slices.Clone(config.KubebootPods), config.NameScheduler, config.NameControllerManager, config.NameAPIServer)
+	for _, group := range [][]string{first, {config.NameEtcd}} {
 		group = slices.DeleteFunc(group, func(name string) bool {
-			return name != config.NameCSRApprover && !slices.Contains(phases.Components(c), name)
+			return !slices.Contains(config.KubebootPods, name) && !slices.Contains(phases.Components(c), name)
 		})
 		st := stoppingNow(s, slices.DeleteFunc(slices.Clone(listeners), func(l phases.Listener) bool { return !slices.Contains(group, l.Component) }))
 		for _, name := range group {

@@ -154,7 +154,7 @@ func upgradeApply(ctx context.Context, s *phases.Node, timeout time.Duration) er
 			return err
 		}
 	}
-	wrote, err := upgradeCSRApprover(s, data)
+	wrote, err := upgradeKubebootPods(s, data)
 	if err != nil {
 		return err
 	}
@@ -164,29 +164,35 @@ func upgradeApply(ctx context.Context, s *phases.Node, timeout time.Duration) er
 	return upgradeClusterObjects(ctx, s, timeout)
 }
 
-// upgradeCSRApprover writes the CSR approver's manifest as rendered, after
-// the components, or removes it when the approver is off. Nothing waits
-// for the approver: it is no control-plane component, the control plane
-// works without it, and the kubelet restarts it from the new manifest.
-// It says whether it changed the manifest dir.
-func upgradeCSRApprover(s *phases.Node, data map[string][]byte) (bool, error) {
-	path := s.Config.ManifestPath(config.NameCSRApprover)
-	have, err := s.Files.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("read manifest %q: %w", path, err)
+// upgradeKubebootPods writes the manifests of kubeboot's own pods (the CSR
+// approver, the etcd snapshot schedule) as rendered, after the
+// components, and removes those the configuration turns off. Nothing waits
+// for them: they are no control-plane components, the control plane works
+// without them, and the kubelet restarts each from its new manifest. It
+// says whether it changed the manifest dir.
+func upgradeKubebootPods(s *phases.Node, data map[string][]byte) (bool, error) {
+	wrote := false
+	for _, name := range config.KubebootPods {
+		path := s.Config.ManifestPath(name)
+		have, err := s.Files.ReadFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("read manifest %q: %w", path, err)
+		}
+		want, enabled := data[name]
+		switch {
+		case !enabled:
+			wrote = wrote || err == nil
+			continue
+		case err == nil && bytes.Equal(have, want):
+			continue
+		}
+		if err := s.Files.WriteFile(path, want, phases.ManifestMode); err != nil {
+			return false, err
+		}
+		s.Report.Infof("wrote %s: the kubelet starts %s from it; nothing waits for it", path, name)
+		wrote = true
 	}
-	want, enabled := data[config.NameCSRApprover]
-	switch {
-	case !enabled:
-		return err == nil, phases.RemoveDisabledManifests(s)
-	case err == nil && bytes.Equal(have, want):
-		return false, nil
-	}
-	if err := s.Files.WriteFile(path, want, phases.ManifestMode); err != nil {
-		return false, err
-	}
-	s.Report.Infof("wrote %s: the kubelet starts the CSR approver from it; nothing waits for it", path)
-	return true, nil
+	return wrote, phases.RemoveDisabledManifests(s)
 }
 
 // targetOf picks a component's target; Targets returns one per component.

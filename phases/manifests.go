@@ -47,12 +47,13 @@ var Etcd = Phase[*Node]{Name: "etcd", Short: "Create the etcd data directory and
 }}
 
 // ControlPlane renders the API server, controller-manager and scheduler
-// manifests, and the CSR approver's when it is enabled.
+// manifests, and those of kubeboot's own pods that are enabled (the CSR
+// approver, the etcd snapshot schedule).
 var ControlPlane = Phase[*Node]{
 	Name:  "control-plane",
-	Short: "Render the API server, controller-manager, scheduler and CSR approver manifests",
+	Short: "Render the API server, controller-manager, scheduler, CSR approver and etcd snapshot schedule manifests",
 	Run: func(_ context.Context, s *Node) error {
-		return Render(s, config.NameAPIServer, config.NameControllerManager, config.NameScheduler, config.NameCSRApprover)
+		return Render(s, append([]string{config.NameAPIServer, config.NameControllerManager, config.NameScheduler}, config.KubebootPods...)...)
 	},
 }
 
@@ -100,11 +101,13 @@ func Components(c *config.ClusterConfiguration) []string {
 }
 
 // StaticPods lists every manifest kubeboot writes on this node, in start
-// order: the components, then the CSR approver when it is enabled.
+// order: the components, then kubeboot's own pods that are enabled.
 func StaticPods(c *config.ClusterConfiguration) []string {
 	pods := slices.Clone(Components(c))
-	if c.CSRApproverEnabled() {
-		pods = append(pods, config.NameCSRApprover)
+	for _, name := range config.KubebootPods {
+		if c.KubebootPodEnabled(name) {
+			pods = append(pods, name)
+		}
 	}
 	return pods
 }
@@ -320,17 +323,23 @@ func runWriteManifests(_ context.Context, s *Node) error {
 	return RemoveDisabledManifests(s)
 }
 
-// RemoveDisabledManifests removes the CSR approver's manifest when the
-// configuration turns the approver off, so that the kubelet stops it: the
-// file is kubeboot's by its name.
+// RemoveDisabledManifests removes the manifest of each of kubeboot's own
+// pods that the configuration turns off (csrApprover.enabled false, no
+// etcd.local.scheduledSnapshots), so that the kubelet stops it: the file
+// is kubeboot's by its name.
 func RemoveDisabledManifests(s *Node) error {
-	if s.Config.CSRApproverEnabled() {
-		return nil
+	for _, name := range config.KubebootPods {
+		if s.Config.KubebootPodEnabled(name) {
+			continue
+		}
+		path := s.Config.ManifestPath(name)
+		if _, err := s.Files.ReadFile(path); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		s.Report.Infof("the configuration turns %s off: removing %s", name, path)
+		if err := s.Files.Remove(path); err != nil {
+			return err
+		}
 	}
-	path := s.Config.ManifestPath(config.NameCSRApprover)
-	if _, err := s.Files.ReadFile(path); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	s.Report.Infof("csrApprover.enabled is false: removing %s", path)
-	return s.Files.Remove(path)
+	return nil
 }

@@ -189,9 +189,10 @@ func PodListeners(s *Node, manifests []templates.Manifest) []Listener {
 			config.NameControllerManager: strconv.Itoa(config.PortControllerManager),
 			config.NameScheduler:         strconv.Itoa(config.PortScheduler),
 			config.NameCSRApprover:       strconv.Itoa(config.PortCSRApprover),
+			config.NameEtcdSnapshots:     strconv.Itoa(config.PortEtcdSnapshots),
 		}[m.Component]
 		portFlag := "secure-port"
-		if m.Component == config.NameCSRApprover {
+		if slices.Contains(config.KubebootPods, m.Component) {
 			portFlag = "health-port"
 		}
 		if p := flags[portFlag]; p != "" {

@@ -122,8 +122,11 @@ func foreignManifests(s *Node) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read manifest directory %q: %w", dir, err)
 	}
-	// A disabled approver's manifest is ours too: write-manifests removes it.
-	ours := append(ManifestPaths(s.Config), s.Config.ManifestPath(config.NameCSRApprover))
+	// A disabled pod's manifest is ours too: write-manifests removes it.
+	ours := ManifestPaths(s.Config)
+	for _, name := range config.KubebootPods {
+		ours = append(ours, s.Config.ManifestPath(name))
+	}
 	var foreign []string
 	for _, e := range entries {
 		name := e.Name()

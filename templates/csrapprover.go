@@ -41,7 +41,7 @@ func CSRApprover(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		name:       config.NameCSRApprover,
 		image:      cfg.CSRApprover.Image,
 		binary:     "kubeboot",
-		subcommand: CSRApproverCommand,
+		subcommand: []string{CSRApproverCommand},
 		flags:      flags,
 		health:     endpoint{scheme: corev1.URISchemeHTTP, host: bind, port: config.PortCSRApprover},
 		livez:      "/healthz",

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,9 +58,8 @@ type Manifest struct {
 }
 
 // All builds every static pod cfg runs on this node, in start order: the
-// components, then the CSR approver; m is the etcd member's place in its
-// cluster. With an external etcd there is no etcd pod; with
-// csrApprover.enabled false, no approver.
+// components, then kubeboot's own pods that are enabled; m is the etcd
+// member's place in its cluster. With an external etcd there is no etcd pod.
 func All(cfg *config.ClusterConfiguration, m EtcdMembership) ([]Manifest, error) {
 	builders := map[string]func(*config.ClusterConfiguration) (*corev1.Pod, error){
 		config.NameEtcd:              func(cfg *config.ClusterConfiguration) (*corev1.Pod, error) { return Etcd(cfg, m) },
@@ -67,10 +67,11 @@ func All(cfg *config.ClusterConfiguration, m EtcdMembership) ([]Manifest, error)
 		config.NameControllerManager: ControllerManager,
 		config.NameScheduler:         Scheduler,
 		config.NameCSRApprover:       CSRApprover,
+		config.NameEtcdSnapshots:     EtcdSnapshots,
 	}
 	var manifests []Manifest
 	for _, name := range config.StaticPodNames {
-		if name == config.NameEtcd && cfg.Etcd.External != nil || name == config.NameCSRApprover && !cfg.CSRApproverEnabled() {
+		if name == config.NameEtcd && cfg.Etcd.External != nil || slices.Contains(config.KubebootPods, name) && !cfg.KubebootPodEnabled(name) {
 			continue
 		}
 		pod, err := builders[name](cfg)
@@ -88,7 +89,7 @@ type spec struct {
 	name       string
 	image      string
 	binary     string
-	subcommand string // empty: none
+	subcommand []string // the words after binary, before the flags
 	flags      []flag
 	health     endpoint
 	livez      string // liveness probe path
@@ -125,9 +126,7 @@ func newPod(s spec) *corev1.Pod {
 		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}
 	command := commandLine(s.binary, s.flags)
-	if s.subcommand != "" {
-		command = append([]string{s.binary, s.subcommand}, command[1:]...)
-	}
+	command = append(append([]string{s.binary}, s.subcommand...), command[1:]...)
 	priority := systemNodeCriticalPriority
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
