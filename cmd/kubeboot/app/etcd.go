@@ -5,17 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeboot/kubeboot/backup"
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/s3store"
 )
 
 // snapshotOptions are the flags of `kubeboot etcd snapshot save|list|prune`.
@@ -30,6 +34,8 @@ type snapshotOptions struct {
 	endpoint string
 	// keep is prune's --keep.
 	keep int
+	// remote is list's --remote.
+	remote bool
 }
 
 // spec loads the node's configuration, which must run a local etcd
@@ -62,7 +68,7 @@ func (o *snapshotOptions) snapshotDir(c *config.ClusterConfiguration) string {
 func newEtcdCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := groupCommand("etcd", "Work with this control-plane node's etcd member")
 	snapshot := groupCommand("snapshot", "Save, list and prune verified etcd snapshots in etcd.local.snapshotsDir")
-	snapshot.AddCommand(newSnapshotSaveCommand(d, stdout, stderr), newSnapshotListCommand(d, stdout), newSnapshotPruneCommand(d, stdout, stderr))
+	snapshot.AddCommand(newSnapshotSaveCommand(d, stdout, stderr), newSnapshotListCommand(d, stdout), newSnapshotPruneCommand(d, stdout, stderr), newSnapshotScheduleCommand(stderr))
 	cmd.AddCommand(snapshot, newMembersCommand(d, stdout, stderr), newEtcdRestoreCommand(d, stdout, stderr))
 	return cmd
 }
@@ -125,44 +131,127 @@ func (o *snapshotOptions) save(ctx context.Context, s *phases.Node) error {
 func newSnapshotListCommand(d deps, stdout io.Writer) *cobra.Command {
 	opts := &snapshotOptions{deps: d}
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the snapshots in etcd.local.snapshotsDir, newest first, each verified",
+		Use:   "list [--remote]",
+		Short: "List the snapshots in etcd.local.snapshotsDir, newest first, each verified, and the snapshot schedule's last outcome; --remote lists the cluster's copies in S3",
 		Args:  usageArgs(cobra.NoArgs),
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := opts.spec()
 			if err != nil {
 				return err
 			}
-			list, err := etcd.ListSnapshots(opts.snapshotDir(r.config))
+			if opts.remote {
+				return listRemote(cmd.Context(), stdout, r, opts.output.json())
+			}
+			dir := opts.snapshotDir(r.config)
+			list, err := etcd.ListSnapshots(dir)
 			if err != nil {
 				return err
 			}
-			return printSnapshots(stdout, list, opts.output.json())
+			status, scheduled, err := backup.ReadStatus(dir)
+			if err != nil {
+				return err
+			}
+			listing := snapshotListing{Dir: r.config.Etcd.Local.SnapshotsDir, Snapshots: list}
+			if scheduled {
+				listing.Schedule = &status
+			}
+			return listing.print(stdout, opts.output.json())
 		},
 	}
 	flags := cmd.Flags()
 	addConfigFlag(flags, &opts.configPath)
 	addRootFlag(flags, &opts.root)
 	addOutputFlag(flags, &opts.output)
+	flags.BoolVar(&opts.remote, "remote", false, "list the copies in etcd.local.scheduledSnapshots.s3 instead: every node's, newest first, with the s3:// URL etcd restore takes")
 	return cmd
 }
 
-// printSnapshots prints the list as a table, or as a JSON array.
-func printSnapshots(w io.Writer, list []etcd.SnapshotEntry, asJSON bool) error {
+// snapshotListing is what `etcd snapshot list` prints.
+type snapshotListing struct {
+	// Dir is the snapshot dir.
+	Dir string `json:"dir"`
+	// Snapshots are kubeboot's snapshots in it, newest first.
+	Snapshots []etcd.SnapshotEntry `json:"snapshots"`
+	// Schedule is the snapshot schedule's last outcome; nil when no
+	// schedule has run in Dir.
+	Schedule *backup.Status `json:"schedule,omitempty"`
+}
+
+// print writes the listing as a table and the schedule's outcome, or as
+// one JSON object.
+func (l snapshotListing) print(w io.Writer, asJSON bool) error {
 	if asJSON {
-		if list == nil {
-			list = []etcd.SnapshotEntry{}
+		if l.Snapshots == nil {
+			l.Snapshots = []etcd.SnapshotEntry{}
 		}
-		return json.NewEncoder(w).Encode(list)
+		return json.NewEncoder(w).Encode(l)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "NAME\tSIZE\tTIME\tREVISION\tKEYS\tVERIFIED")
-	for _, e := range list {
+	for _, e := range l.Snapshots {
 		verified := "yes"
 		if !e.Verified {
 			verified = "NO: " + e.Problem
 		}
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", e.Name, e.Size, e.Time.Format(time.RFC3339), e.Revision, e.Keys, verified)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if st := l.Schedule; st != nil {
+		last := "never"
+		if !st.LastSuccess.IsZero() {
+			last = st.LastSuccess.Format(time.RFC3339) + " (" + filepath.Base(st.LastSnapshot) + ")"
+			if st.LastUpload != "" {
+				last += ", copied to " + st.LastUpload
+			}
+		}
+		_, err := fmt.Fprintf(w, "\nscheduled snapshots: last success %s\n", last)
+		if err == nil && st.Error != "" {
+			_, err = fmt.Fprintf(w, "scheduled snapshots: FAILING: the round of %s failed: %s\n", st.LastAttempt.Format(time.RFC3339), st.Error)
+		}
+		return err
+	}
+	return nil
+}
+
+// remoteSnapshot is one copy in the bucket, as `list --remote` prints it.
+type remoteSnapshot struct {
+	// URL is what `etcd restore --snapshot` takes.
+	URL  string    `json:"url"`
+	Size int64     `json:"size"`
+	Time time.Time `json:"time"`
+}
+
+// listRemote prints kubeboot's snapshot copies under the configured
+// prefix, every node's, newest first by the time in their names.
+func listRemote(ctx context.Context, w io.Writer, r runSpec, asJSON bool) error {
+	s := r.config.Etcd.Local.ScheduledSnapshots
+	if s == nil || s.S3 == nil {
+		return &exit.UsageError{Msg: "etcd snapshot list --remote: etcd.local.scheduledSnapshots.s3 is not set in the configuration: set its endpoint, bucket and credentialsFile"}
+	}
+	bucket, err := s3store.Open(*s.S3, (&files.AtomicWriter{Root: r.root}).HostPath)
+	if err != nil {
+		return err
+	}
+	objects, err := bucket.List(ctx, s.S3.Prefix)
+	if err != nil {
+		return err
+	}
+	list := []remoteSnapshot{}
+	for _, o := range objects {
+		if t, ok := etcd.SnapshotTime(path.Base(o.Key)); ok {
+			list = append(list, remoteSnapshot{URL: bucket.URL(o.Key), Size: o.Size, Time: t})
+		}
+	}
+	slices.SortStableFunc(list, func(a, b remoteSnapshot) int { return b.Time.Compare(a.Time) })
+	if asJSON {
+		return json.NewEncoder(w).Encode(list)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "URL\tSIZE\tTIME")
+	for _, e := range list {
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\n", e.URL, e.Size, e.Time.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }

@@ -144,10 +144,11 @@ func TestEtcdSnapshotSaveListPrune(t *testing.T) {
 	}
 
 	code, stdout, stderr := runCLI(t, "etcd", "snapshot", "list", "--config", cfg, "--root", root, "-o", "json")
-	var list []etcd.SnapshotEntry
-	if code != 0 || json.Unmarshal([]byte(stdout), &list) != nil || len(list) != 2 {
+	var listing snapshotListing
+	if code != 0 || json.Unmarshal([]byte(stdout), &listing) != nil || len(listing.Snapshots) != 2 || listing.Schedule != nil {
 		t.Fatalf("list: code %d, %q, %q", code, stdout, stderr)
 	}
+	list := listing.Snapshots
 	if list[1].Name != first || !list[0].Verified || !list[1].Verified || list[0].Keys != 19 {
 		t.Errorf("list: %+v", list)
 	}
