@@ -49,7 +49,7 @@ func (c *Cluster) NodeConfig(i int) ([]byte, error) {
 		"clusterName":  c.Name,
 		"node":         map[string]any{"name": n.Name, "advertiseAddress": c.Address(i).String(), "controlPlaneTaint": c.hasWorkers()},
 		"networking":   map[string]any{"podSubnet": c.PodSubnet},
-		"etcd":         map[string]any{"local": map[string]any{"dataDir": filepath.Join(dir, "etcd")}},
+		"etcd":         map[string]any{"local": map[string]any{"dataDir": filepath.Join(dir, "etcd"), "snapshotsDir": filepath.Join(dir, "etcd-snapshots")}},
 		"certificates": map[string]any{"dir": filepath.Join(dir, "pki")},
 		"paths":        map[string]any{"manifestsDir": filepath.Join(dir, "manifests"), "kubeconfigDir": dir},
 		"kubelet":      nodeKubelet(dir),

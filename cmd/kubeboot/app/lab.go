@@ -298,13 +298,17 @@ func labDown(ctx context.Context, s *phases.Node, node lab.Node) error {
 
 // removeLabLeftovers removes what reset leaves to a node's kubelet and
 // logs, which on a lab node are the lab's own: the manifest dir, the audit
-// logs, the pods' logs, the volume plugins and the kubelet's config dir,
+// logs, the etcd snapshots, the pods' logs, the volume plugins and the
+// kubelet's config dir,
 // each only when it lies in the node's kubeconfig dir, and then that dir
 // once it is empty.
 func removeLabLeftovers(s *phases.Node) error {
 	c := s.Config
 	dir := filepath.Clean(c.Paths.KubeconfigDir)
 	leftovers := []string{c.Paths.ManifestsDir, c.Security.Audit.LogDir, filepath.Dir(c.Kubelet.ConfigFile)}
+	if c.Etcd.Local != nil {
+		leftovers = append(leftovers, c.Etcd.Local.SnapshotsDir)
+	}
 	for _, field := range []string{"podLogsDir", "volumePluginDir"} {
 		if p, ok := c.Kubelet.ExtraConfig[field].(string); ok {
 			leftovers = append(leftovers, p)
