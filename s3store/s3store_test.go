@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -284,6 +285,13 @@ func TestOpenBadFiles(t *testing.T) {
 			}
 		})
 	}
+	t.Run("http endpoint", func(t *testing.T) {
+		cfg := config.S3Storage{Endpoint: "http://127.0.0.1:9000", Bucket: "b", CredentialsFile: "/nonexistent"}
+		_, err := s3store.Open(cfg, identity)
+		if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), field+"endpoint") || !strings.Contains(err.Error(), "https") {
+			t.Errorf("Open = %v, want the endpoint's error asking for https", err)
+		}
+	})
 	t.Run("missing CA file", func(t *testing.T) {
 		dir := t.TempDir()
 		cfg := config.S3Storage{Endpoint: "https://127.0.0.1:1", Bucket: "b",
@@ -376,4 +384,47 @@ func liveOrGone(path string) bool {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return false
+}
+
+// TestServerInNetns runs the server in a network namespace, as the
+// end-to-end suite does on a lab node's, reached over a veth pair.
+func TestServerInNetns(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("a network namespace needs root")
+	}
+	ns, host, peer := fmt.Sprintf("s3test-%d", os.Getpid()), fmt.Sprintf("s3h%d", os.Getpid()), fmt.Sprintf("s3n%d", os.Getpid())
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	run("link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
+	run("addr", "add", "10.251.7.1/30", "dev", host)
+	run("link", "set", host, "up")
+	run("-n", ns, "addr", "add", "10.251.7.2/30", "dev", peer)
+	run("-n", ns, "link", "set", peer, "up")
+	run("-n", ns, "link", "set", "lo", "up") // weed reaches itself at its address
+
+	srv := s3test.Start(t, s3test.Options{Address: "10.251.7.2", Netns: ns})
+	path, data := writeRandom(t, t.TempDir(), "snapshot.db", 1000)
+	store := open(t, srv.Storage)
+	if _, err := store.Upload(context.Background(), path, "in/netns.db"); err != nil {
+		t.Fatal(err)
+	}
+	back := filepath.Join(t.TempDir(), "back.db")
+	if err := store.Download(context.Background(), "in/netns.db", back); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(back); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("downloaded %d bytes (%v), not the %d uploaded", len(got), err, len(data))
+	}
+	out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+	if len(bytes.Fields(out)) != 1 {
+		t.Errorf("processes in %s: %q, want the server's one", ns, out)
+	}
 }

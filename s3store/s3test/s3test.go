@@ -42,7 +42,8 @@ type Options struct {
 	// which the test's own network namespace must reach; default 127.0.0.1.
 	Address string
 	// Netns is the network namespace to run it in (`ip netns exec`),
-	// empty for the test's own.
+	// empty for the test's own. Its loopback must be up: weed reaches
+	// itself at Address.
 	Netns string
 	// Bucket is the bucket to create; default DefaultBucket.
 	Bucket string
