@@ -42,7 +42,7 @@ conformance: binaries
 	KUBEBOOT_E2E_TEST=$(K8S_BIN)/e2e.test KUBEBOOT_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' KUBEBOOT_BIN_DIR=$(K8S_BIN) \
 		$(GO) test -count=1 -timeout 4h -tags 'e2e conformance' -v -run '^TestConformance$$' ./test/e2e/
 
-## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl, kube-bench, containerd, CNI plugins and pause
+## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl, kube-bench, containerd, CNI plugins, pause and SeaweedFS (weed, the tests' S3 server)
 binaries:
 	bash test/tools/build.sh $(K8S_BIN) --with-v1.35
 
