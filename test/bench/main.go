@@ -5,6 +5,9 @@
 //
 //	go run ./test/bench -kubeboot bin/kubeboot -bin-dir test/tools/bin -out docs/benchmarks.md
 //
+// With -only etcd-snapshot it measures only etcd snapshot save and restore
+// beside etcdctl and etcdutl, and replaces that section of -out.
+//
 // The machine is small and shared (two cores, often an end-to-end suite
 // running beside), so absolute times drift from one run to the next. Every
 // comparison is therefore a ratio of commands measured in the same run,
@@ -38,6 +41,9 @@ type options struct {
 	runs, warmup, labRuns      int
 	clusterRuns, clusterWarmup int
 	microCount, waitCount      int
+	// only names the one section to measure, in place of the whole run.
+	only                          string
+	etcdRuns, etcdWarmup, etcdMiB int
 }
 
 func main() {
@@ -55,6 +61,10 @@ func main() {
 	flag.IntVar(&o.clusterWarmup, "cluster-warmup", 1, "untimed rounds of the cluster jobs first")
 	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
 	flag.IntVar(&o.waitCount, "wait-count", 3, "go test -count of BenchmarkWaitDetection (20 iterations each)")
+	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly)
+	flag.IntVar(&o.etcdRuns, "etcd-runs", 5, "timed rounds of the etcd snapshot saves and restores")
+	flag.IntVar(&o.etcdWarmup, "etcd-warmup", 1, "untimed rounds of the etcd snapshot saves and restores first")
+	flag.IntVar(&o.etcdMiB, "etcd-mib", 100, "database size in MiB the etcd snapshot section fills etcd to")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
@@ -63,6 +73,9 @@ func main() {
 }
 
 func run(o options) error {
+	if o.only != "" && o.only != etcdSnapshotOnly {
+		return fmt.Errorf("-only %q: the one section that runs alone is %q", o.only, etcdSnapshotOnly)
+	}
 	for _, p := range []*string{&o.kubeboot, &o.binDir, &o.out, &o.rawDir} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
@@ -86,6 +99,9 @@ func run(o options) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(work) }()
+	if o.only == etcdSnapshotOnly {
+		return writeEtcdSnapshotOnly(ctx, o, work)
+	}
 
 	r := &report{started: time.Now().UTC(), opts: o}
 	r.machine = readMachine()
@@ -105,6 +121,9 @@ func run(o options) error {
 		return err
 	}
 	if r.lab, err = measureLab(ctx, o, work); err != nil {
+		return err
+	}
+	if r.etcdSnapshot, err = measureEtcdSnapshot(ctx, o, work); err != nil {
 		return err
 	}
 	if r.micro, err = microBenchmarks(ctx, o); err != nil {

@@ -22,11 +22,19 @@ type sample struct {
 	rss int64
 }
 
-// step is one command line of a job.
+// step is one command line of a job, or work in the bench's own process.
 type step struct {
 	argv []string
 	// env is added to the bench's own environment.
 	env []string
+	// hostNet runs the command in the bench's network namespace rather
+	// than a new, empty one: it talks to a server the bench started on a
+	// loopback address.
+	hostNet bool
+	// call, if set instead of argv, is work timed inside the bench's own
+	// process, which does nothing else meanwhile: wall and CPU time, no
+	// peak RSS.
+	call func() error
 }
 
 // job is a command, or a short sequence of commands, timed as one unit.
@@ -89,7 +97,7 @@ func (j *job) runOnce(ctx context.Context, rssFile string) (sample, error) {
 		if j.check != nil && i == len(j.steps)-1 {
 			out = &stdout
 		}
-		s, err := execTimed(ctx, st, out, rssFile)
+		s, err := st.run(ctx, out, rssFile)
 		if err != nil {
 			return sample{}, err
 		}
@@ -103,6 +111,37 @@ func (j *job) runOnce(ctx context.Context, rssFile string) (sample, error) {
 		}
 	}
 	return total, nil
+}
+
+// run times the step: its call, or its command under GNU time.
+func (st step) run(ctx context.Context, stdout io.Writer, rssFile string) (sample, error) {
+	if st.call != nil {
+		return callTimed(st.call)
+	}
+	return execTimed(ctx, st, stdout, rssFile)
+}
+
+// callTimed runs f and returns its wall time and the CPU time this process
+// spent meanwhile (getrusage of the whole process, so the garbage
+// collector's work for f counts).
+func callTimed(f func() error) (sample, error) {
+	var before, after syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
+		return sample{}, err
+	}
+	start := time.Now()
+	err := f()
+	wall := time.Since(start)
+	if err != nil {
+		return sample{}, err
+	}
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &after); err != nil {
+		return sample{}, err
+	}
+	cpu := func(r syscall.Rusage) time.Duration {
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	return sample{wall: wall, cpu: cpu(after) - cpu(before)}, nil
 }
 
 // gnuTime is GNU time (Debian package time). It runs each timed command to
@@ -131,7 +170,7 @@ func ensureGNUTime(ctx context.Context) error {
 }
 
 // execTimed runs one command under GNU time, in a new, empty network
-// namespace, and returns its wall time, CPU time and peak RSS. GNU time
+// namespace unless st.hostNet, and returns its wall time, CPU time and peak RSS. GNU time
 // writes the RSS to rssFile. Wall and CPU time include GNU time's own fork
 // and exec, under a millisecond, the same for every command.
 func execTimed(ctx context.Context, st step, stdout io.Writer, rssFile string) (sample, error) {
@@ -141,7 +180,9 @@ func execTimed(ctx context.Context, st step, stdout io.Writer, rssFile string) (
 	cmd.Stdout = stdout
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	if !st.hostNet {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	}
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)

@@ -28,6 +28,7 @@ type report struct {
 	lab               []labRound
 	clusters          clusterResults
 	micro             microResults
+	etcdSnapshot      *etcdSnapshotResults
 	// keygenShare is the percentage of BenchmarkPKI/rsa-2048's CPU time
 	// spent in rsa.GenerateKey.
 	keygenShare float64
@@ -122,6 +123,7 @@ func (r *report) markdown() string {
 	r.rsaNotes(&b)
 	r.waitSection(&b)
 	r.clusterSection(&b)
+	r.etcdSnapshot.markdown(&b)
 	r.labSection(&b)
 	r.microSection(&b)
 	return b.String()
