@@ -16,7 +16,9 @@ import (
 	"time"
 
 	bundlepkg "github.com/kubeboot/kubeboot/bundle"
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/s3store/s3test"
 )
 
 // The HA lab: a load balancer on .80 in front of three control-plane nodes.
@@ -71,10 +73,18 @@ func startHAProxy(t *testing.T) {
 }
 
 // haConfig writes the node's config for the HA cluster: a ClusterConfiguration
-// for the first node, a JoinConfiguration through etcdEndpoints for the others.
-func (n *node) haConfig(t *testing.T, etcdEndpoints []string) {
+// for the first node, a JoinConfiguration through etcdEndpoints for the
+// others; each node takes a scheduled snapshot every minute and copies it
+// to bucket under ha/<node name>/.
+func (n *node) haConfig(t *testing.T, etcdEndpoints []string, bucket config.S3Storage) {
 	t.Helper()
-	edits := map[string]any{"controlPlaneEndpoint": haEndpoint}
+	edits := map[string]any{
+		"controlPlaneEndpoint":    haEndpoint,
+		"etcd.local.snapshotsDir": n.path("etcd-snapshots"),
+		"etcd.local.scheduledSnapshots": map[string]any{"interval": "1m", "keep": 3, "s3": map[string]any{
+			"endpoint": bucket.Endpoint, "bucket": bucket.Bucket, "prefix": "ha/", "credentialsFile": bucket.CredentialsFile, "caFile": bucket.CAFile,
+		}},
+	}
 	if etcdEndpoints != nil {
 		edits["kind"] = "JoinConfiguration"
 		edits["join.etcdEndpoints"] = etcdEndpoints
@@ -122,12 +132,13 @@ func etcdURL(addr string) string { return "https://" + addr + ":2379" }
 // the first with lab up (init), the others joining with a certificate bundle.
 func TestHAControlPlane(t *testing.T) {
 	startHAProxy(t)
+	bucket := s3test.Start(t, s3test.Options{}).Storage
 	var nodes []*node
 	for i, addr := range haNodes {
 		nodes = append(nodes, newNode(t, fmt.Sprintf("ha%d", i+1), addr))
 	}
 	first := nodes[0]
-	first.haConfig(t, nil)
+	first.haConfig(t, nil, bucket)
 	start := time.Now()
 	if r := first.labUp(t); r.code != 0 {
 		t.Fatalf("lab up (init) on %s exited %d:\n%s", first.name, r.code, r.stderr)
@@ -156,7 +167,7 @@ func TestHAControlPlane(t *testing.T) {
 		if i == 0 {
 			continue
 		}
-		n.haConfig(t, endpoints[:i])
+		n.haConfig(t, endpoints[:i], bucket)
 		keyFile := filepath.Join(n.root, "bundle.key")
 		if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -338,6 +349,10 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
+	t.Run("quorum lost: node 1 restores the latest scheduled snapshot from S3, the others rejoin", func(t *testing.T) {
+		testRestoreFromS3(t, nodes, bundle, bucket)
+	})
+
 	t.Run("reset on node 3 removes its etcd member; the cluster serves writes", func(t *testing.T) {
 		n := nodes[2]
 		r := n.kubeboot(t, "reset", "--force", "--config", n.config)
@@ -405,4 +420,120 @@ func tail2(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// remoteCopy is a snapshot copy in S3, as etcd snapshot list --remote
+// prints it.
+type remoteCopy struct {
+	URL  string    `json:"url"`
+	Time time.Time `json:"time"`
+}
+
+// scheduledCopies lists the snapshot copies in the bucket, newest first.
+func scheduledCopies(t *testing.T, n *node) []remoteCopy {
+	t.Helper()
+	r := n.kubeboot(t, "etcd", "snapshot", "list", "--remote", "--config", n.config, "-o", "json")
+	var list []remoteCopy
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil {
+		t.Fatalf("etcd snapshot list --remote: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	return list
+}
+
+// testRestoreFromS3 is the disaster: two of the three etcd members stop,
+// so that the cluster has no quorum; node 1 restores the newest copy its
+// snapshot schedule put in S3, and the other two rejoin with lab up
+// --control-plane (lab down, which resets the node, then join). The
+// objects are as at the snapshot, etcd has three healthy voters again and
+// every API server answers.
+func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config.S3Storage) {
+	first := nodes[0]
+	for _, n := range nodes {
+		eventually(t, "the snapshot pod of "+n.name+" Ready", func() error {
+			out, err := first.kubectlErr(t, "get", "pod", "-n", "kube-system", config.NameEtcdSnapshots+"-"+n.name,
+				"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			if err == nil && out != "True" {
+				err = fmt.Errorf("Ready is %q", out)
+			}
+			return err
+		})
+	}
+	first.kubectl(t, "create", "configmap", "dr-kept", "--from-literal=v=before")
+	created := time.Now()
+	var chosen string
+	eventually(t, "a copy of every node's schedule in S3, and one taken after dr-kept", func() error {
+		list := scheduledCopies(t, first)
+		for _, n := range nodes {
+			if !slices.ContainsFunc(list, func(c remoteCopy) bool {
+				return strings.HasPrefix(c.URL, "s3://"+bucket.Bucket+"/ha/"+n.name+"/")
+			}) {
+				return fmt.Errorf("no copy of %s's in %v", n.name, list)
+			}
+		}
+		if len(list) == 0 || !list[0].Time.After(created) {
+			return fmt.Errorf("the newest copy is older than dr-kept: %v", list)
+		}
+		chosen = list[0].URL
+		return nil
+	})
+	first.kubectl(t, "create", "configmap", "dr-gone")
+	first.kubectl(t, "delete", "configmap", "dr-kept")
+
+	for _, n := range nodes[1:] {
+		if err := os.Rename(n.manifestPath("etcd"), filepath.Join(n.root, "etcd.yaml.parked")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes[1:] {
+		eventually(t, "the etcd member of "+n.name+" stopped", func() error {
+			if pid, ok := n.componentPids()["etcd"]; ok {
+				return fmt.Errorf("still runs as pid %d", pid)
+			}
+			return nil
+		})
+	}
+	if r := first.etcdctl(t, []string{etcdURL(haNodes[0])}, "endpoint", "health", "--command-timeout", "3s"); r.code == 0 {
+		t.Fatalf("etcd on node 1 still healthy with two of three members stopped: %s", r.stdout)
+	}
+
+	start := time.Now()
+	r := first.kubeboot(t, "etcd", "restore", "--snapshot", chosen, "--config", first.config)
+	if r.code != 0 || !strings.Contains(r.stderr, "downloading "+chosen) {
+		t.Fatalf("etcd restore --snapshot %s: exit %d:\n%s", chosen, r.code, r.stderr)
+	}
+	t.Logf("TIMING: etcd restore from S3 (download, restore, control plane healthy): %s", time.Since(start).Round(time.Millisecond))
+	if v := first.kubectl(t, "get", "configmap", "dr-kept", "-o", "jsonpath={.data.v}"); v != "before" {
+		t.Errorf("dr-kept after the restore: %q, want its value at the snapshot", v)
+	}
+	if _, err := first.kubectlErr(t, "get", "configmap", "dr-gone"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+		t.Errorf("dr-gone, made after the snapshot, after the restore: %v", err)
+	}
+
+	var endpoints []string
+	for i, n := range nodes {
+		endpoints = append(endpoints, etcdURL(haNodes[i]))
+		if i == 0 {
+			continue
+		}
+		n.haConfig(t, endpoints[:i], bucket)
+		start := time.Now()
+		r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json",
+			"--control-plane", "--certs-bundle", bundle, "--key-file", filepath.Join(n.root, "bundle.key"))
+		if r.code != 0 {
+			t.Fatalf("rejoin of %s: exit %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
+		}
+		t.Logf("TIMING: rejoin of %s (lab down, reset, join): %s", n.name, time.Since(start).Round(time.Millisecond))
+	}
+	if voters, learners := first.etcdMembers(t, endpoints); len(voters) != 3 || len(learners) != 0 {
+		t.Errorf("after the rejoins: voters %v, learners %v", voters, learners)
+	}
+	if r := first.etcdctl(t, endpoints, "endpoint", "health"); r.code != 0 {
+		t.Errorf("etcd endpoint health after the rejoins: %s%s", r.stdout, r.stderr)
+	}
+	for i, n := range nodes {
+		server := "https://" + haNodes[i] + ":6443"
+		if v, err := n.kubectlErr(t, "--server", server, "get", "configmap", "dr-kept", "-o", "jsonpath={.data.v}"); err != nil || v != "before" {
+			t.Errorf("dr-kept via %s: %q, %v", server, v, err)
+		}
+	}
 }
