@@ -43,7 +43,8 @@ var addonObjects = []string{
 // follows its Deployment through 2 -> 0 -> 2; init run again changes no
 // addon object; diff shows drift. Then it upgrades the cluster to v1.36
 // while probing the Service, and checks that the addons moved to the new
-// pins and reports the Service's longest gap.
+// pins and reports the Service's longest gap. Last, etcd is destroyed and
+// restored from a snapshot while the Service is probed (restore_test.go).
 func TestAddons(t *testing.T) {
 	// The LabCluster's kubernetesVersion, after the node list.
 	c := startCluster(t, "e2ea", "10.89.9.0/24", "10.247.0.0/16", `
@@ -116,6 +117,7 @@ kubernetesVersion: v1.35.4
 	c.checkInitChangesNoAddon(t, cp1Config)
 	c.checkAddonDiff(t, cp1Config)
 	c.upgradeWhileProbing(t, cp1Config)
+	c.restoreWhileProbing(t, filepath.Join(c.root, "v136.yaml"))
 }
 
 // checkAddonImages wants the CoreDNS Deployment and the kube-proxy

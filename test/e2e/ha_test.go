@@ -497,11 +497,11 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 	}
 
 	start := time.Now()
-	r := first.kubeboot(t, "etcd", "restore", "--snapshot", chosen, "--config", first.config)
-	if r.code != 0 || !strings.Contains(r.stderr, "downloading "+chosen) {
-		t.Fatalf("etcd restore --snapshot %s: exit %d:\n%s", chosen, r.code, r.stderr)
+	progress, err := timedLines(exec.Command(kubebootBin, "etcd", "restore", "--snapshot", chosen, "--config", first.config))
+	if err != nil || !strings.Contains(progress, "downloading "+chosen) {
+		t.Fatalf("etcd restore --snapshot %s: %v:\n%s", chosen, err, progress)
 	}
-	t.Logf("TIMING: etcd restore from S3 (download, restore, control plane healthy): %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("TIMING: etcd restore from S3 (download, restore, control plane healthy): %s; its progress:\n%s", time.Since(start).Round(time.Millisecond), progress)
 	if v := first.kubectl(t, "get", "configmap", "dr-kept", "-o", "jsonpath={.data.v}"); v != "before" {
 		t.Errorf("dr-kept after the restore: %q, want its value at the snapshot", v)
 	}
