@@ -27,7 +27,7 @@ func TestWorkflowsLeaveTheConfigurationAlone(t *testing.T) {
 	must(t, err)
 	unchanged("init")
 
-	secrets, err := join.ExportSecrets(s)
+	secrets, err := phases.ClusterSecrets(s)
 	must(t, err)
 	joiner := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
 	joiner.Options.Offline = true

@@ -24,14 +24,14 @@ func exportedNode(t *testing.T) (*phases.Node, map[string][]byte) {
 	if err := phasestest.Run(s, phases.APIServerConfig); err != nil {
 		t.Fatal(err)
 	}
-	files, err := ExportSecrets(s)
+	files, err := phases.ClusterSecrets(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s, files
 }
 
-func TestExportSecretsCarriesCAsSAAndEncryptionConfig(t *testing.T) {
+func TestClusterSecretsCarryCAsSAAndEncryptionConfig(t *testing.T) {
 	s, files := exportedNode(t)
 	want := []string{"ca.crt", "ca.key", "encryption-config.yaml", "etcd/ca.crt", "etcd/ca.key",
 		"front-proxy-ca.crt", "front-proxy-ca.key", "sa.key", "sa.pub"}

@@ -11,8 +11,8 @@ import (
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
 	"github.com/kubeboot/kubeboot/inputfile"
-	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // bundleMode keeps the encrypted bundle private too: it is only as safe as
@@ -74,7 +74,7 @@ func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 	} else if key, err = bundle.NewKey(); err != nil {
 		return err
 	}
-	secrets, err := join.ExportSecrets(s)
+	secrets, err := phases.ClusterSecrets(s)
 	if err != nil {
 		return err
 	}
