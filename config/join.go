@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/url"
+	"regexp"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -33,6 +34,11 @@ type Join struct {
 	// bootstrap token and the CA's pins, or a discovery file): the
 	// bundle's cluster CA must be the one discovery trusts.
 	Discovery *Discovery `json:"discovery,omitempty"`
+	// CertificateKey, when set, fetches the cluster secrets from the
+	// kubeadm-certs Secret that init's upload-certs stored, with
+	// join.discovery's bootstrap token, instead of a bundle. It is a
+	// secret: nothing prints it.
+	CertificateKey string `json:"certificateKey,omitempty"`
 }
 
 // loadJoin decodes, defaults and validates the JoinConfiguration document
@@ -53,6 +59,9 @@ func loadJoin(file string, doc *yaml.Node, env Env) (*JoinConfiguration, error) 
 			j.Join.Discovery = &Discovery{}
 		}
 		j.Join.Discovery.Set(*given)
+	}
+	if env.JoinCertificateKey != "" {
+		j.Join.CertificateKey = env.JoinCertificateKey
 	}
 	errs = append(errs, Validate(&j.ClusterConfiguration)...)
 	errs = append(errs, validateJoin(j)...)
@@ -81,5 +90,23 @@ func validateJoin(j *JoinConfiguration) field.ErrorList {
 	if j.Join.Discovery != nil {
 		errs = append(errs, validateDiscovery(field.NewPath("join", "discovery"), *j.Join.Discovery)...)
 	}
+	if key := j.Join.CertificateKey; key != "" {
+		errs = append(errs, validateCertificateKey(field.NewPath("join", "certificateKey"), key)...)
+		if j.Join.Discovery == nil || j.Join.Discovery.Token == "" {
+			errs = append(errs, field.Required(field.NewPath("join", "discovery", "token"), "join.certificateKey fetches the kubeadm-certs Secret with the bootstrap token: set join.discovery (token and caCertHashes, or --token and --discovery-token-ca-cert-hash)"))
+		}
+	}
 	return errs
+}
+
+// certificateKeyPattern is a certificate key: an AES-256 key in hex.
+var certificateKeyPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// validateCertificateKey checks a certificate key's form; the message
+// never quotes the key.
+func validateCertificateKey(p *field.Path, key string) field.ErrorList {
+	if certificateKeyPattern.MatchString(key) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, "(hidden)", "want 64 lowercase hex digits, as `kubeboot certs certificate-key` prints them")}
 }

@@ -125,3 +125,39 @@ func TestLoadJoinDiscoveryFlags(t *testing.T) {
 		t.Fatalf("a bad --token: %v", err)
 	}
 }
+
+// TestCertificateKeys: init's certificateKey and a join's
+// join.certificateKey (the file's, or --certificate-key over it) are 64
+// hex digits, never echoed when malformed; a join's needs the discovery
+// token that reads the Secret.
+func TestCertificateKeys(t *testing.T) {
+	host := Host{Name: "node2", Address: "10.0.0.12"}
+	key, other := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	hash := "sha256:" + strings.Repeat("ab", 32)
+	discovery := "  discovery: {apiServerEndpoint: 10.0.0.10:6443, token: abcdef.0123456789abcdef, caCertHashes: [" + hash + "]}\n"
+	base := joinHeader + "controlPlaneEndpoint: 10.0.0.10:6443\njoin:\n"
+	load := func(text, flag string) (*JoinConfiguration, error) {
+		doc, err := Load(writeConfig(t, text), Env{Host: host, Kinds: []string{KindJoinConfiguration}, JoinDiscovery: &Discovery{}, JoinCertificateKey: flag})
+		return doc.Join, err
+	}
+	if j, err := load(base+discovery+"  certificateKey: "+key+"\n", ""); err != nil || j.Join.CertificateKey != key {
+		t.Fatalf("join.certificateKey: %+v, %v", j, err)
+	}
+	if j, err := load(base+discovery+"  certificateKey: "+key+"\n", other); err != nil || j.Join.CertificateKey != other {
+		t.Fatalf("--certificate-key over join.certificateKey: %+v, %v", j, err)
+	}
+	for _, tc := range []struct{ text, flag, want string }{
+		{base + discovery + "  certificateKey: NOTHEX" + key[6:] + "\n", "", "join.certificateKey: Invalid value: \"(hidden)\": want 64 lowercase hex digits"},
+		{base + discovery, "abc123", "join.certificateKey: Invalid value: \"(hidden)\""},
+		{base + "  etcdEndpoints: [https://10.0.0.11:2379]\n", key, "join.discovery.token: Required value: join.certificateKey fetches the kubeadm-certs Secret with the bootstrap token"},
+	} {
+		_, err := load(tc.text, tc.flag)
+		if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "abc123") || strings.Contains(err.Error(), "NOTHEX") {
+			t.Errorf("load with flag %q:\n%v\nwant exit 2 and %q, the key never echoed", tc.flag, err, tc.want)
+		}
+	}
+	_, err := Load(writeConfig(t, "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\ncertificateKey: "+key[:60]+"\n"), Env{Host: host})
+	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "certificateKey: Invalid value: \"(hidden)\"") || strings.Contains(err.Error(), key[:60]) {
+		t.Errorf("a short certificateKey: %v", err)
+	}
+}

@@ -84,6 +84,9 @@ type Env struct {
 	// JoinConfiguration's join.discovery (made for them when the file has
 	// none), before validation.
 	JoinDiscovery *Discovery
+	// JoinCertificateKey is set for a control-plane node's join from its
+	// --certificate-key: it wins over join.certificateKey.
+	JoinCertificateKey string
 }
 
 // kinds are the kinds of document env takes, the first one first.

@@ -57,6 +57,12 @@ type ClusterConfiguration struct {
 	// BootstrapTokens are the tokens init creates, as kubeadm's
 	// InitConfiguration.bootstrapTokens; empty means one token, generated.
 	BootstrapTokens []BootstrapTokenSpec `json:"bootstrapTokens,omitempty"`
+	// CertificateKey, when set, makes init store the cluster secrets in
+	// the kubeadm-certs Secret encrypted with it (upload-certs), for two
+	// hours, as kubeadm's InitConfiguration.certificateKey: 64 hex digits,
+	// as `kubeboot certs certificate-key` prints them. It is a secret:
+	// nothing prints it.
+	CertificateKey string `json:"certificateKey,omitempty"`
 	// CSRApprover runs kubeboot's approver of kubelet serving certificates.
 	CSRApprover CSRApprover `json:"csrApprover"`
 	// Security is the control plane's hardening, all on by default.

@@ -67,6 +67,9 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	errs = append(errs, validateBootstrapToken(field.NewPath("bootstrapToken"), c.BootstrapToken)...)
 	errs = append(errs, validateBootstrapTokens(field.NewPath("bootstrapTokens"), c.BootstrapTokens)...)
 	errs = append(errs, validateCSRApprover(field.NewPath("csrApprover"), c.CSRApprover)...)
+	if c.CertificateKey != "" {
+		errs = append(errs, validateCertificateKey(field.NewPath("certificateKey"), c.CertificateKey)...)
+	}
 	errs = append(errs, validateAddons(field.NewPath("addons"), c.Addons)...)
 	return errs
 }

@@ -33,8 +33,9 @@ type ControlPlaneNode struct {
 	// configured by a ClusterConfiguration alone (a re-run, or the lab's
 	// control-plane nodes), which no etcd-join can run from.
 	Join *config.Join
-	// Secrets are the files of the certificate bundle the join imports;
-	// nil when the node holds them already.
+	// Secrets are the files of the certificate bundle the join imports, or
+	// of the kubeadm-certs Secret download-certs fetched; nil when the node
+	// holds them already.
 	Secrets map[string][]byte
 }
 
@@ -59,7 +60,7 @@ var ControlPlaneWorkflow = phases.Runner[*ControlPlaneNode]{Phases: slices.Conca
 
 // Prepare are the join's phases up to the kubelet's configuration, which
 // `kubeboot lab up --control-plane` runs before it starts the kubelet.
-var Prepare = []phases.Phase[*ControlPlaneNode]{JoinPreflight, initPhase(phases.Preflight), CertsImport, initPhase(phases.Certs), initPhase(phases.Kubeconfig), initPhase(phases.KubeletConfig)}
+var Prepare = []phases.Phase[*ControlPlaneNode]{DownloadCerts, JoinPreflight, initPhase(phases.Preflight), CertsImport, initPhase(phases.Certs), initPhase(phases.Kubeconfig), initPhase(phases.KubeletConfig)}
 
 // initPhase is one of init's phases in the join, run on the joining node.
 func initPhase(p phases.Phase[*phases.Node]) phases.Phase[*ControlPlaneNode] {
@@ -76,7 +77,7 @@ func checkEndpoint(ctx context.Context, s *ControlPlaneNode) error {
 	if caPEM == nil {
 		var err error
 		if caPEM, err = s.Files.ReadFile(s.Config.CertPath(config.CertCA)); errors.Is(err, fs.ErrNotExist) {
-			return &exit.UsageError{Msg: "this node has no cluster CA yet: pass --certs-bundle and --key-file from `kubeboot certs export` on a control-plane node"}
+			return &exit.UsageError{Msg: "this node has no cluster CA yet: pass --certs-bundle and --key-file from `kubeboot certs export` on a control-plane node, or --certificate-key (join.certificateKey) after `kubeboot init --upload-certs`"}
 		} else if err != nil {
 			return fmt.Errorf("read cluster CA %q: %w", s.Config.CertPath(config.CertCA), err)
 		}

@@ -5,7 +5,9 @@ package phases
 // wait for the control plane it runs. The phases after bootstrap-admin
 // make the control plane joinable; they carry kubeadm's names, so
 // --skip-phases reads as it does with kubeadm, and kubelet-finalize comes
-// after them, as in kubeadm. csr-approver, kubeboot's own, lets the CSR
+// after them, as in kubeadm. upload-certs, after upload-config as in
+// kubeadm, stores the cluster secrets for joining control-plane nodes when
+// asked to. csr-approver, kubeboot's own, lets the CSR
 // approver approve the serving certificates of joined nodes' kubelets.
 // addon comes last, as in kubeadm: CoreDNS and kube-proxy.
 var InitWorkflow = Runner[*Node]{Phases: []Phase[*Node]{
@@ -22,6 +24,7 @@ var InitWorkflow = Runner[*Node]{Phases: []Phase[*Node]{
 	Wait,
 	BootstrapAdmin,
 	UploadConfig,
+	UploadCerts,
 	MarkControlPlane,
 	BootstrapToken,
 	ClusterInfo,

@@ -222,7 +222,7 @@ func ownedBy(entries []metav1.ManagedFieldsEntry, manager string) string {
 // TestAPIPhasesAreLiveOnly: a dry run and a --root render skip every phase
 // that talks to the API server, and so never build a client.
 func TestAPIPhasesAreLiveOnly(t *testing.T) {
-	api := []Phase[*Node]{BootstrapAdmin, UploadConfig, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCoreDNS, AddonKubeProxy}
+	api := []Phase[*Node]{BootstrapAdmin, UploadConfig, UploadCerts, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCoreDNS, AddonKubeProxy}
 	for _, p := range api {
 		if !p.LiveOnly {
 			t.Errorf("%s is not LiveOnly", p.Name)
@@ -237,7 +237,7 @@ func TestAPIPhasesAreLiveOnly(t *testing.T) {
 		}
 	}
 	names := InitWorkflow.Names()
-	if got := strings.Join(names[len(names)-10:], ","); got != "bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,addon,addon/coredns,addon/kube-proxy" {
+	if got := strings.Join(names[len(names)-11:], ","); got != "bootstrap-admin,upload-config,upload-certs,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,addon,addon/coredns,addon/kube-proxy" {
 		t.Errorf("init ends with %s", got)
 	}
 }

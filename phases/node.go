@@ -32,6 +32,10 @@ type Node struct {
 	// the bootstrap token in it: the bootstrap-token phase sets it for the
 	// run's result, and nothing may print it elsewhere.
 	JoinCommand string
+	// CertificateKey is the key upload-certs generated (--upload-certs
+	// without certificateKey), for the run's result only: it opens the
+	// kubeadm-certs Secret.
+	CertificateKey string
 	// Snapshot is the etcd snapshot the run saved and verified, for the
 	// run's result; nil when it saved none.
 	Snapshot *etcd.SnapshotInfo

@@ -87,6 +87,9 @@ type Options struct {
 	// IgnorePreflightErrors are check names (lower-case) whose failure is
 	// only a warning; "all" ignores every check.
 	IgnorePreflightErrors []string
+	// UploadCerts makes init's upload-certs phase store the cluster
+	// secrets even without certificateKey, with a new key.
+	UploadCerts bool
 }
 
 // Run is the core every step of one run shares, whatever its workflow:
@@ -252,13 +255,16 @@ type Result struct {
 	Healthy []string `json:"healthy"`
 	// JoinCommand joins a node to the cluster; it holds a bootstrap token.
 	JoinCommand string `json:"joinCommand,omitempty"`
+	// CertificateKey opens the kubeadm-certs Secret: the key init's
+	// upload-certs generated, for join --control-plane --certificate-key.
+	CertificateKey string `json:"certificateKey,omitempty"`
 	// Snapshot is the etcd snapshot the run saved (`etcd snapshot save`):
 	// its path, size, revision, keys and time.
 	Snapshot *etcd.SnapshotInfo `json:"snapshot,omitempty"`
 }
 
 // Add takes what the run on n found for the result: the components seen
-// healthy, the join command and the snapshot saved.
+// healthy, the join command, the certificate key and the snapshot saved.
 func (r *Result) Add(n *Node) {
-	r.Healthy, r.JoinCommand, r.Snapshot = n.Healthy, n.JoinCommand, n.Snapshot
+	r.Healthy, r.JoinCommand, r.CertificateKey, r.Snapshot = n.Healthy, n.JoinCommand, n.CertificateKey, n.Snapshot
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/day2"
+	"github.com/kubeboot/kubeboot/kubeadmcerts"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
@@ -94,7 +96,7 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	renew.Flags().BoolVar(&renewOpts.newKeys, "new-keys", false, "generate new private keys too")
 	renew.Flags().BoolVar(&renewOpts.restart, "restart", false, "then restart the affected static pods one at a time (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), each waited for until a new instance is healthy and serves its certificate file")
 	addOutputFlag(renew.Flags(), &renewOpts.output)
-	cmd.AddCommand(check, renew, newCertsExportCommand(shared, stdout, stderr))
+	cmd.AddCommand(check, renew, newCertsExportCommand(shared, stdout, stderr), newCertificateKeyCommand(stdout))
 	return cmd
 }
 
@@ -158,4 +160,21 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// newCertificateKeyCommand is `kubeboot certs certificate-key`.
+func newCertificateKeyCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "certificate-key",
+		Short: "Print a new random certificate key (64 hex digits), for certificateKey and join.certificateKey, as kubeadm's",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			key, err := kubeadmcerts.Generate(rand.Reader)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(stdout, key)
+			return err
+		},
+	}
 }

@@ -151,12 +151,12 @@ func (d deps) renderSpec(configPath, root string) (runSpec, error) {
 
 // loadJoin loads the JoinConfiguration that join needs, with the
 // discovery settings of its command line over the file's.
-func (d deps) loadJoin(path string, discovery config.Discovery) (*config.JoinConfiguration, error) {
+func (d deps) loadJoin(path string, discovery config.Discovery, certificateKey string) (*config.JoinConfiguration, error) {
 	if path == "" {
 		return nil, &exit.UsageError{Msg: "join needs --config: a JoinConfiguration file"}
 	}
 	env := d.configEnv(config.KindJoinConfiguration)
-	env.JoinDiscovery = &discovery
+	env.JoinDiscovery, env.JoinCertificateKey = &discovery, certificateKey
 	doc, err := config.Load(path, env)
 	return doc.Join, err
 }

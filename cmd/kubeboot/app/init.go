@@ -23,6 +23,8 @@ type initOptions struct {
 	skipPhases []string
 	// diff is `init phase etcd|control-plane --diff`.
 	diff bool
+	// uploadCerts is --upload-certs.
+	uploadCerts bool
 }
 
 // spec loads the configuration into the runSpec the options describe.
@@ -45,6 +47,7 @@ func (o *initOptions) spec() (runSpec, error) {
 		Offline:               root != "",
 		Strict:                o.preflight.strict,
 		IgnorePreflightErrors: o.preflight.ignored(),
+		UploadCerts:           o.uploadCerts,
 	}}, nil
 }
 
@@ -73,6 +76,7 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addRootFlag(flags, &opts.root)
 	opts.preflight.add(flags)
 	flags.BoolVar(&opts.renew, "renew", false, "re-issue certificates and kubeconfigs that exist but are wrong in a way renewal fixes (missing SAN, near expiry)")
+	flags.BoolVar(&opts.uploadCerts, "upload-certs", false, "store the cluster secrets in the kubeadm-certs Secret for two hours, encrypted with certificateKey or a new key printed once, for join --control-plane --certificate-key")
 	addSkipPhasesFlag(cmd, &opts.skipPhases, phases.InitWorkflow.Names())
 	cmd.AddCommand(phaseCommands("init", phaseEntries(phases.InitWorkflow), func(name string, sub *cobra.Command) {
 		if name == phases.Etcd.Name || name == phases.ControlPlane.Name {

@@ -31,6 +31,8 @@ type joinOptions struct {
 	discovery    discoveryFlags
 	// endpoint is the ENDPOINT argument of a worker's join.
 	endpoint string
+	// certificateKey is --certificate-key.
+	certificateKey string
 }
 
 // spec loads the join's configuration: for a worker, its
@@ -47,7 +49,10 @@ func (o *joinOptions) spec() (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
-	j, err := o.deps.loadJoin(o.configPath, o.discovery.settings(o.endpoint))
+	if secrets != nil && o.certificateKey != "" {
+		return runSpec{}, &exit.UsageError{Msg: "--certs-bundle and --certificate-key both bring the cluster secrets: pass one"}
+	}
+	j, err := o.deps.loadJoin(o.configPath, o.discovery.settings(o.endpoint), o.certificateKey)
 	if err != nil {
 		return runSpec{}, err
 	}
@@ -59,8 +64,8 @@ func (o *joinOptions) spec() (runSpec, error) {
 
 // workerSpec loads a worker's join.
 func (o *joinOptions) workerSpec() (runSpec, error) {
-	if o.bundle.path != "" || o.bundle.keyFile != "" {
-		return runSpec{}, &exit.UsageError{Msg: "--certs-bundle and --key-file join a control-plane node: pass --control-plane (a worker needs no cluster secrets)"}
+	if o.bundle.path != "" || o.bundle.keyFile != "" || o.certificateKey != "" {
+		return runSpec{}, &exit.UsageError{Msg: "--certs-bundle, --key-file and --certificate-key join a control-plane node: pass --control-plane (a worker needs no cluster secrets)"}
 	}
 	env := o.deps.configEnv(config.KindWorkerConfiguration)
 	env.Worker = &config.WorkerFlags{Discovery: o.discovery.settings(o.endpoint), NodeName: o.discovery.nodeName}
@@ -216,6 +221,7 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts.preflight.add(flags)
 	addControlPlaneFlag(flags, &opts.controlPlane)
 	opts.discovery.add(flags)
+	flags.StringVar(&opts.certificateKey, "certificate-key", "", "with --control-plane: fetch the cluster secrets from the kubeadm-certs Secret that init --upload-certs stored, with this key (64 hex digits) and the discovery token; overrides join.certificateKey")
 	opts.bundle.add(cmd)
 	addSkipPhasesFlag(cmd, &opts.skipPhases, join.WorkerWorkflow.Names())
 	cmd.Flags().Lookup("skip-phases").Usage += "; with --control-plane: " + strings.Join(join.ControlPlaneWorkflow.Names(), ", ")

@@ -217,6 +217,10 @@ func (d deps) execute(ctx context.Context, format outputFormat, stdout, stderr i
 		// holds the bootstrap token, which no progress line shows.
 		_, _ = fmt.Fprintln(stdout, out.result.JoinCommand)
 	}
+	if out.err == nil && out.result.CertificateKey != "" && !format.json() {
+		// Likewise: it opens the kubeadm-certs Secret.
+		_, _ = fmt.Fprintln(stdout, "certificate key (join --control-plane --certificate-key; the kubeadm-certs Secret expires in 2h):", out.result.CertificateKey)
+	}
 	return out.err
 }
 
@@ -259,7 +263,7 @@ func (d deps) runLocked(ctx context.Context, report *output.Reporter, stdout io.
 		}
 	}
 	result := phases.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: nonNil(found.Healthy),
-		JoinCommand: found.JoinCommand, Snapshot: found.Snapshot}
+		JoinCommand: found.JoinCommand, CertificateKey: found.CertificateKey, Snapshot: found.Snapshot}
 	if run != nil {
 		result.Changes = run.Files.Changes()
 	}
