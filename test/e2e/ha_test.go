@@ -75,8 +75,8 @@ func startHAProxy(t *testing.T) {
 // haConfig writes the node's config for the HA cluster: a ClusterConfiguration
 // for the first node, a JoinConfiguration through etcdEndpoints for the
 // others; each node takes a scheduled snapshot every minute and copies it
-// to bucket under ha/<node name>/.
-func (n *node) haConfig(t *testing.T, etcdEndpoints []string, bucket config.S3Storage) {
+// to bucket under ha/<node name>/; extra are more fields.
+func (n *node) haConfig(t *testing.T, etcdEndpoints []string, bucket config.S3Storage, extra map[string]any) {
 	t.Helper()
 	edits := map[string]any{
 		"controlPlaneEndpoint":    haEndpoint,
@@ -85,6 +85,7 @@ func (n *node) haConfig(t *testing.T, etcdEndpoints []string, bucket config.S3St
 			"endpoint": bucket.Endpoint, "bucket": bucket.Bucket, "prefix": "ha/", "credentialsFile": bucket.CredentialsFile, "caFile": bucket.CAFile,
 		}},
 	}
+	maps.Copy(edits, extra)
 	if etcdEndpoints != nil {
 		edits["kind"] = "JoinConfiguration"
 		edits["join.etcdEndpoints"] = etcdEndpoints
@@ -129,7 +130,9 @@ func (n *node) etcdMembers(t *testing.T, endpoints []string) (voters, learners [
 func etcdURL(addr string) string { return "https://" + addr + ":2379" }
 
 // TestHAControlPlane brings up three control-plane nodes behind haproxy:
-// the first with lab up (init), the others joining with a certificate bundle.
+// the first with lab up (init), which uploads the cluster secrets with a
+// certificate key; the second joins with a certificate bundle, the third
+// with the certificate key and init's bootstrap token.
 func TestHAControlPlane(t *testing.T) {
 	startHAProxy(t)
 	bucket := s3test.Start(t, s3test.Options{}).Storage
@@ -138,10 +141,24 @@ func TestHAControlPlane(t *testing.T) {
 		nodes = append(nodes, newNode(t, fmt.Sprintf("ha%d", i+1), addr))
 	}
 	first := nodes[0]
-	first.haConfig(t, nil, bucket)
+	r := first.kubeboot(t, "certs", "certificate-key")
+	certKey := strings.TrimSpace(r.stdout)
+	if r.code != 0 || len(certKey) != 64 {
+		t.Fatalf("certs certificate-key: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	first.haConfig(t, nil, bucket, map[string]any{"certificateKey": certKey})
 	start := time.Now()
-	if r := first.labUp(t); r.code != 0 {
-		t.Fatalf("lab up (init) on %s exited %d:\n%s", first.name, r.code, r.stderr)
+	r = first.labUp(t)
+	_, res, err := parseJSONOutput(r.stdout)
+	if r.code != 0 || err != nil {
+		t.Fatalf("lab up (init) on %s exited %d (%v):\n%s", first.name, r.code, err, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, certKey) {
+		t.Error("lab up printed the certificate key")
+	}
+	joinArgs := strings.Fields(res.JoinCommand)
+	if len(joinArgs) != 7 || joinArgs[3] != "--token" || joinArgs[5] != "--discovery-token-ca-cert-hash" {
+		t.Fatalf("init's join command %q, want kubeboot join ENDPOINT --token T --discovery-token-ca-cert-hash H", res.JoinCommand)
 	}
 	t.Logf("TIMING: first node up (init): %s", time.Since(start).Round(time.Millisecond))
 	// haproxy's check needs a moment to see the first API server ready.
@@ -152,7 +169,7 @@ func TestHAControlPlane(t *testing.T) {
 
 	// The bundle and its key travel separately: never in one directory.
 	bundle := filepath.Join(first.root, "secrets.bundle")
-	r := first.kubeboot(t, "certs", "export", "--config", first.config, "--out", bundle)
+	r = first.kubeboot(t, "certs", "export", "--config", first.config, "--out", bundle)
 	if r.code != 0 {
 		t.Fatalf("certs export: %s", r.stderr)
 	}
@@ -167,19 +184,30 @@ func TestHAControlPlane(t *testing.T) {
 		if i == 0 {
 			continue
 		}
-		n.haConfig(t, endpoints[:i], bucket)
 		keyFile := filepath.Join(n.root, "bundle.key")
 		if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		secrets := []string{"--certs-bundle", bundle, "--key-file", keyFile}
+		var extra map[string]any
+		if i == 2 {
+			// The third node brings nothing but its file: the certificate
+			// key and init's token fetch the secrets from kubeadm-certs.
+			secrets = nil
+			extra = map[string]any{"join.certificateKey": certKey, "join.discovery": map[string]any{
+				"apiServerEndpoint": joinArgs[2], "token": joinArgs[4], "caCertHashes": []any{joinArgs[6]}}}
+		}
+		n.haConfig(t, endpoints[:i], bucket, extra)
 		n.labStarted = true
 		joinStart := time.Now()
-		r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json",
-			"--control-plane", "--certs-bundle", bundle, "--key-file", keyFile)
+		r := n.kubeboot(t, append([]string{"lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json", "--control-plane"}, secrets...)...)
 		if r.code != 0 {
 			t.Fatalf("lab up --control-plane (join) on %s exited %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
 		}
 		t.Logf("TIMING: join of %s: %s", n.name, time.Since(joinStart).Round(time.Millisecond))
+		if i == 2 && !strings.Contains(r.stdout, "files of the cluster secrets from Secret kube-system/kubeadm-certs") {
+			t.Errorf("the join of %s did not fetch the secrets from kubeadm-certs:\n%s", n.name, tail2(r.stdout, 30))
+		}
 		// The wait phase reports the etcd cluster it joined.
 		wantSummary := fmt.Sprintf("etcd cluster: %d members, leader ", i+1)
 		if !strings.Contains(r.stdout, wantSummary) || !strings.Contains(r.stdout, "learners: none") {
@@ -515,7 +543,7 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 		if i == 0 {
 			continue
 		}
-		n.haConfig(t, endpoints[:i], bucket)
+		n.haConfig(t, endpoints[:i], bucket, nil)
 		start := time.Now()
 		r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json",
 			"--control-plane", "--certs-bundle", bundle, "--key-file", filepath.Join(n.root, "bundle.key"))

@@ -33,6 +33,8 @@ type initResult struct {
 	Written   []string `json:"written"`
 	Unchanged []string `json:"unchanged"`
 	Healthy   []string `json:"healthy"`
+	// JoinCommand is init's join command, with its token.
+	JoinCommand string `json:"joinCommand"`
 	// Snapshot is the snapshot `etcd snapshot save` wrote.
 	Snapshot *struct {
 		Path string `json:"path"`
