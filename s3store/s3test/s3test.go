@@ -297,7 +297,7 @@ func retry(ctx context.Context, proc *process, do func(context.Context) error) e
 		}
 		select {
 		case <-proc.done:
-			return fmt.Errorf("weed exited (%v): %w", proc.err, err)
+			return fmt.Errorf("weed exited (%w): %w", proc.err, err)
 		case <-ctx.Done():
 			return fmt.Errorf("not in %s: %w", startTimeout, err)
 		case <-time.After(100 * time.Millisecond):

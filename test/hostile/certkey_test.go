@@ -10,7 +10,7 @@ import (
 var certKeyRows = []row{
 	{
 		defect: "32", name: "join --certificate-key without --control-plane",
-		setup: func(e env) []string {
+		setup: func(env) []string {
 			return []string{"join", "10.0.0.10:6443", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("ab", 32), "--certificate-key", strings.Repeat("cd", 32)}
 		},
 		code: 2, message: "--certificate-key join a control-plane node: pass --control-plane",
