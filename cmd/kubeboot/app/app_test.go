@@ -212,7 +212,7 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 		got = append(got, c.Name())
 	}
 	want := []string{"addon", "apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
-		"kubelet-finalize", "kubelet-start", "mark-control-plane", "preflight", "upload-config", "validate", "wait", "write-manifests"}
+		"kubelet-finalize", "kubelet-start", "mark-control-plane", "preflight", "upload-certs", "upload-config", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
 	}
@@ -227,7 +227,7 @@ func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("join phase --help: exit %d: %s", code, stderr)
 	}
-	want := []string{"join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config", "kubelet-start",
+	want := []string{"download-certs", "join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config", "kubelet-start",
 		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "mark-control-plane", "kubelet-finalize"}
 	if got := join.ControlPlaneWorkflow.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("join phases %v, want %v", got, want)

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,22 +74,11 @@ func (o *csrApproverOptions) run(ctx context.Context, report *output.Reporter) e
 		return fmt.Errorf("load kubeconfig %q: %w", o.kubeconfig, err)
 	}
 	controller := csrapprover.New(client, csrapprover.Options{Log: func(line string) { report.Infof("%s", line) }})
-	addr := net.JoinHostPort(o.bindAddress, strconv.Itoa(o.healthPort))
-	listener, err := net.Listen("tcp", addr)
+	addr, stop, err := serveHealth(ctx, o.bindAddress, o.healthPort, controller.Handler(), report)
 	if err != nil {
-		return fmt.Errorf("listen on %q: %w", addr, err)
+		return err
 	}
-	server := &http.Server{Handler: controller.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- server.Serve(listener) }()
-	defer func() {
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = server.Shutdown(shutdown)
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			report.Warnf("serve health on %s: %v", addr, err)
-		}
-	}()
+	defer stop()
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -2,12 +2,9 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -109,22 +106,11 @@ func (o *scheduleOptions) run(ctx context.Context, report *output.Reporter) erro
 		}
 		s.Bucket, s.KeyPrefix = bucket, o.s3.Prefix+o.nodeName+"/"
 	}
-	addr := net.JoinHostPort(o.bindAddress, strconv.Itoa(o.healthPort))
-	listener, err := net.Listen("tcp", addr)
+	addr, stop, err := serveHealth(ctx, o.bindAddress, o.healthPort, scheduleHealth(s), report)
 	if err != nil {
-		return fmt.Errorf("listen on %q: %w", addr, err)
+		return err
 	}
-	server := &http.Server{Handler: scheduleHealth(s), ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- server.Serve(listener) }()
-	defer func() {
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = server.Shutdown(shutdown)
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			report.Warnf("serve health on %s: %v", addr, err)
-		}
-	}()
+	defer stop()
 	report.Infof("a snapshot of %s every %s into %s, keeping %d; health on http://%s/healthz and /readyz", o.endpoint, o.interval, o.dir, o.keep, addr)
 	return s.Run(ctx)
 }

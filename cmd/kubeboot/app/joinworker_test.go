@@ -211,7 +211,7 @@ func TestJoinWorkerRefuses(t *testing.T) {
 		{"a malformed token", []string{"join", c.endpoint, "--token", badToken, "--discovery-token-ca-cert-hash", c.pin, "--config", cfg}, 2, "discovery.token: Invalid value: not a bootstrap token (--token)"},
 		{"the wrong pin", []string{"join", c.endpoint, "--token", joinToken, "--discovery-token-ca-cert-hash", zeros, "--config", cfg},
 			1, "the cluster's CA has hash " + c.pin + ", not the pinned " + zeros + ": check --discovery-token-ca-cert-hash"},
-		{"a bundle without --control-plane", []string{"join", c.endpoint, "--certs-bundle", "b", "--key-file", "k"}, 2, "--certs-bundle and --key-file join a control-plane node"},
+		{"a bundle without --control-plane", []string{"join", c.endpoint, "--certs-bundle", "b", "--key-file", "k"}, 2, "--certs-bundle, --key-file and --certificate-key join a control-plane node"},
 		{"a worker's name with --control-plane", []string{"join", "--control-plane", "--node-name", "w1"}, 2, "--node-name names a worker"},
 		{"a control-plane phase", []string{"join", "phase", "etcd-join", "--token", joinToken}, 2, "phase etcd-join is a phase of `kubeboot join --control-plane`: pass --control-plane"},
 		{"two endpoints", []string{"join", c.endpoint, c.endpoint}, 2, "accepts at most 1 arg"},
