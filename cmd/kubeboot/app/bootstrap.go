@@ -25,13 +25,15 @@ type bootstrapOptions struct {
 }
 
 // spec loads the node's configuration and returns its run and the
-// workflow its kind calls for: init for a ClusterConfiguration, a worker's
-// join for a WorkerConfiguration.
+// workflow its kind calls for: init for a ClusterConfiguration, a
+// control-plane node's join for a JoinConfiguration (its cluster secrets
+// from the kubeadm-certs Secret, with join.certificateKey), a worker's join
+// for a WorkerConfiguration.
 func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	if o.configPath == "" {
-		return runSpec{}, nil, &exit.UsageError{Msg: "bootstrap needs --config: the node's ClusterConfiguration or WorkerConfiguration (the unit reads " + bootstrapunit.ConfigPath + ")"}
+		return runSpec{}, nil, &exit.UsageError{Msg: "bootstrap needs --config: the node's ClusterConfiguration, JoinConfiguration or WorkerConfiguration (the unit reads " + bootstrapunit.ConfigPath + ")"}
 	}
-	env := o.deps.configEnv(config.KindClusterConfiguration, config.KindWorkerConfiguration)
+	env := o.deps.configEnv(config.KindClusterConfiguration, config.KindJoinConfiguration, config.KindWorkerConfiguration)
 	env.Worker = &config.WorkerFlags{}
 	doc, err := config.Load(o.configPath, env)
 	if err != nil {
@@ -39,14 +41,28 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	}
 	options := phases.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
 	if doc.Worker != nil {
-		r, err := (&joinOptions{}).workerRun(doc.Worker)
-		r.options = options
+		r, err := workerRunSpec(doc.Worker, options)
 		return r, onWorker(joinWorker), err
 	}
-	if err := config.CheckPatchesDir(doc.Cluster, o.configPath, ""); err != nil {
+	cluster := doc.Cluster
+	if doc.Join != nil {
+		cluster = &doc.Join.ClusterConfiguration
+	}
+	if err := config.CheckPatchesDir(cluster, o.configPath, ""); err != nil {
 		return runSpec{}, nil, err
 	}
-	return runSpec{config: doc.Cluster, options: options}, onNode(initNode), nil
+	if doc.Join != nil {
+		return runSpec{config: cluster, join: &doc.Join.Join, options: options}, onControlPlaneJoin(joinControlPlane), nil
+	}
+	return runSpec{config: cluster, options: options}, onNode(initNode), nil
+}
+
+// joinControlPlane joins the control-plane node, or converges one that has
+// joined: the join changes nothing then, and its download-certs is skipped
+// once the cluster CA's key is on the node, after the kubeadm-certs Secret
+// may have expired.
+func joinControlPlane(ctx context.Context, n *join.ControlPlaneNode) ([]string, error) {
+	return join.ControlPlaneWorkflow.Run(ctx, n, nil)
 }
 
 // joinWorker joins the worker, unless it has joined already: at a later
@@ -117,7 +133,7 @@ func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts := &bootstrapOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "bootstrap",
-		Short: "Bring this node up unattended from its configuration: init for a ClusterConfiguration, join for a WorkerConfiguration, retried until it converges",
+		Short: "Bring this node up unattended from its configuration: init for a ClusterConfiguration, join --control-plane for a JoinConfiguration, join for a WorkerConfiguration, retried until it converges",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return opts.run(cmd.Context(), stdout, stderr)

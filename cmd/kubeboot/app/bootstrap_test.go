@@ -53,7 +53,7 @@ func TestBootstrapRetriesUntilStopped(t *testing.T) {
 func TestBootstrapStopsOnAConfigurationMistake(t *testing.T) {
 	dir := t.TempDir()
 	for name, doc := range map[string]string{
-		"a JoinConfiguration": "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\n",
+		"a JoinConfiguration without controlPlaneEndpoint": "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\n",
 		"an unknown field":    "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nclustername: x\n",
 		"no discovery":        "apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\n",
 	} {
@@ -77,6 +77,46 @@ func TestBootstrapStopsOnAConfigurationMistake(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "bootstrap", "--config", path, "--retry-interval", "0s"); code != exit.Usage || !strings.Contains(stderr, "--retry-interval 0s: want a positive duration") {
 		t.Errorf("--retry-interval 0s: exit %d:\n%s", code, stderr)
+	}
+}
+
+// TestBootstrapJoinsAControlPlaneNode: a JoinConfiguration makes bootstrap
+// join a control-plane node: with join.certificateKey, its download-certs
+// waits to discover the cluster with the file's token; without a key or a
+// CA on the node, the join
+// stops at once (exit 2), as nothing but a new file can fix it. The key
+// and the token's secret are in no output, and nothing is written.
+func TestBootstrapJoinsAControlPlaneNode(t *testing.T) {
+	dir := t.TempDir()
+	node := dir + "/node"
+	base := "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\nnode: {name: cp2, advertiseAddress: 127.0.0.94}\n" +
+		"controlPlaneEndpoint: 127.0.0.93:1\ntimeouts: {controlPlane: 1s}\n" +
+		"certificates: {dir: " + node + "/pki}\npaths: {manifestsDir: " + node + "/manifests, kubeconfigDir: " + node + "}\n" +
+		"etcd: {local: {dataDir: " + node + "/etcd, snapshotsDir: " + node + "/snapshots}}\nkubelet: {configFile: " + node + "/kubelet/config.yaml}\n"
+	key := strings.Repeat("cd", 32)
+	withKey := writeFile(t, dir, "join.yaml", base+"join: {certificateKey: "+key+", discovery: {apiServerEndpoint: '127.0.0.93:1', token: "+joinToken+
+		", caCertHashes: ['sha256:"+strings.Repeat("ab", 32)+"']}}\n")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := runArgs(ctx, newDeps(""), []string{"bootstrap", "--config", withKey, "--retry-interval", "100ms", "--ignore-preflight-errors", hostChecks}, &stdout, &stderr)
+	// download-certs waits up to the discovery's 5 minutes for the cluster;
+	// the context, as systemd stopping the unit, ends the wait.
+	for _, want := range []string{`[download-certs] waiting: reach the API server at "127.0.0.93:1"`} {
+		if code == exit.OK || !strings.Contains(stderr.String(), want) {
+			t.Errorf("exit %d; stderr lacks %q:\n%s", code, want, stderr.String())
+		}
+	}
+	if out := stdout.String() + stderr.String(); strings.Contains(out, key) || strings.Contains(out, "0123456789abcdef") {
+		t.Error("the output holds the certificate key or the token's secret")
+	}
+	withoutKey := writeFile(t, dir, "nokey.yaml", base)
+	code, _, errText := runCLI(t, "bootstrap", "--config", withoutKey, "--retry-interval", "1ms", "--ignore-preflight-errors", hostChecks)
+	if code != exit.Usage || strings.Contains(errText, "attempt") || !strings.Contains(errText, "this node has no cluster CA yet") || !strings.Contains(errText, "--certificate-key (join.certificateKey)") {
+		t.Errorf("without a key or a CA: exit %d, want %d once:\n%s", code, exit.Usage, errText)
+	}
+	if entries, _ := os.ReadDir(node); len(entries) > 0 {
+		t.Errorf("the failed joins wrote %v", entries)
 	}
 }
 

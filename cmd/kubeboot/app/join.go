@@ -73,17 +73,17 @@ func (o *joinOptions) workerSpec() (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
-	return o.workerRun(doc.Worker)
+	return workerRunSpec(doc.Worker, o.phaseOptions())
 }
 
-// workerRun is the runSpec of a worker's join with w.
-func (o *joinOptions) workerRun(w *config.WorkerConfiguration) (runSpec, error) {
+// workerRunSpec is the runSpec of a worker's join with w and options.
+func workerRunSpec(w *config.WorkerConfiguration, options phases.Options) (runSpec, error) {
 	if f := w.Discovery.File; f != "" {
 		if err := discovery.CheckFile(f); err != nil {
 			return runSpec{}, err
 		}
 	}
-	return runSpec{worker: w, options: o.phaseOptions()}, nil
+	return runSpec{worker: w, options: options}, nil
 }
 
 func (o *joinOptions) phaseOptions() phases.Options {

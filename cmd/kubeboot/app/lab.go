@@ -99,8 +99,7 @@ func (o *labOptions) nodeSpec() (runSpec, error) {
 		return runSpec{}, err
 	}
 	if doc.Worker != nil {
-		worker := joinOptions{deps: o.deps, configPath: o.configPath, preflight: preflightFlags{ignoreErrors: ignored}}
-		return worker.workerRun(doc.Worker)
+		return workerRunSpec(doc.Worker, phases.Options{IgnorePreflightErrors: preflightFlags{ignoreErrors: ignored}.ignored()})
 	}
 	if err := o.checkKubeProxyContained(doc.Cluster); err != nil {
 		return runSpec{}, err
