@@ -3,6 +3,9 @@ package day2
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +56,26 @@ func TestSnapshotPodFollowsTheConfiguration(t *testing.T) {
 	}
 	if left := regularFiles(t, s); len(left) > 0 {
 		t.Errorf("reset left %v", left)
+	}
+}
+
+// TestResetKeepsTheSnapshots: reset removes the etcd data dir but keeps
+// the snapshots in etcd.local.snapshotsDir, the cluster's backups, and
+// says so.
+func TestResetKeepsTheSnapshots(t *testing.T) {
+	s := initialised(t)
+	dir := s.Config.Etcd.Local.SnapshotsDir
+	must(t, s.Files.MkdirAll(dir, 0o700))
+	snapshot := filepath.Join(dir, "etcd-snapshot-20261126T120000.000Z.db")
+	must(t, s.Files.WriteFile(snapshot, []byte("a snapshot"), 0o600))
+	res, err := resetNode(context.Background(), s, ResetOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.Files.HostPath(snapshot)); err != nil {
+		t.Errorf("reset removed the snapshot: %v", err)
+	}
+	if !slices.ContainsFunc(res.Left, func(l string) bool { return strings.HasPrefix(l, "1 etcd snapshots in "+dir+": kept") }) {
+		t.Errorf("reset did not say it kept the snapshot: %q", res.Left)
 	}
 }

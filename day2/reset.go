@@ -118,6 +118,9 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 		if err := rm(c.Etcd.Local.DataDir, true); err != nil {
 			return res, err
 		}
+		if list, err := etcd.ListSnapshots(s.Files.HostPath(c.Etcd.Local.SnapshotsDir)); err == nil && len(list) > 0 {
+			res.Left = append(res.Left, fmt.Sprintf("%d etcd snapshots in %s: kept, they are the cluster's backups (`kubeboot etcd restore --snapshot` brings one back; remove them yourself)", len(list), c.Etcd.Local.SnapshotsDir))
+		}
 	}
 	res.Left = append(res.Left,
 		"the kubelet's own state and the manifest dir "+c.Paths.ManifestsDir+"; a kubelet that kubelet.service does not run stays running",

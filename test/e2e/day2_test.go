@@ -203,8 +203,9 @@ func testRestore(t *testing.T, n *node) {
 	}
 }
 
-// testReset: reset --force leaves no file kubeboot wrote, the components
-// stop, and a new lab up (init) in the same directories succeeds.
+// testReset: reset --force leaves no file kubeboot wrote but the etcd
+// snapshots, which it keeps and names, the components stop, and a new lab
+// up (init) in the same directories succeeds.
 func testReset(t *testing.T, n *node) {
 	r := n.kubeboot(t, "reset", "--config", n.config)
 	if r.code != 1 || !strings.Contains(r.stderr, "--force") {
@@ -220,6 +221,10 @@ func testReset(t *testing.T, n *node) {
 	}
 	if left := kubebootFiles(t, n); len(left) > 0 {
 		t.Errorf("kubeboot-owned files left after reset: %s", strings.Join(left, ", "))
+	}
+	// The snapshots are the cluster's backups: reset keeps them, and says so.
+	if snapshots, _ := filepath.Glob(n.path("etcd-snapshots/etcd-snapshot-*.db")); len(snapshots) == 0 || !strings.Contains(r.stderr, "etcd snapshots in "+n.path("etcd-snapshots")+": kept") {
+		t.Errorf("after reset: snapshots %v, and reset said:\n%s", snapshots, r.stderr)
 	}
 	if r := n.kubeboot(t, "lab", "down", "--config", n.config, "--bin-dir", binDir); r.code != 0 {
 		t.Fatalf("lab down exited %d:\n%s", r.code, r.stderr)
@@ -243,7 +248,7 @@ func kubebootFiles(t *testing.T, n *node) []string {
 		}
 		rel, _ := filepath.Rel(n.dir, path)
 		switch {
-		case d.IsDir() && (rel == "lab" || rel == "audit" || rel == "pod-logs"):
+		case d.IsDir() && (rel == "lab" || rel == "audit" || rel == "pod-logs" || rel == "etcd-snapshots"):
 			return filepath.SkipDir
 		case d.Type().IsRegular() && (!strings.HasPrefix(rel, "kubelet/") || rel == "kubelet/config.yaml"):
 			files = append(files, rel)
