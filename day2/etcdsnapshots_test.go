@@ -75,7 +75,7 @@ func TestResetKeepsTheSnapshots(t *testing.T) {
 	if _, err := os.Stat(s.Files.HostPath(snapshot)); err != nil {
 		t.Errorf("reset removed the snapshot: %v", err)
 	}
-	if !slices.ContainsFunc(res.Left, func(l string) bool { return strings.HasPrefix(l, "1 etcd snapshots in "+dir+": kept") }) {
+	if !slices.ContainsFunc(res.Left, func(l string) bool { return strings.HasPrefix(l, "the etcd snapshots in "+dir+" (1): kept") }) {
 		t.Errorf("reset did not say it kept the snapshot: %q", res.Left)
 	}
 }

@@ -119,7 +119,7 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 			return res, err
 		}
 		if list, err := etcd.ListSnapshots(s.Files.HostPath(c.Etcd.Local.SnapshotsDir)); err == nil && len(list) > 0 {
-			res.Left = append(res.Left, fmt.Sprintf("%d etcd snapshots in %s: kept, they are the cluster's backups (`kubeboot etcd restore --snapshot` brings one back; remove them yourself)", len(list), c.Etcd.Local.SnapshotsDir))
+			res.Left = append(res.Left, fmt.Sprintf("the etcd snapshots in %s (%d): kept, they are the cluster's backups (`kubeboot etcd restore --snapshot` brings one back; remove them yourself)", c.Etcd.Local.SnapshotsDir, len(list)))
 		}
 	}
 	res.Left = append(res.Left,

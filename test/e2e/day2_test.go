@@ -223,7 +223,7 @@ func testReset(t *testing.T, n *node) {
 		t.Errorf("kubeboot-owned files left after reset: %s", strings.Join(left, ", "))
 	}
 	// The snapshots are the cluster's backups: reset keeps them, and says so.
-	if snapshots, _ := filepath.Glob(n.path("etcd-snapshots/etcd-snapshot-*.db")); len(snapshots) == 0 || !strings.Contains(r.stderr, "etcd snapshots in "+n.path("etcd-snapshots")+": kept") {
+	if snapshots, _ := filepath.Glob(n.path("etcd-snapshots/etcd-snapshot-*.db")); len(snapshots) == 0 || !strings.Contains(r.stderr, "left the etcd snapshots in "+n.path("etcd-snapshots")+" (") {
 		t.Errorf("after reset: snapshots %v, and reset said:\n%s", snapshots, r.stderr)
 	}
 	if r := n.kubeboot(t, "lab", "down", "--config", n.config, "--bin-dir", binDir); r.code != 0 {
