@@ -269,8 +269,10 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
+	var haCheckMade time.Time
 	t.Run("a ConfigMap written through the endpoint is read through every API server", func(t *testing.T) {
 		first.kubectl(t, "create", "configmap", "ha-check", "--from-literal=k=v")
+		haCheckMade = time.Now()
 		for i, n := range nodes {
 			server := "https://" + haNodes[i] + ":6443"
 			out, err := n.kubectlErr(t, "--server", server, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}")
@@ -378,7 +380,7 @@ func TestHAControlPlane(t *testing.T) {
 	})
 
 	t.Run("quorum lost: node 1 restores the latest scheduled snapshot from S3, the others rejoin", func(t *testing.T) {
-		testRestoreFromS3(t, nodes, bundle, bucket)
+		testRestoreFromS3(t, nodes, bundle, bucket, haCheckMade)
 	})
 
 	t.Run("reset on node 3 removes its etcd member; the cluster serves writes", func(t *testing.T) {
@@ -472,9 +474,10 @@ func scheduledCopies(t *testing.T, n *node) []remoteCopy {
 // so that the cluster has no quorum; node 1 restores the newest copy its
 // snapshot schedule put in S3, and the other two rejoin with lab up
 // --control-plane (lab down, which resets the node, then join). The
-// objects are as at the snapshot, etcd has three healthy voters again and
-// every API server answers.
-func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config.S3Storage) {
+// objects are as at the snapshot (ha-check, made at haCheckMade, is there,
+// though deleted before the disaster), etcd has three healthy voters again
+// and every API server answers.
+func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config.S3Storage, haCheckMade time.Time) {
 	first := nodes[0]
 	for _, n := range nodes {
 		eventually(t, "the snapshot pod of "+n.name+" Ready", func() error {
@@ -486,10 +489,8 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 			return err
 		})
 	}
-	first.kubectl(t, "create", "configmap", "dr-kept", "--from-literal=v=before")
-	created := time.Now()
 	var chosen string
-	eventually(t, "a copy of every node's schedule in S3, and one taken after dr-kept", func() error {
+	eventually(t, "a copy of every node's schedule in S3, and one taken after ha-check was made", func() error {
 		list := scheduledCopies(t, first)
 		for _, n := range nodes {
 			if !slices.ContainsFunc(list, func(c remoteCopy) bool {
@@ -498,14 +499,14 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 				return fmt.Errorf("no copy of %s's in %v", n.name, list)
 			}
 		}
-		if len(list) == 0 || !list[0].Time.After(created) {
-			return fmt.Errorf("the newest copy is older than dr-kept: %v", list)
+		if len(list) == 0 || !list[0].Time.After(haCheckMade) {
+			return fmt.Errorf("the newest copy is older than ha-check: %v", list)
 		}
 		chosen = list[0].URL
 		return nil
 	})
 	first.kubectl(t, "create", "configmap", "dr-gone")
-	first.kubectl(t, "delete", "configmap", "dr-kept")
+	first.kubectl(t, "delete", "configmap", "ha-check")
 
 	for _, n := range nodes[1:] {
 		if err := os.Rename(n.manifestPath("etcd"), filepath.Join(n.root, "etcd.yaml.parked")); err != nil {
@@ -530,8 +531,8 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 		t.Fatalf("etcd restore --snapshot %s: %v:\n%s", chosen, err, progress)
 	}
 	t.Logf("TIMING: etcd restore from S3 (download, restore, control plane healthy): %s; its progress:\n%s", time.Since(start).Round(time.Millisecond), progress)
-	if v := first.kubectl(t, "get", "configmap", "dr-kept", "-o", "jsonpath={.data.v}"); v != "before" {
-		t.Errorf("dr-kept after the restore: %q, want its value at the snapshot", v)
+	if v := first.kubectl(t, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}"); v != "v" {
+		t.Errorf("ha-check after the restore: %q, want its value at the snapshot", v)
 	}
 	if _, err := first.kubectlErr(t, "get", "configmap", "dr-gone"); err == nil || !strings.Contains(err.Error(), "NotFound") {
 		t.Errorf("dr-gone, made after the snapshot, after the restore: %v", err)
@@ -560,8 +561,8 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 	}
 	for i, n := range nodes {
 		server := "https://" + haNodes[i] + ":6443"
-		if v, err := n.kubectlErr(t, "--server", server, "get", "configmap", "dr-kept", "-o", "jsonpath={.data.v}"); err != nil || v != "before" {
-			t.Errorf("dr-kept via %s: %q, %v", server, v, err)
+		if v, err := n.kubectlErr(t, "--server", server, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}"); err != nil || v != "v" {
+			t.Errorf("ha-check via %s: %q, %v", server, v, err)
 		}
 	}
 }
