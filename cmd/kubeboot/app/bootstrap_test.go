@@ -54,8 +54,8 @@ func TestBootstrapStopsOnAConfigurationMistake(t *testing.T) {
 	dir := t.TempDir()
 	for name, doc := range map[string]string{
 		"a JoinConfiguration without controlPlaneEndpoint": "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\n",
-		"an unknown field":    "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nclustername: x\n",
-		"no discovery":        "apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\n",
+		"an unknown field": "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nclustername: x\n",
+		"no discovery":     "apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := writeFile(t, dir, "node.yaml", doc)
