@@ -81,6 +81,9 @@ func (n *node) haConfig(t *testing.T, etcdEndpoints []string, bucket config.S3St
 	edits := map[string]any{
 		"controlPlaneEndpoint":    haEndpoint,
 		"etcd.local.snapshotsDir": n.path("etcd-snapshots"),
+		// After the restore, this node's kubelet, whose API server is
+		// gone, took 55 s to 2m8s to start the same static pods again.
+		"timeouts.controlPlane": "5m",
 		"etcd.local.scheduledSnapshots": map[string]any{"interval": "1m", "keep": 3, "s3": map[string]any{
 			"endpoint": bucket.Endpoint, "bucket": bucket.Bucket, "prefix": "ha/", "credentialsFile": bucket.CredentialsFile, "caFile": bucket.CAFile,
 		}},
@@ -471,8 +474,8 @@ func scheduledCopies(t *testing.T, n *node) []remoteCopy {
 }
 
 // testRestoreFromS3 is the disaster: two of the three etcd members stop,
-// so that the cluster has no quorum; node 1 restores the newest copy its
-// snapshot schedule put in S3, and the other two rejoin with lab up
+// so that the cluster has no quorum; node 1 restores the newest copy
+// another node's snapshot schedule put in S3, and the other two rejoin with lab up
 // --control-plane (lab down, which resets the node, then join). The
 // objects are as at the snapshot (ha-check, made at haCheckMade, is there,
 // though deleted before the disaster), etcd has three healthy voters again
@@ -499,10 +502,13 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 				return fmt.Errorf("no copy of %s's in %v", n.name, list)
 			}
 		}
-		if len(list) == 0 || !list[0].Time.After(haCheckMade) {
-			return fmt.Errorf("the newest copy is older than ha-check: %v", list)
+		// The newest of another node's copies: node 1's own are in its
+		// snapshot dir too, and this copy must come from S3.
+		i := slices.IndexFunc(list, func(c remoteCopy) bool { return !strings.Contains(c.URL, "/ha/"+first.name+"/") })
+		if i < 0 || !list[i].Time.After(haCheckMade) {
+			return fmt.Errorf("no copy of another node's newer than ha-check: %v", list)
 		}
-		chosen = list[0].URL
+		chosen = list[i].URL
 		return nil
 	})
 	first.kubectl(t, "create", "configmap", "dr-gone")

@@ -352,6 +352,10 @@ func TestMachines(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
+		// A booted machine may still be starting containerd, which
+		// kubeadm's preflight needs, as an operator's shell would wait for.
+		waitMachine(t, w2, "containerd active", func(out string) bool { return strings.TrimSpace(out) == "active" },
+			"sh", "-c", "systemctl is-active containerd || true")
 		var out strings.Builder
 		// This host's cgroups are v1 and it may have swap (the cluster's
 		// kubelet-config accepts both), and a node's network namespace has
