@@ -33,6 +33,14 @@ func UpgradeApply(timeout time.Duration) phases.Operation[*phases.Node] {
 	}}
 }
 
+// UpgradeNode is `kubeboot upgrade node` on a control-plane node after
+// the first (see upgradeNode); timeout as UpgradeApply's.
+func UpgradeNode(timeout time.Duration) phases.Operation[*phases.Node] {
+	return phases.Operation[*phases.Node]{Name: "upgrade", Run: func(ctx context.Context, s *phases.Node) error {
+		return upgradeNode(ctx, s, timeout)
+	}}
+}
+
 // CheckRenewNames refuses a name `certs renew` does not know, before the
 // command takes the node lock.
 func CheckRenewNames(cfg *config.ClusterConfiguration, names []string) error {

@@ -72,7 +72,9 @@ func PlanUpgrade(ctx context.Context, run *phases.Run, client kubernetes.Interfa
 	if err != nil {
 		return UpgradePlan{}, fmt.Errorf("list the control plane's pods: %w", err)
 	}
-	plan := UpgradePlan{Target: target.KubernetesVersion, ClusterVersion: clusterVersion(ctx, client)}
+	plan := UpgradePlan{Target: target.KubernetesVersion}
+	// A cluster without kubeadm-config is planned all the same.
+	plan.ClusterVersion, _ = phases.ClusterVersion(ctx, client)
 	for _, n := range nodes.Items {
 		_, cp := n.Labels["node-role.kubernetes.io/control-plane"]
 		np := NodePlan{Name: n.Name, ControlPlane: cp,
@@ -109,21 +111,6 @@ func PlanUpgrade(ctx context.Context, run *phases.Run, client kubernetes.Interfa
 	plan.Addons = addonChanges(ctx, client, images)
 	plan.Steps = planSteps(plan, target.Node.Name)
 	return plan, nil
-}
-
-// clusterVersion is kubeadm-config's kubernetesVersion, or "" when it
-// cannot be read.
-func clusterVersion(ctx context.Context, client kubernetes.Interface) string {
-	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "kubeadm-config", metav1.GetOptions{})
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(cm.Data["ClusterConfiguration"], "\n") {
-		if v, ok := strings.CutPrefix(line, "kubernetesVersion: "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // imageOf is the image of images with the repository name of from (its
@@ -201,19 +188,21 @@ func containerChange(name string, containers []corev1.Container, images []string
 }
 
 // planSteps are the plan's commands in order: upgrade apply on this node
-// (self) first, then on the other control-plane nodes, each with its own
-// configuration at the new version; then every kubelet not at the target,
-// the control-plane nodes' first, which the operator installs.
+// (self) first, then upgrade node on the other control-plane nodes, each
+// with its own configuration at the new version, then on every worker
+// whose kubelet is not at the target. On each node the operator installs
+// the kubelet of the target first, which the command restarts last.
 func planSteps(plan UpgradePlan, self string) []string {
-	steps := []string{fmt.Sprintf("on %s: kubeboot upgrade apply --config <this configuration> (its control plane, then kubeadm-config, kubelet-config and the addons)", self)}
+	install := "install the kubelet " + plan.Target + ", then "
+	steps := []string{fmt.Sprintf("on %s: %skubeboot upgrade apply --config <this configuration> (its control plane, then kubeadm-config, kubelet-config and the addons, then its kubelet)", self, install)}
 	for _, n := range plan.Nodes {
 		if n.ControlPlane && n.Name != self {
-			steps = append(steps, fmt.Sprintf("on %s: kubeboot upgrade apply --config <its configuration at %s>", n.Name, plan.Target))
+			steps = append(steps, fmt.Sprintf("on %s: %skubeboot upgrade node --config <its configuration at %s>", n.Name, install, plan.Target))
 		}
 	}
 	for _, n := range plan.Nodes {
-		if n.Components[0].From != plan.Target {
-			steps = append(steps, fmt.Sprintf("on %s: install the kubelet %s and restart it (systemctl restart kubelet)", n.Name, plan.Target))
+		if !n.ControlPlane && n.Components[0].From != plan.Target {
+			steps = append(steps, fmt.Sprintf("on %s: %skubeboot upgrade node --config <its WorkerConfiguration>", n.Name, install))
 		}
 	}
 	return steps

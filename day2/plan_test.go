@@ -74,8 +74,12 @@ func TestPlanUpgrade(t *testing.T) {
 		t.Errorf("addons %+v", plan.Addons)
 	}
 	steps := strings.Join(plan.Steps, "\n")
-	if len(plan.Steps) != 5 || !strings.HasPrefix(plan.Steps[0], "on node1: kubeboot upgrade apply") || !strings.HasPrefix(plan.Steps[1], "on node2: kubeboot upgrade apply") ||
-		!strings.Contains(steps, "on worker1: install the kubelet v1.36.3") {
+	want := []string{
+		"on node1: install the kubelet v1.36.3, then kubeboot upgrade apply --config",
+		"on node2: install the kubelet v1.36.3, then kubeboot upgrade node --config <its configuration at v1.36.3>",
+		"on worker1: install the kubelet v1.36.3, then kubeboot upgrade node --config <its WorkerConfiguration>",
+	}
+	if len(plan.Steps) != len(want) || !strings.HasPrefix(plan.Steps[0], want[0]) || plan.Steps[1] != want[1] || plan.Steps[2] != want[2] {
 		t.Errorf("steps:\n%s", steps)
 	}
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/health"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/procnet"
@@ -74,18 +75,73 @@ func journalPath(c *config.ClusterConfiguration) string {
 // diagnostic. A journal in the backups dir lets a re-run finish a step a
 // crash interrupted. On a node that joined the cluster, etcd keeps the
 // membership it joined with (s.Membership, see phases.ReadEtcdMembership).
-// Last, the cluster's objects move to the new release (see
-// upgradeClusterObjects).
+// Then the cluster's objects move to the new release (see
+// upgradeClusterObjects), and last the node's kubelet (upgradeKubelet).
 //
 // timeout bounds each wait for a component to become healthy; 0 means
 // timeouts.controlPlane. It is not the configuration's field because that
 // one is rendered into the manifests' probes.
 func upgradeApply(ctx context.Context, s *phases.Node, timeout time.Duration) error {
-	if err := phases.CheckNoRestore(s); err != nil {
-		return err
-	}
 	if timeout <= 0 {
 		timeout = s.Config.Timeouts.ControlPlane.Duration
+	}
+	if err := upgradeControlPlane(ctx, s, timeout); err != nil {
+		return err
+	}
+	if err := upgradeClusterObjects(ctx, s, timeout); err != nil {
+		return err
+	}
+	return upgradeKubelet(ctx, s, timeout)
+}
+
+// upgradeNode is `kubeboot upgrade node` on a control-plane node other
+// than the first: once `upgrade apply` has moved the cluster's
+// configuration (kube-system/kubeadm-config) to this node's
+// kubernetesVersion, it upgrades the node's control plane as upgrade
+// apply does, then the addons when it was the last node behind (see
+// upgradeAddons), then the kubelet. It uploads no configuration: the
+// first node's is the cluster's.
+func upgradeNode(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = s.Config.Timeouts.ControlPlane.Duration
+	}
+	client, err := phases.APIClient(s)
+	if err != nil {
+		return err
+	}
+	cluster, err := phases.ClusterVersion(ctx, client)
+	if err != nil {
+		return err
+	}
+	if cluster != s.Config.KubernetesVersion {
+		return &exit.UsageError{Msg: fmt.Sprintf("kube-system/kubeadm-config names kubernetesVersion %s, this node's configuration %s: run `kubeboot upgrade apply` on the first control-plane node first, with its configuration at %s",
+			cluster, s.Config.KubernetesVersion, s.Config.KubernetesVersion)}
+	}
+	if err := upgradeControlPlane(ctx, s, timeout); err != nil {
+		return err
+	}
+	if err := upgradeAddons(ctx, s, timeout); err != nil {
+		return err
+	}
+	return upgradeKubelet(ctx, s, timeout)
+}
+
+// upgradeKubelet moves the node's kubelet to the binary the operator
+// installed and the configuration upgradePrepare wrote (see
+// phases.UpgradeKubelet).
+func upgradeKubelet(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+	client, err := phases.APIClient(s)
+	if err != nil {
+		return err
+	}
+	return phases.UpgradeKubelet(ctx, s.Run, client, s.Config.Node.Name, s.Config.Kubelet.ConfigFile, timeout)
+}
+
+// upgradeControlPlane replaces each changed manifest of the node in turn,
+// as upgradeApply describes, after an etcd snapshot.
+func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+	if err := phases.CheckNoRestore(s); err != nil {
+		return err
 	}
 	current, _, err := phases.ManifestPods(s)
 	if err != nil {
@@ -161,7 +217,7 @@ func upgradeApply(ctx context.Context, s *phases.Node, timeout time.Duration) er
 	if changed == 0 && !wrote {
 		s.Report.Infof("every manifest is up to date")
 	}
-	return upgradeClusterObjects(ctx, s, timeout)
+	return nil
 }
 
 // upgradeKubebootPods writes the manifests of kubeboot's own pods (the CSR

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -356,4 +357,46 @@ func kubeadmConfigVersion(t *testing.T, s *phases.Node) string {
 	}
 	must(t, yaml.Unmarshal([]byte(cm.Data["ClusterConfiguration"]), &cc))
 	return cc.KubernetesVersion
+}
+
+// TestUpgradeNodeComesAfterUpgradeApply: upgrade node on a control-plane
+// node refuses, before it touches anything, while kubeadm-config names
+// another release than its configuration: upgrade apply on the first node
+// has not run.
+func TestUpgradeNodeComesAfterUpgradeApply(t *testing.T) {
+	s := initialised(t)
+	s.Options.Offline = false
+	s.API = fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: "kube-system"},
+		Data: map[string]string{"ClusterConfiguration": "kind: ClusterConfiguration\nkubernetesVersion: v1.35.4\n"}})
+	before := phasestest.Snapshot(t, s.Files.HostPath("/"))
+	_, err := UpgradeNode(time.Second).Execute(context.Background(), s)
+	want := "kube-system/kubeadm-config names kubernetesVersion v1.35.4, this node's configuration v1.36.3: run `kubeboot upgrade apply` on the first control-plane node first"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("upgrade node before upgrade apply: %v, want %q", err, want)
+	}
+	if after := phasestest.Snapshot(t, s.Files.HostPath("/")); !cmp.Equal(before, after) {
+		t.Errorf("the refused upgrade changed files: %s", cmp.Diff(before, after))
+	}
+}
+
+// TestCheckKubeletSkew: on a node whose kubelet systemd runs, an upgrade
+// to a release older than the kubelet binary installed is refused; one to
+// its release is not, and neither is any beside a kubelet systemd does
+// not run (the lab's).
+func TestCheckKubeletSkew(t *testing.T) {
+	s := initialised(t)
+	state := "active"
+	s.System, _ = phasestest.FakeSystemd(&state) // the kubelet binary is v1.36.3
+	if err := checkKubeletSkew(context.Background(), s); err != nil {
+		t.Errorf("without systemd: %v", err)
+	}
+	must(t, os.MkdirAll(s.Files.HostPath(phases.SystemdRunDir), 0o755))
+	if err := checkKubeletSkew(context.Background(), s); err != nil {
+		t.Errorf("a kubelet of the target release: %v", err)
+	}
+	s.Config.KubernetesVersion = "v1.35.4"
+	want := "the kubelet on the PATH is v1.36.3, newer than the control plane this upgrade brings (v1.35.4)"
+	if err := checkKubeletSkew(context.Background(), s); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a kubelet newer than the target: %v, want %q", err, want)
+	}
 }

@@ -22,11 +22,15 @@ import (
 const snapshotHeadroom = 64 << 20
 
 // upgradePreflight refuses an upgrade that skips a minor version or goes
-// back one, one started on a control plane that is not healthy (a failure
+// back one, one after which the kubelet installed would not match the
+// control plane (see checkKubeletSkew), one started on a control plane that is not healthy (a failure
 // could not be told apart from the upgrade's), and one without the disk
 // space for the etcd snapshot.
 func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*corev1.Pod) error {
 	if err := checkSkew(current[config.NameAPIServer], s.Config.KubernetesVersion); err != nil {
+		return err
+	}
+	if err := checkKubeletSkew(ctx, s); err != nil {
 		return err
 	}
 	probes, err := health.Probes(s.Config, current, s.Files.HostPath)
@@ -66,6 +70,25 @@ func checkSkew(apiserver *corev1.Pod, target string) error {
 		return fmt.Errorf("upgrade from %s to %s: upgrade one minor version at a time (to v%d.%d first)", tag, target, from.Major(), from.Minor()+1)
 	}
 	return nil
+}
+
+// checkKubeletSkew refuses, on a node whose kubelet systemd runs, a
+// kubelet binary that the upgraded control plane could not serve: newer
+// than the target release, or more than three minor versions older. It
+// is the release the kubelet restarts with at the end of the upgrade.
+func checkKubeletSkew(ctx context.Context, s *phases.Node) error {
+	if !phases.SystemdKubelet(ctx, s.Run) {
+		return nil
+	}
+	kubelet, err := phases.KubeletRelease(ctx, s.Run)
+	if err != nil {
+		return err
+	}
+	target, err := version.ParseSemantic(s.Config.KubernetesVersion)
+	if err != nil {
+		return fmt.Errorf("parse kubernetesVersion %q: %w", s.Config.KubernetesVersion, err)
+	}
+	return phases.CheckKubeletSkew(kubelet, target, "the control plane this upgrade brings")
 }
 
 // checkDiskSpace wants room for a snapshot as large as the data dir.

@@ -44,7 +44,7 @@ func addonPart(name, short, switchOff string, off func(config.Addons) bool, buil
 		if err != nil {
 			return err
 		}
-		client, err := apiClient(s)
+		client, err := APIClient(s)
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@ func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) er
 	if err != nil || len(deployments)+len(daemonSets) == 0 {
 		return err // no addon on: nothing to wait for
 	}
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func ControlPlanesBehind(ctx context.Context, s *Node) ([]string, error) {
 	if want == "" {
 		return nil, errors.New("no kube-apiserver manifest rendered")
 	}
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return nil, err
 	}

@@ -50,11 +50,11 @@ const (
 	clientBurst = 400
 )
 
-// apiClient returns the run's API client, built on first use from
+// APIClient returns the run's API client, built on first use from
 // super-admin.conf, whose system:masters identity needs no RBAC grant: the
 // live phases run before or right after bootstrap-admin grants admin.conf
 // its role.
-func apiClient(s *Node) (kubernetes.Interface, error) {
+func APIClient(s *Node) (kubernetes.Interface, error) {
 	if s.API != nil {
 		return s.API, nil
 	}

@@ -30,7 +30,7 @@ var BootstrapAdmin = Phase[*Node]{
 }
 
 func runBootstrapAdmin(ctx context.Context, s *Node) error {
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}

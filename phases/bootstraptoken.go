@@ -60,7 +60,7 @@ func runBootstrapToken(ctx context.Context, s *Node) error {
 	if err != nil {
 		return err
 	}
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}

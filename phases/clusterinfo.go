@@ -36,7 +36,7 @@ func runClusterInfo(ctx context.Context, s *Node) error {
 	if err != nil {
 		return err
 	}
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}

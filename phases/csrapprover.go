@@ -26,7 +26,7 @@ func runCSRApprover(ctx context.Context, s *Node) error {
 		s.Report.Infof("csrApprover.enabled is false: nothing to grant")
 		return nil
 	}
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}

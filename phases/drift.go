@@ -30,7 +30,7 @@ type Drift struct {
 // addons the configuration turns on the addon phase would change. A
 // turned-off addon is left as it is, so it shows no drift.
 func AddonDrift(ctx context.Context, s *Node) ([]Drift, error) {
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return nil, err
 	}

@@ -191,14 +191,14 @@ func TestNewClientTalksToTheLocalAPIServer(t *testing.T) {
 	// A kubeconfig needs a context to be used.
 	kubeconfig = append(kubeconfig, []byte("contexts:\n- name: c\n  context: {cluster: \"\", user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n")...)
 	must(t, s.Files.WriteFile(s.Config.KubeconfigPath(config.KubeconfigSuperAdmin), kubeconfig, 0o600))
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := client.RbacV1().RESTClient().Get().URL().Host; got != "10.0.0.10:6443" {
 		t.Errorf("the client talks to %s, want this node's API server 10.0.0.10:6443", got)
 	}
-	if again, _ := apiClient(s); again != client {
+	if again, _ := APIClient(s); again != client {
 		t.Error("the run's client is built once")
 	}
 	// client-go's default, 5 requests per second, held init's hundred

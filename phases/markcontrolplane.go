@@ -42,7 +42,7 @@ var MarkControlPlane = Phase[*Node]{
 const markControlPlaneName = "mark-control-plane"
 
 func runMarkControlPlane(ctx context.Context, s *Node) error {
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}

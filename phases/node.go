@@ -86,14 +86,18 @@ func ReadEtcdMembership(run *Run, cfg *config.ClusterConfiguration) (templates.E
 	return templates.EtcdMembership{InitialCluster: flags["initial-cluster"]}, nil
 }
 
-// System is how kubelet-start reaches the node's processes: systemctl,
-// and the search of the PATH for the kubelet. Real runs use HostSystem;
-// tests a fake (phasestest.FakeSystemd).
+// System is how kubelet-start and the upgrades reach the node's
+// processes: systemctl, the search of the PATH for the kubelet, and the
+// kubelet binary's release. Real runs use HostSystem; tests a fake
+// (phasestest.FakeSystemd).
 type System struct {
 	// Systemctl runs systemctl with args and returns its combined output.
 	Systemctl func(ctx context.Context, args ...string) ([]byte, error)
 	// LookPath finds an executable in the PATH.
 	LookPath func(file string) (string, error)
+	// Version runs the binary at path with --version and returns what it
+	// prints, such as "Kubernetes v1.36.3".
+	Version func(ctx context.Context, path string) (string, error)
 }
 
 // HostSystem is this machine's systemctl and PATH.
@@ -103,6 +107,10 @@ func HostSystem() System {
 			return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
 		},
 		LookPath: exec.LookPath,
+		Version: func(ctx context.Context, path string) (string, error) {
+			out, err := exec.CommandContext(ctx, path, "--version").Output()
+			return string(out), err
+		},
 	}
 }
 

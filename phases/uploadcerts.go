@@ -57,7 +57,7 @@ func runUploadCerts(ctx context.Context, s *Node) error {
 	if err != nil {
 		return err
 	}
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,12 @@ package phases
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/kubeboot/kubeboot/templates"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // UploadConfig stores what a joining node reads about the cluster, as
@@ -28,9 +32,25 @@ func runUploadConfig(ctx context.Context, s *Node) error {
 	if err != nil {
 		return err
 	}
-	client, err := apiClient(s)
+	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}
 	return applyObjects(ctx, s, client, templates.UploadConfigObjects(kubeadm, kubelet))
+}
+
+// ClusterVersion is the kubernetesVersion of kube-system/kubeadm-config,
+// the cluster's release as init or the last `upgrade apply` recorded it.
+func ClusterVersion(ctx context.Context, client kubernetes.Interface) (string, error) {
+	name := metav1.NamespaceSystem + "/" + templates.KubeadmConfigName
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, templates.KubeadmConfigName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get ConfigMap %s: %w", name, err)
+	}
+	for _, line := range strings.Split(cm.Data[templates.KubeadmConfigKey], "\n") {
+		if v, ok := strings.CutPrefix(line, "kubernetesVersion: "); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("read ConfigMap %s: its %s names no kubernetesVersion", name, templates.KubeadmConfigKey)
 }

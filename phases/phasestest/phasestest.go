@@ -165,7 +165,8 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 
 // FakeSystemd is a fake systemd for a run's System: kubelet.service is in
 // *state ("active" or another state, which a restart makes "active") and
-// enabled, and the kubelet is /usr/bin/kubelet. It also returns the
+// enabled, and the kubelet is /usr/bin/kubelet of
+// config.DefaultKubernetesVersion. It also returns the
 // systemctl commands run, each as its space-joined arguments.
 func FakeSystemd(state *string) (phases.System, *[]string) {
 	calls := &[]string{}
@@ -184,7 +185,10 @@ func FakeSystemd(state *string) (phases.System, *[]string) {
 		}
 		return nil, nil
 	}
-	return phases.System{Systemctl: systemctl, LookPath: func(string) (string, error) { return "/usr/bin/kubelet", nil }}, calls
+	return phases.System{Systemctl: systemctl, LookPath: func(string) (string, error) { return "/usr/bin/kubelet", nil },
+		Version: func(context.Context, string) (string, error) {
+			return "Kubernetes " + config.DefaultKubernetesVersion + "\n", nil
+		}}, calls
 }
 
 // ServeImages serves a CRI image service on the unix socket sock until the

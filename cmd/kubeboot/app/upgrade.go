@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"io"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/day2"
+	"github.com/kubeboot/kubeboot/join"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -47,6 +49,46 @@ func newUpgradeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addConfigFlag(apply.Flags(), &opts.configPath)
 	addOutputFlag(apply.Flags(), &opts.output)
 	apply.Flags().DurationVar(&opts.timeout, "timeout", 0, "how long to wait for each new instance to be healthy, and again for the previous one after a rollback (default: timeouts.controlPlane, which the manifests' probes also use)")
-	cmd.AddCommand(apply, newUpgradePlanCommand(d, stdout, stderr))
+	cmd.AddCommand(apply, newUpgradeNodeCommand(d, stdout, stderr), newUpgradePlanCommand(d, stdout, stderr))
+	return cmd
+}
+
+// nodeSpec loads the configuration of a node after the first, whichever
+// kind: a control-plane node's or a worker's.
+func (o *upgradeOptions) nodeSpec() (runSpec, error) {
+	doc, err := o.deps.load(o.configPath, config.KindJoinConfiguration, config.KindClusterConfiguration, config.KindWorkerConfiguration)
+	if err != nil {
+		return runSpec{}, err
+	}
+	if cfg := doc.ControlPlane(); cfg != nil {
+		if err := config.CheckPatchesDir(cfg, o.configPath, ""); err != nil {
+			return runSpec{}, err
+		}
+	}
+	return runSpec{config: doc.ControlPlane(), worker: doc.Worker, options: phases.Options{}}, nil
+}
+
+// newUpgradeNodeCommand is `kubeboot upgrade node`: after `upgrade apply`
+// on the first control-plane node, every other node moves to the
+// cluster's release.
+func newUpgradeNodeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
+	opts := &upgradeOptions{deps: d}
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "After upgrade apply on the first control-plane node, upgrade this one: a control-plane node's static pods as upgrade apply does, then its kubelet; a worker's kubelet configuration from the cluster's kubelet-config and the kubelet restarted through systemd, once the kubelet binary installed passes the version-skew rules",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			steps := func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+				if r.worker != nil {
+					return onWorker(join.WorkerUpgrade(opts.timeout).Execute)(ctx, r, run, found)
+				}
+				return onNode(day2.UpgradeNode(opts.timeout).Execute)(ctx, r, run, found)
+			}
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.nodeSpec, steps)
+		},
+	}
+	addConfigFlag(cmd.Flags(), &opts.configPath)
+	addOutputFlag(cmd.Flags(), &opts.output)
+	cmd.Flags().DurationVar(&opts.timeout, "timeout", 0, "how long to wait for each new instance to be healthy, and for the restarted kubelet (default: timeouts.controlPlane on a control-plane node, timeouts.tlsBootstrap on a worker)")
 	return cmd
 }

@@ -41,7 +41,7 @@ func TestUpgradePlan(t *testing.T) {
 		t.Errorf("plan %+v", plan)
 	}
 	code, stdout, _ = runCLIWith(t, n.deps, "upgrade", "plan", "--config", n.config)
-	if code != 0 || !strings.Contains(stdout, "kube-apiserver") || !strings.Contains(stdout, "Steps, in order:\n1. on node1: kubeboot upgrade apply") {
+	if code != 0 || !strings.Contains(stdout, "kube-apiserver") || !strings.Contains(stdout, "Steps, in order:\n1. on node1: install the kubelet "+config.DefaultKubernetesVersion+", then kubeboot upgrade apply") {
 		t.Errorf("upgrade plan: exit %d:\n%s", code, stdout)
 	}
 	code, _, stderr = runCLIWith(t, n.deps, "upgrade", "plan", "v1.38.0", "--config", n.config)

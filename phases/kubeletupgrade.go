@@ -1,0 +1,142 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// maxKubeletMinorsBehind is how many minor versions a kubelet may be
+// older than the API server, as the Kubernetes version skew policy says.
+const maxKubeletMinorsBehind = 3
+
+// SystemdKubelet says whether systemd runs this node's kubelet: systemd is
+// the init system and kubelet.service is active. The lab's kubelets that
+// are daemons of its own are not.
+func SystemdKubelet(ctx context.Context, s *Run) bool {
+	if _, err := os.Stat(s.Files.HostPath(SystemdRunDir)); err != nil {
+		return false
+	}
+	out, err := s.System.Systemctl(ctx, "is-active", "kubelet")
+	return err == nil && strings.TrimSpace(string(out)) == "active"
+}
+
+// KubeletRelease is the release of the kubelet binary on the PATH, the
+// one kubelet.service runs at its next start: an operator installs it
+// with the node's packages before upgrading the node.
+func KubeletRelease(ctx context.Context, s *Run) (*version.Version, error) {
+	path, err := s.System.LookPath("kubelet")
+	if err != nil {
+		return nil, fmt.Errorf("find the kubelet: %w: install it (its package also ships kubelet.service)", err)
+	}
+	out, err := s.System.Version(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %w", path, err)
+	}
+	fields := strings.Fields(out)
+	if len(fields) != 2 || fields[0] != "Kubernetes" {
+		return nil, fmt.Errorf("%s --version printed %q, not \"Kubernetes vX.Y.Z\"", path, strings.TrimSpace(out))
+	}
+	v, err := version.ParseSemantic(fields[1])
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %w", path, err)
+	}
+	return v, nil
+}
+
+// CheckKubeletSkew refuses a kubelet of release kubelet beside an API
+// server of release apiserver (the oldest the kubelet may talk to, named
+// by what): the skew policy wants the kubelet never newer than the API
+// server's minor version and at most three minor versions older.
+func CheckKubeletSkew(kubelet, apiserver *version.Version, what string) error {
+	k, a := kubelet, apiserver
+	switch {
+	case k.Major() != a.Major() || k.Minor() > a.Minor():
+		return fmt.Errorf("the kubelet on the PATH is v%s, newer than %s (v%s): a kubelet is never newer than the API server; upgrade the control plane first, or install the kubelet of v%d.%d",
+			kubelet, what, apiserver, a.Major(), a.Minor())
+	case k.Minor()+maxKubeletMinorsBehind < a.Minor():
+		return fmt.Errorf("the kubelet on the PATH is v%s, more than %d minor versions older than %s (v%s): install the kubelet of v%d.%d or later",
+			kubelet, maxKubeletMinorsBehind, what, apiserver, a.Major(), a.Minor()-maxKubeletMinorsBehind)
+	}
+	return nil
+}
+
+// UpgradeKubelet moves the node's kubelet to the binary on the PATH and
+// the configuration in configFile: when its Node reports another release
+// than the binary's, or configFile was written in this run, it restarts
+// kubelet.service and waits, within timeout, until the Node reports the
+// binary's release and is Ready with a heartbeat of the new kubelet.
+// client reads the Node. Beside a kubelet that systemd does not run (a
+// node without systemd, the lab's), it says how to finish and changes
+// nothing.
+func UpgradeKubelet(ctx context.Context, s *Run, client kubernetes.Interface, node, configFile string, timeout time.Duration) error {
+	if !SystemdKubelet(ctx, s) {
+		s.Report.Warnf("kubelet.service does not run this node's kubelet: restart the kubelet yourself, once the new release's binary is installed, to load it and %s", configFile)
+		return nil
+	}
+	release, err := KubeletRelease(ctx, s)
+	if err != nil {
+		return err
+	}
+	want := "v" + release.String()
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get Node %s: %w", node, err)
+	}
+	written := slices.Contains(s.Files.Changes().Written, configFile)
+	if running := n.Status.NodeInfo.KubeletVersion; running == want && !written {
+		s.Report.Infof("the kubelet runs %s, its binary's release, and %s is unchanged: left running", running, configFile)
+		return nil
+	}
+	restarted := time.Now()
+	if err := systemctl(ctx, s.System, "restart", "kubelet"); err != nil {
+		return err
+	}
+	s.Report.Infof("restarted kubelet.service: %s (was %s)%s", want, n.Status.NodeInfo.KubeletVersion, map[bool]string{true: ", with the new " + configFile}[written])
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = restartedKubelet(n, want, restarted)
+		return last == "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for Node %s to report the kubelet %s after its restart: %s (see `journalctl -u kubelet`)", node, want, last)
+	}
+	s.Report.Infof("Node %s is Ready with the kubelet %s", node, want)
+	return nil
+}
+
+// restartedKubelet says why n does not yet show a kubelet of release want
+// started at restarted: "" once it reports that release and is Ready with
+// a heartbeat since then.
+func restartedKubelet(n *corev1.Node, want string, restarted time.Time) string {
+	if got := n.Status.NodeInfo.KubeletVersion; got != want {
+		return "it reports " + got
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		switch {
+		case c.Status != corev1.ConditionTrue:
+			return fmt.Sprintf("Ready is %s (%s)", c.Status, c.Message)
+		case c.LastHeartbeatTime.Before(&metav1.Time{Time: restarted.Truncate(time.Second)}):
+			return "no heartbeat since the restart"
+		}
+		return ""
+	}
+	return "it has no Ready condition"
+}

@@ -1,0 +1,68 @@
+package phases_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
+)
+
+// TestCheckKubeletSkew: a kubelet may be at the API server's minor or up
+// to three below it, never above, whatever the patch releases.
+func TestCheckKubeletSkew(t *testing.T) {
+	for _, tc := range []struct {
+		kubelet, apiserver string
+		ok                 bool
+	}{
+		{"v1.36.3", "v1.36.3", true},
+		{"v1.36.9", "v1.36.0", true},
+		{"v1.33.0", "v1.36.3", true},
+		{"v1.32.9", "v1.36.3", false},
+		{"v1.37.0", "v1.36.3", false},
+		{"v2.36.0", "v1.36.3", false},
+	} {
+		err := phases.CheckKubeletSkew(version.MustParseSemantic(tc.kubelet), version.MustParseSemantic(tc.apiserver), "the API server")
+		if (err == nil) != tc.ok {
+			t.Errorf("kubelet %s beside the API server %s: %v, want allowed %v", tc.kubelet, tc.apiserver, err, tc.ok)
+		}
+	}
+}
+
+// TestUpgradeKubelet: beside a kubelet systemd does not run it changes
+// nothing and says so; with systemd, a restarted kubelet whose Node never
+// reports the new release fails the wait, naming what the Node reports.
+func TestUpgradeKubelet(t *testing.T) {
+	var out bytes.Buffer
+	run := phasestest.NewRun(t.TempDir(), output.NewReporter(&out, false))
+	state := "active"
+	sys, calls := phasestest.FakeSystemd(&state)
+	run.System = sys
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.4"}}}
+	client := fake.NewClientset(node)
+	ctx := context.Background()
+	if err := phases.UpgradeKubelet(ctx, run, client, "node1", "/var/lib/kubelet/config.yaml", time.Second); err != nil || len(*calls) > 0 ||
+		!strings.Contains(out.String(), "kubelet.service does not run this node's kubelet: restart the kubelet yourself") {
+		t.Errorf("without systemd: %v, systemctl %v\n%s", err, *calls, out.String())
+	}
+	if err := os.MkdirAll(run.Files.HostPath(phases.SystemdRunDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := phases.UpgradeKubelet(ctx, run, client, "node1", "/var/lib/kubelet/config.yaml", 2*time.Second)
+	if want := "wait for Node node1 to report the kubelet v1.36.3 after its restart: it reports v1.35.4"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a kubelet that never reports the new release: %v, want %q", err, want)
+	}
+	if !strings.Contains(strings.Join(*calls, ","), "restart kubelet") {
+		t.Errorf("systemctl calls %v: no restart", *calls)
+	}
+}
