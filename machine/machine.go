@@ -38,8 +38,10 @@ type Machine struct {
 	// joins (the lab's node namespace, wired to its bridge); empty gives
 	// the machine a private one with loopback only.
 	NetNS string
-	// UsrLayers are directories laid over the host's /usr, lowest first,
-	// read-only: the binaries and units the lab installs.
+	// UsrLayers are directories laid over the host's /usr, lowest first:
+	// the binaries and units the lab installs. Neither they nor the host's
+	// /usr are written: what the machine writes to /usr, as a package
+	// manager installing a new release, goes to usrChanges, on its disk.
 	UsrLayers []string
 	// Binds are host paths bound read-only into the machine, as
 	// "host:inside" or a path bound at the same place.
@@ -48,6 +50,10 @@ type Machine struct {
 
 // Root is the machine's root file system.
 func (m Machine) Root() string { return filepath.Join(m.Dir, "root") }
+
+// usrChanges holds what the machine wrote to its /usr, the top of its
+// overlay: kept across reboots, like the rest of its disk.
+func (m Machine) usrChanges() string { return filepath.Join(m.Dir, "usr") }
 
 // pidFile holds the pid of the machine's systemd-nspawn.
 func (m Machine) pidFile() string { return filepath.Join(m.Dir, "nspawn.pid") }
@@ -144,11 +150,7 @@ func (m Machine) nspawnArgs() []string {
 		"--capability=all",
 		"--bind=/dev/kmsg",
 	}
-	if len(m.UsrLayers) == 0 {
-		args = append(args, "--bind-ro=/usr")
-	} else {
-		args = append(args, "--overlay-ro="+strings.Join(append([]string{"/usr"}, m.UsrLayers...), ":")+":/usr")
-	}
+	args = append(args, "--overlay="+strings.Join(slices.Concat([]string{"/usr"}, m.UsrLayers, []string{m.usrChanges(), "/usr"}), ":"))
 	if m.NetNS != "" {
 		args = append(args, "--network-namespace-path="+m.NetNS)
 	} else {

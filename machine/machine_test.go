@@ -75,8 +75,9 @@ func cgroupLine(text string) string {
 
 // TestMachine boots two machines and checks that each is a machine of its
 // own (systemd as PID 1, its hostname and machine-id, cgroups its systemd
-// manages, memory limits included), that a reboot keeps its disk and
-// empties its /run, and that removing them leaves nothing on the host.
+// manages, memory limits included), that a reboot keeps its disk (what
+// it installed in /usr too, which the host's /usr never sees) and empties
+// its /run, and that removing them leaves nothing on the host.
 func TestMachine(t *testing.T) {
 	requireNspawn(t)
 	ctx := context.Background()
@@ -121,7 +122,12 @@ func TestMachine(t *testing.T) {
 
 	m := machines[0]
 	leader, _ := m.Leader()
-	output(t, m, "sh", "-c", "echo disk > /var/marker && echo run > /run/marker && mkdir /sys/fs/cgroup/pids/stale.slice")
+	// A package's install writes /usr: on the machine's disk, not the
+	// host's /usr.
+	output(t, m, "sh", "-c", "echo disk > /var/marker && echo run > /run/marker && mkdir /sys/fs/cgroup/pids/stale.slice && echo installed > /usr/bin/kb-installed")
+	if _, err := os.Stat("/usr/bin/kb-installed"); err == nil {
+		t.Errorf("the machine's install into /usr wrote the host's /usr")
+	}
 	start := time.Now()
 	if err := m.Reboot(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)
@@ -132,6 +138,12 @@ func TestMachine(t *testing.T) {
 	}
 	if got := output(t, m, "cat", "/var/marker"); got != "disk" {
 		t.Errorf("after the reboot, /var/marker holds %q", got)
+	}
+	if got := output(t, m, "cat", "/usr/bin/kb-installed"); got != "installed" {
+		t.Errorf("after the reboot, the file installed in /usr holds %q", got)
+	}
+	if got := output(t, machines[1], "sh", "-c", "ls /usr/bin/kb-installed 2>/dev/null || echo absent"); got != "absent" {
+		t.Errorf("another machine sees the file one installed in its /usr: %s", got)
 	}
 	if got := output(t, m, "sh", "-c", "ls /run/marker 2>/dev/null || echo gone"); got != "gone" {
 		t.Errorf("after the reboot, /run still holds %s", got)

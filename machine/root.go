@@ -45,6 +45,9 @@ DefaultTimeoutStopSec=10s
 // and /var are the machine's disk, which survive a reboot.
 func (m Machine) Prepare() error {
 	root := m.Root()
+	if err := os.MkdirAll(m.usrChanges(), 0o755); err != nil {
+		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	}
 	if _, err := os.Stat(filepath.Join(root, "etc", "machine-id")); err == nil {
 		return nil
 	}
