@@ -300,6 +300,9 @@ func TestUpgradeClusterObjects(t *testing.T) {
 	if got != string(want) || fields.MaxPods != 60 {
 		t.Errorf("after upgrade apply kubelet-config holds\n%s\nwant\n%s", got, want)
 	}
+	if v := kubelet.Annotations[templates.KubernetesVersionAnnotation]; v != "v1.36.3" {
+		t.Errorf("after upgrade apply kubelet-config is annotated as of release %q, want v1.36.3", v)
+	}
 	if !strings.Contains(out.String(), "addons left as they are: node2") {
 		t.Errorf("the addons moved while node2 runs v1.35.4:\n%s", out.String())
 	}

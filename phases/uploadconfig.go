@@ -36,7 +36,7 @@ func runUploadConfig(ctx context.Context, s *Node) error {
 	if err != nil {
 		return err
 	}
-	return applyObjects(ctx, s, client, templates.UploadConfigObjects(kubeadm, kubelet))
+	return applyObjects(ctx, s, client, templates.UploadConfigObjects(s.Config.KubernetesVersion, kubeadm, kubelet))
 }
 
 // ClusterVersion is the kubernetesVersion of kube-system/kubeadm-config,

@@ -77,16 +77,25 @@ type Objects struct {
 	DaemonSets []*appsv1.DaemonSet
 }
 
+// KubernetesVersionAnnotation names, on kube-system/kubelet-config, the
+// release whose configuration it holds (kubeadm-config names it in its
+// ClusterConfiguration): what init or the last `upgrade apply` uploaded,
+// and what `upgrade node` gives the kubelets.
+const KubernetesVersionAnnotation = "kubeboot.io/kubernetes-version"
+
 // UploadConfigObjects are the objects of the upload-config phase:
 // kubeadm-config holding clusterConfig (see KubeadmClusterConfiguration),
-// kubelet-config holding kubeletConfig, and the roles that let joining
-// nodes (their bootstrap tokens) and joined nodes read each of the two.
-func UploadConfigObjects(clusterConfig, kubeletConfig []byte) Objects {
+// kubelet-config holding kubeletConfig, the KubeletConfiguration of
+// release version, and the roles that let joining nodes (their bootstrap
+// tokens) and joined nodes read each of the two.
+func UploadConfigObjects(version string, clusterConfig, kubeletConfig []byte) Objects {
 	readers := []rbacv1.Subject{group(bootstraptoken.NodeGroup), group(NodesGroup)}
+	kubelet := configMap(metav1.NamespaceSystem, KubeletConfigName, KubeletConfigKey, kubeletConfig)
+	kubelet.Annotations = map[string]string{KubernetesVersionAnnotation: version}
 	return Objects{
 		ConfigMaps: []*corev1.ConfigMap{
 			configMap(metav1.NamespaceSystem, KubeadmConfigName, KubeadmConfigKey, clusterConfig),
-			configMap(metav1.NamespaceSystem, KubeletConfigName, KubeletConfigKey, kubeletConfig),
+			kubelet,
 		},
 		Roles: []*rbacv1.Role{
 			getConfigMapRole(metav1.NamespaceSystem, RoleNodesKubeadmConfig, KubeadmConfigName),

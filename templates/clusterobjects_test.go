@@ -99,7 +99,7 @@ func TestClusterObjectsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "upload-config", objectsYAML(t, UploadConfigObjects(kubeadm, []byte("kind: KubeletConfiguration\n"))))
+	checkGolden(t, "upload-config", objectsYAML(t, UploadConfigObjects("v1.36.3", kubeadm, []byte("kind: KubeletConfiguration\n"))))
 	checkGolden(t, "bootstrap-token", objectsYAML(t, BootstrapTokenRBAC()))
 	checkGolden(t, "cluster-info", objectsYAML(t, ClusterInfoObjects([]byte("apiVersion: v1\nkind: Config\n"))))
 	checkGolden(t, "csr-approver", objectsYAML(t, CSRApproverRBAC("kubeboot:csr-approver")))
@@ -173,7 +173,7 @@ func TestKubeadmClusterConfiguration(t *testing.T) {
 // TestObjectsAreWhatTheServerStores checks the fields the API server would
 // otherwise fill in, which would make every apply a change.
 func TestObjectsAreWhatTheServerStores(t *testing.T) {
-	all := []Objects{UploadConfigObjects([]byte("a"), []byte("b")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c")), CSRApproverRBAC("u")}
+	all := []Objects{UploadConfigObjects("v1.36.3", []byte("a"), []byte("b")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c")), CSRApproverRBAC("u")}
 	for _, build := range []func(*config.ClusterConfiguration) (Objects, error){CoreDNSObjects, KubeProxyObjects} {
 		objs, err := build(newConfig(nil))
 		if err != nil {
