@@ -8,11 +8,17 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
+	apiversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/phases"
 )
+
+// apiServerWait bounds the wait for the API server to answer at the start
+// of a worker's upgrade.
+const apiServerWait = time.Minute
 
 // WorkerUpgrade is `kubeboot upgrade node` on a worker (see
 // upgradeWorker); timeout bounds the wait for the restarted kubelet, 0
@@ -66,9 +72,15 @@ func checkWorkerSkew(ctx context.Context, s *phases.Run, client kubernetes.Inter
 	if err != nil {
 		return err
 	}
-	info, err := client.Discovery().ServerVersion()
-	if err != nil {
-		return fmt.Errorf("read the API server's version: %w", err)
+	// Right after a control-plane node's upgrade, the API server behind
+	// the endpoint may still be starting: its answer is waited for.
+	var info *apiversion.Info
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, apiServerWait, true, func(context.Context) (bool, error) {
+		info, last = client.Discovery().ServerVersion()
+		return last == nil, nil
+	}); err != nil {
+		return fmt.Errorf("read the API server's version (for %s): %w", apiServerWait, last)
 	}
 	server, err := version.ParseSemantic(info.GitVersion)
 	if err != nil {

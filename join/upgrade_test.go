@@ -8,10 +8,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/files"
@@ -56,9 +59,20 @@ func upgradingWorker(t *testing.T, server, cluster string) (*workerNode, *[]stri
 // TestWorkerUpgrade: upgrade node on a worker writes the kubelet's
 // configuration from the cluster's kubelet-config with the node's
 // settings, restarts kubelet.service and waits for the Node to report the
-// new kubelet; a re-run restarts nothing.
+// new kubelet, asking again an API server that fails its first answer; a
+// re-run restarts nothing.
 func TestWorkerUpgrade(t *testing.T) {
 	n, calls := upgradingWorker(t, "v1.36.3", "v1.36.3")
+	// The API server behind the endpoint, just upgraded, fails its first
+	// answer: it is asked again.
+	failed := false
+	n.client.PrependReactor("get", "version", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if failed {
+			return false, nil, nil
+		}
+		failed = true
+		return true, nil, apierrors.NewServiceUnavailable("starting")
+	})
 	if _, err := WorkerUpgrade(0).Execute(context.Background(), n.s); err != nil {
 		t.Fatalf("upgrade node: %v\n%s", err, n.out)
 	}

@@ -19,16 +19,21 @@ import (
 	"github.com/kubeboot/kubeboot/pki"
 )
 
-// machineImages builds the archive of the images the node's configuration
-// names, the sandbox image and extra.
-func machineImages(t *testing.T, cfgPath, cacheDir string, extra []lab.Image) string {
+// machineImages builds the archive of the images the nodes'
+// configurations name, the sandbox image and extra.
+func machineImages(t *testing.T, cacheDir string, extra []lab.Image, cfgPaths ...string) string {
 	t.Helper()
-	r := runCommand(t, kubebootBin, "images", "list", "--config", cfgPath)
-	if r.code != 0 {
-		t.Fatalf("images list exited %d: %s", r.code, r.stderr)
+	refs := []string{lab.SandboxImage}
+	for _, cfgPath := range cfgPaths {
+		r := runCommand(t, kubebootBin, "images", "list", "--config", cfgPath)
+		if r.code != 0 {
+			t.Fatalf("images list exited %d: %s", r.code, r.stderr)
+		}
+		refs = append(refs, strings.Fields(r.stdout)...)
 	}
+	slices.Sort(refs)
 	var images []lab.Image
-	for _, ref := range append(strings.Fields(r.stdout), lab.SandboxImage) {
+	for _, ref := range slices.Compact(refs) {
 		var img lab.Image
 		var err error
 		if strings.Contains(ref, "kubeboot") {
@@ -158,13 +163,17 @@ func hostFiles() []string {
 	return append(names, tops...)
 }
 
-// images builds, once, the archive of the images cfg names, the sandbox
-// image and extra; every machine's containerd loads it at boot.
-func (l *machineLab) images(t *testing.T, cfg string, extra []lab.Image) {
+// images builds, once, the archive of the images cfg and more name, the
+// sandbox image and extra; every machine's containerd loads it at boot.
+func (l *machineLab) images(t *testing.T, cfg string, extra []lab.Image, more ...string) {
 	t.Helper()
-	path := filepath.Join(l.root, "images.yaml")
-	writeFile(t, path, cfg)
-	l.archive = machineImages(t, path, filepath.Join(l.root, "images"), extra)
+	var paths []string
+	for i, c := range append([]string{cfg}, more...) {
+		path := filepath.Join(l.root, fmt.Sprintf("images-%d.yaml", i))
+		writeFile(t, path, c)
+		paths = append(paths, path)
+	}
+	l.archive = machineImages(t, filepath.Join(l.root, "images"), extra, paths...)
 }
 
 // clusterFile is the first control-plane node's file: its address on the
