@@ -101,7 +101,11 @@ func UpgradeKubelet(ctx context.Context, s *Run, client kubernetes.Interface, no
 	if err := systemctl(ctx, s.System, "restart", "kubelet"); err != nil {
 		return err
 	}
-	s.Report.Infof("restarted kubelet.service: %s (was %s)%s", want, n.Status.NodeInfo.KubeletVersion, map[bool]string{true: ", with the new " + configFile}[written])
+	why := ""
+	if written {
+		why = ", with the new " + configFile
+	}
+	s.Report.Infof("restarted kubelet.service: %s (was %s)%s", want, n.Status.NodeInfo.KubeletVersion, why)
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeboot/kubeboot/bootstraptoken"
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/kubeadmcerts"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -81,5 +82,9 @@ func runUploadCerts(ctx context.Context, s *Node) error {
 	}
 	s.Report.Infof("%s Secret %s/%s: %d files of the cluster secrets, encrypted with the certificate key, until %s (its owner, token %s, expires then)",
 		verb, bootstraptoken.Namespace, kubeadmcerts.SecretName, len(files), expires.UTC().Format(time.RFC3339), token.ID)
+	if *s.Config.Security.EncryptionAtRest.Enabled {
+		s.Report.Warnf("join other control-plane nodes with `kubeboot join --control-plane`: stock `kubeadm join --control-plane` cannot join this cluster, since it writes no %s and its API server could not read the Secrets encrypted at rest (security.encryptionAtRest)",
+			config.FileEncryptionConfig)
+	}
 	return nil
 }

@@ -71,6 +71,11 @@ func TestUploadCerts(t *testing.T) {
 		if s.CertificateKey != "" || strings.Contains(out.String(), key) {
 			t.Errorf("the configuration's key went to the result or the progress:\n%s", out)
 		}
+		// Secrets are encrypted at rest (the default): kubeadm's join, which
+		// would not carry the encryption config, is warned off.
+		if !strings.Contains(out.String(), "stock `kubeadm join --control-plane` cannot join this cluster") {
+			t.Errorf("no warning about kubeadm's join beside encryption at rest:\n%s", out)
+		}
 	})
 	t.Run("--upload-certs", func(t *testing.T) {
 		s, client, out := liveState(t, true)
@@ -83,6 +88,17 @@ func TestUploadCerts(t *testing.T) {
 		}
 		if strings.Contains(out.String(), s.CertificateKey) {
 			t.Errorf("the generated key is in the progress:\n%s", out)
+		}
+	})
+	t.Run("without encryption at rest", func(t *testing.T) {
+		s, client, out := liveState(t, true)
+		*s.Config.Security.EncryptionAtRest.Enabled = false
+		_, err := (Runner[*Node]{Phases: []Phase[*Node]{Certs}}).Run(context.Background(), s, nil)
+		must(t, err)
+		s.Options.UploadCerts = true
+		uploadedSecrets(t, s, client, "")
+		if strings.Contains(out.String(), "kubeadm join") {
+			t.Errorf("a warning about kubeadm's join without encryption at rest:\n%s", out)
 		}
 	})
 	t.Run("neither", func(t *testing.T) {
