@@ -351,29 +351,35 @@ func writeEtcdSnapshotOnly(ctx context.Context, o options, work string) error {
 	}
 	var b strings.Builder
 	res.markdown(&b)
-	doc, err := os.ReadFile(o.out)
+	return replaceSection(o.out, etcdSnapshotHeading, etcdSnapshotBefore, b.String())
+}
+
+// replaceSection puts section, whose heading is heading, in the report at
+// path in place of the section there (see spliceSection).
+func replaceSection(path, heading, before, section string) error {
+	doc, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := os.WriteFile(o.out, []byte(spliceSection(string(doc), b.String())), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(spliceSection(string(doc), heading, before, section)), 0o644); err != nil {
 		return err
 	}
-	logf("wrote the etcd snapshot section of %s", o.out)
+	logf("wrote the section %q of %s", heading, path)
 	return nil
 }
 
-// spliceSection replaces the section of doc that starts with
-// etcdSnapshotHeading, up to the next "## " heading, with section; a doc
-// without it gets section before etcdSnapshotBefore, or at its end.
-func spliceSection(doc, section string) string {
-	if start := strings.Index(doc, etcdSnapshotHeading+"\n"); start >= 0 {
+// spliceSection replaces the section of doc that starts with heading, up
+// to the next "## " heading, with section; a doc without it gets section
+// before the heading before, or at its end.
+func spliceSection(doc, heading, before, section string) string {
+	if start := strings.Index(doc, heading+"\n"); start >= 0 {
 		end := len(doc)
-		if next := strings.Index(doc[start+len(etcdSnapshotHeading):], "\n## "); next >= 0 {
-			end = start + len(etcdSnapshotHeading) + next + 1
+		if next := strings.Index(doc[start+len(heading):], "\n## "); next >= 0 {
+			end = start + len(heading) + next + 1
 		}
 		return doc[:start] + section + doc[end:]
 	}
-	if at := strings.Index(doc, etcdSnapshotBefore+"\n"); at >= 0 {
+	if at := strings.Index(doc, before+"\n"); at >= 0 {
 		return doc[:at] + section + doc[at:]
 	}
 	return doc + section

@@ -14,7 +14,7 @@ func TestSpliceSection(t *testing.T) {
 		{"appended", "# R\n\n", "# R\n\n" + section},
 		{"a new report", "", section},
 	} {
-		if got := spliceSection(tc.doc, section); got != tc.want {
+		if got := spliceSection(tc.doc, etcdSnapshotHeading, etcdSnapshotBefore, section); got != tc.want {
 			t.Errorf("%s: got\n%q\nwant\n%q", tc.name, got, tc.want)
 		}
 	}

@@ -6,7 +6,9 @@
 //	go run ./test/bench -kubeboot bin/kubeboot -bin-dir test/tools/bin -out docs/benchmarks.md
 //
 // With -only etcd-snapshot it measures only etcd snapshot save and restore
-// beside etcdctl and etcdutl, and replaces that section of -out.
+// beside etcdctl and etcdutl, and replaces that section of -out; with
+// -only cluster-upgrade, only the whole-cluster upgrade beside kubeadm's
+// (test/e2e's TestUpgradeBench on lab machines).
 //
 // The machine is small and shared (two cores, often an end-to-end suite
 // running beside), so absolute times drift from one run to the next. Every
@@ -44,6 +46,9 @@ type options struct {
 	// only names the one section to measure, in place of the whole run.
 	only                          string
 	etcdRuns, etcdWarmup, etcdMiB int
+	// upgradeRounds is how many fleets per tool the whole-cluster upgrade
+	// brings up and upgrades.
+	upgradeRounds int
 }
 
 func main() {
@@ -61,10 +66,11 @@ func main() {
 	flag.IntVar(&o.clusterWarmup, "cluster-warmup", 1, "untimed rounds of the cluster jobs first")
 	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
 	flag.IntVar(&o.waitCount, "wait-count", 3, "go test -count of BenchmarkWaitDetection (20 iterations each)")
-	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly)
+	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+" or "+clusterUpgradeOnly)
 	flag.IntVar(&o.etcdRuns, "etcd-runs", 5, "timed rounds of the etcd snapshot saves and restores")
 	flag.IntVar(&o.etcdWarmup, "etcd-warmup", 1, "untimed rounds of the etcd snapshot saves and restores first")
 	flag.IntVar(&o.etcdMiB, "etcd-mib", 100, "database size in MiB the etcd snapshot section fills etcd to")
+	flag.IntVar(&o.upgradeRounds, "upgrade-rounds", 2, "fleets per tool the whole-cluster upgrade brings up and upgrades, the tools' order alternating")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
@@ -73,8 +79,11 @@ func main() {
 }
 
 func run(o options) error {
-	if o.only != "" && o.only != etcdSnapshotOnly {
-		return fmt.Errorf("-only %q: the one section that runs alone is %q", o.only, etcdSnapshotOnly)
+	if o.only != "" && o.only != etcdSnapshotOnly && o.only != clusterUpgradeOnly {
+		return fmt.Errorf("-only %q: the sections that run alone are %q and %q", o.only, etcdSnapshotOnly, clusterUpgradeOnly)
+	}
+	if o.upgradeRounds < 1 {
+		return fmt.Errorf("-upgrade-rounds %d: want at least 1", o.upgradeRounds)
 	}
 	for _, p := range []*string{&o.kubeboot, &o.binDir, &o.out, &o.rawDir} {
 		abs, err := filepath.Abs(*p)
@@ -99,8 +108,11 @@ func run(o options) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	if o.only == etcdSnapshotOnly {
+	switch o.only {
+	case etcdSnapshotOnly:
 		return writeEtcdSnapshotOnly(ctx, o, work)
+	case clusterUpgradeOnly:
+		return writeClusterUpgradeOnly(ctx, o)
 	}
 
 	r := &report{started: time.Now().UTC(), opts: o}
@@ -121,6 +133,9 @@ func run(o options) error {
 		return err
 	}
 	if r.lab, err = measureLab(ctx, o, work); err != nil {
+		return err
+	}
+	if r.clusterUpgrade, err = measureClusterUpgrade(ctx, o); err != nil {
 		return err
 	}
 	if r.etcdSnapshot, err = measureEtcdSnapshot(ctx, o, work); err != nil {

@@ -28,6 +28,7 @@ type report struct {
 	lab               []labRound
 	clusters          clusterResults
 	micro             microResults
+	clusterUpgrade    *clusterUpgradeResults
 	etcdSnapshot      *etcdSnapshotResults
 	// keygenShare is the percentage of BenchmarkPKI/rsa-2048's CPU time
 	// spent in rsa.GenerateKey.
@@ -123,6 +124,7 @@ func (r *report) markdown() string {
 	r.rsaNotes(&b)
 	r.waitSection(&b)
 	r.clusterSection(&b)
+	r.clusterUpgrade.markdown(&b)
 	r.etcdSnapshot.markdown(&b)
 	r.labSection(&b)
 	r.microSection(&b)

@@ -167,90 +167,176 @@ func clientSerial(t *testing.T, m machine.Machine) string {
 	return ""
 }
 
-// TestClusterLife: a fleet of two control-plane nodes and two workers,
-// every file written before any node is up (a preset token and
-// certificate key, the CA made by `init phase certs --root` as an image
-// builder would), boots at once and forms the cluster at v1.35.4 with no
-// value copied between nodes. Then the whole cluster moves to v1.36.3 as
-// upgrade plan says, while a Service is probed from w1: the kubelet of
-// the new release installed on each node, `upgrade apply` on cp1,
-// `upgrade node` on cp2 and on each worker (one refused first, while the
-// control plane still runs v1.35.4). Every node then reports v1.36.3, and
-// so do kubeadm-config and kubelet-config. Last, w2 is reset, its Node
-// deleted, and it joins again, Ready with a new client certificate.
-func TestClusterLife(t *testing.T) {
-	ctx := context.Background()
-	l := newMachineLab(t, "life", "10.89.242.0/24", "cp1:control-plane", "cp2:control-plane", "w1:worker", "w2:worker")
-	l.startLoadBalancer(t)
+// fleet is the lab of a cluster's life: two control-plane machines and
+// two workers (cp1, cp2, w1, w2) behind the lab's load balancer, each
+// installed with the kubelet of v1.35 and the images of v1.35.4 and
+// v1.36.3.
+type fleet struct {
+	*machineLab
+	// m are the machines, in the order of their names.
+	m []machine.Machine
+	// certKey is the fleet's certificate key; hash pins the cluster CA
+	// once it exists.
+	certKey, hash string
+}
+
+// newFleet sets the fleet's machines up, not yet booted. With files, each
+// gets its kubeboot file, all written before any node is up, the CA made
+// first, offline, on cp1's disk (`init phase certs --root`, as an image
+// builder would); without, another tool brings them up.
+func newFleet(t *testing.T, files bool) *fleet {
+	t.Helper()
+	f := &fleet{machineLab: newMachineLab(t, "life", "10.89.242.0/24", "cp1:control-plane", "cp2:control-plane", "w1:worker", "w2:worker")}
+	f.startLoadBalancer(t)
 	r := runCommand(t, kubebootBin, "certs", "certificate-key")
-	certKey := strings.TrimSpace(r.stdout)
-	if r.code != 0 || len(certKey) != 64 {
+	if f.certKey = strings.TrimSpace(r.stdout); r.code != 0 || len(f.certKey) != 64 {
 		t.Fatalf("certs certificate-key: exit %d, %s", r.code, r.stderr)
 	}
 	agnhost, err := lab.ResolveImage(binDir, agnhostImage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.images(t, lifeFile(l, 0, "v1.35.4", certKey, ""), []lab.Image{agnhost}, lifeFile(l, 0, "v1.36.3", certKey, ""))
-	v135 := kubeletLayer(t, l.root, "v1.35")
+	f.images(t, lifeFile(f.machineLab, 0, "v1.35.4", f.certKey, ""), []lab.Image{agnhost}, lifeFile(f.machineLab, 0, "v1.36.3", f.certKey, ""))
+	v135 := kubeletLayer(t, f.root, "v1.35")
+	file := func(i int) string {
+		if !files {
+			return ""
+		}
+		return lifeFile(f.machineLab, i, "v1.35.4", f.certKey, f.hash)
+	}
+	f.m = make([]machine.Machine, len(f.cl.Nodes))
+	for i := range f.m {
+		f.m[i] = f.machine(t, i, file(i))
+		f.m[i].UsrLayers = append(f.m[i].UsrLayers, v135)
+		if i == 0 && files {
+			if r := runCommand(t, kubebootBin, "init", "phase", "certs", "--config", filepath.Join(f.m[0].Root(), bootstrapunit.ConfigPath), "--root", f.m[0].Root()); r.code != 0 {
+				t.Fatalf("init phase certs --root: exit %d: %s", r.code, r.stderr)
+			}
+			f.hash = caHash(t, f.m[0])
+		}
+	}
+	return f
+}
 
-	// The fleet's files, all written before any node boots. The CA is
-	// made first, offline, on the first node's disk.
-	machines := make([]machine.Machine, len(l.cl.Nodes))
-	machines[0] = l.machine(t, 0, lifeFile(l, 0, "v1.35.4", certKey, ""))
-	if r := runCommand(t, kubebootBin, "init", "phase", "certs", "--config", filepath.Join(machines[0].Root(), bootstrapunit.ConfigPath), "--root", machines[0].Root()); r.code != 0 {
-		t.Fatalf("init phase certs --root: exit %d: %s", r.code, r.stderr)
-	}
-	hash := caHash(t, machines[0])
-	for i := 1; i < len(machines); i++ {
-		machines[i] = l.machine(t, i, lifeFile(l, i, "v1.35.4", certKey, hash))
-	}
-	start := time.Now()
-	for i := range machines {
-		machines[i].UsrLayers = append(machines[i].UsrLayers, v135)
-		if err := machines[i].Boot(ctx); err != nil {
+// boot boots every machine at once.
+func (f *fleet) boot(t *testing.T) {
+	t.Helper()
+	for _, m := range f.m {
+		if err := m.Boot(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cp1, cp2, w1, w2 := machines[0], machines[1], machines[2], machines[3]
-	for _, m := range machines {
-		waitBootstrapped(t, m)
-	}
-	t.Logf("TIMING: the fleet's boot until every node's bootstrap unit is done: %s", time.Since(start).Round(time.Millisecond))
-	kubectl := func(args ...string) string {
-		t.Helper()
-		return inMachine(t, cp1, append([]string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}, args...)...)
-	}
-	kubectlWait := func(what string, done func(string) bool, args ...string) {
-		t.Helper()
-		waitMachine(t, cp1, what, done, append([]string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}, args...)...)
-	}
-	nodeVersions := `jsonpath={range .items[*]}{.metadata.name}={.status.nodeInfo.kubeletVersion}/{.status.conditions[?(@.type=="Ready")].status} {end}`
-	kubectlWait("every node to be Ready at v1.35.4", func(out string) bool {
-		return out == "cp1=v1.35.4/True cp2=v1.35.4/True w1=v1.35.4/True w2=v1.35.4/True"
-	}, "get", "nodes", "-o", nodeVersions)
-	if journal := inMachine(t, cp2, "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, "kubeadm-certs") || strings.Contains(journal, certKey) {
-		t.Errorf("cp2 did not fetch the secrets from kubeadm-certs, or its journal holds the certificate key:\n%s", tail2(journal, 20))
-	}
+}
 
-	// Pods on w2 behind a Service, probed from w1 through its ClusterIP.
+// kubectl runs kubectl on cp1 with its admin.conf.
+func (f *fleet) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	return inMachine(t, f.m[0], append([]string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}, args...)...)
+}
+
+// kubectlWait runs kubectl on cp1 until its output is done.
+func (f *fleet) kubectlWait(t *testing.T, what string, done func(string) bool, args ...string) {
+	t.Helper()
+	waitMachine(t, f.m[0], what, done, append([]string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}, args...)...)
+}
+
+// nodeVersions lists each Node's kubelet release and Ready status, as
+// "cp1=v1.35.4/True ...".
+const nodeVersions = `jsonpath={range .items[*]}{.metadata.name}={.status.nodeInfo.kubeletVersion}/{.status.conditions[?(@.type=="Ready")].status} {end}`
+
+// waitNodes waits until every node is Ready with the kubelet of version.
+func (f *fleet) waitNodes(t *testing.T, version string) {
+	t.Helper()
+	want := strings.NewReplacer("V", version).Replace("cp1=V/True cp2=V/True w1=V/True w2=V/True")
+	f.kubectlWait(t, "every node to be Ready at "+version, func(out string) bool { return out == want }, "get", "nodes", "-o", nodeVersions)
+}
+
+// probeService runs two pods on w2 behind a Service and probes its
+// ClusterIP from w1 until the probe is stopped.
+func (f *fleet) probeService(t *testing.T) *serviceProbe {
+	t.Helper()
 	podCIDRs := map[string][]string{}
-	for _, line := range strings.Fields(kubectl("get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)) {
+	for _, line := range strings.Fields(f.kubectl(t, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)) {
 		name, cidr, _ := strings.Cut(line, "=")
 		podCIDRs[name] = []string{cidr}
 	}
-	if err := l.cl.AddPodRoutes(ctx, podCIDRs); err != nil {
+	if err := f.cl.AddPodRoutes(context.Background(), podCIDRs); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(cp1.Root(), "root/web.yaml"), fmt.Sprintf(webManifest, agnhostImage, "w2"))
-	kubectl("apply", "-f", "/root/web.yaml")
-	kubectl("rollout", "status", "deployment/web", "--timeout=180s")
-	clusterIP := kubectl("get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
-	w1NS := "/run/netns/" + l.cl.Netns("w1")
-	waitMachine(t, w1, "the Service to answer on w1", func(out string) bool { return strings.HasPrefix(out, "web-") },
+	writeFile(t, filepath.Join(f.m[0].Root(), "root/web.yaml"), fmt.Sprintf(webManifest, agnhostImage, "w2"))
+	f.kubectl(t, "apply", "-f", "/root/web.yaml")
+	f.kubectl(t, "rollout", "status", "deployment/web", "--timeout=180s")
+	clusterIP := f.kubectl(t, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
+	waitMachine(t, f.m[2], "the Service to answer on w1", func(out string) bool { return strings.HasPrefix(out, "web-") },
 		"curl", "-sS", "--max-time", "2", "http://"+clusterIP+"/hostname")
-	probe := newServiceProbe(w1NS, "http://"+clusterIP+"/hostname")
-	probing := time.Now()
+	return newServiceProbe("/run/netns/"+f.cl.Netns("w1"), "http://"+clusterIP+"/hostname")
+}
+
+// checkProbe reports the Service's answers during what took, and fails
+// on a gap over 30 s.
+func checkProbe(t *testing.T, probe *serviceProbe, what string, took time.Duration) {
+	t.Helper()
+	probes, failures, gap := probe.stop()
+	t.Logf("TIMING: %s: %s; the Service answered %d of %d probes, longest gap %s",
+		what, took.Round(time.Millisecond), probes-failures, probes, gap.Round(time.Millisecond))
+	if probes < 100 || gap > 30*time.Second {
+		t.Errorf("the Service's longest gap during %s was %s over %d probes (last failure: %s)", what, gap, probes, probe.gapReason)
+	}
+}
+
+// upgradeWithKubeboot upgrades the fleet as upgrade plan says: on each
+// node the kubelet of v1.36.3 installed, then upgrade apply on cp1 (its
+// file at v1.36.3), upgrade node on cp2 (its file at v1.36.3) and on each
+// worker. It returns how long the whole took.
+func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for i, m := range f.m {
+		verb, file := "node", ""
+		switch i {
+		case 0:
+			verb, file = "apply", lifeFile(f.machineLab, i, "v1.36.3", f.certKey, f.hash)
+		case 1:
+			file = lifeFile(f.machineLab, i, "v1.36.3", f.certKey, f.hash)
+		}
+		if file != "" {
+			writeFile(t, filepath.Join(m.Root(), bootstrapunit.ConfigPath), file)
+		}
+		installKubelet(t, m)
+		step := time.Now()
+		code, out := kubebootIn(m, "upgrade", verb, "--config", bootstrapunit.ConfigPath, "-o", "json")
+		if code != 0 {
+			t.Fatalf("upgrade %s on %s: exit %d:\n%s", verb, m.Name, code, out)
+		}
+		t.Logf("TIMING: upgrade %s on %s: %s; its last events:\n%s", verb, m.Name, time.Since(step).Round(time.Millisecond), tail2(out, 5))
+	}
+	return time.Since(start)
+}
+
+// TestClusterLife: a fleet of two control-plane nodes and two workers,
+// every file written before any node is up (a preset token and
+// certificate key, the CA made beforehand), boots at once and forms the
+// cluster at v1.35.4 with no value copied between nodes. Then the whole
+// cluster moves to v1.36.3 as upgrade plan says, while a Service is
+// probed from w1 (upgradeWithKubeboot), after a worker's upgrade was
+// refused while the control plane still ran v1.35.4. Every node then
+// reports v1.36.3, and so do kubeadm-config and kubelet-config. Last, w2
+// is reset, its Node deleted, and it joins again, Ready with a new client
+// certificate.
+func TestClusterLife(t *testing.T) {
+	f := newFleet(t, true)
+	cp1, cp2, w1, w2 := f.m[0], f.m[1], f.m[2], f.m[3]
+	start := time.Now()
+	f.boot(t)
+	for _, m := range f.m {
+		waitBootstrapped(t, m)
+	}
+	t.Logf("TIMING: the fleet's boot until every node's bootstrap unit is done: %s", time.Since(start).Round(time.Millisecond))
+	f.waitNodes(t, "v1.35.4")
+	if journal := inMachine(t, cp2, "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, "kubeadm-certs") || strings.Contains(journal, f.certKey) {
+		t.Errorf("cp2 did not fetch the secrets from kubeadm-certs, or its journal holds the certificate key:\n%s", tail2(journal, 20))
+	}
+	probe := f.probeService(t)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -281,49 +367,26 @@ func TestClusterLife(t *testing.T) {
 		if code == 0 || !strings.Contains(out, "the kubelet on the PATH is v1.36.3, newer than the API server at v1.35.4") {
 			t.Errorf("upgrade node on w1 before the control plane: exit %d:\n%s", code, out)
 		}
-		if got := kubectl("get", "node", "w1", "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); got != "v1.35.4" {
+		if got := f.kubectl(t, "get", "node", "w1", "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); got != "v1.35.4" {
 			t.Errorf("after the refusal w1's kubelet is %s", got)
 		}
 	})
-	upgrade := func(m machine.Machine, verb string, file string) {
-		t.Helper()
-		if file != "" {
-			writeFile(t, filepath.Join(m.Root(), bootstrapunit.ConfigPath), file)
-		}
-		installKubelet(t, m)
-		start := time.Now()
-		code, out := kubebootIn(m, "upgrade", verb, "--config", bootstrapunit.ConfigPath, "-o", "json")
-		if code != 0 {
-			t.Fatalf("upgrade %s on %s: exit %d:\n%s", verb, m.Name, code, out)
-		}
-		t.Logf("TIMING: upgrade %s on %s: %s; its last events:\n%s", verb, m.Name, time.Since(start).Round(time.Millisecond), tail2(out, 5))
-	}
-	upgradeStart := time.Now()
-	upgrade(cp1, "apply", lifeFile(l, 0, "v1.36.3", certKey, hash))
-	upgrade(cp2, "node", lifeFile(l, 1, "v1.36.3", certKey, hash))
-	upgrade(w1, "node", "")
-	upgrade(w2, "node", "")
-	took := time.Since(upgradeStart)
-	probes, failures, gap := probe.stop()
+	took := f.upgradeWithKubeboot(t)
 	stopped = true
-	t.Logf("TIMING: the whole cluster's upgrade v1.35.4 -> v1.36.3 (2 control-plane nodes, 2 workers): %s; the Service answered %d of %d probes over %s, longest gap %s",
-		took.Round(time.Millisecond), probes-failures, probes, time.Since(probing).Round(time.Second), gap.Round(time.Millisecond))
-	if probes < 100 || gap > 30*time.Second {
-		t.Errorf("the Service's longest gap during the upgrade was %s over %d probes (last failure: %s)", gap, probes, probe.gapReason)
-	}
+	checkProbe(t, probe, "the whole cluster's upgrade v1.35.4 -> v1.36.3 (2 control-plane nodes, 2 workers)", took)
 
 	t.Run("every node, kubeadm-config and kubelet-config say v1.36.3", func(t *testing.T) {
-		if got := kubectl("get", "nodes", "-o", nodeVersions); got != "cp1=v1.36.3/True cp2=v1.36.3/True w1=v1.36.3/True w2=v1.36.3/True" {
+		if got := f.kubectl(t, "get", "nodes", "-o", nodeVersions); got != "cp1=v1.36.3/True cp2=v1.36.3/True w1=v1.36.3/True w2=v1.36.3/True" {
 			t.Errorf("the nodes: %s", got)
 		}
-		if got := kubectl("-n", "kube-system", "get", "configmap", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}"); !strings.Contains(got, "kubernetesVersion: v1.36.3\n") {
+		if got := f.kubectl(t, "-n", "kube-system", "get", "configmap", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}"); !strings.Contains(got, "kubernetesVersion: v1.36.3\n") {
 			t.Errorf("kubeadm-config:\n%s", got)
 		}
-		if got := kubectl("-n", "kube-system", "get", "configmap", "kubelet-config", "-o", `jsonpath={.metadata.annotations.kubeboot\.io/kubernetes-version}`); got != "v1.36.3" {
+		if got := f.kubectl(t, "-n", "kube-system", "get", "configmap", "kubelet-config", "-o", `jsonpath={.metadata.annotations.kubeboot\.io/kubernetes-version}`); got != "v1.36.3" {
 			t.Errorf("kubelet-config is of release %q", got)
 		}
 		// The mirror pods of a restarted kubelet come back in a moment.
-		kubectlWait("three control-plane pods at v1.36.3 on each control-plane node", func(out string) bool {
+		f.kubectlWait(t, "three control-plane pods at v1.36.3 on each control-plane node", func(out string) bool {
 			images := strings.Fields(out)
 			for _, image := range images {
 				if !strings.HasSuffix(image, ":v1.36.3") {
@@ -333,7 +396,7 @@ func TestClusterLife(t *testing.T) {
 			return len(images) == 6
 		}, "-n", "kube-system", "get", "pods", "-l", "component in (kube-apiserver,kube-controller-manager,kube-scheduler)",
 			"-o", `jsonpath={range .items[*]}{.spec.nodeName}:{.spec.containers[0].image} {end}`)
-		if got := kubectl("-n", "kube-system", "get", "daemonset", "kube-proxy", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "registry.k8s.io/kube-proxy:v1.36.3" {
+		if got := f.kubectl(t, "-n", "kube-system", "get", "daemonset", "kube-proxy", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "registry.k8s.io/kube-proxy:v1.36.3" {
 			t.Errorf("kube-proxy runs %s", got)
 		}
 		if code, out := kubebootIn(w2, "upgrade", "node", "--config", bootstrapunit.ConfigPath); code != 0 || !strings.Contains(out, "left running") {
@@ -356,13 +419,13 @@ func TestClusterLife(t *testing.T) {
 		if code, out := kubebootIn(w2, "join", "--config", bootstrapunit.ConfigPath); code == 0 || !strings.Contains(out, "NodeName: a Node w2 is Ready in the cluster") {
 			t.Errorf("join before the Node is deleted: exit %d:\n%s", code, out)
 		}
-		kubectl("delete", "node", "w2")
+		f.kubectl(t, "delete", "node", "w2")
 		start := time.Now()
 		if code, out := kubebootIn(w2, "join", "--config", bootstrapunit.ConfigPath); code != 0 {
 			t.Fatalf("join w2 again: exit %d:\n%s", code, out)
 		}
 		t.Logf("TIMING: w2's join after its reset: %s", time.Since(start).Round(time.Millisecond))
-		kubectlWait("w2 to be Ready", func(out string) bool { return out == "True" },
+		f.kubectlWait(t, "w2 to be Ready", func(out string) bool { return out == "True" },
 			"get", "node", "w2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		if after := clientSerial(t, w2); after == before {
 			t.Errorf("w2's kubelet kept its client certificate (serial %s) across the reset", before)

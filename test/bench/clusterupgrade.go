@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The whole-cluster upgrade section: `-only cluster-upgrade` runs it
+// alone, and its heading is where that run puts it in the report.
+const (
+	clusterUpgradeOnly    = "cluster-upgrade"
+	clusterUpgradeHeading = "## Whole-cluster upgrade: kubeboot's sequence beside kubeadm's"
+	// clusterUpgradeBefore is the heading the section goes before when a
+	// report without it gets it.
+	clusterUpgradeBefore = etcdSnapshotHeading
+)
+
+// clusterUpgradeResults are the upgrade times and the Service's longest
+// gaps, in seconds, per tool in round order, and what was measured when.
+type clusterUpgradeResults struct {
+	rounds    int
+	took, gap map[string][]float64
+	commit    string
+	measured  time.Time
+}
+
+// measureClusterUpgrade runs test/e2e's TestUpgradeBench (build tag
+// bench), which brings up a fleet of machines with each tool and upgrades
+// it, -upgrade-rounds times in alternating order, and reads its "BENCH
+// cluster-upgrade TOOL SECONDS GAP" lines.
+func measureClusterUpgrade(ctx context.Context, o options) (*clusterUpgradeResults, error) {
+	logf("whole-cluster upgrade: go test -tags 'e2e bench' -run TestUpgradeBench ./test/e2e (%d rounds of a fleet per tool, about 8 min each)", o.upgradeRounds)
+	cmd := exec.CommandContext(ctx, o.goBin, "test", "-count=1", "-tags", "e2e bench", "-run", "^TestUpgradeBench$", "-v", "-timeout", "4h", "./test/e2e/")
+	cmd.Env = append(os.Environ(), "KUBEBOOT_BIN_DIR="+o.binDir, "KUBEBOOT_BENCH_ROUNDS="+strconv.Itoa(o.upgradeRounds))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if werr := os.WriteFile(filepath.Join(o.rawDir, "cluster-upgrade.txt"), out, 0o644); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("TestUpgradeBench: %w (its output is in %s)", err, filepath.Join(o.rawDir, "cluster-upgrade.txt"))
+	}
+	res := &clusterUpgradeResults{rounds: o.upgradeRounds, took: map[string][]float64{}, gap: map[string][]float64{}, measured: time.Now().UTC()}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) != 5 || f[0] != "BENCH" || f[1] != "cluster-upgrade" {
+			continue
+		}
+		took, err1 := strconv.ParseFloat(f[3], 64)
+		gap, err2 := strconv.ParseFloat(f[4], 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("TestUpgradeBench printed %q", strings.TrimSpace(line))
+		}
+		res.took[f[2]] = append(res.took[f[2]], took)
+		res.gap[f[2]] = append(res.gap[f[2]], gap)
+	}
+	for _, tool := range []string{"kubeboot", "kubeadm"} {
+		if len(res.took[tool]) != o.upgradeRounds {
+			return nil, fmt.Errorf("TestUpgradeBench measured %s %d times, want %d", tool, len(res.took[tool]), o.upgradeRounds)
+		}
+	}
+	res.commit, err = output(ctx, "git", "describe", "--tags", "--always", "--dirty")
+	return res, err
+}
+
+// writeClusterUpgradeOnly is `-only cluster-upgrade`: it measures the
+// section and puts it in the report at -out in place of the section
+// there, the rest of the report left as it is.
+func writeClusterUpgradeOnly(ctx context.Context, o options) error {
+	res, err := measureClusterUpgrade(ctx, o)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	res.markdown(&b)
+	return replaceSection(o.out, clusterUpgradeHeading, clusterUpgradeBefore, b.String())
+}
+
+// markdown writes the section.
+func (r *clusterUpgradeResults) markdown(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("%s\n\n", clusterUpgradeHeading)
+	w("Measured at kubeboot %s on %s (`go run ./test/bench -only %s` measures this section alone and replaces it here). ", r.commit, r.measured.Format("2006-01-02 15:04 MST"), clusterUpgradeOnly)
+	w("test/e2e's `TestUpgradeBench` (build tag `bench`) brings up the fleet of `TestClusterLife` with each tool: four lab machines (systemd, containerd and the kubelet as services), ")
+	w("two control-plane nodes behind the lab's load balancer and two workers, at v1.35.4: kubeboot's from their files at boot, kubeadm's with `kubeadm init --upload-certs` and `kubeadm join` (`--control-plane --certificate-key` on cp2). ")
+	w("Then it times the upgrade of the whole cluster to v1.36.3, node by node, cp1 first, as each tool's documentation says: ")
+	w("on each node the kubelet of v1.36.3 installed (its binary written over `/usr/bin/kubelet`, as a package manager does), then ")
+	w("kubeboot's `upgrade apply` on cp1 and `upgrade node` on the others, which restart the kubelet and wait for its Node themselves; ")
+	w("kubeadm's `upgrade apply v1.36.3 --yes` on cp1 and `upgrade node` on the others, each followed by `systemctl daemon-reload && systemctl restart kubelet` and a wait until the Node reports v1.36.3 and is Ready. ")
+	w("Neither drains a node. kubeadm also renews the control plane's certificates (its default), kubeboot saves an etcd snapshot on each control-plane node. ")
+	w("%d round(s), each a fresh fleet per tool, the tools' order alternating; a Service with two pods on w2 is probed from w1 through its ClusterIP every 100 ms throughout.\n\n", r.rounds)
+	w("| sequence | wall min / median / max | ratio to kubeadm | the Service's longest gap (max) |\n|---|---|---|---|\n")
+	ref := summarize(r.took["kubeadm"]).median
+	for _, tool := range []string{"kubeboot", "kubeadm"} {
+		took := summarize(r.took[tool])
+		w("| %s | %s / %s / %s | %s | %s |\n", tool, fmtSeconds(took.min), fmtSeconds(took.median), fmtSeconds(took.max),
+			fmtRatio(took.median/ref), fmtSeconds(summarize(r.gap[tool]).max))
+	}
+	w("\n")
+}

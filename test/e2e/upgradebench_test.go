@@ -1,0 +1,160 @@
+//go:build e2e && bench
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/machine"
+)
+
+// kubeadmIgnored are the preflight checks kubeadm fails on a lab
+// machine: this host's cgroups are v1 (the kubelet configuration accepts
+// them), it may have swap, and a node's network namespace has no bridge
+// netfilter setting of its own.
+const kubeadmIgnored = "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"
+
+// kubeadmInitConfig is cp1's kubeadm configuration: the fleet's endpoint,
+// token, certificate key, pod network, ECDSA keys (kubeboot's default) and
+// kubelet settings, and kube-proxy in kubeboot's nftables mode (the lab's
+// kube-proxy image holds nft, not iptables) leaving the conntrack table
+// alone.
+func kubeadmInitConfig(f *fleet) string {
+	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+bootstrapTokens: [{token: %s}]
+certificateKey: %s
+localAPIEndpoint: {advertiseAddress: %s, bindPort: 6443}
+nodeRegistration: {name: cp1, criSocket: unix:///run/containerd/containerd.sock}
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: %s
+kubernetesVersion: v1.35.4
+controlPlaneEndpoint: %s
+encryptionAlgorithm: ECDSA-P256
+networking: {podSubnet: 10.245.0.0/16}
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration%s
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+conntrack: {maxPerCore: 0}
+`, fleetToken, f.certKey, f.cl.Address(0), f.cl.Name, f.cl.Endpoint(), strings.ReplaceAll(kubeletSettings, "\n    ", "\n"))
+}
+
+// inMachineOK runs a command in the machine and fails the test, with its
+// output, when it fails.
+func inMachineOK(t *testing.T, m machine.Machine, argv ...string) string {
+	t.Helper()
+	var out strings.Builder
+	start := time.Now()
+	if err := m.Run(t.Context(), nil, &out, &out, argv...); err != nil {
+		t.Fatalf("%s on %s: %v\n%s", strings.Join(argv[:min(len(argv), 3)], " "), m.Name, err, tail2(out.String(), 40))
+	}
+	t.Logf("TIMING: %s on %s: %s", strings.Join(argv[:min(len(argv), 3)], " "), m.Name, time.Since(start).Round(time.Millisecond))
+	return out.String()
+}
+
+// upWithKubeadm brings the fleet up as kubeadm's documentation does: init
+// on cp1 with --upload-certs, join --control-plane on cp2 with the
+// certificate key, join on each worker.
+func (f *fleet) upWithKubeadm(t *testing.T) {
+	t.Helper()
+	f.boot(t)
+	for _, m := range f.m {
+		waitMachine(t, m, "the images loaded on "+m.Name, func(out string) bool { return out == "active" },
+			"sh", "-c", "systemctl is-active kubeboot-lab-images || true")
+	}
+	writeFile(t, filepath.Join(f.m[0].Root(), "root/kubeadm.yaml"), kubeadmInitConfig(f))
+	inMachineOK(t, f.m[0], "kubeadm", "init", "--config", "/root/kubeadm.yaml", "--upload-certs", "--ignore-preflight-errors", kubeadmIgnored)
+	f.hash = caHash(t, f.m[0])
+	for i, m := range f.m[1:] {
+		args := []string{"kubeadm", "join", f.cl.Endpoint().String(), "--token", fleetToken, "--discovery-token-ca-cert-hash", f.hash,
+			"--node-name", m.Name, "--ignore-preflight-errors", kubeadmIgnored}
+		if i == 0 {
+			args = append(args, "--control-plane", "--certificate-key", f.certKey, "--apiserver-advertise-address", f.cl.Address(1).String())
+		}
+		inMachineOK(t, m, args...)
+	}
+}
+
+// upgradeWithKubeadm upgrades the fleet as kubeadm's documentation does:
+// on each node the kubelet of v1.36.3 installed, then `kubeadm upgrade
+// apply` on cp1, `kubeadm upgrade node` on the others, each followed by
+// the kubelet's restart and a wait until its Node reports v1.36.3 and is
+// Ready (what kubeboot's upgrade waits for by itself). It returns how
+// long the whole took.
+func (f *fleet) upgradeWithKubeadm(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for i, m := range f.m {
+		installKubelet(t, m)
+		if i == 0 {
+			inMachineOK(t, m, "kubeadm", "upgrade", "apply", "v1.36.3", "--yes", "--ignore-preflight-errors", kubeadmIgnored)
+		} else {
+			inMachineOK(t, m, "kubeadm", "upgrade", "node", "--ignore-preflight-errors", kubeadmIgnored)
+		}
+		inMachineOK(t, m, "sh", "-c", "systemctl daemon-reload && systemctl restart kubelet")
+		f.kubectlWait(t, m.Name+"'s kubelet at v1.36.3", func(out string) bool { return out == "v1.36.3/True" },
+			"get", "node", m.Name, "-o", `jsonpath={.status.nodeInfo.kubeletVersion}/{.status.conditions[?(@.type=="Ready")].status}`)
+	}
+	return time.Since(start)
+}
+
+// TestUpgradeBench times the whole-cluster upgrade of the fleet, v1.35.4
+// to v1.36.3 on two control-plane nodes and two workers, with kubeboot's
+// sequence (upgradeWithKubeboot) and kubeadm's (upgradeWithKubeadm), each
+// on a fleet of its own brought up by the same tool, in alternating order
+// over $KUBEBOOT_BENCH_ROUNDS rounds (default 1), while a Service is
+// probed. Each measurement is a line "BENCH cluster-upgrade TOOL SECONDS
+// GAP-SECONDS" on stdout, which `make bench` reads. Not part of `make
+// test`: build tag bench.
+func TestUpgradeBench(t *testing.T) {
+	rounds := 1
+	if s := os.Getenv("KUBEBOOT_BENCH_ROUNDS"); s != "" {
+		var err error
+		if rounds, err = strconv.Atoi(s); err != nil || rounds < 1 {
+			t.Fatalf("KUBEBOOT_BENCH_ROUNDS=%q: want a positive number", s)
+		}
+	}
+	for round := 1; round <= rounds; round++ {
+		tools := []string{"kubeboot", "kubeadm"}
+		if round%2 == 0 {
+			slices.Reverse(tools)
+		}
+		for _, tool := range tools {
+			t.Run(fmt.Sprintf("%s-%d", tool, round), func(t *testing.T) {
+				f := newFleet(t, tool == "kubeboot")
+				if tool == "kubeboot" {
+					f.boot(t)
+					for _, m := range f.m {
+						waitBootstrapped(t, m)
+					}
+				} else {
+					f.upWithKubeadm(t)
+				}
+				f.waitNodes(t, "v1.35.4")
+				probe := f.probeService(t)
+				var took time.Duration
+				if tool == "kubeboot" {
+					took = f.upgradeWithKubeboot(t)
+				} else {
+					took = f.upgradeWithKubeadm(t)
+				}
+				_, _, gap := probe.stop()
+				f.waitNodes(t, "v1.36.3")
+				fmt.Printf("BENCH cluster-upgrade %s %.1f %.1f\n", tool, took.Seconds(), gap.Seconds())
+			})
+		}
+	}
+}
