@@ -48,6 +48,12 @@ type Cluster struct {
 	// for another release than its own (build.sh --with-v1.35). The
 	// kubelets are the bin dir's own.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Machines makes every node a machine (package machine) with systemd
+	// as PID 1, containerd and the kubelet as its services, brought up
+	// unattended by kubeboot's bootstrap unit (see MachineLab). Without
+	// it, a node is containerd and the kubelet run as the lab's daemons,
+	// which the lab's machines are replacing.
+	Machines bool `json:"machines,omitempty"`
 
 	// source is the file the description was read from, for errors.
 	source string
@@ -135,6 +141,8 @@ func (c *Cluster) validate() error {
 			bad(field+".init", "only the first node inits the cluster: remove init")
 		case n.Init != "" && n.Init != JoinKubeboot && n.Init != JoinKubeadm:
 			bad(field+".init", "%q: want %s or %s", n.Init, JoinKubeboot, JoinKubeadm)
+		case n.Init == JoinKubeadm && c.Machines:
+			bad(field+".init", "kubeadm does not init a lab of machines yet: remove init, or machines")
 		case n.Init == JoinKubeadm && len(c.Nodes) > 1:
 			bad(field+".init", "a cluster that kubeadm inits is that one node (kubeboot's token and bundle do not join it): remove the other nodes, or init with kubeboot")
 		case n.Role == RoleControlPlane && n.Join != "":

@@ -1,8 +1,21 @@
 package lab
 
+import "strings"
+
 // NftFilesOf are the files kube-proxy's image would hold for the nft at
 // path.
 func NftFilesOf(path string) (map[string]string, error) { return nftFilesOf(path) }
 
 // HostNft is the host's nft that kube-proxy's images hold.
 const HostNft = hostNft
+
+// NodeFiles are the lab's node files, each node's kubeboot file and
+// kubeadm's, with the CA's hash given.
+func (l MachineLab) NodeFiles(caHash string) (kubeboot, kubeadm []string, err error) {
+	files, err := l.nodeFiles()
+	for _, f := range files {
+		kubeboot = append(kubeboot, strings.ReplaceAll(string(f.kubeboot), caHashPlaceholder, caHash))
+		kubeadm = append(kubeadm, strings.ReplaceAll(string(f.kubeadm), caHashPlaceholder, caHash))
+	}
+	return kubeboot, kubeadm, err
+}

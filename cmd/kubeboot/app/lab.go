@@ -182,6 +182,13 @@ func newLabCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				if err != nil {
 					return &exit.UsageError{Msg: err.Error()}
 				}
+				if c.Machines {
+					l, err := machineLab(opts.clusterPath, opts.binDir)
+					if err != nil {
+						return err
+					}
+					return l.Down(cmd.Context())
+				}
 				return clusterDown(cmd.Context(), c, output.NewReporter(stderr, false))
 			}
 			if opts.configPath == "" {
@@ -220,7 +227,7 @@ func newLabCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	supervise.Flags().IntVar(&files, "files", 0, "how many inherited files, from fd 3 on, to pass on to the daemon")
-	cmd.AddCommand(up, down, supervise)
+	cmd.AddCommand(up, down, supervise, newLabRebootCommand(opts), newLabExecCommand(opts, stdout, stderr))
 	return cmd
 }
 
@@ -259,6 +266,13 @@ func (o *labOptions) clusterUp(ctx context.Context, stdout, stderr io.Writer) er
 	report := output.NewReporter(stderr, false)
 	if o.output.json() {
 		report = output.NewReporter(stdout, true)
+	}
+	if c.Machines {
+		l, err := machineLab(o.clusterPath, o.binDir)
+		if err != nil {
+			return err
+		}
+		return machinesUp(ctx, l, report)
 	}
 	res, err := o.deps.clusterUp(ctx, c, o.binDir, report)
 	report.PrintResult(res)

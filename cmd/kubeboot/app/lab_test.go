@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/lab"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
@@ -91,5 +92,41 @@ func TestLabRefusesKubeProxyOnTheHostNetwork(t *testing.T) {
 	}
 	if _, err := os.Stat(node); err == nil {
 		t.Errorf("the refused lab up created %s", node)
+	}
+}
+
+// TestLabExecAndRebootNeedAMachineNode: lab exec and lab reboot reach a
+// node of a lab of machines only, and say what to fix otherwise, without
+// touching anything.
+func TestLabExecAndRebootNeedAMachineNode(t *testing.T) {
+	dir := t.TempDir()
+	desc := func(name, extra string) string {
+		path := filepath.Join(dir, name)
+		text := "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: lab\ndir: " + filepath.Join(dir, "lab") +
+			"\nsubnet: 10.89.0.0/24\npodSubnet: 10.244.0.0/16\n" + extra + "nodes: [{name: cp1, role: control-plane}]\n"
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	processes, machines := desc("processes.yaml", ""), desc("machines.yaml", "machines: true\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "exec", "cp1", "--", "true"}, "--cluster names the lab of machines the node is in"},
+		{[]string{"lab", "reboot", "cp1"}, "--cluster names the lab of machines the node is in"},
+		{[]string{"lab", "exec", "--cluster", processes, "cp1", "--", "true"}, processes + ": machines: the lab's nodes are not machines"},
+		{[]string{"lab", "reboot", "--cluster", processes, "cp1"}, processes + ": machines: the lab's nodes are not machines"},
+		{[]string{"lab", "exec", "--cluster", machines, "w1", "--", "true"}, machines + `: no node "w1": its nodes are cp1`},
+		{[]string{"lab", "exec", "--cluster", machines, "cp1"}, "requires at least 2 arg(s)"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exit.Usage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, want %d and %q: %s", tc.args, code, exit.Usage, tc.want, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lab")); !os.IsNotExist(err) {
+		t.Errorf("the lab's dir was made: %v", err)
 	}
 }

@@ -1,0 +1,620 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/bootstraptoken"
+	"github.com/kubeboot/kubeboot/bootstrapunit"
+	"github.com/kubeboot/kubeboot/kubeadmcerts"
+	"github.com/kubeboot/kubeboot/machine"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// MachineLab brings up and down a lab cluster whose nodes are machines
+// (the description's machines: true), as a fleet of provisioned nodes
+// comes up: every node's one file is written onto its disk before any
+// boots (a fresh bootstrap token and certificate key, the cluster CA made
+// beforehand on the first node's disk, so the others pin its hash), all
+// boot at once, and each brings itself up through kubeboot's bootstrap
+// unit (a kubeadm worker through `kubeadm join`, run in it as an operator
+// would). The lab only watches them from outside.
+type MachineLab struct {
+	// Cluster is the lab's description.
+	Cluster *Cluster
+	// BinDir holds the pinned binaries the nodes' packages and images
+	// are made of.
+	BinDir string
+	// Kubeboot is the kubeboot binary the nodes install.
+	Kubeboot string
+}
+
+// Event is a machine node's progress: one event of its bootstrap unit's
+// JSON output, or the lab's own word on it.
+type Event struct {
+	// Node is the node's name.
+	Node string
+	// Phase, Level and Msg are the event's.
+	Phase, Level, Msg string
+}
+
+// Result is what `lab up` of a machine lab reports.
+type Result struct {
+	OK bool `json:"ok"`
+	// Kubeconfig is the host's admin kubeconfig, through Endpoint.
+	Kubeconfig string `json:"kubeconfig"`
+	// Endpoint is the load balancer's address on the host's loopback.
+	Endpoint string       `json:"endpoint"`
+	Nodes    []ResultNode `json:"nodes"`
+}
+
+// ResultNode is one node of Result.
+type ResultNode struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	Join    string `json:"join,omitempty"`
+	Address string `json:"address"`
+	// Took is how long the node took from the fleet's boot until it was up.
+	Took string `json:"took"`
+}
+
+// bootTimeout bounds a node's bring-up after its boot.
+const bootTimeout = 10 * time.Minute
+
+// machineKubelet is what every machine node's kubelet is told on top of
+// kubeboot's defaults, for this host: its cgroups may be v1 and it may
+// have swap; and its disk may be crowded, which must not evict the lab's
+// pods.
+var machineKubelet = map[string]any{
+	"failCgroupV1": false,
+	"failSwapOn":   false,
+	"evictionHard": map[string]any{"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"},
+	// The images are loaded once, from the lab's archive; nothing pulls
+	// them again.
+	"imageGCHighThresholdPercent": 100,
+}
+
+// usrLayer is the layer of the nodes' packages over their /usr.
+func (l MachineLab) usrLayer() string { return filepath.Join(l.Cluster.Dir, "usr") }
+
+// archive is the lab's images, which each node's containerd loads.
+func (l MachineLab) archive() string { return filepath.Join(l.Cluster.Dir, "images.tar") }
+
+// kubeletLayer holds the kubelet of the cluster's release when it is not
+// the bin dir's own, as binDir/v<major>.<minor>/kubelet.
+func (l MachineLab) kubeletLayer() string { return filepath.Join(l.Cluster.Dir, "kubelet") }
+
+// Machine is the named node's machine.
+func (l MachineLab) Machine(name string) (machine.Machine, error) {
+	i := slices.IndexFunc(l.Cluster.Nodes, func(n ClusterNode) bool { return n.Name == name })
+	if i < 0 {
+		var names []string
+		for _, n := range l.Cluster.Nodes {
+			names = append(names, n.Name)
+		}
+		return machine.Machine{}, fmt.Errorf("%s: no node %q: its nodes are %s", l.Cluster.source, name, strings.Join(names, ", "))
+	}
+	return l.machine(i), nil
+}
+
+// machine is the i-th node's machine.
+func (l MachineLab) machine(i int) machine.Machine {
+	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.archive(), l.BinDir)
+	if _, err := os.Stat(l.kubeletLayer()); err == nil {
+		m.UsrLayers = append(m.UsrLayers, l.kubeletLayer())
+	}
+	return m
+}
+
+// Up brings the lab up: the network, the load balancer (the host's way
+// in, on a free port of its loopback), the nodes' packages and images,
+// every node's disk, then all of them booted at once. It sends each
+// node's progress to events, which it closes when it returns, and waits
+// until every node is up, the pod networks are routed and the addons are
+// rolled out. A failure leaves what was started for `lab down` (and the
+// nodes' journals) to deal with.
+func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error) {
+	defer close(events)
+	c := l.Cluster
+	var res Result
+	say := func(format string, args ...any) {
+		events <- Event{Phase: "lab", Level: "info", Msg: fmt.Sprintf(format, args...)}
+	}
+	if err := c.SetUpNetwork(ctx); err != nil {
+		return res, err
+	}
+	say("network: namespaces %s (the bridge, on %s) and kb-%s-<node>", c.Hub(), c.HubAddress(), c.Name)
+	endpoint, err := l.startLoadBalancer(ctx)
+	if err != nil {
+		return res, err
+	}
+	say("load balancer on %s, and on %s for this host", c.Endpoint(), endpoint)
+	files, err := l.nodeFiles()
+	if err != nil {
+		return res, err
+	}
+	if err := l.install(ctx, files); err != nil {
+		return res, err
+	}
+	say("%d machines installed in %s", len(c.Nodes), c.Dir)
+	start := time.Now()
+	for i := range c.Nodes {
+		if err := l.machine(i).Boot(ctx); err != nil {
+			return res, err
+		}
+	}
+	say("%d machines booted", len(c.Nodes))
+	res.Nodes, err = l.waitNodes(ctx, files, start, events)
+	if err != nil {
+		return res, err
+	}
+	first := l.machine(0)
+	res.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	if err := hostKubeconfig(filepath.Join(first.Root(), "etc/kubernetes/admin.conf"), res.Kubeconfig, endpoint); err != nil {
+		return res, err
+	}
+	if err := l.routePods(ctx, first); err != nil {
+		return res, err
+	}
+	say("pod networks routed between the nodes")
+	for _, addon := range []string{"deployment/coredns", "daemonset/kube-proxy"} {
+		if _, err := kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m"); err != nil {
+			return res, err
+		}
+	}
+	say("use it: kubectl --kubeconfig %s get nodes", res.Kubeconfig)
+	res.OK, res.Endpoint = true, endpoint
+	return res, nil
+}
+
+// nodeFile is what a node is given before its first boot.
+type nodeFile struct {
+	// kubeboot is its file at bootstrapunit.ConfigPath; kubeadm, for a
+	// worker that the real kubeadm joins, the JoinConfiguration it runs.
+	kubeboot, kubeadm []byte
+}
+
+// nodeFiles renders every node's file: the first control-plane node's
+// ClusterConfiguration, the others' JoinConfiguration, the workers'
+// WorkerConfiguration or kubeadm's JoinConfiguration, all with one fresh
+// token and certificate key. The CA hash is left as caHashPlaceholder
+// until the CA exists.
+func (l MachineLab) nodeFiles() ([]nodeFile, error) {
+	c := l.Cluster
+	token, err := bootstraptoken.Generate(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	certKey, err := kubeadmcerts.Generate(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := c.Endpoint().String()
+	discovery := map[string]any{"apiServerEndpoint": endpoint, "token": token.Value(), "caCertHashes": []string{caHashPlaceholder}}
+	files := make([]nodeFile, len(c.Nodes))
+	for i, n := range c.Nodes {
+		var doc map[string]any
+		switch {
+		case n.Role == RoleControlPlane:
+			doc = map[string]any{
+				"apiVersion":           "kubeboot.io/v1alpha1",
+				"kind":                 "ClusterConfiguration",
+				"clusterName":          c.Name,
+				"controlPlaneEndpoint": endpoint,
+				"node":                 map[string]any{"name": n.Name, "advertiseAddress": c.Address(i).String(), "controlPlaneTaint": c.hasWorkers()},
+				"networking":           map[string]any{"podSubnet": c.PodSubnet},
+				"bootstrapTokens":      []any{map[string]any{"token": token.Value()}},
+				"certificateKey":       certKey,
+				"kubelet":              map[string]any{"extraConfig": machineKubelet},
+				"addons":               map[string]any{"kubeProxy": map[string]any{"extraConfig": labKubeProxy}},
+			}
+			if c.KubernetesVersion != "" {
+				doc["kubernetesVersion"] = c.KubernetesVersion
+			}
+			if i > 0 {
+				doc["kind"] = "JoinConfiguration"
+				doc["join"] = map[string]any{"certificateKey": certKey, "discovery": discovery}
+			}
+		case n.Join == JoinKubeadm:
+			kubeadm, err := yaml.Marshal(map[string]any{
+				"apiVersion": "kubeadm.k8s.io/v1beta4",
+				"kind":       "JoinConfiguration",
+				"discovery": map[string]any{"bootstrapToken": map[string]any{
+					"apiServerEndpoint": endpoint, "token": token.Value(), "caCertHashes": []string{caHashPlaceholder}}},
+				"nodeRegistration": map[string]any{
+					"name": n.Name,
+					// This host's cgroups are v1 and it may have swap
+					// (the cluster's kubelet-config accepts both), and a
+					// node's network namespace has no bridge netfilter
+					// setting of its own.
+					"ignorePreflightErrors": []string{"SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"},
+				},
+			})
+			if err != nil {
+				return nil, err
+			}
+			files[i].kubeadm = kubeadm
+			continue
+		default:
+			doc = map[string]any{
+				"apiVersion": "kubeboot.io/v1alpha1",
+				"kind":       "WorkerConfiguration",
+				"node":       map[string]any{"name": n.Name},
+				"discovery":  discovery,
+				"kubelet":    map[string]any{"extraConfig": machineKubelet},
+			}
+		}
+		if files[i].kubeboot, err = yaml.Marshal(doc); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// caHashPlaceholder stands for the CA's hash in the node files until the
+// CA is made.
+const caHashPlaceholder = "sha256:ca-hash-to-come"
+
+// install writes what the nodes share (their packages' layer and the
+// images' archive) and every node's disk: the first node's first, with its
+// certificates made beforehand (`kubeboot init phase certs --root`, as an
+// image builder would), then the others' files pinning that CA's hash.
+func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
+	c := l.Cluster
+	if _, err := UsrLayer(c.Dir, l.BinDir, l.Kubeboot); err != nil {
+		return err
+	}
+	if err := l.installKubelet(); err != nil {
+		return err
+	}
+	if err := l.images(ctx, files[0].kubeboot); err != nil {
+		return err
+	}
+	first := l.machine(0)
+	if err := InstallNode(first, files[0].kubeboot); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, l.Kubeboot, "init", "phase", "certs", "--config", filepath.Join(first.Root(), bootstrapunit.ConfigPath), "--root", first.Root())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("node %s: init phase certs --root: %w: %s", first.Name, err, lastLines(string(out), 10))
+	}
+	ca, err := os.ReadFile(filepath.Join(first.Root(), "etc/kubernetes/pki/ca.crt"))
+	if err != nil {
+		return err
+	}
+	hash, err := pki.CACertHash(ca)
+	if err != nil {
+		return err
+	}
+	for i := 1; i < len(c.Nodes); i++ {
+		if err := installWithHash(l.machine(i), files[i], hash); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installWithHash installs a node other than the first, its file pinning
+// the CA of hash.
+func installWithHash(m machine.Machine, f nodeFile, hash string) error {
+	pin := func(file []byte) []byte { return []byte(strings.ReplaceAll(string(file), caHashPlaceholder, hash)) }
+	if f.kubeadm == nil {
+		if err := InstallNode(m, pin(f.kubeboot)); err != nil {
+			return fmt.Errorf("node %s: %w", m.Name, err)
+		}
+		return nil
+	}
+	if err := InstallNode(m, nil); err != nil {
+		return fmt.Errorf("node %s: %w", m.Name, err)
+	}
+	path := filepath.Join(m.Root(), kubeadmJoinConfig)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, pin(f.kubeadm), 0o600)
+}
+
+// kubeadmJoinConfig is where a kubeadm worker's JoinConfiguration lies on
+// its disk.
+const kubeadmJoinConfig = "etc/kubernetes/kubeadm-join.yaml"
+
+// installKubelet makes the layer of the kubelet of the cluster's release
+// when the bin dir has it apart, in v<major>.<minor>/ (the nodes are
+// installed with the release they run); the bin dir's own otherwise.
+func (l MachineLab) installKubelet() error {
+	dir := minorDir(l.Cluster.KubernetesVersion)
+	if dir == "" {
+		return nil
+	}
+	src := filepath.Join(l.BinDir, dir, "kubelet")
+	if _, err := os.Stat(src); err != nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(l.kubeletLayer(), "bin"), 0o755); err != nil {
+		return err
+	}
+	return linkOrCopy(src, filepath.Join(l.kubeletLayer(), "bin", "kubelet"))
+}
+
+// images builds the archive of the images the first node's file names
+// (`kubeboot images list`), the sandbox image and agnhost, the workloads'
+// image, and links it where the nodes see it.
+func (l MachineLab) images(ctx context.Context, cfg []byte) error {
+	path := filepath.Join(l.Cluster.Dir, "images.yaml")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx, l.Kubeboot, "images", "list", "--config", path)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("images list: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	refs := append([]string{SandboxImage, AgnhostImage}, strings.Fields(string(out))...)
+	slices.Sort(refs)
+	var images []Image
+	for _, ref := range slices.Compact(refs) {
+		resolve := ResolveImage
+		if strings.Contains(ref, "kubeboot") {
+			resolve = func(_, ref string) (Image, error) { return KubebootImage(ref, l.Kubeboot) }
+		}
+		img, err := resolve(l.BinDir, ref)
+		if err != nil {
+			return err
+		}
+		images = append(images, img)
+	}
+	archive, err := Archive(filepath.Join(l.BinDir, ".lab-images"), images)
+	if err != nil {
+		return err
+	}
+	return linkOrCopy(archive, l.archive())
+}
+
+// waitNodes waits until every node is up: its bootstrap unit done, or for
+// a kubeadm worker, `kubeadm join` run in it once the first control-plane
+// node is up. It follows each bootstrap unit's journal, sending its JSON
+// events on.
+func (l MachineLab) waitNodes(ctx context.Context, files []nodeFile, start time.Time, events chan<- Event) ([]ResultNode, error) {
+	c := l.Cluster
+	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
+	defer cancel()
+	nodes := make([]ResultNode, len(c.Nodes))
+	errs := make([]error, len(c.Nodes))
+	firstUp := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		nodes[i] = ResultNode{Name: n.Name, Role: n.Role, Join: n.Join, Address: c.Address(i).String()}
+		m := l.machine(i)
+		wg.Go(func() {
+			if files[i].kubeadm != nil {
+				select {
+				case <-firstUp:
+					errs[i] = kubeadmJoin(ctx, m)
+				case <-ctx.Done():
+					errs[i] = ctx.Err()
+				}
+			} else {
+				errs[i] = followBootstrap(ctx, m, events)
+			}
+			if i == 0 && errs[i] == nil {
+				close(firstUp)
+			}
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.Name, errs[i])
+				cancel()
+				return
+			}
+			nodes[i].Took = time.Since(start).Round(time.Millisecond).String()
+			events <- Event{Node: n.Name, Phase: "lab", Level: "info", Msg: "up in " + nodes[i].Took}
+		})
+	}
+	wg.Wait()
+	// The first error is the cause; the others were cancelled by it.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nodes, err
+		}
+	}
+	return nodes, errors.Join(errs...)
+}
+
+// followBootstrap sends the events of the machine's bootstrap unit on,
+// read from its journal, until the unit's result says it converged; it
+// fails when the unit failed.
+func followBootstrap(ctx context.Context, m machine.Machine, events chan<- Event) error {
+	follow, cancel := context.WithCancel(ctx)
+	defer cancel()
+	journal, err := m.Command(follow, "journalctl", "--follow", "--output=cat", "--no-tail", "--unit=kubeboot-bootstrap")
+	if err != nil {
+		return err
+	}
+	stdout, err := journal.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := journal.Start(); err != nil {
+		return err
+	}
+	converged := make(chan struct{})
+	var read sync.WaitGroup
+	read.Go(func() { forwardEvents(stdout, m.Name, events, converged) })
+	defer func() {
+		cancel()
+		_ = journal.Wait()
+		read.Wait()
+	}()
+	unitFailed := false
+	err = wait.PollUntilContextCancel(ctx, time.Second, false, func(ctx context.Context) (bool, error) {
+		select {
+		case <-converged:
+			return true, nil
+		default:
+		}
+		out, _ := m.Output(ctx, "systemctl", "is-failed", "kubeboot-bootstrap")
+		unitFailed = strings.TrimSpace(string(out)) == "failed"
+		return unitFailed, nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("kubeboot-bootstrap.service has not converged: %w", err)
+	case unitFailed:
+		return fmt.Errorf("kubeboot-bootstrap.service failed: `kubeboot lab exec %s -- journalctl -u kubeboot-bootstrap` says why", m.Name)
+	}
+	return nil
+}
+
+// forwardEvents sends each JSON event of r (a bootstrap unit's journal)
+// on as the node's, and closes converged at a result that says the run
+// succeeded; other lines are not progress.
+func forwardEvents(r io.Reader, node string, events chan<- Event, converged chan<- struct{}) {
+	lines := bufio.NewScanner(r)
+	lines.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for lines.Scan() {
+		var e struct {
+			Phase, Level, Msg string
+			Result            *struct{ OK bool }
+		}
+		switch {
+		case json.Unmarshal(lines.Bytes(), &e) != nil:
+		case e.Result != nil && e.Result.OK:
+			close(converged)
+			return
+		case e.Msg != "":
+			events <- Event{Node: node, Phase: e.Phase, Level: e.Level, Msg: e.Msg}
+		}
+	}
+}
+
+// kubeadmJoin runs the real `kubeadm join` in the machine with its
+// JoinConfiguration, once its containerd runs, as an operator would.
+func kubeadmJoin(ctx context.Context, m machine.Machine) error {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd")
+		return strings.TrimSpace(string(out)) == "active", nil
+	})
+	if err != nil {
+		return fmt.Errorf("containerd never became active: %w", err)
+	}
+	if out, err := m.Output(ctx, "kubeadm", "join", "--config", "/"+kubeadmJoinConfig); err != nil {
+		return fmt.Errorf("kubeadm join: %w: %s", err, lastLines(string(out), 20))
+	}
+	return nil
+}
+
+// kubectl runs kubectl in the machine with its admin.conf.
+func kubectl(ctx context.Context, m machine.Machine, args ...string) ([]byte, error) {
+	out, err := m.Output(ctx, append([]string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}, args...)...)
+	if err != nil {
+		return out, fmt.Errorf("node %s: kubectl %s: %w: %s", m.Name, strings.Join(args, " "), err, lastLines(string(out), 10))
+	}
+	return out, nil
+}
+
+// routePods waits until the controller-manager gave every node its pod
+// CIDR, then routes them between the nodes.
+func (l MachineLab) routePods(ctx context.Context, first machine.Machine) error {
+	podCIDRs := map[string][]string{}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		out, err := kubectl(ctx, first, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)
+		if err != nil {
+			return false, nil // the API server may still be settling: poll again
+		}
+		for _, pair := range strings.Fields(string(out)) {
+			if name, cidr, _ := strings.Cut(pair, "="); cidr != "" {
+				podCIDRs[name] = []string{cidr}
+			}
+		}
+		return len(podCIDRs) == len(l.Cluster.Nodes), nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for every node's pod CIDR (have %v): %w", podCIDRs, err)
+	}
+	return l.Cluster.AddPodRoutes(ctx, podCIDRs)
+}
+
+// startLoadBalancer starts the lab's load balancer with a socket on a free
+// port of this host's loopback, and returns that endpoint.
+func (l MachineLab) startLoadBalancer(ctx context.Context) (string, error) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("listen on the host's loopback for the lab: %w", err)
+	}
+	defer func() { _ = listener.Close() }()
+	f, err := listener.(*net.TCPListener).File()
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	if err := l.Cluster.StartLoadBalancer(ctx, f); err != nil {
+		return "", err
+	}
+	return listener.Addr().String(), nil
+}
+
+// hostKubeconfig writes admin.conf for this host: through the load
+// balancer's loopback endpoint, verifying the API server's certificate
+// for the name "kubernetes", one of its SANs, as kind's kubeconfig does
+// for its port mapping.
+func hostKubeconfig(adminConf, path, endpoint string) error {
+	cfg, err := clientcmd.LoadFromFile(adminConf)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", adminConf, err)
+	}
+	for _, cluster := range cfg.Clusters {
+		cluster.Server = "https://" + endpoint
+		cluster.TLSServerName = "kubernetes"
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// Down removes the lab: every machine, all at once (its processes,
+// cgroups, mounts and disk), the load balancer, the network and the lab's directory. A lab
+// that is partly up, or already down, comes down as far as it is up.
+func (l MachineLab) Down(ctx context.Context) error {
+	c := l.Cluster
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i := range c.Nodes {
+		wg.Go(func() {
+			if err := l.machine(i).Remove(30 * time.Second); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", c.Nodes[i].Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := c.LoadBalancer().Stop(10 * time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TearDownNetwork(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return os.RemoveAll(c.Dir)
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -1,0 +1,90 @@
+package lab_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/lab"
+)
+
+// TestMachineLabNodeFiles: a lab of machines gives each node one file that
+// kubeboot loads as it stands (the first control-plane node inits, the
+// second joins with the certificate key, a worker joins), all through the
+// cluster's endpoint with one fresh token pinning the CA, and kubeadm's
+// worker a JoinConfiguration of the same; another lab draws another token.
+func TestMachineLabNodeFiles(t *testing.T) {
+	desc := writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nmachines: true\nkubernetesVersion: v1.35.4\n"+
+		"nodes: [{name: cp1, role: control-plane}, {name: cp2, role: control-plane}, {name: w1, role: worker}, {name: w2, role: worker, join: kubeadm}]\n")
+	c, err := lab.LoadCluster(desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := "sha256:" + strings.Repeat("ab", 32)
+	l := lab.MachineLab{Cluster: c}
+	kubeboot, kubeadm, err := l.NodeFiles(hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]bool{}
+	for i, kind := range []string{config.KindClusterConfiguration, config.KindJoinConfiguration, config.KindWorkerConfiguration} {
+		name := c.Nodes[i].Name
+		path := filepath.Join(t.TempDir(), "node.yaml")
+		if err := os.WriteFile(path, []byte(kubeboot[i]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		doc, err := config.Load(path, config.Env{Host: config.Host{Name: name}, Kinds: []string{kind}})
+		if err != nil {
+			t.Fatalf("%s's file does not load as a %s: %v\n%s", name, kind, err, kubeboot[i])
+		}
+		switch {
+		case doc.Cluster != nil:
+			if doc.Cluster.ControlPlaneEndpoint != "10.89.0.1:6443" || doc.Cluster.KubernetesVersion != "v1.35.4" || doc.Cluster.Node.Name != name {
+				t.Errorf("%s: endpoint %q, release %q, name %q", name, doc.Cluster.ControlPlaneEndpoint, doc.Cluster.KubernetesVersion, doc.Cluster.Node.Name)
+			}
+		case doc.Join != nil:
+			if doc.Join.Join.CertificateKey == "" || doc.Join.Node.AdvertiseAddress != "10.89.0.11" {
+				t.Errorf("%s joins without the certificate key or at %q", name, doc.Join.Node.AdvertiseAddress)
+			}
+		case doc.Worker != nil:
+			if doc.Worker.Discovery.APIServerEndpoint != "10.89.0.1:6443" {
+				t.Errorf("%s discovers the cluster at %q", name, doc.Worker.Discovery.APIServerEndpoint)
+			}
+		}
+		if !strings.Contains(kubeboot[i], hash) && i > 0 {
+			t.Errorf("%s's file does not pin the CA:\n%s", name, kubeboot[i])
+		}
+		tokens[regexp.MustCompile(`[a-z0-9]{6}\.[a-z0-9]{16}`).FindString(kubeboot[i])] = true
+	}
+	if !strings.Contains(kubeadm[3], "kind: JoinConfiguration") || !strings.Contains(kubeadm[3], "apiVersion: kubeadm.k8s.io/v1beta4") || !strings.Contains(kubeadm[3], hash) || kubeboot[3] != "" {
+		t.Errorf("kubeadm's worker is given:\n%s\nand kubeboot's file %q", kubeadm[3], kubeboot[3])
+	}
+	tokens[regexp.MustCompile(`[a-z0-9]{6}\.[a-z0-9]{16}`).FindString(kubeadm[3])] = true
+	if len(tokens) != 1 || tokens[""] {
+		t.Errorf("the nodes' tokens: %v, want one", tokens)
+	}
+	again, _, err := l.NodeFiles(hash)
+	if err != nil || again[0] == kubeboot[0] {
+		t.Errorf("a second lab's first file is the first's: %v", err)
+	}
+}
+
+// TestMachineLabMachine: a node is found by its name, in the lab's dir on
+// its network namespace; another name is refused, naming the nodes.
+func TestMachineLabMachine(t *testing.T) {
+	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nmachines: true\nnodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lab.MachineLab{Cluster: c, BinDir: "/bin-dir"}
+	m, err := l.Machine("w1")
+	if err != nil || m.Dir != "/tmp/kb-lab/w1" || m.NetNS != "/run/netns/kb-lab-w1" || m.UsrLayers[0] != "/tmp/kb-lab/usr" {
+		t.Errorf("w1: %+v, %v", m, err)
+	}
+	if _, err := l.Machine("w2"); err == nil || !strings.Contains(err.Error(), `no node "w2": its nodes are cp1, w1`) {
+		t.Errorf("w2: %v", err)
+	}
+}
