@@ -46,13 +46,13 @@ conformance: binaries
 binaries:
 	bash test/tools/build.sh $(K8S_BIN) --with-v1.35
 
-## lab-binaries: only the binaries the lab runs (no v1.35 set, crictl or kube-bench: only tests use them)
+## lab-binaries: only the binaries the lab runs (no v1.35 set, kube-bench or SeaweedFS: only tests use them)
 lab-binaries:
 	bash test/tools/build.sh $(K8S_BIN) --lab
 
-## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy, and nftables, whose nft the kube-proxy image holds), installed only when missing
+## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy, nftables, whose nft the kube-proxy image holds, and systemd-container and dbus, which boot the lab's machines), installed only when missing
 host-packages:
-	@missing=; for p in runc:runc iptables:iptables ip:iproute2 haproxy:haproxy nft:nftables; do \
+	@missing=; for p in runc:runc iptables:iptables ip:iproute2 haproxy:haproxy nft:nftables systemd-nspawn:systemd-container dbus-daemon:dbus; do \
 		command -v $${p%%:*} >/dev/null || [ -x /usr/sbin/$${p%%:*} ] || missing="$$missing $${p##*:}"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
@@ -81,16 +81,17 @@ fuzz:
 bench: build binaries
 	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 
-## lab: bring up a real control plane under the real kubelet from examples/lab.yaml
+## lab: bring up a lab of three machines from examples/machines.yaml: a control-plane node and two workers (one joined by kubeadm), systemd as PID 1, containerd and the kubelet as its services
 lab: build lab-binaries host-packages
-	$(BIN)/kubeboot lab up --config examples/lab.yaml --bin-dir $(K8S_BIN)
+	$(BIN)/kubeboot lab up --cluster examples/machines.yaml --bin-dir $(K8S_BIN)
 	@echo
-	@echo "Use it:   export KUBECONFIG=/tmp/kubeboot-lab/admin.conf; $(K8S_BIN)/kubectl get pods -n kube-system"
-	@echo "Stop it:  $(BIN)/kubeboot lab down --config examples/lab.yaml --bin-dir $(K8S_BIN)"
+	@echo "Use it:   export KUBECONFIG=/tmp/kubeboot-machines/kubeconfig; $(K8S_BIN)/kubectl get nodes"
+	@echo "A node:   $(BIN)/kubeboot lab exec --cluster examples/machines.yaml w1 -- systemctl status kubelet"
+	@echo "Stop it:  make lab-down"
 
-## lab-down: stop the lab and every process it started
+## lab-down: remove the lab: its machines, network and files
 lab-down: build
-	$(BIN)/kubeboot lab down --config examples/lab.yaml --bin-dir $(K8S_BIN)
+	$(BIN)/kubeboot lab down --cluster examples/machines.yaml --bin-dir $(K8S_BIN)
 
 clean:
 	rm -rf $(BIN) $(CACHE)

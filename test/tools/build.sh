@@ -4,7 +4,7 @@
 #
 #   bash test/tools/build.sh <bin-dir> [--lab | --with-v1.35] [--force]
 #
-# --lab builds only what `kubeboot lab` runs (no crictl, kube-bench, weed or v1.35).
+# --lab builds only what `kubeboot lab` runs (no kube-bench, weed or v1.35).
 #
 #   <bin-dir>/etcd etcdctl etcdutl                 etcd        (module ./etcd)
 #   <bin-dir>/kube-apiserver kube-controller-manager kube-scheduler
@@ -47,8 +47,8 @@ tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bin_dir=
 force=false
-lab_families=(family_etcd family_kubernetes_v1_36 family_containerd family_cni family_pause family_coredns)
-families=("${lab_families[@]}" family_crictl family_kube_bench family_seaweedfs)
+lab_families=(family_etcd family_kubernetes_v1_36 family_crictl family_containerd family_cni family_pause family_coredns)
+families=("${lab_families[@]}" family_kube_bench family_seaweedfs)
 for arg in "$@"; do
 	case $arg in
 	--lab) families=("${lab_families[@]}") ;;
