@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -354,21 +355,31 @@ func (l MachineLab) installKubelet() error {
 }
 
 // images builds the archive of the images the first node's file names
-// (`kubeboot images list`), the sandbox image and agnhost, the workloads'
-// image, and links it where the nodes see it.
+// (`kubeboot images list`), and with another kubernetesVersion than
+// kubeboot's default those of the default too, which an upgrade moves
+// to, as a node image holds them; the sandbox image and agnhost, the
+// workloads' image; and links it where the nodes see it.
 func (l MachineLab) images(ctx context.Context, cfg []byte) error {
-	path := filepath.Join(l.Cluster.Dir, "images.yaml")
-	if err := os.WriteFile(path, cfg, 0o600); err != nil {
-		return err
+	configs := [][]byte{cfg}
+	if v := l.Cluster.KubernetesVersion; v != "" {
+		configs = append(configs, bytes.ReplaceAll(cfg, []byte("kubernetesVersion: "+v+"\n"), nil))
 	}
-	var stderr strings.Builder
-	cmd := exec.CommandContext(ctx, l.Kubeboot, "images", "list", "--config", path)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("images list: %w: %s", err, strings.TrimSpace(stderr.String()))
+	var listed []string
+	for i, cfg := range configs {
+		path := filepath.Join(l.Cluster.Dir, fmt.Sprintf("images-%d.yaml", i))
+		if err := os.WriteFile(path, cfg, 0o600); err != nil {
+			return err
+		}
+		var stderr strings.Builder
+		cmd := exec.CommandContext(ctx, l.Kubeboot, "images", "list", "--config", path)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("images list: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		listed = append(listed, strings.Fields(string(out))...)
 	}
-	refs := append([]string{SandboxImage, AgnhostImage}, strings.Fields(string(out))...)
+	refs := append([]string{SandboxImage, AgnhostImage}, listed...)
 	slices.Sort(refs)
 	var images []Image
 	for _, ref := range slices.Compact(refs) {

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -27,36 +26,21 @@ type labCluster struct {
 	name, root, desc, kubeconfig string
 }
 
-// TestCluster brings up a lab of two control-plane nodes, each in a
-// network namespace of its own on the lab's bridge, and checks what a
-// cluster on the real runtime must do: the Nodes have their own addresses;
-// pods (not on the host network) get addresses from their node's podCIDR
-// and reach each other across nodes; kubectl logs, exec and port-forward
-// reach a pod through the API server, which verifies each kubelet's
-// serving certificate against the cluster CA; and lab down leaves no
-// process, mount, network namespace, link, iptables rule or file behind.
-func TestCluster(t *testing.T) {
-	c := startCluster(t, "e2e", "10.89.7.0/24", "10.245.0.0/16", `
-- name: cp1
-  role: control-plane
-- name: cp2
-  role: control-plane
-`)
-	root := c.root
-	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
-	if r.code != 0 {
-		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, tailString(r.stdout, 30))
-	}
-	t.Logf("TIMING: lab up --cluster (two control-plane nodes): %s", r.took.Round(time.Millisecond))
-
-	nodes := c.readyNodes(t, 2)
-	for name, want := range map[string]string{"cp1": "10.89.7.10", "cp2": "10.89.7.11"} {
-		if got := internalIP(nodes[name]); got != want {
-			t.Errorf("node %s has InternalIP %q, want its own address %s", name, got, want)
+// checkPodNetwork checks, on a cluster's life's fleet, what a cluster on
+// the real runtime must do: the Nodes have their own addresses; pods (not
+// on the host network) get addresses from their node's podCIDR and reach
+// each other across nodes; kubectl logs, exec and port-forward reach a pod
+// through the API servers behind the load balancer, each of which verifies
+// the kubelets' serving certificates against the cluster CA.
+func checkPodNetwork(t *testing.T, c *machineCluster) {
+	t.Helper()
+	nodes := c.readyNodes(t, len(c.lab.Cluster.Nodes))
+	for i, n := range c.lab.Cluster.Nodes {
+		if got, want := internalIP(nodes[n.Name]), c.lab.Cluster.Address(i).String(); got != want {
+			t.Errorf("node %s has InternalIP %q, want its own address %s", n.Name, got, want)
 		}
 	}
-
-	pods := c.runWebPods(t, []string{"cp1", "cp2"})
+	pods := c.runWebPods(t, []string{"w1", "w2"})
 
 	t.Run("pods get addresses from their node's podCIDR", func(t *testing.T) {
 		for n, pod := range pods {
@@ -66,16 +50,14 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
-
 	t.Run("a pod reaches a pod on the other node; exec through the API server", func(t *testing.T) {
-		for from, to := range map[string]string{"cp1": "cp2", "cp2": "cp1"} {
+		for from, to := range map[string]string{"w1": "w2", "w2": "w1"} {
 			target := net.JoinHostPort(pods[to].Status.PodIP, "8080")
 			if out, err := c.kubectlErr(t, "exec", "web-"+from, "--", "/agnhost", "connect", target, "--timeout=5s"); err != nil {
 				t.Errorf("from web-%s to web-%s (%s): %v %s", from, to, target, err, out)
 			}
 		}
 	})
-
 	t.Run("logs through the API server", func(t *testing.T) {
 		for n := range pods {
 			if out, err := c.kubectlErr(t, "logs", "web-"+n); err != nil || !strings.Contains(out, "8080") {
@@ -83,7 +65,6 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
-
 	t.Run("port-forward through the API server", func(t *testing.T) {
 		for n := range pods {
 			if got := c.portForwardGet(t, "web-"+n, "/hostname"); got != "web-"+n {
@@ -91,11 +72,10 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
-
-	t.Run("the API server verifies kubelets' serving certificates", func(t *testing.T) {
+	t.Run("the API servers verify kubelets' serving certificates", func(t *testing.T) {
 		for _, n := range []string{"cp1", "cp2"} {
-			manifest, err := os.ReadFile(filepath.Join(root, "c", n, "manifests", "kube-apiserver.yaml"))
-			if err != nil || !strings.Contains(string(manifest), "--kubelet-certificate-authority="+filepath.Join(root, "c", n, "pki", "ca.crt")) {
+			manifest, err := os.ReadFile(filepath.Join(c.machine(t, n).Root(), "etc/kubernetes/manifests/kube-apiserver.yaml"))
+			if err != nil || !strings.Contains(string(manifest), "--kubelet-certificate-authority=/etc/kubernetes/pki/ca.crt") {
 				t.Errorf("%s's API server does not verify kubelets against the cluster CA (%v)", n, err)
 			}
 		}
@@ -321,4 +301,10 @@ func (c *labCluster) checkGone(t *testing.T, before netState) {
 	if !t.Failed() {
 		_ = os.RemoveAll(c.root)
 	}
+}
+
+// inNode runs a binary in a lab node's network namespace.
+func (c *labCluster) inNode(t *testing.T, node, bin string, args ...string) result {
+	t.Helper()
+	return runCommand(t, "nsenter", append([]string{"--net=/run/netns/kb-" + c.name + "-" + node, "--", bin}, args...)...)
 }

@@ -3,8 +3,9 @@
 package e2e
 
 import (
-	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,10 +38,11 @@ const resizeFocus = `\[sig-node\] Pod InPlace Resize Container.*\[Conformance\]`
 
 // TestConformance runs Kubernetes' own conformance tests (e2e.test of
 // v1.36.3 at $KUBEBOOT_E2E_TEST), those $KUBEBOOT_CONFORMANCE_FOCUS selects
-// (default resizeFocus), on a lab of two machine nodes that came up
-// unattended, from inside the control-plane node, and checks that no
-// kubelet restarted meanwhile. It is not part of `make test`: `make
-// conformance` builds e2e.test and the busybox image's package, and runs it.
+// (default resizeFocus), on a lab of two machine nodes that `lab up
+// --cluster` brought up, from this host in the control-plane node's
+// network namespace, and checks that no kubelet restarted meanwhile. It
+// is not part of `make test`: `make conformance` builds e2e.test and the
+// busybox image's package, and runs it.
 func TestConformance(t *testing.T) {
 	e2eTest := os.Getenv("KUBEBOOT_E2E_TEST")
 	if e2eTest == "" {
@@ -50,21 +52,27 @@ func TestConformance(t *testing.T) {
 	if focus == "" {
 		focus = resizeFocus
 	}
-	ctx := context.Background()
-	l := newMachineLab(t, "mc", "10.89.241.0/24", "cp1:control-plane", "w1:worker")
-	cfg := clusterFile(l)
-	l.images(t, cfg, []lab.Image{busyboxImage(t)})
-	cp := l.machine(t, 0, cfg)
-	cp.Binds = append(cp.Binds, e2eTest+":/opt/e2e.test")
-	if err := cp.Boot(ctx); err != nil {
+	c := startMachineCluster(t, "mc", "10.89.241.0/24", "10.245.0.0/16", "\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n")
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+	if r.code != 0 {
+		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, tailString(r.stderr, 40))
+	}
+	cp, w1 := c.machine(t, "cp1"), c.machine(t, "w1")
+	// The tests' busybox image, loaded into each node's containerd as the
+	// lab's own are.
+	archive, err := lab.Archive(filepath.Join(binDir, ".lab-images"), []lab.Image{busyboxImage(t)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitBootstrapped(t, cp)
-	w1 := l.machine(t, 1, workerFile(l, caHash(t, cp)))
-	if err := w1.Boot(ctx); err != nil {
-		t.Fatal(err)
+	for _, m := range []machine.Machine{cp, w1} {
+		if err := os.MkdirAll(filepath.Join(m.Root(), "root"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(archive, filepath.Join(m.Root(), "root/busybox.tar")); err != nil {
+			t.Fatal(err)
+		}
+		inMachine(t, m, "ctr", "-n", "k8s.io", "images", "import", "/root/busybox.tar")
 	}
-	waitBootstrapped(t, w1)
 	// Each kubelet's process and systemd's count of its restarts.
 	restarts := func() string {
 		var out []string
@@ -75,12 +83,15 @@ func TestConformance(t *testing.T) {
 	}
 	before := restarts()
 
+	// e2e.test runs from this host in cp1's network namespace, where the
+	// nodes and their pods are reachable, with cp1's admin.conf.
 	start := time.Now()
 	var stdout, stderr strings.Builder
-	err := cp.Run(ctx, nil, &stdout, &stderr, "/opt/e2e.test",
-		"--kubeconfig=/etc/kubernetes/admin.conf", "--provider=skeleton",
-		"--ginkgo.focus="+focus,
-		"--ginkgo.no-color", "--ginkgo.timeout=3h")
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+c.lab.Cluster.Netns("cp1"), "--", e2eTest,
+		"--kubeconfig="+filepath.Join(cp.Root(), "etc/kubernetes/admin.conf"), "--provider=skeleton",
+		"--ginkgo.focus="+focus, "--ginkgo.no-color", "--ginkgo.timeout=3h")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
 	t.Logf("TIMING: the conformance tests (focus %s): %s", focus, time.Since(start).Round(time.Second))
 	out := stdout.String()
 	if m := regexp.MustCompile(`Ran \d+ of \d+ Specs.*\n.*`).FindString(out); m != "" {

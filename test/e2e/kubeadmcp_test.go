@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,19 @@ func TestKubeadmJoinsTheControlPlane(t *testing.T) {
 	if r.code != 0 || len(certKey) != 64 {
 		t.Fatalf("certs certificate-key: exit %d, %s", r.code, r.stderr)
 	}
-	cfg := lifeFile(l, 0, "v1.36.3", certKey, "") + "security:\n  encryptionAtRest: {enabled: false}\n"
+	cfg := fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
+kind: ClusterConfiguration
+clusterName: %s
+controlPlaneEndpoint: %s
+node: {name: cp1, advertiseAddress: %s}
+networking: {podSubnet: 10.245.0.0/16}
+bootstrapTokens: [{token: %s}]
+certificateKey: %s
+kubelet:
+  extraConfig:%s
+addons: {kubeProxy: {extraConfig: {conntrack: {maxPerCore: 0}}}}
+security: {encryptionAtRest: {enabled: false}}
+`, l.cl.Name, l.cl.Endpoint(), l.cl.Address(0), fleetToken, certKey, kubeletSettings)
 	l.images(t, cfg, nil)
 	cp1 := l.machine(t, 0, cfg)
 	if err := cp1.Boot(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,46 +25,6 @@ import (
 // A cluster's life, on machines: a fleet whose every file is written
 // before any node is up, a whole-cluster upgrade while a Service is
 // probed, and a worker reset and joined again.
-
-// lifeSettings are the cluster settings of both control-plane nodes' files
-// at release version: the lab's load balancer as the endpoint, the fleet's
-// token and certificate key, this host's kubelet settings, and kube-proxy
-// leaving the host's conntrack table size alone (see lab.NodeConfig).
-func lifeSettings(l *machineLab, version, certKey string) string {
-	return fmt.Sprintf(`clusterName: %s
-kubernetesVersion: %s
-controlPlaneEndpoint: %s
-networking:
-  podSubnet: 10.245.0.0/16
-bootstrapTokens:
-- token: %s
-certificateKey: %s
-kubelet:
-  extraConfig:%s
-addons:
-  kubeProxy:
-    extraConfig:
-      conntrack: {maxPerCore: 0}
-`, l.cl.Name, version, l.cl.Endpoint(), fleetToken, certKey, kubeletSettings)
-}
-
-// lifeFile is the file of the i-th node, a control-plane node's at
-// version (the first inits, the second joins with the certificate key) or
-// a worker's; caHash pins the CA made before any node was up.
-func lifeFile(l *machineLab, i int, version, certKey, caHash string) string {
-	node := l.cl.Nodes[i]
-	discovery := fmt.Sprintf("{apiServerEndpoint: %q, token: %s, caCertHashes: [%q]}", l.cl.Endpoint(), fleetToken, caHash)
-	switch {
-	case i == 0:
-		return fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {name: %s, advertiseAddress: %s}\n%s",
-			node.Name, l.cl.Address(i), lifeSettings(l, version, certKey))
-	case node.Role == "control-plane":
-		return fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\nnode: {name: %s, advertiseAddress: %s}\n%sjoin:\n  certificateKey: %s\n  discovery: %s\n",
-			node.Name, l.cl.Address(i), lifeSettings(l, version, certKey), certKey, discovery)
-	}
-	return fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: WorkerConfiguration\nnode: {name: %s}\ndiscovery: %s\nkubelet:\n  extraConfig:%s\n",
-		node.Name, discovery, kubeletSettings)
-}
 
 // startLoadBalancer runs the lab's load balancer in front of the
 // control-plane nodes, stopped when the test ends (before the machines are
@@ -88,25 +49,6 @@ func (l *machineLab) startLoadBalancer(t *testing.T) {
 			t.Error(err)
 		}
 	})
-}
-
-// kubeletLayer is a layer over the machines' /usr holding the kubelet of
-// binDir/minor, the release a node is installed with.
-func kubeletLayer(t *testing.T, dir, minor string) string {
-	t.Helper()
-	layer := filepath.Join(dir, "kubelet-"+minor)
-	if err := os.MkdirAll(filepath.Join(layer, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(binDir, minor, "kubelet"))
-	if err != nil {
-		t.Fatalf("the kubelet of %s (`make binaries` builds it): %v", minor, err)
-	}
-	writeFile(t, filepath.Join(layer, "bin", "kubelet"), string(data))
-	if err := os.Chmod(filepath.Join(layer, "bin", "kubelet"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return layer
 }
 
 // installKubelet installs binDir's kubelet on the machine as its package
@@ -167,65 +109,41 @@ func clientSerial(t *testing.T, m machine.Machine) string {
 	return ""
 }
 
+// lifeNodes are the machines of a cluster's life, at v1.35.4.
+const lifeNodes = `
+- {name: cp1, role: control-plane}
+- {name: cp2, role: control-plane}
+- {name: w1, role: worker}
+- {name: w2, role: worker}
+kubernetesVersion: v1.35.4
+`
+
 // fleet is the lab of a cluster's life: two control-plane machines and
 // two workers (cp1, cp2, w1, w2) behind the lab's load balancer, each
 // installed with the kubelet of v1.35 and the images of v1.35.4 and
-// v1.36.3.
+// v1.36.3, and the pod networks routed between them.
 type fleet struct {
-	*machineLab
+	cl *lab.Cluster
 	// m are the machines, in the order of their names.
 	m []machine.Machine
-	// certKey is the fleet's certificate key; hash pins the cluster CA
-	// once it exists.
-	certKey, hash string
 }
 
-// newFleet sets the fleet's machines up, not yet booted. With files, each
-// gets its kubeboot file, all written before any node is up, the CA made
-// first, offline, on cp1's disk (`init phase certs --root`, as an image
-// builder would); without, another tool brings them up.
-func newFleet(t *testing.T, files bool) *fleet {
+// kubebootFleet brings the fleet up with `kubeboot lab up --cluster`: every
+// node's file written before any boots, all booted at once, each brought
+// up by kubeboot's bootstrap unit.
+func kubebootFleet(t *testing.T) (*machineCluster, *fleet) {
 	t.Helper()
-	f := &fleet{machineLab: newMachineLab(t, "life", "10.89.242.0/24", "cp1:control-plane", "cp2:control-plane", "w1:worker", "w2:worker")}
-	f.startLoadBalancer(t)
-	r := runCommand(t, kubebootBin, "certs", "certificate-key")
-	if f.certKey = strings.TrimSpace(r.stdout); r.code != 0 || len(f.certKey) != 64 {
-		t.Fatalf("certs certificate-key: exit %d, %s", r.code, r.stderr)
+	c := startMachineCluster(t, "life", "10.89.242.0/24", "10.245.0.0/16", lifeNodes)
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+	if r.code != 0 {
+		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, tailString(r.stderr, 40))
 	}
-	agnhost, err := lab.ResolveImage(binDir, agnhostImage)
-	if err != nil {
-		t.Fatal(err)
+	t.Logf("TIMING: lab up --cluster of the four machines at v1.35.4 (all booted at once, addons rolled out): %s", r.took.Round(time.Millisecond))
+	f := &fleet{cl: c.lab.Cluster}
+	for _, n := range f.cl.Nodes {
+		f.m = append(f.m, c.machine(t, n.Name))
 	}
-	f.images(t, lifeFile(f.machineLab, 0, "v1.35.4", f.certKey, ""), []lab.Image{agnhost}, lifeFile(f.machineLab, 0, "v1.36.3", f.certKey, ""))
-	v135 := kubeletLayer(t, f.root, "v1.35")
-	file := func(i int) string {
-		if !files {
-			return ""
-		}
-		return lifeFile(f.machineLab, i, "v1.35.4", f.certKey, f.hash)
-	}
-	f.m = make([]machine.Machine, len(f.cl.Nodes))
-	for i := range f.m {
-		f.m[i] = f.machine(t, i, file(i))
-		f.m[i].UsrLayers = append(f.m[i].UsrLayers, v135)
-		if i == 0 && files {
-			if r := runCommand(t, kubebootBin, "init", "phase", "certs", "--config", filepath.Join(f.m[0].Root(), bootstrapunit.ConfigPath), "--root", f.m[0].Root()); r.code != 0 {
-				t.Fatalf("init phase certs --root: exit %d: %s", r.code, r.stderr)
-			}
-			f.hash = caHash(t, f.m[0])
-		}
-	}
-	return f
-}
-
-// boot boots every machine at once.
-func (f *fleet) boot(t *testing.T) {
-	t.Helper()
-	for _, m := range f.m {
-		if err := m.Boot(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return c, f
 }
 
 // kubectl runs kubectl on cp1 with its admin.conf.
@@ -255,14 +173,6 @@ func (f *fleet) waitNodes(t *testing.T, version string) {
 // ClusterIP from w1 until the probe is stopped.
 func (f *fleet) probeService(t *testing.T) *serviceProbe {
 	t.Helper()
-	podCIDRs := map[string][]string{}
-	for _, line := range strings.Fields(f.kubectl(t, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)) {
-		name, cidr, _ := strings.Cut(line, "=")
-		podCIDRs[name] = []string{cidr}
-	}
-	if err := f.cl.AddPodRoutes(context.Background(), podCIDRs); err != nil {
-		t.Fatal(err)
-	}
 	writeFile(t, filepath.Join(f.m[0].Root(), "root/web.yaml"), fmt.Sprintf(webManifest, agnhostImage, "w2"))
 	f.kubectl(t, "apply", "-f", "/root/web.yaml")
 	f.kubectl(t, "rollout", "status", "deployment/web", "--timeout=180s")
@@ -286,21 +196,19 @@ func checkProbe(t *testing.T, probe *serviceProbe, what string, took time.Durati
 
 // upgradeWithKubeboot upgrades the fleet as upgrade plan says: on each
 // node the kubelet of v1.36.3 installed, then upgrade apply on cp1 (its
-// file at v1.36.3), upgrade node on cp2 (its file at v1.36.3) and on each
-// worker. It returns how long the whole took.
+// file moved to v1.36.3), upgrade node on cp2 (its file moved to v1.36.3)
+// and on each worker. It returns how long the whole took.
 func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for i, m := range f.m {
-		verb, file := "node", ""
-		switch i {
-		case 0:
-			verb, file = "apply", lifeFile(f.machineLab, i, "v1.36.3", f.certKey, f.hash)
-		case 1:
-			file = lifeFile(f.machineLab, i, "v1.36.3", f.certKey, f.hash)
+		verb := "node"
+		if i == 0 {
+			verb = "apply"
 		}
-		if file != "" {
-			writeFile(t, filepath.Join(m.Root(), bootstrapunit.ConfigPath), file)
+		if f.cl.Nodes[i].Role == lab.RoleControlPlane {
+			path := filepath.Join(m.Root(), bootstrapunit.ConfigPath)
+			writeFile(t, path, strings.Replace(string(readFile(t, path)), "kubernetesVersion: v1.35.4\n", "kubernetesVersion: v1.36.3\n", 1))
 		}
 		installKubelet(t, m)
 		step := time.Now()
@@ -314,9 +222,12 @@ func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
 }
 
 // TestClusterLife: a fleet of two control-plane nodes and two workers,
-// every file written before any node is up (a preset token and
-// certificate key, the CA made beforehand), boots at once and forms the
-// cluster at v1.35.4 with no value copied between nodes. Then the whole
+// which `lab up --cluster` provisions with every file written before any
+// node is up (a fresh token and certificate key, the CA made beforehand),
+// boots at once and forms the cluster at v1.35.4 with no value copied
+// between nodes, the second control-plane node with the secrets of
+// kubeadm-certs; its pod network, logs, exec and port-forward work
+// (checkPodNetwork). Then the whole
 // cluster moves to v1.36.3 as upgrade plan says, while a Service is
 // probed from w1 (upgradeWithKubeboot), after a worker's upgrade was
 // refused while the control plane still ran v1.35.4. Every node then
@@ -324,18 +235,17 @@ func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
 // is reset, its Node deleted, and it joins again, Ready with a new client
 // certificate.
 func TestClusterLife(t *testing.T) {
-	f := newFleet(t, true)
+	c, f := kubebootFleet(t)
 	cp1, cp2, w1, w2 := f.m[0], f.m[1], f.m[2], f.m[3]
-	start := time.Now()
-	f.boot(t)
-	for _, m := range f.m {
-		waitBootstrapped(t, m)
-	}
-	t.Logf("TIMING: the fleet's boot until every node's bootstrap unit is done: %s", time.Since(start).Round(time.Millisecond))
 	f.waitNodes(t, "v1.35.4")
-	if journal := inMachine(t, cp2, "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, "kubeadm-certs") || strings.Contains(journal, f.certKey) {
+	certKey := regexp.MustCompile(`certificateKey: ([0-9a-f]{64})`).FindStringSubmatch(string(readFile(t, filepath.Join(cp1.Root(), bootstrapunit.ConfigPath))))
+	if certKey == nil {
+		t.Fatal("cp1's file holds no certificate key")
+	}
+	if journal := inMachine(t, cp2, "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, "kubeadm-certs") || strings.Contains(journal, certKey[1]) {
 		t.Errorf("cp2 did not fetch the secrets from kubeadm-certs, or its journal holds the certificate key:\n%s", tail2(journal, 20))
 	}
+	checkPodNetwork(t, c)
 	probe := f.probeService(t)
 	stopped := false
 	defer func() {

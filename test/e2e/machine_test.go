@@ -4,16 +4,24 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubeboot/kubeboot/bootstrapunit"
 	"github.com/kubeboot/kubeboot/lab"
 	"github.com/kubeboot/kubeboot/machine"
 	"github.com/kubeboot/kubeboot/pki"
@@ -176,46 +184,6 @@ func (l *machineLab) images(t *testing.T, cfg string, extra []lab.Image, more ..
 	l.archive = machineImages(t, filepath.Join(l.root, "images"), extra, paths...)
 }
 
-// clusterFile is the first control-plane node's file: its address on the
-// lab's network, the fleet's token, this host's kubelet settings, and no
-// addons.
-func clusterFile(l *machineLab) string {
-	return fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
-kind: ClusterConfiguration
-clusterName: %s
-node:
-  name: %s
-  advertiseAddress: %s
-networking:
-  podSubnet: 10.245.0.0/16
-bootstrapTokens:
-- token: %s
-kubelet:
-  extraConfig:%s
-addons:
-  coreDNS:
-    disabled: true
-  kubeProxy:
-    disabled: true
-`, l.cl.Name, l.cl.Nodes[0].Name, l.cl.Address(0), fleetToken, kubeletSettings)
-}
-
-// workerFile is the second node's file: a worker that discovers the
-// cluster through the first node with the fleet's token and the CA's hash.
-func workerFile(l *machineLab, caHash string) string {
-	return fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
-kind: WorkerConfiguration
-node:
-  name: %s
-discovery:
-  apiServerEndpoint: %s:6443
-  token: %s
-  caCertHashes: [%s]
-kubelet:
-  extraConfig:%s
-`, l.cl.Nodes[1].Name, l.cl.Address(0), fleetToken, caHash, kubeletSettings)
-}
-
 // caHash is the hash of the CA the machine's control plane made.
 func caHash(t *testing.T, m machine.Machine) string {
 	t.Helper()
@@ -259,45 +227,164 @@ func waitBootstrapped(t *testing.T, m machine.Machine) {
 	}, "sh", "-c", "systemctl is-active kubeboot-bootstrap || true")
 }
 
-// TestMachines: nodes that are machines, whose containerd and kubelet are
-// systemd services as a distribution installs them, come up unattended
-// from one file each through kubeboot's bootstrap unit: the control-plane
-// node inits, the worker joins by itself; kubeboot runs every phase there
-// exactly as on bare metal, kubelet-start included. The kubelet runs from
-// kubelet.service with kubeboot's drop-in, as a child of the machine's
-// systemd, with QoS cgroups; an in-place resize needs no kubelet restart;
-// both nodes come back after a reboot.
-func TestMachines(t *testing.T) {
-	ctx := context.Background()
-	l := newMachineLab(t, "ml", "10.89.240.0/24", "cp1:control-plane", "w1:worker", "w2:worker")
-	cpConfig := clusterFile(l)
-	l.images(t, cpConfig, nil)
-	cp := l.machine(t, 0, cpConfig)
-	start := time.Now()
-	if err := cp.Boot(ctx); err != nil {
+// machineCluster is a lab of machines that `kubeboot lab up --cluster`
+// brings up from a description with machines: true.
+type machineCluster struct {
+	*labCluster
+	lab lab.MachineLab
+}
+
+// startMachineCluster writes the description of a lab of machines (the
+// nodes a YAML list, as startCluster takes them) and registers the
+// cleanup that brings it down with `lab down --cluster` and checks that
+// nothing of it is left on the host: startCluster's checks, and no file
+// in the host's Kubernetes dirs or /run, and no cgroup. On a failure, the
+// nodes' journals are logged first. The test runs lab up itself.
+func startMachineCluster(t *testing.T, name, subnet, podSubnet, nodes string) *machineCluster {
+	t.Helper()
+	hostBefore := hostFiles()
+	t.Cleanup(func() {
+		if hostAfter := hostFiles(); !slices.Equal(hostBefore, hostAfter) {
+			t.Errorf("after lab down, the host's node files or cgroups differ:\nbefore %q\nafter  %q", hostBefore, hostAfter)
+		}
+	})
+	c := &machineCluster{labCluster: startCluster(t, name, subnet, podSubnet, nodes+"machines: true\n")}
+	cl, err := lab.LoadCluster(c.desc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitBootstrapped(t, cp)
-	t.Logf("TIMING: control-plane machine's boot until its bootstrap unit is done: %s", time.Since(start).Round(time.Millisecond))
-	if journal := inMachine(t, cp, "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); strings.Contains(journal, strings.Split(fleetToken, ".")[1]) {
-		t.Error("the bootstrap unit's journal holds the bootstrap token's secret")
+	c.lab = lab.MachineLab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range cl.Nodes {
+			if m, err := c.lab.Machine(n.Name); err == nil {
+				if out, err := m.Output(context.Background(), "journalctl", "--no-pager", "-n", "40", "-u", "kubeboot-bootstrap", "-u", "kubelet"); err == nil {
+					t.Logf("the journal of %s:\n%s", n.Name, out)
+				}
+			}
+		}
+	})
+	return c
+}
+
+// machine is the named node's machine.
+func (c *machineCluster) machine(t *testing.T, name string) machine.Machine {
+	t.Helper()
+	m, err := c.lab.Machine(name)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return m
+}
+
+// exec runs `kubeboot lab exec NODE -- argv` and returns its trimmed
+// stdout.
+func (c *machineCluster) exec(t *testing.T, node string, argv ...string) string {
+	t.Helper()
+	r := runCommand(t, kubebootBin, append([]string{"lab", "exec", "--cluster", c.desc, node, "--"}, argv...)...)
+	if r.code != 0 {
+		t.Fatalf("lab exec %s -- %s: exit %d: %s", node, strings.Join(argv, " "), r.code, r.stderr)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+// TestMachines: `kubeboot lab up --cluster` brings up a lab whose nodes
+// are machines, whose containerd and kubelet are systemd services as a
+// distribution installs them: every node's file is written before any
+// boots and all boot at once; the control-plane node inits and a worker
+// (w1) joins by themselves through kubeboot's bootstrap unit (a token and
+// the CA's hash), and another worker (w2) joins with the real kubeadm join
+// v1.36.3; the lab reports each node's progress from its unit's events.
+// kubeboot runs every phase there exactly as on bare metal, kubelet-start
+// included: the kubelet runs from kubelet.service with kubelet-start's
+// drop-in (or kubeadm's), as a child of the machine's systemd, with QoS
+// cgroups; an in-place resize needs no kubelet restart. What a cluster with
+// workers must do: every Node Ready, only the control plane marked; each
+// worker's kubelet serving certificate approved by kubeboot's CSR approver,
+// so that logs and exec reach its pods through the API server, which
+// verifies it; forged serving CSRs denied; kubeadm's own commands reading
+// the cluster on its control plane. `lab reboot` brings a worker and the
+// control plane back; a worker reset, after which a join is refused, with
+// nothing written, for an expired or deleted token, a wrong CA hash, an
+// unreachable endpoint and the name of a Ready Node, joins again by its
+// own file; `lab exec` runs commands in a node; and `lab down` leaves
+// nothing.
+func TestMachines(t *testing.T) {
+	c := startMachineCluster(t, "ml", "10.89.8.0/24", "10.246.0.0/16", `
+- {name: cp1, role: control-plane}
+- {name: w1, role: worker}
+- {name: w2, role: worker, join: kubeadm}
+`)
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, tailString(r.stdout, 40))
+	}
+	t.Logf("TIMING: lab up --cluster of three machines (all booted at once, addons rolled out): %s", r.took.Round(time.Millisecond))
+	cp := c.machine(t, "cp1")
 	kubectl := []string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}
 
+	t.Run("the lab reports each node's progress from its bootstrap unit", func(t *testing.T) {
+		var res struct {
+			Result lab.Result `json:"result"`
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || !res.Result.OK || len(res.Result.Nodes) != 3 {
+			t.Fatalf("lab up's result: %v: %s", err, lines[len(lines)-1])
+		}
+		phases := map[string]bool{}
+		for _, line := range lines {
+			var e struct{ Phase, Msg string }
+			if json.Unmarshal([]byte(line), &e) == nil && e.Phase != "" {
+				phases[e.Phase] = true
+				if strings.HasSuffix(e.Phase, "/lab") && strings.HasPrefix(e.Msg, "up in ") {
+					phases[e.Phase+": up"] = true
+				}
+			}
+		}
+		for _, want := range []string{"cp1/kubelet-start", "cp1/addon/coredns", "w1/kubelet-start", "cp1/lab: up", "w1/lab: up", "w2/lab: up"} {
+			if !phases[want] {
+				t.Errorf("lab up's events hold no %q; they have %v", want, slices.Sorted(maps.Keys(phases)))
+			}
+		}
+		out, err := exec.Command("kubectl", "--kubeconfig", res.Result.Kubeconfig, "get", "nodes", "-o", "name").CombinedOutput()
+		if err != nil || strings.Fields(string(out))[0] != "node/cp1" || len(strings.Fields(string(out))) != 3 {
+			t.Errorf("kubectl on the host through the lab's kubeconfig: %v: %s", err, out)
+		}
+	})
 	t.Run("kubelet-start wrote the drop-in and systemd runs the kubelet with it", func(t *testing.T) {
-		dropIns := inMachine(t, cp, "systemctl", "show", "kubelet", "-p", "DropInPaths", "--value")
+		dropIns := c.exec(t, "cp1", "systemctl", "show", "kubelet", "-p", "DropInPaths", "--value")
 		if !strings.Contains(dropIns, "/etc/systemd/system/kubelet.service.d/20-kubeboot.conf") {
 			t.Errorf("kubelet.service's drop-ins: %q", dropIns)
 		}
-		pid := inMachine(t, cp, "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
+		pid := c.exec(t, "cp1", "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
 		if pid == "0" || pid == "" {
 			t.Fatalf("kubelet.service has no main process")
 		}
-		if ppid := inMachine(t, cp, "sh", "-c", "awk '{print $4}' /proc/"+pid+"/stat"); ppid != "1" {
+		if ppid := c.exec(t, "cp1", "sh", "-c", "awk '{print $4}' /proc/"+pid+"/stat"); ppid != "1" {
 			t.Errorf("the kubelet's parent is %s, want the machine's PID 1", ppid)
 		}
-		if exe := inMachine(t, cp, "readlink", "/proc/"+pid+"/exe"); exe != "/usr/bin/kubelet" {
+		if exe := c.exec(t, "cp1", "readlink", "/proc/"+pid+"/exe"); exe != "/usr/bin/kubelet" {
 			t.Errorf("kubelet.service runs %s", exe)
+		}
+		// The token lab up drew is in the node's file, never in its journal.
+		token := regexp.MustCompile(`token: [a-z0-9]{6}\.([a-z0-9]{16})`).FindStringSubmatch(string(readFile(t, filepath.Join(cp.Root(), bootstrapunit.ConfigPath))))
+		if token == nil {
+			t.Fatal("cp1's file holds no bootstrap token")
+		}
+		if journal := c.exec(t, "cp1", "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); strings.Contains(journal, token[1]) {
+			t.Error("the bootstrap unit's journal holds the bootstrap token's secret")
+		}
+	})
+	t.Run("lab exec passes the command's exit code on", func(t *testing.T) {
+		r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "w1", "--", "sh", "-c", "hostname; exit 3")
+		if r.code != 3 || strings.TrimSpace(r.stdout) != "w1" {
+			t.Errorf("lab exec w1 -- sh -c 'hostname; exit 3': exit %d, stdout %q", r.code, r.stdout)
+		}
+		r = runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "w9", "--", "true")
+		if r.code != 2 || !strings.Contains(r.stderr, `no node "w9": its nodes are cp1, w1, w2`) {
+			t.Errorf("lab exec of a node not in the lab: exit %d: %s", r.code, r.stderr)
 		}
 	})
 	t.Run("the kubelet runs the pods in QoS cgroups", func(t *testing.T) {
@@ -337,18 +424,12 @@ func TestMachines(t *testing.T) {
 		}
 		inMachine(t, cp, append(kubectl, "delete", "pod", "resize", "--wait=false")...)
 	})
-
-	hash := caHash(t, cp)
-	w1 := l.machine(t, 1, workerFile(l, hash))
-	t.Run("a worker given only its file joins by itself at boot", func(t *testing.T) {
-		start := time.Now()
-		if err := w1.Boot(ctx); err != nil {
-			t.Fatal(err)
+	t.Run("a worker given only its file joined by itself at boot", func(t *testing.T) {
+		if journal := c.exec(t, "w1", "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, `"ok":true`) {
+			t.Errorf("w1's bootstrap unit's journal:\n%s", journal)
 		}
-		waitBootstrapped(t, w1)
-		t.Logf("TIMING: worker machine's boot until it has joined: %s", time.Since(start).Round(time.Millisecond))
-		if got := inMachine(t, cp, append(kubectl, "get", "node", "w1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...); got != "True" {
-			t.Errorf("Node w1 Ready: %q", got)
+		if got := c.exec(t, "w1", "systemctl", "is-active", "kubeboot-bootstrap"); got != "active" {
+			t.Errorf("w1's bootstrap unit: %s", got)
 		}
 		writeFile(t, filepath.Join(cp.Root(), "root/w1.json"), pausePod("on-w1", "w1", false))
 		inMachine(t, cp, append(kubectl, "apply", "-f", "/root/w1.json")...)
@@ -356,45 +437,78 @@ func TestMachines(t *testing.T) {
 			append(kubectl, "wait", "--for=condition=Ready", "pod/on-w1", "--timeout=5s")...)
 	})
 	t.Run("kubeadm join starts a node's kubelet through systemd too", func(t *testing.T) {
-		w2 := l.machine(t, 2, "")
-		if err := w2.Boot(ctx); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		// A booted machine may still be starting containerd, which
-		// kubeadm's preflight needs, as an operator's shell would wait for.
-		waitMachine(t, w2, "containerd active", func(out string) bool { return strings.TrimSpace(out) == "active" },
-			"sh", "-c", "systemctl is-active containerd || true")
-		var out strings.Builder
-		// This host's cgroups are v1 and it may have swap (the cluster's
-		// kubelet-config accepts both), and a node's network namespace has
-		// no bridge netfilter setting of its own.
-		if err := w2.Run(ctx, nil, &out, &out, "kubeadm", "join", l.cl.Address(0).String()+":6443", "--token", fleetToken,
-			"--discovery-token-ca-cert-hash", hash, "--node-name", "w2",
-			"--ignore-preflight-errors", "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"); err != nil {
-			t.Fatalf("kubeadm join: %v\n%s", err, out.String())
-		}
-		t.Logf("TIMING: kubeadm join: %s", time.Since(start).Round(time.Millisecond))
-		dropIns := inMachine(t, w2, "systemctl", "show", "kubelet", "-p", "DropInPaths", "--value")
+		dropIns := c.exec(t, "w2", "systemctl", "show", "kubelet", "-p", "DropInPaths", "--value")
 		if !strings.Contains(dropIns, "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf") {
 			t.Errorf("kubelet.service's drop-ins: %q", dropIns)
 		}
-		pid := inMachine(t, w2, "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
-		if ppid := inMachine(t, w2, "sh", "-c", "awk '{print $4}' /proc/"+pid+"/stat"); ppid != "1" {
+		pid := c.exec(t, "w2", "systemctl", "show", "kubelet", "-p", "MainPID", "--value")
+		if ppid := c.exec(t, "w2", "sh", "-c", "awk '{print $4}' /proc/"+pid+"/stat"); ppid != "1" {
 			t.Errorf("the kubelet's parent is %s, want the machine's PID 1", ppid)
 		}
-		if args := inMachine(t, w2, "cat", "/proc/"+pid+"/cmdline"); !strings.Contains(args, "--kubeconfig=/etc/kubernetes/kubelet.conf") {
+		if args := c.exec(t, "w2", "cat", "/proc/"+pid+"/cmdline"); !strings.Contains(args, "--kubeconfig=/etc/kubernetes/kubelet.conf") {
 			t.Errorf("the kubelet runs without kubeadm's flags: %q", args)
 		}
-		waitMachine(t, cp, "Node w2 to be Ready", func(out string) bool { return out == "True" },
-			append(kubectl, "get", "node", "w2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...)
+		if got := inMachine(t, cp, append(kubectl, "get", "node", "w2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...); got != "True" {
+			t.Errorf("Node w2 Ready: %q", got)
+		}
 	})
-	t.Run("after a reboot, the worker is Ready with its pod running again", func(t *testing.T) {
+	nodes := c.readyNodes(t, 3)
+	t.Run("only the control plane is marked", func(t *testing.T) {
+		for name, n := range nodes {
+			_, labelled := n.Labels["node-role.kubernetes.io/control-plane"]
+			tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+				return t.Key == "node-role.kubernetes.io/control-plane" && t.Effect == corev1.TaintEffectNoSchedule
+			})
+			if want := name == "cp1"; labelled != want || tainted != want {
+				t.Errorf("node %s: control-plane label %v, taint %v; want %v", name, labelled, tainted, want)
+			}
+		}
+		for i, name := range []string{"cp1", "w1", "w2"} {
+			if got, want := internalIP(nodes[name]), fmt.Sprintf("10.89.8.%d", 10+i); got != want {
+				t.Errorf("node %s has InternalIP %q, want %s", name, got, want)
+			}
+		}
+	})
+	t.Run("the approver approved each worker's serving certificate", func(t *testing.T) {
+		var csrs certificatesv1.CertificateSigningRequestList
+		if err := c.kubectlJSON(t, &csrs, "get", "csr"); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range workerNames {
+			approved := slices.ContainsFunc(csrs.Items, func(csr certificatesv1.CertificateSigningRequest) bool {
+				return csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && csr.Spec.Username == "system:node:"+w &&
+					hasCondition(csr, certificatesv1.CertificateApproved, "KubebootNodeServingCertificate") && len(csr.Status.Certificate) > 0
+			})
+			if !approved {
+				t.Errorf("no kubelet-serving CSR of %s approved by kubeboot's approver and issued", w)
+			}
+		}
+	})
+	pods := c.runWebPods(t, workerNames)
+	t.Run("logs and exec reach each worker's pod through the API server", func(t *testing.T) {
+		for _, w := range workerNames {
+			if out, err := c.kubectlErr(t, "logs", "web-"+w); err != nil || !strings.Contains(out, "8080") {
+				t.Errorf("kubectl logs web-%s: %v: %q", w, err, out)
+			}
+			other := pods[workerNames[1-slices.Index(workerNames, w)]]
+			target := net.JoinHostPort(other.Status.PodIP, "8080")
+			if out, err := c.kubectlErr(t, "exec", "web-"+w, "--", "/agnhost", "connect", target, "--timeout=5s"); err != nil {
+				t.Errorf("exec in web-%s, connecting to %s on the other worker: %v %s", w, target, err, out)
+			}
+		}
+		manifest := readFile(t, filepath.Join(cp.Root(), "etc/kubernetes/manifests/kube-apiserver.yaml"))
+		if !strings.Contains(string(manifest), "--kubelet-certificate-authority=/etc/kubernetes/pki/ca.crt") {
+			t.Error("the API server does not verify kubelets against the cluster CA")
+		}
+	})
+	t.Run("forged serving CSRs are denied", func(t *testing.T) { checkForgedCSRs(t, c) })
+	t.Run("kubeadm reads the cluster on its control plane", func(t *testing.T) { checkKubeadmCommands(t, c) })
+	t.Run("after lab reboot, the worker is Ready with its pod running again", func(t *testing.T) {
 		container := `jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].state.running.startedAt}`
 		before := inMachine(t, cp, append(kubectl, "get", "pod", "on-w1", "-o", container)...)
 		rebooted := time.Now()
-		if err := w1.Reboot(ctx, 30*time.Second); err != nil {
-			t.Fatal(err)
+		if r := runCommand(t, kubebootBin, "lab", "reboot", "--cluster", c.desc, "w1"); r.code != 0 {
+			t.Fatalf("lab reboot w1: exit %d: %s", r.code, r.stderr)
 		}
 		// After the reboot, the kubelet runs the pod in a new container.
 		waitMachine(t, cp, "the pod on w1 to run in a new container", func(out string) bool {
@@ -405,18 +519,17 @@ func TestMachines(t *testing.T) {
 		if got := inMachine(t, cp, append(kubectl, "get", "node", "w1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...); got != "True" {
 			t.Errorf("Node w1 Ready: %q", got)
 		}
-		if got := inMachine(t, w1, "systemctl", "is-active", "kubeboot-bootstrap"); got != "active" {
-			t.Errorf("the bootstrap unit after the reboot: %s", got)
-		}
+		w1 := c.machine(t, "w1")
+		waitBootstrapped(t, w1)
 		// At a later boot the worker has joined: no discovery, no token.
 		if journal := inMachine(t, w1, "journalctl", "--no-pager", "-b", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, "this node has joined its cluster") {
 			t.Errorf("the bootstrap unit's journal after the reboot:\n%s", journal)
 		}
 	})
-	t.Run("after a reboot, the control plane answers with a healthy etcd", func(t *testing.T) {
+	t.Run("after lab reboot, the control plane answers with a healthy etcd", func(t *testing.T) {
 		start := time.Now()
-		if err := cp.Reboot(ctx, 30*time.Second); err != nil {
-			t.Fatal(err)
+		if r := runCommand(t, kubebootBin, "lab", "reboot", "--cluster", c.desc, "cp1"); r.code != 0 {
+			t.Fatalf("lab reboot cp1: exit %d: %s", r.code, r.stderr)
 		}
 		waitMachine(t, cp, "etcd to be ready after the reboot", func(out string) bool { return out == "ok" },
 			append(kubectl, "get", "--raw", "/readyz/etcd")...)
@@ -434,6 +547,7 @@ func TestMachines(t *testing.T) {
 			t.Errorf("the bootstrap unit's journal after the reboot:\n%s", journal)
 		}
 	})
+	t.Run("reset a worker, refuse bad joins and join it again", func(t *testing.T) { checkResetWorker(t, c, "w1") })
 	t.Run("nothing of the nodes is on the host", func(t *testing.T) {
 		for _, path := range []string{"/etc/kubernetes/admin.conf", "/var/lib/kubelet/config.yaml", phasesDropInOnHost} {
 			if _, err := os.Stat(path); err == nil {

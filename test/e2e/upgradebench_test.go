@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/lab"
 	"github.com/kubeboot/kubeboot/machine"
 )
 
@@ -26,7 +28,7 @@ const kubeadmIgnored = "SystemVerification,Swap,FileContent--proc-sys-net-bridge
 // kubelet settings, and kube-proxy in kubeboot's nftables mode (the lab's
 // kube-proxy image holds nft, not iptables) leaving the conntrack table
 // alone.
-func kubeadmInitConfig(f *fleet) string {
+func kubeadmInitConfig(f *kubeadmFleet) string {
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 bootstrapTokens: [{token: %s}]
@@ -52,6 +54,71 @@ conntrack: {maxPerCore: 0}
 `, fleetToken, f.certKey, f.cl.Address(0), f.cl.Name, f.cl.Endpoint(), strings.ReplaceAll(kubeletSettings, "\n    ", "\n"))
 }
 
+// kubeadmFleet is the fleet of a cluster's life that the real kubeadm
+// brings up: the same machines, network, load balancer, images and
+// kubelet, with no file of kubeboot's.
+type kubeadmFleet struct {
+	*fleet
+	l *machineLab
+	// certKey is the fleet's certificate key; hash pins the cluster CA
+	// once it exists.
+	certKey, hash string
+}
+
+// newKubeadmFleet sets the kubeadm fleet's machines up, not yet booted.
+func newKubeadmFleet(t *testing.T) *kubeadmFleet {
+	t.Helper()
+	l := newMachineLab(t, "life", "10.89.242.0/24", "cp1:control-plane", "cp2:control-plane", "w1:worker", "w2:worker")
+	l.startLoadBalancer(t)
+	f := &kubeadmFleet{fleet: &fleet{cl: l.cl}, l: l}
+	r := runCommand(t, kubebootBin, "certs", "certificate-key")
+	if f.certKey = strings.TrimSpace(r.stdout); r.code != 0 || len(f.certKey) != 64 {
+		t.Fatalf("certs certificate-key: exit %d, %s", r.code, r.stderr)
+	}
+	agnhost, err := lab.ResolveImage(binDir, agnhostImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nkubernetesVersion: %s\n"
+	l.images(t, fmt.Sprintf(release, "v1.35.4"), []lab.Image{agnhost}, fmt.Sprintf(release, "v1.36.3"))
+	v135 := kubeletLayer(t, l.root, "v1.35")
+	for i := range l.cl.Nodes {
+		m := l.machine(t, i, "")
+		m.UsrLayers = append(m.UsrLayers, v135)
+		f.m = append(f.m, m)
+	}
+	return f
+}
+
+// kubeletLayer is a layer over the machines' /usr holding the kubelet of
+// binDir/minor, the release a node is installed with.
+func kubeletLayer(t *testing.T, dir, minor string) string {
+	t.Helper()
+	layer := filepath.Join(dir, "kubelet-"+minor)
+	if err := os.MkdirAll(filepath.Join(layer, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(binDir, minor, "kubelet"))
+	if err != nil {
+		t.Fatalf("the kubelet of %s (`make binaries` builds it): %v", minor, err)
+	}
+	writeFile(t, filepath.Join(layer, "bin", "kubelet"), string(data))
+	if err := os.Chmod(filepath.Join(layer, "bin", "kubelet"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return layer
+}
+
+// boot boots every machine at once.
+func (f *kubeadmFleet) boot(t *testing.T) {
+	t.Helper()
+	for _, m := range f.m {
+		if err := m.Boot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // inMachineOK runs a command in the machine and fails the test, with its
 // output, when it fails.
 func inMachineOK(t *testing.T, m machine.Machine, argv ...string) string {
@@ -68,7 +135,7 @@ func inMachineOK(t *testing.T, m machine.Machine, argv ...string) string {
 // upWithKubeadm brings the fleet up as kubeadm's documentation does: init
 // on cp1 with --upload-certs, join --control-plane on cp2 with the
 // certificate key, join on each worker.
-func (f *fleet) upWithKubeadm(t *testing.T) {
+func (f *kubeadmFleet) upWithKubeadm(t *testing.T) {
 	t.Helper()
 	f.boot(t)
 	for _, m := range f.m {
@@ -86,6 +153,19 @@ func (f *fleet) upWithKubeadm(t *testing.T) {
 		}
 		inMachineOK(t, m, args...)
 	}
+	// The pod networks routed between the nodes, as lab up routes them.
+	podCIDRs := map[string][]string{}
+	f.kubectlWait(t, "every node's pod CIDR", func(out string) bool {
+		for _, pair := range strings.Fields(out) {
+			if name, cidr, _ := strings.Cut(pair, "="); cidr != "" {
+				podCIDRs[name] = []string{cidr}
+			}
+		}
+		return len(podCIDRs) == len(f.m)
+	}, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)
+	if err := f.cl.AddPodRoutes(context.Background(), podCIDRs); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // upgradeWithKubeadm upgrades the fleet as kubeadm's documentation does:
@@ -94,7 +174,7 @@ func (f *fleet) upWithKubeadm(t *testing.T) {
 // the kubelet's restart and a wait until its Node reports v1.36.3 and is
 // Ready (what kubeboot's upgrade waits for by itself). It returns how
 // long the whole took.
-func (f *fleet) upgradeWithKubeadm(t *testing.T) time.Duration {
+func (f *kubeadmFleet) upgradeWithKubeadm(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for i, m := range f.m {
@@ -134,23 +214,19 @@ func TestUpgradeBench(t *testing.T) {
 		}
 		for _, tool := range tools {
 			t.Run(fmt.Sprintf("%s-%d", tool, round), func(t *testing.T) {
-				f := newFleet(t, tool == "kubeboot")
+				var f *fleet
+				var upgrade func(*testing.T) time.Duration
 				if tool == "kubeboot" {
-					f.boot(t)
-					for _, m := range f.m {
-						waitBootstrapped(t, m)
-					}
+					_, f = kubebootFleet(t)
+					upgrade = f.upgradeWithKubeboot
 				} else {
-					f.upWithKubeadm(t)
+					k := newKubeadmFleet(t)
+					k.upWithKubeadm(t)
+					f, upgrade = k.fleet, k.upgradeWithKubeadm
 				}
 				f.waitNodes(t, "v1.35.4")
 				probe := f.probeService(t)
-				var took time.Duration
-				if tool == "kubeboot" {
-					took = f.upgradeWithKubeboot(t)
-				} else {
-					took = f.upgradeWithKubeadm(t)
-				}
+				took := upgrade(t)
 				_, _, gap := probe.stop()
 				f.waitNodes(t, "v1.36.3")
 				fmt.Printf("BENCH cluster-upgrade %s %.1f %.1f\n", tool, took.Seconds(), gap.Seconds())
