@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/bootstrapunit"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // The pins of CoreDNS that kubeadm v1.35 and v1.36 use.
@@ -34,20 +34,20 @@ var addonObjects = []string{
 	"role/kube-proxy", "rolebinding/kube-proxy", "clusterrolebinding/kubeadm:node-proxier",
 }
 
-// TestAddons brings up a v1.35 lab of one control-plane node and two
-// kubeboot workers, and checks that its pods get DNS and Services from the
+// TestAddons brings up a v1.35 lab of three machines, one control-plane
+// node and two kubeboot workers, and checks that its pods get DNS and Services from the
 // addons init installs: CoreDNS Ready on both pods; a pod on w1 resolves
 // the API's and a Service's names and reaches the Service's two backends on
 // w2 through its ClusterIP; a NodePort answers from outside the nodes on a
 // node's address; DNS survives the loss of a CoreDNS pod; the Service
 // follows its Deployment through 2 -> 0 -> 2; init run again changes no
-// addon object; diff shows drift. Then it upgrades the cluster to v1.36
-// while probing the Service, and checks that the addons moved to the new
+// addon object; diff shows drift (both run in cp1 with lab exec). Then it
+// upgrades the control plane to v1.36 while probing the Service, and checks that the addons moved to the new
 // pins and reports the Service's longest gap. Last, etcd is destroyed and
 // restored from a snapshot while the Service is probed (restore_test.go).
 func TestAddons(t *testing.T) {
 	// The LabCluster's kubernetesVersion, after the node list.
-	c := startCluster(t, "e2ea", "10.89.9.0/24", "10.247.0.0/16", `
+	c := startMachineCluster(t, "e2ea", "10.89.9.0/24", "10.247.0.0/16", `
 - name: cp1
   role: control-plane
 - name: w1
@@ -113,11 +113,10 @@ kubernetesVersion: v1.35.4
 		t.Errorf("after 2 -> 0 -> 2 the ClusterIP of web was answered by %v, want the new backends %v", got, backends)
 	}
 
-	cp1Config := filepath.Join(c.root, "c", "cp1", "kubeboot.yaml")
-	c.checkInitChangesNoAddon(t, cp1Config)
-	c.checkAddonDiff(t, cp1Config)
-	c.upgradeWhileProbing(t, cp1Config)
-	c.restoreWhileProbing(t, filepath.Join(c.root, "v136.yaml"))
+	c.checkInitChangesNoAddon(t)
+	c.checkAddonDiff(t)
+	c.upgradeWhileProbing(t)
+	c.restoreWhileProbing(t)
 }
 
 // checkAddonImages wants the CoreDNS Deployment and the kube-proxy
@@ -287,14 +286,17 @@ func (c *labCluster) resourceVersions(t *testing.T) map[string]string {
 	return versions
 }
 
+// kubebootOnCP1 is `kubeboot lab exec` of kubeboot with args on cp1.
+func (c *machineCluster) kubebootOnCP1(args ...string) *exec.Cmd {
+	return exec.Command(kubebootBin, append([]string{"lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot"}, args...)...)
+}
+
 // checkInitChangesNoAddon runs init again on cp1 and wants every addon
 // object's resourceVersion unchanged.
-func (c *labCluster) checkInitChangesNoAddon(t *testing.T, config string) {
+func (c *machineCluster) checkInitChangesNoAddon(t *testing.T) {
 	t.Helper()
 	before := c.resourceVersions(t)
-	r := c.inNode(t, "cp1", kubebootBin, "init", "--config", config, "--skip-phases", "kubelet-start",
-		// The lab's kubelet runs from the bin dir, not the PATH.
-		"--ignore-preflight-errors=FileExisting-kubelet")
+	r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "init", "--config", bootstrapunit.ConfigPath)
 	if r.code != 0 {
 		t.Fatalf("init re-run exited %d:\n%s", r.code, r.stderr)
 	}
@@ -313,13 +315,14 @@ func (c *labCluster) checkInitChangesNoAddon(t *testing.T, config string) {
 
 // checkAddonDiff wants diff to show no addon drift, then, after a change
 // to CoreDNS's Corefile, the ConfigMap's drift and exit 1.
-func (c *labCluster) checkAddonDiff(t *testing.T, config string) {
+func (c *machineCluster) checkAddonDiff(t *testing.T) {
 	t.Helper()
-	if r := c.inNode(t, "cp1", kubebootBin, "diff", "--config", config); r.code != 0 {
+	diff := []string{"lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "diff", "--config", bootstrapunit.ConfigPath}
+	if r := runCommand(t, kubebootBin, diff...); r.code != 0 {
 		t.Fatalf("diff on a converged cluster exited %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	c.kubectl(t, "-n", "kube-system", "patch", "configmap", "coredns", "--type=merge", "-p", `{"data":{"Corefile":".:53 {\n    errors\n}\n"}}`)
-	r := c.inNode(t, "cp1", kubebootBin, "diff", "--config", config)
+	r := runCommand(t, kubebootBin, diff...)
 	restored := slices.ContainsFunc(strings.Split(r.stdout, "\n"), func(line string) bool {
 		return strings.HasPrefix(line, "+") && strings.Contains(line, "kubernetes cluster.local")
 	})
@@ -328,33 +331,18 @@ func (c *labCluster) checkAddonDiff(t *testing.T, config string) {
 	}
 }
 
-// upgradeWhileProbing upgrades cp1 to v1.36.3 while getting /hostname from
-// the web Service's ClusterIP on w1 every 100 ms, and wants the addons at
-// the new pins, rolled out, and the Service answering throughout: its
-// longest gap is reported.
-func (c *labCluster) upgradeWhileProbing(t *testing.T, config string) {
+// upgradeWhileProbing moves cp1's file to v1.36.3 and runs upgrade apply
+// there while getting /hostname from the web Service's ClusterIP on w1
+// every 100 ms, and wants the addons at the new pins, rolled out, and the
+// Service answering throughout: its longest gap is reported.
+func (c *machineCluster) upgradeWhileProbing(t *testing.T) {
 	t.Helper()
-	data, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["kubernetesVersion"] = "v1.36.3"
-	target := filepath.Join(c.root, "v136.yaml")
-	data, err = yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(target, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := filepath.Join(c.machine(t, "cp1").Root(), bootstrapunit.ConfigPath)
+	writeFile(t, path, strings.Replace(string(readFile(t, path)), "kubernetesVersion: v1.35.4\n", "kubernetesVersion: v1.36.3\n", 1))
 	clusterIP := c.kubectl(t, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
 	probe := newServiceProbe("/run/netns/kb-"+c.name+"-w1", "http://"+clusterIP+"/hostname")
 	start := time.Now()
-	stderr, err := timedLines(exec.Command("nsenter", "--net=/run/netns/kb-"+c.name+"-cp1", "--", kubebootBin, "upgrade", "apply", "--config", target))
+	stderr, err := timedLines(c.kubebootOnCP1("upgrade", "apply", "--config", bootstrapunit.ConfigPath))
 	took := time.Since(start)
 	probes, failures, gap := probe.stop()
 	if err != nil {

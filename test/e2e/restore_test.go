@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/bootstrapunit"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -25,7 +25,7 @@ import (
 // workers are Ready as the same Nodes with the kubelet credentials they
 // had (they never rejoined), web's pods are the same, and the Service's
 // longest gap is reported.
-func (c *labCluster) restoreWhileProbing(t *testing.T, config string) {
+func (c *machineCluster) restoreWhileProbing(t *testing.T) {
 	t.Helper()
 	c.kubectl(t, "create", "namespace", "dr")
 	for _, name := range []string{"kept", "changed", "deleted"} {
@@ -35,13 +35,10 @@ func (c *labCluster) restoreWhileProbing(t *testing.T, config string) {
 	nodeUIDs := c.nodeUIDs(t)
 	kubeletConfs := map[string]string{}
 	for _, w := range []string{"w1", "w2"} {
-		kubeletConfs[w] = string(readFile(t, filepath.Join(c.root, "c", w, "kubelet.conf")))
+		kubeletConfs[w] = string(readFile(t, filepath.Join(c.machine(t, w).Root(), "etc/kubernetes/kubelet.conf")))
 	}
 
-	cp1 := func(args ...string) *exec.Cmd {
-		return exec.Command("nsenter", append([]string{"--net=/run/netns/kb-" + c.name + "-cp1", "--", kubebootBin}, args...)...)
-	}
-	out, err := cp1("etcd", "snapshot", "save", "--config", config, "-o", "json").Output()
+	out, err := c.kubebootOnCP1("etcd", "snapshot", "save", "--config", bootstrapunit.ConfigPath, "-o", "json").Output()
 	_, res, perr := parseJSONOutput(string(out))
 	if err != nil || perr != nil || res.Snapshot == nil {
 		t.Fatalf("etcd snapshot save on cp1: %v, %v:\n%s", err, perr, out)
@@ -56,7 +53,7 @@ func (c *labCluster) restoreWhileProbing(t *testing.T, config string) {
 	c.destroyEtcd(t)
 	probe := newServiceProbe("/run/netns/kb-"+c.name+"-w1", "http://"+clusterIP+"/hostname")
 	start := time.Now()
-	stderr, err := timedLines(cp1("etcd", "restore", "--snapshot", snapshot, "--config", config))
+	stderr, err := timedLines(c.kubebootOnCP1("etcd", "restore", "--snapshot", snapshot, "--config", bootstrapunit.ConfigPath))
 	took := time.Since(start)
 	probes, failures, gap := probe.stop()
 	if err != nil {
@@ -83,7 +80,7 @@ func (c *labCluster) restoreWhileProbing(t *testing.T, config string) {
 		t.Errorf("Nodes after the restore %v, want the same Nodes %v: no worker rejoined", got, nodeUIDs)
 	}
 	for w, before := range kubeletConfs {
-		if now := string(readFile(t, filepath.Join(c.root, "c", w, "kubelet.conf"))); now != before {
+		if now := string(readFile(t, filepath.Join(c.machine(t, w).Root(), "etc/kubernetes/kubelet.conf"))); now != before {
 			t.Errorf("%s's kubelet.conf changed during the restore", w)
 		}
 	}
@@ -98,23 +95,21 @@ func (c *labCluster) restoreWhileProbing(t *testing.T, config string) {
 // destroyEtcd stops cp1's etcd (its manifest moved out), overwrites its
 // database with zeros and puts the manifest back: etcd cannot start again,
 // and the API server has no storage.
-func (c *labCluster) destroyEtcd(t *testing.T) {
+func (c *machineCluster) destroyEtcd(t *testing.T) {
 	t.Helper()
-	dir := filepath.Join(c.root, "c", "cp1")
-	manifest := filepath.Join(dir, "manifests", "etcd.yaml")
+	root := c.machine(t, "cp1").Root()
+	manifest := filepath.Join(root, "etc/kubernetes/manifests/etcd.yaml")
 	parked := filepath.Join(c.root, "etcd.yaml.parked")
 	if err := os.Rename(manifest, parked); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "cp1's etcd stopped", func() error {
-		for _, p := range processesUnder(dir) {
-			if filepath.Base(p.argv[0]) == "etcd" {
-				return fmt.Errorf("etcd runs as pid %d", p.pid)
-			}
+		if r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--", "pgrep", "-x", "etcd"); r.code == 0 {
+			return fmt.Errorf("etcd runs as pid %s", strings.TrimSpace(r.stdout))
 		}
 		return nil
 	})
-	db := filepath.Join(dir, "etcd", "member", "snap", "db")
+	db := filepath.Join(root, "var/lib/etcd/member/snap/db")
 	st, err := os.Stat(db)
 	if err != nil {
 		t.Fatal(err)
