@@ -1,6 +1,9 @@
 package lab
 
-import "strings"
+import (
+	"io"
+	"strings"
+)
 
 // NftFilesOf are the files kube-proxy's image would hold for the nft at
 // path.
@@ -18,4 +21,9 @@ func (l MachineLab) NodeFiles(caHash string) (kubeboot, kubeadm []string, err er
 		kubeadm = append(kubeadm, strings.ReplaceAll(string(f.kubeadm), caHashPlaceholder, caHash))
 	}
 	return kubeboot, kubeadm, err
+}
+
+// ForwardEvents is forwardEvents.
+func ForwardEvents(r io.Reader, node string, events chan<- Event, converged chan<- struct{}) {
+	forwardEvents(r, node, events, converged)
 }

@@ -88,3 +88,47 @@ func TestMachineLabMachine(t *testing.T) {
 		t.Errorf("w2: %v", err)
 	}
 }
+
+// TestForwardEvents: a bootstrap unit's journal becomes the node's events,
+// the lines that are no events (systemd's own, a failed attempt's result)
+// are left out, and only a result that says the run succeeded ends it.
+func TestForwardEvents(t *testing.T) {
+	journal := strings.Join([]string{
+		`Starting kubeboot-bootstrap.service - kubeboot: bring this node up from /etc/kubeboot/node.yaml...`,
+		`{"level":"info","msg":"all checks passed","phase":"preflight","time":"2026-11-27T07:21:00Z"}`,
+		`{"level":"warning","msg":"attempt 1 failed (exit code 1): boom; retrying in 10s","phase":"","time":"2026-11-27T07:21:01Z"}`,
+		`{"result":{"ok":false,"exitCode":1}}`,
+		`{"level":"info","msg":"Node w1 is Ready","phase":"kubelet-wait-bootstrap","time":"2026-11-27T07:21:20Z"}`,
+		`{"result":{"ok":true,"exitCode":0}}`,
+		`{"level":"info","msg":"after the result","phase":"late","time":"2026-11-27T07:21:21Z"}`,
+	}, "\n") + "\n"
+	events := make(chan lab.Event, 10)
+	converged := make(chan struct{})
+	lab.ForwardEvents(strings.NewReader(journal), "w1", events, converged)
+	close(events)
+	var got []string
+	for e := range events {
+		got = append(got, e.Node+" "+e.Phase+" "+e.Level+" "+e.Msg)
+	}
+	want := []string{
+		"w1 preflight info all checks passed",
+		"w1  warning attempt 1 failed (exit code 1): boom; retrying in 10s",
+		"w1 kubelet-wait-bootstrap info Node w1 is Ready",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	select {
+	case <-converged:
+	default:
+		t.Error("the successful result did not end the following")
+	}
+
+	unfinished := make(chan struct{})
+	lab.ForwardEvents(strings.NewReader(`{"result":{"ok":false,"exitCode":2}}`+"\n"), "w1", make(chan lab.Event, 1), unfinished)
+	select {
+	case <-unfinished:
+		t.Error("a failed result counted as converged")
+	default:
+	}
+}
