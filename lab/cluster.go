@@ -141,8 +141,6 @@ func (c *Cluster) validate() error {
 			bad(field+".init", "only the first node inits the cluster: remove init")
 		case n.Init != "" && n.Init != JoinKubeboot && n.Init != JoinKubeadm:
 			bad(field+".init", "%q: want %s or %s", n.Init, JoinKubeboot, JoinKubeadm)
-		case n.Init == JoinKubeadm && c.Machines:
-			bad(field+".init", "kubeadm does not init a lab of machines yet: remove init, or machines")
 		case n.Init == JoinKubeadm && len(c.Nodes) > 1:
 			bad(field+".init", "a cluster that kubeadm inits is that one node (kubeboot's token and bundle do not join it): remove the other nodes, or init with kubeboot")
 		case n.Role == RoleControlPlane && n.Join != "":

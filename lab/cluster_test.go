@@ -39,7 +39,6 @@ func TestLoadClusterErrors(t *testing.T) {
 		{"version", header + "kubernetesVersion: 1.35\nnodes: [{name: a, role: control-plane}]\n", `kubernetesVersion: "1.35": want a release like v1.35.4`},
 		{"init", header + "nodes: [{name: a, role: control-plane, init: kubeadmin}]\n", `nodes[0].init: "kubeadmin": want kubeboot or kubeadm`},
 		{"init of a second node", header + "nodes: [{name: a, role: control-plane}, {name: b, role: control-plane, init: kubeadm}]\n", "nodes[1].init: only the first node inits the cluster"},
-		{"kubeadm init of machines", header + "machines: true\nnodes: [{name: a, role: control-plane, init: kubeadm}]\n", "nodes[0].init: kubeadm does not init a lab of machines yet"},
 		{"kubeadm init with workers", header + "nodes: [{name: a, role: control-plane, init: kubeadm}, {name: w, role: worker}]\n", "nodes[0].init: a cluster that kubeadm inits is that one node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/bootstraptoken"
 	"github.com/kubeboot/kubeboot/bootstrapunit"
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/kubeadmcerts"
 	"github.com/kubeboot/kubeboot/machine"
 	"github.com/kubeboot/kubeboot/pki"
@@ -188,7 +190,9 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 // nodeFile is what a node is given before its first boot.
 type nodeFile struct {
 	// kubeboot is its file at bootstrapunit.ConfigPath; kubeadm, for a
-	// worker that the real kubeadm joins, the JoinConfiguration it runs.
+	// node that the real kubeadm brings up, kubeadm's configuration at
+	// kubeadmConfig instead (a first node's kubeboot file then only names
+	// the images).
 	kubeboot, kubeadm []byte
 }
 
@@ -233,20 +237,18 @@ func (l MachineLab) nodeFiles() ([]nodeFile, error) {
 				doc["kind"] = "JoinConfiguration"
 				doc["join"] = map[string]any{"certificateKey": certKey, "discovery": discovery}
 			}
+			if n.Init == JoinKubeadm {
+				if files[i].kubeadm, err = l.kubeadmInit(token.Value()); err != nil {
+					return nil, err
+				}
+			}
 		case n.Join == JoinKubeadm:
 			kubeadm, err := yaml.Marshal(map[string]any{
 				"apiVersion": "kubeadm.k8s.io/v1beta4",
 				"kind":       "JoinConfiguration",
 				"discovery": map[string]any{"bootstrapToken": map[string]any{
 					"apiServerEndpoint": endpoint, "token": token.Value(), "caCertHashes": []string{caHashPlaceholder}}},
-				"nodeRegistration": map[string]any{
-					"name": n.Name,
-					// This host's cgroups are v1 and it may have swap
-					// (the cluster's kubelet-config accepts both), and a
-					// node's network namespace has no bridge netfilter
-					// setting of its own.
-					"ignorePreflightErrors": []string{"SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"},
-				},
+				"nodeRegistration": map[string]any{"name": n.Name, "ignorePreflightErrors": kubeadmIgnored},
 			})
 			if err != nil {
 				return nil, err
@@ -269,6 +271,60 @@ func (l MachineLab) nodeFiles() ([]nodeFile, error) {
 	return files, nil
 }
 
+// kubeadmIgnored are the preflight checks kubeadm fails on a lab machine:
+// this host's cgroups are v1 and it may have swap (the kubelet's
+// configuration accepts both), and a node's network namespace has no
+// bridge netfilter setting of its own.
+var kubeadmIgnored = []string{"SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"}
+
+// kubeadmInit is the configuration of the real `kubeadm init` on the
+// lab's first node, the same cluster as its kubeboot file's: kubeadm's
+// InitConfiguration, ClusterConfiguration, KubeletConfiguration and
+// KubeProxyConfiguration. The keys are ECDSA P-256, kubeboot's default;
+// kube-proxy runs in nftables mode, whose nft the lab's image holds.
+func (l MachineLab) kubeadmInit(token string) ([]byte, error) {
+	c := l.Cluster
+	version := c.KubernetesVersion
+	if version == "" {
+		version = config.DefaultKubernetesVersion
+	}
+	registration := map[string]any{"name": c.Nodes[0].Name, "ignorePreflightErrors": kubeadmIgnored}
+	if !c.hasWorkers() {
+		registration["taints"] = []string{}
+	}
+	kubelet := map[string]any{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
+	maps.Copy(kubelet, machineKubelet)
+	proxy := map[string]any{"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration", "mode": "nftables"}
+	maps.Copy(proxy, labKubeProxy)
+	docs := []map[string]any{{
+		"apiVersion":       "kubeadm.k8s.io/v1beta4",
+		"kind":             "InitConfiguration",
+		"bootstrapTokens":  []any{map[string]any{"token": token}},
+		"localAPIEndpoint": map[string]any{"advertiseAddress": c.Address(0).String(), "bindPort": apiServerPort},
+		"nodeRegistration": registration,
+	}, {
+		"apiVersion":           "kubeadm.k8s.io/v1beta4",
+		"kind":                 "ClusterConfiguration",
+		"clusterName":          c.Name,
+		"kubernetesVersion":    version,
+		"controlPlaneEndpoint": c.Endpoint().String(),
+		"encryptionAlgorithm":  "ECDSA-P256",
+		"networking":           map[string]any{"podSubnet": c.PodSubnet},
+	}, kubelet, proxy}
+	var out []byte
+	for i, d := range docs {
+		data, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, data...)
+	}
+	return out, nil
+}
+
 // caHashPlaceholder stands for the CA's hash in the node files until the
 // CA is made.
 const caHashPlaceholder = "sha256:ca-hash-to-come"
@@ -289,6 +345,10 @@ func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
 		return err
 	}
 	first := l.machine(0)
+	if files[0].kubeadm != nil {
+		// kubeadm makes the CA; such a lab is that one node.
+		return installFile(first, nodeFile{kubeadm: files[0].kubeadm}, "")
+	}
 	if err := InstallNode(first, files[0].kubeboot); err != nil {
 		return err
 	}
@@ -305,16 +365,16 @@ func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
 		return err
 	}
 	for i := 1; i < len(c.Nodes); i++ {
-		if err := installWithHash(l.machine(i), files[i], hash); err != nil {
+		if err := installFile(l.machine(i), files[i], hash); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// installWithHash installs a node other than the first, its file pinning
-// the CA of hash.
-func installWithHash(m machine.Machine, f nodeFile, hash string) error {
+// installFile installs a node with its file, kubeboot's or kubeadm's,
+// pinning the CA of hash.
+func installFile(m machine.Machine, f nodeFile, hash string) error {
 	pin := func(file []byte) []byte { return []byte(strings.ReplaceAll(string(file), caHashPlaceholder, hash)) }
 	if f.kubeadm == nil {
 		if err := InstallNode(m, pin(f.kubeboot)); err != nil {
@@ -325,16 +385,15 @@ func installWithHash(m machine.Machine, f nodeFile, hash string) error {
 	if err := InstallNode(m, nil); err != nil {
 		return fmt.Errorf("node %s: %w", m.Name, err)
 	}
-	path := filepath.Join(m.Root(), kubeadmJoinConfig)
+	path := filepath.Join(m.Root(), kubeadmConfig)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(path, pin(f.kubeadm), 0o600)
 }
 
-// kubeadmJoinConfig is where a kubeadm worker's JoinConfiguration lies on
-// its disk.
-const kubeadmJoinConfig = "etc/kubernetes/kubeadm-join.yaml"
+// kubeadmConfig is where a kubeadm node's configuration lies on its disk.
+const kubeadmConfig = "etc/kubernetes/kubeadm.yaml"
 
 // installKubelet makes the layer of the kubelet of the cluster's release
 // when the bin dir has it apart, in v<major>.<minor>/ (the nodes are
@@ -416,14 +475,17 @@ func (l MachineLab) waitNodes(ctx context.Context, files []nodeFile, start time.
 		nodes[i] = ResultNode{Name: n.Name, Role: n.Role, Join: n.Join, Address: c.Address(i).String()}
 		m := l.machine(i)
 		wg.Go(func() {
-			if files[i].kubeadm != nil {
+			switch {
+			case i == 0 && files[i].kubeadm != nil:
+				errs[i] = runKubeadm(ctx, m, "init")
+			case files[i].kubeadm != nil:
 				select {
 				case <-firstUp:
-					errs[i] = kubeadmJoin(ctx, m)
+					errs[i] = runKubeadm(ctx, m, "join")
 				case <-ctx.Done():
 					errs[i] = ctx.Err()
 				}
-			} else {
+			default:
 				errs[i] = followBootstrap(ctx, m, events)
 			}
 			if i == 0 && errs[i] == nil {
@@ -515,18 +577,19 @@ func forwardEvents(r io.Reader, node string, events chan<- Event, converged chan
 	}
 }
 
-// kubeadmJoin runs the real `kubeadm join` in the machine with its
-// JoinConfiguration, once its containerd runs, as an operator would.
-func kubeadmJoin(ctx context.Context, m machine.Machine) error {
+// runKubeadm runs the real `kubeadm init` or `kubeadm join` in the
+// machine with its configuration, once its containerd runs with the lab's
+// images loaded, as an operator would.
+func runKubeadm(ctx context.Context, m machine.Machine, verb string) error {
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd")
-		return strings.TrimSpace(string(out)) == "active", nil
+		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd", "kubeboot-lab-images")
+		return strings.TrimSpace(string(out)) == "active\nactive", nil
 	})
 	if err != nil {
-		return fmt.Errorf("containerd never became active: %w", err)
+		return fmt.Errorf("containerd with the lab's images never became active: %w", err)
 	}
-	if out, err := m.Output(ctx, "kubeadm", "join", "--config", "/"+kubeadmJoinConfig); err != nil {
-		return fmt.Errorf("kubeadm join: %w: %s", err, lastLines(string(out), 20))
+	if out, err := m.Output(ctx, "kubeadm", verb, "--config", "/"+kubeadmConfig); err != nil {
+		return fmt.Errorf("kubeadm %s: %w: %s", verb, err, lastLines(string(out), 20))
 	}
 	return nil
 }

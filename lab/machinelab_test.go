@@ -132,3 +132,25 @@ func TestForwardEvents(t *testing.T) {
 	default:
 	}
 }
+
+// TestMachineLabKubeadmInit: a lab whose one node the real kubeadm inits
+// gives it kubeadm's configuration of the same cluster, untainted, with
+// kube-proxy in nftables mode, and no file of kubeboot's to run.
+func TestMachineLabKubeadmInit(t *testing.T) {
+	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nmachines: true\n"+
+		"nodes: [{name: cp1, role: control-plane, init: kubeadm}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, kubeadm, err := lab.MachineLab{Cluster: c}.NodeFiles("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind: InitConfiguration", "advertiseAddress: 10.89.0.10", "taints: []", "kind: ClusterConfiguration",
+		"kubernetesVersion: " + config.DefaultKubernetesVersion, "encryptionAlgorithm: ECDSA-P256", "podSubnet: 10.245.0.0/16",
+		"kind: KubeletConfiguration", "failCgroupV1: false", "kind: KubeProxyConfiguration", "mode: nftables", "maxPerCore: 0"} {
+		if !strings.Contains(kubeadm[0], want) {
+			t.Errorf("kubeadm's configuration lacks %q:\n%s", want, kubeadm[0])
+		}
+	}
+}
