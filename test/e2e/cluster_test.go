@@ -83,7 +83,8 @@ func checkPodNetwork(t *testing.T, c *machineCluster) {
 }
 
 // readyNodes waits until the cluster has count Nodes, all Ready, and
-// returns them by name; a Node that is not Ready says why.
+// returns them by name; a Node that is not Ready says why (and a failed
+// test logs each machine's journal).
 func (c *labCluster) readyNodes(t *testing.T, count int) map[string]corev1.Node {
 	t.Helper()
 	nodes := map[string]corev1.Node{}
@@ -95,8 +96,7 @@ func (c *labCluster) readyNodes(t *testing.T, count int) map[string]corev1.Node 
 		for _, n := range list.Items {
 			nodes[n.Name] = n
 			if !nodeReady(n) {
-				return fmt.Errorf("node %s not Ready: %s (kubelet log: %s)", n.Name, readyMessage(n),
-					tailString(string(readFileIfAny(filepath.Join(c.root, "c", n.Name, "lab", "kubelet.log"))), 15))
+				return fmt.Errorf("node %s not Ready: %s", n.Name, readyMessage(n))
 			}
 		}
 		if len(list.Items) != count {
@@ -301,10 +301,4 @@ func (c *labCluster) checkGone(t *testing.T, before netState) {
 	if !t.Failed() {
 		_ = os.RemoveAll(c.root)
 	}
-}
-
-// inNode runs a binary in a lab node's network namespace.
-func (c *labCluster) inNode(t *testing.T, node, bin string, args ...string) result {
-	t.Helper()
-	return runCommand(t, "nsenter", append([]string{"--net=/run/netns/kb-" + c.name + "-" + node, "--", bin}, args...)...)
 }

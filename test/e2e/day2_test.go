@@ -5,7 +5,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -27,8 +26,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/bootstrapunit"
 	"github.com/kubeboot/kubeboot/day2"
-	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/machine"
 )
 
 // TestDay2 runs the day-2 commands against one live lab node: diff on a
@@ -503,39 +503,41 @@ func (n *node) serverVersion(t *testing.T) string {
 	return v.GitVersion
 }
 
-// TestUpgradeKubeadmView brings a lab of one control-plane node up at
-// v1.35.4, upgrades it to v1.36.3 with `upgrade apply` (the new
-// configuration also raises the cluster's kubelet maxPods), and checks
-// that the cluster's view stock kubeadm reads moved with it, as kubeadm's
-// own upgrade apply leaves it: kube-system/kubeadm-config names v1.36.3
-// and kubelet-config holds the new KubeletConfiguration; the real
+// TestUpgradeKubeadmView brings a lab of two machines up at v1.35.4 (a
+// control-plane node and a worker that the real `kubeadm join` joined),
+// upgrades the control plane to v1.36.3 with `upgrade apply` in cp1 (its
+// file's new configuration also raises the cluster's kubelet maxPods), and
+// checks that the cluster's view stock kubeadm reads moved with it, as
+// kubeadm's own upgrade apply leaves it: kube-system/kubeadm-config names
+// v1.36.3 and kubelet-config holds the new KubeletConfiguration; the real
 // `kubeadm upgrade plan` on the upgraded node reads v1.36.3 from the
-// cluster; and a worker that joins afterwards with the real `kubeadm join`
-// v1.36.3 becomes Ready with the uploaded kubelet configuration.
+// cluster; and the worker, reset with `kubeadm reset` and given the
+// kubelet v1.36.3, joins again with `kubeadm join` v1.36.3 and becomes
+// Ready with the uploaded kubelet configuration.
 func TestUpgradeKubeadmView(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
 		t.Fatalf("no v1.35 binaries in %s/v1.35 (`make binaries` builds them): %v", binDir, err)
 	}
-	// The LabCluster's kubernetesVersion, after the node list.
-	c := startCluster(t, "e2eu", "10.89.11.0/24", "10.249.0.0/16", "\n- name: cp1\n  role: control-plane\nkubernetesVersion: v1.35.4\n")
+	c := startMachineCluster(t, "e2eu", "10.89.11.0/24", "10.249.0.0/16",
+		"\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker, join: kubeadm}\nkubernetesVersion: v1.35.4\n")
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
 	if r.code != 0 {
-		t.Fatalf("lab up --cluster at v1.35.4 exited %d:\n%s", r.code, r.stderr)
+		t.Fatalf("lab up --cluster at v1.35.4 exited %d:\n%s", r.code, tailString(r.stderr, 40))
 	}
-	t.Logf("TIMING: lab up --cluster (one control-plane node at v1.35.4): %s", r.took.Round(time.Millisecond))
-	if got := kubeadmConfigVersion(t, c); got != "v1.35.4" {
+	t.Logf("TIMING: lab up --cluster (a control-plane node and a kubeadm worker at v1.35.4): %s", r.took.Round(time.Millisecond))
+	if got := kubeadmConfigVersion(t, c.labCluster); got != "v1.35.4" {
 		t.Fatalf("before the upgrade kubeadm-config names kubernetesVersion %q, want v1.35.4", got)
 	}
 
-	target := writeUpgradeConfig(t, c, "cp1", 120)
-	r = c.inNode(t, "cp1", kubebootBin, "upgrade", "apply", "--config", target)
+	moveToV136(t, c.machine(t, "cp1"), 120)
+	r = runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "upgrade", "apply", "--config", bootstrapunit.ConfigPath)
 	if r.code != 0 {
 		t.Fatalf("upgrade apply to v1.36.3 exited %d:\n%s", r.code, r.stderr)
 	}
 	t.Logf("TIMING: upgrade apply v1.35.4 -> v1.36.3 on a lab cluster: %s", r.took.Round(time.Millisecond))
 
 	t.Run("kubeadm-config and kubelet-config describe v1.36.3", func(t *testing.T) {
-		if got := kubeadmConfigVersion(t, c); got != "v1.36.3" {
+		if got := kubeadmConfigVersion(t, c.labCluster); got != "v1.36.3" {
 			t.Errorf("after the upgrade kubeadm-config names kubernetesVersion %q, want v1.36.3", got)
 		}
 		var kubelet struct {
@@ -546,18 +548,46 @@ func TestUpgradeKubeadmView(t *testing.T) {
 			t.Errorf("after the upgrade kubelet-config is not the new configuration's (maxPods 120): %v\n%s", err, data)
 		}
 	})
-	t.Run("kubeadm upgrade plan reads v1.36.3", func(t *testing.T) { checkKubeadmUpgradePlan(t, c, "cp1") })
-	t.Run("a kubeadm worker joins after the upgrade", func(t *testing.T) {
-		addKubeadmWorker(t, c, "w1")
+	t.Run("kubeadm upgrade plan reads v1.36.3", func(t *testing.T) {
+		// The version is given, so that kubeadm asks no server online.
+		r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--",
+			"kubeadm", "upgrade", "plan", "v1.36.3", "--print-config", "--kubeconfig", "/etc/kubernetes/admin.conf")
+		out := r.stdout + r.stderr
+		if r.code != 0 {
+			t.Fatalf("kubeadm upgrade plan exited %d:\n%s", r.code, out)
+		}
+		for _, want := range []string{"[upgrade/config] Configuration used:", "kubernetesVersion: v1.36.3", "[upgrade/versions] Cluster version: 1.36.3"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubeadm upgrade plan's output lacks %q:\n%s", want, out)
+			}
+		}
+		for _, bad := range []string{"v1.35.4", "Error reading configuration from the Cluster"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("kubeadm upgrade plan's output has %q:\n%s", bad, out)
+			}
+		}
+	})
+	t.Run("a kubeadm worker joins again after the upgrade", func(t *testing.T) {
+		w1 := c.machine(t, "w1")
+		c.exec(t, "w1", "kubeadm", "reset", "--force")
+		c.kubectl(t, "delete", "node", "w1")
+		installKubelet(t, w1)
+		fields := strings.Fields(c.exec(t, "cp1", "kubeboot", "token", "create", "--config", bootstrapunit.ConfigPath, "--print-join-command"))
+		k, h := slices.Index(fields, "--token"), slices.Index(fields, "--discovery-token-ca-cert-hash")
+		if k < 0 || h < 0 || k+1 >= len(fields) || h+1 >= len(fields) {
+			t.Fatalf("token create printed no join command: %q", fields)
+		}
+		join := c.exec(t, "w1", "kubeadm", "join", c.lab.Cluster.Endpoint().String(), "--token", fields[k+1], "--discovery-token-ca-cert-hash", fields[h+1],
+			"--node-name", "w1", "--ignore-preflight-errors", "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables")
+		if !strings.Contains(join, "This node has joined the cluster") {
+			t.Errorf("kubeadm join does not say the node joined:\n%s", tailString(join, 20))
+		}
 		node := c.readyNodes(t, 2)["w1"]
 		if v := node.Status.NodeInfo.KubeletVersion; v != "v1.36.3" {
 			t.Errorf("w1's kubelet is %s, want v1.36.3", v)
 		}
 		if pods := node.Status.Capacity.Pods(); pods.Value() != 120 {
 			t.Errorf("w1 has room for %s pods, want the uploaded kubelet configuration's maxPods 120", pods)
-		}
-		if log := readFileIfAny(filepath.Join(c.root, "c", "w1", "lab", "kubeadm-join.log")); !bytes.Contains(log, []byte("This node has joined the cluster")) {
-			t.Errorf("kubeadm join's log does not say the node joined:\n%s", tailString(string(log), 20))
 		}
 	})
 }
@@ -576,126 +606,25 @@ func kubeadmConfigVersion(t *testing.T, c *labCluster) string {
 	return cc.KubernetesVersion
 }
 
-// writeUpgradeConfig writes the node's configuration at v1.36.3, with the
-// cluster's kubelet maxPods, next to the one lab up wrote, and returns its
-// path.
-func writeUpgradeConfig(t *testing.T, c *labCluster, node string, maxPods int) string {
+// moveToV136 moves the machine's file to v1.36.3, with the cluster's
+// kubelet maxPods.
+func moveToV136(t *testing.T, m machine.Machine, maxPods int) {
 	t.Helper()
-	dir := filepath.Join(c.root, "c", node)
+	path := filepath.Join(m.Root(), bootstrapunit.ConfigPath)
 	var cfg map[string]any
-	if err := yaml.Unmarshal(readFile(t, filepath.Join(dir, "kubeboot.yaml")), &cfg); err != nil {
+	if err := yaml.Unmarshal(readFile(t, path), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	cfg["kubernetesVersion"] = "v1.36.3"
 	kubelet, _ := cfg["kubelet"].(map[string]any)
 	extra, _ := kubelet["extraConfig"].(map[string]any)
 	if extra == nil {
-		t.Fatalf("%s's configuration has no kubelet.extraConfig: %v", node, cfg)
+		t.Fatalf("%s's configuration has no kubelet.extraConfig: %v", m.Name, cfg)
 	}
 	extra["maxPods"] = maxPods
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "v136.yaml")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// checkKubeadmUpgradePlan runs the real `kubeadm upgrade plan` on a
-// control-plane node, as checkKubeadmCommands does (a mount namespace
-// where /etc/kubernetes is the node's directory, over an overlay of /etc),
-// with --print-config, which prints the ClusterConfiguration kubeadm read
-// from kubeadm-config: its kubernetesVersion must be v1.36.3, as must the
-// cluster version, which kubeadm reads from the API server pods.
-func checkKubeadmUpgradePlan(t *testing.T, c *labCluster, node string) {
-	t.Helper()
-	overlay := filepath.Join(c.root, "kubeadm-plan-etc")
-	for _, d := range []string{"upper", "work"} {
-		if err := os.MkdirAll(filepath.Join(overlay, d), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The version is given, so that kubeadm asks no server online.
-	script := fmt.Sprintf(`set -e
-mount -t overlay overlay -o lowerdir=/etc,upperdir=%[1]s/upper,workdir=%[1]s/work /etc
-mkdir -p /etc/kubernetes
-mount --bind %[2]s /etc/kubernetes
-PATH=%[4]s:$PATH %[3]s upgrade plan v1.36.3 --print-config --kubeconfig /etc/kubernetes/admin.conf
-`, overlay, filepath.Join(c.root, "c", node), filepath.Join(binDir, "kubeadm"), binDir)
-	r := c.inNode(t, node, "unshare", "--mount", "--propagation", "private", "sh", "-c", script)
-	out := r.stdout + r.stderr
-	if r.code != 0 {
-		t.Fatalf("kubeadm upgrade plan exited %d:\n%s", r.code, out)
-	}
-	for _, want := range []string{"[upgrade/config] Configuration used:", "kubernetesVersion: v1.36.3", "[upgrade/versions] Cluster version: 1.36.3"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("kubeadm upgrade plan's output lacks %q:\n%s", want, out)
-		}
-	}
-	for _, bad := range []string{"v1.35.4", "Error reading configuration from the Cluster"} {
-		if strings.Contains(out, bad) {
-			t.Errorf("kubeadm upgrade plan's output has %q:\n%s", bad, out)
-		}
-	}
-}
-
-// addKubeadmWorker adds a worker to a running lab and joins it with the
-// real `kubeadm join`, as `lab up --cluster` joins a `join: kubeadm`
-// worker, but later: the node enters the lab's description (so that lab
-// down takes it down too), gets its network namespace on the lab's bridge
-// (as lab.Cluster.SetUpNetwork makes one), a bootstrap token of the first
-// node's and its discovery file, its WorkerConfiguration, and runs lab up
-// with --kubeadm-join in a mount namespace of its own.
-func addKubeadmWorker(t *testing.T, c *labCluster, name string) {
-	t.Helper()
-	cl, err := lab.LoadCluster(c.desc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl.Nodes = append(cl.Nodes, lab.ClusterNode{Name: name, Role: lab.RoleWorker, Join: lab.JoinKubeadm})
-	desc, err := yaml.Marshal(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(c.desc, desc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if cl, err = lab.LoadCluster(c.desc); err != nil {
-		t.Fatal(err)
-	}
-	i := len(cl.Nodes) - 1
-	if err := cl.SetUpNode(context.Background(), i); err != nil {
-		t.Fatal(err)
-	}
-
-	first := cl.Nodes[0].Name
-	discoveryFile := filepath.Join(cl.Dir, name+"-discovery.conf")
-	r := c.inNode(t, first, kubebootBin, "token", "create", "--config", cl.NodeConfigPath(first), "--print-join-command", "--discovery-file", discoveryFile)
-	if r.code != 0 {
-		t.Fatalf("token create: exit %d: %s", r.code, r.stderr)
-	}
-	fields := strings.Fields(r.stdout)
-	k, h := slices.Index(fields, "--token"), slices.Index(fields, "--discovery-token-ca-cert-hash")
-	if k < 0 || h < 0 || k+1 >= len(fields) || h+1 >= len(fields) {
-		t.Fatalf("token create printed no join command: %q", r.stdout)
-	}
-	cfg, err := cl.WorkerConfig(i, lab.Discovery{Token: fields[k+1], CAHash: fields[h+1]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(cl.NodeDir(name), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cl.NodeConfigPath(name), cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r = c.inNode(t, name, "unshare", "--mount", "--propagation", "private", "--", kubebootBin,
-		"lab", "up", "--config", cl.NodeConfigPath(name), "--bin-dir", binDir, "--kubeadm-join", discoveryFile)
-	if r.code != 0 {
-		t.Fatalf("lab up of %s with kubeadm join exited %d:\n%s", name, r.code, r.stderr)
-	}
-	t.Logf("TIMING: lab up of %s with the real kubeadm join, after the upgrade: %s", name, r.took.Round(time.Millisecond))
+	writeFile(t, path, string(data))
 }

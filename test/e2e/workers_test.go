@@ -286,12 +286,6 @@ func checkKubeadmCommands(t *testing.T, c *machineCluster) {
 	}
 }
 
-// readFileIfAny is the file's content, or nothing.
-func readFileIfAny(path string) []byte {
-	data, _ := os.ReadFile(path)
-	return data
-}
-
 // readyMessage is the message of the Node's Ready condition.
 func readyMessage(n corev1.Node) string {
 	for _, c := range n.Status.Conditions {
