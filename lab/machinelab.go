@@ -140,6 +140,11 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 	say := func(format string, args ...any) {
 		events <- Event{Phase: "lab", Level: "info", Msg: fmt.Sprintf(format, args...)}
 	}
+	for i := range c.Nodes {
+		if m := l.machine(i); exists(m.Dir) {
+			return res, fmt.Errorf("%s: node %s's disk %s exists: a lab of this description was not brought down; run `kubeboot lab down --cluster %s` first", c.source, m.Name, m.Dir, c.source)
+		}
+	}
 	if err := c.SetUpNetwork(ctx); err != nil {
 		return res, err
 	}
@@ -685,6 +690,12 @@ func (l MachineLab) Down(ctx context.Context) error {
 		return err
 	}
 	return os.RemoveAll(c.Dir)
+}
+
+// exists says whether path exists.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // lastLines is the last n lines of s.

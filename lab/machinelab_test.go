@@ -154,3 +154,30 @@ func TestMachineLabKubeadmInit(t *testing.T) {
 		}
 	}
 }
+
+// TestMachineLabUpRefusesALabNotBroughtDown: a node's disk left by an
+// earlier lab of the description is refused, naming the fix, before
+// anything is set up.
+func TestMachineLabUpRefusesALabNotBroughtDown(t *testing.T) {
+	dir := t.TempDir()
+	desc := writeDescription(t, strings.Replace(header, "/tmp/kb-lab", dir, 1)+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nmachines: true\n"+
+		"nodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}]\n")
+	c, err := lab.LoadCluster(desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "w1", "root"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan lab.Event, 10)
+	_, err = lab.MachineLab{Cluster: c}.Up(t.Context(), events)
+	if err == nil || !strings.Contains(err.Error(), "node w1's disk "+filepath.Join(dir, "w1")+" exists") || !strings.Contains(err.Error(), "kubeboot lab down --cluster "+desc) {
+		t.Errorf("lab up over a lab not brought down: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("lab up wrote into %s: %v", dir, entries)
+	}
+	if _, open := <-events; open {
+		t.Error("lab up reported progress, or left its events open")
+	}
+}
