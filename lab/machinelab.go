@@ -129,12 +129,11 @@ func (l MachineLab) machine(i int) machine.Machine {
 // Up brings the lab up: the network, the load balancer (the host's way
 // in, on a free port of its loopback), the nodes' packages and images,
 // every node's disk, then all of them booted at once. It sends each
-// node's progress to events, which it closes when it returns, and waits
-// until every node is up, the pod networks are routed and the addons are
-// rolled out. A failure leaves what was started for `lab down` (and the
+// node's progress to events, which the caller closes once Up returned,
+// and waits until every node is up, the pod networks are routed and the
+// addons are rolled out. A failure leaves what was started for `lab down` (and the
 // nodes' journals) to deal with.
 func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error) {
-	defer close(events)
 	c := l.Cluster
 	var res Result
 	say := func(format string, args ...any) {

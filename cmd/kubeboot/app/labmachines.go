@@ -41,7 +41,10 @@ func machinesUp(ctx context.Context, l lab.MachineLab, report *output.Reporter) 
 	events := make(chan lab.Event)
 	var res lab.Result
 	var err error
-	go func() { res, err = l.Up(ctx, events) }()
+	go func() {
+		res, err = l.Up(ctx, events)
+		close(events)
+	}()
 	for e := range events {
 		phase := e.Phase
 		if e.Node != "" {
