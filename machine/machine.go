@@ -46,6 +46,10 @@ type Machine struct {
 	// Binds are host paths bound read-only into the machine, as
 	// "host:inside" or a path bound at the same place.
 	Binds []string
+	// Shared are host directories bound read-write at the same path
+	// inside: what the machine writes there, the host sees at once, as
+	// with a host directory mounted into a kind node.
+	Shared []string
 }
 
 // Root is the machine's root file system.
@@ -158,6 +162,9 @@ func (m Machine) nspawnArgs() []string {
 	}
 	for _, b := range m.Binds {
 		args = append(args, "--bind-ro="+b)
+	}
+	for _, dir := range m.Shared {
+		args = append(args, "--bind="+dir)
 	}
 	return append(args, initPath)
 }

@@ -83,7 +83,11 @@ func TestMachine(t *testing.T) {
 	ctx := context.Background()
 	before := hostState(t)
 	dir := t.TempDir()
-	machines := []machine.Machine{{Name: "kbm1", Dir: filepath.Join(dir, "m1")}, {Name: "kbm2", Dir: filepath.Join(dir, "m2")}}
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	machines := []machine.Machine{{Name: "kbm1", Dir: filepath.Join(dir, "m1")}, {Name: "kbm2", Dir: filepath.Join(dir, "m2"), Shared: []string{shared}}}
 	t.Cleanup(func() {
 		for _, m := range machines {
 			_ = m.Remove(5 * time.Second)
@@ -151,6 +155,12 @@ func TestMachine(t *testing.T) {
 	// A cgroup of the last boot is gone, as on a real machine.
 	if got := output(t, m, "sh", "-c", "ls -d /sys/fs/cgroup/pids/stale.slice 2>/dev/null || echo gone"); got != "gone" {
 		t.Errorf("after the reboot, the cgroup %s of the last boot is still there", got)
+	}
+
+	// A shared directory is the host's, at the same path.
+	output(t, machines[1], "sh", "-c", "echo from-machine > "+shared+"/written")
+	if got, err := os.ReadFile(filepath.Join(shared, "written")); err != nil || string(got) != "from-machine\n" {
+		t.Errorf("the host reads %q (%v) from the shared directory, want what the machine wrote", got, err)
 	}
 
 	// A service of the machine goes with it.
