@@ -44,7 +44,8 @@ type resetResult struct {
 // pulls files from under a running component: first the manifests (the
 // control plane's, then etcd's, each time until the kubelet has stopped
 // the components: their ports closed and their processes gone), then the
-// kubeconfigs, configuration, PKI and etcd data.
+// kubelet's certificates, the kubeconfigs, configuration, PKI and etcd
+// data.
 func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetResult, error) {
 	c := s.Config
 	var res resetResult
@@ -80,6 +81,15 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 	}
 	if dropIn != "" {
 		res.Removed = append(res.Removed, dropIn)
+	}
+	certs, err := phases.KubeletCerts(s.Run, c.Kubelet.CertDir)
+	if err != nil {
+		return res, err
+	}
+	for _, path := range certs {
+		if err := rm(path, false); err != nil {
+			return res, err
+		}
 	}
 
 	var files []string
@@ -123,7 +133,7 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 		}
 	}
 	res.Left = append(res.Left,
-		"the kubelet's own state and the manifest dir "+c.Paths.ManifestsDir+"; a kubelet that kubelet.service does not run stays running",
+		"the kubelet's own state but its certificates, and the manifest dir "+c.Paths.ManifestsDir+"; a kubelet that kubelet.service does not run stays running",
 		"CNI configuration (/etc/cni/net.d), iptables and IPVS rules: kubeboot does not own them",
 		"the audit logs in "+c.Security.Audit.LogDir)
 	return res, nil

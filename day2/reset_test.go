@@ -177,6 +177,12 @@ func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
 			// Leftovers of an interrupted write, in two directories.
 			must(t, os.WriteFile(s.Files.HostPath(filepath.Join(c.Paths.ManifestsDir, ".etcd.yaml.tmp-1")), nil, 0o600))
 			must(t, os.WriteFile(s.Files.HostPath(filepath.Join(c.Certificates.Dir, ".ca.key.tmp-2")), nil, 0o600))
+			// The kubelet's certificates, which this cluster's CA issued.
+			certDir := s.Files.HostPath(c.Kubelet.CertDir)
+			must(t, os.MkdirAll(certDir, 0o700))
+			must(t, os.WriteFile(filepath.Join(certDir, "kubelet-client-2026-11-27-10-00-00.pem"), []byte("pair"), 0o600))
+			must(t, os.Symlink(filepath.Join(c.Kubelet.CertDir, "kubelet-client-2026-11-27-10-00-00.pem"), filepath.Join(certDir, "kubelet-client-current.pem")))
+			must(t, os.WriteFile(filepath.Join(certDir, "kubelet.crt"), []byte("cert"), 0o600))
 			res, err := resetNode(context.Background(), s, tt.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -184,8 +190,8 @@ func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
 			if left := regularFiles(t, s); len(left) > 0 {
 				t.Errorf("files left after reset: %s", strings.Join(left, ", "))
 			}
-			for _, gone := range []string{c.Certificates.Dir, c.Etcd.Local.DataDir, filepath.Join(c.Paths.KubeconfigDir, "kubeboot")} {
-				if _, err := os.Stat(s.Files.HostPath(gone)); err == nil {
+			for _, gone := range []string{c.Certificates.Dir, c.Etcd.Local.DataDir, filepath.Join(c.Paths.KubeconfigDir, "kubeboot"), filepath.Join(c.Kubelet.CertDir, "kubelet-client-current.pem")} {
+				if _, err := os.Lstat(s.Files.HostPath(gone)); err == nil {
 					t.Errorf("%s is still there", gone)
 				}
 			}

@@ -22,12 +22,6 @@ import (
 // --cert-dir: <root-dir>/pki.
 const defaultKubeletCertDir = "/var/lib/kubelet/pki"
 
-// kubeletCertFiles are the names of the certificates and keys a kubelet
-// keeps in its certificate dir: its rotated client and serving pairs, their
-// current links, and the self-signed serving pair of a kubelet without
-// serverTLSBootstrap.
-var kubeletCertFiles = []string{"kubelet-client-*.pem", "kubelet-server-*.pem", "kubelet.crt", "kubelet.key"}
-
 // WorkerReset is `kubeboot reset` on a worker: it undoes the worker's join.
 // It stops kubelet.service and removes kubeboot's drop-in (see
 // phases.StopKubelet); with deleteNode, it deletes the node's Node object
@@ -68,15 +62,11 @@ func resetWorker(ctx context.Context, s *WorkerNode, deleteNode bool) error {
 		w.Kubelet.ConfigFile,
 		w.CAPath(),
 	}
-	for _, pattern := range kubeletCertFiles {
-		matches, err := filepath.Glob(filepath.Join(s.Files.HostPath(certDir), pattern))
-		if err != nil {
-			return err
-		}
-		for _, m := range matches {
-			paths = append(paths, filepath.Join(certDir, filepath.Base(m)))
-		}
+	certs, err := phases.KubeletCerts(s.Run, certDir)
+	if err != nil {
+		return err
 	}
+	paths = append(paths, certs...)
 	for _, path := range paths {
 		// The path itself, not what a symlink there points to.
 		if _, err := os.Lstat(filepath.Join(s.Files.HostPath(filepath.Dir(path)), filepath.Base(path))); errors.Is(err, fs.ErrNotExist) {

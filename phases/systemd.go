@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,6 +195,31 @@ func StopKubelet(ctx context.Context, s *Run, host string, port int) (string, er
 		return SystemdDropIn, nil
 	}
 	return SystemdDropIn, systemctl(ctx, s.System, "daemon-reload")
+}
+
+// kubeletCertFiles are the names of the certificates and keys a kubelet
+// keeps in its certificate dir: its rotated client and serving pairs, their
+// current links, and the self-signed serving pair of a kubelet without
+// serverTLSBootstrap.
+var kubeletCertFiles = []string{"kubelet-client-*.pem", "kubelet-server-*.pem", "kubelet.crt", "kubelet.key"}
+
+// KubeletCerts lists, as node paths, the certificates and keys the kubelet
+// keeps in certDir (kubeletCertFiles), which a reset removes with the
+// kubelet's files: the cluster's CA issued the rotated ones, and a kubelet
+// that kept them would present them to the next cluster this node joins
+// or inits, whose API server refuses them.
+func KubeletCerts(s *Run, certDir string) ([]string, error) {
+	var paths []string
+	for _, pattern := range kubeletCertFiles {
+		matches, err := filepath.Glob(filepath.Join(s.Files.HostPath(certDir), pattern))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range matches {
+			paths = append(paths, filepath.Join(certDir, filepath.Base(m)))
+		}
+	}
+	return paths, nil
 }
 
 // stopKubeletService stops kubelet.service when it is active, and warns
