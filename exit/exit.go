@@ -3,7 +3,10 @@
 // implements ExitCode() int; Code maps any error to its code.
 package exit
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // The exit codes, as docs/guide.md documents them.
 const (
@@ -56,3 +59,17 @@ func (e *TimeoutError) Error() string { return e.Msg }
 
 // ExitCode is NotHealthy.
 func (e *TimeoutError) ExitCode() int { return NotHealthy }
+
+// CommandExit is the exit of a command that kubeboot ran as the user's
+// own, such as `lab exec`'s: its code is kubeboot's, and the command has
+// said what it had to on its own output, so kubeboot prints nothing more.
+type CommandExit struct {
+	// Code is the command's exit code.
+	Code int
+}
+
+// Error says how the command exited.
+func (e *CommandExit) Error() string { return "the command exited " + strconv.Itoa(e.Code) }
+
+// ExitCode is the command's.
+func (e *CommandExit) ExitCode() int { return e.Code }

@@ -17,6 +17,7 @@ func TestCode(t *testing.T) {
 		{"usage", &UsageError{Msg: "bad flag"}, Usage},
 		{"wrapped usage", fmt.Errorf("phase x: %w", &UsageError{Msg: "bad"}), Usage},
 		{"timeout", &TimeoutError{Msg: "slow"}, NotHealthy},
+		{"a command's own", &CommandExit{Code: 42}, 42},
 	}
 	for _, tt := range tests {
 		if got := Code(tt.err); got != tt.want {

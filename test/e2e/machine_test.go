@@ -379,8 +379,8 @@ func TestMachines(t *testing.T) {
 	})
 	t.Run("lab exec passes the command's exit code on", func(t *testing.T) {
 		r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "w1", "--", "sh", "-c", "hostname; exit 3")
-		if r.code != 3 || strings.TrimSpace(r.stdout) != "w1" {
-			t.Errorf("lab exec w1 -- sh -c 'hostname; exit 3': exit %d, stdout %q", r.code, r.stdout)
+		if r.code != 3 || strings.TrimSpace(r.stdout) != "w1" || r.stderr != "" {
+			t.Errorf("lab exec w1 -- sh -c 'hostname; exit 3': exit %d, stdout %q, stderr %q (the command's own, nothing of kubeboot's)", r.code, r.stdout, r.stderr)
 		}
 		r = runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "w9", "--", "true")
 		if r.code != 2 || !strings.Contains(r.stderr, `no node "w9": its nodes are cp1, w1, w2`) {

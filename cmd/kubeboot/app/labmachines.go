@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -83,7 +85,11 @@ func newLabExecCommand(opts *labOptions, stdout, stderr io.Writer) *cobra.Comman
 			if err != nil {
 				return err
 			}
-			return m.Run(cmd.Context(), cmd.InOrStdin(), stdout, stderr, args[1:]...)
+			err = m.Run(cmd.Context(), cmd.InOrStdin(), stdout, stderr, args[1:]...)
+			if exited, ok := errors.AsType[*exec.ExitError](err); ok {
+				return &exit.CommandExit{Code: exited.ExitCode()}
+			}
+			return err
 		},
 	}
 }

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,7 +72,10 @@ func runArgs(ctx context.Context, d deps, args []string, stdout, stderr io.Write
 	if err == nil {
 		return 0
 	}
-	_, _ = fmt.Fprintf(stderr, "error: %v\n", err)
+	var passed *exit.CommandExit
+	if !errors.As(err, &passed) {
+		_, _ = fmt.Fprintf(stderr, "error: %v\n", err)
+	}
 	return exit.Code(err)
 }
 
