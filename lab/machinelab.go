@@ -481,11 +481,11 @@ func (l MachineLab) waitNodes(ctx context.Context, files []nodeFile, start time.
 		wg.Go(func() {
 			switch {
 			case i == 0 && files[i].kubeadm != nil:
-				errs[i] = runKubeadm(ctx, m, "init")
+				errs[i] = runKubeadm(ctx, m, "init", events)
 			case files[i].kubeadm != nil:
 				select {
 				case <-firstUp:
-					errs[i] = runKubeadm(ctx, m, "join")
+					errs[i] = runKubeadm(ctx, m, "join", events)
 				case <-ctx.Done():
 					errs[i] = ctx.Err()
 				}
@@ -583,8 +583,10 @@ func forwardEvents(r io.Reader, node string, events chan<- Event, converged chan
 
 // runKubeadm runs the real `kubeadm init` or `kubeadm join` in the
 // machine with its configuration, once its containerd runs with the lab's
-// images loaded, as an operator would.
-func runKubeadm(ctx context.Context, m machine.Machine, verb string) error {
+// images loaded, as an operator would. It sends an event of the node's
+// kubeadm phase when kubeadm starts and when it has returned, which time
+// it (make bench).
+func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan<- Event) error {
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd", "kubeboot-lab-images")
 		return strings.TrimSpace(string(out)) == "active\nactive", nil
@@ -592,9 +594,12 @@ func runKubeadm(ctx context.Context, m machine.Machine, verb string) error {
 	if err != nil {
 		return fmt.Errorf("containerd with the lab's images never became active: %w", err)
 	}
+	say := func(msg string) { events <- Event{Node: m.Name, Phase: "kubeadm", Level: "info", Msg: msg} }
+	say("kubeadm " + verb + " --config /" + kubeadmConfig)
 	if out, err := m.Output(ctx, "kubeadm", verb, "--config", "/"+kubeadmConfig); err != nil {
 		return fmt.Errorf("kubeadm %s: %w: %s", verb, err, lastLines(string(out), 20))
 	}
+	say("kubeadm " + verb + " returned")
 	return nil
 }
 
