@@ -77,7 +77,7 @@ fuzz:
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./bundle
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) ./templates
 
-## bench: kubeboot side by side with kubeadm and the micro-benchmarks, written to docs/benchmarks.md (~80 min: the clusters ~25, the whole-cluster upgrade on machines ~35; raw go test -bench output for benchstat in .cache/bench)
+## bench: kubeboot side by side with kubeadm and the micro-benchmarks, written to docs/benchmarks.md (~90 min, estimated: the cluster jobs on lab machines ~35, the whole-cluster upgrade on machines ~35; raw go test -bench output for benchstat in .cache/bench)
 bench: build binaries
 	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 

@@ -8,13 +8,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	labmachine "github.com/kubeboot/kubeboot/machine"
 )
 
-// A cluster job is one `kubeboot lab up --cluster` of a lab description,
-// timed from each node's staged events (see the stage constants of
-// cmd/kubeboot/app/lab.go), and then `lab down --cluster`.
+// A cluster job is one `kubeboot lab up --cluster` of a lab of machines,
+// timed from its events (labevents.go), and then `lab down --cluster`.
 const (
 	// jobKubebootInit and jobKubeadmInit are one control-plane node that
 	// kubeboot init or the real kubeadm init brings up.
@@ -59,8 +63,8 @@ const (
 	clusterPods   = "10.249.0.0/16"
 )
 
-// nodeStages are one node's stage times, from its lab-up.json.
-type nodeStages map[string]time.Time
+// firstNode is the node that inits the cluster in every job.
+const firstNode = "cp1"
 
 // clusterRun is one cluster job's measurement.
 type clusterRun struct {
@@ -68,7 +72,8 @@ type clusterRun struct {
 	// start and end bound the `lab up --cluster` command; probed is when
 	// the usable cluster's probe first succeeded.
 	start, end, probed time.Time
-	nodes              map[string]nodeStages
+	// labUp is what lab up's events showed, with cp1's stageStarted.
+	labUp
 	// usage samples the control plane's processes during lab up.
 	usage []usage
 }
@@ -77,7 +82,7 @@ type clusterRun struct {
 type clusterResults map[string][]clusterRun
 
 // measureClusters runs the cluster jobs: warm-up rounds, then timed ones,
-// each round in a rotating order. The node timelines of the last round are
+// each round in a rotating order. The event streams of the last round are
 // kept in the raw dir.
 func measureClusters(ctx context.Context, o options, work string) (clusterResults, error) {
 	results := clusterResults{}
@@ -93,7 +98,7 @@ func measureClusters(ctx context.Context, o options, work string) (clusterResult
 			logf("cluster: round %d/%d (%s): %s", round+1, rounds, map[bool]string{true: "timed", false: "warm-up"}[timed], job)
 			keep := ""
 			if round == rounds-1 {
-				keep = filepath.Join(o.rawDir, "timelines", strings.ReplaceAll(job, " ", "-"))
+				keep = filepath.Join(o.rawDir, "timelines", slug(job)+".jsonl")
 			}
 			run, err := runCluster(ctx, o, work, job, keep)
 			if err != nil {
@@ -107,7 +112,7 @@ func measureClusters(ctx context.Context, o options, work string) (clusterResult
 	return results, nil
 }
 
-// description is the lab description of a job.
+// description is the lab description of a job: a lab of machines.
 func description(job, dir string) string {
 	nodes := "- {name: cp1, role: control-plane}\n"
 	switch job {
@@ -125,93 +130,98 @@ func description(job, dir string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kbb\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:\n%s",
+	return fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kbb\nmachines: true\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:\n%s",
 		dir, clusterSubnet, clusterPods, nodes)
 }
 
-// profiled are the jobs whose last round keeps kubeboot's CPU profiles:
-// the bring-up and the join.
-var profiled = []string{jobKubebootInit, scaleJob(1)}
-
-// runCluster brings one job's cluster up, probes it, reads its nodes'
-// stages, copies their timelines to keep (if set), and tears it down.
+// runCluster brings one job's cluster up, reads its nodes' stages from
+// lab up's events, probes it, and tears it down. The events are kept in
+// the file keep, if set, and in the raw dir when the job failed.
 func runCluster(ctx context.Context, o options, work, job, keep string) (clusterRun, error) {
-	run := clusterRun{job: job, nodes: map[string]nodeStages{}}
+	run := clusterRun{job: job}
 	dir := filepath.Join(work, "cluster")
 	file := filepath.Join(work, "cluster.yaml")
 	if err := os.WriteFile(file, []byte(description(job, dir)), 0o600); err != nil {
 		return run, err
 	}
-	var env []string
-	if keep != "" && slices.Contains(profiled, job) {
-		if err := os.MkdirAll(keep, 0o755); err != nil {
-			return run, err
-		}
-		env = append(env, "KUBEBOOT_CPU_PROFILE="+filepath.Join(keep, "kubeboot.pprof"))
-	}
 	sampling, stopSampling := context.WithCancel(ctx)
-	samples := sampleControlPlane(sampling, filepath.Join(dir, "cp1")+"/")
+	samples := sampleControlPlane(sampling, labmachine.Machine{Name: firstNode, Dir: filepath.Join(dir, firstNode)})
 	run.start = time.Now()
-	_, upErr := kubebootEnv(ctx, o, 10*time.Minute, env, "lab", "up", "--cluster", file, "--bin-dir", o.binDir, "-o", "json")
+	out, upErr := kubebootJSON(ctx, o, 15*time.Minute, "lab", "up", "--cluster", file, "--bin-dir", o.binDir, "-o", "json")
 	run.end = time.Now()
 	stopSampling()
 	run.usage = <-samples
-	var probeErr error
+	var stagesErr, probeErr error
+	if run.labUp, stagesErr = parseLabUp(out); stagesErr == nil {
+		stagesErr = run.missing()
+	}
+	if upErr == nil && stagesErr == nil && !slices.Contains(run.kubeadm, firstNode) {
+		var started time.Time
+		started, stagesErr = unitStart(ctx, o, file, firstNode)
+		run.nodes[firstNode][stageStarted] = started
+	}
 	if upErr == nil && job == jobUsable {
 		run.probed, probeErr = probeService(ctx, o, filepath.Join(dir, "kubeconfig"), "w1")
 	}
-	stagesErr := readStages(dir, &run, keep)
-	if len(env) > 0 {
-		// Every node's lab up wrote its profile at its exit.
-		for node := range run.nodes {
-			if _, err := os.Stat(filepath.Join(keep, "kubeboot-"+node+".pprof")); err != nil {
-				stagesErr = errors.Join(stagesErr, fmt.Errorf("no CPU profile of node %s: %w", node, err))
-			}
-		}
+	if errors.Join(upErr, stagesErr, probeErr) != nil && keep == "" {
+		keep = filepath.Join(o.rawDir, "cluster-failed-"+slug(job)+".jsonl")
 	}
+	keepErr := keepEvents(keep, out)
 	_, downErr := kubebootJSON(context.WithoutCancel(ctx), o, 3*time.Minute, "lab", "down", "--cluster", file, "--bin-dir", o.binDir)
-	if err := errors.Join(upErr, probeErr, stagesErr, downErr); err != nil {
+	if err := errors.Join(upErr, stagesErr, probeErr, keepErr, downErr); err != nil {
 		return run, err
 	}
 	return run, leftovers(dir)
 }
 
-// readStages reads every node's stages from its lab-up.json.
-func readStages(dir string, run *clusterRun, keep string) error {
-	logs, err := filepath.Glob(filepath.Join(dir, "*", "lab-up.json"))
-	if err != nil {
+// slug is a job's name as a file name.
+func slug(job string) string { return strings.ReplaceAll(job, " ", "-") }
+
+// keepEvents writes lab up's output to path, if set.
+func keepEvents(path string, out []byte) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if len(logs) == 0 {
-		return fmt.Errorf("no node's lab-up.json in %s", dir)
+	return os.WriteFile(path, out, 0o644)
+}
+
+// unitStart is when node's bootstrap unit started: its systemd's
+// ExecMainStartTimestampMonotonic, read with `lab exec`. The machines
+// share the host's clocks (no time namespace), so the host's offset of
+// the wall clock over CLOCK_MONOTONIC turns it into a time.
+func unitStart(ctx context.Context, o options, file, node string) (time.Time, error) {
+	out, err := kubebootJSON(ctx, o, time.Minute, "lab", "exec", "--cluster", file, "--bin-dir", o.binDir, node, "--",
+		"systemctl", "show", "--property=ExecMainStartTimestampMonotonic", "--value", "kubeboot-bootstrap")
+	if err != nil {
+		return time.Time{}, err
 	}
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err != nil {
-			return err
-		}
-		node := filepath.Base(filepath.Dir(l))
-		if keep != "" {
-			if err := os.MkdirAll(keep, 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(keep, node+".json"), data, 0o644); err != nil {
-				return err
-			}
-		}
-		stages := nodeStages{}
-		events, err := readEvents(data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", l, err)
-		}
-		for _, e := range events {
-			if e.Stage != "" {
-				stages[e.Stage] = e.Time
-			}
-		}
-		run.nodes[node] = stages
+	usec, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil || usec <= 0 {
+		return time.Time{}, fmt.Errorf("node %s: kubeboot-bootstrap's ExecMainStartTimestampMonotonic is %q, not a time", node, out)
 	}
-	return nil
+	return monotonicToTime(time.Duration(usec) * time.Microsecond)
+}
+
+// monotonicToTime is the wall time at which CLOCK_MONOTONIC read mono.
+func monotonicToTime(mono time.Duration) (time.Time, error) {
+	now, err := monotonicNow()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Now().Add(mono - now), nil
+}
+
+// monotonicNow reads CLOCK_MONOTONIC, systemd's clock of its
+// ...Monotonic timestamps.
+func monotonicNow() (time.Duration, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, err
+	}
+	return time.Duration(ts.Nano()), nil
 }
 
 // probeService runs a pod on node and returns when it first resolved the
@@ -249,21 +259,15 @@ func probeService(ctx context.Context, o options, kubeconfig, node string) (time
 // agnhostImage is the lab's agnhost (lab.AgnhostImage).
 const agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 
-// span is the time from stage a of node na to stage b of node nb; false if
-// either is missing.
-func (r clusterRun) span(na, a, nb, b string) (time.Duration, bool) {
+// span is the time from stage a of node na to stage b of node nb; zero if
+// either is missing, which the tables show as such.
+func (r clusterRun) span(na, a, nb, b string) time.Duration {
 	ta, ok1 := r.nodes[na][a]
 	tb, ok2 := r.nodes[nb][b]
-	return tb.Sub(ta), ok1 && ok2
-}
-
-// toolEnd is the stage at which the tool on node returned: kubeadm's exit,
-// or the end of kubeboot's workflow.
-func (r clusterRun) toolEnd(node string) string {
-	if _, ok := r.nodes[node]["kubeadm-exited"]; ok {
-		return "kubeadm-exited"
+	if !ok1 || !ok2 {
+		return 0
 	}
-	return "workflow-done"
+	return tb.Sub(ta)
 }
 
 // workers are the run's worker nodes' names.
@@ -278,11 +282,11 @@ func (r clusterRun) workers() []string {
 	return names
 }
 
-// joinWindow is from the first worker's bootstrap-started to the last
-// worker's Ready (workflow-done).
+// joinWindow is from the first worker reaching the cluster to the last
+// worker's Node Ready.
 func (r clusterRun) joinWindow() (from, to time.Time) {
 	for i, w := range r.workers() {
-		s, e := r.nodes[w]["bootstrap-started"], r.nodes[w]["workflow-done"]
+		s, e := r.nodes[w][stageClusterReached], r.nodes[w][stageNodeReady]
 		if i == 0 || s.Before(from) {
 			from = s
 		}
@@ -291,4 +295,15 @@ func (r clusterRun) joinWindow() (from, to time.Time) {
 		}
 	}
 	return from, to
+}
+
+// lastUp is when the last node was up.
+func (r clusterRun) lastUp() time.Time {
+	var last time.Time
+	for _, s := range r.nodes {
+		if s[stageUp].After(last) {
+			last = s[stageUp]
+		}
+	}
+	return last
 }

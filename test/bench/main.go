@@ -20,7 +20,9 @@
 // real GET before falling back to its fake client), so every timed command,
 // kubeboot's too, runs in a fresh network namespace of its own: nothing can
 // leave the machine, and the refused connection costs nothing. Only the
-// lab, which needs the loopback address it serves on, runs outside one.
+// cluster jobs (`kubeboot lab up --cluster` of a lab of machines, which
+// makes network namespaces of its own) and the etcd snapshot section (on a
+// loopback address) run outside one.
 package main
 
 import (
@@ -40,7 +42,7 @@ type options struct {
 	kubeboot, binDir, goBin    string
 	out, rawDir                string
 	address                    string
-	runs, warmup, labRuns      int
+	runs, warmup               int
 	clusterRuns, clusterWarmup int
 	microCount, waitCount      int
 	// only names the one section to measure, in place of the whole run.
@@ -57,11 +59,10 @@ func main() {
 	flag.StringVar(&o.binDir, "bin-dir", "test/tools/bin", "directory of kubeadm, etcd and the Kubernetes binaries (make binaries)")
 	flag.StringVar(&o.goBin, "go", "go", "the go command, for the micro-benchmarks")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "the report to write")
-	flag.StringVar(&o.rawDir, "raw", ".cache/bench", "directory for raw outputs (go test -bench lines for benchstat, lab logs of a failed round)")
-	flag.StringVar(&o.address, "address", "127.0.0.50", "loopback address of the lab control plane; it must be free")
+	flag.StringVar(&o.rawDir, "raw", ".cache/bench", "directory for raw outputs (go test -bench lines for benchstat, lab up's events of the last round and of a failed job)")
+	flag.StringVar(&o.address, "address", "127.0.0.50", "loopback address the etcd snapshot section's etcd serves on; it must be free")
 	flag.IntVar(&o.runs, "runs", 30, "timed runs of each command")
 	flag.IntVar(&o.warmup, "warmup", 2, "untimed runs of each command first, to warm caches")
-	flag.IntVar(&o.labRuns, "lab-runs", 5, "rounds of lab up and of the direct start")
 	flag.IntVar(&o.clusterRuns, "cluster-runs", 3, "timed rounds of the cluster jobs")
 	flag.IntVar(&o.clusterWarmup, "cluster-warmup", 1, "untimed rounds of the cluster jobs first")
 	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
@@ -101,8 +102,8 @@ func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	// A short directory under /tmp, because the lab's CRI socket lives
-	// under it and a unix socket path has at most 107 bytes.
+	// A directory under /tmp for the cluster jobs' machines and the etcd
+	// snapshot section's data.
 	work, err := os.MkdirTemp("/tmp", "kbb-")
 	if err != nil {
 		return err
@@ -130,9 +131,6 @@ func run(o options) error {
 		return err
 	}
 	if r.wait, err = waitDetection(ctx, o); err != nil {
-		return err
-	}
-	if r.lab, err = measureLab(ctx, o, work); err != nil {
 		return err
 	}
 	if r.clusterUpgrade, err = measureClusterUpgrade(ctx, o); err != nil {

@@ -25,7 +25,6 @@ type report struct {
 	commands          commandResults
 	sizes             sizes
 	wait              waitResults
-	lab               []labRound
 	clusters          clusterResults
 	micro             microResults
 	clusterUpgrade    *clusterUpgradeResults
@@ -126,7 +125,6 @@ func (r *report) markdown() string {
 	r.clusterSection(&b)
 	r.clusterUpgrade.markdown(&b)
 	r.etcdSnapshot.markdown(&b)
-	r.labSection(&b)
 	r.microSection(&b)
 	return b.String()
 }
@@ -198,39 +196,6 @@ func (r *report) waitSection(b *strings.Builder) {
 		w("| %s | %.1f ms | %.1f ms | %.1f ms |\n", row.name, row.s.min, row.s.median, row.s.max)
 	}
 	w("\n")
-}
-
-func (r *report) labSection(b *strings.Builder) {
-	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("## Lab: from init to a healthy control plane\n\n")
-	w("Each of %d rounds runs `kubeboot lab up` (examples/lab.yaml, on %s, every path in a fresh temp dir), reads its `-o json` events, and runs `lab down`. ", len(r.lab), r.opts.address)
-	w("Then it copies the manifests, and every host path under the node's dir that they mount (PKI, kubeconfigs, the API server's config files), ")
-	w("to another fresh dir, leaving out etcd's data dir so that etcd starts empty as in the lab; it starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler directly as processes with the command lines, ")
-	w("environment and working dir of those manifests, and times `kubeboot init phase wait` until all four are healthy; ")
-	w("then it stops them and checks that no process of the round is left. This single-node lab runs in the host's network namespace, where kubeadm does not run; ")
-	w("kubeadm's bring-up is measured beside kubeboot's in the clusters above.\n\n")
-	w("| | min | median | max |\n|---|---|---|---|\n")
-	rows := []struct {
-		name string
-		f    func(labRound) time.Duration
-	}{
-		{"`lab up`, whole command (CRI runtime, PKI, kubelet, init, bootstrap-admin)", func(l labRound) time.Duration { return l.up }},
-		{"**init start → all four healthy** (from the kubelet-started event to the event that saw the last component healthy)", func(l labRound) time.Duration { return l.initToHealthy }},
-		{"components started directly → all four healthy", func(l labRound) time.Duration { return l.direct }},
-		{"**lab minus direct**: what kubeboot, the kubelet and the CRI runtime add, per round", labRound.overhead},
-		{"of which kubeboot's own phases (init start → wait phase start: preflight to write-manifests)", func(l labRound) time.Duration { return l.phases }},
-	}
-	for _, row := range rows {
-		xs := make([]float64, len(r.lab))
-		for i, l := range r.lab {
-			xs[i] = row.f(l).Seconds()
-		}
-		s := summarize(xs)
-		w("| %s | %s | %s | %s |\n", row.name, fmtSeconds(s.min), fmtSeconds(s.median), fmtSeconds(s.max))
-	}
-	w("\nBoth the lab and the direct figure include the wait phase's detection latency (above). ")
-	w("The lab minus direct difference also holds the kubelet's own start-up, which `lab up` begins just before init, and its ")
-	w("sandbox and container starts through the CRI runtime; kubeboot's part of it is the last row.\n\n")
 }
 
 func (r *report) microSection(b *strings.Builder) {
