@@ -47,6 +47,10 @@ type Options struct {
 	Netns string
 	// Bucket is the bucket to create; default DefaultBucket.
 	Bucket string
+	// DialContext, when set, is how this process reaches the server to
+	// check that it is ready: for a server in another network namespace,
+	// a dialer that enters it.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Server is a running S3 server.
@@ -95,7 +99,7 @@ func Start(t testing.TB, opts Options) *Server {
 	start := time.Now()
 	proc := run(t, command(weed, opts, dir, p), filepath.Join(dir, "weed.log"))
 	t.Cleanup(func() { proc.stop(t, p) })
-	if err := ready(srv, proc); err != nil {
+	if err := ready(srv, proc, opts.DialContext); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "weed.log"))
 		t.Fatalf("the S3 server at %s: %v; its log:\n%s", srv.Storage.Endpoint, err, tail(string(log), 4000))
 	}
@@ -251,8 +255,8 @@ func issue(t testing.TB, address string) (ca, cert pki.KeyPair) {
 // ready waits until the server stores objects: it answers S3 requests
 // seconds before its master allocates volumes and its filer takes locks,
 // so it creates the bucket, then writes and removes an object.
-func ready(srv *Server, proc *process) error {
-	client, err := client(srv)
+func ready(srv *Server, proc *process, dial func(ctx context.Context, network, addr string) (net.Conn, error)) error {
+	client, err := client(srv, dial)
 	if err != nil {
 		return err
 	}
@@ -306,7 +310,7 @@ func retry(ctx context.Context, proc *process, do func(context.Context) error) e
 }
 
 // client is an S3 client of srv's identity that trusts its CA.
-func client(srv *Server) (*minio.Client, error) {
+func client(srv *Server, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*minio.Client, error) {
 	caPEM, err := os.ReadFile(srv.Storage.CAFile)
 	if err != nil {
 		return nil, err
@@ -314,6 +318,9 @@ func client(srv *Server) (*minio.Client, error) {
 	transport, err := minio.DefaultTransport(true)
 	if err != nil {
 		return nil, err
+	}
+	if dial != nil {
+		transport.DialContext = dial
 	}
 	transport.TLSClientConfig.RootCAs = x509.NewCertPool()
 	if !transport.TLSClientConfig.RootCAs.AppendCertsFromPEM(caPEM) {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -31,17 +30,15 @@ func anonymousClient(t *testing.T, n *node) *http.Client {
 	if !pool.AppendCertsFromPEM(readFile(t, n.path("pki/ca.crt"))) {
 		t.Fatal("ca.crt holds no certificate")
 	}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return n.httpClient(&tls.Config{RootCAs: pool})
 }
-
-func apiURL(path string) string { return "https://" + net.JoinHostPort(objectsAddr, "6443") + path }
 
 const clusterInfoPath = "/api/v1/namespaces/kube-public/configmaps/cluster-info"
 
 func checkAnonymous(t *testing.T, n *node, tokenID string) {
 	client := anonymousClient(t, n)
 	eventually(t, "cluster-info signed for token "+tokenID, func() error {
-		resp, err := client.Get(apiURL(clusterInfoPath))
+		resp, err := client.Get(n.apiURL(clusterInfoPath))
 		if err != nil {
 			return err
 		}
@@ -62,7 +59,7 @@ func checkAnonymous(t *testing.T, n *node, tokenID string) {
 			t.Fatalf("the kubeconfig of cluster-info does not parse: %v", err)
 		}
 		cluster := kubeconfig.Clusters[""]
-		if cluster == nil || cluster.Server != apiURL("") || string(cluster.CertificateAuthorityData) != string(readFile(t, n.path("pki/ca.crt"))) || len(kubeconfig.AuthInfos) != 0 {
+		if cluster == nil || cluster.Server != n.apiURL("") || string(cluster.CertificateAuthorityData) != string(readFile(t, n.path("pki/ca.crt"))) || len(kubeconfig.AuthInfos) != 0 {
 			t.Fatalf("cluster-info kubeconfig: %+v", kubeconfig)
 		}
 		if _, ok := cm.Data["jws-kubeconfig-"+tokenID]; !ok {
@@ -71,7 +68,7 @@ func checkAnonymous(t *testing.T, n *node, tokenID string) {
 		return nil
 	})
 	for _, path := range []string{"/version", "/api/v1/namespaces", "/api/v1/namespaces/kube-public/configmaps", "/api/v1/namespaces/kube-system/configmaps/kubeadm-config"} {
-		resp, err := client.Get(apiURL(path))
+		resp, err := client.Get(n.apiURL(path))
 		if err != nil {
 			t.Errorf("GET %s: %v", path, err)
 			continue
@@ -82,7 +79,7 @@ func checkAnonymous(t *testing.T, n *node, tokenID string) {
 		}
 	}
 	// The path admits anonymous requests; RBAC admits only get.
-	req, err := http.NewRequest(http.MethodDelete, apiURL(clusterInfoPath), nil)
+	req, err := http.NewRequest(http.MethodDelete, n.apiURL(clusterInfoPath), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +113,7 @@ func checkTokenGrants(t *testing.T, n *node, token string) {
 		"/api/v1/namespaces/kube-system/secrets":                   http.StatusForbidden,
 		"/api/v1/nodes":                                            http.StatusForbidden,
 	} {
-		req, err := http.NewRequest(http.MethodGet, apiURL(path), nil)
+		req, err := http.NewRequest(http.MethodGet, n.apiURL(path), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +170,7 @@ func checkTokenCommands(t *testing.T, n *node) {
 		t.Fatal(err)
 	}
 	rest, err := clientcmd.NewDefaultClientConfig(*kubeconfig, nil).ClientConfig()
-	if err != nil || rest.BearerToken != c.Token || rest.Host != apiURL("") {
+	if err != nil || rest.BearerToken != c.Token || rest.Host != n.apiURL("") {
 		t.Errorf("discovery file: %v, host %s", err, rest.Host)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,9 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
-
-// objectsAddr is TestClusterObjects' node address, used by no other test.
-const objectsAddr = "127.0.0.90"
 
 // applied names every object init applies: kind, namespace, name.
 var applied = [][3]string{
@@ -47,31 +45,34 @@ var applied = [][3]string{
 
 const nodeGroup = "system:bootstrappers:kubeadm:default-node-token"
 
-// TestClusterObjects brings a lab up and checks the objects that make it
+// TestClusterObjects inits a control-plane machine and checks the objects that make it
 // joinable: their shapes, what an anonymous client can and cannot read,
 // the token commands, and that init run again changes none of them.
 func TestClusterObjects(t *testing.T) {
-	n := newNode(t, "objects", objectsAddr)
-	r := n.labUp(t)
+	n := newNode(t, "objects", "10.89.21.0/24")
+	r := n.up(t)
 	events, res, err := parseJSONOutput(r.stdout)
 	if err != nil {
-		t.Fatalf("lab up -o json output: %v\nstderr: %s", err, r.stderr)
+		t.Fatalf("init -o json output: %v\nstderr: %s", err, r.stderr)
 	}
 	if r.code != 0 || !res.OK {
-		t.Fatalf("lab up exited %d: %s\nstderr: %s", r.code, res.Error, r.stderr)
+		t.Fatalf("init exited %d: %s\nstderr: %s", r.code, res.Error, r.stderr)
 	}
 	for _, p := range strings.Split(livePhases, ",") {
-		// The lab starts its kubelet itself, never through systemd.
-		if ran := slices.Contains(res.Phases, p); ran != (p != "kubelet-start") {
-			t.Errorf("phase %s ran: %t, want %t: %v", p, ran, !ran, res.Phases)
+		if !slices.Contains(res.Phases, p) {
+			t.Errorf("phase %s did not run: %v", p, res.Phases)
 		}
 	}
-	// kubelet-finalize pointed kubelet.conf at the certificate the lab's
-	// kubelet rotates, in the lab's own cert dir.
-	pair := n.path("lab/kubelet/pki/kubelet-client-current.pem")
+	// kubelet-finalize pointed kubelet.conf at the certificate the kubelet
+	// rotates, in its own cert dir on the machine.
+	const pair = "/var/lib/kubelet/pki/kubelet-client-current.pem"
 	if conf, err := os.ReadFile(n.path("kubelet.conf")); err != nil || !strings.Contains(string(conf), "client-certificate: "+pair+"\n") ||
 		strings.Contains(string(conf), "client-certificate-data") {
 		t.Errorf("kubelet.conf does not name %s (%v):\n%s", pair, err, conf)
+	}
+	// A link, to an absolute path in the machine.
+	if _, err := os.Lstat(filepath.Join(n.m.Root(), pair)); err != nil {
+		t.Errorf("the kubelet's rotated certificate: %v", err)
 	}
 	join := joinCommandOf(t, r.stdout)
 	token := checkJoinCommand(t, n, join)
@@ -125,8 +126,8 @@ func checkJoinCommand(t *testing.T, n *node, join string) string {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
-	if m[1] != objectsAddr+":6443" || m[3] != hex.EncodeToString(sum[:]) {
-		t.Errorf("join command endpoint %s, CA pin %s; want %s:6443 and %x", m[1], m[3], objectsAddr, sum)
+	if m[1] != n.addr+":6443" || m[3] != hex.EncodeToString(sum[:]) {
+		t.Errorf("join command endpoint %s, CA pin %s; want %s:6443 and %x", m[1], m[3], n.addr, sum)
 	}
 	return m[2]
 }
@@ -161,7 +162,7 @@ func checkObjects(t *testing.T, n *node, tokenID string) {
 		t.Fatalf("kubeadm-config: %v", err)
 	}
 	if cc["apiVersion"] != "kubeadm.k8s.io/v1beta4" || cc["kind"] != "ClusterConfiguration" || cc["kubernetesVersion"] != kubernetesVersion ||
-		cc["clusterName"] != "lab" || cc["certificatesDir"] != n.path("pki") {
+		cc["clusterName"] != "e2e" || cc["certificatesDir"] != n.path("pki") {
 		t.Errorf("kubeadm-config ClusterConfiguration: %v", cc)
 	}
 	var kubelet corev1.ConfigMap

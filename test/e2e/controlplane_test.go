@@ -14,12 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestControlPlane brings one lab up under the real kubelet and runs the
-// scenarios that share it as subtests, the destructive one last.
+// TestControlPlane inits one control-plane machine, whose kubelet is a
+// systemd service as on any node, and runs the scenarios that share it as
+// subtests, the destructive one last.
 func TestControlPlane(t *testing.T) {
-	n := newNode(t, "cp", "127.0.0.2")
+	n := newNode(t, "cp", "10.89.20.0/24")
 	if !t.Run("init under the real kubelet", func(t *testing.T) { testInit(t, n) }) {
-		t.Fatal("the lab did not come up healthy; the scenarios that use it cannot run")
+		t.Fatal("the control plane did not come up healthy; the scenarios that use it cannot run")
 	}
 	t.Run("re-run writes nothing and restarts nothing", func(t *testing.T) { testRerun(t, n) })
 	t.Run("crictl against the node's containerd", func(t *testing.T) { testCrictl(t, n) })
@@ -27,26 +28,26 @@ func TestControlPlane(t *testing.T) {
 	t.Run("component down is diagnosed", func(t *testing.T) { testComponentDown(t, n) })
 }
 
-// testInit is scenario 1: lab up runs init, whose wait phase sees every
+// testInit is scenario 1: init, whose wait phase sees every
 // component healthy; then the cluster works as a cluster.
 func testInit(t *testing.T, n *node) {
 	start := time.Now()
-	r := n.labUp(t)
+	r := n.up(t)
 	events, res, err := parseJSONOutput(r.stdout)
 	if err != nil {
-		t.Fatalf("lab up -o json output: %v\nstderr: %s", err, r.stderr)
+		t.Fatalf("init -o json output: %v\nstderr: %s", err, r.stderr)
 	}
 	if r.code != 0 || !res.OK {
-		t.Fatalf("lab up exited %d (result ok=%v): %s\nstderr: %s", r.code, res.OK, res.Error, r.stderr)
+		t.Fatalf("init exited %d (result ok=%v): %s\nstderr: %s", r.code, res.OK, res.Error, r.stderr)
 	}
 	if !sameSet(res.Healthy, components) {
-		t.Fatalf("lab up reported healthy %v, want %v", res.Healthy, components)
+		t.Fatalf("init reported healthy %v, want %v", res.Healthy, components)
 	}
 	waitEnd, ok := phaseEnd(events, "wait")
 	if !ok {
-		t.Fatalf("lab up printed no event of the wait phase; phases that ran: %v", res.Phases)
+		t.Fatalf("init printed no event of the wait phase; phases that ran: %v", res.Phases)
 	}
-	t.Logf("TIMING: lab up start -> all %d components healthy (end of the wait phase): %s (lab up took %s)",
+	t.Logf("TIMING: init start (once the images are in) -> all %d components healthy (end of the wait phase): %s (init took %s)",
 		len(components), waitEnd.Sub(start).Round(time.Millisecond), r.took.Round(time.Millisecond))
 
 	eventually(t, "node "+n.name+" registered and Ready", func() error {

@@ -5,25 +5,26 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // TestCrashAndConverge is scenario 4: kubeboot init, killed with SIGKILL at
 // random moments on a fresh node, never leaves a file the kubelet or the
-// next run would misread, the next run converges from what it left, and lab
-// up then brings a healthy control plane up from the partial state.
+// next run would misread, the next run converges from what it left, and a
+// full init then brings a healthy control plane up from the partial state.
 func TestCrashAndConverge(t *testing.T) {
-	n := newNode(t, "crash", "127.0.0.3")
+	n := newNode(t, "crash", "10.89.22.0/24")
 	// RSA keys take long enough to generate that kills land inside the PKI writes.
 	n.config = n.writeConfig(t, "kubeboot.yaml", map[string]any{"certificates.keyAlgorithm": "rsa-2048"})
 
@@ -44,17 +45,17 @@ func TestCrashAndConverge(t *testing.T) {
 	t.Run("every key written, no certificate yet", func(t *testing.T) { testKeysWithoutCerts(t, n) })
 	wipe(t, n)
 	t.Run("random kills", func(t *testing.T) { testRandomKills(t, n, fullRun) })
-	t.Run("lab up converges", func(t *testing.T) {
+	t.Run("init converges", func(t *testing.T) {
 		start := time.Now()
-		up := n.labUp(t)
+		up := n.up(t)
 		_, res, err := parseJSONOutput(up.stdout)
 		if err != nil {
-			t.Fatalf("lab up -o json output: %v\nstderr: %s", err, up.stderr)
+			t.Fatalf("init -o json output: %v\nstderr: %s", err, up.stderr)
 		}
 		if up.code != 0 || !sameSet(res.Healthy, components) {
-			t.Fatalf("lab up from the crashed state exited %d, healthy %v: %s\nstderr: %s", up.code, res.Healthy, res.Error, up.stderr)
+			t.Fatalf("init from the crashed state exited %d, healthy %v: %s\nstderr: %s", up.code, res.Healthy, res.Error, up.stderr)
 		}
-		t.Logf("lab up converged from the crashed state to a healthy control plane in %s", time.Since(start).Round(time.Millisecond))
+		t.Logf("init converged from the crashed state to a healthy control plane in %s", time.Since(start).Round(time.Millisecond))
 		if temps := tempFiles(n.path("manifests")); len(temps) > 0 {
 			t.Errorf("temp files remain in the manifest dir after a successful run: %v", temps)
 		}
@@ -178,11 +179,11 @@ type killed struct {
 }
 
 // killInit runs a full kubeboot init and sends it SIGKILL after delay.
-// There is no kubelet to start, under systemd or otherwise: kubelet-start
-// is skipped.
+// The machine's kubelet is not started with the node's configuration:
+// kubelet-start is skipped.
 func killInit(t *testing.T, n *node, delay time.Duration) killed {
 	t.Helper()
-	cmd := exec.Command(kubebootBin, "init", "--config", n.config, "--skip-phases", "kubelet-start", "-o", "json", "--ignore-preflight-errors="+hostNodeIgnored)
+	cmd := n.command(t, context.Background(), "kubeboot", "init", "--config", n.config, "--skip-phases", "kubelet-start", "-o", "json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -198,7 +199,8 @@ func killInit(t *testing.T, n *node, delay time.Duration) killed {
 	k := killed{}
 	select {
 	case <-timer.C:
-		_ = cmd.Process.Kill()
+		// The group: nsenter and kubeboot inside the machine.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		k.killed = true
 	case <-done:

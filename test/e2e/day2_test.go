@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -14,13 +15,12 @@ import (
 	"io/fs"
 	"maps"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,13 +31,13 @@ import (
 	"github.com/kubeboot/kubeboot/machine"
 )
 
-// TestDay2 runs the day-2 commands against one live lab node: diff on a
+// TestDay2 runs the day-2 commands on one live control-plane machine: diff on a
 // fresh node and after a manual edit, then reset and a new init in the
 // same directories.
 func TestDay2(t *testing.T) {
-	n := newNode(t, "day2", "127.0.0.70")
-	if r := n.labUp(t); r.code != 0 {
-		t.Fatalf("lab up exited %d:\n%s", r.code, r.stderr)
+	n := newNode(t, "day2", "10.89.23.0/24")
+	if r := n.up(t); r.code != 0 {
+		t.Fatalf("init exited %d:\n%s", r.code, r.stderr)
 	}
 	if !t.Run("diff", func(t *testing.T) { testDiff(t, n) }) {
 		return
@@ -110,8 +110,12 @@ func testRenewRestart(t *testing.T, n *node) {
 	if err != nil || !pool.AppendCertsFromPEM(ca) {
 		t.Fatalf("read ca.crt: %v", err)
 	}
-	conn, err := tls.Dial("tcp", net.JoinHostPort(n.addr, "6443"), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	raw, err := n.dial("tcp", net.JoinHostPort(n.addr, "6443"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	conn := tls.Client(raw, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: n.addr})
+	if err := conn.Handshake(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
@@ -184,7 +188,7 @@ func testRestore(t *testing.T, n *node) {
 		t.Errorf("a refused restore changed the control plane: pids %v, then %v", pids, now)
 	}
 
-	killedAfter(t, "manifests are in", "etcd", "restore", "--snapshot", snapshot, "--config", n.config)
+	killedAfter(t, n, "manifests are in", "etcd", "restore", "--snapshot", snapshot, "--config", n.config)
 	r = n.kubeboot(t, "etcd", "restore", "--snapshot", snapshot, "--config", n.config)
 	if r.code != 0 {
 		t.Fatalf("etcd restore after a SIGKILL exited %d:\n%s", r.code, r.stderr)
@@ -204,8 +208,8 @@ func testRestore(t *testing.T, n *node) {
 }
 
 // testReset: reset --force leaves no file kubeboot wrote but the etcd
-// snapshots, which it keeps and names, the components stop, and a new lab
-// up (init) in the same directories succeeds.
+// snapshots, which it keeps and names, the components stop, and a new
+// init in the same directories succeeds.
 func testReset(t *testing.T, n *node) {
 	r := n.kubeboot(t, "reset", "--config", n.config)
 	if r.code != 1 || !strings.Contains(r.stderr, "--force") {
@@ -226,19 +230,16 @@ func testReset(t *testing.T, n *node) {
 	if snapshots, _ := filepath.Glob(n.path("etcd-snapshots/etcd-snapshot-*.db")); len(snapshots) == 0 || !strings.Contains(r.stderr, "left the etcd snapshots in "+n.path("etcd-snapshots")+" (") {
 		t.Errorf("after reset: snapshots %v, and reset said:\n%s", snapshots, r.stderr)
 	}
-	if r := n.kubeboot(t, "lab", "down", "--config", n.config, "--bin-dir", binDir); r.code != 0 {
-		t.Fatalf("lab down exited %d:\n%s", r.code, r.stderr)
-	}
-	r = n.labUp(t)
+	r = n.up(t)
 	if r.code != 0 {
-		t.Fatalf("lab up after reset exited %d:\n%s", r.code, r.stderr)
+		t.Fatalf("init after reset exited %d:\n%s", r.code, r.stderr)
 	}
-	t.Logf("TIMING: lab up (init) after reset: %s", r.took)
+	t.Logf("TIMING: init after reset: %s", r.took)
 }
 
 // kubebootFiles lists the regular files under the node's directory other
-// than the lab's own (pid files, logs, the kubelet's state), the audit and
-// pod logs: everything else is kubeboot's.
+// than the kubelet's state, the audit logs and the etcd snapshots:
+// everything else is kubeboot's.
 func kubebootFiles(t *testing.T, n *node) []string {
 	t.Helper()
 	var files []string
@@ -248,7 +249,7 @@ func kubebootFiles(t *testing.T, n *node) []string {
 		}
 		rel, _ := filepath.Rel(n.dir, path)
 		switch {
-		case d.IsDir() && (rel == "lab" || rel == "audit" || rel == "pod-logs" || rel == "etcd-snapshots"):
+		case d.IsDir() && (rel == "audit" || rel == "etcd-snapshots"):
 			return filepath.SkipDir
 		case d.Type().IsRegular() && (!strings.HasPrefix(rel, "kubelet/") || rel == "kubelet/config.yaml"):
 			files = append(files, rel)
@@ -261,8 +262,8 @@ func kubebootFiles(t *testing.T, n *node) []string {
 	return files
 }
 
-// TestUpgradeMinor brings a lab up at v1.35.4 (the lab runtime runs the
-// binaries of <bin dir>/v1.35 for v1.35 images) and upgrades it to v1.36.3
+// TestUpgradeMinor inits a control-plane machine at v1.35.4 (its images
+// hold the binaries of <bin dir>/v1.35) and upgrades it to v1.36.3
 // with `upgrade apply`: first with a failing API server flag, rolled back;
 // then killed with SIGKILL once between two components and
 // once inside a step, and run again: the re-run completes the upgrade, the
@@ -272,10 +273,10 @@ func TestUpgradeMinor(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
 		t.Fatalf("no v1.35 binaries in %s/v1.35 (`make binaries` builds them): %v", binDir, err)
 	}
-	n := newNode(t, "upgrade", "127.0.0.71")
+	n := newNodes(t, "upgrade", "10.89.24.0/24", []string{"v1.35.4"}, "upgrade")[0]
 	n.config = n.writeConfig(t, "v135.yaml", map[string]any{"kubernetesVersion": "v1.35.4"})
-	if r := n.labUp(t); r.code != 0 {
-		t.Fatalf("lab up at v1.35.4 exited %d:\n%s", r.code, r.stderr)
+	if r := n.up(t); r.code != 0 {
+		t.Fatalf("init at v1.35.4 exited %d:\n%s", r.code, r.stderr)
 	}
 	if v := n.serverVersion(t); v != "v1.35.4" {
 		t.Fatalf("the API server runs %s, want v1.35.4", v)
@@ -296,14 +297,14 @@ func TestUpgradeMinor(t *testing.T) {
 	testRollback(t, n)
 	target := n.writeConfig(t, "v136.yaml", nil)
 	// Killed between two components: the API server is done.
-	killed := killedAfter(t, "kube-apiserver upgraded", "upgrade", "apply", "--config", target)
+	killed := killedAfter(t, n, "kube-apiserver upgraded", "upgrade", "apply", "--config", target)
 	t.Logf("killed upgrade apply after the API server's step; its last events:\n%s", strings.Join(killed[max(len(killed)-3, 0):], "\n"))
 	if v := n.serverVersion(t); v != "v1.36.3" {
 		t.Errorf("after the killed run the API server runs %s, want v1.36.3", v)
 	}
 	// Killed inside a step: the controller manager's new manifest is
 	// written, its new instance not yet verified.
-	killedAfter(t, "wrote "+n.manifestPath("kube-controller-manager"), "upgrade", "apply", "--config", target)
+	killedAfter(t, n, "wrote "+n.manifestPath("kube-controller-manager"), "upgrade", "apply", "--config", target)
 
 	r = n.kubeboot(t, "upgrade", "apply", "--config", target)
 	if r.code != 0 {
@@ -377,12 +378,13 @@ func testRollback(t *testing.T, n *node) {
 	}
 }
 
-// killedAfter runs kubeboot with args and -o json, and kills it with
-// SIGKILL as soon as it prints an event whose message holds msg. It
-// returns the events printed up to then.
-func killedAfter(t *testing.T, msg string, args ...string) []string {
+// killedAfter runs kubeboot with args and -o json in the node's machine,
+// and kills it with SIGKILL as soon as it prints an event whose message
+// holds msg. It returns the events printed up to then.
+func killedAfter(t *testing.T, n *node, msg string, args ...string) []string {
 	t.Helper()
-	cmd := exec.Command(kubebootBin, append(args, "-o", "json")...)
+	cmd := n.command(t, context.Background(), append([]string{"kubeboot"}, append(args, "-o", "json")...)...)
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +394,7 @@ func killedAfter(t *testing.T, msg string, args ...string) []string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	timer := time.AfterFunc(commandTimeout, func() { _ = cmd.Process.Kill() })
+	timer := time.AfterFunc(commandTimeout, kill)
 	defer timer.Stop()
 	var events []string
 	lines := bufio.NewScanner(out)
@@ -400,7 +402,7 @@ func killedAfter(t *testing.T, msg string, args ...string) []string {
 		events = append(events, lines.Text())
 		var e event
 		if json.Unmarshal(lines.Bytes(), &e) == nil && strings.Contains(e.Msg, msg) {
-			_ = cmd.Process.Kill()
+			kill()
 			_ = cmd.Wait()
 			return events
 		}
@@ -444,14 +446,15 @@ func watchManifests(n *node) func() (int, []string) {
 // componentVersions asks each component its version: the API server
 // through /version; the controller manager and the scheduler have no
 // /version, so their kubernetes_build_info metric, read through their
-// secure ports with the admin credentials; etcd through /version on its
+// secure ports on the node's loopback (where they listen on any node) with
+// the admin credentials; etcd through /version on its
 // client URL with the healthcheck client certificate.
 func (n *node) componentVersions(t *testing.T) map[string]string {
 	t.Helper()
 	versions := map[string]string{"kube-apiserver": n.serverVersion(t), "etcd": n.etcdVersion(t)}
 	buildInfo := regexp.MustCompile(`(?m)^kubernetes_build_info\{.*git_version="([^"]+)"`)
 	for component, port := range map[string]string{"kube-controller-manager": "10257", "kube-scheduler": "10259"} {
-		metrics := n.kubectl(t, "get", "--raw", "/metrics", "--server", "https://"+net.JoinHostPort(n.addr, port))
+		metrics := n.kubectl(t, "get", "--raw", "/metrics", "--server", "https://"+net.JoinHostPort("127.0.0.1", port))
 		if m := buildInfo.FindStringSubmatch(metrics); m != nil {
 			versions[component] = m[1]
 		} else {
@@ -474,8 +477,7 @@ func (n *node) etcdVersion(t *testing.T) string {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool}}}
+	client := n.httpClient(&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool})
 	resp, err := client.Get("https://" + net.JoinHostPort(n.addr, "2379") + "/version")
 	if err != nil {
 		t.Fatalf("etcd /version: %v", err)

@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,17 +23,13 @@ import (
 	"github.com/kubeboot/kubeboot/s3store/s3test"
 )
 
-// The HA lab: a load balancer on .80 in front of three control-plane nodes.
-const (
-	haEndpoint = "127.0.0.80:6443"
-	haproxyPkg = "haproxy"
-)
+// haproxyPkg is the Debian package of the HA lab's load balancer.
+const haproxyPkg = "haproxy"
 
-var haNodes = []string{"127.0.0.81", "127.0.0.82", "127.0.0.83"}
-
-// startHAProxy runs haproxy in TCP mode, round-robin over the nodes' API
-// servers, until the test ends.
-func startHAProxy(t *testing.T) {
+// startHAProxy runs haproxy in TCP mode in the lab's hub network
+// namespace, on endpoint, round-robin over the nodes' API servers, until
+// the test ends.
+func startHAProxy(t *testing.T, hub, endpoint string, nodes []*node) {
 	t.Helper()
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
@@ -42,21 +40,21 @@ func startHAProxy(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var servers strings.Builder
-	for i, addr := range haNodes {
+	for i, n := range nodes {
 		// A TCP check would send requests to an API server that listens
 		// but is not ready yet (its RBAC cache empty: 403s), as after a
 		// restart; /readyz is what a real load balancer checks. The check
 		// skips TLS verification: it only reads the status code.
-		fmt.Fprintf(&servers, "  server n%d %s:6443 check check-ssl verify none inter 1s fall 2 rise 1\n", i+1, addr)
+		fmt.Fprintf(&servers, "  server n%d %s:6443 check check-ssl verify none inter 1s fall 2 rise 1\n", i+1, n.addr)
 	}
 	cfg := "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5m\n  timeout server 5m\n" +
-		"frontend api\n  bind " + haEndpoint + "\n  default_backend nodes\n" +
+		"frontend api\n  bind " + endpoint + "\n  default_backend nodes\n" +
 		"backend nodes\n  balance roundrobin\n  option redispatch\n  retries 3\n  option httpchk GET /readyz\n  http-check expect status 200\n" + servers.String()
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-db", "-f", path)
+	cmd := exec.Command("nsenter", "--net="+filepath.Join("/run/netns", hub), "--", bin, "-db", "-f", path)
 	log, err := os.Create(filepath.Join(dir, "haproxy.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -76,10 +74,16 @@ func startHAProxy(t *testing.T) {
 // for the first node, a JoinConfiguration through etcdEndpoints for the
 // others; each node takes a scheduled snapshot every minute and copies it
 // to bucket under ha/<node name>/; extra are more fields.
-func (n *node) haConfig(t *testing.T, etcdEndpoints []string, bucket config.S3Storage, extra map[string]any) {
+func (n *node) haConfig(t *testing.T, endpoint string, etcdEndpoints []string, bucket config.S3Storage, extra map[string]any) {
 	t.Helper()
+	// The bucket's files, where the machine reads them.
+	for _, f := range []*string{&bucket.CredentialsFile, &bucket.CAFile} {
+		dst := filepath.Join(n.root, "s3-"+filepath.Base(*f))
+		writeFile(t, dst, string(readFile(t, *f)))
+		*f = dst
+	}
 	edits := map[string]any{
-		"controlPlaneEndpoint":    haEndpoint,
+		"controlPlaneEndpoint":    endpoint,
 		"etcd.local.snapshotsDir": n.path("etcd-snapshots"),
 		// After the restore, this node's kubelet, whose API server is
 		// gone, took 55 s to 2m8s to start the same static pods again.
@@ -101,7 +105,7 @@ func (n *node) etcdctl(t *testing.T, endpoints []string, args ...string) result 
 	t.Helper()
 	base := []string{"--endpoints", strings.Join(endpoints, ","),
 		"--cacert", n.path("pki/etcd/ca.crt"), "--cert", n.path("pki/apiserver-etcd-client.crt"), "--key", n.path("pki/apiserver-etcd-client.key")}
-	return runCommand(t, filepath.Join(binDir, "etcdctl"), append(base, args...)...)
+	return n.inNetns(t, filepath.Join(binDir, "etcdctl"), append(base, args...)...)
 }
 
 // etcdMembers returns the names of the voting members and of the learners.
@@ -132,32 +136,44 @@ func (n *node) etcdMembers(t *testing.T, endpoints []string) (voters, learners [
 
 func etcdURL(addr string) string { return "https://" + addr + ":2379" }
 
-// TestHAControlPlane brings up three control-plane nodes behind haproxy:
-// the first with lab up (init), which uploads the cluster secrets with a
-// certificate key; the second joins with a certificate bundle, the third
-// with the certificate key and init's bootstrap token.
+// TestHAControlPlane brings up three control-plane machines behind haproxy
+// on the lab's hub, with an S3 server there: the first with init, which
+// uploads the cluster secrets with a certificate key; the second joins
+// with a certificate bundle, the third with the certificate key and init's
+// bootstrap token. A fourth machine is the join that fails.
 func TestHAControlPlane(t *testing.T) {
-	startHAProxy(t)
-	bucket := s3test.Start(t, s3test.Options{}).Storage
-	var nodes []*node
-	for i, addr := range haNodes {
-		nodes = append(nodes, newNode(t, fmt.Sprintf("ha%d", i+1), addr))
-	}
+	nodes := newNodes(t, "ha", "10.89.27.0/24", nil, "ha1", "ha2", "ha3", "ha4")
+	nodes, broken := nodes[:3], nodes[3]
 	first := nodes[0]
+	hub := first.lab.Hub()
+	endpoint := net.JoinHostPort(first.lab.HubAddress().String(), "6443")
+	startHAProxy(t, hub, endpoint, nodes)
+	bucket := s3test.Start(t, s3test.Options{
+		Address: first.lab.HubAddress().String(), Netns: hub,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var conn net.Conn
+			err := inNetns(filepath.Join("/run/netns", hub), func() error {
+				var err error
+				conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return conn, err
+		},
+	}).Storage
 	r := first.kubeboot(t, "certs", "certificate-key")
 	certKey := strings.TrimSpace(r.stdout)
 	if r.code != 0 || len(certKey) != 64 {
 		t.Fatalf("certs certificate-key: exit %d, %q, %s", r.code, r.stdout, r.stderr)
 	}
-	first.haConfig(t, nil, bucket, map[string]any{"certificateKey": certKey})
+	first.haConfig(t, endpoint, nil, bucket, map[string]any{"certificateKey": certKey})
 	start := time.Now()
-	r = first.labUp(t)
+	r = first.up(t)
 	_, res, err := parseJSONOutput(r.stdout)
 	if r.code != 0 || err != nil {
-		t.Fatalf("lab up (init) on %s exited %d (%v):\n%s", first.name, r.code, err, r.stderr)
+		t.Fatalf("init on %s exited %d (%v):\n%s", first.name, r.code, err, r.stderr)
 	}
 	if strings.Contains(r.stdout+r.stderr, certKey) {
-		t.Error("lab up printed the certificate key")
+		t.Error("init printed the certificate key")
 	}
 	joinArgs := strings.Fields(res.JoinCommand)
 	if len(joinArgs) != 7 || joinArgs[3] != "--token" || joinArgs[5] != "--discovery-token-ca-cert-hash" {
@@ -183,7 +199,7 @@ func TestHAControlPlane(t *testing.T) {
 
 	var endpoints []string
 	for i, n := range nodes {
-		endpoints = append(endpoints, etcdURL(haNodes[i]))
+		endpoints = append(endpoints, etcdURL(n.addr))
 		if i == 0 {
 			continue
 		}
@@ -200,12 +216,11 @@ func TestHAControlPlane(t *testing.T) {
 			extra = map[string]any{"join.certificateKey": certKey, "join.discovery": map[string]any{
 				"apiServerEndpoint": joinArgs[2], "token": joinArgs[4], "caCertHashes": []any{joinArgs[6]}}}
 		}
-		n.haConfig(t, endpoints[:i], bucket, extra)
-		n.labStarted = true
+		n.haConfig(t, endpoint, endpoints[:i], bucket, extra)
 		joinStart := time.Now()
-		r := n.kubeboot(t, append([]string{"lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json", "--control-plane"}, secrets...)...)
+		r := n.join(t, secrets...)
 		if r.code != 0 {
-			t.Fatalf("lab up --control-plane (join) on %s exited %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
+			t.Fatalf("join --control-plane on %s exited %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
 		}
 		t.Logf("TIMING: join of %s: %s", n.name, time.Since(joinStart).Round(time.Millisecond))
 		if i == 2 && !strings.Contains(r.stdout, "files of the cluster secrets from Secret kube-system/kubeadm-certs") {
@@ -224,11 +239,11 @@ func TestHAControlPlane(t *testing.T) {
 	t.Logf("TIMING: three-node bring-up: %s", time.Since(start).Round(time.Millisecond))
 
 	t.Run("all 12 components run, every API server answers", func(t *testing.T) {
-		for i, n := range nodes {
+		for _, n := range nodes {
 			if pids := n.componentPids(); len(pids) != len(components) {
 				t.Errorf("%s runs %v, want all of %v", n.name, pids, components)
 			}
-			server := "https://" + haNodes[i] + ":6443"
+			server := "https://" + n.addr + ":6443"
 			if out, err := n.kubectlErr(t, "--server", server, "get", "--raw", "/readyz"); err != nil || out != "ok" {
 				t.Errorf("%s /readyz: %q, %v", server, out, err)
 			}
@@ -276,8 +291,8 @@ func TestHAControlPlane(t *testing.T) {
 	t.Run("a ConfigMap written through the endpoint is read through every API server", func(t *testing.T) {
 		first.kubectl(t, "create", "configmap", "ha-check", "--from-literal=k=v")
 		haCheckMade = time.Now()
-		for i, n := range nodes {
-			server := "https://" + haNodes[i] + ":6443"
+		for _, n := range nodes {
+			server := "https://" + n.addr + ":6443"
 			out, err := n.kubectlErr(t, "--server", server, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}")
 			if err != nil || out != "v" {
 				t.Errorf("via %s: %q, %v", server, out, err)
@@ -286,7 +301,7 @@ func TestHAControlPlane(t *testing.T) {
 	})
 
 	t.Run("a join whose etcd cannot start leaves the members as they were", func(t *testing.T) {
-		testFailedJoin(t, first, bundle, keyText, endpoints)
+		testFailedJoin(t, first, broken, endpoint, bundle, keyText, endpoints)
 	})
 
 	t.Run("writes through the endpoint survive a killed etcd member", func(t *testing.T) {
@@ -325,7 +340,7 @@ func TestHAControlPlane(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "node 1's API server back", func() error {
-			_, err := first.kubectlErr(t, "--server", "https://"+haNodes[0]+":6443", "get", "--raw", "/readyz")
+			_, err := first.kubectlErr(t, "--server", "https://"+first.addr+":6443", "get", "--raw", "/readyz")
 			return err
 		})
 	})
@@ -383,7 +398,7 @@ func TestHAControlPlane(t *testing.T) {
 	})
 
 	t.Run("quorum lost: node 1 restores the latest scheduled snapshot from S3, the others rejoin", func(t *testing.T) {
-		testRestoreFromS3(t, nodes, bundle, bucket, haCheckMade)
+		testRestoreFromS3(t, nodes, endpoint, bundle, bucket, haCheckMade)
 	})
 
 	t.Run("reset on node 3 removes its etcd member; the cluster serves writes", func(t *testing.T) {
@@ -419,12 +434,11 @@ func killComponent(t *testing.T, n *node, component string) {
 
 // testFailedJoin joins a fourth node whose etcd exits at once (an unknown
 // flag): the join must fail, remove its learner, and leave the voters.
-func testFailedJoin(t *testing.T, first *node, bundle, keyText string, endpoints []string) {
+func testFailedJoin(t *testing.T, first, n *node, endpoint, bundle, keyText string, endpoints []string) {
 	before, _ := first.etcdMembers(t, endpoints)
-	n := newNode(t, "ha-bad", "127.0.0.84")
 	n.config = n.writeConfig(t, "kubeboot.yaml", map[string]any{
 		"kind":                  "JoinConfiguration",
-		"controlPlaneEndpoint":  haEndpoint,
+		"controlPlaneEndpoint":  endpoint,
 		"join.etcdEndpoints":    endpoints,
 		"etcd.local.extraArgs":  []any{map[string]any{"name": "no-such-flag", "value": "x"}},
 		"timeouts.controlPlane": "20s",
@@ -433,9 +447,7 @@ func testFailedJoin(t *testing.T, first *node, bundle, keyText string, endpoints
 	if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n.labStarted = true
-	r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir,
-		"--control-plane", "--certs-bundle", bundle, "--key-file", keyFile)
+	r := n.join(t, "--certs-bundle", bundle, "--key-file", keyFile)
 	if r.code != 4 || !strings.Contains(r.stderr, "removed the learner") {
 		t.Fatalf("join with a broken etcd: exit %d, want 4 and the learner removed:\n%s", r.code, r.stderr)
 	}
@@ -475,12 +487,12 @@ func scheduledCopies(t *testing.T, n *node) []remoteCopy {
 
 // testRestoreFromS3 is the disaster: two of the three etcd members stop,
 // so that the cluster has no quorum; node 1 restores the newest copy
-// another node's snapshot schedule put in S3, and the other two rejoin with lab up
-// --control-plane (lab down, which resets the node, then join). The
+// another node's snapshot schedule put in S3, and the other two rejoin
+// (reset --force, then join --control-plane). The
 // objects are as at the snapshot (ha-check, made at haCheckMade, is there,
 // though deleted before the disaster), etcd has three healthy voters again
 // and every API server answers.
-func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config.S3Storage, haCheckMade time.Time) {
+func testRestoreFromS3(t *testing.T, nodes []*node, endpoint, bundle string, bucket config.S3Storage, haCheckMade time.Time) {
 	first := nodes[0]
 	for _, n := range nodes {
 		eventually(t, "the snapshot pod of "+n.name+" Ready", func() error {
@@ -527,12 +539,12 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 			return nil
 		})
 	}
-	if r := first.etcdctl(t, []string{etcdURL(haNodes[0])}, "endpoint", "health", "--command-timeout", "3s"); r.code == 0 {
+	if r := first.etcdctl(t, []string{etcdURL(first.addr)}, "endpoint", "health", "--command-timeout", "3s"); r.code == 0 {
 		t.Fatalf("etcd on node 1 still healthy with two of three members stopped: %s", r.stdout)
 	}
 
 	start := time.Now()
-	progress, err := timedLines(exec.Command(kubebootBin, "etcd", "restore", "--snapshot", chosen, "--config", first.config))
+	progress, err := timedLines(first.command(t, context.Background(), "kubeboot", "etcd", "restore", "--snapshot", chosen, "--config", first.config))
 	if err != nil || !strings.Contains(progress, "downloading "+chosen) {
 		t.Fatalf("etcd restore --snapshot %s: %v:\n%s", chosen, err, progress)
 	}
@@ -546,18 +558,20 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 
 	var endpoints []string
 	for i, n := range nodes {
-		endpoints = append(endpoints, etcdURL(haNodes[i]))
+		endpoints = append(endpoints, etcdURL(n.addr))
 		if i == 0 {
 			continue
 		}
-		n.haConfig(t, endpoints[:i], bucket, nil)
+		n.haConfig(t, endpoint, endpoints[:i], bucket, nil)
 		start := time.Now()
-		r := n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json",
-			"--control-plane", "--certs-bundle", bundle, "--key-file", filepath.Join(n.root, "bundle.key"))
+		if r := n.kubeboot(t, "reset", "--force", "--config", n.config); r.code != 0 {
+			t.Fatalf("reset --force of %s before its rejoin: exit %d:\n%s", n.name, r.code, r.stderr)
+		}
+		r := n.join(t, "--certs-bundle", bundle, "--key-file", filepath.Join(n.root, "bundle.key"))
 		if r.code != 0 {
 			t.Fatalf("rejoin of %s: exit %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
 		}
-		t.Logf("TIMING: rejoin of %s (lab down, reset, join): %s", n.name, time.Since(start).Round(time.Millisecond))
+		t.Logf("TIMING: rejoin of %s (reset, join): %s", n.name, time.Since(start).Round(time.Millisecond))
 	}
 	if voters, learners := first.etcdMembers(t, endpoints); len(voters) != 3 || len(learners) != 0 {
 		t.Errorf("after the rejoins: voters %v, learners %v", voters, learners)
@@ -565,8 +579,8 @@ func testRestoreFromS3(t *testing.T, nodes []*node, bundle string, bucket config
 	if r := first.etcdctl(t, endpoints, "endpoint", "health"); r.code != 0 {
 		t.Errorf("etcd endpoint health after the rejoins: %s%s", r.stdout, r.stderr)
 	}
-	for i, n := range nodes {
-		server := "https://" + haNodes[i] + ":6443"
+	for _, n := range nodes {
+		server := "https://" + n.addr + ":6443"
 		if v, err := n.kubectlErr(t, "--server", server, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}"); err != nil || v != "v" {
 			t.Errorf("ha-check via %s: %q, %v", server, v, err)
 		}

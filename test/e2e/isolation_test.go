@@ -16,7 +16,7 @@ import (
 // shows the end of its log; a runtime that ran the component as a plain
 // host process would have let it read the file and become healthy.
 func TestIsolation(t *testing.T) {
-	n := newNode(t, "iso", "127.0.0.72")
+	n := newNode(t, "iso", "10.89.25.0/24")
 	patches := filepath.Join(n.root, "patches")
 	if err := os.MkdirAll(patches, 0o700); err != nil {
 		t.Fatal(err)
@@ -29,13 +29,13 @@ func TestIsolation(t *testing.T) {
 	const timeout = 40 * time.Second
 	n.config = n.writeConfig(t, "kubeboot.yaml", map[string]any{"patchesDir": patches, "timeouts.controlPlane": timeout.String()})
 
-	r := n.labUp(t)
+	r := n.up(t)
 	_, res, err := parseJSONOutput(r.stdout)
 	if err != nil {
-		t.Fatalf("lab up -o json output: %v\nstderr: %s", err, r.stderr)
+		t.Fatalf("init -o json output: %v\nstderr: %s", err, r.stderr)
 	}
 	if r.code != 4 || res.ExitCode != 4 {
-		t.Fatalf("lab up with the scheduler's kubeconfig unmounted exited %d (result %d), want 4: %s", r.code, res.ExitCode, res.Error)
+		t.Fatalf("init with the scheduler's kubeconfig unmounted exited %d (result %d), want 4: %s", r.code, res.ExitCode, res.Error)
 	}
 	if want := components[:3]; !sameSet(res.Healthy, want) {
 		t.Errorf("healthy %v, want %v: only the scheduler lacks a mount", res.Healthy, want)

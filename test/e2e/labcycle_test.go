@@ -7,52 +7,60 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestLabUpDownUp is `make lab` as a new user runs it: up, down and up
-// again; then up interrupted (SIGINT) once its kubelet runs, and up once
-// more. Every up ends with a healthy control plane, and down leaves
-// nothing of the node's dir, so nothing the next up would misread.
+// TestLabUpDownUp is a lab's life as a user lives it: lab up and lab
+// down; lab up interrupted (SIGINT) once its node reports its own
+// progress, and lab down; then up again. Every up ends with the node
+// Ready, and every down leaves nothing of the lab on the host, so nothing
+// the next up would misread.
 func TestLabUpDownUp(t *testing.T) {
-	n := newNode(t, "cycle", "127.0.0.5")
+	c := startMachineCluster(t, "cycle", "10.89.26.0/24", "10.244.0.0/16", "\n- {name: cp1, role: control-plane}\n")
+	before := hostNetworkState(t)
 	up := func(when string) {
 		t.Helper()
-		r := n.labUp(t)
-		_, res, err := parseJSONOutput(r.stdout)
-		if err != nil {
-			t.Fatalf("lab up %s: -o json output: %v\nstderr: %s", when, err, r.stderr)
+		r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
+		if r.code != 0 {
+			t.Fatalf("lab up %s exited %d:\n%s", when, r.code, r.stderr)
 		}
-		if r.code != 0 || !sameSet(res.Healthy, components) {
-			t.Fatalf("lab up %s exited %d, healthy %v: %s\nstderr: %s", when, r.code, res.Healthy, res.Error, r.stderr)
-		}
-		t.Logf("lab up %s: healthy in %s", when, r.took.Round(time.Millisecond))
+		c.readyNodes(t, 1)
+		t.Logf("lab up %s: the node Ready in %s", when, r.took.Round(time.Millisecond))
 	}
 	down := func() {
 		t.Helper()
-		if r := n.kubeboot(t, "lab", "down", "--config", n.config, "--bin-dir", binDir); r.code != 0 {
+		r := runCommand(t, kubebootBin, "lab", "down", "--cluster", c.desc)
+		if r.code != 0 {
 			t.Fatalf("lab down exited %d:\n%s", r.code, r.stderr)
 		}
-		// Nothing of init's is left for the next lab up to misread.
-		if _, err := os.Stat(n.dir); !os.IsNotExist(err) {
-			t.Errorf("lab down left %s (%v): %s", n.dir, err, strings.Join(kubebootFiles(t, n), ", "))
+		t.Logf("lab down took %s", r.took.Round(time.Millisecond))
+		after := hostNetworkState(t)
+		if !slices.Equal(before.namespaces, after.namespaces) || !slices.Equal(before.links, after.links) {
+			t.Errorf("after lab down, the host's network differs:\nbefore %v %v\nafter  %v %v", before.namespaces, before.links, after.namespaces, after.links)
+		}
+		if left := processesUnder(c.root); len(left) > 0 {
+			t.Errorf("after lab down, processes of the lab remain:\n%s", describe(left))
+		}
+		if _, err := os.Stat(filepath.Join(c.root, "c")); !os.IsNotExist(err) {
+			t.Errorf("lab down left the lab's directory (%v)", err)
 		}
 	}
-	up("on a new node")
+	up("on a new host")
 	down()
-	up("after lab down")
+	interruptedUp(t, c)
 	down()
-	interruptedUp(t, n)
 	up("after an interrupted lab up")
 }
 
-// interruptedUp starts lab up and sends it SIGINT once its kubelet runs.
-func interruptedUp(t *testing.T, n *node) {
+// interruptedUp starts lab up and sends it SIGINT once its node reports
+// its own progress: the machine booted and its bootstrap under way.
+func interruptedUp(t *testing.T, c *machineCluster) {
 	t.Helper()
-	n.labStarted = true
-	cmd := exec.Command(kubebootBin, "lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json")
+	cmd := exec.Command(kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -67,7 +75,7 @@ func interruptedUp(t *testing.T, n *node) {
 	started := false
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), `"stage":"`+"kubelet-started"+`"`) && !started {
+		if strings.Contains(sc.Text(), `"phase":"cp1/`) && !started {
 			started = true
 			if err := cmd.Process.Signal(os.Interrupt); err != nil {
 				t.Fatal(err)
@@ -76,10 +84,10 @@ func interruptedUp(t *testing.T, n *node) {
 	}
 	err = cmd.Wait()
 	if !started {
-		t.Fatalf("lab up ended (%v) before its kubelet started:\n%s", err, stderr.String())
+		t.Fatalf("lab up ended (%v) before its node reported progress:\n%s", err, stderr.String())
 	}
 	if err == nil {
-		t.Fatalf("lab up interrupted once its kubelet ran exited 0:\n%s", stderr.String())
+		t.Fatalf("lab up interrupted while its node came up exited 0:\n%s", stderr.String())
 	}
-	t.Logf("lab up, interrupted once its kubelet ran: %v", err)
+	t.Logf("lab up, interrupted while its node came up: %v", err)
 }

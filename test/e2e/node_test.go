@@ -5,46 +5,90 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/machine"
 )
 
-// labTemplate is the lab config `make lab` uses; every test node is this
-// file with its own directory, address and node name.
-const (
-	labTemplate     = "../../examples/lab.yaml"
-	templateDir     = "/tmp/kubeboot-lab"
-	templateAddress = "127.0.0.1"
-)
+// nodeTemplate is the config of a test's control-plane node: every path
+// of kubeboot's under DIR, the node's directory, so that the test reads
+// them on the host; the kubelet's and containerd's own state stays on the
+// machine's disk, as on any node. The addons are left out: these tests
+// are about the control plane (TestAddons and TestClusterLife run them).
+const nodeTemplate = `apiVersion: kubeboot.io/v1alpha1
+kind: ClusterConfiguration
+clusterName: e2e
+node:
+  name: NAME
+  advertiseAddress: ADDRESS
+networking:
+  podSubnet: 10.244.0.0/16
+etcd:
+  local:
+    dataDir: DIR/etcd
+    snapshotsDir: DIR/etcd-snapshots
+certificates:
+  dir: DIR/pki
+paths:
+  manifestsDir: DIR/manifests
+  kubeconfigDir: DIR
+kubelet:
+  configFile: DIR/kubelet/config.yaml
+  extraConfig:` + kubeletSettings + `
+timeouts:
+  controlPlane: 3m
+security:
+  audit:
+    logDir: DIR/audit
+addons:
+  coreDNS:
+    disabled: true
+  kubeProxy:
+    disabled: true
+`
 
 // commandTimeout bounds every command, so a hang fails the test.
 const commandTimeout = 5 * time.Minute
 
-// node is one lab node: a temp root holding its config files and, under
-// dir, every path of its config, on its own loopback address.
+// node is one control-plane node of a test: a machine of a lab of
+// machines (systemd as PID 1, containerd and the kubelet as its
+// services), on the lab's network at addr, into which the test's root is
+// shared at the same path. The test runs kubeboot in the machine as an
+// operator would, and reads what it wrote from the host.
 type node struct {
 	// t is the test that owns the node: its cleanup reports there.
 	t *testing.T
-	// root holds the config files, patches and dir; every process of the
-	// lab names a path under it.
+	// root holds the config files, patches and dir, shared with the
+	// machine at the same path.
 	root string
-	// dir is the node's directory: pki, manifests, kubeconfigs, lab files.
+	// dir is the node's directory: pki, manifests, kubeconfigs, etcd.
 	dir  string
 	addr string
 	name string
 	// config is the node's main config file.
 	config string
-	// labStarted says that lab up ran, so cleanup runs lab down.
-	labStarted bool
+	// m is the node's machine, and lab the lab of machines it is in.
+	m   machine.Machine
+	lab *lab.Cluster
+	// netns is the node's network namespace, which the host's kubectl
+	// and the test's own connections enter to reach it.
+	netns string
 }
 
 // result is what a command did.
@@ -54,40 +98,83 @@ type result struct {
 	took           time.Duration
 }
 
-// newNode makes a node named e2e-<label> on addr, writes its config and
-// registers the cleanup that stops its lab and checks no process remains.
-func newNode(t *testing.T, label, addr string) *node {
+// newNode makes a lab of one node, e2e-<label>, on subnet (a /24 of the
+// test's own), booted and ready for kubeboot init.
+func newNode(t *testing.T, label, subnet string) *node {
 	t.Helper()
-	// A short root keeps the CRI socket path under the 108-byte limit.
-	root, err := os.MkdirTemp("", "kb-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{t: t, root: root, dir: filepath.Join(root, "n"), addr: addr, name: "e2e-" + label}
-	t.Cleanup(n.cleanup)
-	n.config = n.writeConfig(t, "kubeboot.yaml", nil)
-	return n
+	return newNodes(t, label, subnet, nil, label)[0]
 }
 
-// writeConfig writes the lab template adapted to this node, with edits
+// newNodes makes a lab of machines named name on subnet, one node
+// e2e-<label> per label, each with its config written, the images of
+// those configs (and of versions too, the other releases the test moves
+// to) in their containerd, booted and ready for kubeboot init. The
+// cleanups remove the machines and the network, check that nothing of
+// them is left, and remove each node's root unless the test failed.
+func newNodes(t *testing.T, name, subnet string, versions []string, labels ...string) []*node {
+	t.Helper()
+	var nodes []*node
+	var specs []string
+	for _, label := range labels {
+		// A short root keeps socket paths under the 108-byte limit.
+		root, err := os.MkdirTemp("", "kb-e2e-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &node{t: t, root: root, dir: filepath.Join(root, "n"), name: "e2e-" + label}
+		// Registered before the lab's: it runs once the machines are gone.
+		t.Cleanup(n.cleanup)
+		nodes = append(nodes, n)
+		// A description lists at most three control-plane nodes; only it
+		// reads the role: the test decides what each machine runs.
+		role := "control-plane"
+		if len(specs) >= 3 {
+			role = "worker"
+		}
+		specs = append(specs, n.name+":"+role)
+	}
+	l := newMachineLab(t, name, subnet, specs...)
+	var configs []string
+	for i, n := range nodes {
+		n.addr, n.lab = l.cl.Address(i).String(), l.cl
+		n.netns = filepath.Join("/run/netns", l.cl.Netns(n.name))
+		n.config = n.writeConfig(t, "kubeboot.yaml", nil)
+		configs = append(configs, string(readFile(t, n.config)))
+	}
+	for _, v := range versions {
+		configs = append(configs, string(readFile(t, nodes[0].writeConfig(t, "images-"+v+".yaml", map[string]any{"kubernetesVersion": v}))))
+	}
+	l.images(t, configs[0], nil, configs[1:]...)
+	for i, n := range nodes {
+		n.m = l.machine(t, i, "")
+		n.m.Shared = []string{n.root}
+		if err := n.m.Boot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// Registered after the lab's: it runs while the machine's disk
+		// is there.
+		t.Cleanup(func() {
+			if t.Failed() {
+				n.dumpLogs()
+			}
+		})
+	}
+	for _, n := range nodes {
+		waitMachine(t, n.m, "the lab's images in "+n.name+"'s containerd", func(out string) bool { return out == "active" },
+			"sh", "-c", "systemctl is-active kubeboot-lab-images || true")
+	}
+	return nodes
+}
+
+// writeConfig writes the node template adapted to this node, with edits
 // (dotted field path -> value) applied, and returns its path.
 func (n *node) writeConfig(t *testing.T, file string, edits map[string]any) string {
 	t.Helper()
-	tmpl, err := os.ReadFile(labTemplate)
-	if err != nil {
-		t.Fatalf("read the lab template: %v", err)
-	}
-	// A template that stops using these would make every node share them.
-	if !strings.Contains(string(tmpl), templateDir) || !strings.Contains(string(tmpl), templateAddress) {
-		t.Fatalf("%s no longer puts its paths under %s on %s: update the e2e node helper", labTemplate, templateDir, templateAddress)
-	}
-	text := strings.ReplaceAll(string(tmpl), templateDir, n.dir)
-	text = strings.ReplaceAll(text, templateAddress, n.addr)
+	text := strings.NewReplacer("DIR", n.dir, "NAME", n.name, "ADDRESS", n.addr).Replace(nodeTemplate)
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
-		t.Fatalf("parse the lab template: %v", err)
+		t.Fatalf("parse the node template: %v", err)
 	}
-	setField(cfg, "node.name", n.name)
 	for path, value := range edits {
 		setField(cfg, path, value)
 	}
@@ -123,31 +210,45 @@ func (n *node) manifestPath(component string) string {
 	return n.path(filepath.Join("manifests", component+".yaml"))
 }
 
-func (n *node) socket() string { return n.path("cri.sock") }
-
-// kubeboot runs the kubeboot binary. init and join run with the host
-// checks ignored that a test node cannot pass, as lab up ignores them (see
-// hostNodeIgnored).
-func (n *node) kubeboot(t *testing.T, args ...string) result {
+// command is argv run in the node's machine, in a process group of its
+// own, so that killing the group kills the command inside too.
+func (n *node) command(t *testing.T, ctx context.Context, argv ...string) *exec.Cmd {
 	t.Helper()
-	if len(args) > 0 && (args[0] == "init" || args[0] == "join") {
-		args = append(args, "--ignore-preflight-errors="+hostNodeIgnored)
+	cmd, err := n.m.Command(ctx, argv...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return runCommand(t, kubebootBin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	return cmd
 }
 
-// hostNodeIgnored are the host checks of kubeboot's preflight that a test
-// node cannot pass: it shares the host's network namespace, whose
-// forwarding the tests leave as it is (a fresh machine has it off), its
-// kubelet runs from the bin dir, not the PATH, and some tests run init
-// before the node's containerd.
-const hostNodeIgnored = "FileContent--proc-sys-net-ipv4-ip_forward,FileExisting-kubelet,CRI"
-
-// labUp starts the lab with the node's config and JSON output.
-func (n *node) labUp(t *testing.T) result {
+// kubeboot runs kubeboot in the node's machine, as an operator does.
+func (n *node) kubeboot(t *testing.T, args ...string) result {
 	t.Helper()
-	n.labStarted = true
-	return n.kubeboot(t, "lab", "up", "--config", n.config, "--bin-dir", binDir, "-o", "json")
+	return n.run(t, append([]string{"kubeboot"}, args...)...)
+}
+
+// run runs argv in the node's machine to completion, within
+// commandTimeout.
+func (n *node) run(t *testing.T, argv ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	return run(t, ctx, n.command(t, ctx, argv...))
+}
+
+// up runs kubeboot init with the node's config and JSON output.
+func (n *node) up(t *testing.T) result {
+	t.Helper()
+	return n.kubeboot(t, "init", "--config", n.config, "-o", "json")
+}
+
+// join runs kubeboot join --control-plane with the node's config, JSON
+// output and more arguments (the cluster secrets).
+func (n *node) join(t *testing.T, more ...string) result {
+	t.Helper()
+	return n.kubeboot(t, append([]string{"join", "--control-plane", "--config", n.config, "-o", "json"}, more...)...)
 }
 
 // kubectl runs kubectl with the node's admin.conf; it fails the test on a
@@ -161,27 +262,75 @@ func (n *node) kubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// kubectlErr runs kubectl with the node's admin.conf.
+// kubectlErr runs the host's kubectl with the node's admin.conf, in the
+// node's network namespace.
 func (n *node) kubectlErr(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	r := runCommand(t, filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", n.path("admin.conf")}, args...)...)
+	r := n.inNetns(t, filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", n.path("admin.conf")}, args...)...)
 	if r.code != 0 {
 		return r.stdout, fmt.Errorf("kubectl %s: exit %d: %s", strings.Join(args, " "), r.code, strings.TrimSpace(r.stderr))
 	}
 	return r.stdout, nil
 }
 
-// crictl runs crictl against the node's CRI socket.
+// inNetns runs a host binary in the node's network namespace.
+func (n *node) inNetns(t *testing.T, bin string, args ...string) result {
+	t.Helper()
+	return runCommand(t, "nsenter", append([]string{"--net=" + n.netns, "--", bin}, args...)...)
+}
+
+// crictl runs crictl in the node's machine, against its containerd.
 func (n *node) crictl(t *testing.T, args ...string) result {
 	t.Helper()
-	endpoint := "unix://" + n.socket()
-	// An empty config file keeps the host's /etc/crictl.yaml out.
-	config := filepath.Join(n.root, "crictl.yaml")
-	if err := os.WriteFile(config, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"--config", config, "--runtime-endpoint", endpoint, "--image-endpoint", endpoint, "--timeout", "10s"}
-	return runCommand(t, filepath.Join(binDir, "crictl"), append(base, args...)...)
+	const endpoint = "unix:///run/containerd/containerd.sock"
+	return n.run(t, append([]string{"crictl", "--runtime-endpoint", endpoint, "--image-endpoint", endpoint, "--timeout", "10s"}, args...)...)
+}
+
+// dial opens a connection from the node's network namespace, as a
+// process on the node's network would.
+func (n *node) dial(network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := inNetns(n.netns, func() error {
+		var err error
+		conn, err = net.DialTimeout(network, addr, 10*time.Second)
+		return err
+	})
+	return conn, err
+}
+
+// httpClient is an HTTP client whose connections are opened from the
+// node's network, with cfg for TLS.
+func (n *node) httpClient(cfg *tls.Config) *http.Client {
+	dial := func(_ context.Context, network, addr string) (net.Conn, error) { return n.dial(network, addr) }
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, DialContext: dial, TLSClientConfig: cfg}}
+}
+
+// apiURL is the URL of path on the node's API server.
+func (n *node) apiURL(path string) string {
+	return "https://" + net.JoinHostPort(n.addr, "6443") + path
+}
+
+// inNetns runs fn on an OS thread of its own that has entered the network
+// namespace at path: the sockets fn opens are that namespace's. The
+// thread ends with fn, so that no other goroutine runs in the namespace.
+func inNetns(path string, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		// Left locked: the thread exits with this goroutine.
+		runtime.LockOSThread()
+		f, err := os.Open(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = f.Close() }()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("enter %s: %w", path, err)
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
 }
 
 // runCommand runs a binary to completion, within commandTimeout.
@@ -189,7 +338,12 @@ func runCommand(t *testing.T, bin string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	return run(t, ctx, exec.CommandContext(ctx, bin, args...))
+}
+
+// run runs cmd, made with ctx, to completion.
+func run(t *testing.T, ctx context.Context, cmd *exec.Cmd) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -201,36 +355,27 @@ func runCommand(t *testing.T, bin string, args ...string) result {
 	case errors.As(err, &exit):
 		r.code = exit.ExitCode()
 	default:
-		t.Fatalf("run %s %s: %v", filepath.Base(bin), strings.Join(args, " "), err)
+		t.Fatalf("run %s: %v", strings.Join(cmd.Args, " "), err)
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("%s %s did not finish within %s\nstderr: %s", filepath.Base(bin), strings.Join(args, " "), commandTimeout, r.stderr)
+		t.Fatalf("%s did not finish within %s\nstderr: %s", strings.Join(cmd.Args, " "), commandTimeout, r.stderr)
 	}
 	return r
 }
 
-// cleanup stops the lab, shows its logs when the test failed, checks that
-// no process of the lab remains (killing and reporting any), and removes
+// cleanup runs once the node's machine is gone: it checks that no process
+// or mount of the node remains (killing and reporting any), and removes
 // the root unless the test failed.
 func (n *node) cleanup() {
 	t := n.t
-	if n.labStarted {
-		if t.Failed() {
-			n.dumpLogs()
-		}
-		r := runCommand(t, kubebootBin, "lab", "down", "--config", n.config, "--bin-dir", binDir)
-		if r.code != 0 {
-			t.Errorf("lab down exited %d:\n%s", r.code, r.stderr)
-		}
-	}
 	if left := processesUnder(n.root); len(left) > 0 {
-		t.Errorf("after lab down, %d processes of the lab remain (killed now):\n%s", len(left), describe(left))
+		t.Errorf("after the machine's removal, %d processes of the node remain (killed now):\n%s", len(left), describe(left))
 		for _, p := range left {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	}
 	if mounts := mountsUnder(n.root); len(mounts) > 0 {
-		t.Errorf("after lab down, mounts under %s remain: %s", n.root, strings.Join(mounts, ", "))
+		t.Errorf("after the machine's removal, mounts under %s remain: %s", n.root, strings.Join(mounts, ", "))
 		return
 	}
 	if t.Failed() {

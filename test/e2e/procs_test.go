@@ -72,18 +72,37 @@ func (n *node) componentPids() map[string]int {
 	return pids
 }
 
-// dumpLogs logs the tail of the kubelet's, containerd's and each
-// component's newest log.
-func (n *node) dumpLogs() {
-	files := []string{n.path("lab/kubelet.log"), n.path("lab/containerd.log")}
-	for _, c := range components {
-		if f := newestFile(filepath.Join(n.path("pod-logs"), "kube-system_"+c+"-"+n.name+"_*", c, "*.log")); f != "" {
-			files = append(files, f)
-		} else {
-			n.t.Logf("no log of %s under %s", c, n.path("pod-logs"))
+// machinePid is the pid, in its machine's PID namespace, of a process
+// of a machine that the host sees as pid: the second of its NSpid.
+func machinePid(t *testing.T, pid int) int {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if fields := strings.Fields(line); len(fields) > 2 && fields[0] == "NSpid:" {
+			inner, err := strconv.Atoi(fields[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return inner
 		}
 	}
-	for _, f := range files {
+	t.Fatalf("process %d is in no PID namespace below the host's", pid)
+	return 0
+}
+
+// dumpLogs logs the tail of each component's newest log, from the
+// machine's disk.
+func (n *node) dumpLogs() {
+	pods := filepath.Join(n.m.Root(), "var/log/pods")
+	for _, c := range components {
+		f := newestFile(filepath.Join(pods, "kube-system_"+c+"-"+n.name+"_*", c, "*.log"))
+		if f == "" {
+			n.t.Logf("no log of %s under %s", c, pods)
+			continue
+		}
 		n.t.Logf("--- last lines of %s ---\n%s", f, tail(f, 40))
 	}
 }

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,24 +12,16 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 )
 
-// How kube-bench is made to see one lab as if it were a kubeadm node.
-//
-// kube-bench finds components with ps (`ps -C <binary>` and
-// `ps -ef | grep <binary>`) and reads flags from their command lines; on
-// this machine other labs run too, and their processes would answer. Some
-// checks also read fixed paths (/etc/kubernetes/admin.conf,
-// /etc/kubernetes/pki/), which no config.yaml override can move. So
-// kube-bench runs in a private mount namespace where
-//   - /etc/kubernetes is the lab's directory, which has kubeadm's layout
-//     (manifests/, pki/, admin.conf, ...), so every default path is right;
-//   - ps is a wrapper that shows only processes of this lab, recognised by
-//     their command lines naming the lab's directory.
-// Nothing of the benchmark is changed, and nothing outside the namespace
-// sees the mounts.
+// kube-bench runs in the node's machine, where every process is the
+// node's, as on any node. Some checks read fixed paths
+// (/etc/kubernetes/admin.conf, /etc/kubernetes/pki/), which no config.yaml
+// override can move, so it runs in a private mount namespace of the
+// machine where /etc/kubernetes is the node's directory, which has
+// kubeadm's layout (manifests/, pki/, admin.conf, ...). Nothing of the
+// benchmark is changed.
 
 // secBenchCheck is one check of kube-bench's JSON output.
 type secBenchCheck struct {
@@ -51,67 +42,33 @@ type secBenchOutput struct {
 	} `json:"Controls"`
 }
 
-// secPsWrapper passes ps's arguments to the real ps and keeps the lines
-// of this lab's processes: those that show the lab's directory, and those
-// that start with the pid of such a process (`ps -o pid=`).
-const secPsWrapper = `#!/bin/sh
-"%[1]s" "$@" | while IFS= read -r line; do
-	case $line in
-	*"%[2]s"*) printf '%%s\n' "$line"; continue ;;
-	esac
-	pid=$(printf '%%s' "$line" | tr -d ' ')
-	case $pid in
-	'' | *[!0-9]*) continue ;;
-	esac
-	if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "%[2]s"; then
-		printf '%%s\n' "$line"
-	fi
-done
-`
-
-// secBenchScript sets up the namespace's mounts and runs kube-bench.
+// secBenchScript mounts the node's directory at /etc/kubernetes and runs
+// kube-bench.
 const secBenchScript = `set -e
-cp /usr/bin/ps "$SEC_BENCH/real-ps"
-mount --bind "$SEC_LAB_DIR" /etc/kubernetes
-mount --bind "$SEC_BENCH/ps" /usr/bin/ps
-exec "$SEC_KUBE_BENCH" run --config-dir "$SEC_CFG" --benchmark cis-1.11 --targets master,etcd,controlplane --json
+mkdir -p /etc/kubernetes
+mount --bind "$1" /etc/kubernetes
+exec "$2/kube-bench" run --config-dir "$2/kube-bench-cfg" --benchmark cis-1.11 --targets master,etcd,controlplane --json
 `
 
-// secRunKubeBench runs kube-bench against the lab and returns its checks
-// by target (master, etcd, controlplane).
-func secRunKubeBench(t *testing.T, l *secLab) map[string][]secBenchCheck {
+// secRunKubeBench runs kube-bench in the node's machine, from a copy in
+// the node's root, and returns its checks by target (master, etcd,
+// controlplane).
+func secRunKubeBench(t *testing.T, l *node) map[string][]secBenchCheck {
 	t.Helper()
-	bench, err := os.MkdirTemp("", "kb-secbench-")
-	if err != nil {
+	bench := filepath.Join(l.root, "bench")
+	if err := os.Mkdir(bench, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = os.RemoveAll(bench) }()
-	// The bind mount needs its mount point; a fresh machine may lack it.
-	if _, err := os.Stat("/etc/kubernetes"); os.IsNotExist(err) {
-		if err := os.Mkdir("/etc/kubernetes", 0o700); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = os.Remove("/etc/kubernetes") }()
+	if out, err := exec.Command("cp", "-r", filepath.Join(binDir, "kube-bench"), filepath.Join(binDir, "kube-bench-cfg"), bench).CombinedOutput(); err != nil {
+		t.Fatalf("copy kube-bench into the node's root: %v: %s", err, out)
 	}
-	labDir := l.dir + "/"
-	wrapper := fmt.Sprintf(secPsWrapper, filepath.Join(bench, "real-ps"), labDir)
-	if err := os.WriteFile(filepath.Join(bench, "ps"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("/bin/sh", "-c", secBenchScript)
-	cmd.Env = append(os.Environ(),
-		"SEC_BENCH="+bench, "SEC_LAB_DIR="+l.dir,
-		"SEC_KUBE_BENCH="+filepath.Join(l.binDir, "kube-bench"), "SEC_CFG="+filepath.Join(l.binDir, "kube-bench-cfg"))
-	// Go makes the new namespace's mounts private before the script runs.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kube-bench: %v\n%s", err, stderr.String())
+	r := l.run(t, "unshare", "--mount", "--propagation", "private", "sh", "-c", secBenchScript, "sh", l.dir, bench)
+	if r.code != 0 {
+		t.Fatalf("kube-bench exited %d:\n%s", r.code, r.stderr)
 	}
 	var out secBenchOutput
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("kube-bench output: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("kube-bench output: %v\n%s", err, r.stdout)
 	}
 	byTarget := map[string][]secBenchCheck{}
 	for _, c := range out.Controls {
@@ -125,7 +82,7 @@ func secRunKubeBench(t *testing.T, l *secLab) map[string][]secBenchCheck {
 // secKubeBench runs the CIS benchmark and holds kubeboot to it: no master
 // check fails and at least 55 pass, every etcd check passes, and every
 // remaining warning is explained in docs/security.md.
-func secKubeBench(t *testing.T, l *secLab) {
+func secKubeBench(t *testing.T, l *node) {
 	docs, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)

@@ -13,9 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,13 +23,13 @@ import (
 // secCheckEncryption writes a Secret through the API and reads its raw
 // etcd value with the health-check client certificate: it must carry the
 // envelope of the secretbox provider, not the plaintext.
-func secCheckEncryption(t *testing.T, l *secLab) {
+func secCheckEncryption(t *testing.T, l *node) {
 	const marker = "sec-plaintext-marker"
-	if _, err := l.kubectl("create", "secret", "generic", "sec-probe", "-n", "default", "--from-literal=value="+marker); err != nil {
+	if _, err := secKubectl(l, "create", "secret", "generic", "sec-probe", "-n", "default", "--from-literal=value="+marker); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := secRun(filepath.Join(l.binDir, "etcdctl"),
-		"--endpoints=https://"+net.JoinHostPort(secAddr, "2379"),
+	raw, err := secRun("nsenter", "--net="+l.netns, "--", filepath.Join(binDir, "etcdctl"),
+		"--endpoints=https://"+net.JoinHostPort(l.addr, "2379"),
 		"--cacert="+l.path("pki/etcd/ca.crt"),
 		"--cert="+l.path("pki/etcd/healthcheck-client.crt"),
 		"--key="+l.path("pki/etcd/healthcheck-client.key"),
@@ -63,8 +61,8 @@ type secAuditEvent struct {
 // secCheckAudit creates a ConfigMap and finds its audit event: logged at
 // Metadata level, without the body, by the policy's rule for ConfigMaps.
 // No health check may appear in the log.
-func secCheckAudit(t *testing.T, l *secLab) {
-	if _, err := l.kubectl("create", "configmap", "sec-audit-probe", "-n", "default", "--from-literal=k=v"); err != nil {
+func secCheckAudit(t *testing.T, l *node) {
+	if _, err := secKubectl(l, "create", "configmap", "sec-audit-probe", "-n", "default", "--from-literal=k=v"); err != nil {
 		t.Fatal(err)
 	}
 	path := l.path("audit/audit.log")
@@ -120,13 +118,13 @@ var secCBCSuites = []uint16{
 // client, which the server must refuse with an alert, and a TLS 1.2 client
 // that verifies the server against its CA, which must get through: the
 // refusals then come from the server's settings, not from a dead port.
-func secCheckTLS(t *testing.T, l *secLab) {
+func secCheckTLS(t *testing.T, l *node) {
 	endpoints := []secEndpoint{
-		{"kube-apiserver", net.JoinHostPort(secAddr, "6443"), "pki/ca.crt", ""},
-		{"kube-controller-manager", net.JoinHostPort("127.0.0.1", secCMPort), "pki/ca.crt", ""},
-		{"kube-scheduler", net.JoinHostPort("127.0.0.1", secSchedulerPort), "pki/ca.crt", ""},
-		{"etcd", net.JoinHostPort(secAddr, "2379"), "pki/etcd/ca.crt", "pki/etcd/healthcheck-client"},
-		{"kubelet", net.JoinHostPort(secAddr, "10250"), "pki/ca.crt", ""},
+		{"kube-apiserver", net.JoinHostPort(l.addr, "6443"), "pki/ca.crt", ""},
+		{"kube-controller-manager", "127.0.0.1:10257", "pki/ca.crt", ""},
+		{"kube-scheduler", "127.0.0.1:10259", "pki/ca.crt", ""},
+		{"etcd", net.JoinHostPort(l.addr, "2379"), "pki/etcd/ca.crt", "pki/etcd/healthcheck-client"},
+		{"kubelet", net.JoinHostPort(l.addr, "10250"), "pki/ca.crt", ""},
 	}
 	for _, ep := range endpoints {
 		pool := x509.NewCertPool()
@@ -142,7 +140,7 @@ func secCheckTLS(t *testing.T, l *secLab) {
 			}
 			good.Certificates = []tls.Certificate{pair}
 		}
-		if err := secHandshake(ep.addr, good); err != nil {
+		if err := secHandshake(l, ep.addr, good); err != nil {
 			t.Errorf("%s %s: a verified TLS 1.2 handshake failed: %v", ep.name, ep.addr, err)
 			continue
 		}
@@ -151,7 +149,7 @@ func secCheckTLS(t *testing.T, l *secLab) {
 		old := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}
 		cbc := &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12, CipherSuites: secCBCSuites}
 		for name, cfg := range map[string]*tls.Config{"TLS 1.1": old, "CBC suites": cbc} {
-			err := secHandshake(ep.addr, cfg)
+			err := secHandshake(l, ep.addr, cfg)
 			if err == nil || !strings.Contains(err.Error(), "remote error") {
 				t.Errorf("%s %s: a %s handshake was not refused by the server: %v", ep.name, ep.addr, name, err)
 				continue
@@ -161,23 +159,33 @@ func secCheckTLS(t *testing.T, l *secLab) {
 	}
 }
 
-func secHandshake(addr string, cfg *tls.Config) error {
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+// secHandshake makes a TLS handshake with addr from the node's network.
+func secHandshake(l *node, addr string, cfg *tls.Config) error {
+	raw, err := l.dial("tcp", addr)
 	if err != nil {
 		return err
 	}
-	return conn.Close()
+	if !cfg.InsecureSkipVerify {
+		// What tls.Dial takes from the address.
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	conn := tls.Client(raw, cfg)
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	err = conn.Handshake()
+	_ = conn.Close()
+	return err
 }
 
 // secCheckAnonymous: without credentials /readyz answers and the API does not.
-func secCheckAnonymous(t *testing.T, l *secLab) {
+func secCheckAnonymous(t *testing.T, l *node) {
 	pool := x509.NewCertPool()
 	caPEM, err := os.ReadFile(l.path("pki/ca.crt"))
 	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
 		t.Fatalf("read ca.crt: %v", err)
 	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	base := "https://" + net.JoinHostPort(secAddr, "6443")
+	client := l.httpClient(&tls.Config{RootCAs: pool})
+	base := l.apiURL("")
 	for path, want := range map[string]int{"/readyz": http.StatusOK, "/livez": http.StatusOK, "/api/v1/namespaces": http.StatusUnauthorized, "/version": http.StatusUnauthorized} {
 		resp, err := client.Get(base + path)
 		if err != nil {
@@ -192,26 +200,14 @@ func secCheckAnonymous(t *testing.T, l *secLab) {
 }
 
 // secCheckKubeletPath asks the API server for a pod's log: it reaches the
-// kubelet over TLS verified with --kubelet-certificate-authority.
-//
-// The kubelet refuses to report a loopback node IP ("nodeIP can't be
-// loopback address"), so a lab's Node has no address and the API server
-// would not know where to dial. The test sets the address a real node
-// reports, the advertise address, which the kubelet then leaves alone.
-func secCheckKubeletPath(t *testing.T, l *secLab) {
-	patch := `{"status":{"addresses":[{"type":"InternalIP","address":"` + secAddr + `"},{"type":"Hostname","address":"` + secNodeName + `"}]}}`
-	err := secPoll(60*time.Second, func() error {
-		_, err := l.kubectl("patch", "node", secNodeName, "--subresource=status", "--type=merge", "-p", patch)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("set the lab node's address: %v", err)
-	}
-	pod := "etcd-" + secNodeName
+// kubelet at the node's address over TLS verified with
+// --kubelet-certificate-authority.
+func secCheckKubeletPath(t *testing.T, l *node) {
+	pod := "etcd-" + l.name
 	var out string
-	err = secPoll(90*time.Second, func() error {
+	err := secPoll(90*time.Second, func() error {
 		var err error
-		out, err = l.kubectl("logs", "-n", "kube-system", pod, "--tail=1")
+		out, err = secKubectl(l, "logs", "-n", "kube-system", pod, "--tail=1")
 		return err
 	})
 	if err != nil {
@@ -221,12 +217,7 @@ func secCheckKubeletPath(t *testing.T, l *secLab) {
 }
 
 // secCheckFiles checks the modes and owners CIS section 1.1 asks for.
-func secCheckFiles(t *testing.T, l *secLab) {
-	etcdUser, err := user.Lookup("etcd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcdUID, _ := strconv.Atoi(etcdUser.Uid)
+func secCheckFiles(t *testing.T, l *node, etcdUID int) {
 	want := []struct {
 		path string
 		mode fs.FileMode
