@@ -54,12 +54,6 @@ func APIServer(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 	if !hasArg(cfg.APIServer.ExtraArgs, "authorization-config") {
 		defaults = append(defaults, flag{"authorization-mode", "Node,RBAC"})
 	}
-	// On a loopback address the API server binds to it alone, so that lab
-	// nodes on 127.0.0.x can share the bind port; elsewhere it binds to
-	// every interface, as with kubeadm.
-	if advertise.IsLoopback() {
-		defaults = append(defaults, flag{"bind-address", cfg.Node.AdvertiseAddress})
-	}
 	defaults = append(defaults, etcdClientFlags(cfg, advertise)...)
 	securityFlags, securityMounts := apiServerSecurity(cfg)
 	flags := mergeFlags(append(defaults, securityFlags...), cfg.APIServer.ExtraArgs)

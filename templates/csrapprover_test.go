@@ -28,7 +28,6 @@ func TestCSRApproverPod(t *testing.T) {
 			c.CSRApprover.Image = "registry.example/ops/kubeboot:v0.4.0"
 			c.Node.AdvertiseAddress, c.Networking.ServiceSubnet = "fd00::10", "fd00:10:96::/112"
 		}},
-		{"lab node on a loopback address", "kubeboot.io/kubeboot:dev", "127.0.0.2", func(c *config.ClusterConfiguration) { c.Node.AdvertiseAddress = "127.0.0.2" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod, err := CSRApprover(newConfig(tc.edit))

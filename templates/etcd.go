@@ -64,10 +64,10 @@ func Etcd(cfg *config.ClusterConfiguration, m EtcdMembership) (*corev1.Pod, erro
 	clientURL := etcdURL("https", cfg.Node.AdvertiseAddress, etcdClientPort)
 	peerURL := etcdURL("https", cfg.Node.AdvertiseAddress, etcdPeerPort)
 	// Local clients (the API server) use the loopback address; the
-	// advertised one serves other nodes. A loopback advertise address
-	// needs only one listener.
+	// advertised one serves other nodes. An advertise address that is the
+	// loopback address needs only one listener.
 	listenClientURLs := clientURL
-	if !advertise.IsLoopback() {
+	if !advertise.Equal(net.ParseIP(local)) {
 		listenClientURLs = etcdURL("https", local, etcdClientPort) + "," + clientURL
 	}
 	defaults := []flag{

@@ -228,20 +228,13 @@ func advertiseAddress(cfg *config.ClusterConfiguration) (net.IP, error) {
 	return ip, nil
 }
 
-// loopbackAddress is the address node-local listeners use. It is the
-// advertise address itself when that is a loopback address, so that several
-// lab nodes on 127.0.0.x can run side by side without port clashes;
-// otherwise it is the loopback address of the advertise address's family,
-// as kubeadm does for etcd.
+// loopbackAddress is the address node-local listeners use: the loopback
+// address of the advertise address's family, as kubeadm does for etcd.
 func loopbackAddress(advertise net.IP) string {
-	switch {
-	case advertise.IsLoopback():
-		return advertise.String()
-	case advertise.To4() == nil:
+	if advertise.To4() == nil {
 		return "::1"
-	default:
-		return "127.0.0.1"
 	}
+	return "127.0.0.1"
 }
 
 // kubernetesImage returns the image of a Kubernetes component at the

@@ -132,7 +132,7 @@ var goldenCases = []struct {
 		c.Networking.ServiceSubnet = "fd00:10:96::/112"
 	}},
 	{name: "loopback", edit: func(c *config.ClusterConfiguration) {
-		c.Node.Name = "lab2"
+		c.Node.Name = "loop"
 		c.Node.AdvertiseAddress = "127.0.0.2"
 		c.APIServer.BindPort = 6444
 	}},
