@@ -12,11 +12,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -82,50 +80,6 @@ func (c *Client) Pull(ctx context.Context, ref string) (string, error) {
 		return "", fmt.Errorf("pull image %q through container runtime %q: %w", ref, c.endpoint, err)
 	}
 	return resp.GetImageRef(), nil
-}
-
-// RemovePods stops and removes every pod sandbox, with its containers, as
-// `crictl rmp --all --force` does, and returns how many it removed.
-func (c *Client) RemovePods(ctx context.Context) (int, error) {
-	resp, err := c.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return 0, fmt.Errorf("list pods of container runtime %q: %w", c.endpoint, err)
-	}
-	for _, sb := range resp.GetItems() {
-		if err := c.removePod(ctx, sb); err != nil {
-			return 0, err
-		}
-	}
-	return len(resp.GetItems()), nil
-}
-
-// removeAttempts bound how long a pod's removal is retried: a container the
-// kubelet was starting when it stopped is in the "starting" state for a
-// moment, and the runtime refuses to remove it until it has started.
-const (
-	removeInterval = 200 * time.Millisecond
-	removeTimeout  = 15 * time.Second
-)
-
-// removePod stops and removes one pod, retrying while the runtime refuses.
-func (c *Client) removePod(ctx context.Context, sb *runtimeapi.PodSandbox) error {
-	id := sb.GetId()
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, removeInterval, removeTimeout, true, func(ctx context.Context) (bool, error) {
-		if _, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-			last = fmt.Errorf("stop pod %s (%s) in container runtime %q: %w", id, sb.GetMetadata().GetName(), c.endpoint, err)
-			return false, nil
-		}
-		if _, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
-			last = fmt.Errorf("remove pod %s (%s) from container runtime %q: %w", id, sb.GetMetadata().GetName(), c.endpoint, err)
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil && last != nil {
-		return fmt.Errorf("%w (still failing after %s)", last, removeTimeout)
-	}
-	return err
 }
 
 // LogTail returns the last lines of the log of the newest container named

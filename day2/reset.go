@@ -16,7 +16,6 @@ import (
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -337,10 +336,6 @@ func removeIfEmpty(s *phases.Node, res *resetResult, dir string) error {
 			continue
 		}
 		kept = true
-		// The node lock this reset holds goes when the run releases it.
-		if path == nodelock.Path(s.Config.Paths.KubeconfigDir) {
-			continue
-		}
 		// A directory of kubeboot's that stays is there for what it holds,
 		// which is listed already.
 		if !slices.ContainsFunc(res.Left, func(l string) bool { return strings.HasPrefix(l, path+"/") }) {

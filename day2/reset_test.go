@@ -20,7 +20,6 @@ import (
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/nodelock"
 	"github.com/kubeboot/kubeboot/output"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
@@ -369,27 +368,6 @@ func TestResetDryRunSaysWouldRemove(t *testing.T) {
 	}
 	if would != len(res.Removed) {
 		t.Errorf("%d lines say would remove, for %d paths:\n%s", would, len(res.Removed), out.String())
-	}
-}
-
-// TestResetLeavesTheNodeLockToItsHolder: reset runs under the node lock, so
-// the lock file is in place while it runs. It is neither removed (another
-// kubeboot could then start) nor reported as a foreign file.
-func TestResetLeavesTheNodeLockToItsHolder(t *testing.T) {
-	s := initialised(t)
-	lock := nodelock.Path(s.Config.Paths.KubeconfigDir)
-	must(t, os.WriteFile(s.Files.HostPath(lock), []byte("1\nkubeboot reset\n"), 0o600))
-	res, err := resetNode(context.Background(), s, ResetOptions{Force: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(s.Files.HostPath(lock)); err != nil {
-		t.Errorf("reset removed the lock it runs under: %v", err)
-	}
-	for _, left := range res.Left {
-		if strings.Contains(left, "lock") {
-			t.Errorf("reset lists the node lock as left: %q", left)
-		}
 	}
 }
 

@@ -168,7 +168,7 @@ func rolledBack(started, rollback procnet.Instant) instanceRule {
 // by its start time (see procnet): the kubelet starts a new process for a
 // changed manifest, so an old instance that keeps answering, such as one
 // the kubelet has not replaced yet, never passes. This works the same
-// under the kubelet and in the lab, needs neither the API server (which
+// whoever runs the kubelet, needs neither the API server (which
 // may be the component being replaced) nor a version change, and survives
 // a crash of kubeboot: an upgrade step's start is kept in its journal. The
 // process is read before and after the health check, so the answer is

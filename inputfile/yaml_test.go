@@ -86,7 +86,7 @@ func corpus(t testing.TB) map[string]string {
 		"anchor in a flow map": "{a: &v x, b: [*v, *v], c: &w 'q', d: *w}\n",
 		"multi-line quoted":    "a: \"b\n  c, d\"\ne: 'f\n  ''g'' ]'\nh: [1]\n",
 	}
-	for _, path := range []string{"../staticpod/testdata/kube-apiserver.yaml", "../config/testdata/defaults.yaml", "../examples/cluster.yaml", "../examples/workers.yaml"} {
+	for _, path := range []string{"../staticpod/testdata/kube-apiserver.yaml", "../config/testdata/defaults.yaml", "../examples/cluster.yaml", "../examples/machines.yaml"} {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

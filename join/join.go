@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"slices"
 	"time"
 
 	"github.com/kubeboot/kubeboot/config"
@@ -30,8 +29,8 @@ const endpointTimeout = 10 * time.Second
 type ControlPlaneNode struct {
 	*phases.Node
 	// Join is the join part of the JoinConfiguration; nil when the node is
-	// configured by a ClusterConfiguration alone (a re-run, or the lab's
-	// control-plane nodes), which no etcd-join can run from.
+	// configured by a ClusterConfiguration alone (a re-run), which no
+	// etcd-join can run from.
 	Join *config.Join
 	// Secrets are the files of the certificate bundle the join imports, or
 	// of the kubeadm-certs Secret download-certs fetched; nil when the node
@@ -46,7 +45,14 @@ type ControlPlaneNode struct {
 // init, whose first wait comes after write-manifests. As in init,
 // kubelet-finalize then points kubelet.conf at the certificate the kubelet
 // rotates.
-var ControlPlaneWorkflow = phases.Runner[*ControlPlaneNode]{Phases: slices.Concat(Prepare, []phases.Phase[*ControlPlaneNode]{
+var ControlPlaneWorkflow = phases.Runner[*ControlPlaneNode]{Phases: []phases.Phase[*ControlPlaneNode]{
+	DownloadCerts,
+	JoinPreflight,
+	initPhase(phases.Preflight),
+	CertsImport,
+	initPhase(phases.Certs),
+	initPhase(phases.Kubeconfig),
+	initPhase(phases.KubeletConfig),
 	initPhase(phases.KubeletStart(phases.ControlPlaneKubelet)),
 	initPhase(phases.APIServerConfig),
 	EtcdJoin,
@@ -56,11 +62,7 @@ var ControlPlaneWorkflow = phases.Runner[*ControlPlaneNode]{Phases: slices.Conca
 	initPhase(phases.Wait),
 	initPhase(phases.MarkControlPlane),
 	initPhase(phases.KubeletFinalize),
-})}
-
-// Prepare are the join's phases up to the kubelet's configuration, which
-// `kubeboot lab up --control-plane` runs before it starts the kubelet.
-var Prepare = []phases.Phase[*ControlPlaneNode]{DownloadCerts, JoinPreflight, initPhase(phases.Preflight), CertsImport, initPhase(phases.Certs), initPhase(phases.Kubeconfig), initPhase(phases.KubeletConfig)}
+}}
 
 // initPhase is one of init's phases in the join, run on the joining node.
 func initPhase(p phases.Phase[*phases.Node]) phases.Phase[*ControlPlaneNode] {
@@ -164,7 +166,7 @@ func runEtcdJoin(ctx context.Context, s *ControlPlaneNode) error {
 		return err
 	}
 	learner := etcd.IsLearner(all, id)
-	s.Report.Stagef("etcd-member-added", "etcd member %s (%x) is in the cluster of %d (learner: %t)", c.Node.Name, id, len(all), learner)
+	s.Report.Infof("etcd member %s (%x) is in the cluster of %d (learner: %t)", c.Node.Name, id, len(all), learner)
 	// A re-run keeps the cluster its member joined (NewNode read it
 	// from the manifest), so the manifest is not rewritten.
 	if s.Membership.InitialCluster == "" {
@@ -192,12 +194,12 @@ func runEtcdJoin(ctx context.Context, s *ControlPlaneNode) error {
 	if err := waitLocalEtcd(ctx, s); err != nil {
 		return giveUp(err)
 	}
-	s.Report.Stagef("etcd-member-started", "etcd member %s answers and follows the leader", c.Node.Name)
+	s.Report.Infof("etcd member %s answers and follows the leader", c.Node.Name)
 	if learner {
 		if err := etcd.PromoteLearner(ctx, cli, id, c.Timeouts.ControlPlane.Duration, s.Report); err != nil {
 			return giveUp(err)
 		}
-		s.Report.Stagef("etcd-promoted", "promoted etcd member %s to a voting member", c.Node.Name)
+		s.Report.Infof("promoted etcd member %s to a voting member", c.Node.Name)
 	}
 	return nil
 }

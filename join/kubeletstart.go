@@ -5,12 +5,12 @@ import (
 	"github.com/kubeboot/kubeboot/phases"
 )
 
-// KubeletArgs are the kubelet's flags on a joining worker: its TLS
+// kubeletArgs are the kubelet's flags on a joining worker: its TLS
 // bootstrap credential, the kubeconfig the bootstrap writes, its
 // configuration, its node name (always given, so that the Node the join
 // checks and waits for is the one the kubelet registers) and, when set,
 // its node IP and the labels it registers the Node with (node.labels).
-func KubeletArgs(w *config.WorkerConfiguration) []string {
+func kubeletArgs(w *config.WorkerConfiguration) []string {
 	args := []string{
 		"--bootstrap-kubeconfig=" + w.KubeconfigPath(config.KubeconfigBootstrapKubelet),
 		"--kubeconfig=" + w.KubeconfigPath(config.KubeconfigKubelet),
@@ -28,14 +28,14 @@ func KubeletArgs(w *config.WorkerConfiguration) []string {
 
 // WorkerKubelet is how systemd runs a joining worker's kubelet, the unit
 // of its kubelet-start (phases.KubeletStart(WorkerKubelet)): with
-// KubeletArgs, restarted when its configuration, the cluster CA or its
+// kubeletArgs, restarted when its configuration, the cluster CA or its
 // bootstrap kubeconfig changed.
 func WorkerKubelet(s *WorkerNode) (phases.KubeletUnit, error) {
 	w := s.Config
 	host, port := phases.KubeletAddress(w.Kubelet.ExtraConfig)
 	return phases.KubeletUnit{
 		Comment:    "Written by kubeboot join: this node's kubelet joins its cluster with these flags.",
-		Args:       KubeletArgs(w),
+		Args:       kubeletArgs(w),
 		StartFiles: []string{w.Kubelet.ConfigFile, w.CAPath(), w.KubeconfigPath(config.KubeconfigBootstrapKubelet)},
 		Host:       host,
 		Port:       port,

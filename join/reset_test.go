@@ -24,7 +24,7 @@ import (
 // re-run changes nothing. A drop-in kubeboot did not write stays.
 func TestWorkerReset(t *testing.T) {
 	n := newWorker(t, kubeletConfigMap(t))
-	must(t, runPhases(t, n, WorkerPrepare...))
+	must(t, runPhases(t, n, WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig))
 	n.writeKubeletConf(t, n.ca, "worker1")
 	rotated := "/var/lib/kubelet/pki/kubelet-client-2026-11-26-18-00-00.pem"
 	mustWrite(t, n.host(rotated), []byte("the kubelet's pair"), 0o600)
@@ -106,7 +106,7 @@ func TestWorkerResetDeletesTheNode(t *testing.T) {
 	must(t, err)
 
 	n = newWorker(t, kubeletConfigMap(t))
-	must(t, runPhases(t, n, WorkerPrepare...))
+	must(t, runPhases(t, n, WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig))
 	n.s.API = nil
 	_, err = WorkerReset(true).Execute(context.Background(), n.s)
 	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "--delete-node needs --kubeconfig") {

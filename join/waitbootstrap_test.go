@@ -37,7 +37,7 @@ func fakeKubeletClient(t *testing.T, n *workerNode) {
 func TestKubeletWaitBootstrap(t *testing.T) {
 	n := newWorker(t, kubeletConfigMap(t))
 	fakeKubeletClient(t, n)
-	must(t, runPhases(t, n, WorkerPrepare...))
+	must(t, runPhases(t, n, WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig))
 	n.client.ClearActions()
 	go func() {
 		ctx := context.Background()

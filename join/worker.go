@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -52,13 +51,9 @@ func NewWorkerNode(run *phases.Run, w *config.WorkerConfiguration) *WorkerNode {
 // phase. The phases that need the cluster discover it once per run
 // (WorkerNode.Discovered) and talk to it with the bootstrap token
 // (Run.API); the others read what the earlier ones wrote to disk.
-var WorkerWorkflow = phases.Runner[*WorkerNode]{Phases: slices.Concat(WorkerPrepare, []phases.Phase[*WorkerNode]{phases.KubeletStart(WorkerKubelet), KubeletWaitBootstrap})}
-
-// WorkerPrepare are the worker join's phases up to everything the kubelet
-// needs to start. A lab that starts the kubelet itself runs these, starts
-// it with KubeletArgs, then runs KubeletWaitBootstrap instead of
-// kubelet-start.
-var WorkerPrepare = []phases.Phase[*WorkerNode]{WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig}
+var WorkerWorkflow = phases.Runner[*WorkerNode]{Phases: []phases.Phase[*WorkerNode]{
+	WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig, phases.KubeletStart(WorkerKubelet), KubeletWaitBootstrap,
+}}
 
 // WorkerKubeletConfig writes the kubelet's configuration: the cluster's,
 // from kube-system/kubelet-config, with this node's settings over it.

@@ -24,13 +24,13 @@ import (
 	"github.com/kubeboot/kubeboot/templates"
 )
 
-// TestWorkerPrepareWritesWhatTheKubeletNeeds runs the phases before the
+// TestWorkerPhasesWriteWhatTheKubeletNeeds runs the phases before the
 // kubelet starts: its configuration is the cluster's with this node's
 // settings, its bootstrap kubeconfig holds the CA, the server and the
 // token, and a re-run writes nothing.
-func TestWorkerPrepareWritesWhatTheKubeletNeeds(t *testing.T) {
+func TestWorkerPhasesWriteWhatTheKubeletNeeds(t *testing.T) {
 	n := newWorker(t, kubeletConfigMap(t))
-	must(t, runPhases(t, n, WorkerPrepare...))
+	must(t, runPhases(t, n, WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig))
 
 	var kc map[string]any
 	must(t, yaml.Unmarshal(phasestest.HostFile(t, n.s, n.w.Kubelet.ConfigFile), &kc))
@@ -79,7 +79,7 @@ func TestWorkerPrepareWritesWhatTheKubeletNeeds(t *testing.T) {
 
 	// A re-run changes no file.
 	before := phasestest.Snapshot(t, n.host("/"))
-	must(t, runPhases(t, n, WorkerPrepare...))
+	must(t, runPhases(t, n, WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig))
 	if after := phasestest.Snapshot(t, n.host("/")); !maps.Equal(before, after) {
 		t.Error("a re-run changed files")
 	}
@@ -190,16 +190,16 @@ func TestKubeletArgs(t *testing.T) {
 	n := newWorker(t)
 	want := []string{"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
 		"--config=/var/lib/kubelet/config.yaml", "--hostname-override=worker1"}
-	if diff := cmp.Diff(want, KubeletArgs(n.w)); diff != "" {
+	if diff := cmp.Diff(want, kubeletArgs(n.w)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	n.w.Node.Address = "10.0.0.21"
-	if got := KubeletArgs(n.w); got[len(got)-1] != "--node-ip=10.0.0.21" {
+	if got := kubeletArgs(n.w); got[len(got)-1] != "--node-ip=10.0.0.21" {
 		t.Errorf("with node.address: %v", got)
 	}
 	// node.labels are the kubelet's --node-labels, in a stable order.
 	n.w.Node.Labels = map[string]string{"tier": "db", "example.com/pool": "gpu", "node.kubernetes.io/exclude-from-external-load-balancers": ""}
-	if got := KubeletArgs(n.w); got[len(got)-1] != "--node-labels=example.com/pool=gpu,node.kubernetes.io/exclude-from-external-load-balancers=,tier=db" {
+	if got := kubeletArgs(n.w); got[len(got)-1] != "--node-labels=example.com/pool=gpu,node.kubernetes.io/exclude-from-external-load-balancers=,tier=db" {
 		t.Errorf("with node.labels: %v", got)
 	}
 }

@@ -48,13 +48,6 @@ type Cluster struct {
 	// for another release than its own (build.sh --with-v1.35). The
 	// kubelets are the bin dir's own.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
-	// Machines makes every node a machine (package machine) with systemd
-	// as PID 1, containerd and the kubelet as its services, brought up
-	// unattended by kubeboot's bootstrap unit (see MachineLab). Without
-	// it, a node is containerd and the kubelet run as the lab's daemons,
-	// which the lab's machines are replacing.
-	Machines bool `json:"machines,omitempty"`
-
 	// source is the file the description was read from, for errors.
 	source string
 }

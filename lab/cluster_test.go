@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"sigs.k8s.io/yaml"
-
 	"github.com/kubeboot/kubeboot/lab"
 )
 
@@ -51,145 +48,14 @@ func TestLoadClusterErrors(t *testing.T) {
 	}
 }
 
-// TestNodeConfig: the first node inits, the others join through the etcd
-// members before them and the load balancer; every path is the node's own.
-func TestNodeConfig(t *testing.T) {
-	c, err := lab.LoadCluster(writeDescription(t, header+"nodes: [{name: cp1, role: control-plane}, {name: cp2, role: control-plane}, {name: cp3, role: control-plane}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var third map[string]any
-	data, err := c.NodeConfig(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &third); err != nil {
-		t.Fatal(err)
-	}
-	if third["kind"] != "JoinConfiguration" || third["controlPlaneEndpoint"] != "10.89.0.1:6443" {
-		t.Errorf("cp3: kind %v endpoint %v, want a JoinConfiguration through the hub's load balancer", third["kind"], third["controlPlaneEndpoint"])
-	}
-	if join, ok := third["join"]; ok {
-		t.Errorf("cp3's join: %v, want none: the join reads the etcd members from the cluster", join)
-	}
-	node := third["node"].(map[string]any)
-	if node["name"] != "cp3" || node["advertiseAddress"] != "10.89.0.12" {
-		t.Errorf("cp3's node: %v", node)
-	}
-	if !strings.Contains(string(data), "/tmp/kb-lab/cp3/pki") || strings.Contains(string(data), "/cp1/") {
-		t.Errorf("cp3's paths are not its own:\n%s", data)
-	}
-	first, _ := c.NodeConfig(0)
-	if !strings.Contains(string(first), "kind: ClusterConfiguration") {
-		t.Errorf("cp1 does not init:\n%s", first)
-	}
-	// Every node's kube-proxy leaves the host's conntrack table alone.
-	for name, data := range map[string][]byte{"cp1": first, "cp3": data} {
-		var cfg struct {
-			Addons struct {
-				KubeProxy struct {
-					ExtraConfig map[string]any `json:"extraConfig"`
-				} `json:"kubeProxy"`
-			}
-		}
-		if err := yaml.Unmarshal(data, &cfg); err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]any{"conntrack": map[string]any{"maxPerCore": float64(0)}}
-		if diff := cmp.Diff(want, cfg.Addons.KubeProxy.ExtraConfig); diff != "" {
-			t.Errorf("%s's addons.kubeProxy.extraConfig (-want +got):\n%s", name, diff)
-		}
-	}
-	if strings.Contains(string(first), "kubernetesVersion") {
-		t.Errorf("cp1 names a version the description does not:\n%s", first)
-	}
-	c.KubernetesVersion = "v1.35.4"
-	for i := range c.Nodes {
-		if data, _ := c.NodeConfig(i); !strings.Contains(string(data), "kubernetesVersion: v1.35.4") {
-			t.Errorf("node %d does not run the description's kubernetesVersion:\n%s", i, data)
-		}
-	}
-}
-
-// TestWorkerConfig: a worker's WorkerConfiguration discovers the cluster
-// through its endpoint with the token and the CA's hash, and keeps every
-// path in the worker's own dir; a worker joins with kubeboot unless its
-// description says kubeadm.
-func TestWorkerConfig(t *testing.T) {
+// TestJoins: a worker joins with kubeboot unless its description says
+// kubeadm.
+func TestJoins(t *testing.T) {
 	c, err := lab.LoadCluster(writeDescription(t, header+"nodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}, {name: w2, role: worker, join: kubeadm}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Nodes[1].Join != lab.JoinKubeboot || c.Nodes[2].Join != lab.JoinKubeadm {
 		t.Errorf("joins %q and %q, want kubeboot (the default) and kubeadm", c.Nodes[1].Join, c.Nodes[2].Join)
-	}
-	data, err := c.WorkerConfig(1, lab.Discovery{Token: "abcdef.0123456789abcdef", CAHash: "sha256:00ff"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w struct {
-		Kind      string
-		Node      struct{ Name, Address string }
-		Discovery struct {
-			APIServerEndpoint string
-			Token             string
-			CACertHashes      []string
-		}
-		Paths struct{ KubeconfigDir string }
-	}
-	if err := yaml.Unmarshal(data, &w); err != nil {
-		t.Fatal(err)
-	}
-	if w.Kind != "WorkerConfiguration" || w.Node.Name != "w1" || w.Node.Address != "10.89.0.11" {
-		t.Errorf("w1: kind %s, node %+v", w.Kind, w.Node)
-	}
-	if w.Discovery.APIServerEndpoint != "10.89.0.10:6443" || w.Discovery.Token != "abcdef.0123456789abcdef" || len(w.Discovery.CACertHashes) != 1 {
-		t.Errorf("w1's discovery: %+v, want cp1's API server, the token and the hash", w.Discovery)
-	}
-	if w.Paths.KubeconfigDir != "/tmp/kb-lab/w1" || strings.Contains(string(data), "/cp1") {
-		t.Errorf("w1's paths are not its own:\n%s", data)
-	}
-	if _, err := c.WorkerConfig(0, lab.Discovery{}); err == nil {
-		t.Error("a control-plane node got a WorkerConfiguration")
-	}
-	if _, err := c.NodeConfig(1); err == nil {
-		t.Error("a worker got a control-plane configuration")
-	}
-}
-
-// TestKubeadmInitConfig: kubeadm inits the same cluster as kubeboot would,
-// on the node's address and runtime, with the lab kubelet's settings and
-// patches, and ECDSA keys as kubeboot's.
-func TestKubeadmInitConfig(t *testing.T) {
-	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.5.0/24\nnodes: [{name: cp1, role: control-plane, init: kubeadm}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := c.KubeadmInitConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := strings.Split(string(data), "---\n")
-	if len(docs) != 3 {
-		t.Fatalf("%d documents, want InitConfiguration, ClusterConfiguration and KubeletConfiguration:\n%s", len(docs), data)
-	}
-	for _, want := range []string{
-		"advertiseAddress: 10.89.5.10", "name: cp1", "criSocket: unix:///tmp/kb-lab/cp1/cri.sock", "taints: []",
-		"directory: /tmp/kb-lab/cp1/lab/kubeadm-patches", "kubernetesVersion: v1.36.3", "encryptionAlgorithm: ECDSA-P256",
-		"podSubnet: 10.244.0.0/16", "failSwapOn: false", "cgroupsPerQOS: false", "imageGCHighThresholdPercent: 100",
-	} {
-		if !strings.Contains(string(data), want) {
-			t.Errorf("no %q in:\n%s", want, data)
-		}
-	}
-	if strings.Contains(docs[2], "volumePluginDir") {
-		t.Errorf("the KubeletConfiguration names the node's paths, which the patches set:\n%s", docs[2])
-	}
-	other, err := lab.LoadCluster(writeDescription(t, header+"nodes: [{name: cp1, role: control-plane}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.KubeadmInitConfig(); err == nil {
-		t.Error("a kubeadm configuration for a node that kubeboot inits")
 	}
 }

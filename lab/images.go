@@ -3,7 +3,6 @@ package lab
 import (
 	"archive/tar"
 	"compress/gzip"
-	"context"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
@@ -25,9 +24,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
-	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/kubeboot/kubeboot/cri"
 )
 
 // The images a lab node holds besides its static pods' and its addons'
@@ -315,35 +311,6 @@ func addFile(tw *tar.Writer, rel, src string) error {
 	}
 	_, err = io.Copy(tw, f)
 	return err
-}
-
-// Import loads an archive of images into the containerd at socket, in the
-// CRI's namespace, with ctr, and waits until the CRI serves every one of
-// them: the CRI learns of imported images asynchronously.
-func Import(ctx context.Context, ctr, socket, archive string, images []Image) error {
-	out, err := exec.CommandContext(ctx, ctr, "--address", socket, "--namespace", "k8s.io",
-		"images", "import", archive).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("import images %q: %w: %s", archive, err, strings.TrimSpace(string(out)))
-	}
-	client, err := cri.Dial("unix://"+socket, func(p string) string { return p })
-	if err != nil {
-		return err
-	}
-	defer func() { _ = client.Close() }()
-	refs := make([]string, len(images))
-	for i, img := range images {
-		refs[i] = img.Ref
-	}
-	var missing []string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		missing, err = client.Missing(ctx, refs)
-		return err == nil && len(missing) == 0, err
-	})
-	if err != nil {
-		return fmt.Errorf("the CRI does not serve the imported images %v: %w", missing, err)
-	}
-	return nil
 }
 
 // KubebootImage is the CSR approver's image ref built from the kubeboot

@@ -31,9 +31,8 @@ import (
 	"github.com/kubeboot/kubeboot/pki"
 )
 
-// MachineLab brings up and down a lab cluster whose nodes are machines
-// (the description's machines: true), as a fleet of provisioned nodes
-// comes up: every node's one file is written onto its disk before any
+// MachineLab brings up and down a lab cluster whose nodes are machines,
+// as a fleet of provisioned nodes comes up: every node's one file is written onto its disk before any
 // boots (a fresh bootstrap token and certificate key, the cluster CA made
 // beforehand on the first node's disk, so the others pin its hash), all
 // boot at once, and each brings itself up through kubeboot's bootstrap

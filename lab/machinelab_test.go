@@ -1,6 +1,7 @@
 package lab_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,7 +18,7 @@ import (
 // cluster's endpoint with one fresh token pinning the CA, and kubeadm's
 // worker a JoinConfiguration of the same; another lab draws another token.
 func TestMachineLabNodeFiles(t *testing.T) {
-	desc := writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nmachines: true\nkubernetesVersion: v1.35.4\n"+
+	desc := writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nkubernetesVersion: v1.35.4\n"+
 		"nodes: [{name: cp1, role: control-plane}, {name: cp2, role: control-plane}, {name: w1, role: worker}, {name: w2, role: worker, join: kubeadm}]\n")
 	c, err := lab.LoadCluster(desc)
 	if err != nil {
@@ -44,6 +45,10 @@ func TestMachineLabNodeFiles(t *testing.T) {
 		case doc.Cluster != nil:
 			if doc.Cluster.ControlPlaneEndpoint != "10.89.0.1:6443" || doc.Cluster.KubernetesVersion != "v1.35.4" || doc.Cluster.Node.Name != name {
 				t.Errorf("%s: endpoint %q, release %q, name %q", name, doc.Cluster.ControlPlaneEndpoint, doc.Cluster.KubernetesVersion, doc.Cluster.Node.Name)
+			}
+			// kube-proxy leaves the host's conntrack table alone.
+			if conntrack, _ := doc.Cluster.Addons.KubeProxy.ExtraConfig["conntrack"].(map[string]any); fmt.Sprint(conntrack["maxPerCore"]) != "0" {
+				t.Errorf("%s: kube-proxy's extraConfig %v, want conntrack.maxPerCore 0", name, doc.Cluster.Addons.KubeProxy.ExtraConfig)
 			}
 		case doc.Join != nil:
 			if doc.Join.Join.CertificateKey == "" || doc.Join.Node.AdvertiseAddress != "10.89.0.11" {
@@ -75,7 +80,7 @@ func TestMachineLabNodeFiles(t *testing.T) {
 // TestMachineLabMachine: a node is found by its name, in the lab's dir on
 // its network namespace; another name is refused, naming the nodes.
 func TestMachineLabMachine(t *testing.T) {
-	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nmachines: true\nnodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}]\n"))
+	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nnodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +142,7 @@ func TestForwardEvents(t *testing.T) {
 // gives it kubeadm's configuration of the same cluster, untainted, with
 // kube-proxy in nftables mode, and no file of kubeboot's to run.
 func TestMachineLabKubeadmInit(t *testing.T) {
-	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nmachines: true\n"+
+	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\n"+
 		"nodes: [{name: cp1, role: control-plane, init: kubeadm}]\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +165,7 @@ func TestMachineLabKubeadmInit(t *testing.T) {
 // anything is set up.
 func TestMachineLabUpRefusesALabNotBroughtDown(t *testing.T) {
 	dir := t.TempDir()
-	desc := writeDescription(t, strings.Replace(header, "/tmp/kb-lab", dir, 1)+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nmachines: true\n"+
+	desc := writeDescription(t, strings.Replace(header, "/tmp/kb-lab", dir, 1)+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\n"+
 		"nodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}]\n")
 	c, err := lab.LoadCluster(desc)
 	if err != nil {

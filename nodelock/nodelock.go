@@ -34,13 +34,6 @@ const ownerLimit = 64 << 10
 // every holder.
 const File = "/run/kubeboot/lock"
 
-// Path is the node path of the lock of a lab node. Several lab nodes share
-// this machine, each in its own kubeconfig directory and none under a root
-// of its own, so each keeps its lock in that directory instead of at File.
-func Path(kubeconfigDir string) string {
-	return filepath.Join(kubeconfigDir, "kubeboot", "lock")
-}
-
 // HeldError says that another process holds the lock, and which.
 type HeldError struct {
 	// Path is the lock file.

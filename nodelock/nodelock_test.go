@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestAcquireReleaseAcquire(t *testing.T) {
-	path := filepath.Join(t.TempDir(), Path("/etc/kubernetes"))
+	path := filepath.Join(t.TempDir(), File)
 	first, err := Acquire("", path, "kubeboot  init\n--root /x")
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestAcquireReleaseAcquire(t *testing.T) {
 // there before, or that the run wrote into, stays.
 func TestReleaseLeavesNothingItMade(t *testing.T) {
 	root := t.TempDir()
-	lock, err := Acquire("", filepath.Join(root, Path("/etc/kubernetes")), "kubeboot init")
+	lock, err := Acquire("", filepath.Join(root, File), "kubeboot init")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,11 @@ func TestReleaseLeavesNothingItMade(t *testing.T) {
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Errorf("left %v in the root", entries)
 	}
-	lock, err = Acquire("", filepath.Join(root, Path("/etc/kubernetes")), "kubeboot init")
+	lock, err = Acquire("", filepath.Join(root, File), "kubeboot init")
 	if err != nil {
 		t.Fatal(err)
 	}
-	written := filepath.Join(root, "/etc/kubernetes/admin.conf")
+	written := filepath.Join(root, "/run/other.pid")
 	if err := os.WriteFile(written, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -99,13 +99,13 @@ func TestReleaseLeavesNothingItMade(t *testing.T) {
 	if _, err := os.Stat(written); err != nil {
 		t.Error(err)
 	}
-	if _, err := os.Stat(filepath.Dir(filepath.Join(root, Path("/etc/kubernetes")))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Dir(filepath.Join(root, File))); !os.IsNotExist(err) {
 		t.Errorf("the empty lock directory stays: %v", err)
 	}
 }
 
 func TestKilledHolderReleases(t *testing.T) {
-	path := filepath.Join(t.TempDir(), Path("/etc/kubernetes"))
+	path := filepath.Join(t.TempDir(), File)
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), "NODELOCK_HOLD="+path)
 	out, err := child.StdoutPipe()
@@ -143,7 +143,7 @@ func TestAcquireRefusesSymlink(t *testing.T) {
 	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, Path("/etc/kubernetes"))
+	path := filepath.Join(dir, File)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestAcquireRefusesSymlink(t *testing.T) {
 // TestOneHolderAtATime races acquirers against releasers, who remove the
 // file: at no time may two of them hold the lock.
 func TestOneHolderAtATime(t *testing.T) {
-	path := filepath.Join(t.TempDir(), Path("/etc/kubernetes"))
+	path := filepath.Join(t.TempDir(), File)
 	var holders, maxHolders atomic.Int32
 	var wg sync.WaitGroup
 	for range 8 {
@@ -197,7 +197,7 @@ func TestOneHolderAtATime(t *testing.T) {
 // TestReleaseRemovesKubebootsEmptyDir: after a reset, the lock is all that
 // kubeboot's directory holds; releasing it leaves no empty directory.
 func TestReleaseRemovesKubebootsEmptyDir(t *testing.T) {
-	path := filepath.Join(t.TempDir(), Path("/etc/kubernetes"))
+	path := filepath.Join(t.TempDir(), File)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -107,13 +107,6 @@ func (r *Reporter) Infof(format string, args ...any) {
 	r.Event(Event{Level: LevelInfo, Msg: fmt.Sprintf(format, args...)})
 }
 
-// Stagef prints an info event of the current phase that marks a stage of
-// a bring-up, named in the JSON event's "stage" field, for programs that
-// time the stages (make bench).
-func (r *Reporter) Stagef(stage, format string, args ...any) {
-	r.Event(Event{Level: LevelInfo, Msg: fmt.Sprintf(format, args...), Fields: map[string]any{"stage": stage}})
-}
-
 // Warnf prints a warning event of the current phase.
 func (r *Reporter) Warnf(format string, args ...any) {
 	r.Event(Event{Level: LevelWarn, Msg: fmt.Sprintf(format, args...)})

@@ -73,9 +73,9 @@ func KubeletConfiguration(c *config.ClusterConfiguration) ([]byte, error) {
 
 // nodeKubeletFields are the KubeletConfiguration fields that name this
 // node's own addresses, files and sockets. The cluster-wide configuration
-// leaves them out of kubelet.extraConfig: the lab, for one, binds its
-// kubelet to its node's loopback address and keeps its volume plugins and
-// pod logs in its own directory.
+// leaves them out of kubelet.extraConfig: a node that binds its kubelet to
+// one of its addresses, or keeps its volume plugins and pod logs elsewhere,
+// does so for itself alone.
 var nodeKubeletFields = []string{
 	"address", "healthzBindAddress", "staticPodPath", "containerRuntimeEndpoint",
 	"tlsCertFile", "tlsPrivateKeyFile", "volumePluginDir", "podLogsDir", "providerID",

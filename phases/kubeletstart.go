@@ -11,9 +11,9 @@ import (
 // (StartKubelet), writing SystemdDropIn and restarting kubelet.service
 // when a file the kubelet reads at start changed in this run or it is not
 // active. Without systemd it says how to start the kubelet and goes on;
-// beside a kubelet that kubelet.service does not run (the lab's), it
-// changes nothing, and `--skip-phases kubelet-start` leaves the kubelet to
-// whoever starts it otherwise.
+// beside a kubelet that kubelet.service does not run, it changes nothing,
+// and `--skip-phases kubelet-start` leaves the kubelet to whoever starts it
+// otherwise.
 func KubeletStart[D Data](unit func(D) (KubeletUnit, error)) Phase[D] {
 	return Phase[D]{
 		Name:     "kubelet-start",
@@ -29,11 +29,11 @@ func KubeletStart[D Data](unit func(D) (KubeletUnit, error)) Phase[D] {
 	}
 }
 
-// KubeletArgs are the kubelet's flags on a control-plane node: its
+// kubeletArgs are the kubelet's flags on a control-plane node: its
 // configuration, its kubeconfig, the directory of the client certificate
 // it rotates, its node name (the Node mark-control-plane waits for) and
 // its node IP, the advertise address.
-func KubeletArgs(c *config.ClusterConfiguration) []string {
+func kubeletArgs(c *config.ClusterConfiguration) []string {
 	return []string{
 		"--config=" + c.Kubelet.ConfigFile,
 		"--kubeconfig=" + c.KubeconfigPath(config.KubeconfigKubelet),
@@ -45,14 +45,14 @@ func KubeletArgs(c *config.ClusterConfiguration) []string {
 
 // ControlPlaneKubelet is how systemd runs a control-plane node's kubelet,
 // the unit of its kubelet-start (KubeletStart(ControlPlaneKubelet)): with
-// KubeletArgs, so that it runs the static pods write-manifests wrote, and
+// kubeletArgs, so that it runs the static pods write-manifests wrote, and
 // restarted when a file it reads at start changed.
 func ControlPlaneKubelet(s *Node) (KubeletUnit, error) {
 	c := s.Config
 	host, port := KubeletAddress(c.Kubelet.ExtraConfig)
 	return KubeletUnit{
 		Comment:    "Written by kubeboot: this control-plane node's kubelet runs its static pods with these flags.",
-		Args:       KubeletArgs(c),
+		Args:       kubeletArgs(c),
 		StartFiles: []string{c.Kubelet.ConfigFile, c.KubeconfigPath(config.KubeconfigKubelet), c.CertPath(config.CertCA)},
 		Host:       host,
 		Port:       port,

@@ -20,8 +20,7 @@ import (
 const maxKubeletMinorsBehind = 3
 
 // SystemdKubelet says whether systemd runs this node's kubelet: systemd is
-// the init system and kubelet.service is active. The lab's kubelets that
-// are daemons of its own are not.
+// the init system and kubelet.service is active.
 func SystemdKubelet(ctx context.Context, s *Run) bool {
 	if _, err := os.Stat(s.Files.HostPath(SystemdRunDir)); err != nil {
 		return false
@@ -76,8 +75,7 @@ func CheckKubeletSkew(kubelet, apiserver *version.Version, what string) error {
 // kubelet.service and waits, within timeout, until the Node reports the
 // binary's release and is Ready with a heartbeat of the new kubelet.
 // client reads the Node. Beside a kubelet that systemd does not run (a
-// node without systemd, the lab's), it says how to finish and changes
-// nothing.
+// node without systemd), it says how to finish and changes nothing.
 func UpgradeKubelet(ctx context.Context, s *Run, client kubernetes.Interface, node, configFile string, timeout time.Duration) error {
 	if !SystemdKubelet(ctx, s) {
 		s.Report.Warnf("kubelet.service does not run this node's kubelet: restart the kubelet yourself, once the new release's binary is installed, to load it and %s", configFile)

@@ -59,8 +59,8 @@ func NewNode(run *Run, cfg *config.ClusterConfiguration) (*Node, error) {
 // --initial-cluster it joined with, so that a re-render neither rewrites
 // the manifest (which would restart etcd) because members joined since,
 // nor tells the member to found a new cluster. No manifest, a founding
-// member or an external etcd: the zero membership. So that reset, lab down
-// and restore still work on a broken node, a manifest that does not decode
+// member or an external etcd: the zero membership. So that reset and
+// restore still work on a broken node, a manifest that does not decode
 // is only warned about, and taken for a founding member's.
 func ReadEtcdMembership(run *Run, cfg *config.ClusterConfiguration) (templates.EtcdMembership, error) {
 	if cfg.Etcd.Local == nil {

@@ -17,7 +17,7 @@ import (
 // TestNewNodeReadsTheEtcdMembership: a node's etcd membership is read from
 // the etcd manifest on it: a joined member's cluster, none for a founding
 // member or no manifest, and, with a warning, none for a manifest that
-// does not decode, so that reset and lab down still run on a broken node.
+// does not decode, so that reset and restore still run on a broken node.
 func TestNewNodeReadsTheEtcdMembership(t *testing.T) {
 	root := t.TempDir()
 	written := phasestest.NewNode(t, root, config.DefaultKubernetesVersion)

@@ -159,9 +159,8 @@ func systemdQuote(word string) string {
 // StopKubelet undoes StartKubelet before the kubelet's files go: it stops
 // kubelet.service when it is active, then removes SystemdDropIn when
 // kubeboot wrote it (its first line says so) and reloads systemd. Without
-// systemd, or beside a kubelet that kubelet.service does not run (the
-// lab's), it warns that the kubelet still runs, for whoever started it to
-// stop. It returns the drop-in's node path when it removed it.
+// systemd, or beside a kubelet that kubelet.service does not run, it
+// warns that the kubelet still runs, for whoever started it to stop. It returns the drop-in's node path when it removed it.
 func StopKubelet(ctx context.Context, s *Run, host string, port int) (string, error) {
 	_, err := os.Stat(s.Files.HostPath(SystemdRunDir))
 	switch {
@@ -169,7 +168,7 @@ func StopKubelet(ctx context.Context, s *Run, host string, port int) (string, er
 		// Nothing runs or reloads; the writer says what it would remove.
 	case err != nil:
 		if listening(host, port) {
-			s.Report.Warnf("a kubelet still listens on %s, and this node does not run systemd: stop it yourself (in the lab: `kubeboot lab down`)", net.JoinHostPort(host, strconv.Itoa(port)))
+			s.Report.Warnf("a kubelet still listens on %s, and this node does not run systemd: stop it yourself", net.JoinHostPort(host, strconv.Itoa(port)))
 		}
 		return "", nil
 	default:

@@ -130,7 +130,7 @@ func description(job, dir string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kbb\nmachines: true\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:\n%s",
+	return fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kbb\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:\n%s",
 		dir, clusterSubnet, clusterPods, nodes)
 }
 

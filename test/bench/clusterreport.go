@@ -89,7 +89,7 @@ func (r *report) clusterTargets() []target {
 func (r *report) clusterSection(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## Clusters of machines: bring-up and join side by side with kubeadm\n\n")
-	w("Every job below is one `kubeboot lab up --cluster` of a fresh lab of machines (`machines: true`), then `lab down --cluster`. ")
+	w("Every job below is one `kubeboot lab up --cluster` of a fresh lab of machines, then `lab down --cluster`. ")
 	w("Each node is a machine of its own (systemd-nspawn, systemd as PID 1) in a network namespace of its own on %s, ", clusterSubnet)
 	w("with containerd %s and the real kubelet %s as its systemd services, installed as the distributions' packages install them. ", r.versions.containerd, r.versions.kubeadm)
 	w("All nodes boot at once. A kubeboot node brings itself up from its one file through `kubeboot-bootstrap.service` (`kubeboot bootstrap`: init, or join, retried every 10 s until it converges); ")

@@ -28,8 +28,10 @@ import (
 )
 
 // machineImages builds the archive of the images the nodes'
-// configurations name, the sandbox image and extra.
-func machineImages(t *testing.T, cacheDir string, extra []lab.Image, cfgPaths ...string) string {
+// configurations name, the sandbox image and extra, in the bin dir's cache
+// of archives, where `lab up` keeps its own: the tests that name the same
+// images share one.
+func machineImages(t *testing.T, extra []lab.Image, cfgPaths ...string) string {
 	t.Helper()
 	refs := []string{lab.SandboxImage}
 	for _, cfgPath := range cfgPaths {
@@ -54,7 +56,7 @@ func machineImages(t *testing.T, cacheDir string, extra []lab.Image, cfgPaths ..
 		}
 		images = append(images, img)
 	}
-	archive, err := lab.Archive(cacheDir, append(images, extra...))
+	archive, err := lab.Archive(filepath.Join(binDir, ".lab-images"), append(images, extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func (l *machineLab) images(t *testing.T, cfg string, extra []lab.Image, more ..
 		writeFile(t, path, c)
 		paths = append(paths, path)
 	}
-	l.archive = machineImages(t, filepath.Join(l.root, "images"), extra, paths...)
+	l.archive = machineImages(t, extra, paths...)
 }
 
 // caHash is the hash of the CA the machine's control plane made.
@@ -228,7 +230,7 @@ func waitBootstrapped(t *testing.T, m machine.Machine) {
 }
 
 // machineCluster is a lab of machines that `kubeboot lab up --cluster`
-// brings up from a description with machines: true.
+// brings up from its description.
 type machineCluster struct {
 	*labCluster
 	lab lab.MachineLab
@@ -248,7 +250,7 @@ func startMachineCluster(t *testing.T, name, subnet, podSubnet, nodes string) *m
 			t.Errorf("after lab down, the host's node files or cgroups differ:\nbefore %q\nafter  %q", hostBefore, hostAfter)
 		}
 	})
-	c := &machineCluster{labCluster: startCluster(t, name, subnet, podSubnet, nodes+"machines: true\n")}
+	c := &machineCluster{labCluster: startCluster(t, name, subnet, podSubnet, nodes)}
 	cl, err := lab.LoadCluster(c.desc)
 	if err != nil {
 		t.Fatal(err)

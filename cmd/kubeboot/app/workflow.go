@@ -39,10 +39,6 @@ type runSpec struct {
 	secrets map[string][]byte
 	// worker is a worker's join.
 	worker *config.WorkerConfiguration
-	// lockPath is the node path of the node lock when it is not
-	// nodelock.File, the node's: a lab node, one of several on this
-	// machine, has one of its own (nodelock.Path).
-	lockPath string
 }
 
 // steps runs phases, or an operation, in run, on the data of the workflow
@@ -158,12 +154,8 @@ func (r runSpec) lock() (*nodelock.Lock, error) {
 	if r.options.DryRun {
 		return nil, nil
 	}
-	path := nodelock.File
-	if r.lockPath != "" {
-		path = r.lockPath
-	}
 	args := append([]string{filepath.Base(os.Args[0])}, redactArgs(os.Args[1:])...)
-	return nodelock.Acquire(r.root, path, strings.Join(args, " "))
+	return nodelock.Acquire(r.root, nodelock.File, strings.Join(args, " "))
 }
 
 // secretFlags take a secret as their value.

@@ -41,9 +41,6 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 		name string
 		lock string
 		args []string
-		// lockPath is the lock's node path, when not the machine's: a lab
-		// node's is its own.
-		lockPath string
 	}{
 		{name: "init", lock: root, args: []string{"init", "--root", root}},
 		{name: "init phase", lock: root, args: []string{"init", "phase", "certs", "--root", root}},
@@ -54,7 +51,6 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 		{name: "join of a worker", lock: node, args: []string{"join", "127.0.0.1:1", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", workerConfig}},
 		{name: "join phase of a worker", lock: node, args: []string{"join", "phase", "kubelet-config", "127.0.0.1:1", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64), "--config", workerConfig}},
 		{name: "upgrade apply", lock: node, args: []string{"upgrade", "apply", "--config", clusterConfig}},
-		{name: "lab up", lock: node, args: []string{"lab", "up", "--config", clusterConfig}, lockPath: nodelock.Path(node)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,11 +58,7 @@ func TestChangingCommandsTakeTheNodeLock(t *testing.T) {
 			if tt.lock == node {
 				lockRoot = "" // this machine's
 			}
-			lockPath := nodelock.File
-			if tt.lockPath != "" {
-				lockPath = tt.lockPath
-			}
-			lock, err := nodelock.Acquire(lockRoot, lockPath, "kubeboot init --test")
+			lock, err := nodelock.Acquire(lockRoot, nodelock.File, "kubeboot init --test")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +133,6 @@ func TestMissingPatchesDirFailsBeforeWriting(t *testing.T) {
 		{"diff", []string{"diff", "--root", root, "--config", rootConfig}, "patchesDir"},
 		{"join", []string{"join", "--control-plane", "--config", joinConfig}, node + "/patches does not exist"},
 		{"upgrade apply", []string{"upgrade", "apply", "--config", clusterConfig}, node + "/patches does not exist"},
-		{"lab up", []string{"lab", "up", "--config", clusterConfig}, node + "/patches does not exist"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,7 +190,7 @@ func TestInterruptEndsABlockedStep(t *testing.T) {
 
 // TestCommandsStopWithTheRootContext: the context Main ends at SIGINT or
 // SIGTERM is every command's: a run handed one that has ended stops at
-// once, whether it runs phases, serves or supervises a daemon.
+// once, whether it runs phases or serves.
 func TestCommandsStopWithTheRootContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -214,7 +205,6 @@ func TestCommandsStopWithTheRootContext(t *testing.T) {
 	}{
 		{[]string{"init", "--root", dir, "--skip-phases", "preflight"}, 1, "error: phase certs: context canceled"},
 		{[]string{"csr-approver", "--kubeconfig", kubeconfig, "--health-port", strconv.Itoa(freePort(t))}, 0, "[csr-approver] stopped"},
-		{[]string{"lab", "supervise", "--", "sleep", "60"}, 0, "supervisor: stopped sleep (signal: terminated)"},
 	} {
 		start := time.Now()
 		var stdout, stderr bytes.Buffer
