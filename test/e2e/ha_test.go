@@ -100,6 +100,16 @@ func (n *node) haConfig(t *testing.T, endpoint string, etcdEndpoints []string, b
 	n.config = n.writeConfig(t, "kubeboot.yaml", edits)
 }
 
+// give copies a file of the host into the node's root, where its machine
+// sees it, as an operator copies the cluster's bundle to a node, and
+// returns the copy's path.
+func (n *node) give(t *testing.T, path string) string {
+	t.Helper()
+	dst := filepath.Join(n.root, filepath.Base(path))
+	writeFile(t, dst, string(readFile(t, path)))
+	return dst
+}
+
 // etcdctl runs etcdctl against endpoints with the node's API server etcd client certificate.
 func (n *node) etcdctl(t *testing.T, endpoints []string, args ...string) result {
 	t.Helper()
@@ -207,7 +217,7 @@ func TestHAControlPlane(t *testing.T) {
 		if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		secrets := []string{"--certs-bundle", bundle, "--key-file", keyFile}
+		secrets := []string{"--certs-bundle", n.give(t, bundle), "--key-file", keyFile}
 		var extra map[string]any
 		if i == 2 {
 			// The third node brings nothing but its file: the certificate
@@ -447,7 +457,7 @@ func testFailedJoin(t *testing.T, first, n *node, endpoint, bundle, keyText stri
 	if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := n.join(t, "--certs-bundle", bundle, "--key-file", keyFile)
+	r := n.join(t, "--certs-bundle", n.give(t, bundle), "--key-file", keyFile)
 	if r.code != 4 || !strings.Contains(r.stderr, "removed the learner") {
 		t.Fatalf("join with a broken etcd: exit %d, want 4 and the learner removed:\n%s", r.code, r.stderr)
 	}
@@ -567,7 +577,7 @@ func testRestoreFromS3(t *testing.T, nodes []*node, endpoint, bundle string, buc
 		if r := n.kubeboot(t, "reset", "--force", "--config", n.config); r.code != 0 {
 			t.Fatalf("reset --force of %s before its rejoin: exit %d:\n%s", n.name, r.code, r.stderr)
 		}
-		r := n.join(t, "--certs-bundle", bundle, "--key-file", filepath.Join(n.root, "bundle.key"))
+		r := n.join(t, "--certs-bundle", n.give(t, bundle), "--key-file", filepath.Join(n.root, "bundle.key"))
 		if r.code != 0 {
 			t.Fatalf("rejoin of %s: exit %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
 		}

@@ -310,25 +310,40 @@ func (n *node) apiURL(path string) string {
 	return "https://" + net.JoinHostPort(n.addr, "6443") + path
 }
 
-// inNetns runs fn on an OS thread of its own that has entered the network
-// namespace at path: the sockets fn opens are that namespace's. The
-// thread ends with fn, so that no other goroutine runs in the namespace.
+// inNetns runs fn on an OS thread that has entered the network namespace
+// at path: the sockets fn opens are that namespace's. The thread goes back
+// to its own namespace afterwards; one that cannot is left to end with
+// the goroutine. It must not end otherwise: a process started on a
+// thread that ends gets its parent-death signal (the S3 server's
+// Pdeathsig) as if the test had died.
 func inNetns(path string, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
-		// Left locked: the thread exits with this goroutine.
 		runtime.LockOSThread()
-		f, err := os.Open(path)
+		own, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
+			runtime.UnlockOSThread()
 			done <- err
 			return
 		}
-		defer func() { _ = f.Close() }()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+		defer func() { _ = own.Close() }()
+		target, err := os.Open(path)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		defer func() { _ = target.Close() }()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			done <- fmt.Errorf("enter %s: %w", path, err)
 			return
 		}
-		done <- fn()
+		err = fn()
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		done <- err
 	}()
 	return <-done
 }
