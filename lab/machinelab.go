@@ -669,15 +669,18 @@ func hostKubeconfig(adminConf, path, endpoint string) error {
 }
 
 // Down removes the lab: every machine, all at once (its processes,
-// cgroups, mounts and disk), the load balancer, the network and the lab's directory. A lab
-// that is partly up, or already down, comes down as far as it is up.
+// cgroups, mounts and disk), the load balancer, the network and the lab's
+// directory. A lab that is partly up, or already down, comes down as far
+// as it is up. The machines are killed, not shut down: their disks go
+// with them, so nothing a shutdown would save is kept, as kind's nodes
+// are removed.
 func (l MachineLab) Down(ctx context.Context) error {
 	c := l.Cluster
 	errs := make([]error, len(c.Nodes))
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
 		wg.Go(func() {
-			if err := l.machine(i).Remove(30 * time.Second); err != nil {
+			if err := l.machine(i).Remove(0); err != nil {
 				errs[i] = fmt.Errorf("node %s: %w", c.Nodes[i].Name, err)
 			}
 		})

@@ -342,8 +342,8 @@ func (m Machine) Reboot(ctx context.Context, timeout time.Duration) error {
 	return m.Boot(ctx)
 }
 
-// Remove powers the machine off (killing it after timeout), removes its
-// cgroups and its directory.
+// Remove powers the machine off (killing it after timeout: at once for
+// 0), removes its cgroups and its directory.
 func (m Machine) Remove(timeout time.Duration) error {
 	if err := m.PowerOff(timeout); err != nil {
 		return err

@@ -129,7 +129,7 @@ func newMachineLab(t *testing.T, name, subnet string, nodes ...string) *machineL
 					t.Logf("the journal of %s:\n%s", m.Name, out)
 				}
 			}
-			if err := m.Remove(30 * time.Second); err != nil {
+			if err := m.Remove(0); err != nil {
 				t.Error(err)
 			}
 		}
