@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,21 +19,15 @@ import (
 	"github.com/kubeboot/kubeboot/files"
 )
 
-// Daemon is a background process of the lab, such as the runtime or the
-// kubelet, with its pid file and log in a directory.
+// Daemon is a background process of the lab on the host, its load
+// balancer, with its pid file and log in a directory.
 type Daemon struct {
 	// Name names the files: <Dir>/<Name>.pid and <Dir>/<Name>.log.
 	Name string
 	// Dir holds the pid file and the log.
 	Dir string
-	// Env is the environment Start gives the process; nil means kubeboot's.
-	Env []string
 	// ExtraFiles are open files Start passes on, as fds 3, 4, ...
 	ExtraFiles []*os.File
-	// Supervisor, when set, is the command that runs the daemon and
-	// restarts it when it exits (`kubeboot lab supervise`, see
-	// Supervise); Start appends "--files <n> -- <binary> <args>".
-	Supervisor []string
 }
 
 // PidFile is the daemon's pid file: "<pid> <start time in clock ticks>",
@@ -66,7 +59,7 @@ func (d Daemon) Running() (int, bool) {
 // appending its output to the log. It refuses to start a second instance.
 func (d Daemon) Start(binary string, args ...string) error {
 	if pid, ok := d.Running(); ok {
-		return fmt.Errorf("start %s: it already runs as pid %d: run `kubeboot lab down` first", d.Name, pid)
+		return fmt.Errorf("start %s: it already runs as pid %d: run `kubeboot lab down --cluster` first", d.Name, pid)
 	}
 	if err := os.MkdirAll(d.Dir, 0o700); err != nil {
 		return fmt.Errorf("start %s: %w", d.Name, err)
@@ -76,12 +69,8 @@ func (d Daemon) Start(binary string, args ...string) error {
 		return fmt.Errorf("start %s: %w", d.Name, err)
 	}
 	defer func() { _ = logFile.Close() }()
-	if len(d.Supervisor) > 0 {
-		args = append(append(slices.Clone(d.Supervisor[1:]), "--files", strconv.Itoa(len(d.ExtraFiles)), "--", binary), args...)
-		binary = d.Supervisor[0]
-	}
 	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr, cmd.Env, cmd.ExtraFiles = logFile, logFile, d.Env, d.ExtraFiles
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, d.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", d.Name, err)
