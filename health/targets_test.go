@@ -107,7 +107,7 @@ func TestTargetsFromRenderedManifests(t *testing.T) {
 // every component on their own loopback address.
 func TestTargetsLoopbackAndIPv6(t *testing.T) {
 	for _, tt := range []struct{ advertise, loopback, hostport string }{
-		{"127.0.0.2", "127.0.0.2", "127.0.0.2"},
+		{"127.0.0.2", "127.0.0.1", "127.0.0.2"},
 		{"fd00::10", "[::1]", "[fd00::10]"},
 	} {
 		t.Run(tt.advertise, func(t *testing.T) {
