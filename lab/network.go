@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,16 @@ func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 	hub := c.Hub()
 	if _, err := os.Stat(filepath.Join("/run/netns", hub)); err == nil {
 		return fmt.Errorf("the lab's network namespace %s exists: a lab named %q is up; run `kubeboot lab down --cluster %s` first", hub, c.Name, c.source)
+	}
+	// Whether the lab makes /run/netns, which its teardown then removes
+	// once empty: one that was there before is the host's.
+	if _, err := os.Stat(netnsDir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(c.netnsDirMarker(), nil, 0o600); err != nil {
+			return err
+		}
 	}
 	steps := [][]string{
 		{"netns", "add", hub},
@@ -116,9 +127,21 @@ func (c *Cluster) TearDownNetwork(ctx context.Context) error {
 			}
 		}
 	}
-	removeNetnsDir()
+	if _, err := os.Stat(c.netnsDirMarker()); err == nil {
+		removeNetnsDir()
+		if err := os.Remove(c.netnsDirMarker()); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// netnsDir is where `ip netns` keeps the namespaces it names.
+const netnsDir = "/run/netns"
+
+// netnsDirMarker exists while the lab's network is up if the lab made
+// netnsDir.
+func (c *Cluster) netnsDirMarker() string { return filepath.Join(c.Dir, "made-run-netns") }
 
 func (c *Cluster) nodeNamespaces() []string {
 	var names []string
@@ -154,14 +177,13 @@ func (c *Cluster) AddPodRoutes(ctx context.Context, podCIDRs map[string][]string
 	return nil
 }
 
-// removeNetnsDir removes /run/netns once the lab's namespaces were the last
-// in it: `ip netns add` makes it a mount point of its own, so it is
-// unmounted first.
+// removeNetnsDir removes netnsDir, which the lab made, once the lab's
+// namespaces were the last in it: `ip netns add` makes it a mount point
+// of its own, so it is unmounted first.
 func removeNetnsDir() {
-	const dir = "/run/netns"
-	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+	if entries, err := os.ReadDir(netnsDir); err != nil || len(entries) > 0 {
 		return
 	}
-	_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-	_ = os.Remove(dir)
+	_ = syscall.Unmount(netnsDir, syscall.MNT_DETACH)
+	_ = os.Remove(netnsDir)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kubeboot/kubeboot/lab"
@@ -58,4 +59,46 @@ func readSysctl(t *testing.T, file string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(data))
+}
+
+// TestNetworkLeavesRunNetnsAsItWas: the lab's teardown removes /run/netns
+// only when the lab made it; one that was there before, even empty, is
+// the host's and stays.
+func TestNetworkLeavesRunNetnsAsItWas(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("creating network namespaces needs root")
+		}
+		t.Skip("creating network namespaces needs root")
+	}
+	const dir = "/run/netns"
+	cycle := func(t *testing.T) {
+		t.Helper()
+		c, err := lab.LoadCluster(writeDescription(t, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kbnsd\ndir: "+t.TempDir()+
+			"\nsubnet: 10.89.251.0/24\nnodes: [{name: cp1, role: control-plane}]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = os.Stat(dir)
+		before := err == nil
+		if err := c.SetUpNetwork(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.TearDownNetwork(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(dir); (err == nil) != before {
+			t.Errorf("%s was there before the lab: %t; after its teardown: %t", dir, before, err == nil)
+		}
+	}
+	cycle(t)
+	if _, err := os.Stat(dir); err == nil {
+		return // the host's: the other case cannot be made here
+	}
+	// The host's own, empty: it stays.
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH); _ = os.Remove(dir) })
+	cycle(t)
 }

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -400,8 +403,18 @@ func TestServerInNetns(t *testing.T) {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
+	// ip netns add makes /run/netns, a mount point, when it is missing:
+	// then the test removes it again.
+	_, err := os.Stat("/run/netns")
+	madeDir := errors.Is(err, fs.ErrNotExist)
 	run("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+		if entries, err := os.ReadDir("/run/netns"); madeDir && err == nil && len(entries) == 0 {
+			_ = syscall.Unmount("/run/netns", syscall.MNT_DETACH)
+			_ = os.Remove("/run/netns")
+		}
+	})
 	run("link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
 	run("addr", "add", "10.251.7.1/30", "dev", host)
