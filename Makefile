@@ -48,10 +48,12 @@ binaries:
 lab-binaries:
 	bash test/tools/build.sh $(K8S_BIN) --lab
 
-## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy, nftables, whose nft the kube-proxy image holds, and systemd-container and dbus, which boot the lab's machines), installed only when missing
+## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy, nftables, whose nft the kube-proxy image holds, systemd-container and dbus, which boot the lab's machines, and what builds BusyBox and the agnhost image's tools: gcc, libc6-dev, bzip2, curl, openssl), installed only when missing
 host-packages:
-	@missing=; for p in runc:runc iptables:iptables ip:iproute2 haproxy:haproxy nft:nftables systemd-nspawn:systemd-container dbus-daemon:dbus; do \
+	@missing=; for p in runc:runc iptables:iptables ip:iproute2 haproxy:haproxy nft:nftables systemd-nspawn:systemd-container dbus-daemon:dbus \
+		gcc:gcc bzip2:bzip2 curl:curl openssl:openssl; do \
 		command -v $${p%%:*} >/dev/null || [ -x /usr/sbin/$${p%%:*} ] || missing="$$missing $${p##*:}"; done; \
+		[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || missing="$$missing libc6-dev"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
 ## lint: gofmt, go vet and golangci-lint with .golangci.yml
@@ -80,7 +82,7 @@ bench: build binaries
 	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 
 ## lab: bring up a lab of three machines from examples/machines.yaml: a control-plane node and two workers (one joined by kubeadm), systemd as PID 1, containerd and the kubelet as its services
-lab: build lab-binaries host-packages
+lab: build host-packages lab-binaries
 	$(BIN)/kubeboot lab up --cluster examples/machines.yaml --bin-dir $(K8S_BIN)
 	@echo
 	@echo "Use it:   export KUBECONFIG=/tmp/kubeboot-machines/kubeconfig; $(K8S_BIN)/kubectl get nodes"

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -39,17 +40,39 @@ const (
 // image, the host files it holds.
 type Image struct {
 	Ref string
-	// Files maps an absolute path in the image to a file on this machine.
+	// Trees are directories on this machine, each laid down as one layer
+	// (modes, owners, symbolic and hard links kept), the first lowest.
+	Trees []string
+	// Files maps an absolute path in the image to a file on this machine,
+	// in one layer above the trees.
 	Files map[string]string
-	// Entrypoint is the image's default command; pods of the control plane
-	// name theirs.
-	Entrypoint []string
+	// Entrypoint and Cmd are the image's default command and its
+	// arguments; pods of the control plane name theirs.
+	Entrypoint, Cmd []string
+	// User is the user the image's processes run as ("" for root).
+	User string
 }
 
 // rootBinaries are kept at the image's root, with the binary as the
 // entrypoint, as in the images registry.k8s.io serves; Kubernetes' and
 // etcd's binaries go to /usr/local/bin.
-var rootBinaries = []string{"pause", "coredns", "agnhost"}
+var rootBinaries = []string{"pause", "coredns"}
+
+// agnhostImage is agnhost's image as registry.k8s.io serves it: BusyBox's
+// tree (<bin dir>/rootfs/busybox) and the tools Kubernetes' tests run in
+// agnhost's pods (<bin dir>/rootfs/agnhost: curl, dig, nc, ip, ss, bash, getent,
+// with /agnhost-2, /uploads and the porter's certificate), then /agnhost as
+// the entrypoint, `pause` its default argument.
+func agnhostImage(binDir, ref, path string) (Image, error) {
+	trees := []string{filepath.Join(binDir, "rootfs/busybox"), filepath.Join(binDir, "rootfs/agnhost")}
+	for _, tree := range trees {
+		if _, err := os.Stat(tree); err != nil {
+			return Image{}, fmt.Errorf("lab image %q: no %s (run `make lab-binaries`): %w", ref, tree, err)
+		}
+	}
+	return Image{Ref: ref, Trees: trees, Files: map[string]string{"/agnhost": path},
+		Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}, nil
+}
 
 // ResolveImage maps an image reference of the lab to the binary it runs:
 // the repository's last element names the binary, looked up in
@@ -77,6 +100,9 @@ func ResolveImage(binDir, ref string) (Image, error) {
 	}
 	if err := checkVersion(binary, path, tag); err != nil {
 		return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
+	}
+	if binary == "agnhost" {
+		return agnhostImage(binDir, ref, path)
 	}
 	if slices.Contains(rootBinaries, binary) {
 		return Image{Ref: ref, Files: map[string]string{"/" + binary: path}, Entrypoint: []string{"/" + binary}}, nil
@@ -204,7 +230,23 @@ func pruneArchives(cacheDir, keep string) {
 func archiveKey(images []Image) (string, error) {
 	var b strings.Builder
 	for _, img := range images {
-		fmt.Fprintf(&b, "%s %q\n", img.Ref, img.Entrypoint)
+		fmt.Fprintf(&b, "%s %q %q %q\n", img.Ref, img.Entrypoint, img.Cmd, img.User)
+		for _, tree := range img.Trees {
+			err := filepath.WalkDir(tree, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				info, err := d.Info()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(&b, "%s %v %d %d\n", path, info.Mode(), info.Size(), info.ModTime().UnixNano())
+				return nil
+			})
+			if err != nil {
+				return "", fmt.Errorf("lab image %q: %w", img.Ref, err)
+			}
+		}
 		for _, dest := range sortedKeys(img.Files) {
 			info, err := os.Stat(img.Files[dest])
 			if err != nil {
@@ -226,17 +268,25 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// build makes a one-layer image of the files, for this machine's platform.
+// build makes the image, for this machine's platform: a layer per tree,
+// then one of the files.
 func build(img Image) (v1.Image, error) {
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return layerTar(img.Files), nil },
-		// Stored, not compressed: the archive stays on this machine, and
-		// compressing the binaries (and unpacking them again in each
-		// node's containerd) would take most of an import's time.
-		tarball.WithCompressionLevel(gzip.NoCompression))
-	if err != nil {
-		return nil, err
+	var layers []v1.Layer
+	for _, tree := range img.Trees {
+		layer, err := storedLayer(func() io.ReadCloser { return treeTar(tree) })
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, layer)
 	}
-	out, err := mutate.AppendLayers(empty.Image, layer)
+	if len(img.Files) > 0 || len(img.Trees) == 0 {
+		layer, err := storedLayer(func() io.ReadCloser { return layerTar(img.Files) })
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, layer)
+	}
+	out, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		return nil, err
 	}
@@ -247,8 +297,84 @@ func build(img Image) (v1.Image, error) {
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
 	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	cfg.Config.Entrypoint = img.Entrypoint
+	cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.User = img.Entrypoint, img.Cmd, img.User
 	return mutate.ConfigFile(out, cfg)
+}
+
+// storedLayer is a layer of the tar stream open gives, stored, not
+// compressed: the archive stays on this machine, and compressing the
+// binaries (and unpacking them again in each node's containerd) would take
+// most of an import's time.
+func storedLayer(open func() io.ReadCloser) (v1.Layer, error) {
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return open(), nil },
+		tarball.WithCompressionLevel(gzip.NoCompression))
+}
+
+// treeTar streams the layer of a directory tree: every directory, file and
+// symbolic link under it with its mode and owner, and a file that is a
+// hard link of one already written as that link.
+func treeTar(tree string) io.ReadCloser {
+	r, w := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(w)
+		err := writeTree(tw, tree)
+		if err == nil {
+			err = tw.Close()
+		}
+		_ = w.CloseWithError(err)
+	}()
+	return r
+}
+
+func writeTree(tw *tar.Writer, tree string) error {
+	written := map[uint64]string{} // inode -> the name it was written as
+	return filepath.WalkDir(tree, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == tree {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if d.Type()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(path); err != nil {
+				return err
+			}
+		}
+		hdr, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(tree, path)
+		hdr.Name = filepath.ToSlash(rel)
+		if d.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.Uname, hdr.Gname = "", ""
+		hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = time.Time{}, time.Time{}, time.Time{}
+		st, _ := info.Sys().(*syscall.Stat_t)
+		if info.Mode().IsRegular() && st != nil && st.Nlink > 1 {
+			if first, ok := written[st.Ino]; ok {
+				hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
+				return tw.WriteHeader(hdr)
+			}
+			written[st.Ino] = hdr.Name
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		_, err = io.Copy(tw, f)
+		return err
+	})
 }
 
 // layerTar streams the layer: the files' parent directories, a /tmp, and

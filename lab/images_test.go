@@ -88,6 +88,122 @@ func TestResolveImage(t *testing.T) {
 	}
 }
 
+// TestAgnhostImage: agnhost's image is laid out as registry.k8s.io's, on
+// BusyBox's tree and the tests' tools, /agnhost its entrypoint and `pause`
+// its default argument; without the trees, it names the fix.
+func TestAgnhostImage(t *testing.T) {
+	bin := t.TempDir()
+	agnhost := writeBinary(t, bin, "agnhost", "")
+	_, err := lab.ResolveImage(bin, lab.AgnhostImage)
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "rootfs/busybox (run `make lab-binaries`)") {
+		t.Errorf("without BusyBox's tree: %v", err)
+	}
+	for _, tree := range []string{"rootfs/busybox", "rootfs/agnhost"} {
+		if err := os.MkdirAll(filepath.Join(bin, tree), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := lab.ResolveImage(bin, lab.AgnhostImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lab.Image{Ref: lab.AgnhostImage, Trees: []string{filepath.Join(bin, "rootfs/busybox"), filepath.Join(bin, "rootfs/agnhost")},
+		Files: map[string]string{"/agnhost": agnhost}, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("agnhost's image (-want +got):\n%s", diff)
+	}
+}
+
+// TestArchiveTrees: a tree becomes a layer of its own below the files',
+// with every mode (setuid included), symbolic link and hard link kept and
+// root as the owner; the image's command and user are its config's; a
+// changed file of a tree makes a new archive.
+func TestArchiveTrees(t *testing.T) {
+	requireRoot(t, "a tree of root's files, as build.sh's are,")
+	tree, bin, cache := t.TempDir(), t.TempDir(), t.TempDir()
+	for path, mode := range map[string]os.FileMode{"bin/busybox": 0o755, "etc/passwd": 0o644, "usr/local/bin/nnp": 0o755 | os.ModeSetuid | os.ModeSetgid} {
+		if err := os.MkdirAll(filepath.Join(tree, filepath.Dir(path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tree, path), []byte(path), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(tree, path), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(filepath.Join(tree, "bin/busybox"), filepath.Join(tree, "bin/sh")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("busybox", filepath.Join(tree, "bin/ls")); err != nil {
+		t.Fatal(err)
+	}
+	img := lab.Image{Ref: "registry.k8s.io/e2e-test-images/nonewprivs:1.4", Trees: []string{tree},
+		Files: map[string]string{"/usr/local/bin/tool": writeBinary(t, bin, "tool", "")}, Cmd: []string{"nnp"}, User: "1000"}
+	path, err := lab.Archive(cache, []lab.Image{img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(img.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tarball.ImageFromPath(path, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := got.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"nnp"}, cfg.Config.Cmd); diff != "" || cfg.Config.User != "1000" || cfg.Config.Entrypoint != nil {
+		t.Errorf("config: cmd %q (%s), user %q, entrypoint %q", cfg.Config.Cmd, diff, cfg.Config.User, cfg.Config.Entrypoint)
+	}
+	layers, err := got.Layers()
+	if err != nil || len(layers) != 2 {
+		t.Fatalf("%d layers, %v; want the tree's and the files'", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	headers := map[string]*tar.Header{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers[h.Name] = h
+	}
+	for entry, want := range map[string]int64{"bin/": 0o755, "bin/busybox": 0o755, "etc/passwd": 0o644, "usr/local/bin/nnp": 0o6755} {
+		if h := headers[entry]; h == nil || h.Mode&0o7777 != want || h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s in the tree's layer: %+v, want mode %o owned by root", entry, h, want)
+		}
+	}
+	if h := headers["bin/sh"]; h == nil || h.Typeflag != tar.TypeLink || h.Linkname != "bin/busybox" {
+		t.Errorf("the hard link bin/sh: %+v", h)
+	}
+	if h := headers["bin/ls"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
+		t.Errorf("the symbolic link bin/ls: %+v", h)
+	}
+	if entries := layerEntries(t, layers[1].Uncompressed); entries["usr/local/bin/tool"] != 0o755 {
+		t.Errorf("the files' layer: %v", entries)
+	}
+
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(filepath.Join(tree, "etc/passwd"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := lab.Archive(cache, []lab.Image{img}); err != nil || again == path {
+		t.Errorf("after a file of the tree changed: %s, %v; want a new archive", again, err)
+	}
+}
+
 // TestKubeProxyImage: kube-proxy's image holds the host's nft, which its
 // nftables mode runs, with every library it loads and the dynamic loader,
 // at their paths on the host; without nft on the host, it names the fix.

@@ -14,7 +14,7 @@ import (
 // host's value is, as a node's installation sets it, and the host's value
 // stays as it was (a fresh machine has it at 0).
 func TestNetworkForwards(t *testing.T) {
-	requireRoot(t)
+	requireRoot(t, "creating network namespaces")
 	const hostFile = "/proc/sys/net/ipv4/ip_forward"
 	hostBefore := readSysctl(t, hostFile)
 	c, err := lab.LoadCluster(writeDescription(t, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kbfwd\ndir: "+t.TempDir()+
@@ -60,7 +60,7 @@ func readSysctl(t *testing.T, file string) string {
 // only when the lab made it; one that was there before, even empty, is
 // the host's and stays.
 func TestNetworkLeavesRunNetnsAsItWas(t *testing.T) {
-	requireRoot(t)
+	requireRoot(t, "creating network namespaces")
 	const dir = "/run/netns"
 	cycle := func(t *testing.T) {
 		t.Helper()
@@ -94,14 +94,14 @@ func TestNetworkLeavesRunNetnsAsItWas(t *testing.T) {
 }
 
 // requireRoot fails the test under CI, and skips it elsewhere, unless it
-// runs as root, which creating network namespaces needs.
-func requireRoot(t *testing.T) {
+// runs as root, which what (creating network namespaces, say) needs.
+func requireRoot(t *testing.T, what string) {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatal("creating network namespaces needs root")
+		t.Fatal(what + " needs root")
 	}
-	t.Skip("creating network namespaces needs root")
+	t.Skip(what + " needs root")
 }

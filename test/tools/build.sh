@@ -2,9 +2,10 @@
 # Builds the pinned etcd, Kubernetes and CRI binaries used by the end-to-end
 # tests and benchmarks, from the Go module proxy:
 #
-#   bash test/tools/build.sh <bin-dir> [--lab | --with-v1.35] [--force]
+#   bash test/tools/build.sh <bin-dir> [--lab | --with-v1.35] [--conformance] [--force]
 #
-# --lab builds only what `kubeboot lab` runs (no kube-bench, weed or v1.35).
+# --lab builds only what `kubeboot lab` runs (no kube-bench, weed or v1.35);
+# --conformance adds what only the conformance tests' images hold.
 #
 #   <bin-dir>/etcd etcdctl etcdutl                 etcd        (module ./etcd)
 #   <bin-dir>/kube-apiserver kube-controller-manager kube-scheduler
@@ -22,6 +23,12 @@
 #                                                  and the e2e suite (module ./seaweedfs)
 #   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
 #                                                  only with --with-v1.35 (module ./kubernetes/v1.35)
+#   <bin-dir>/rootfs/busybox agnhost               the trees the lab's agnhost image is laid from:
+#                                                  BusyBox built from its source, and Debian's
+#                                                  packages of the tools the tests run in agnhost
+#   <bin-dir>/rootfs/nginx glibc-dns-testing, sample-apiserver, nnp
+#                                                  only with --conformance: the conformance tests'
+#                                                  other images (modules ./sample-apiserver, ./nnp)
 #   <bin-dir>/v1.13/coredns                        only with --with-v1.35: the CoreDNS v1.35
 #                                                  installs (module ./coredns/v1.13)
 #
@@ -37,7 +44,7 @@
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 <bin-dir> [--lab | --with-v1.35] [--force]" >&2
+	echo "usage: $0 <bin-dir> [--lab | --with-v1.35] [--conformance] [--force]" >&2
 	exit 2
 }
 
@@ -47,12 +54,13 @@ tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bin_dir=
 force=false
-lab_families=(family_etcd family_kubernetes_v1_36 family_crictl family_containerd family_cni family_pause family_coredns)
+lab_families=(family_etcd family_kubernetes_v1_36 family_crictl family_containerd family_cni family_pause family_coredns family_busybox family_agnhost_tree)
 families=("${lab_families[@]}" family_kube_bench family_seaweedfs)
 for arg in "$@"; do
 	case $arg in
 	--lab) families=("${lab_families[@]}") ;;
 	--with-v1.35) families+=(family_kubernetes_v1_35 family_coredns_v1_13) ;;
+	--conformance) families+=(family_conformance_trees family_sample_apiserver family_nnp) ;;
 	--force) force=true ;;
 	-h | --help) usage ;;
 	-*) echo "build.sh: unknown flag $arg" >&2; usage ;;
@@ -304,6 +312,230 @@ family_seaweedfs() {
 family_pause() {
 	build_family pause pause "" github.com/kubeboot/kubeboot/test/tools/pause "" \
 		pause=github.com/kubeboot/kubeboot/test/tools/pause
+}
+
+# build_tree <family> <fingerprint> <dest> <function>: runs <function>
+# <scratch dir> to make a directory tree, then renames it to <dest>, or
+# reuses <dest> when the recorded fingerprint still matches. For the
+# families that are no `go build`.
+build_tree() {
+	local family=$1 fingerprint=$2 dest=$3 make_tree=$4
+	local stamp="$bin_dir/.stamps/$family"
+	if ! $force && [[ -d $dest && -f $stamp && $(sed -n 1p "$stamp") == "$fingerprint" ]]; then
+		printf 'reused %-40s (%s build took %s)\n' "${dest#"$bin_dir"/}" "$family" "$(fmt_duration "$(sed -n 2p "$stamp")")"
+		return
+	fi
+	mkdir -p "$bin_dir/.stamps" "$(dirname "$dest")"
+	rm -f "$stamp"
+	scratch=$(mktemp -d "$bin_dir/.build-$family.XXXXXX")
+	echo "building $family" >&2
+	local start=$SECONDS
+	"$make_tree" "$scratch"
+	local took=$((SECONDS - start))
+	rm -rf "$dest"
+	mv "$scratch/tree" "$dest"
+	printf 'built  %-40s (%s build took %s)\n' "${dest#"$bin_dir"/}" "$family" "$(fmt_duration "$took")"
+	printf '%s\n%s\n' "$fingerprint" "$took" >"$stamp"
+	rm -rf "$scratch"
+	scratch=
+}
+
+# Upstream's BusyBox, as the root file system of Kubernetes' busybox test
+# image (busybox:1.37.0-1), which the lab's agnhost image is laid on: the
+# release's source, from the tarball Debian mirrors (Debian's own build
+# drops environment variables whose names are no shell names, which the
+# conformance tests pass), its default configuration linked statically;
+# every applet a hard link in /bin, the busybox image's users and groups.
+busybox_version=1.37.0
+busybox_sha256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
+
+make_busybox_tree() {
+	local work=$1 src tree=$1/tree applet
+	src="$work/busybox-$busybox_version"
+	curl -fsSL -o "$work/busybox.tar.bz2" "http://deb.debian.org/debian/pool/main/b/busybox/busybox_$busybox_version.orig.tar.bz2"
+	echo "$busybox_sha256  $work/busybox.tar.bz2" | sha256sum --check --quiet
+	tar -xjf "$work/busybox.tar.bz2" -C "$work"
+	(
+		cd "$src"
+		make -s defconfig >/dev/null
+		sed -i 's/^# CONFIG_STATIC is not set$/CONFIG_STATIC=y/' .config
+		make -s -j"$(nproc)" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; exit 1; }
+	)
+	mkdir -p "$tree"/{bin,dev,etc,home,root,tmp,usr/sbin,var/spool/mail,var/www}
+	chmod 700 "$tree/root"
+	chmod 1777 "$tree/tmp"
+	install -m 755 "$src/busybox" "$tree/bin/busybox"
+	for applet in $("$src/busybox" --list); do
+		[[ -e $tree/bin/$applet ]] || ln "$tree/bin/busybox" "$tree/bin/$applet"
+	done
+	cat >"$tree/etc/passwd" <<-'EOF'
+		root:x:0:0:root:/root:/bin/sh
+		daemon:x:1:1:daemon:/usr/sbin:/bin/false
+		bin:x:2:2:bin:/bin:/bin/false
+		sys:x:3:3:sys:/dev:/bin/false
+		sync:x:4:100:sync:/bin:/bin/sync
+		mail:x:8:8:mail:/var/spool/mail:/bin/false
+		www-data:x:33:33:www-data:/var/www:/bin/false
+		operator:x:37:37:Operator:/var:/bin/false
+		nobody:x:65534:65534:nobody:/home:/bin/false
+	EOF
+	cat >"$tree/etc/group" <<-'EOF'
+		root:x:0:
+		daemon:x:1:
+		bin:x:2:
+		sys:x:3:
+		adm:x:4:
+		tty:x:5:
+		disk:x:6:
+		lp:x:7:
+		mail:x:8:
+		kmem:x:9:
+		wheel:x:10:root
+		cdrom:x:11:
+		dialout:x:18:
+		floppy:x:19:
+		video:x:28:
+		audio:x:29:
+		tape:x:32:
+		www-data:x:33:
+		operator:x:37:
+		utmp:x:43:
+		plugdev:x:46:
+		staff:x:50:
+		lock:x:54:
+		netdev:x:82:
+		users:x:100:
+		nobody:x:65534:
+	EOF
+}
+
+family_busybox() {
+	build_tree busybox "$(printf '%s\n' "$busybox_version" "$busybox_sha256" "$(declare -f make_busybox_tree)" | sha256sum | cut -d' ' -f1)" \
+		"$bin_dir/rootfs/busybox" make_busybox_tree
+}
+
+# deb_closure <package>...: the packages and, recursively, the first
+# installable alternative of each of their dependencies, but not the
+# packages that only run maintainer scripts (an image runs none).
+maintainer_packages=" dpkg debconf cdebconf install-info perl-base base-files debianutils tar gawk mawk original-awk "
+deb_closure() {
+	local -A seen=()
+	local queue=("$@") pkg dep
+	while ((${#queue[@]})); do
+		pkg=${queue[0]}
+		queue=("${queue[@]:1}")
+		[[ -z ${seen[$pkg]:-} && $maintainer_packages != *" $pkg "* ]] || continue
+		seen[$pkg]=1
+		echo "$pkg"
+		for dep in $(apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances "$pkg" |
+			awk '/^ [ |](Pre)?Depends: / { alt = substr($0, 2, 1) == "|"; if (!done && $2 !~ /^</) { print $2; done = 1 }; if (!alt) done = 0 }'); do
+			queue+=("$dep")
+		done
+	done
+}
+
+# unpack_debs <tree> <package>...: Debian's packages and their closure,
+# unpacked into <tree> without their documentation.
+unpack_debs() {
+	local tree=$1 debs deb
+	shift
+	mkdir -p "$tree" "$tree.debs"
+	# A fresh machine's package lists may be missing, or name versions the
+	# mirror has replaced since.
+	apt-cache show --no-all-versions "$@" >/dev/null 2>&1 || apt-get update -qq
+	debs=$(deb_closure "$@")
+	# shellcheck disable=SC2086 # one word per package
+	(cd "$tree.debs" && { apt-get download -qq $debs 2>/dev/null || { apt-get update -qq && apt-get download -qq $debs; }; })
+	for deb in "$tree.debs"/*.deb; do
+		dpkg-deb -x "$deb" "$tree"
+	done
+	rm -rf "$tree.debs" "$tree"/usr/share/{doc,man,info,locale,lintian,bash-completion} "$tree"/usr/lib/x86_64-linux-gnu/gconv
+}
+
+# The tools Kubernetes' agnhost image adds to its base, which its tests run
+# in agnhost's pods (curl, dig and nslookup, nc, ip and ss, iperf, bash,
+# and getent, which Alpine's C library has), from Debian's packages. The agnhost image is this tree laid on BusyBox's,
+# with agnhost (see lab.ResolveImage); the tree adds agnhost's /agnhost-2,
+# /uploads and the porter's and test-webserver's /localhost.crt and .key.
+agnhost_packages=(curl bind9-dnsutils netcat-openbsd iproute2 iperf bash libc-bin)
+
+make_agnhost_tree() {
+	local tree=$1/tree
+	unpack_debs "$tree" "${agnhost_packages[@]}"
+	# What the packages' maintainer scripts would have linked.
+	ln -sf /bin/nc.openbsd "$tree/usr/bin/nc"
+	printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$tree/etc/nsswitch.conf"
+	mkdir "$tree/uploads"
+	ln -s agnhost "$tree/agnhost-2"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 -subj /CN=localhost \
+		-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout "$tree/localhost.key" -out "$tree/localhost.crt" 2>/dev/null
+	chmod 644 "$tree/localhost.key"
+}
+
+family_agnhost_tree() {
+	local fingerprint
+	fingerprint=$(printf '%s\n' "$(declare -f make_agnhost_tree unpack_debs deb_closure)" "$maintainer_packages" "${agnhost_packages[@]}" | sha256sum | cut -d' ' -f1)
+	build_tree agnhost-tree "$fingerprint" "$bin_dir/rootfs/agnhost" make_agnhost_tree
+}
+
+# The conformance tests' images that are not the lab's (--conformance):
+# nginx's (upstream's is nginx on Alpine, so here Debian's nginx, laid on
+# BusyBox's tree) and glibc-dns-testing's (upstream's is Debian's bookworm
+# with dnsutils: dash, coreutils, glibc's getent and dig).
+make_nginx_tree() {
+	local tree=$1/tree
+	unpack_debs "$tree" nginx-light
+	rm -rf "$tree/etc/nginx/sites-enabled" "$tree/etc/nginx/sites-available"
+	mkdir -p "$tree"/var/{log,lib}/nginx "$tree/usr/share/nginx/html" "$tree/run"
+	echo '<h1>Welcome to nginx!</h1>' >"$tree/usr/share/nginx/html/index.html"
+	cat >"$tree/etc/nginx/nginx.conf" <<-'EOF'
+		user www-data;
+		worker_processes 1;
+		error_log /dev/stderr;
+		pid /run/nginx.pid;
+		events { worker_connections 256; }
+		http {
+			include /etc/nginx/mime.types;
+			access_log /dev/stdout;
+			server {
+				listen 80;
+				root /usr/share/nginx/html;
+			}
+		}
+	EOF
+}
+
+make_glibc_dns_testing_tree() {
+	local tree=$1/tree
+	unpack_debs "$tree" dash coreutils libc-bin bind9-dnsutils
+	ln -sf dash "$tree/bin/sh"
+	mkdir -p "$tree/tmp"
+	chmod 1777 "$tree/tmp"
+	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$tree/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$tree/etc/group"
+	printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$tree/etc/nsswitch.conf"
+}
+
+family_conformance_trees() {
+	local name fn fingerprint
+	for name in nginx glibc-dns-testing; do
+		fn=make_${name//-/_}_tree
+		fingerprint=$(printf '%s\n' "$(declare -f "$fn" unpack_debs deb_closure)" "$maintainer_packages" | sha256sum | cut -d' ' -f1)
+		build_tree "$name-tree" "$fingerprint" "$bin_dir/rootfs/$name" "$fn"
+	done
+}
+
+# The aggregated API server of the aggregator's conformance test, at the
+# release its image's tag names (sample-apiserver:1.29.2), and nnp, the
+# nonewprivs image's setuid program (this repository's own).
+family_sample_apiserver() {
+	build_family sample-apiserver sample-apiserver "" k8s.io/sample-apiserver "" \
+		sample-apiserver=k8s.io/sample-apiserver
+}
+
+family_nnp() {
+	build_family nnp nnp "" github.com/kubeboot/kubeboot/test/tools/nnp "" \
+		nnp=github.com/kubeboot/kubeboot/test/tools/nnp
 }
 
 # --- main -----------------------------------------------------------------------
