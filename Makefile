@@ -33,12 +33,13 @@ unit:
 e2e: binaries
 	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -timeout 60m -tags e2e -v ./test/e2e/...
 
-## conformance: Kubernetes' own conformance tests (e2e.test v1.36.3, built here) on a lab of machine nodes, those CONFORMANCE_FOCUS selects (default: the six in-place pod resize tests); outside make test
+## conformance: every Kubernetes conformance test (e2e.test and ginkgo v1.36.3, and the tests' images, built here) on a lab of three machines, [Serial] ones after the others; JUnit in .cache/conformance, the summary in docs/conformance.md (CONFORMANCE_FOCUS, a regular expression, narrows the tests, and the summary then goes to .cache/conformance/summary.md); outside make test
 conformance: binaries
-	command -v busybox >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static)
+	bash test/tools/build.sh $(K8S_BIN) --conformance
 	bash test/tools/build-e2e-test.sh $(K8S_BIN)
 	KUBEBOOT_E2E_TEST=$(K8S_BIN)/e2e.test KUBEBOOT_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' KUBEBOOT_BIN_DIR=$(K8S_BIN) \
-		$(GO) test -count=1 -timeout 4h -tags 'e2e conformance' -v -run '^TestConformance$$' ./test/e2e/
+		KUBEBOOT_CONFORMANCE_REPORTS=$(CACHE)/conformance KUBEBOOT_CONFORMANCE_SUMMARY=$(if $(CONFORMANCE_FOCUS),$(CACHE)/conformance/summary.md,$(CURDIR)/docs/conformance.md) \
+		$(GO) test -count=1 -timeout 5h -tags 'e2e conformance' -v -run '^TestConformance$$' ./test/e2e/
 
 ## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl, kube-bench, containerd, CNI plugins, pause and SeaweedFS (weed, the tests' S3 server)
 binaries:

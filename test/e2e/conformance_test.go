@@ -3,11 +3,15 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,98 +19,151 @@ import (
 	"github.com/kubeboot/kubeboot/machine"
 )
 
-// busyboxImage is the conformance tests' busybox image, built from
-// Debian's busybox-static (apt-get install busybox-static): their pods run
-// /bin/sh scripts with sleep and cat, which busybox's shell runs as its
-// own applets.
-func busyboxImage(t *testing.T) lab.Image {
-	t.Helper()
-	const busybox = "/bin/busybox"
-	if _, err := os.Stat(busybox); err != nil {
-		t.Fatalf("the busybox image is built from %s: apt-get install busybox-static", busybox)
-	}
-	files := map[string]string{}
-	for _, name := range []string{"busybox", "sh", "sleep", "cat", "ls"} {
-		files["/bin/"+name] = busybox
-	}
-	return lab.Image{Ref: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", Files: files, Entrypoint: []string{"/bin/sh"}}
+// pullOnly are the conformance tests that cannot run without a registry:
+// they pull an image by design (an image volume whose pull policy is
+// Always), and no registry is reachable here. Nothing else is skipped.
+var pullOnly = []string{
+	`[sig-node] ImageVolume should succeed with pod and pull policy of Always`,
 }
 
-// resizeFocus selects Kubernetes' six in-place pod resize conformance
-// tests, which crashed the lab's kubelet before its nodes were machines.
-const resizeFocus = `\[sig-node\] Pod InPlace Resize Container.*\[Conformance\]`
-
-// TestConformance runs Kubernetes' own conformance tests (e2e.test of
-// v1.36.3 at $KUBEBOOT_E2E_TEST), those $KUBEBOOT_CONFORMANCE_FOCUS selects
-// (default resizeFocus), on a lab of two machine nodes that `lab up
-// --cluster` brought up, from this host in the control-plane node's
-// network namespace, and checks that no kubelet restarted meanwhile. It
-// is not part of `make test`: `make conformance` builds e2e.test and the
-// busybox image's package, and runs it.
+// TestConformance runs Kubernetes' own conformance tests (e2e.test and
+// ginkgo of v1.36.3, at $KUBEBOOT_E2E_TEST and its directory's ginkgo) on
+// a lab of three machines that `lab up --cluster` brought up: a
+// control-plane node, a `kubeboot join` worker and a `kubeadm join`
+// worker, each holding the tests' images (conformanceImages). Every
+// `[Conformance]` test but pullOnly runs, the parallel ones on three
+// processes, then the `[Serial]` ones alone ($KUBEBOOT_CONFORMANCE_FOCUS,
+// a regular expression, narrows them). ginkgo runs from this host in the
+// control-plane node's network namespace. The test fails if a test failed
+// or a kubelet restarted meanwhile. It writes the JUnit reports to
+// $KUBEBOOT_CONFORMANCE_REPORTS (default .cache/conformance) and, when
+// $KUBEBOOT_CONFORMANCE_SUMMARY names a file, the summary to it. It is not
+// part of `make test`: `make conformance` builds what it needs and runs it.
 func TestConformance(t *testing.T) {
 	e2eTest := os.Getenv("KUBEBOOT_E2E_TEST")
 	if e2eTest == "" {
 		t.Fatal("KUBEBOOT_E2E_TEST names the e2e.test binary of Kubernetes v1.36.3: run `make conformance`")
 	}
-	focus := os.Getenv("KUBEBOOT_CONFORMANCE_FOCUS")
-	if focus == "" {
-		focus = resizeFocus
+	ginkgo := filepath.Join(filepath.Dir(e2eTest), "ginkgo")
+	reports := os.Getenv("KUBEBOOT_CONFORMANCE_REPORTS")
+	if reports == "" {
+		reports = filepath.Join("..", "..", ".cache", "conformance")
 	}
-	c := startMachineCluster(t, "mc", "10.89.241.0/24", "10.245.0.0/16", "\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n")
+	reports, err := filepath.Abs(reports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(reports, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Ctrl-C or a SIGTERM ends the runs (ginkgo ends its tests and their
+	// namespaces), then the test fails, and its cleanup brings the lab
+	// down, as after any failure.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	interrupted := func() {
+		if ctx.Err() != nil {
+			t.Fatal("interrupted: the lab is brought down")
+		}
+	}
+	start := time.Now()
+	c := startMachineCluster(t, "mc", "10.89.241.0/24", "10.245.0.0/16",
+		"\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: w2, role: worker, join: kubeadm}\n")
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, tailString(r.stderr, 40))
 	}
-	cp, w1 := c.machine(t, "cp1"), c.machine(t, "w1")
-	// The tests' busybox image, loaded into each node's containerd as the
-	// lab's own are.
-	archive, err := lab.Archive(filepath.Join(binDir, ".lab-images"), []lab.Image{busyboxImage(t)})
+	interrupted()
+	nodes := []machine.Machine{c.machine(t, "cp1"), c.machine(t, "w1"), c.machine(t, "w2")}
+	archive, err := lab.Archive(filepath.Join(binDir, ".lab-images"), conformanceImages(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []machine.Machine{cp, w1} {
+	for _, m := range nodes {
 		if err := os.MkdirAll(filepath.Join(m.Root(), "root"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Link(archive, filepath.Join(m.Root(), "root/busybox.tar")); err != nil {
+		if err := os.Link(archive, filepath.Join(m.Root(), "root/conformance.tar")); err != nil {
 			t.Fatal(err)
 		}
-		inMachine(t, m, "ctr", "-n", "k8s.io", "images", "import", "/root/busybox.tar")
+		inMachine(t, m, "ctr", "-n", "k8s.io", "images", "import", "/root/conformance.tar")
 	}
+	interrupted()
+	t.Logf("TIMING: the lab up, with the tests' images in every node: %s", time.Since(start).Round(time.Second))
 	// Each kubelet's process and systemd's count of its restarts.
 	restarts := func() string {
 		var out []string
-		for _, m := range []machine.Machine{cp, w1} {
+		for _, m := range nodes {
 			out = append(out, m.Name+": "+strings.ReplaceAll(inMachine(t, m, "systemctl", "show", "kubelet", "-p", "MainPID", "-p", "NRestarts", "--value"), "\n", " "))
 		}
 		return strings.Join(out, "; ")
 	}
 	before := restarts()
 
-	// e2e.test runs from this host in cp1's network namespace, where the
-	// nodes and their pods are reachable, with cp1's admin.conf.
-	start := time.Now()
-	var stdout, stderr strings.Builder
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+c.lab.Cluster.Netns("cp1"), "--", e2eTest,
-		"--kubeconfig="+filepath.Join(cp.Root(), "etc/kubernetes/admin.conf"), "--provider=skeleton",
-		"--ginkgo.focus="+focus, "--ginkgo.no-color", "--ginkgo.timeout=3h")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	t.Logf("TIMING: the conformance tests (focus %s): %s", focus, time.Since(start).Round(time.Second))
-	out := stdout.String()
-	if m := regexp.MustCompile(`Ran \d+ of \d+ Specs.*\n.*`).FindString(out); m != "" {
-		t.Logf("e2e.test: %s", m)
+	skip := make([]string, len(pullOnly))
+	for i, name := range pullOnly {
+		skip[i] = regexp.QuoteMeta(name)
 	}
-	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "[FAIL]") || strings.Contains(line, "[PANICKED]") {
-			t.Logf("%s", line)
+	runs := []struct {
+		name, labels string
+		procs        int
+	}{
+		{"parallel", "Conformance && !Serial", 3},
+		{"serial", "Conformance && Serial", 1},
+	}
+	var results []conformanceRun
+	for _, run := range runs {
+		junit := filepath.Join(reports, "junit_"+run.name+".xml")
+		_ = os.Remove(junit)
+		args := []string{"--net=/run/netns/" + c.lab.Cluster.Netns("cp1"), "--", ginkgo,
+			"--procs", strconv.Itoa(run.procs), "--label-filter", run.labels, "--skip", strings.Join(skip, "|"),
+			"--timeout", "4h", "--no-color", "--output-dir", reports, "--junit-report", filepath.Base(junit)}
+		if focus := os.Getenv("KUBEBOOT_CONFORMANCE_FOCUS"); focus != "" {
+			args = append(args, "--focus", focus)
 		}
-	}
-	if err != nil {
-		t.Errorf("e2e.test failed: %v\n%s\n%s", err, lastLines(out, 120), lastLines(stderr.String(), 20))
+		args = append(args, e2eTest, "--",
+			"--kubeconfig="+filepath.Join(nodes[0].Root(), "etc/kubernetes/admin.conf"), "--provider=skeleton")
+		// ginkgo's output goes to a log beside the report as it comes.
+		logPath := filepath.Join(reports, run.name+".log")
+		log, err := os.Create(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runStart := time.Now()
+		cmd := exec.CommandContext(ctx, "nsenter", args...)
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 3 * time.Minute
+		err = cmd.Run()
+		took := time.Since(runStart)
+		_ = log.Close()
+		interrupted()
+		out, rerr := os.ReadFile(logPath)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		res, rerr := readJUnit(junit)
+		if rerr != nil {
+			t.Fatalf("the %s run (ginkgo: %v) left no report: %v\n%s", run.name, err, rerr, lastLines(string(out), 60))
+		}
+		res.Name, res.Took = run.name, took
+		results = append(results, res)
+		t.Logf("TIMING: the %s conformance tests (log %s): %s, %d passed, %d failed", run.name, logPath, took.Round(time.Second), len(res.Passed), len(res.Failed))
+		for _, f := range res.Failed {
+			t.Errorf("%s failed: %s", f.Name, firstLine(f.Reason))
+		}
+		if err != nil && len(res.Failed) == 0 {
+			t.Errorf("ginkgo's %s run failed without a failed test: %v\n%s", run.name, err, lastLines(string(out), 60))
+		}
 	}
 	if after := restarts(); after != before {
 		t.Errorf("a kubelet restarted during the tests: before %q, after %q", before, after)
+	}
+	if path := os.Getenv("KUBEBOOT_CONFORMANCE_SUMMARY"); path != "" {
+		summary := conformanceSummary{Runs: results, Skipped: pullOnly, Started: start, Took: time.Since(start), Focus: os.Getenv("KUBEBOOT_CONFORMANCE_FOCUS")}
+		if err := os.WriteFile(path, []byte(summary.markdown()), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -114,4 +171,10 @@ func TestConformance(t *testing.T) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// firstLine is s up to its first line break.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
 }
