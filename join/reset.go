@@ -79,6 +79,17 @@ func resetWorker(ctx context.Context, s *WorkerNode, deleteNode bool) error {
 			s.Report.Infof("removed %s", path)
 		}
 	}
+	// The static pod path the join made, unless something is in it.
+	dir := w.Paths.ManifestsDir
+	if entries, err := os.ReadDir(s.Files.HostPath(dir)); err == nil {
+		if len(entries) > 0 {
+			s.Report.Infof("left %s: it holds files kubeboot did not write on a worker", dir)
+		} else if err := s.Files.Remove(dir); err != nil {
+			return err
+		} else if !s.Options.DryRun {
+			s.Report.Infof("removed %s", dir)
+		}
+	}
 	for _, left := range []string{
 		"/etc/cni/net.d and /var/lib/cni: the CNI plugin's configuration and state, its own",
 		"the container runtime's pods and containers: `crictl rmp --all --force` removes them",

@@ -58,7 +58,7 @@ func TestWorkerReset(t *testing.T) {
 	}
 	w := n.w
 	for _, gone := range []string{phases.SystemdDropIn, w.KubeconfigPath(config.KubeconfigKubelet), w.KubeconfigPath(config.KubeconfigBootstrapKubelet),
-		w.Kubelet.ConfigFile, w.CAPath(), "/var/lib/kubelet/pki/kubelet-client-current.pem", rotated, "/var/lib/kubelet/pki/kubelet.crt"} {
+		w.Kubelet.ConfigFile, w.CAPath(), "/var/lib/kubelet/pki/kubelet-client-current.pem", rotated, "/var/lib/kubelet/pki/kubelet.crt", w.Paths.ManifestsDir} {
 		if _, err := os.Lstat(n.host(gone)); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", gone, err)
 		}
@@ -72,9 +72,11 @@ func TestWorkerReset(t *testing.T) {
 		t.Errorf("reset does not say what it left:\n%s", out)
 	}
 
-	// A re-run changes nothing; a drop-in of someone else's stays.
+	// A re-run changes nothing; a drop-in of someone else's stays, and so
+	// does a static pod path with someone's manifest in it.
 	state, *calls = "inactive", nil
 	mustWrite(t, n.host(phases.SystemdDropIn), []byte("# the operator's own\n[Service]\n"), 0o644)
+	mustWrite(t, n.host(w.Paths.ManifestsDir+"/someones.yaml"), []byte("someone's"), 0o600)
 	before = phasestest.Snapshot(t, n.host("/"))
 	_, err = WorkerReset(false).Execute(context.Background(), n.s)
 	must(t, err)
@@ -83,6 +85,9 @@ func TestWorkerReset(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"is-active kubelet"}, *calls); diff != "" {
 		t.Errorf("re-run: systemctl calls (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(n.out.String(), "left "+w.Paths.ManifestsDir+": it holds files kubeboot did not write") {
+		t.Errorf("a static pod path with someone's manifest is not reported:\n%s", n.out)
 	}
 	if !strings.Contains(n.out.String(), "left "+phases.SystemdDropIn+": kubeboot did not write it") {
 		t.Errorf("a foreign drop-in is not reported:\n%s", n.out)

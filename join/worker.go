@@ -59,7 +59,7 @@ var WorkerWorkflow = phases.Runner[*WorkerNode]{Phases: []phases.Phase[*WorkerNo
 // from kube-system/kubelet-config, with this node's settings over it.
 var WorkerKubeletConfig = phases.Phase[*WorkerNode]{
 	Name:  "kubelet-config",
-	Short: "Write the kubelet's configuration: the cluster's kube-system/kubelet-config with this node's settings",
+	Short: "Write the kubelet's configuration: the cluster's kube-system/kubelet-config with this node's settings, and its empty static pod path",
 	Run:   runWorkerKubeletConfig,
 }
 
@@ -177,7 +177,10 @@ func runWorkerKubeletConfig(ctx context.Context, s *WorkerNode) error {
 		return err
 	}
 	s.Report.Infof("%s holds the KubeletConfiguration of %s with this node's settings", w.Kubelet.ConfigFile, name)
-	return nil
+	// The kubelet watches its static pod path and, while it is missing,
+	// logs an error every second; a worker runs no static pod, so it is
+	// empty, as the one a kubelet package installs.
+	return s.Files.MkdirAll(w.Paths.ManifestsDir, phases.ManifestDirMode)
 }
 
 // NodeKubeletConfiguration is the KubeletConfiguration of a joining worker:

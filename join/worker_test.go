@@ -68,7 +68,7 @@ func TestWorkerPhasesWriteWhatTheKubeletNeeds(t *testing.T) {
 	if bootstrap.AuthInfos[current.AuthInfo].Token != workerToken.Value() {
 		t.Error("bootstrap-kubelet.conf does not hold the token")
 	}
-	for file, mode := range map[string]os.FileMode{path: 0o600, n.w.CAPath(): 0o644, n.w.Kubelet.ConfigFile: 0o600} {
+	for file, mode := range map[string]os.FileMode{path: 0o600, n.w.CAPath(): 0o644, n.w.Kubelet.ConfigFile: 0o600, n.w.Paths.ManifestsDir: 0o700} {
 		if info, err := os.Stat(n.host(file)); err != nil || info.Mode().Perm() != mode {
 			t.Errorf("%s: %v, want mode %o", file, err, mode)
 		}
