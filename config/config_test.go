@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/ and docs/reference/config.md")
 
 var testHost = Host{Name: "node1", Address: "10.0.0.10"}
 

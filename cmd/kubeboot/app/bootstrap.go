@@ -134,7 +134,11 @@ func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bootstrap",
 		Short: "Bring this node up unattended from its configuration: init for a ClusterConfiguration, join --control-plane for a JoinConfiguration, join for a WorkerConfiguration, retried until it converges",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot bootstrap --config /etc/kubeboot/node.yaml -o json",
+			"kubeboot bootstrap --config node.yaml --retry-interval 30s",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return opts.run(cmd.Context(), stdout, stderr)
 		},
@@ -145,9 +149,10 @@ func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts.preflight.add(flags)
 	flags.DurationVar(&opts.retry, "retry-interval", 10*time.Second, "how long to wait after a failed attempt before the next")
 	cmd.AddCommand(&cobra.Command{
-		Use:   "unit",
-		Short: "Print the systemd unit that runs bootstrap at boot from " + bootstrapunit.ConfigPath,
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     "unit",
+		Short:   "Print the systemd unit that runs bootstrap at boot from " + bootstrapunit.ConfigPath,
+		Example: examples("kubeboot bootstrap unit > /etc/systemd/system/kubeboot-bootstrap.service"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprint(stdout, bootstrapunit.Unit)
 			return err

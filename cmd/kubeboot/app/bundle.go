@@ -33,6 +33,10 @@ func newCertsExportCommand(shared *certsOptions, stdout, stderr io.Writer) *cobr
 	cmd := &cobra.Command{
 		Use:   "export --out FILE [--key-file K]",
 		Short: "Write the CAs, service-account keys and encryption config to an encrypted bundle for joining control-plane nodes",
+		Example: examples(
+			"kubeboot certs export --config cluster.yaml --out /root/secrets.bundle > /root/bundle.key",
+			"kubeboot certs export --config cluster.yaml --out secrets.bundle --key-file bundle.key",
+		),
 		Long: `Writes an AES-256-GCM encrypted bundle of the cluster CAs (cluster, front-proxy, etcd),
 the service-account key pair and the encryption-at-rest config, for
 ` + "`kubeboot join --control-plane --certs-bundle FILE --key-file K`" + `.

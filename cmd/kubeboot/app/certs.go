@@ -46,6 +46,10 @@ type certsRenewOptions struct {
 func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	shared := &certsOptions{deps: d}
 	cmd := groupCommand("certs", "Inspect, renew and export the node's certificates")
+	cmd.Example = examples(
+		"kubeboot certs check-expiration --config cluster.yaml",
+		"kubeboot certs renew all --config cluster.yaml --restart",
+	)
 	addConfigFlag(cmd.PersistentFlags(), &shared.configPath)
 	addRootFlag(cmd.PersistentFlags(), &shared.root)
 
@@ -53,7 +57,11 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	check := &cobra.Command{
 		Use:   "check-expiration",
 		Short: "List every certificate, including those of the kubeconfigs (embedded, or the kubelet's that kubelet.conf names), with its residual time",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot certs check-expiration --config cluster.yaml",
+			"kubeboot certs check-expiration --config join.yaml -o json",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			r, err := checkOpts.spec()
 			if err != nil {
@@ -76,7 +84,12 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	renew := &cobra.Command{
 		Use:   "renew all|NAME...",
 		Short: "Re-issue certificates and kubeconfigs with the existing CAs, and say which components must restart",
-		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		Example: examples(
+			"kubeboot certs renew all --config cluster.yaml",
+			"kubeboot certs renew apiserver etcd/server --config cluster.yaml --restart",
+			"kubeboot certs renew admin.conf --config cluster.yaml --new-keys",
+		),
+		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			if len(names) == 1 && names[0] == "all" {
 				names = nil
@@ -165,9 +178,10 @@ func orDash(s string) string {
 // newCertificateKeyCommand is `kubeboot certs certificate-key`.
 func newCertificateKeyCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "certificate-key",
-		Short: "Print a new random certificate key (64 hex digits), for certificateKey and join.certificateKey, as kubeadm's",
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     "certificate-key",
+		Short:   "Print a new random certificate key (64 hex digits), for certificateKey and join.certificateKey, as kubeadm's",
+		Example: examples("kubeboot certs certificate-key"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			key, err := kubeadmcerts.Generate(rand.Reader)
 			if err != nil {

@@ -11,10 +11,15 @@ import (
 
 func newConfigCommand(d deps, stdout io.Writer) *cobra.Command {
 	cmd := groupCommand("config", "Print and check kubeboot configuration files")
+	cmd.Example = examples(
+		"kubeboot config print-defaults > cluster.yaml",
+		"kubeboot config validate cluster.yaml",
+	)
 	cmd.AddCommand(&cobra.Command{
-		Use:   "print-defaults",
-		Short: "Print a ClusterConfiguration with every default filled in for this host",
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     "print-defaults",
+		Short:   "Print a ClusterConfiguration with every default filled in for this host",
+		Example: examples("kubeboot config print-defaults > cluster.yaml"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			c, err := d.loadCluster("")
 			if err != nil {
@@ -30,7 +35,11 @@ func newConfigCommand(d deps, stdout io.Writer) *cobra.Command {
 	}, &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a ClusterConfiguration, JoinConfiguration or WorkerConfiguration file strictly and report every problem",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Example: examples(
+			"kubeboot config validate cluster.yaml",
+			"kubeboot config validate worker.yaml",
+		),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if _, err := d.load(args[0]); err != nil {
 				return err

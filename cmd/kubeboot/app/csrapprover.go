@@ -38,8 +38,9 @@ const kubeconfigRecheck = 30 * time.Second
 func newCSRApproverCommand(stderr io.Writer) *cobra.Command {
 	opts := &csrApproverOptions{recheck: kubeconfigRecheck}
 	cmd := &cobra.Command{
-		Use:   "csr-approver",
-		Short: "Approve the kubelet serving certificates nodes ask for their own addresses, and deny the others (the kubeboot-csr-approver static pod runs this)",
+		Use:     "csr-approver",
+		Short:   "Approve the kubelet serving certificates nodes ask for their own addresses, and deny the others (the kubeboot-csr-approver static pod runs this)",
+		Example: examples("kubeboot csr-approver --kubeconfig /etc/kubernetes/csr-approver.conf --bind-address 127.0.0.1 --health-port 10270"),
 		Long: "Watches the kubernetes.io/kubelet-serving CertificateSigningRequests and approves each one that a node\n" +
 			"(system:node:<name>, group system:nodes) posts for CN=system:node:<name>, O=system:nodes, with the serving\n" +
 			"usages and only DNS names and IPs among its Node's addresses; every other one is denied, with the reason.\n" +

@@ -36,7 +36,12 @@ func newDiffCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diff",
 		Short: "Show what init or upgrade would change on this node (manifests, configuration files, certificates and kubeconfigs) and in its cluster's addons",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot diff --config cluster.yaml",
+			"kubeboot diff --config join.yaml -o json",
+			"kubeboot diff --root /srv/image --config node.yaml",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDiff(cmd.Context(), opts, stdout, stderr)
 		},

@@ -67,7 +67,17 @@ func (o *snapshotOptions) snapshotDir(c *config.ClusterConfiguration) string {
 // newEtcdCommand is `kubeboot etcd`: the node's etcd member.
 func newEtcdCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := groupCommand("etcd", "Work with this control-plane node's etcd member")
+	cmd.Example = examples(
+		"kubeboot etcd snapshot save --config cluster.yaml",
+		"kubeboot etcd members list --config cluster.yaml",
+		"kubeboot etcd restore --config cluster.yaml --snapshot /var/lib/kubeboot/etcd-snapshots/etcd-snapshot-20261126T120000.000Z.db",
+	)
 	snapshot := groupCommand("snapshot", "Save, list and prune verified etcd snapshots in etcd.local.snapshotsDir")
+	snapshot.Example = examples(
+		"kubeboot etcd snapshot save --config cluster.yaml",
+		"kubeboot etcd snapshot list --config cluster.yaml",
+		"kubeboot etcd snapshot prune --keep 3 --config cluster.yaml",
+	)
 	snapshot.AddCommand(newSnapshotSaveCommand(d, stdout, stderr), newSnapshotListCommand(d, stdout), newSnapshotPruneCommand(d, stdout, stderr), newSnapshotScheduleCommand(stderr))
 	cmd.AddCommand(snapshot, newMembersCommand(d, stdout, stderr), newEtcdRestoreCommand(d, stdout, stderr))
 	return cmd
@@ -79,7 +89,11 @@ func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "save",
 		Short: "Save a consistent snapshot of the local etcd member, written atomically and kept only once it verifies (integrity hash, database, revision and keys)",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot etcd snapshot save --config cluster.yaml",
+			"kubeboot etcd snapshot save --config cluster.yaml --out /var/backups/etcd.db",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.out != "" {
 				if err := files.CheckTarget("--out", opts.out); err != nil {
@@ -133,7 +147,11 @@ func newSnapshotListCommand(d deps, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [--remote]",
 		Short: "List the snapshots in etcd.local.snapshotsDir, newest first, each verified, and the snapshot schedule's last outcome; --remote lists the cluster's copies in S3",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot etcd snapshot list --config cluster.yaml",
+			"kubeboot etcd snapshot list --remote --config cluster.yaml",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := opts.spec()
 			if err != nil {
@@ -260,9 +278,10 @@ func listRemote(ctx context.Context, w io.Writer, r runSpec, asJSON bool) error 
 func newSnapshotPruneCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts := &snapshotOptions{deps: d}
 	cmd := &cobra.Command{
-		Use:   "prune",
-		Short: "Keep the newest --keep snapshots in etcd.local.snapshotsDir that verify and remove kubeboot's others (never a file it did not name)",
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     "prune",
+		Short:   "Keep the newest --keep snapshots in etcd.local.snapshotsDir that verify and remove kubeboot's others (never a file it did not name)",
+		Example: examples("kubeboot etcd snapshot prune --keep 3 --config cluster.yaml"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.keep < 1 {
 				return &exit.UsageError{Msg: fmt.Sprintf("--keep %d: keep at least 1 snapshot", opts.keep)}

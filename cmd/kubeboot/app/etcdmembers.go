@@ -52,8 +52,12 @@ func newMembersCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "List the etcd cluster's members with their health (alone: the same as list), or remove a dead one before its node is replaced",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  list,
+		Example: examples(
+			"kubeboot etcd members --config cluster.yaml",
+			"kubeboot etcd members remove cp3 --config cluster.yaml",
+		),
+		Args: usageArgs(cobra.NoArgs),
+		RunE: list,
 	}
 	flags := cmd.PersistentFlags()
 	addConfigFlag(flags, &opts.configPath)
@@ -63,8 +67,12 @@ func newMembersCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List every member: name, ID, URLs, learner or voter, leader, health, DB size, raft index and term; and the cluster's alarms",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  list,
+		Example: examples(
+			"kubeboot etcd members list --config cluster.yaml",
+			"kubeboot etcd members list --config join.yaml -o json",
+		),
+		Args: usageArgs(cobra.NoArgs),
+		RunE: list,
 	}, newMembersRemoveCommand(opts, stdout, stderr))
 	return cmd
 }
@@ -72,8 +80,9 @@ func newMembersCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 // newMembersRemoveCommand is `kubeboot etcd members remove NAME`.
 func newMembersRemoveCommand(opts *membersOptions, stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "remove NAME",
-		Short: "Remove the member NAME (its node's name; the hex ID of a learner that never started) before its node is replaced; refused for this node's own member (run `kubeboot reset` there) and when the healthy voters left would not form a quorum",
+		Use:     "remove NAME",
+		Short:   "Remove the member NAME (its node's name; the hex ID of a learner that never started) before its node is replaced; refused for this node's own member (run `kubeboot reset` there) and when the healthy voters left would not form a quorum",
+		Example: examples("kubeboot etcd members remove cp3 --config cluster.yaml"),
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return &exit.UsageError{Msg: fmt.Sprintf("etcd members remove takes the NAME of one member (got %d arguments); `kubeboot etcd members list` shows them", len(args))}

@@ -47,6 +47,10 @@ func newEtcdRestoreCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore --snapshot FILE|s3://BUCKET/KEY",
 		Short: "Bring this control-plane node's cluster back from an etcd snapshot, as a new one-member etcd cluster, and wait until the control plane is healthy",
+		Example: examples(
+			"kubeboot etcd restore --config cluster.yaml --snapshot /var/lib/kubeboot/etcd-snapshots/etcd-snapshot-20261126T120000.000Z.db",
+			"kubeboot etcd restore --config cluster.yaml --snapshot s3://kubeboot-snapshots/clusters/prod/cp1/etcd-snapshot-20261126T120000.000Z.db",
+		),
 		Long: "restore verifies the snapshot and refuses a corrupt or truncated one before anything changes. It then stops the\n" +
 			"control plane (its manifests wait in the backups dir), restores the snapshot into a new data dir beside the old one\n" +
 			"(a new cluster ID; the revision moves on, so the API server's watchers relist), swaps the two by renames, starts the\n" +
@@ -71,7 +75,7 @@ func newEtcdRestoreCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	}
 	addConfigFlag(cmd.Flags(), &opts.configPath)
 	addOutputFlag(cmd.Flags(), &opts.output)
-	cmd.Flags().StringVar(&opts.snapshot, "snapshot", "", "the snapshot to restore: a file, as `kubeboot etcd snapshot save` writes it, or a copy in etcd.local.scheduledSnapshots.s3's bucket, s3://<bucket>/<key> (see `etcd snapshot list --remote`)")
+	cmd.Flags().StringVar(&opts.snapshot, "snapshot", "", "the `FILE` to restore: a snapshot as kubeboot etcd snapshot save writes it, or a copy in etcd.local.scheduledSnapshots.s3's bucket, s3://<bucket>/<key> (see etcd snapshot list --remote)")
 	cmd.Flags().BoolVar(&opts.force, "force", false, "restore even while other etcd members answer (they would go on serving the old data)")
 	return cmd
 }

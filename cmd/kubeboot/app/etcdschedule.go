@@ -38,6 +38,10 @@ func newSnapshotScheduleCommand(stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedule",
 		Short: "Save a verified snapshot of the local etcd member every --interval, keep the newest --keep, and copy each to S3 (the kubeboot-etcd-snapshots static pod runs this)",
+		Example: examples(
+			"kubeboot etcd snapshot schedule --endpoint https://10.0.0.10:2379 --cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/etcd/healthcheck-client.crt --key /etc/kubernetes/pki/etcd/healthcheck-client.key --interval 1h --keep 24",
+			"kubeboot etcd snapshot schedule --endpoint https://10.0.0.10:2379 --cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/etcd/healthcheck-client.crt --key /etc/kubernetes/pki/etcd/healthcheck-client.key --node-name cp1 --s3-endpoint https://s3.example.com:9000 --s3-bucket kubeboot-snapshots --s3-prefix clusters/prod/ --s3-credentials-file /etc/kubeboot/s3-credentials",
+		),
 		Long: "Takes a snapshot at once, then every --interval, into --dir (as `etcd snapshot save`), keeps the newest --keep that\n" +
 			"verify (as `etcd snapshot prune`), and with --s3-endpoint copies each to s3://<bucket>/<prefix><node name>/<file>,\n" +
 			"where the newest --keep are kept too. Needs etcd only. A failing round is logged, recorded in --dir's\n" +

@@ -28,10 +28,18 @@ type imagesOptions struct {
 func newImagesCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts := &imagesOptions{deps: d}
 	cmd := groupCommand("images", "The container images this node's control plane and addons run")
+	cmd.Example = examples(
+		"kubeboot images list --config cluster.yaml",
+		"kubeboot images pull --config cluster.yaml",
+	)
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the images this node runs: its static pods', as rendered and patched, and the enabled addons' (the runtime's own sandbox image aside)",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot images list --config cluster.yaml",
+			"kubeboot images list --config cluster.yaml -o json",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			return runImagesList(opts, stdout, stderr)
 		},
@@ -41,9 +49,10 @@ func newImagesCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addOutputFlag(list.Flags(), &opts.output)
 	pullOpts := &imagesPullOptions{deps: d}
 	pull := &cobra.Command{
-		Use:   "pull",
-		Short: "Make the node's container runtime (kubelet.containerRuntimeEndpoint) pull every image of images list it lacks, as the kubelet would",
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     "pull",
+		Short:   "Make the node's container runtime (kubelet.containerRuntimeEndpoint) pull every image of images list it lacks, as the kubelet would",
+		Example: examples("kubeboot images pull --config cluster.yaml"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runImagesPull(cmd.Context(), pullOpts, stdout, stderr)
 		},

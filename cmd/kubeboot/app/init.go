@@ -56,7 +56,12 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Bootstrap this node's control plane: " + strings.Join(phases.InitWorkflow.Names(), ", "),
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot init --config cluster.yaml",
+			"kubeboot init --config cluster.yaml --dry-run",
+			"kubeboot init --config cluster.yaml --upload-certs -o json",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			load := func() (runSpec, error) {
 				if err := phases.InitWorkflow.CheckSkip(opts.skipPhases); err != nil {
@@ -78,7 +83,7 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	flags.BoolVar(&opts.renew, "renew", false, "re-issue certificates and kubeconfigs that exist but are wrong in a way renewal fixes (missing SAN, near expiry)")
 	flags.BoolVar(&opts.uploadCerts, "upload-certs", false, "store the cluster secrets in the kubeadm-certs Secret for two hours, encrypted with certificateKey or a new key printed once, for join --control-plane --certificate-key")
 	addSkipPhasesFlag(cmd, &opts.skipPhases, phases.InitWorkflow.Names())
-	cmd.AddCommand(phaseCommands("init", phaseEntries(phases.InitWorkflow), func(name string, sub *cobra.Command) {
+	cmd.AddCommand(phaseCommands("init", phaseEntries(phases.InitWorkflow), initPhaseExample, func(name string, sub *cobra.Command) {
 		if name == phases.Etcd.Name || name == phases.ControlPlane.Name {
 			sub.Flags().BoolVar(&opts.diff, "diff", false, "show a unified diff of each rendered manifest against the one on disk; writes nothing")
 		}
@@ -115,21 +120,35 @@ func phaseEntries[D phases.Data](r phases.Runner[D]) []phaseEntry {
 }
 
 // phaseCommands is `kubeboot <workflow> phase`: one subcommand per phase of
-// the workflow, generated from its list. wire sets each one's flags and
-// RunE, given the phase's name.
-func phaseCommands(workflow string, entries []phaseEntry, wire func(string, *cobra.Command)) *cobra.Command {
+// the workflow, generated from its list. example gives a phase's example
+// command lines, given its command path below phase ("certs", "addon
+// coredns"); the group's are its first phase's and its last's. wire sets
+// each one's flags and RunE, given the phase's name.
+func phaseCommands(workflow string, entries []phaseEntry, example func(string) []string, wire func(string, *cobra.Command)) *cobra.Command {
 	group := groupCommand("phase", "Run one phase of "+workflow+" alone")
+	group.Example = examples(append(example(entries[0].name), example(entries[len(entries)-1].name)[0])...)
 	for _, p := range entries {
-		sub := &cobra.Command{Use: p.name, Short: p.short, Args: usageArgs(cobra.NoArgs)}
+		sub := &cobra.Command{Use: p.name, Short: p.short, Args: usageArgs(cobra.NoArgs), Example: examples(example(p.name)...)}
 		wire(p.name, sub)
 		for _, part := range p.parts {
-			partCmd := &cobra.Command{Use: strings.TrimPrefix(part.name, p.name+"/"), Short: part.short, Args: usageArgs(cobra.NoArgs)}
+			path := strings.ReplaceAll(part.name, "/", " ")
+			partCmd := &cobra.Command{Use: strings.TrimPrefix(part.name, p.name+"/"), Short: part.short, Args: usageArgs(cobra.NoArgs), Example: examples(example(path)...)}
 			wire(part.name, partCmd)
 			sub.AddCommand(partCmd)
 		}
 		group.AddCommand(sub)
 	}
 	return group
+}
+
+// initPhaseExample is the example of `kubeboot init phase PATH`, with
+// --diff for the phases that take it.
+func initPhaseExample(path string) []string {
+	lines := []string{"kubeboot init phase " + path + " --config cluster.yaml"}
+	if path == phases.Etcd.Name || path == phases.ControlPlane.Name {
+		lines = append(lines, "kubeboot init phase "+path+" --config cluster.yaml --diff")
+	}
+	return lines
 }
 
 // runOne runs the phase (or subphase) called name of r alone.

@@ -194,6 +194,11 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "join [ENDPOINT] --token T --discovery-token-ca-cert-hash sha256:H | join --discovery-file F | join --control-plane --config F --certs-bundle B --key-file K",
 		Short: "Join this node to a cluster made by kubeboot init: as a worker, or with --control-plane as another control-plane node",
+		Example: examples(
+			"kubeboot join 10.0.0.10:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:1c3a0c4b7e2e5f8a9d6b3c0e1f2a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a",
+			"kubeboot join --discovery-file discovery.conf",
+			"kubeboot join --control-plane --config join.yaml --certs-bundle secrets.bundle --key-file bundle.key",
+		),
 		Long: "join, as `kubeboot token create --print-join-command` prints it, adds this node to the cluster as a worker. It finds\n" +
 			"the cluster through ENDPOINT with the bootstrap token, trusting only a CA of the pinned hash (or through a discovery\n" +
 			"file), writes the kubelet's configuration and TLS bootstrap credential, starts the kubelet and waits until its Node is\n" +
@@ -225,7 +230,7 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts.bundle.add(cmd)
 	addSkipPhasesFlag(cmd, &opts.skipPhases, join.WorkerWorkflow.Names())
 	cmd.Flags().Lookup("skip-phases").Usage += "; with --control-plane: " + strings.Join(join.ControlPlaneWorkflow.Names(), ", ")
-	cmd.AddCommand(phaseCommands("join", joinPhases(), func(name string, sub *cobra.Command) {
+	cmd.AddCommand(phaseCommands("join", joinPhases(), joinPhaseExample, func(name string, sub *cobra.Command) {
 		opts.bundle.add(sub)
 		sub.Use = name + " [ENDPOINT]"
 		sub.Args = usageArgs(cobra.MaximumNArgs(1))
@@ -259,6 +264,19 @@ func joinPhases() []phaseEntry {
 		}
 	}
 	return all
+}
+
+// joinPhaseExample is the example of `kubeboot join phase NAME`: on a
+// worker, on a node joining the control plane, or both, as the phase runs.
+func joinPhaseExample(name string) []string {
+	var lines []string
+	if slices.Contains(join.WorkerWorkflow.Names(), name) {
+		lines = append(lines, "kubeboot join phase "+name+" --config worker.yaml")
+	}
+	if slices.Contains(join.ControlPlaneWorkflow.Names(), name) {
+		lines = append(lines, "kubeboot join phase "+name+" --control-plane --config join.yaml")
+	}
+	return lines
 }
 
 // firstArg is the first argument, or "".

@@ -26,17 +26,26 @@ type labOptions struct {
 func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &labOptions{}
 	cmd := groupCommand("lab", "Run a lab cluster on this machine: nodes that are machines of their own, with systemd, containerd and the real kubelet")
+	cmd.Example = examples(
+		"kubeboot lab up --cluster examples/machines.yaml",
+		"kubeboot lab exec --cluster examples/machines.yaml w1 -- systemctl status kubelet",
+		"kubeboot lab down --cluster examples/machines.yaml",
+	)
 	cmd.Long = "lab runs the nodes a lab description lists (see examples/machines.yaml) as machines of their own on this\n" +
 		"host: systemd as PID 1 (systemd-nspawn), containerd and the kubelet as its services, each node in a network\n" +
 		"namespace of its own on the lab's bridge. Every node brings itself up at its first boot through\n" +
 		"kubeboot-bootstrap.service from its one file, as a provisioned machine does; the images are built from\n" +
 		"the binaries in --bin-dir and loaded at boot, so no registry is needed. See docs/lab.md."
 	cmd.PersistentFlags().StringVar(&opts.clusterPath, "cluster", "", "the lab description (see examples/machines.yaml)")
-	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", envOr("KUBEBOOT_BIN_DIR", "test/tools/bin"), "directory of containerd, the kubelet, etcd and the Kubernetes binaries ($KUBEBOOT_BIN_DIR)")
+	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", "", "directory of containerd, the kubelet, etcd and the Kubernetes binaries (default: $KUBEBOOT_BIN_DIR, else test/tools/bin)")
 	up := &cobra.Command{
 		Use:   "up --cluster F",
 		Short: "Bring a lab up: its network, load balancer and machines, each node up by itself, the addons rolled out",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot lab up --cluster examples/machines.yaml",
+			"kubeboot lab up --cluster examples/machines.yaml --bin-dir test/tools/bin -o json",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := opts.lab()
 			if err != nil {
@@ -51,9 +60,10 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	addOutputFlag(up.Flags(), &opts.output)
 	down := &cobra.Command{
-		Use:   "down --cluster F",
-		Short: "Remove a lab: every machine (its processes, cgroups, mounts and disk), the load balancer, the network and the lab's directory",
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     "down --cluster F",
+		Short:   "Remove a lab: every machine (its processes, cgroups, mounts and disk), the load balancer, the network and the lab's directory",
+		Example: examples("kubeboot lab down --cluster examples/machines.yaml"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := opts.lab()
 			if err != nil {
@@ -73,6 +83,16 @@ func envOr(name, fallback string) string {
 	return fallback
 }
 
+// binDirOrDefault is --bin-dir, else $KUBEBOOT_BIN_DIR, else the repository's
+// test/tools/bin. The flag's default is resolved here, not at registration,
+// so that the help and the generated reference do not show the environment.
+func (o *labOptions) binDirOrDefault() string {
+	if o.binDir != "" {
+		return o.binDir
+	}
+	return envOr("KUBEBOOT_BIN_DIR", "test/tools/bin")
+}
+
 // lab is the lab of --cluster, whose nodes install this kubeboot binary
 // and the binaries of --bin-dir.
 func (o *labOptions) lab() (lab.MachineLab, error) {
@@ -87,7 +107,7 @@ func (o *labOptions) lab() (lab.MachineLab, error) {
 	if err != nil {
 		return lab.MachineLab{}, err
 	}
-	binDir, err := filepath.Abs(o.binDir)
+	binDir, err := filepath.Abs(o.binDirOrDefault())
 	if err != nil {
 		return lab.MachineLab{}, err
 	}
@@ -118,9 +138,10 @@ func labUp(cmd *cobra.Command, l lab.MachineLab, report *output.Reporter) error 
 // newLabRebootCommand is `kubeboot lab reboot NODE`.
 func newLabRebootCommand(opts *labOptions) *cobra.Command {
 	return &cobra.Command{
-		Use:   "reboot NODE",
-		Short: "Reboot a node of a lab: its systemd stops every service, and the machine boots again with its disk",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Use:     "reboot NODE",
+		Short:   "Reboot a node of a lab: its systemd stops every service, and the machine boots again with its disk",
+		Example: examples("kubeboot lab reboot --cluster examples/machines.yaml w1"),
+		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := opts.machine(args[0])
 			if err != nil {
@@ -136,7 +157,11 @@ func newLabExecCommand(opts *labOptions, stdout, stderr io.Writer) *cobra.Comman
 	return &cobra.Command{
 		Use:   "exec NODE -- CMD [ARG...]",
 		Short: "Run a command inside a node of a lab (in all its namespaces), as docker exec does for kind; its exit code is the command's",
-		Args:  usageArgs(cobra.MinimumNArgs(2)),
+		Example: examples(
+			"kubeboot lab exec --cluster examples/machines.yaml w1 -- systemctl status kubelet",
+			"kubeboot lab exec --cluster examples/machines.yaml cp1 -- journalctl -u kubeboot-bootstrap",
+		),
+		Args: usageArgs(cobra.MinimumNArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := opts.machine(args[0])
 			if err != nil {

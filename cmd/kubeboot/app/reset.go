@@ -86,7 +86,12 @@ func newResetCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reset",
 		Short: "Undo init or join on this node: on a control-plane node remove the manifests, wait for the components to stop, then remove the kubeconfigs, PKI, etcd data and kubeboot's own files; on a worker (--config of its WorkerConfiguration) stop kubelet.service and remove the join's files and the kubelet's certificates",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot reset --config cluster.yaml",
+			"kubeboot reset --force --config join.yaml",
+			"kubeboot reset --config worker.yaml --delete-node --kubeconfig admin.conf",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reset := day2.ResetOptions{Force: opts.force, KeepPKI: opts.keepPKI}
 			// Only a human at a terminal is asked; a script gets a refusal.

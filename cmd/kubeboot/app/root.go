@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -82,6 +83,11 @@ func runArgs(ctx context.Context, d deps, args []string, stdout, stderr io.Write
 // newRootCommand builds the kubeboot command tree on d.
 func newRootCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	root := groupCommand("kubeboot", "Bootstrap a Kubernetes control plane on this node")
+	root.Example = examples(
+		"kubeboot init --config cluster.yaml",
+		"kubeboot join 10.0.0.10:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:1c3a0c4b7e2e5f8a9d6b3c0e1f2a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a",
+		"kubeboot lab up --cluster examples/machines.yaml",
+	)
 	root.Long = "kubeboot generates the PKI and kubeconfigs, renders the control-plane static pod manifests,\n" +
 		"proves the kubelet will accept them, writes them atomically and waits until every component is healthy."
 	root.SilenceErrors, root.SilenceUsage = true, true
@@ -107,6 +113,12 @@ func groupCommand(use, short string) *cobra.Command {
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+}
+
+// examples is a command's Example text: one invocation a line, indented
+// as cobra's help indents its other sections.
+func examples(lines ...string) string {
+	return "  " + strings.Join(lines, "\n  ")
 }
 
 // usageArgs wraps a cobra positional-argument rule so that its failure

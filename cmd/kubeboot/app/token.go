@@ -89,13 +89,22 @@ type tokenDeleteOptions struct {
 func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	shared := &tokenOptions{deps: d}
 	cmd := groupCommand("token", "Create, list and delete the bootstrap tokens nodes join with")
+	cmd.Example = examples(
+		"kubeboot token create --print-join-command --config cluster.yaml",
+		"kubeboot token list --config cluster.yaml",
+	)
 	addConfigFlag(cmd.PersistentFlags(), &shared.configPath)
 
 	createOpts := &tokenCreateOptions{tokenOptions: shared}
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a bootstrap token and print it once (or the join command, or write a discovery file)",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot token create --print-join-command --config cluster.yaml",
+			"kubeboot token create --ttl 2h --description rack4-workers --config cluster.yaml",
+			"kubeboot token create --discovery-file discovery.conf --config cluster.yaml",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("ttl") && createOpts.ttl < config.MinBootstrapTokenTTL {
 				return &exit.UsageError{Msg: fmt.Sprintf("--ttl %s: a token must be valid for at least %s (one that never expires cannot be created)", createOpts.ttl, config.MinBootstrapTokenTTL)}
@@ -111,14 +120,18 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	create.Flags().DurationVar(&createOpts.ttl, "ttl", 0, "how long the token stays valid, at least 1m (default: the config's bootstrapToken.ttl, 24h)")
 	create.Flags().StringVar(&createOpts.description, "description", "kubeboot token create", "what the token is for, stored with it")
 	create.Flags().BoolVar(&createOpts.printJoin, "print-join-command", false, "print the whole join command (endpoint, token, CA pin) instead of the token alone")
-	create.Flags().StringVar(&createOpts.discoveryFile, "discovery-file", "", "also write a kubeconfig for `join --discovery-file` (the CA, the endpoint and the token) to this file, mode 0600; - prints it to stdout instead of the token")
+	create.Flags().StringVar(&createOpts.discoveryFile, "discovery-file", "", "also write a kubeconfig for join --discovery-file (the CA, the endpoint and the token) to this `FILE`, mode 0600; - prints it to stdout instead of the token")
 	addOutputFlag(create.Flags(), &createOpts.output)
 
 	listOpts := &tokenListOptions{tokenOptions: shared}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the bootstrap tokens by ID, expiry, usages and groups (never their secrets)",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot token list --config cluster.yaml",
+			"kubeboot token list --config cluster.yaml -o json",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTokenCommand(cmd.Context(), "token list", listOpts.output, stdout, stderr, func(ctx context.Context, report *output.Reporter) (any, error) {
 				return listOpts.run(ctx, report, stdout)
@@ -129,9 +142,10 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 
 	deleteOpts := &tokenDeleteOptions{tokenOptions: shared}
 	del := &cobra.Command{
-		Use:   "delete ID...",
-		Short: "Delete bootstrap tokens, named by ID (or by the whole token)",
-		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		Use:     "delete ID...",
+		Short:   "Delete bootstrap tokens, named by ID (or by the whole token)",
+		Example: examples("kubeboot token delete abcdef --config cluster.yaml"),
+		Args:    usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := tokenIDs(args)
 			if err != nil {
@@ -153,9 +167,10 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 // exists.
 func newTokenGenerateCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "generate",
-		Short: "Print a new random bootstrap token, for the configuration's bootstrapTokens, without creating it",
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     "generate",
+		Short:   "Print a new random bootstrap token, for the configuration's bootstrapTokens, without creating it",
+		Example: examples("kubeboot token generate"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			token, err := bootstraptoken.Generate(rand.Reader)
 			if err != nil {

@@ -38,10 +38,19 @@ func (o *upgradeOptions) spec() (runSpec, error) {
 func newUpgradeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts := &upgradeOptions{deps: d}
 	cmd := groupCommand("upgrade", "Upgrade or reconfigure the running control plane")
+	cmd.Example = examples(
+		"kubeboot upgrade plan --config cluster.yaml",
+		"kubeboot upgrade apply --config cluster.yaml",
+		"kubeboot upgrade node --config worker.yaml",
+	)
 	apply := &cobra.Command{
 		Use:   "apply",
 		Short: "Replace each changed manifest in turn (etcd first, after a snapshot), rolling back any component whose new instance is not healthy",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot upgrade apply --config cluster.yaml",
+			"kubeboot upgrade apply --config cluster.yaml --timeout 10m -o json",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(day2.UpgradeApply(opts.timeout).Execute))
 		},
@@ -76,7 +85,11 @@ func newUpgradeNodeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "After upgrade apply on the first control-plane node, upgrade this one: a control-plane node's static pods as upgrade apply does, then its kubelet; a worker's kubelet configuration from the cluster's kubelet-config and the kubelet restarted through systemd, once the kubelet binary installed passes the version-skew rules",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot upgrade node --config join.yaml",
+			"kubeboot upgrade node --config worker.yaml",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			steps := func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
 				if r.worker != nil {

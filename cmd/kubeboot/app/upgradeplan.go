@@ -28,7 +28,11 @@ func newUpgradePlanCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan [VERSION]",
 		Short: "Show what an upgrade of the cluster to VERSION (default: the configuration's kubernetesVersion) changes on each node and in the addons, and the order of the steps",
-		Args:  usageArgs(cobra.MaximumNArgs(1)),
+		Example: examples(
+			"kubeboot upgrade plan --config cluster.yaml",
+			"kubeboot upgrade plan v1.36.3 --config cluster.yaml -o json",
+		),
+		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return opts.run(cmd, firstArg(args), stdout, stderr)
 		},

@@ -27,12 +27,19 @@ func newValidateCommand(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate PATH...",
 		Short: "Check static pod manifests, or a manifest directory, against the kubelet's rules",
+		Example: examples(
+			"kubeboot validate /etc/kubernetes/manifests",
+			"kubeboot validate --node-name cp1 -o json kube-apiserver.yaml etcd.yaml",
+		),
 		Long: "validate decodes each manifest as the kubelet does, applies its pod checks and the rule that static pods\n" +
 			"may not reference API objects, and exits 3 if the kubelet would reject any file. A directory is read as the\n" +
 			"kubelet reads its manifest directory (every non-dot file), with findings for backup copies, duplicate pods,\n" +
 			"subdirectories and oversized files.",
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(_ *cobra.Command, paths []string) error {
+			if opts.nodeName == "" {
+				opts.nodeName = config.DetectHost().Name
+			}
 			results, err := validatePaths(paths, opts.nodeName)
 			if err != nil {
 				return err
@@ -53,7 +60,7 @@ func newValidateCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	addOutputFlag(cmd.Flags(), &opts.output)
-	cmd.Flags().StringVar(&opts.nodeName, "node-name", config.DetectHost().Name, "node name the kubelet appends to each pod name")
+	cmd.Flags().StringVar(&opts.nodeName, "node-name", "", "node name the kubelet appends to each pod name (default: the host name, lower-cased)")
 	return cmd
 }
 

@@ -48,7 +48,11 @@ func newVersionCommand(d deps, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print kubeboot's version and the Kubernetes versions it supports",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: examples(
+			"kubeboot version",
+			"kubeboot version -o json",
+		),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			v := d.version
 			if output == "json" {
