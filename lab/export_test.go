@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"io"
 	"strings"
 )
@@ -26,4 +27,9 @@ func (l MachineLab) NodeFiles(caHash string) (kubeboot, kubeadm []string, err er
 // ForwardEvents is forwardEvents.
 func ForwardEvents(r io.Reader, node string, events chan<- Event, converged chan<- struct{}) {
 	forwardEvents(r, node, events, converged)
+}
+
+// ImportArchive is importArchive, with run standing in for a machine's Run.
+func ImportArchive(ctx context.Context, run func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, argv ...string) error, path string) ([]string, error) {
+	return importArchive(ctx, run, path)
 }

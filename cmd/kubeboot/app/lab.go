@@ -72,7 +72,8 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 			return l.Down(cmd.Context())
 		},
 	}
-	cmd.AddCommand(up, down, newLabRebootCommand(opts), newLabExecCommand(opts, stdout, stderr))
+	cmd.AddCommand(up, down, newLabRebootCommand(opts), newLabExecCommand(opts, stdout, stderr),
+		newLabLoadCommand(opts, stdout, stderr), newLabExportCommand(opts, stdout))
 	return cmd
 }
 
