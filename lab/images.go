@@ -74,13 +74,29 @@ func agnhostImage(binDir, ref, path string) (Image, error) {
 		Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}, nil
 }
 
+// busyboxImage is BusyBox's image as Docker Hub serves it: BusyBox's tree
+// (<bin dir>/rootfs/busybox) alone, `sh` its default command.
+func busyboxImage(binDir, ref string) (Image, error) {
+	tree := filepath.Join(binDir, "rootfs/busybox")
+	if _, err := os.Stat(tree); err != nil {
+		return Image{}, fmt.Errorf("lab image %q: no %s (run `make lab-binaries`): %w", ref, tree, err)
+	}
+	return Image{Ref: ref, Trees: []string{tree}, Cmd: []string{"sh"}}, nil
+}
+
+// localPathProvisioner is the binary of rancher's local-path-provisioner,
+// which its image holds in /usr/bin and runs by name from the PATH.
+const localPathProvisioner = "local-path-provisioner"
+
 // ResolveImage maps an image reference of the lab to the binary it runs:
 // the repository's last element names the binary, looked up in
 // <bin dir>/v<major>.<minor>/ for a tag of that minor version (v1.35/ for
 // kube-proxy:v1.35.4, v1.13/ for coredns:v1.13.1), else in the bin dir. A
 // Kubernetes or CoreDNS binary must report the tag's version, so a lab
 // never runs one version under another's name. kube-proxy's image also
-// holds the host's nft (see nftFiles).
+// holds the host's nft (see nftFiles). A busybox image is BusyBox's tree
+// (see busyboxImage), and local-path-provisioner's holds the binary where
+// upstream's does, /usr/bin, with its name as the command.
 func ResolveImage(binDir, ref string) (Image, error) {
 	parsed, err := name.ParseReference(ref, name.WithDefaultRegistry(""))
 	if err != nil {
@@ -89,6 +105,9 @@ func ResolveImage(binDir, ref string) (Image, error) {
 	repo := parsed.Context().RepositoryStr()
 	binary := repo[strings.LastIndex(repo, "/")+1:]
 	tag := parsed.Identifier()
+	if binary == "busybox" {
+		return busyboxImage(binDir, ref)
+	}
 	path := filepath.Join(binDir, binary)
 	if dir := minorDir(tag); dir != "" {
 		if _, err := os.Stat(filepath.Join(binDir, dir, binary)); err == nil {
@@ -103,6 +122,9 @@ func ResolveImage(binDir, ref string) (Image, error) {
 	}
 	if binary == "agnhost" {
 		return agnhostImage(binDir, ref, path)
+	}
+	if binary == localPathProvisioner {
+		return Image{Ref: ref, Files: map[string]string{"/usr/bin/" + binary: path}, Cmd: []string{binary}}, nil
 	}
 	if slices.Contains(rootBinaries, binary) {
 		return Image{Ref: ref, Files: map[string]string{"/" + binary: path}, Entrypoint: []string{"/" + binary}}, nil
@@ -129,12 +151,14 @@ func minorDir(tag string) string {
 }
 
 // checkVersion asks a Kubernetes binary (`--version`: "Kubernetes
-// v1.36.3") or CoreDNS (`-version`: "CoreDNS-1.14.2") for its version and
-// wants the tag's. Other binaries are not checked.
+// v1.36.3"), CoreDNS (`-version`: "CoreDNS-1.14.2") or
+// local-path-provisioner (`--version`: "local-path-provisioner version
+// v0.0.30", as build.sh stamps it) for its version and wants the tag's.
+// Other binaries are not checked.
 func checkVersion(binary, path, tag string) error {
 	var flag, want string
 	switch {
-	case strings.HasPrefix(binary, "kube-"):
+	case strings.HasPrefix(binary, "kube-"), binary == localPathProvisioner:
 		flag, want = "--version", tag
 	case binary == "coredns":
 		flag, want = "-version", "CoreDNS-"+strings.TrimPrefix(tag, "v")

@@ -43,6 +43,7 @@ func TestResolveImage(t *testing.T) {
 	pause := writeBinary(t, bin, "pause", "")
 	coredns := writeBinary(t, bin, "coredns", "CoreDNS-1.14.2")
 	coredns113 := writeBinary(t, filepath.Join(bin, "v1.13"), "coredns", "CoreDNS-1.13.1")
+	provisioner := writeBinary(t, bin, "local-path-provisioner", "local-path-provisioner version v0.0.30")
 
 	for _, tc := range []struct {
 		ref  string
@@ -54,6 +55,7 @@ func TestResolveImage(t *testing.T) {
 		{lab.SandboxImage, lab.Image{Files: map[string]string{"/pause": pause}, Entrypoint: []string{"/pause"}}},
 		{"registry.k8s.io/coredns/coredns:v1.14.2", lab.Image{Files: map[string]string{"/coredns": coredns}, Entrypoint: []string{"/coredns"}}},
 		{"registry.k8s.io/coredns/coredns:v1.13.1", lab.Image{Files: map[string]string{"/coredns": coredns113}, Entrypoint: []string{"/coredns"}}},
+		{lab.LocalPathProvisionerImage, lab.Image{Files: map[string]string{"/usr/bin/local-path-provisioner": provisioner}, Cmd: []string{"local-path-provisioner"}}},
 	} {
 		got, err := lab.ResolveImage(bin, tc.ref)
 		if err != nil {
@@ -81,6 +83,11 @@ func TestResolveImage(t *testing.T) {
 	_, err = lab.ResolveImage(bin, "registry.k8s.io/coredns/coredns:v1.12.1")
 	if err == nil || !strings.Contains(err.Error(), "is CoreDNS-1.13.1, not v1.12.1") {
 		t.Errorf("a CoreDNS binary of another version: %v", err)
+	}
+	// And the provisioner: the bin dir's is v0.0.30.
+	_, err = lab.ResolveImage(bin, "docker.io/rancher/local-path-provisioner:v0.0.29")
+	if err == nil || !strings.Contains(err.Error(), "is local-path-provisioner version v0.0.30, not v0.0.29") {
+		t.Errorf("a local-path-provisioner version no binary has: %v", err)
 	}
 	_, err = lab.ResolveImage(bin, "registry.k8s.io/kube-scheduler:v1.36.3")
 	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "make lab-binaries") {
@@ -111,6 +118,28 @@ func TestAgnhostImage(t *testing.T) {
 		Files: map[string]string{"/agnhost": agnhost}, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("agnhost's image (-want +got):\n%s", diff)
+	}
+}
+
+// TestBusyboxImage: the busybox image of the provisioner's helper pods is
+// BusyBox's tree alone, `sh` its command, as Docker Hub's; without the
+// tree, it names the fix.
+func TestBusyboxImage(t *testing.T) {
+	bin := t.TempDir()
+	_, err := lab.ResolveImage(bin, lab.BusyboxImage)
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "rootfs/busybox (run `make lab-binaries`)") {
+		t.Errorf("without BusyBox's tree: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(bin, "rootfs/busybox"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := lab.ResolveImage(bin, lab.BusyboxImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lab.Image{Ref: lab.BusyboxImage, Trees: []string{filepath.Join(bin, "rootfs/busybox")}, Cmd: []string{"sh"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("busybox's image (-want +got):\n%s", diff)
 	}
 }
 

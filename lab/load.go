@@ -93,7 +93,7 @@ func checkArchive(path string) error {
 			return fmt.Errorf("image archive %s holds neither manifest.json nor index.json: write it with `docker save`, `podman save` or `crane pull --format=oci`", path)
 		}
 		if err != nil {
-			return fmt.Errorf("image archive %s is no tar file (%v): write it with `docker save`, `podman save` or `crane pull --format=oci`", path, err)
+			return fmt.Errorf("image archive %s is no tar file (%w): write it with `docker save`, `podman save` or `crane pull --format=oci`", path, err)
 		}
 		if name := strings.TrimPrefix(h.Name, "./"); name == "manifest.json" || name == "index.json" {
 			return nil

@@ -129,9 +129,10 @@ func (l MachineLab) machine(i int) machine.Machine {
 // in, on a free port of its loopback), the nodes' packages and images,
 // every node's disk, then all of them booted at once. It sends each
 // node's progress to events, which the caller closes once Up returned,
-// and waits until every node is up, the pod networks are routed and the
-// addons are rolled out. A failure leaves what was started for `lab down` (and the
-// nodes' journals) to deal with.
+// and waits until every node is up, the pod networks are routed, the
+// addons are rolled out and the default StorageClass is served. A
+// failure leaves what was started for `lab down` (and the nodes' journals)
+// to deal with.
 func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 	c := l.Cluster
 	var res Result
@@ -185,6 +186,10 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 			return res, err
 		}
 	}
+	if err := applyStorage(ctx, first); err != nil {
+		return res, err
+	}
+	say("default StorageClass %s: %s rolled out", storageClassName, localPathProvisioner)
 	say("use it: kubectl --kubeconfig %s get nodes", res.Kubeconfig)
 	res.OK, res.Endpoint = true, endpoint
 	return res, nil
@@ -420,7 +425,8 @@ func (l MachineLab) installKubelet() error {
 // (`kubeboot images list`), and with another kubernetesVersion than
 // kubeboot's default those of the default too, which an upgrade moves
 // to, as a node image holds them; the sandbox image and agnhost, the
-// workloads' image; and links it where the nodes see it.
+// workloads' image; the default StorageClass's provisioner and the
+// BusyBox of its helper pods; and links it where the nodes see it.
 func (l MachineLab) images(ctx context.Context, cfg []byte) error {
 	configs := [][]byte{cfg}
 	if v := l.Cluster.KubernetesVersion; v != "" {
@@ -441,7 +447,7 @@ func (l MachineLab) images(ctx context.Context, cfg []byte) error {
 		}
 		listed = append(listed, strings.Fields(string(out))...)
 	}
-	refs := append([]string{SandboxImage, AgnhostImage}, listed...)
+	refs := append([]string{SandboxImage, AgnhostImage, LocalPathProvisionerImage, BusyboxImage}, listed...)
 	slices.Sort(refs)
 	var images []Image
 	for _, ref := range slices.Compact(refs) {

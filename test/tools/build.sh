@@ -19,6 +19,8 @@
 #                                                  CNI plugins (module ./cni)
 #   <bin-dir>/pause                                the lab's sandbox program (module ./pause)
 #   <bin-dir>/coredns                              CoreDNS     (module ./coredns)
+#   <bin-dir>/local-path-provisioner               the lab's default StorageClass
+#                                                  (module ./local-path-provisioner)
 #   <bin-dir>/weed                                 SeaweedFS, the S3 server of s3store's tests
 #                                                  and the e2e suite (module ./seaweedfs)
 #   <bin-dir>/v1.35/kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
@@ -54,7 +56,7 @@ tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bin_dir=
 force=false
-lab_families=(family_etcd family_kubernetes_v1_36 family_crictl family_containerd family_cni family_pause family_coredns family_busybox family_agnhost_tree)
+lab_families=(family_etcd family_kubernetes_v1_36 family_crictl family_containerd family_cni family_pause family_coredns family_local_path_provisioner family_busybox family_agnhost_tree)
 families=("${lab_families[@]}" family_kube_bench family_seaweedfs)
 for arg in "$@"; do
 	case $arg in
@@ -292,6 +294,16 @@ family_cni() {
 family_coredns() {
 	build_family coredns coredns "" github.com/coredns/coredns "" \
 		coredns=github.com/coredns/coredns
+}
+
+# rancher's local-path-provisioner, the lab's default StorageClass. Its main
+# package is its module's root; its release build stamps the version, which
+# `local-path-provisioner --version` prints and lab.ResolveImage checks.
+family_local_path_provisioner() {
+	local version
+	version=$(cd "$tools_dir/local-path-provisioner" && module_field github.com/rancher/local-path-provisioner '{{.Version}}')
+	build_family local-path-provisioner local-path-provisioner "" github.com/rancher/local-path-provisioner "-X main.VERSION=$version" \
+		local-path-provisioner=github.com/rancher/local-path-provisioner
 }
 
 # The CoreDNS kubeadm v1.35 pins, for a v1.35 lab cluster and the upgrade
