@@ -46,6 +46,9 @@ type MachineLab struct {
 	BinDir string
 	// Kubeboot is the kubeboot binary the nodes install.
 	Kubeboot string
+	// Registry is the directory where Up registers the lab and Down
+	// unregisters it (DefaultRegistry; see List); "" registers nothing.
+	Registry string
 }
 
 // Event is a machine node's progress: one event of its bootstrap unit's
@@ -141,7 +144,16 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 	}
 	for i := range c.Nodes {
 		if m := l.machine(i); exists(m.Dir) {
-			return res, fmt.Errorf("%s: node %s's disk %s exists: a lab of this description was not brought down; run `kubeboot lab down --cluster %s` first", c.source, m.Name, m.Dir, c.source)
+			return res, &InputError{Err: fmt.Errorf("%s: node %s's disk %s exists: a lab of this description was not brought down; run `kubeboot lab down --cluster %s` first", c.source, m.Name, m.Dir, c.source)}
+		}
+	}
+	entry := l.entry()
+	if l.Registry != "" {
+		if err := l.checkCollisions(); err != nil {
+			return res, &InputError{Err: err}
+		}
+		if err := l.register(entry); err != nil {
+			return res, err
 		}
 	}
 	if err := c.SetUpNetwork(ctx); err != nil {
@@ -153,6 +165,12 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 		return res, err
 	}
 	say("load balancer on %s, and on %s for this host", c.Endpoint(), endpoint)
+	if l.Registry != "" {
+		entry.Endpoint = endpoint
+		if err := l.register(entry); err != nil {
+			return res, err
+		}
+	}
 	files, err := l.nodeFiles()
 	if err != nil {
 		return res, err
@@ -701,7 +719,13 @@ func (l MachineLab) Down(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return os.RemoveAll(c.Dir)
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return err
+	}
+	if l.Registry == "" {
+		return nil
+	}
+	return l.unregister()
 }
 
 // exists says whether path exists.

@@ -73,7 +73,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	cmd.AddCommand(up, down, newLabRebootCommand(opts), newLabExecCommand(opts, stdout, stderr),
-		newLabLoadCommand(opts, stdout, stderr), newLabExportCommand(opts, stdout))
+		newLabLoadCommand(opts, stdout, stderr), newLabExportCommand(opts, stdout), newLabListCommand(stdout))
 	return cmd
 }
 
@@ -112,7 +112,7 @@ func (o *labOptions) lab() (lab.MachineLab, error) {
 	if err != nil {
 		return lab.MachineLab{}, err
 	}
-	return lab.MachineLab{Cluster: c, BinDir: binDir, Kubeboot: self}, nil
+	return lab.MachineLab{Cluster: c, BinDir: binDir, Kubeboot: self, Registry: lab.DefaultRegistry}, nil
 }
 
 // labUp runs `lab up`: each node's progress, as its events arrive, then
@@ -133,6 +133,9 @@ func labUp(cmd *cobra.Command, l lab.MachineLab, report *output.Reporter) error 
 		report.Event(output.Event{Phase: phase, Level: e.Level, Msg: e.Msg})
 	}
 	report.PrintResult(res)
+	if refused, ok := errors.AsType[*lab.InputError](err); ok {
+		return &exit.UsageError{Msg: refused.Error()}
+	}
 	return err
 }
 
