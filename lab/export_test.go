@@ -30,6 +30,9 @@ func ForwardEvents(r io.Reader, node string, events chan<- Event, converged chan
 }
 
 // ImportArchive is importArchive, with run standing in for a machine's Run.
-func ImportArchive(ctx context.Context, run func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, argv ...string) error, path string) ([]string, error) {
-	return importArchive(ctx, run, path)
+func ImportArchive(ctx context.Context, run func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, argv ...string) error, path string, refs []string) error {
+	return importArchive(ctx, run, path, refs)
 }
+
+// ArchiveRefs is archiveRefs.
+func ArchiveRefs(path string) ([]string, error) { return archiveRefs(path) }

@@ -3,11 +3,12 @@ package lab
 import (
 	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,8 +17,8 @@ import (
 // Loaded is what Load put into one node: the references of the images its
 // containerd imported.
 type Loaded struct {
-	Node   string
-	Images []string
+	Node   string   `json:"node"`
+	Images []string `json:"images"`
 }
 
 // Load puts image archives (`docker save`'s or OCI image layouts as tar
@@ -40,17 +41,20 @@ func (l MachineLab) Load(ctx context.Context, archives, nodes []string) ([]Loade
 	for i, name := range nodes {
 		loaded[i].Node = name
 	}
+	refs := make([][]string, len(archives))
+	for i, a := range archives {
+		refs[i], _ = archiveRefs(a) // checked above
+	}
 	var wg sync.WaitGroup
 	for i := range nodes {
 		wg.Go(func() {
 			m, _ := l.Machine(nodes[i])
-			for _, a := range archives {
-				refs, err := importArchive(ctx, m.Run, a)
-				if err != nil {
+			for j, a := range archives {
+				if err := importArchive(ctx, m.Run, a, refs[j]); err != nil {
 					errs[i] = fmt.Errorf("load %s into %s: %w", a, nodes[i], err)
 					return
 				}
-				loaded[i].Images = append(loaded[i].Images, refs...)
+				loaded[i].Images = append(loaded[i].Images, refs[j]...)
 			}
 		})
 	}
@@ -59,13 +63,14 @@ func (l MachineLab) Load(ctx context.Context, archives, nodes []string) ([]Loade
 }
 
 // CheckLoad is Load's check of its input: at least one archive, each a
-// tar file of `docker save`'s or an OCI layout, and every node in the lab.
+// tar file of `docker save`'s or an OCI layout that names its images, and
+// every node in the lab.
 func (l MachineLab) CheckLoad(archives, nodes []string) error {
 	if len(archives) == 0 {
 		return errors.New("no image archive given: name one or more `docker save` or OCI archives")
 	}
 	for _, a := range archives {
-		if err := checkArchive(a); err != nil {
+		if _, err := archiveRefs(a); err != nil {
 			return err
 		}
 	}
@@ -77,54 +82,84 @@ func (l MachineLab) CheckLoad(archives, nodes []string) error {
 	return nil
 }
 
-// checkArchive opens a tar file and wants the index of one of the two
-// formats containerd imports: manifest.json (`docker save`) or index.json
-// (an OCI image layout).
-func checkArchive(path string) error {
+// archiveRefs opens a tar file, wants the index of one of the two formats
+// containerd imports, manifest.json (`docker save`) or index.json (an OCI
+// image layout), and returns the image references it names: the
+// RepoTags, or the manifests' io.containerd.image.name annotations.
+func archiveRefs(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("image archive: %w", err)
+		return nil, fmt.Errorf("image archive: %w", err)
 	}
 	defer func() { _ = f.Close() }()
+	const fix = "write it with `docker save`, `podman save` or `crane pull --format=oci`"
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("image archive %s holds neither manifest.json nor index.json: write it with `docker save`, `podman save` or `crane pull --format=oci`", path)
+			return nil, fmt.Errorf("image archive %s holds neither manifest.json nor index.json: %s", path, fix)
 		}
 		if err != nil {
-			return fmt.Errorf("image archive %s is no tar file (%w): write it with `docker save`, `podman save` or `crane pull --format=oci`", path, err)
+			return nil, fmt.Errorf("image archive %s is no tar file (%w): %s", path, err, fix)
 		}
-		if name := strings.TrimPrefix(h.Name, "./"); name == "manifest.json" || name == "index.json" {
-			return nil
+		var refs []string
+		switch strings.TrimPrefix(h.Name, "./") {
+		case "manifest.json":
+			var manifest []struct{ RepoTags []string }
+			if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
+				return nil, fmt.Errorf("image archive %s: manifest.json: %w", path, err)
+			}
+			for _, m := range manifest {
+				refs = append(refs, m.RepoTags...)
+			}
+		case "index.json":
+			var index struct {
+				Manifests []struct{ Annotations map[string]string }
+			}
+			if err := json.NewDecoder(tr).Decode(&index); err != nil {
+				return nil, fmt.Errorf("image archive %s: index.json: %w", path, err)
+			}
+			for _, m := range index.Manifests {
+				if name := m.Annotations["io.containerd.image.name"]; name != "" {
+					refs = append(refs, name)
+				}
+			}
+		default:
+			continue
 		}
+		if len(refs) == 0 {
+			return nil, fmt.Errorf("image archive %s names no image: tag what you save (`docker save -o %s NAME:TAG`)", path, filepath.Base(path))
+		}
+		slices.Sort(refs)
+		return slices.Compact(refs), nil
 	}
 }
-
-// importedRef is a line of `ctr images import`'s output that names an
-// image it imported: "REF<spaces and tabs>saved".
-var importedRef = regexp.MustCompile(`(?m)^(\S+)\s+saved\s*$`)
 
 // runner runs argv with the given streams: a machine's Run.
 type runner func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, argv ...string) error
 
 // importArchive streams the archive into `ctr images import` in the node,
-// in the namespace the kubelet's CRI uses, and returns the references it
-// imported.
-func importArchive(ctx context.Context, run runner, path string) ([]string, error) {
+// in the namespace the kubelet's CRI uses, then wants every reference the
+// archive names among the node's images.
+func importArchive(ctx context.Context, run runner, path string, refs []string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = f.Close() }()
 	var out strings.Builder
 	if err := run(ctx, f, &out, &out, "ctr", "-n", "k8s.io", "images", "import", "-"); err != nil {
-		return nil, fmt.Errorf("ctr images import: %w: %s", err, strings.TrimSpace(out.String()))
+		return fmt.Errorf("ctr images import: %w: %s", err, strings.TrimSpace(out.String()))
 	}
-	var refs []string
-	for _, m := range importedRef.FindAllStringSubmatch(out.String(), -1) {
-		refs = append(refs, m[1])
+	var listed strings.Builder
+	if err := run(ctx, nil, &listed, &listed, "ctr", "-n", "k8s.io", "images", "ls", "-q"); err != nil {
+		return fmt.Errorf("ctr images ls: %w: %s", err, strings.TrimSpace(listed.String()))
 	}
-	slices.Sort(refs)
-	return slices.Compact(refs), nil
+	have := strings.Fields(listed.String())
+	for _, ref := range refs {
+		if !slices.Contains(have, ref) {
+			return fmt.Errorf("ctr images import left no image %s: %s", ref, strings.TrimSpace(out.String()))
+		}
+	}
+	return nil
 }
