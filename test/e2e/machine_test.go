@@ -307,11 +307,15 @@ func (c *machineCluster) exec(t *testing.T, node string, argv ...string) string 
 // worker's kubelet serving certificate approved by kubeboot's CSR approver,
 // so that logs and exec reach its pods through the API server, which
 // verifies it; forged serving CSRs denied; kubeadm's own commands reading
-// the cluster on its control plane. `lab reboot` brings a worker and the
+// the cluster on its control plane; a Deployment of agnhost with a Service
+// and a claim of the default StorageClass works as `lab up` left the lab.
+// `lab reboot` brings a worker and the
 // control plane back; a worker reset, after which a join is refused, with
 // nothing written, for an expired or deleted token, a wrong CA hash, an
 // unreachable endpoint and the name of a Ready Node, joins again by its
-// own file; `lab exec` runs commands in a node; and `lab down` leaves
+// own file; `lab exec` runs commands in a node, `lab load` puts an image
+// archive into the nodes named, `lab export logs` collects the nodes'
+// journals, pods' logs and the cluster's dumps; and `lab down` leaves
 // nothing.
 func TestMachines(t *testing.T) {
 	c := startMachineCluster(t, "ml", "10.89.8.0/24", "10.246.0.0/16", `
@@ -503,6 +507,9 @@ func TestMachines(t *testing.T) {
 			t.Error("the API server does not verify kubelets against the cluster CA")
 		}
 	})
+	t.Run("a Deployment of agnhost with a Service and a PVC works with no other step", func(t *testing.T) { checkWorkloadWithVolume(t, c) })
+	t.Run("lab load puts an image into the nodes named, where pods run it", func(t *testing.T) { checkLabLoad(t, c) })
+	t.Run("lab export logs collects the journals, the pods' logs and the cluster's dumps", func(t *testing.T) { checkLabExportLogs(t, c) })
 	t.Run("forged serving CSRs are denied", func(t *testing.T) { checkForgedCSRs(t, c) })
 	t.Run("kubeadm reads the cluster on its control plane", func(t *testing.T) { checkKubeadmCommands(t, c) })
 	t.Run("after lab reboot, the worker is Ready with its pod running again", func(t *testing.T) {
