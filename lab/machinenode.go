@@ -205,7 +205,9 @@ func (c *Cluster) Machine(i int, dir, layer, archive, binDir string) machine.Mac
 // containerd, the kubelet, the images' unit and kubeboot's bootstrap unit
 // enabled, and nodeFile, the node's one input, at
 // bootstrapunit.ConfigPath. A nil nodeFile is a node that another tool,
-// such as kubeadm, brings up: it gets neither the file nor the unit.
+// such as kubeadm, brings up: it gets neither the file nor the unit, but
+// the static pod path /etc/kubernetes/manifests that kubeadm's packages
+// make.
 func InstallNode(m machine.Machine, nodeFile []byte) error {
 	if err := m.Prepare(); err != nil {
 		return err
@@ -232,6 +234,11 @@ func InstallNode(m machine.Machine, nodeFile []byte) error {
 			// It may hold the bootstrap token.
 			file{bootstrapunit.ConfigPath, nodeFile, 0o600})
 		units["kubeboot-bootstrap.service"] = "../kubeboot-bootstrap.service"
+	} else if err := os.MkdirAll(filepath.Join(etc, "kubernetes/manifests"), 0o755); err != nil {
+		// The kubelet's package makes the static pod path for kubeadm,
+		// whose join does not; a kubelet without it logs an error every
+		// second.
+		return err
 	}
 	for _, f := range files {
 		path := filepath.Join(m.Root(), f.path)

@@ -86,4 +86,11 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(other.Root(), "etc/systemd/system/multi-user.target.wants/kubelet.service")); err != nil {
 		t.Errorf("a kubeadm node's kubelet.service is not enabled: %v", err)
 	}
+	// Its kubelet's static pod path, which kubeadm's packages make.
+	if info, err := os.Stat(filepath.Join(other.Root(), "etc/kubernetes/manifests")); err != nil || !info.IsDir() {
+		t.Errorf("a kubeadm node has no /etc/kubernetes/manifests: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/kubernetes/manifests")); err == nil {
+		t.Error("a kubeboot node's disk has /etc/kubernetes/manifests before kubeboot made it")
+	}
 }
