@@ -713,8 +713,12 @@ func (l MachineLab) Down(ctx context.Context) error {
 	if err := c.LoadBalancer().Stop(10 * time.Second); err != nil {
 		errs = append(errs, err)
 	}
+	madeNetnsDir := exists(c.netnsDirMarker())
 	if err := c.TearDownNetwork(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if madeNetnsDir && exists(netnsDir) {
+		errs = append(errs, l.handOverNetnsDir())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -726,6 +730,25 @@ func (l MachineLab) Down(ctx context.Context) error {
 		return nil
 	}
 	return l.unregister()
+}
+
+// handOverNetnsDir passes the removal of the /run/netns this lab made, which
+// another lab's namespaces keep from being removed now, to a lab that is
+// up, whose teardown removes it once empty.
+func (l MachineLab) handOverNetnsDir() error {
+	if l.Registry == "" {
+		return nil
+	}
+	others, err := List(l.Registry)
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o.Name != l.Cluster.Name {
+			return os.WriteFile((&Cluster{Dir: o.Dir}).netnsDirMarker(), nil, 0o600)
+		}
+	}
+	return nil
 }
 
 // exists says whether path exists.
