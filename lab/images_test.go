@@ -192,23 +192,7 @@ func TestArchiveTrees(t *testing.T) {
 	if err != nil || len(layers) != 2 {
 		t.Fatalf("%d layers, %v; want the tree's and the files'", len(layers), err)
 	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rc.Close() }()
-	headers := map[string]*tar.Header{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		headers[h.Name] = h
-	}
+	headers := layerHeaders(t, layers[0].Uncompressed)
 	for entry, want := range map[string]int64{"bin/": 0o755, "bin/busybox": 0o755, "etc/passwd": 0o644, "usr/local/bin/nnp": 0o6755} {
 		if h := headers[entry]; h == nil || h.Mode&0o7777 != want || h.Uid != 0 || h.Gid != 0 {
 			t.Errorf("%s in the tree's layer: %+v, want mode %o owned by root", entry, h, want)
@@ -406,22 +390,32 @@ func TestArchive(t *testing.T) {
 // layerEntries lists a layer's tar entries with their modes.
 func layerEntries(t *testing.T, open func() (io.ReadCloser, error)) map[string]int64 {
 	t.Helper()
+	entries := map[string]int64{}
+	for name, h := range layerHeaders(t, open) {
+		entries[name] = h.Mode
+	}
+	return entries
+}
+
+// layerHeaders lists a layer's tar headers by name.
+func layerHeaders(t *testing.T, open func() (io.ReadCloser, error)) map[string]*tar.Header {
+	t.Helper()
 	rc, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = rc.Close() }()
-	entries := map[string]int64{}
+	headers := map[string]*tar.Header{}
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return entries
+			return headers
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries[h.Name] = h.Mode
+		headers[h.Name] = h
 	}
 }
 
