@@ -48,6 +48,27 @@ type Cluster struct {
 	// for another release than its own (build.sh --with-v1.35). The
 	// kubelets are the bin dir's own.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// FeatureGates turn Kubernetes feature gates on or off in every
+	// component of the cluster, as kind's featureGates do: the API
+	// server's, controller-manager's and scheduler's --feature-gates, and
+	// every kubelet's and kube-proxy's featureGates. Example:
+	// {InPlacePodVerticalScaling: true}.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+	// RuntimeConfig turns API groups and versions on or off in the API
+	// server (--runtime-config), as kind's runtimeConfig does. Example:
+	// {"api/alpha": "true"}.
+	RuntimeConfig map[string]string `json:"runtimeConfig,omitempty"`
+	// ClusterConfigurationPatch is a JSON merge patch (RFC 7386), written
+	// as YAML, of every control-plane node's kubeboot configuration
+	// (the first node's ClusterConfiguration, the others'
+	// JoinConfiguration), applied over what the lab writes: a field set
+	// replaces the lab's (a list whole), a null removes it. Example:
+	// {apiServer: {certSANs: [lab.example]}}.
+	ClusterConfigurationPatch map[string]any `json:"clusterConfigurationPatch,omitempty"`
+	// PortMappings forward ports of this host's loopback to a NodePort of
+	// the cluster: a connection to 127.0.0.1:hostPort goes to nodePort
+	// of one of the nodes, round-robin, through the lab's load balancer.
+	PortMappings []PortMapping `json:"portMappings,omitempty"`
 	// source is the file the description was read from, for errors.
 	source string
 }
@@ -76,6 +97,28 @@ type ClusterNode struct {
 	// default) or kubeadm, the real `kubeadm init`, which makes a lab of
 	// that one node, side by side with kubeboot's (make bench).
 	Init string `json:"init,omitempty"`
+	// ExtraMounts bind host paths into the node's machine, as kind's
+	// extraMounts do.
+	ExtraMounts []Mount `json:"extraMounts,omitempty"`
+}
+
+// Mount is a host path bound into a node.
+type Mount struct {
+	// HostPath is the host's file or directory, which must exist.
+	HostPath string `json:"hostPath"`
+	// ContainerPath is where the node sees it.
+	ContainerPath string `json:"containerPath"`
+	// ReadOnly binds it read-only; otherwise what the node writes there
+	// the host sees at once.
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// PortMapping forwards a TCP port of this host's loopback to a NodePort.
+type PortMapping struct {
+	// HostPort is the port on 127.0.0.1, which must be free.
+	HostPort int `json:"hostPort"`
+	// NodePort is a Service's NodePort, in 30000-32767.
+	NodePort int `json:"nodePort"`
 }
 
 // LoadCluster reads and checks a lab description.
@@ -167,6 +210,7 @@ func (c *Cluster) validate() error {
 			bad("kubernetesVersion", "%q: want a release like v1.35.4, or leave it out for kubeboot's default", v)
 		}
 	}
+	errs = append(errs, c.validateKnobs()...)
 	if len(c.Nodes) > 200 {
 		bad("nodes", "%d nodes do not fit the subnet's addresses .10 to .209", len(c.Nodes))
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,11 +146,30 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 			return res, &InputError{Err: fmt.Errorf("%s: node %s's disk %s exists: a lab of this description was not brought down; run `kubeboot lab down --cluster %s` first", c.source, m.Name, m.Dir, c.source)}
 		}
 	}
+	if err := c.checkHostPaths(); err != nil {
+		return res, &InputError{Err: err}
+	}
+	files, err := l.nodeFiles()
+	if err != nil {
+		return res, &InputError{Err: err}
+	}
+	if err := l.checkControlPlaneFiles(files); err != nil {
+		return res, &InputError{Err: err}
+	}
 	entry := l.entry()
 	if l.Registry != "" {
 		if err := l.checkCollisions(); err != nil {
 			return res, &InputError{Err: err}
 		}
+	}
+	listeners, err := c.listen()
+	if err != nil {
+		return res, err
+	}
+	defer listeners.close()
+	endpoint := listeners.api
+	if l.Registry != "" {
+		entry.Endpoint = endpoint
 		if err := l.register(entry); err != nil {
 			return res, err
 		}
@@ -160,20 +178,12 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 		return res, err
 	}
 	say("network: namespaces %s (the bridge, on %s) and kb-%s-<node>", c.Hub(), c.HubAddress(), c.Name)
-	endpoint, err := l.startLoadBalancer(ctx)
-	if err != nil {
+	if err := c.StartLoadBalancer(ctx, listeners.files); err != nil {
 		return res, err
 	}
 	say("load balancer on %s, and on %s for this host", c.Endpoint(), endpoint)
-	if l.Registry != "" {
-		entry.Endpoint = endpoint
-		if err := l.register(entry); err != nil {
-			return res, err
-		}
-	}
-	files, err := l.nodeFiles()
-	if err != nil {
-		return res, err
+	for _, p := range c.PortMappings {
+		say("127.0.0.1:%d forwards to NodePort %d of the nodes", p.HostPort, p.NodePort)
 	}
 	if err := l.install(ctx, files); err != nil {
 		return res, err
@@ -253,15 +263,19 @@ func (l MachineLab) nodeFiles() ([]nodeFile, error) {
 				"networking":           map[string]any{"podSubnet": c.PodSubnet},
 				"bootstrapTokens":      []any{map[string]any{"token": token.Value()}},
 				"certificateKey":       certKey,
-				"kubelet":              map[string]any{"extraConfig": machineKubelet},
-				"addons":               map[string]any{"kubeProxy": map[string]any{"extraConfig": labKubeProxy}},
+				"kubelet":              map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)},
+				"addons":               map[string]any{"kubeProxy": map[string]any{"extraConfig": c.withFeatureGates(labKubeProxy)}},
 			}
+			c.setComponentArgs(doc)
 			if c.KubernetesVersion != "" {
 				doc["kubernetesVersion"] = c.KubernetesVersion
 			}
 			if i > 0 {
 				doc["kind"] = "JoinConfiguration"
 				doc["join"] = map[string]any{"certificateKey": certKey, "discovery": discovery}
+			}
+			if doc, err = c.patched(doc); err != nil {
+				return nil, err
 			}
 			if n.Init == JoinKubeadm {
 				if files[i].kubeadm, err = l.kubeadmInit(token.Value()); err != nil {
@@ -287,7 +301,7 @@ func (l MachineLab) nodeFiles() ([]nodeFile, error) {
 				"kind":       "WorkerConfiguration",
 				"node":       map[string]any{"name": n.Name},
 				"discovery":  discovery,
-				"kubelet":    map[string]any{"extraConfig": machineKubelet},
+				"kubelet":    map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)},
 			}
 		}
 		if files[i].kubeboot, err = yaml.Marshal(doc); err != nil {
@@ -319,16 +333,10 @@ func (l MachineLab) kubeadmInit(token string) ([]byte, error) {
 		registration["taints"] = []string{}
 	}
 	kubelet := map[string]any{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
-	maps.Copy(kubelet, machineKubelet)
+	maps.Copy(kubelet, c.withFeatureGates(machineKubelet))
 	proxy := map[string]any{"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration", "mode": "nftables"}
-	maps.Copy(proxy, labKubeProxy)
-	docs := []map[string]any{{
-		"apiVersion":       "kubeadm.k8s.io/v1beta4",
-		"kind":             "InitConfiguration",
-		"bootstrapTokens":  []any{map[string]any{"token": token}},
-		"localAPIEndpoint": map[string]any{"advertiseAddress": c.Address(0).String(), "bindPort": apiServerPort},
-		"nodeRegistration": registration,
-	}, {
+	maps.Copy(proxy, c.withFeatureGates(labKubeProxy))
+	cluster := map[string]any{
 		"apiVersion":           "kubeadm.k8s.io/v1beta4",
 		"kind":                 "ClusterConfiguration",
 		"clusterName":          c.Name,
@@ -336,7 +344,15 @@ func (l MachineLab) kubeadmInit(token string) ([]byte, error) {
 		"controlPlaneEndpoint": c.Endpoint().String(),
 		"encryptionAlgorithm":  "ECDSA-P256",
 		"networking":           map[string]any{"podSubnet": c.PodSubnet},
-	}, kubelet, proxy}
+	}
+	c.setComponentArgs(cluster)
+	docs := []map[string]any{{
+		"apiVersion":       "kubeadm.k8s.io/v1beta4",
+		"kind":             "InitConfiguration",
+		"bootstrapTokens":  []any{map[string]any{"token": token}},
+		"localAPIEndpoint": map[string]any{"advertiseAddress": c.Address(0).String(), "bindPort": apiServerPort},
+		"nodeRegistration": registration,
+	}, cluster, kubelet, proxy}
 	var out []byte
 	for i, d := range docs {
 		data, err := yaml.Marshal(d)
@@ -367,7 +383,7 @@ func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
 	if err := l.installKubelet(); err != nil {
 		return err
 	}
-	if err := l.images(ctx, files[0].kubeboot); err != nil {
+	if _, err := l.images(ctx, files[0].kubeboot); err != nil {
 		return err
 	}
 	first := l.machine(0)
@@ -445,7 +461,7 @@ func (l MachineLab) installKubelet() error {
 // to, as a node image holds them; the sandbox image and agnhost, the
 // workloads' image; the default StorageClass's provisioner and the
 // BusyBox of its helper pods; and links it where the nodes see it.
-func (l MachineLab) images(ctx context.Context, cfg []byte) error {
+func (l MachineLab) images(ctx context.Context, cfg []byte) (string, error) {
 	configs := [][]byte{cfg}
 	if v := l.Cluster.KubernetesVersion; v != "" {
 		configs = append(configs, bytes.ReplaceAll(cfg, []byte("kubernetesVersion: "+v+"\n"), nil))
@@ -454,14 +470,14 @@ func (l MachineLab) images(ctx context.Context, cfg []byte) error {
 	for i, cfg := range configs {
 		path := filepath.Join(l.Cluster.Dir, fmt.Sprintf("images-%d.yaml", i))
 		if err := os.WriteFile(path, cfg, 0o600); err != nil {
-			return err
+			return "", err
 		}
 		var stderr strings.Builder
 		cmd := exec.CommandContext(ctx, l.Kubeboot, "images", "list", "--config", path)
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			return fmt.Errorf("images list: %w: %s", err, strings.TrimSpace(stderr.String()))
+			return "", fmt.Errorf("images list: %w: %s", err, strings.TrimSpace(stderr.String()))
 		}
 		listed = append(listed, strings.Fields(string(out))...)
 	}
@@ -475,15 +491,15 @@ func (l MachineLab) images(ctx context.Context, cfg []byte) error {
 		}
 		img, err := resolve(l.BinDir, ref)
 		if err != nil {
-			return err
+			return "", err
 		}
 		images = append(images, img)
 	}
 	archive, err := Archive(filepath.Join(l.BinDir, ".lab-images"), images)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return linkOrCopy(archive, l.archive())
+	return archive, linkOrCopy(archive, l.archive())
 }
 
 // waitNodes waits until every node is up: its bootstrap unit done, or for
@@ -655,25 +671,6 @@ func (l MachineLab) routePods(ctx context.Context, first machine.Machine) error 
 		return fmt.Errorf("wait for every node's pod CIDR (have %v): %w", podCIDRs, err)
 	}
 	return l.Cluster.AddPodRoutes(ctx, podCIDRs)
-}
-
-// startLoadBalancer starts the lab's load balancer with a socket on a free
-// port of this host's loopback, and returns that endpoint.
-func (l MachineLab) startLoadBalancer(ctx context.Context) (string, error) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("listen on the host's loopback for the lab: %w", err)
-	}
-	defer func() { _ = listener.Close() }()
-	f, err := listener.(*net.TCPListener).File()
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }()
-	if err := l.Cluster.StartLoadBalancer(ctx, f); err != nil {
-		return "", err
-	}
-	return listener.Addr().String(), nil
 }
 
 // hostKubeconfig writes admin.conf for this host: through the load

@@ -190,13 +190,15 @@ func linkOrCopy(src, dst string) error {
 
 // Machine is the cluster's i-th node as a machine: in dir/<node>, on the
 // node's network namespace, with the layer over its /usr, the images'
-// archive and the CNI plugins of binDir.
+// archive, the CNI plugins of binDir and the node's extra mounts.
 func (c *Cluster) Machine(i int, dir, layer, archive, binDir string) machine.Machine {
 	name := c.Nodes[i].Name
+	readOnly, readWrite := c.Nodes[i].mounts()
 	return machine.Machine{
 		Name: name, Dir: filepath.Join(dir, name), NetNS: filepath.Join("/run/netns", c.Netns(name)),
 		UsrLayers: []string{layer},
-		Binds:     []string{archive + ":" + machineArchive, filepath.Join(binDir, "cni") + ":/opt/cni/bin"},
+		Binds:     append([]string{archive + ":" + machineArchive, filepath.Join(binDir, "cni") + ":/opt/cni/bin"}, readOnly...),
+		Shared:    readWrite,
 	}
 }
 

@@ -40,8 +40,10 @@ type Entry struct {
 	Nodes       []string `json:"nodes"`
 	// Endpoint is the load balancer's address on the host's loopback,
 	// once it is known.
-	Endpoint string    `json:"endpoint,omitempty"`
-	Started  time.Time `json:"started"`
+	Endpoint string `json:"endpoint,omitempty"`
+	// HostPorts are the ports of its port mappings on the host's loopback.
+	HostPorts []int     `json:"hostPorts,omitempty"`
+	Started   time.Time `json:"started"`
 }
 
 // List is the labs registered in registry, by name. A registry that does
@@ -80,12 +82,15 @@ func (l MachineLab) entry() Entry {
 	for _, n := range c.Nodes {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
+	for _, p := range c.PortMappings {
+		e.HostPorts = append(e.HostPorts, p.HostPort)
+	}
 	return e
 }
 
-// checkCollisions refuses a lab whose name, directory, subnet or pod
-// subnet another lab that is up already has, naming the field, the other
-// lab and the fix.
+// checkCollisions refuses a lab whose name, directory, subnet, pod
+// subnet or a port mapping's host port another lab that is up already
+// has, naming the field, the other lab and the fix.
 func (l MachineLab) checkCollisions() error {
 	others, err := List(l.Registry)
 	if err != nil {
@@ -93,6 +98,12 @@ func (l MachineLab) checkCollisions() error {
 	}
 	c := l.Cluster
 	for _, o := range others {
+		for i, p := range c.PortMappings {
+			if slices.Contains(o.HostPorts, p.HostPort) {
+				return fmt.Errorf("%s: portMappings[%d].hostPort: %d collides with lab %s, which is up (%s) and maps it: choose another hostPort, or bring that lab down (`kubeboot lab down --cluster %s`)",
+					c.source, i, p.HostPort, o.Name, o.Description, o.Description)
+			}
+		}
 		var field, value string
 		switch {
 		case o.Name == c.Name:

@@ -1,6 +1,7 @@
 package lab_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,8 +20,12 @@ func registeredLab(t *testing.T, registry string, e lab.Entry) {
 	if err := os.MkdirAll(registry, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	ports, err := json.Marshal(e.HostPorts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	data := `{"name":"` + e.Name + `","description":"/labs/` + e.Name + `.yaml","dir":"` + e.Dir + `","subnet":"` + e.Subnet +
-		`","podSubnet":"` + e.PodSubnet + `","nodes":["cp1"],"endpoint":"127.0.0.1:40001","started":"2026-11-27T10:00:00Z"}`
+		`","podSubnet":"` + e.PodSubnet + `","nodes":["cp1"],"endpoint":"127.0.0.1:40001","hostPorts":` + string(ports) + `,"started":"2026-11-27T10:00:00Z"}`
 	if err := os.WriteFile(filepath.Join(registry, e.Name+".json"), []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -32,12 +37,14 @@ func registeredLab(t *testing.T, registry string, e lab.Entry) {
 // nothing is written to the registry.
 func TestLabUpRefusesACollision(t *testing.T) {
 	registry := filepath.Join(t.TempDir(), "labs")
-	registeredLab(t, registry, lab.Entry{Name: "other", Dir: "/tmp/kb-other", Subnet: "10.89.5.0/24", PodSubnet: "10.250.0.0/16"})
+	registeredLab(t, registry, lab.Entry{Name: "other", Dir: "/tmp/kb-other", Subnet: "10.89.5.0/24", PodSubnet: "10.250.0.0/16", HostPorts: []int{8080, 8443}})
 	for _, tc := range []struct{ name, text, want string }{
 		{"name", "name: other\ndir: /tmp/kb-x\nsubnet: 10.89.6.0/24\npodSubnet: 10.251.0.0/16\n", `name: "other" collides with lab other, which is up`},
 		{"dir", "name: x\ndir: /tmp/kb-other/\nsubnet: 10.89.6.0/24\npodSubnet: 10.251.0.0/16\n", `dir: "/tmp/kb-other/" collides with lab other`},
 		{"subnet", "name: x\ndir: /tmp/kb-x\nsubnet: 10.89.5.0/24\npodSubnet: 10.251.0.0/16\n", `subnet: "10.89.5.0/24" collides with lab other, which is up (/labs/other.yaml, subnet 10.89.5.0/24)`},
 		{"pod subnet", "name: x\ndir: /tmp/kb-x\nsubnet: 10.89.6.0/24\npodSubnet: 10.250.0.0/15\n", `podSubnet: "10.250.0.0/15" collides with lab other`},
+		{"host port", "name: x\ndir: /tmp/kb-x\nsubnet: 10.89.6.0/24\npodSubnet: 10.251.0.0/16\nportMappings: [{hostPort: 9000, nodePort: 30000}, {hostPort: 8443, nodePort: 30001}]\n",
+			"portMappings[1].hostPort: 8443 collides with lab other, which is up (/labs/other.yaml) and maps it: choose another hostPort"},
 	} {
 		desc := writeDescription(t, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\n"+tc.text+"nodes: [{name: cp1, role: control-plane}]\n")
 		c, err := lab.LoadCluster(desc)

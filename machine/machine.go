@@ -46,9 +46,9 @@ type Machine struct {
 	// Binds are host paths bound read-only into the machine, as
 	// "host:inside" or a path bound at the same place.
 	Binds []string
-	// Shared are host directories bound read-write at the same path
-	// inside: what the machine writes there, the host sees at once, as
-	// with a host directory mounted into a kind node.
+	// Shared are host paths bound read-write, as "host:inside" or a path
+	// bound at the same place: what the machine writes there, the host
+	// sees at once, as with a host directory mounted into a kind node.
 	Shared []string
 }
 

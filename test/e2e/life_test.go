@@ -41,7 +41,7 @@ func (l *machineLab) startLoadBalancer(t *testing.T) {
 	}
 	_ = hostAPI.Close()
 	defer func() { _ = listener.Close() }()
-	if err := l.cl.StartLoadBalancer(context.Background(), listener); err != nil {
+	if err := l.cl.StartLoadBalancer(context.Background(), []*os.File{listener}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,9 +47,16 @@ func newLabListCommand(stdout io.Writer) *cobra.Command {
 // printLabs writes the labs as a table.
 func printLabs(w io.Writer, labs []lab.Entry, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "NAME\tNODES\tENDPOINT\tAGE\tDESCRIPTION")
+	_, _ = fmt.Fprintln(tw, "NAME\tNODES\tENDPOINT\tPORTS\tAGE\tDESCRIPTION")
 	for _, l := range labs {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Name, strings.Join(l.Nodes, ","), l.Endpoint, now.Sub(l.Started).Round(time.Second), l.Description)
+		var ports []string
+		for _, p := range l.HostPorts {
+			ports = append(ports, strconv.Itoa(p))
+		}
+		if ports == nil {
+			ports = []string{"-"}
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, strings.Join(l.Nodes, ","), l.Endpoint, strings.Join(ports, ","), now.Sub(l.Started).Round(time.Second), l.Description)
 	}
 	return tw.Flush()
 }
