@@ -239,13 +239,18 @@ func Archive(cacheDir string, images []Image) (string, error) {
 }
 
 // pruneArchives removes the cache's archives, but keep, that were last
-// used (built or reused) more than archiveUnusedFor ago. It is best
-// effort: a failure leaves an archive for the next run.
+// used (built or reused) more than archiveUnusedFor ago, with their
+// preloaded stores, and stores that a preload left unfinished as long
+// ago. It is best effort: a failure leaves them for the next run.
 func pruneArchives(cacheDir, keep string) {
 	archives, _ := filepath.Glob(filepath.Join(cacheDir, "*.tar"))
-	for _, a := range archives {
+	unfinished, _ := filepath.Glob(filepath.Join(cacheDir, ".containerd-*"))
+	for _, a := range append(archives, unfinished...) {
 		if info, err := os.Stat(a); err == nil && a != keep && time.Since(info.ModTime()) > archiveUnusedFor {
-			_ = os.Remove(a)
+			if strings.HasSuffix(a, ".tar") {
+				_ = os.RemoveAll(preloadedStore(a))
+			}
+			_ = os.RemoveAll(a)
 		}
 	}
 }

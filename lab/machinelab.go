@@ -190,10 +190,14 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 	}
 	say("%d machines installed in %s", len(c.Nodes), c.Dir)
 	start := time.Now()
+	bootErrs := make([]error, len(c.Nodes))
+	var boots sync.WaitGroup
 	for i := range c.Nodes {
-		if err := l.machine(i).Boot(ctx); err != nil {
-			return res, err
-		}
+		boots.Go(func() { bootErrs[i] = l.machine(i).Boot(ctx) })
+	}
+	boots.Wait()
+	if err := errors.Join(bootErrs...); err != nil {
+		return res, err
 	}
 	say("%d machines booted", len(c.Nodes))
 	res.Nodes, err = l.waitNodes(ctx, files, start, events)
@@ -209,12 +213,15 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 		return res, err
 	}
 	say("pod networks routed between the nodes")
+	// The StorageClass's provisioner rolls out while the addons do.
+	storage := make(chan error, 1)
+	go func() { storage <- applyStorage(ctx, first) }()
 	for _, addon := range []string{"deployment/coredns", "daemonset/kube-proxy"} {
 		if _, err := kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m"); err != nil {
 			return res, err
 		}
 	}
-	if err := applyStorage(ctx, first); err != nil {
+	if err := <-storage; err != nil {
 		return res, err
 	}
 	say("default StorageClass %s: %s rolled out", storageClassName, localPathProvisioner)
@@ -383,15 +390,26 @@ func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
 	if err := l.installKubelet(); err != nil {
 		return err
 	}
-	if _, err := l.images(ctx, files[0].kubeboot); err != nil {
+	archive, err := l.images(ctx, files[0].kubeboot)
+	if err != nil {
+		return err
+	}
+	store, err := preload(ctx, l.BinDir, archive)
+	if err != nil {
 		return err
 	}
 	first := l.machine(0)
 	if files[0].kubeadm != nil {
 		// kubeadm makes the CA; such a lab is that one node.
-		return installFile(first, nodeFile{kubeadm: files[0].kubeadm}, "")
+		if err := installFile(first, nodeFile{kubeadm: files[0].kubeadm}, ""); err != nil {
+			return err
+		}
+		return preloadNode(store, first.Root())
 	}
 	if err := InstallNode(first, files[0].kubeboot); err != nil {
+		return err
+	}
+	if err := preloadNode(store, first.Root()); err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, l.Kubeboot, "init", "phase", "certs", "--config", filepath.Join(first.Root(), bootstrapunit.ConfigPath), "--root", first.Root())
@@ -407,7 +425,11 @@ func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
 		return err
 	}
 	for i := 1; i < len(c.Nodes); i++ {
-		if err := installFile(l.machine(i), files[i], hash); err != nil {
+		m := l.machine(i)
+		if err := installFile(m, files[i], hash); err != nil {
+			return err
+		}
+		if err := preloadNode(store, m.Root()); err != nil {
 			return err
 		}
 	}
@@ -627,8 +649,8 @@ func forwardEvents(r io.Reader, node string, events chan<- Event, converged chan
 // it (make bench).
 func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan<- Event) error {
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd", "kubeboot-lab-images")
-		return strings.TrimSpace(string(out)) == "active\nactive", nil
+		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd")
+		return strings.TrimSpace(string(out)) == "active" && exists(filepath.Join(m.Root(), imagesLoaded)), nil
 	})
 	if err != nil {
 		return fmt.Errorf("containerd with the lab's images never became active: %w", err)

@@ -102,9 +102,9 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
   ]
 }
 `
-	// imagesUnit stands in for a node image's preloaded images: at the
-	// first boot it loads the lab's archive into containerd, whose store
-	// is on the node's disk, before anything needs them.
+	// imagesUnit loads the lab's archive into containerd at a node's first
+	// boot, before anything needs the images, unless the node's store was
+	// preloaded (preloadNode), as `lab up` does.
 	imagesUnit = `[Unit]
 Description=Load the lab's images into containerd, as a node image holds them
 Requires=containerd.service
