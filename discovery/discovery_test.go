@@ -127,7 +127,7 @@ func clusterInfo(t *testing.T, endpoint string, ca []byte, signed bool) map[stri
 	}
 	data := map[string]string{"kubeconfig": string(kubeconfig)}
 	if signed {
-		data["jws-kubeconfig-"+testToken.ID] = sign(string(kubeconfig), testToken)
+		data["jws-kubeconfig-"+testToken.ID] = SignJWS(kubeconfig, testToken)
 	}
 	return data
 }
@@ -176,7 +176,7 @@ func TestByTokenRefuses(t *testing.T) {
 			"the cluster's CA has hash " + pinOf(t, ca.Cert) + ", not the pinned " + zeros + ": check --discovery-token-ca-cert-hash", 1},
 		{"the wrong token secret", ca, func(a *apiServer, _ int) map[string]string {
 			data := clusterInfo(t, a.endpoint, ca.Cert, false)
-			data["jws-kubeconfig-abcdef"] = sign(data["kubeconfig"], bootstraptoken.Token{ID: "abcdef", Secret: "ffffffffffffffff"})
+			data["jws-kubeconfig-abcdef"] = SignJWS([]byte(data["kubeconfig"]), bootstraptoken.Token{ID: "abcdef", Secret: "ffffffffffffffff"})
 			return data
 		}, 0, pinOf(t, ca.Cert), "the token's secret is wrong (check --token)", 1},
 		{"a tampered kubeconfig", ca, func(a *apiServer, _ int) map[string]string {

@@ -5,9 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeboot/kubeboot/bootstraptoken"
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/discovery"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -17,8 +24,12 @@ import (
 // clients get that one ConfigMap. kubeadm does this inside its
 // bootstrap-token phase; kubeboot makes it a phase of its own, so that it
 // can be run or skipped alone. The controller-manager's bootstrapsigner
-// adds a jws-kubeconfig-<token ID> key per token: kubeboot applies only the
-// kubeconfig key, so a re-run neither removes nor fights over those.
+// keeps a jws-kubeconfig-<token ID> key per token that may sign; kubeboot
+// writes the same signatures of the tokens the cluster holds at once,
+// bytes for bytes, so that nodes discover the cluster as soon as it exists
+// rather than once the controller-manager leads and has started its
+// controllers (10 s after init on the lab's machines), and neither
+// removes nor fights over the signer's keys.
 var ClusterInfo = Phase[*Node]{
 	Name:     "cluster-info",
 	Short:    "Publish the cluster's CA and address in kube-public/cluster-info for node join discovery, readable anonymously",
@@ -40,10 +51,34 @@ func runClusterInfo(ctx context.Context, s *Node) error {
 	if err != nil {
 		return err
 	}
-	if err := applyObjects(ctx, s, client, templates.ClusterInfoObjects(kubeconfig)); err != nil {
+	signatures, err := clusterInfoSignatures(ctx, client, kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := applyObjects(ctx, s, client, templates.ClusterInfoObjects(kubeconfig, signatures)); err != nil {
 		return err
 	}
 	return warnMissingJoinControllers(s)
+}
+
+// clusterInfoSignatures are cluster-info's signatures, keyed as the
+// bootstrapsigner keys them, by every bootstrap token of the cluster that
+// may sign and has not expired: those the bootstrapsigner writes.
+func clusterInfoSignatures(ctx context.Context, client kubernetes.Interface, kubeconfig []byte) (map[string]string, error) {
+	secrets, err := client.CoreV1().Secrets(bootstraptoken.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(bootstraptoken.SecretType)})
+	if err != nil {
+		return nil, fmt.Errorf("list the bootstrap tokens that sign cluster-info: %w", err)
+	}
+	now := time.Now()
+	signatures := map[string]string{}
+	for i := range secrets.Items {
+		info, err := bootstraptoken.FromSecret(&secrets.Items[i])
+		if err != nil || !slices.Contains(info.Usages, bootstraptoken.UsageSigning) || (!info.Expires.IsZero() && !info.Expires.After(now)) {
+			continue // the bootstrapsigner does not sign with it either
+		}
+		signatures[discovery.SignatureKeyPrefix+info.Token.ID] = discovery.SignJWS(kubeconfig, info.Token)
+	}
+	return signatures, nil
 }
 
 // warnMissingJoinControllers warns when the controller manager, as its

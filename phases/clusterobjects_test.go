@@ -2,15 +2,20 @@ package phases
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/bootstraptoken"
 	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/discovery"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -52,6 +57,48 @@ func TestUploadConfig(t *testing.T) {
 		}
 	}
 	rerunChangesNothing(t, s, client, UploadConfig)
+}
+
+// TestClusterInfoIsSignedAtOnce: cluster-info holds, from the start, the
+// signature of every bootstrap token of the cluster that may sign and has
+// not expired, as the bootstrapsigner would write it; none of an expired
+// token, a token that only authenticates or a Secret that is no token. A
+// re-run after the bootstrapsigner wrote its own (the same) changes
+// nothing, and the signature goes once its token does.
+func TestClusterInfoIsSignedAtOnce(t *testing.T) {
+	tok := func(id string) bootstraptoken.Token { return bootstraptoken.Token{ID: id, Secret: "0123456789abcdef"} }
+	now := time.Now()
+	valid := bootstraptoken.Secret(bootstraptoken.ForNodes(tok("aaaaaa"), now.Add(time.Hour), "", ""))
+	expired := bootstraptoken.Secret(bootstraptoken.ForNodes(tok("bbbbbb"), now.Add(-time.Hour), "", ""))
+	authOnly := bootstraptoken.ForNodes(tok("cccccc"), now.Add(time.Hour), "", "")
+	authOnly.Usages = []string{bootstraptoken.UsageAuthentication}
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-dddddd", Namespace: "kube-system"}, Data: map[string][]byte{"token-id": []byte("dddddd"), "token-secret": []byte("0123456789abcdef"), "usage-bootstrap-signing": []byte("true")}}
+	s, client, _ := liveState(t, false, valid, expired, bootstraptoken.Secret(authOnly), other)
+	writeCA(t, s)
+	ctx := context.Background()
+	must(t, runClusterInfo(ctx, s))
+	cm, err := client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+	must(t, err)
+	var keys []string
+	for k := range cm.Data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"jws-kubeconfig-aaaaaa", "kubeconfig"}) {
+		t.Fatalf("cluster-info holds %v, want the kubeconfig and the valid token's signature alone", keys)
+	}
+	if err := discovery.VerifyJWS(cm.Data["jws-kubeconfig-aaaaaa"], []byte(cm.Data["kubeconfig"]), tok("aaaaaa")); err != nil {
+		t.Errorf("the signature does not verify: %v", err)
+	}
+	// The bootstrapsigner writes the same signature as its own manager.
+	_, err = client.CoreV1().ConfigMaps("kube-public").Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kube-controller-manager"})
+	must(t, err)
+	rerunChangesNothing(t, s, client, ClusterInfo)
+	must(t, client.CoreV1().Secrets("kube-system").Delete(ctx, valid.Name, metav1.DeleteOptions{}))
+	must(t, runClusterInfo(ctx, s))
+	if cm, err = client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{}); err != nil || len(cm.Data) != 1 {
+		t.Errorf("after the token was deleted, cluster-info holds %v (%v), want the kubeconfig alone", cm.Data, err)
+	}
 }
 
 func TestClusterInfo(t *testing.T) {

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -131,18 +132,20 @@ func BootstrapTokenRBAC() Objects {
 
 // ClusterInfoObjects are the objects of the cluster-info phase: the
 // kube-public ConfigMap holding kubeconfig (see pki.ClusterInfoKubeconfig)
-// and the role that lets anonymous clients get it and nothing else.
-func ClusterInfoObjects(kubeconfig []byte) Objects {
+// and signatures, its jws-kubeconfig-<token ID> keys, and the role that
+// lets anonymous clients get it and nothing else.
+func ClusterInfoObjects(kubeconfig []byte, signatures map[string]string) Objects {
+	data := map[string]string{ClusterInfoKey: string(kubeconfig)}
+	maps.Copy(data, signatures)
 	return Objects{
-		ConfigMaps:   []*corev1.ConfigMap{configMap(ClusterInfoNamespace, ClusterInfoName, ClusterInfoKey, kubeconfig)},
+		ConfigMaps:   []*corev1.ConfigMap{configMapData(ClusterInfoNamespace, ClusterInfoName, data)},
 		Roles:        []*rbacv1.Role{getConfigMapRole(ClusterInfoNamespace, RoleClusterInfo, ClusterInfoName)},
 		RoleBindings: []*rbacv1.RoleBinding{roleBinding(ClusterInfoNamespace, RoleClusterInfo, user(AnonymousUser))},
 	}
 }
 
-// configMap holds one key. An apply of it owns that key only: other keys,
-// such as the bootstrapsigner's jws-kubeconfig-<id> in cluster-info, stay
-// with whoever wrote them.
+// configMap holds one key. An apply of it owns that key only: other keys
+// stay with whoever wrote them.
 func configMap(namespace, name, key string, value []byte) *corev1.ConfigMap {
 	return configMapData(namespace, name, map[string]string{key: string(value)})
 }

@@ -101,7 +101,7 @@ func TestClusterObjectsGolden(t *testing.T) {
 	}
 	checkGolden(t, "upload-config", objectsYAML(t, UploadConfigObjects("v1.36.3", kubeadm, []byte("kind: KubeletConfiguration\n"))))
 	checkGolden(t, "bootstrap-token", objectsYAML(t, BootstrapTokenRBAC()))
-	checkGolden(t, "cluster-info", objectsYAML(t, ClusterInfoObjects([]byte("apiVersion: v1\nkind: Config\n"))))
+	checkGolden(t, "cluster-info", objectsYAML(t, ClusterInfoObjects([]byte("apiVersion: v1\nkind: Config\n"), nil)))
 	checkGolden(t, "csr-approver", objectsYAML(t, CSRApproverRBAC("kubeboot:csr-approver")))
 
 	for name, edit := range map[string]func(*config.ClusterConfiguration){
@@ -173,7 +173,7 @@ func TestKubeadmClusterConfiguration(t *testing.T) {
 // TestObjectsAreWhatTheServerStores checks the fields the API server would
 // otherwise fill in, which would make every apply a change.
 func TestObjectsAreWhatTheServerStores(t *testing.T) {
-	all := []Objects{UploadConfigObjects("v1.36.3", []byte("a"), []byte("b")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c")), CSRApproverRBAC("u")}
+	all := []Objects{UploadConfigObjects("v1.36.3", []byte("a"), []byte("b")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c"), nil), CSRApproverRBAC("u")}
 	for _, build := range []func(*config.ClusterConfiguration) (Objects, error){CoreDNSObjects, KubeProxyObjects} {
 		objs, err := build(newConfig(nil))
 		if err != nil {
@@ -246,7 +246,7 @@ func TestNodeJoinGrants(t *testing.T) {
 			t.Errorf("binding %s = %+v, want role %s for group %s", name, b, want[0], want[1])
 		}
 	}
-	info := ClusterInfoObjects(nil)
+	info := ClusterInfoObjects(nil, nil)
 	if r := info.Roles[0].Rules; len(r) != 1 || strings.Join(r[0].Verbs, ",") != "get" || strings.Join(r[0].ResourceNames, ",") != "cluster-info" {
 		t.Errorf("cluster-info role rules %+v: want get of cluster-info only", r)
 	}
