@@ -84,14 +84,14 @@ type clusterResults map[string][]clusterRun
 // measureClusters runs the cluster jobs: warm-up rounds, then timed ones,
 // each round in a rotating order. The event streams of the last round are
 // kept in the raw dir.
-func measureClusters(ctx context.Context, o options, work string) (clusterResults, error) {
+func measureClusters(ctx context.Context, o options, work string, all, warmup []string) (clusterResults, error) {
 	results := clusterResults{}
 	rounds := o.clusterWarmup + o.clusterRuns
 	for round := range rounds {
 		timed := round >= o.clusterWarmup
-		jobs := clusterJobs
+		jobs := all
 		if !timed {
-			jobs = clusterJobs[:warmupJobs]
+			jobs = warmup
 		}
 		for k := range jobs {
 			job := jobs[(k+round)%len(jobs)]

@@ -369,15 +369,21 @@ func replaceSection(path, heading, before, section string) error {
 }
 
 // spliceSection replaces the section of doc that starts with heading, up
-// to the next "## " heading, with section; a doc without it gets section
-// before the heading before, or at its end.
+// to the next heading of its level or a higher one ("## " ends a "### "
+// section), with section; a doc without it gets section before the
+// heading before, or at its end.
 func spliceSection(doc, heading, before, section string) string {
 	if start := strings.Index(doc, heading+"\n"); start >= 0 {
-		end := len(doc)
-		if next := strings.Index(doc[start+len(heading):], "\n## "); next >= 0 {
-			end = start + len(heading) + next + 1
+		level := len(heading) - len(strings.TrimLeft(heading, "#"))
+		end := start + len(heading) + 1
+		for end < len(doc) {
+			line, _, _ := strings.Cut(doc[end:], "\n")
+			if n := len(line) - len(strings.TrimLeft(line, "#")); n > 0 && n <= level && strings.HasPrefix(line[n:], " ") {
+				break
+			}
+			end += len(line) + 1
 		}
-		return doc[:start] + section + doc[end:]
+		return doc[:start] + section + doc[min(end, len(doc)):]
 	}
 	if at := strings.Index(doc, before+"\n"); at >= 0 {
 		return doc[:at] + section + doc[at:]

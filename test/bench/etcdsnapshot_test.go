@@ -18,6 +18,17 @@ func TestSpliceSection(t *testing.T) {
 			t.Errorf("%s: got\n%q\nwant\n%q", tc.name, got, tc.want)
 		}
 	}
+	// A "### " section ends at the next "### " or "## " heading; a "####"
+	// inside it is its own.
+	usable := usableHeading + "\n\nnew\n\n"
+	for _, tc := range []struct{ name, doc, want string }{
+		{"before a sibling", "## C\n\n" + usableHeading + "\n\nold\n#### sub\n\n### Scale\n", "## C\n\n" + usable + "### Scale\n"},
+		{"before a parent", "## C\n\n" + usableHeading + "\n\nold\n\n## Next\n", "## C\n\n" + usable + "## Next\n"},
+	} {
+		if got := spliceSection(tc.doc, usableHeading, usableBefore, usable); got != tc.want {
+			t.Errorf("%s: got\n%q\nwant\n%q", tc.name, got, tc.want)
+		}
+	}
 }
 
 // TestConfigMapValue: every value is the size the fill counts on.

@@ -67,7 +67,7 @@ func main() {
 	flag.IntVar(&o.clusterWarmup, "cluster-warmup", 1, "untimed rounds of the cluster jobs first")
 	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
 	flag.IntVar(&o.waitCount, "wait-count", 3, "go test -count of BenchmarkWaitDetection (20 iterations each)")
-	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+" or "+clusterUpgradeOnly)
+	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+", "+clusterUpgradeOnly+" or "+usableOnly)
 	flag.IntVar(&o.etcdRuns, "etcd-runs", 5, "timed rounds of the etcd snapshot saves and restores")
 	flag.IntVar(&o.etcdWarmup, "etcd-warmup", 1, "untimed rounds of the etcd snapshot saves and restores first")
 	flag.IntVar(&o.etcdMiB, "etcd-mib", 100, "database size in MiB the etcd snapshot section fills etcd to")
@@ -80,8 +80,8 @@ func main() {
 }
 
 func run(o options) error {
-	if o.only != "" && o.only != etcdSnapshotOnly && o.only != clusterUpgradeOnly {
-		return fmt.Errorf("-only %q: the sections that run alone are %q and %q", o.only, etcdSnapshotOnly, clusterUpgradeOnly)
+	if o.only != "" && o.only != etcdSnapshotOnly && o.only != clusterUpgradeOnly && o.only != usableOnly {
+		return fmt.Errorf("-only %q: the sections that run alone are %q, %q and %q", o.only, etcdSnapshotOnly, clusterUpgradeOnly, usableOnly)
 	}
 	if o.upgradeRounds < 1 {
 		return fmt.Errorf("-upgrade-rounds %d: want at least 1", o.upgradeRounds)
@@ -114,6 +114,8 @@ func run(o options) error {
 		return writeEtcdSnapshotOnly(ctx, o, work)
 	case clusterUpgradeOnly:
 		return writeClusterUpgradeOnly(ctx, o)
+	case usableOnly:
+		return writeUsableOnly(ctx, o, work)
 	}
 
 	r := &report{started: time.Now().UTC(), opts: o}
@@ -121,7 +123,7 @@ func run(o options) error {
 	if r.versions, err = readVersions(ctx, o); err != nil {
 		return err
 	}
-	if r.clusters, err = measureClusters(ctx, o, work); err != nil {
+	if r.clusters, err = measureClusters(ctx, o, work, clusterJobs, clusterJobs[:warmupJobs]); err != nil {
 		return err
 	}
 	if r.commands, err = measureCommands(ctx, o, work, r.versions.kubeadm); err != nil {
