@@ -198,6 +198,15 @@ func (r *report) usableSection(b *strings.Builder) {
 			return last
 		}
 	}
+	eachWorker := func(from, stage string) func(clusterRun) time.Duration {
+		return func(r clusterRun) time.Duration {
+			var last time.Duration
+			for _, n := range []string{"w1", "w2"} {
+				last = max(last, spanOf(n, from, n, stage)(r))
+			}
+			return last
+		}
+	}
 	writeRows(b, usable, []clusterRow{
 		{"**command start → the pod reached the Service**", func(r clusterRun) time.Duration { return r.probed.Sub(r.start) }},
 		{"`lab up --cluster` alone", func(r clusterRun) time.Duration { return r.end.Sub(r.start) }},
@@ -208,7 +217,9 @@ func (r *report) usableSection(b *strings.Builder) {
 		{"of which kubeboot's own (before the kubelet restart, and after healthy)", func(r clusterRun) time.Duration {
 			return spanOf(firstNode, stageStarted, firstNode, stageKubeletStart)(r) + afterHealthy(r)
 		}},
-		{"workers: init's return → the later worker's discovery (cluster-info signed by the controller-manager's bootstrapsigner)", lastWorker(firstNode, stageDone, stageClusterReached)},
+		{"workers: init's return → the later worker's discovery (cluster-info, signed by init, read every 2 s)", lastWorker(firstNode, stageDone, stageClusterReached)},
+		{"workers: discovery → the kubelet's client certificate, the later worker (its CSR approved and signed by the controller-manager, once it leads and started its controllers)", eachWorker(stageClusterReached, stageClientCert)},
+		{"workers: the client certificate → Node Ready, the later worker (registration, the node's pod network)", eachWorker(stageClientCert, stageNodeReady)},
 		{"workers: init's return → the later worker's Node Ready", lastWorker(firstNode, stageDone, stageNodeReady)},
 		{"pod routes, the addons and the StorageClass rolled out (the last node up → `lab up` returned)", func(r clusterRun) time.Duration { return r.end.Sub(r.lastUp()) }},
 		{"probe pod scheduled and Ready, then the Service reached", func(r clusterRun) time.Duration { return r.probed.Sub(r.end) }},

@@ -97,7 +97,10 @@ func TestClusterReport(t *testing.T) {
 		"| cp1's containerd (booted → cp1's bootstrap unit started) | 4 s | 4 s | 4 s |",
 		// The workers discovered the cluster at 30 s and the later was
 		// Ready at 33 s; cp1's init returned at 18.5 s.
-		"| workers: init's return → the later worker's discovery (cluster-info signed by the controller-manager's bootstrapsigner) | 11.5 s | 11.5 s | 11.5 s |",
+		"| workers: init's return → the later worker's discovery (cluster-info, signed by init, read every 2 s) | 11.5 s | 11.5 s | 11.5 s |",
+		// Discovered at 30 s, client certificate at 31 s, Ready at 33 s.
+		"| workers: discovery → the kubelet's client certificate, the later worker (its CSR approved and signed by the controller-manager, once it leads and started its controllers) | 1 s | 1 s | 1 s |",
+		"| workers: the client certificate → Node Ready, the later worker (registration, the node's pod network) | 2 s | 2 s | 2 s |",
 		"| workers: init's return → the later worker's Node Ready | 14.5 s | 14.5 s | 14.5 s |",
 		// The last node up at 33.5 s, lab up returned at 60 s.
 		"| pod routes, the addons and the StorageClass rolled out (the last node up → `lab up` returned) | 26.5 s | 26.5 s | 26.5 s |",
