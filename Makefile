@@ -18,7 +18,9 @@ GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dir
 
 ## build: compile kubeboot into bin/kubeboot
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubeboot ./cmd/kubeboot
+	@# bin/kubeboot is replaced only when it changed: the lab's cached images and their preloaded store are keyed by its modification time.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubeboot.new ./cmd/kubeboot
+	@if cmp -s $(BIN)/kubeboot.new $(BIN)/kubeboot; then rm $(BIN)/kubeboot.new; else mv $(BIN)/kubeboot.new $(BIN)/kubeboot; fi
 
 ## test: lint, the pinned binaries, unit tests and the end-to-end suite (what CI runs)
 test: lint binaries unit e2e
