@@ -25,11 +25,11 @@ import (
 // bootstrap-token phase; kubeboot makes it a phase of its own, so that it
 // can be run or skipped alone. The controller-manager's bootstrapsigner
 // keeps a jws-kubeconfig-<token ID> key per token that may sign; kubeboot
-// writes the same signatures of the tokens the cluster holds at once,
-// bytes for bytes, so that nodes discover the cluster as soon as it exists
-// rather than once the controller-manager leads and has started its
-// controllers (10 s after init on the lab's machines), and neither
-// removes nor fights over the signer's keys.
+// writes the same signatures of init's own tokens at once, bytes for
+// bytes, so that nodes discover the cluster as soon as it exists rather
+// than once the controller-manager leads and has started its controllers
+// (10 s after init on the lab's machines). The signer finds them as it
+// would write them and leaves them; its keys of other tokens stay its own.
 var ClusterInfo = Phase[*Node]{
 	Name:     "cluster-info",
 	Short:    "Publish the cluster's CA and address in kube-public/cluster-info for node join discovery, readable anonymously",
@@ -62,8 +62,10 @@ func runClusterInfo(ctx context.Context, s *Node) error {
 }
 
 // clusterInfoSignatures are cluster-info's signatures, keyed as the
-// bootstrapsigner keys them, by every bootstrap token of the cluster that
-// may sign and has not expired: those the bootstrapsigner writes.
+// bootstrapsigner keys them, by init's tokens (its own or its
+// configuration's) that may sign and have not expired. Other tokens, such
+// as `token create`'s, are the bootstrapsigner's alone: were kubeboot to
+// take a share of their keys, a converged re-run would change cluster-info.
 func clusterInfoSignatures(ctx context.Context, client kubernetes.Interface, kubeconfig []byte) (map[string]string, error) {
 	secrets, err := client.CoreV1().Secrets(bootstraptoken.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(bootstraptoken.SecretType)})
 	if err != nil {
@@ -73,7 +75,10 @@ func clusterInfoSignatures(ctx context.Context, client kubernetes.Interface, kub
 	signatures := map[string]string{}
 	for i := range secrets.Items {
 		info, err := bootstraptoken.FromSecret(&secrets.Items[i])
-		if err != nil || !slices.Contains(info.Usages, bootstraptoken.UsageSigning) || (!info.Expires.IsZero() && !info.Expires.After(now)) {
+		switch {
+		case err != nil || info.CreatedBy != CreatedByInit && info.CreatedBy != CreatedByInitConfig:
+			continue // not init's
+		case !slices.Contains(info.Usages, bootstraptoken.UsageSigning) || !info.Expires.IsZero() && !info.Expires.After(now):
 			continue // the bootstrapsigner does not sign with it either
 		}
 		signatures[discovery.SignatureKeyPrefix+info.Token.ID] = discovery.SignJWS(kubeconfig, info.Token)

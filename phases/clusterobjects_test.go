@@ -60,20 +60,23 @@ func TestUploadConfig(t *testing.T) {
 }
 
 // TestClusterInfoIsSignedAtOnce: cluster-info holds, from the start, the
-// signature of every bootstrap token of the cluster that may sign and has
-// not expired, as the bootstrapsigner would write it; none of an expired
-// token, a token that only authenticates or a Secret that is no token. A
-// re-run after the bootstrapsigner wrote its own (the same) changes
-// nothing, and the signature goes once its token does.
+// signatures of init's tokens (generated, or given in the configuration)
+// that may sign and have not expired, as the bootstrapsigner would write
+// them; none of an expired token, a token that only authenticates, a
+// token of `token create` (the signer's alone) or a Secret that is no
+// token. A re-run after the bootstrapsigner signed the other token
+// changes nothing, and a signature goes once its token does.
 func TestClusterInfoIsSignedAtOnce(t *testing.T) {
 	tok := func(id string) bootstraptoken.Token { return bootstraptoken.Token{ID: id, Secret: "0123456789abcdef"} }
 	now := time.Now()
-	valid := bootstraptoken.Secret(bootstraptoken.ForNodes(tok("aaaaaa"), now.Add(time.Hour), "", ""))
-	expired := bootstraptoken.Secret(bootstraptoken.ForNodes(tok("bbbbbb"), now.Add(-time.Hour), "", ""))
-	authOnly := bootstraptoken.ForNodes(tok("cccccc"), now.Add(time.Hour), "", "")
+	valid := bootstraptoken.Secret(bootstraptoken.ForNodes(tok("aaaaaa"), now.Add(time.Hour), "", CreatedByInit))
+	given := bootstraptoken.Secret(bootstraptoken.ForNodes(tok("eeeeee"), now.Add(time.Hour), "", CreatedByInitConfig))
+	expired := bootstraptoken.Secret(bootstraptoken.ForNodes(tok("bbbbbb"), now.Add(-time.Hour), "", CreatedByInit))
+	authOnly := bootstraptoken.ForNodes(tok("cccccc"), now.Add(time.Hour), "", CreatedByInit)
 	authOnly.Usages = []string{bootstraptoken.UsageAuthentication}
+	created := bootstraptoken.Secret(bootstraptoken.ForNodes(tok("ffffff"), now.Add(time.Hour), "", CreatedByTokenCreate))
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-dddddd", Namespace: "kube-system"}, Data: map[string][]byte{"token-id": []byte("dddddd"), "token-secret": []byte("0123456789abcdef"), "usage-bootstrap-signing": []byte("true")}}
-	s, client, _ := liveState(t, false, valid, expired, bootstraptoken.Secret(authOnly), other)
+	s, client, _ := liveState(t, false, valid, given, expired, bootstraptoken.Secret(authOnly), created, other)
 	writeCA(t, s)
 	ctx := context.Background()
 	must(t, runClusterInfo(ctx, s))
@@ -84,20 +87,25 @@ func TestClusterInfoIsSignedAtOnce(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if !slices.Equal(keys, []string{"jws-kubeconfig-aaaaaa", "kubeconfig"}) {
-		t.Fatalf("cluster-info holds %v, want the kubeconfig and the valid token's signature alone", keys)
+	if !slices.Equal(keys, []string{"jws-kubeconfig-aaaaaa", "jws-kubeconfig-eeeeee", "kubeconfig"}) {
+		t.Fatalf("cluster-info holds %v, want the kubeconfig and the signatures of init's two valid tokens", keys)
 	}
-	if err := discovery.VerifyJWS(cm.Data["jws-kubeconfig-aaaaaa"], []byte(cm.Data["kubeconfig"]), tok("aaaaaa")); err != nil {
-		t.Errorf("the signature does not verify: %v", err)
+	for _, id := range []string{"aaaaaa", "eeeeee"} {
+		if err := discovery.VerifyJWS(cm.Data["jws-kubeconfig-"+id], []byte(cm.Data["kubeconfig"]), tok(id)); err != nil {
+			t.Errorf("the signature of %s does not verify: %v", id, err)
+		}
 	}
-	// The bootstrapsigner writes the same signature as its own manager.
+	// The bootstrapsigner adds token-create's as its own manager.
+	cm.Data["jws-kubeconfig-ffffff"] = discovery.SignJWS([]byte(cm.Data["kubeconfig"]), tok("ffffff"))
 	_, err = client.CoreV1().ConfigMaps("kube-public").Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kube-controller-manager"})
 	must(t, err)
 	rerunChangesNothing(t, s, client, ClusterInfo)
 	must(t, client.CoreV1().Secrets("kube-system").Delete(ctx, valid.Name, metav1.DeleteOptions{}))
 	must(t, runClusterInfo(ctx, s))
-	if cm, err = client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{}); err != nil || len(cm.Data) != 1 {
-		t.Errorf("after the token was deleted, cluster-info holds %v (%v), want the kubeconfig alone", cm.Data, err)
+	cm, err = client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+	must(t, err)
+	if _, ok := cm.Data["jws-kubeconfig-aaaaaa"]; ok || len(cm.Data) != 3 {
+		t.Errorf("after token aaaaaa was deleted, cluster-info holds %d keys, its signature among them: %v", len(cm.Data), ok)
 	}
 }
 
