@@ -1,11 +1,13 @@
 package lab
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -100,6 +102,38 @@ func (c *Cluster) checkHostPaths() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkFeatureGates refuses feature gates that the control plane's
+// release does not know, or will not set as asked (a gate locked to its
+// default), before anything is set up: its kube-apiserver, from the bin
+// dir (v<major>.<minor>/ for another release than its own), parses them
+// with --version, as every component shares the release's gates. A
+// component would otherwise fail at its start, and the lab with it much
+// later.
+func (c *Cluster) checkFeatureGates(ctx context.Context, binDir string) error {
+	if len(c.FeatureGates) == 0 {
+		return nil
+	}
+	apiServer := filepath.Join(binDir, "kube-apiserver")
+	if dir := minorDir(c.KubernetesVersion); dir != "" {
+		if _, err := os.Stat(filepath.Join(binDir, dir, "kube-apiserver")); err == nil {
+			apiServer = filepath.Join(binDir, dir, "kube-apiserver")
+		}
+	}
+	out, err := exec.CommandContext(ctx, apiServer, "--feature-gates="+listFlag(c.FeatureGates), "--version").CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
+		return fmt.Errorf("check the feature gates with %s: %w", apiServer, err)
+	}
+	reason := lastLines(string(out), 1)
+	if _, after, ok := strings.Cut(reason, "err="); ok {
+		reason = strings.Trim(after, `"`)
+	}
+	return &InputError{Err: fmt.Errorf("%s: featureGates: %s (%s): fix the gate's name, or remove it", c.source, reason, apiServer)}
 }
 
 // mounts are the node's extra mounts as a machine's binds: read-only and

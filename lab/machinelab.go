@@ -149,6 +149,9 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 	if err := c.checkHostPaths(); err != nil {
 		return res, &InputError{Err: err}
 	}
+	if err := c.checkFeatureGates(ctx, l.BinDir); err != nil {
+		return res, err
+	}
 	files, err := l.nodeFiles()
 	if err != nil {
 		return res, &InputError{Err: err}

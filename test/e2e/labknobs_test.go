@@ -36,7 +36,8 @@ import (
 //     read-only;
 //   - portMappings: the host's loopback port answers from the pods of a
 //     NodePort Service; a second lab mapping the same port is refused
-//     (exit 2), as is one whose port another program holds.
+//     (exit 2), as is one whose port another program holds, and one with
+//     a feature gate the release does not know.
 func TestLabKnobs(t *testing.T) {
 	shared, readOnly := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(shared, "from-host"), "the host wrote this\n")
@@ -140,6 +141,12 @@ portMappings: [{hostPort: %d, nodePort: 30080}]
 			!strings.Contains(r.stderr, "portMappings[0].hostPort: "+strconv.Itoa(hostPort)+" collides with lab knobs") {
 			t.Errorf("a second lab mapping port %d: exit %d: %s", hostPort, r.code, r.stderr)
 		}
+		writeFile(t, other, strings.Replace(string(readFile(t, other)), "portMappings:", "featureGates: {NoSuchGate: true}\nportMappings:", 1))
+		if r := runCommand(t, kubebootBin, "lab", "up", "--cluster", other, "--bin-dir", binDir); r.code != 2 ||
+			!strings.Contains(r.stderr, "featureGates: unrecognized feature gate: NoSuchGate") {
+			t.Errorf("a lab with a feature gate the release does not know: exit %d: %s", r.code, r.stderr)
+		}
+		writeFile(t, other, strings.Replace(string(readFile(t, other)), "featureGates: {NoSuchGate: true}\n", "", 1))
 		held, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)

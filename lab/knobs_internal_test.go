@@ -1,0 +1,40 @@
+package lab
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckFeatureGates: gates the release's kube-apiserver knows and may
+// set pass; an unknown gate and a gate locked to its default are refused
+// as InputErrors naming the file, the field and the reason.
+func TestCheckFeatureGates(t *testing.T) {
+	binDir := os.Getenv("KUBEBOOT_BIN_DIR")
+	if _, err := os.Stat(filepath.Join(binDir, "kube-apiserver")); binDir == "" || err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the check needs kube-apiserver in KUBEBOOT_BIN_DIR (%q): make binaries", binDir)
+		}
+		t.Skip("the check needs kube-apiserver in KUBEBOOT_BIN_DIR: make binaries")
+	}
+	for _, tc := range []struct {
+		gates map[string]bool
+		want  string
+	}{
+		{map[string]bool{"ClusterTrustBundle": true, "AllAlpha": false}, ""},
+		{map[string]bool{"ClusterTrustBundle": true, "NoSuchGate": true}, "featureGates: unrecognized feature gate: NoSuchGate"},
+		{map[string]bool{"CPUManagerPolicyOptions": false}, "featureGates: cannot set feature gate CPUManagerPolicyOptions to false, feature is locked to true"},
+	} {
+		c := &Cluster{FeatureGates: tc.gates, source: "lab.yaml"}
+		err := c.checkFeatureGates(t.Context(), binDir)
+		var refused *InputError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.gates, err)
+		case tc.want != "" && (!errors.As(err, &refused) || !strings.Contains(err.Error(), "lab.yaml: "+tc.want)):
+			t.Errorf("%v: %v, want an InputError with %q", tc.gates, err, tc.want)
+		}
+	}
+}
