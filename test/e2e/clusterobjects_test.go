@@ -235,8 +235,11 @@ type objectState struct {
 }
 
 // objectStates reads every object init applies. The Node's
-// resourceVersion moves with the kubelet's status updates, so for it only
-// kubeboot's managedFields entry (its fields and time) counts.
+// resourceVersion moves with the kubelet's status updates, and another
+// manager may take over one of kubeboot's fields of it (the node lifecycle
+// controller, which updates the taints kubeboot applied once the Node is
+// Ready), so for it only the time of kubeboot's managedFields entry
+// counts: it moves only when kubeboot applies.
 func objectStates(t *testing.T, n *node, tokenID string) map[string]objectState {
 	t.Helper()
 	all := append(slices.Clone(applied), [3]string{"node", "", n.name}, [3]string{"secret", "kube-system", "bootstrap-token-" + tokenID})
@@ -256,6 +259,9 @@ func objectStates(t *testing.T, n *node, tokenID string) map[string]objectState 
 			st.ResourceVersion = ""
 			if len(st.Kubeboot) == 0 {
 				t.Errorf("kubeboot manages no field of the Node")
+			}
+			for i := range st.Kubeboot {
+				st.Kubeboot[i].FieldsV1 = nil
 			}
 		}
 		states[strings.Join(o[:], " ")] = st
