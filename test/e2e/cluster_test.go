@@ -207,12 +207,7 @@ func (c *labCluster) kubectlJSON(t *testing.T, into any, args ...string) error {
 // GETs path through it.
 func (c *labCluster) portForwardGet(t *testing.T, pod, path string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := freePort(t)
 	cmd := exec.Command(filepath.Join(binDir, "kubectl"), "--kubeconfig", c.kubeconfig, "port-forward", "--address", "127.0.0.1", "pod/"+pod, fmt.Sprintf("%d:8080", port))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
