@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,8 +59,8 @@ type Object struct {
 // certificate is a configuration error naming the file and its field.
 func Open(cfg config.S3Storage, hostPath func(string) string) (*Store, error) {
 	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, &exit.UsageError{Msg: fmt.Sprintf("%s.endpoint: %q is not an https URL: want the store's URL, like https://s3.example.com:9000", field, cfg.Endpoint)}
+	if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("%s.endpoint: %s is not the store's https URL: want https://<host>[:<port>] with no path, query, fragment or credentials, like https://s3.example.com:9000 (the access key goes in %s.credentialsFile)", field, redacted(cfg.Endpoint), field)}
 	}
 	creds, err := readCredentials(hostPath(cfg.CredentialsFile))
 	if err != nil {
@@ -90,6 +91,27 @@ func Open(cfg config.S3Storage, hostPath func(string) string) (*Store, error) {
 	return &Store{client: client, endpoint: cfg.Endpoint, bucket: cfg.Bucket}, nil
 }
 
+// redacted is the endpoint raw as an error may show it: its user
+// information (user:password@), query and fragment, any of which may hold
+// a secret key, are replaced by xxxxx; a raw that is no URL of the form
+// scheme://host is not shown.
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		return "(not shown: it is no URL of the form scheme://host and may hold a secret)"
+	}
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "xxxxx"
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = "xxxxx", ""
+	}
+	return strconv.Quote(u.String())
+}
+
 // URL is the s3:// URL of key in the bucket, as ParseURL reads it.
 func (s *Store) URL(key string) string {
 	return "s3://" + s.bucket + "/" + key
@@ -98,6 +120,9 @@ func (s *Store) URL(key string) string {
 // Upload stores the regular file at localPath as key, replacing any
 // object of that key, and checks that the store holds all its bytes.
 func (s *Store) Upload(ctx context.Context, localPath, key string) (Object, error) {
+	if err := checkKey(key); err != nil {
+		return Object{}, fmt.Errorf("upload %s: %w", localPath, err)
+	}
 	f, err := os.Open(localPath)
 	if err != nil {
 		return Object{}, fmt.Errorf("upload to %s: %w", s.URL(key), err)
@@ -127,13 +152,24 @@ func (s *Store) Upload(ctx context.Context, localPath, key string) (Object, erro
 // List returns the objects whose key starts with prefix, at any depth,
 // newest first (of two written in the same second, the greater key
 // first, which is the newer of kubeboot's timestamped snapshot names).
+// prefix is empty or ends in a key's folder (a /); an object the store
+// lists whose key is not under prefix or is no key Upload would take (a
+// .. in it) is left out, so that no caller acts on it.
 func (s *Store) List(ctx context.Context, prefix string) ([]Object, error) {
+	if prefix != "" {
+		if err := checkKey(strings.TrimSuffix(prefix, "/")); err != nil {
+			return nil, fmt.Errorf("list: the prefix: %w", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends minio-go's listing if an error stops the loop
 	var objects []Object
 	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if o.Err != nil {
 			return nil, s.fail("list", prefix, o.Err)
+		}
+		if !strings.HasPrefix(o.Key, prefix) || checkKey(o.Key) != nil {
+			continue
 		}
 		objects = append(objects, Object{Key: o.Key, Size: o.Size, Modified: o.LastModified})
 	}
@@ -151,6 +187,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Object, error) {
 // 0600 and the directory synced. On any failure the temp file is removed
 // and localPath is as it was.
 func (s *Store) Download(ctx context.Context, key, localPath string) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("download: %w", err)
+	}
 	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return s.fail("download", key, err)
@@ -169,6 +208,9 @@ func (s *Store) Download(ctx context.Context, key, localPath string) error {
 // Remove deletes the object key; a key the bucket does not hold is no
 // error, as in S3.
 func (s *Store) Remove(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("remove: %w", err)
+	}
 	if err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
 		return s.fail("remove", key, err)
 	}
@@ -236,5 +278,21 @@ func ParseURL(raw string) (bucket, key string, err error) {
 	case key == "" || strings.HasSuffix(key, "/"):
 		return "", "", &exit.UsageError{Msg: fmt.Sprintf("%q names no object: want s3://<bucket>/<key>, the key of one object", raw)}
 	}
+	if err := checkKey(key); err != nil {
+		return "", "", &exit.UsageError{Msg: fmt.Sprintf("%q: %v", raw, err)}
+	}
 	return bucket, key, nil
+}
+
+// checkKey refuses an object key that a store or a proxy on the way could
+// resolve to another object than the one it names, even in another
+// bucket: one with an empty, . or .. part between its slashes (a leading
+// or a double slash, ./ or ../).
+func checkKey(key string) error {
+	for part := range strings.SplitSeq(key, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("key %q has an empty, . or .. part: want a plain key like node-1/etcd-snapshot-20260101T000000.000Z.db, with no leading or double slash, ./ or ../", key)
+		}
+	}
+	return nil
 }

@@ -309,6 +309,70 @@ func TestOpenBadFiles(t *testing.T) {
 	})
 }
 
+// offline opens a bucket at an endpoint nothing listens on, for the
+// checks that come before the network.
+func offline(t *testing.T) *s3store.Store {
+	t.Helper()
+	credentials := filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(credentials, []byte("[default]\naws_access_key_id = AKID\naws_secret_access_key = SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return open(t, config.S3Storage{Endpoint: "https://127.0.0.1:1", Bucket: "backups", CredentialsFile: credentials})
+}
+
+// TestKeysOutsideTheTree: a key with an empty, . or .. part, which a
+// store could resolve to another object or bucket, is refused by every
+// operation before anything crosses the network, naming the key and the
+// form to use.
+func TestKeysOutsideTheTree(t *testing.T) {
+	store := offline(t)
+	local := filepath.Join(t.TempDir(), "etcd-snapshot.db")
+	if err := os.WriteFile(local, []byte("snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, key := range []string{"../other/etcd-snapshot.db", "node-1/../../other/x.db", "/node-1/x.db", "node-1//x.db", "./x.db", "node-1/.."} {
+		for op, do := range map[string]func() error{
+			"Upload":   func() error { _, err := store.Upload(ctx, local, key); return err },
+			"Download": func() error { return store.Download(ctx, key, local) },
+			"Remove":   func() error { return store.Remove(ctx, key) },
+		} {
+			err := do()
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("key %q has an empty, . or .. part", key)) {
+				t.Errorf("%s(%q) = %v, want the key refused", op, key, err)
+			}
+		}
+	}
+	if _, err := store.List(ctx, "clusters/../"); err == nil || !strings.Contains(err.Error(), "has an empty, . or .. part") {
+		t.Errorf("List of a prefix with ..: %v, want it refused", err)
+	}
+}
+
+// TestEndpointSecretNotEchoed: an endpoint with credentials in it (or a
+// query, or a path) is refused, and the error shows neither the secret
+// key nor a query that may hold one.
+func TestEndpointSecretNotEchoed(t *testing.T) {
+	const secret = "wJalrXUtnFEMI0K7MDENG0bPxRfiCYEXAMPLEKEY"
+	for _, endpoint := range []string{
+		"https://AKIAIOSFODNN7EXAMPLE:" + secret + "@s3.example.com:9000",
+		"https://" + secret + "@s3.example.com",
+		"https://AKIAIOSFODNN7EXAMPLE:" + secret + "@s3.example.com/backups",
+		"https://s3.example.com/?X-Amz-Credential=" + secret,
+		"https://s3.example.com#" + secret,
+		"https://AKIAIOSFODNN7EXAMPLE:" + secret + " @s3.example.com",
+		"https://AKIAIOSFODNN7EXAMPLE:" + secret + "%zz@s3.example.com",
+		"AKIAIOSFODNN7EXAMPLE:" + secret + "@s3.example.com",
+	} {
+		_, err := s3store.Open(config.S3Storage{Endpoint: endpoint, Bucket: "backups", CredentialsFile: "/nonexistent"}, identity)
+		if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "etcd.local.scheduledSnapshots.s3.endpoint") || !strings.Contains(err.Error(), "no path, query, fragment or credentials") {
+			t.Errorf("Open(%q) = %v, want the endpoint refused", endpoint, err)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("Open(%q): the error shows the secret key: %v", endpoint, err)
+		}
+	}
+}
+
 func TestParseURL(t *testing.T) {
 	tests := []struct {
 		raw, bucket, key string
@@ -325,6 +389,12 @@ func TestParseURL(t *testing.T) {
 		{raw: "s3://bucket", err: "names no object"},
 		{raw: "s3://bucket/", err: "names no object"},
 		{raw: "s3://bucket/dir/", err: "names no object"},
+		{raw: "s3://backups/../other/etcd-snapshot-20260101T000000.000Z.db", err: `key "../other/etcd-snapshot-20260101T000000.000Z.db" has an empty, . or .. part`},
+		{raw: "s3://backups/node-1/../../other/x.db", err: "has an empty, . or .. part"},
+		{raw: "s3://backups/./x.db", err: "has an empty, . or .. part"},
+		{raw: "s3://backups//x.db", err: "has an empty, . or .. part"},
+		{raw: "s3://backups/node-1//x.db", err: "has an empty, . or .. part"},
+		{raw: "s3://backups/..", err: "has an empty, . or .. part"},
 	}
 	for _, tt := range tests {
 		bucket, key, err := s3store.ParseURL(tt.raw)
