@@ -339,3 +339,33 @@ func TestTokenGenerate(t *testing.T) {
 		t.Errorf("an argument: code %d, stderr %q", code, stderr)
 	}
 }
+
+// TestTokenCommandsNeverEchoATokenArgument: a token given where a token
+// command takes none, or as a flag's value, is refused with the usage exit
+// code and an error that says what the command takes, without the token.
+func TestTokenCommandsNeverEchoATokenArgument(t *testing.T) {
+	const token, secret = "abcdef.0123456789abcdef", "0123456789abcdef"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token", "create", token}, "kubeboot token create takes no arguments: it generates the token (to choose a token, list it in the configuration's bootstrapTokens"},
+		{[]string{"token", token}, "kubeboot token takes a subcommand: create, list, delete or generate; got 1 argument(s), not shown"},
+		{[]string{"token", "list", token}, "kubeboot token list takes no arguments; got 1 argument(s)"},
+		{[]string{"token", "generate", token}, "kubeboot token generate takes no arguments"},
+		{[]string{"token", "delete"}, "kubeboot token delete takes one or more token IDs or tokens"},
+		{[]string{"token", "create", "--ttl", token}, "--ttl: the value given is no valid duration (not shown"},
+		{[]string{"token", "create", "--ttl=" + token}, "--ttl: the value given is no valid duration"},
+		{[]string{"token", "list", "-o", token}, "--output: the value given is no valid text|json"},
+		{[]string{"token", "create", "-" + token}, `unknown shorthand flag "a"`},
+		{[]string{"token", "create", "-" + token + "o"}, `unknown shorthand flag "a"`},
+	} {
+		code, stdout, stderr := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("kubeboot %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+		if strings.Contains(stdout+stderr, secret) {
+			t.Errorf("kubeboot %s shows the token's secret: %s%s", strings.Join(tc.args, " "), stdout, stderr)
+		}
+	}
+}
