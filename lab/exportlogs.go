@@ -4,15 +4,23 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/machine"
 )
+
+// podLogLimit caps one pod log file ExportLogs reads: the kubelet rotates
+// a container's log at 10 MiB (containerLogMaxSize's default), so a
+// larger file is no log it wrote, and is left out, said in errors.txt.
+const podLogLimit = 64 << 20
 
 // nodeLogUnits are the services whose journals ExportLogs writes apart,
 // besides the node's whole journal.
@@ -33,16 +41,18 @@ var clusterDumps = []struct {
 // ExportLogs collects what a report of a lab's trouble needs into one
 // gzipped tar file in dir, and returns its path: for every node its whole
 // journal and, apart, the kubelet's, containerd's and kubeboot's units',
-// and its pods' logs (/var/log/pods); from the first control-plane node,
-// `kubectl get` dumps of the nodes, pods, events and workloads. What
-// could not be collected (a node that is not running, the API server
-// down) is written as <node>/errors.txt rather than ending the export. The
-// file appears whole or not at all.
+// and its pods' logs (/var/log/pods, read inside the node's disk: a
+// symlink that leads out of it is not followed); from the first
+// control-plane node, `kubectl get` dumps of the nodes, pods, events and
+// workloads. What could not be collected (a node that is not running, the
+// API server down) is written as <node>/errors.txt rather than ending the
+// export. The file, named for the time to the microsecond, appears whole
+// or not at all, and never replaces another.
 func (l MachineLab) ExportLogs(ctx context.Context, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("export logs: %w", err)
 	}
-	base := fmt.Sprintf("kubeboot-lab-%s-%s", l.Cluster.Name, time.Now().UTC().Format("20060102-150405"))
+	base := fmt.Sprintf("kubeboot-lab-%s-%s", l.Cluster.Name, time.Now().UTC().Format("20060102-150405.000000"))
 	tmp, err := os.CreateTemp(dir, "."+base+"-*.tar.gz")
 	if err != nil {
 		return "", fmt.Errorf("export logs: %w", err)
@@ -62,7 +72,11 @@ func (l MachineLab) ExportLogs(ctx context.Context, dir string) (string, error) 
 	}
 	path := filepath.Join(dir, base+".tar.gz")
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		// A link, unlike a rename, fails rather than replace a file.
+		err = os.Link(tmp.Name(), path)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		err = fmt.Errorf("%w: an export of the same microsecond is there; it is kept, run the export again", err)
 	}
 	if err != nil {
 		return "", fmt.Errorf("export logs to %s: %w", path, err)
@@ -85,25 +99,50 @@ func (l MachineLab) exportNode(ctx context.Context, a *logArchive, m machine.Mac
 	for _, unit := range nodeLogUnits {
 		journal(unit+".log", "-u", unit)
 	}
-	pods := filepath.Join(m.Root(), "var/log/pods")
-	err := filepath.WalkDir(pods, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(m.Root(), path)
-		a.add(m.Name+"/"+filepath.ToSlash(rel), data)
-		return nil
-	})
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("the pods' logs in %s: %v", pods, err))
+	if err := exportPodLogs(a, m); err != nil {
+		problems = append(problems, fmt.Sprintf("the pods' logs in %s: %v", filepath.Join(m.Root(), podLogs), err))
 	}
 	if len(problems) > 0 {
 		a.add(m.Name+"/errors.txt", []byte(strings.Join(problems, "\n")+"\n"))
 	}
+}
+
+// podLogs is where a node's kubelet writes the pods' logs, in its disk.
+const podLogs = "var/log/pods"
+
+// exportPodLogs adds the regular files under the node's podLogs, each at
+// most podLogLimit bytes, read inside the node's disk: a symlink that
+// leads out of it (any absolute one, which the host would resolve against
+// its own root) is an error, never followed. A file that cannot be read
+// is said in the archive's errors.txt through the returned error; the
+// walk goes on.
+func exportPodLogs(a *logArchive, m machine.Machine) error {
+	root, err := os.OpenRoot(m.Root())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	var errs []error
+	err = fs.WalkDir(root.FS(), podLogs, func(name string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		// O_NONBLOCK: a FIFO swapped in after the walk cannot hang the open.
+		f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		defer func() { _ = f.Close() }()
+		data, err := inputfile.ReadFile(f, name, podLogLimit)
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		a.add(m.Name+"/"+name, data)
+		return nil
+	})
+	return errors.Join(append(errs, err)...)
 }
 
 // exportCluster adds the `kubectl get` dumps, through the first
