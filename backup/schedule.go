@@ -24,11 +24,17 @@ import (
 
 	"github.com/kubeboot/kubeboot/etcd"
 	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/inputfile"
 	"github.com/kubeboot/kubeboot/s3store"
 )
 
 // StatusFile is the name of the status file in the snapshot dir.
 const StatusFile = "schedule-status.json"
+
+// statusLimit caps the status file: a few timestamps, paths and one
+// round's error, well under a KiB; 1 MiB fits any error and refuses a
+// wrong file at once.
+const statusLimit = 1 << 20
 
 // Status is the outcome of a schedule's rounds, as its status file holds it.
 type Status struct {
@@ -163,16 +169,17 @@ func (s *Schedule) round(ctx context.Context, at time.Time) (etcd.SnapshotInfo, 
 			uploaded = s.Bucket.URL(key)
 		}
 	}
-	errs = append(errs, s.pruneLocal())
+	errs = append(errs, s.pruneLocal(ctx))
 	if s.Bucket != nil && uploaded != "" {
 		errs = append(errs, s.pruneBucket(ctx))
 	}
 	return info, uploaded, errors.Join(errs...)
 }
 
-// pruneLocal keeps the newest Keep snapshots in Dir that verify.
-func (s *Schedule) pruneLocal() error {
-	list, err := etcd.ListSnapshots(s.Dir)
+// pruneLocal keeps the newest Keep snapshots in Dir that verify, and
+// those that could not be verified.
+func (s *Schedule) pruneLocal(ctx context.Context) error {
+	list, err := etcd.ListSnapshots(ctx, s.Dir)
 	if err != nil {
 		return err
 	}
@@ -221,9 +228,11 @@ func writeStatus(dir string, st Status) error {
 }
 
 // ReadStatus reads dir's status file; ok is false when there is none: no
-// schedule has run there.
+// schedule has run there. It reads only a regular file of at most
+// statusLimit bytes, without blocking: a FIFO or a link to a device in
+// its place is an error that names it.
 func ReadStatus(dir string) (st Status, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, StatusFile))
+	data, err := inputfile.Read(filepath.Join(dir, StatusFile), statusLimit)
 	if errors.Is(err, os.ErrNotExist) {
 		return Status{}, false, nil
 	}

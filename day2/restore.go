@@ -128,7 +128,7 @@ func restoreEtcd(ctx context.Context, s *phases.Node, snapshot string) error {
 		return &exit.UsageError{Msg: fmt.Sprintf("a restore of %s was interrupted at stage %q (%s): run `kubeboot etcd restore --snapshot %s` again to finish it first",
 			j.Snapshot, j.Stage, phases.RestoreJournalPath(c), j.Snapshot)}
 	}
-	info, err := etcd.VerifySnapshot(snapshot)
+	info, err := etcd.VerifySnapshot(ctx, snapshot)
 	if err != nil {
 		return &exit.UsageError{Msg: fmt.Sprintf("%v: refused; nothing was changed", err)}
 	}
@@ -139,6 +139,9 @@ func restoreEtcd(ctx context.Context, s *phases.Node, snapshot string) error {
 		}
 		if _, err := os.Lstat(s.Files.HostPath(beforeRestoreDir(c))); err == nil {
 			return &exit.UsageError{Msg: fmt.Sprintf("%s is there, the data an earlier restore replaced: move it away or remove it, then restore again", beforeRestoreDir(c))}
+		}
+		if _, err := os.Lstat(s.Files.HostPath(restoringDir(c))); err == nil {
+			return &exit.UsageError{Msg: fmt.Sprintf("%s is there, and a restore writes the new data dir there: move it away, then restore again", restoringDir(c))}
 		}
 		j = &restoreJournal{Snapshot: snapshot, Stage: restoreStarted, Time: time.Now().UTC()}
 		if err := writeRestoreJournal(s, j); err != nil {
@@ -198,7 +201,45 @@ func checkRestorable(s *phases.Node) error {
 	if info.Mode()&fs.ModeSymlink != 0 || ok1 && ok2 && st.Dev != pst.Dev {
 		return &exit.UsageError{Msg: fmt.Sprintf("etcd.local.dataDir %s is a symlink or a mount point: a restore swaps the data dir by renames beside it; point etcd.local.dataDir at a directory inside the mount", local.DataDir)}
 	}
+	return checkOnlyEtcdData(s, local.DataDir)
+}
+
+// checkOnlyEtcdData refuses a data dir (a node path) that holds anything
+// etcd did not write: a restore moves the data dir aside and removes it
+// once the restored control plane is healthy, which must not take a
+// user's file with it. etcd writes member/ and in it snap/, wal/ and the
+// wal.tmp/ of a member killed while it made its first WAL, as reset's
+// checkEtcdDataDir knows them. A missing dir holds nothing.
+func checkOnlyEtcdData(s *phases.Node, dir string) error {
+	host := s.Files.HostPath(dir)
+	entries, err := os.ReadDir(host)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect etcd data dir %q: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.Name() != "member" || !e.IsDir() {
+			return notOnlyEtcdData(dir, e.Name())
+		}
+		member, err := os.ReadDir(filepath.Join(host, "member"))
+		if err != nil {
+			return fmt.Errorf("inspect etcd data dir %q: %w", dir, err)
+		}
+		for _, m := range member {
+			if !slices.Contains([]string{"snap", "wal", "wal.tmp"}, m.Name()) || !m.IsDir() {
+				return notOnlyEtcdData(dir, "member/"+m.Name())
+			}
+		}
+	}
 	return nil
+}
+
+// notOnlyEtcdData is checkOnlyEtcdData's refusal, naming what is in the way.
+func notOnlyEtcdData(dir, name string) error {
+	return &exit.UsageError{Msg: fmt.Sprintf("%s holds %s, which etcd did not write: a restore moves the data dir aside and then removes it, "+
+		"so move %s out of it, then restore again", dir, name, filepath.Join(dir, name))}
 }
 
 // stopControlPlane moves every static pod's manifest out of the manifest
@@ -236,23 +277,24 @@ func stopControlPlane(ctx context.Context, s *phases.Node, _ string) error {
 
 // writeRestoredData restores the snapshot into restoringDir, after
 // removing what an interrupted attempt left there.
-func writeRestoredData(_ context.Context, s *phases.Node, snapshot string) error {
+func writeRestoredData(ctx context.Context, s *phases.Node, snapshot string) error {
 	c := s.Config
 	dir := restoringDir(c)
 	if err := s.Files.RemoveAll(dir); err != nil {
 		return err
 	}
-	if err := etcd.Restore(snapshot, s.Files.HostPath(dir), c.Node.Name, etcd.PeerURL(c)); err != nil {
+	if err := etcd.Restore(ctx, snapshot, s.Files.HostPath(dir), c.Node.Name, etcd.PeerURL(c)); err != nil {
 		return err
 	}
 	s.Report.Infof("restored the snapshot into %s: a new one-member cluster of %s", dir, c.Node.Name)
 	return nil
 }
 
-// swapDataDirs makes the restored data the etcd data dir: the old one
-// moves to beforeRestoreDir, then the new one into its place, each by an
-// atomic rename. A run a crash ended between the two renames finds the
-// first done, and one it ended after both finds the swap done.
+// swapDataDirs makes the restored data the etcd data dir: the old one,
+// checked again to hold only etcd's data, moves to beforeRestoreDir, then
+// the new one into its place, each by an atomic rename. A run a crash
+// ended between the two renames finds the first done, and one it ended
+// after both finds the swap done.
 func swapDataDirs(_ context.Context, s *phases.Node, _ string) error {
 	c := s.Config
 	data, before := c.Etcd.Local.DataDir, beforeRestoreDir(c)
@@ -263,6 +305,9 @@ func swapDataDirs(_ context.Context, s *phases.Node, _ string) error {
 		return phases.EnsureEtcdDataDir(s)
 	}
 	if dataErr == nil {
+		if err := checkOnlyEtcdData(s, data); err != nil {
+			return err
+		}
 		if err := s.Files.Rename(data, before); err != nil {
 			return err
 		}
@@ -275,8 +320,10 @@ func swapDataDirs(_ context.Context, s *phases.Node, _ string) error {
 }
 
 // startRestored puts the manifests back, etcd's first, waits until every
-// component is healthy, and then removes the old data dir, the backups and
-// the journal of the restore of snapshot.
+// component is healthy, and then removes the old data dir (unless
+// something etcd did not write came into it meanwhile: then it stays, and
+// the report says so), the backups and the journal of the restore of
+// snapshot.
 func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 	c := s.Config
 	for _, name := range config.StaticPodNames {
@@ -301,7 +348,9 @@ func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 			return err
 		}
 	}
-	if err := s.Files.RemoveAll(beforeRestoreDir(c)); err != nil {
+	if err := checkOnlyEtcdData(s, beforeRestoreDir(c)); err != nil {
+		s.Report.Warnf("left %s, the data before the restore: %v", beforeRestoreDir(c), err)
+	} else if err := s.Files.RemoveAll(beforeRestoreDir(c)); err != nil {
 		return err
 	}
 	if err := s.Files.Remove(phases.RestoreJournalPath(c)); err != nil {

@@ -2,6 +2,8 @@ package day2
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"io"
 	"maps"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,5 +210,82 @@ func TestRestoreRefusesWhatItCannotSwap(t *testing.T) {
 	}
 	if err := upgradeApply(context.Background(), s, time.Second); err == nil || !strings.Contains(err.Error(), "restore of this node's etcd was interrupted") {
 		t.Errorf("upgrade apply during a restore: %v", err)
+	}
+}
+
+// TestRestoreRefusesUncheckableSnapshots: a FIFO given as the snapshot is
+// refused at once, not waited on; and a snapshot whose hash is right but
+// whose pages are crafted (its root page a branch that points to itself,
+// which sends bbolt round until memory runs out) is refused as malformed.
+// Neither changes the node.
+func TestRestoreRefusesUncheckableSnapshots(t *testing.T) {
+	s := initialised(t)
+	withEtcdData(t, s)
+	fifo := filepath.Join(t.TempDir(), "snapshot.db")
+	must(t, syscall.Mkfifo(fifo, 0o600))
+
+	data, err := os.ReadFile(snapshotOfRealEtcd(t))
+	must(t, err)
+	db := data[:len(data)-sha256.Size]
+	pageSize, root := uint64(binary.NativeEndian.Uint32(db[24:])), binary.NativeEndian.Uint64(db[32:])
+	page := db[root*pageSize:]
+	binary.NativeEndian.PutUint16(page[8:], 0x01)  // a branch page
+	binary.NativeEndian.PutUint16(page[10:], 1)    // of one element
+	binary.NativeEndian.PutUint32(page[16:], 16)   // whose key follows it
+	binary.NativeEndian.PutUint32(page[20:], 1)    // and is one byte
+	binary.NativeEndian.PutUint64(page[24:], root) // over this very page
+	sum := sha256.Sum256(db)
+	crafted := filepath.Join(t.TempDir(), "crafted.db")
+	must(t, os.WriteFile(crafted, append(db, sum[:]...), 0o600))
+
+	for path, want := range map[string]string{fifo: "not a regular file: it is a FIFO", crafted: "its database is malformed: page"} {
+		before := phasestest.Snapshot(t, s.Files.HostPath("/"))
+		_, err := EtcdRestore(path, true).Execute(context.Background(), s)
+		if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "nothing was changed") {
+			t.Errorf("restore of %s: %v (exit %d), want it refused saying %q", path, err, exit.Code(err), want)
+		}
+		if after := phasestest.Snapshot(t, s.Files.HostPath("/")); !maps.Equal(before, after) {
+			t.Errorf("a refused restore of %s changed files on the node", path)
+		}
+	}
+}
+
+// TestRestoreKeepsWhatEtcdDidNotWrite: a data dir holding a file etcd did
+// not write, which the restore would move aside and later remove, is
+// refused before anything changes, and so is a directory of someone's
+// where the restore writes the new data; a file put into the data dir
+// while the restore runs stops it before the swap.
+func TestRestoreKeepsWhatEtcdDidNotWrite(t *testing.T) {
+	snapshot := snapshotOfRealEtcd(t)
+	s := initialised(t)
+	c := s.Config
+	withEtcdData(t, s)
+	notes := s.Files.HostPath(filepath.Join(c.Etcd.Local.DataDir, "notes.txt"))
+	must(t, os.WriteFile(notes, []byte("mine"), 0o600))
+	before := phasestest.Snapshot(t, s.Files.HostPath("/"))
+	_, err := EtcdRestore(snapshot, true).Execute(context.Background(), s)
+	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "holds notes.txt, which etcd did not write") {
+		t.Errorf("restore of a data dir with a user's file: %v (exit %d)", err, exit.Code(err))
+	}
+	if after := phasestest.Snapshot(t, s.Files.HostPath("/")); !maps.Equal(before, after) {
+		t.Error("a refused restore changed files on the node")
+	}
+	must(t, os.Remove(notes))
+
+	restoring := s.Files.HostPath(restoringDir(c))
+	must(t, os.MkdirAll(restoring, 0o700))
+	_, err = EtcdRestore(snapshot, true).Execute(context.Background(), s)
+	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "a restore writes the new data dir there") {
+		t.Errorf("restore with %s there: %v (exit %d)", restoringDir(c), err, exit.Code(err))
+	}
+	must(t, os.Remove(restoring))
+
+	must(t, writeRestoredData(context.Background(), s, snapshot))
+	must(t, os.WriteFile(notes, []byte("mine"), 0o600))
+	if err := swapDataDirs(context.Background(), s, snapshot); err == nil || !strings.Contains(err.Error(), "holds notes.txt") {
+		t.Errorf("swap with a user's file in the data dir: %v", err)
+	}
+	if data, err := os.ReadFile(notes); err != nil || string(data) != "mine" {
+		t.Errorf("the user's file moved: %v", err)
 	}
 }

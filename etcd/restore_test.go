@@ -33,7 +33,7 @@ func TestRestoreARealSnapshot(t *testing.T) {
 	oldID := n.etcd.Server.Cluster().ID()
 
 	restored := newEtcdNode(t, "m1")
-	if err := Restore(path, restored.cfg.Dir, "m1", restored.peer); err != nil {
+	if err := Restore(ctx, path, restored.cfg.Dir, "m1", restored.peer); err != nil {
 		t.Fatal(err)
 	}
 	restored.start(t)
@@ -61,7 +61,7 @@ func TestRestoreARealSnapshot(t *testing.T) {
 
 	// A restore never writes into an existing dir.
 	existing := t.TempDir()
-	if err := Restore(path, existing, "m1", restored.peer); err == nil || !strings.Contains(err.Error(), "exists") {
+	if err := Restore(ctx, path, existing, "m1", restored.peer); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("restore into an existing dir: %v", err)
 	}
 	if entries, _ := os.ReadDir(existing); len(entries) != 0 {

@@ -11,13 +11,16 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 // A snapshot file is what etcd's Maintenance API streams: the member's
@@ -53,7 +56,11 @@ type SnapshotEntry struct {
 	SnapshotInfo
 	// Verified says whether the file passed every check.
 	Verified bool `json:"verified"`
-	// Problem is why it did not, when Verified is false.
+	// Unverifiable says that the checks could not run to a verdict (see
+	// ErrUnverifiable): the file is neither good nor known to be corrupt,
+	// and a prune keeps it.
+	Unverifiable bool `json:"unverifiable,omitempty"`
+	// Problem is why it did not verify, when Verified is false.
 	Problem string `json:"problem,omitempty"`
 }
 
@@ -74,9 +81,6 @@ const (
 	// revisionLen and tombstoneLen are the lengths of a revision key,
 	// without and with its deletion mark.
 	revisionLen, tombstoneLen = 17, 18
-	// boltOpenTimeout bounds the wait for bbolt's file lock, held while
-	// another process (etcdutl, say) has the database open for writing.
-	boltOpenTimeout = 5 * time.Second
 )
 
 // SnapshotName is the file name of a snapshot taken at t in the snapshot
@@ -131,7 +135,7 @@ func saveSnapshot(ctx context.Context, cli *clientv3.Client, endpoint, path stri
 		return SnapshotInfo{}, fmt.Errorf("snapshot etcd at %s: %w", endpoint, err)
 	}
 	defer func() { _ = rc.Close() }()
-	info, err := writeSnapshot(rc, path)
+	info, err := writeSnapshot(ctx, rc, path)
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot etcd at %s: %w", endpoint, err)
 	}
@@ -141,7 +145,7 @@ func saveSnapshot(ctx context.Context, cli *clientv3.Client, endpoint, path stri
 
 // writeSnapshot streams r into path atomically, and keeps it only once it
 // verifies. On any failure the temp file is removed and path is as it was.
-func writeSnapshot(r io.Reader, path string) (info SnapshotInfo, err error) {
+func writeSnapshot(ctx context.Context, r io.Reader, path string) (info SnapshotInfo, err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -161,7 +165,7 @@ func writeSnapshot(r io.Reader, path string) (info SnapshotInfo, err error) {
 			return SnapshotInfo{}, fmt.Errorf("write %s: %w", tmp.Name(), err)
 		}
 	}
-	if info, err = VerifySnapshot(tmp.Name()); err != nil {
+	if info, err = VerifySnapshot(ctx, tmp.Name()); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("the snapshot etcd sent does not verify, so it was not kept: %w", err)
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
@@ -184,51 +188,71 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// ErrUnverifiable is wrapped by VerifySnapshot's error when the checks
+// could not run to a verdict: another process holds the file's lock, it
+// cannot be opened or read, it is not a regular file or is larger than a
+// snapshot can be, or it changed while it was read. Such a file is not
+// known to be corrupt, and is never pruned.
+var ErrUnverifiable = errors.New("could not be verified")
+
 // VerifySnapshot checks the snapshot file at path as etcdutl's restore and
 // snapshot status would: it ends with the sha256 of the rest, the rest is
 // a bbolt database whose pages check, and its key bucket holds valid
 // revisions. It returns the file's size, newest revision and key count
 // (Time is left zero). A truncated, corrupt or hashless file is an error
-// that says which.
-func VerifySnapshot(path string) (SnapshotInfo, error) {
-	size, err := checkSnapshotHash(path)
+// that says which; a check that could not run wraps ErrUnverifiable.
+//
+// Nothing parses the file before it is known to be a regular file of at
+// most inputfile.SnapshotLimit bytes, opened without blocking (a FIFO
+// cannot hang it), whose hash matches and whose pages pass checkBolt,
+// which reads them bounded and cannot crash; bbolt itself never opens it.
+// It ends when ctx does.
+func VerifySnapshot(ctx context.Context, path string) (info SnapshotInfo, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("snapshot %s: %w", path, err)
+		}
+	}()
+	f, err := inputfile.Open(path, inputfile.SnapshotLimit)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("snapshot %s: %w", path, err)
+		return SnapshotInfo{}, fmt.Errorf("%w: %w", ErrUnverifiable, err)
 	}
-	rev, keys, err := readSnapshotKeys(path)
+	defer func() { _ = f.Close() }()
+	// The shared lock bbolt takes to read: a writer holds it exclusively.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("%w: another process holds its lock (it has the database open for writing, as etcdutl does): try again once it is done: %w", ErrUnverifiable, err)
+	}
+	size, err := checkSnapshotHash(ctx, f)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("snapshot %s: %w", path, err)
+		return SnapshotInfo{}, err
+	}
+	rev, keys, err := readSnapshotKeys(ctx, f, size-sha256.Size)
+	if err != nil {
+		return SnapshotInfo{}, err
 	}
 	return SnapshotInfo{Path: path, Size: size, Revision: rev, Keys: keys}, nil
 }
 
-// checkSnapshotHash checks that the file ends with the sha256 of the rest,
-// and returns its size.
-func checkSnapshotHash(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = f.Close() }()
+// checkSnapshotHash checks that the open file ends with the sha256 of the
+// rest, and returns its size.
+func checkSnapshotHash(ctx context.Context, f *os.File) (int64, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %w", ErrUnverifiable, err)
 	}
 	size := st.Size()
-	if !st.Mode().IsRegular() {
-		return 0, errors.New("not a regular file")
-	}
 	if size%512 != sha256.Size {
 		return 0, fmt.Errorf("no integrity hash: its size, %d bytes, is not a whole number of 512-byte sectors and a 32-byte sha256, "+
 			"so it is truncated or was not taken through etcd's snapshot API", size)
 	}
 	h := sha256.New()
-	if _, err := io.CopyN(h, f, size-sha256.Size); err != nil {
-		return 0, fmt.Errorf("read: %w", err)
-	}
 	want := make([]byte, sha256.Size)
-	if _, err := io.ReadFull(f, want); err != nil {
-		return 0, fmt.Errorf("read its hash: %w", err)
+	r := contextReader{ctx, f}
+	if _, err := io.CopyN(h, r, size-sha256.Size); err != nil {
+		return 0, fmt.Errorf("%w: read: %w", ErrUnverifiable, err)
+	}
+	if _, err := io.ReadFull(r, want); err != nil {
+		return 0, fmt.Errorf("%w: read its hash: %w", ErrUnverifiable, err)
 	}
 	if got := h.Sum(nil); !bytes.Equal(got, want) {
 		return 0, fmt.Errorf("corrupt: the sha256 of its database is %x, but the file records %x", got, want)
@@ -236,38 +260,48 @@ func checkSnapshotHash(path string) (int64, error) {
 	return size, nil
 }
 
-// readSnapshotKeys opens the database read-only, checks its pages, and
-// reads the newest revision and the number of live keys from its key
-// bucket: a key whose latest revision is a deletion is not counted.
-func readSnapshotKeys(path string) (rev int64, keys int, err error) {
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: boltOpenTimeout})
-	if err != nil {
-		return 0, 0, fmt.Errorf("does not open as a bbolt database: %w", err)
-	}
-	defer func() { _ = db.Close() }()
-	err = db.View(func(tx *bolt.Tx) error {
-		var problems []string
-		for e := range tx.Check() {
-			problems = append(problems, e.Error())
-		}
-		if len(problems) > 0 {
-			return fmt.Errorf("its database fails bbolt's check (%d errors): %s", len(problems), strings.Join(problems, "; "))
-		}
-		b := tx.Bucket([]byte(keyBucket))
-		if b == nil {
-			return fmt.Errorf("its database has no %q bucket: it is not an etcd database", keyBucket)
-		}
-		rev, keys, err = countKeys(b)
-		return err
-	})
-	return rev, keys, err
+// contextReader reads r until ctx ends.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
 }
 
-// countKeys walks the key bucket in revision order.
-func countKeys(b *bolt.Bucket) (int64, int, error) {
-	var rev int64
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// readSnapshotKeys checks the database, the first dbSize bytes of f, with
+// checkBolt, and reads the newest revision and the number of live keys
+// from its key bucket: a key whose latest revision is a deletion is not
+// counted. The database is mapped read-only; a fault reading it (the file
+// truncated meanwhile) is caught as a panic and is no verdict.
+func readSnapshotKeys(ctx context.Context, f *os.File, dbSize int64) (rev int64, keys int, err error) {
+	if dbSize < 2*boltMinPageSize {
+		return 0, 0, fmt.Errorf("does not open as a bbolt database: it is %d bytes, too short for its two meta pages", dbSize)
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(dbSize), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: map its database: %w", ErrUnverifiable, err)
+	}
+	defer func() { _ = syscall.Munmap(data) }()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); fault {
+				err = fmt.Errorf("%w: the file changed while it was read: %v", ErrUnverifiable, r)
+			} else {
+				err = fmt.Errorf("its database is malformed: %v", r)
+			}
+		}
+	}()
 	live := map[string]bool{}
-	err := b.ForEach(func(k, v []byte) error {
+	err = checkBolt(ctx, data, func(k, v []byte, bucket bool) error {
+		if bucket {
+			return fmt.Errorf("its key bucket holds a bucket, %x", k)
+		}
 		main, tombstone, err := parseRevision(k)
 		if err != nil {
 			return err
@@ -284,6 +318,9 @@ func countKeys(b *bolt.Bucket) (int64, int, error) {
 		}
 		return nil
 	})
+	if ctx.Err() != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrUnverifiable, ctx.Err())
+	}
 	return rev, len(live), err
 }
 
@@ -302,8 +339,8 @@ func parseRevision(k []byte) (int64, bool, error) {
 
 // ListSnapshots lists kubeboot's snapshots in dir (the files SnapshotName
 // names), newest first, each verified; other files are left out. A
-// missing dir holds none.
-func ListSnapshots(dir string) ([]SnapshotEntry, error) {
+// missing dir holds none. It ends with ctx's error when ctx does.
+func ListSnapshots(ctx context.Context, dir string) ([]SnapshotEntry, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -318,8 +355,11 @@ func ListSnapshots(dir string) ([]SnapshotEntry, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		info, err := VerifySnapshot(path)
-		entry := SnapshotEntry{Name: e.Name(), SnapshotInfo: info, Verified: err == nil}
+		info, err := VerifySnapshot(ctx, path)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("list snapshots: %w", ctx.Err())
+		}
+		entry := SnapshotEntry{Name: e.Name(), SnapshotInfo: info, Verified: err == nil, Unverifiable: errors.Is(err, ErrUnverifiable)}
 		if err != nil {
 			entry.Problem = err.Error()
 			entry.SnapshotInfo = SnapshotInfo{Path: path}
@@ -336,13 +376,17 @@ func ListSnapshots(dir string) ([]SnapshotEntry, error) {
 
 // SnapshotsToPrune picks, from list (newest first, as ListSnapshots
 // returns it), the snapshots that a prune keeping keep removes: all but
-// the newest keep that verify. A snapshot that does not verify is never
-// one of those kept, so a run of corrupt snapshots cannot push out the
-// last good ones.
+// the newest keep that verify, and never one that could not be verified.
+// A corrupt snapshot is never one of those kept, so a run of corrupt
+// snapshots cannot push out the last good ones; and one whose check could
+// not run (its lock held, say) is neither counted nor removed.
 func SnapshotsToPrune(list []SnapshotEntry, keep int) []SnapshotEntry {
 	var remove []SnapshotEntry
 	kept := 0
 	for _, e := range list {
+		if e.Unverifiable {
+			continue
+		}
 		if e.Verified && kept < keep {
 			kept++
 			continue

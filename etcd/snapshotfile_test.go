@@ -5,11 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -127,7 +132,7 @@ func TestVerifySnapshot(t *testing.T) {
 			if err := os.WriteFile(path, tt.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			info, err := VerifySnapshot(path)
+			info, err := VerifySnapshot(t.Context(), path)
 			if tt.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), path) {
 					t.Fatalf("err = %v, want one naming %s and saying %q", err, path, tt.want)
@@ -156,7 +161,7 @@ func TestWriteSnapshotKeepsOnlyAVerifiedFile(t *testing.T) {
 	}
 	good := withHash(boltDB(t, history))
 	for _, bad := range [][]byte{good[:len(good)-1], boltDB(t, history)} {
-		if _, err := writeSnapshot(bytes.NewReader(bad), path); err == nil || !strings.Contains(err.Error(), "was not kept") {
+		if _, err := writeSnapshot(t.Context(), bytes.NewReader(bad), path); err == nil || !strings.Contains(err.Error(), "was not kept") {
 			t.Fatalf("a bad snapshot was written: %v", err)
 		}
 		if data, _ := os.ReadFile(path); string(data) != "the previous snapshot" {
@@ -166,7 +171,7 @@ func TestWriteSnapshotKeepsOnlyAVerifiedFile(t *testing.T) {
 			t.Fatalf("a bad snapshot left files: %v", entries)
 		}
 	}
-	info, err := writeSnapshot(bytes.NewReader(good), path)
+	info, err := writeSnapshot(t.Context(), bytes.NewReader(good), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +220,7 @@ func TestListAndPruneSnapshots(t *testing.T) {
 	write(SnapshotName(base.Add(3*time.Hour)), good[:len(good)-1]) // the newest is truncated
 	write("notes.txt", []byte("mine"))
 	write("etcd-snapshot-mine.db", good)
-	list, err := ListSnapshots(dir)
+	list, err := ListSnapshots(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +247,7 @@ func TestListAndPruneSnapshots(t *testing.T) {
 	if n := len(SnapshotsToPrune(list, 5)); n != 1 {
 		t.Errorf("prune --keep 5 removes %d, want only the bad one", n)
 	}
-	if missing, err := ListSnapshots(filepath.Join(dir, "none")); err != nil || len(missing) != 0 {
+	if missing, err := ListSnapshots(t.Context(), filepath.Join(dir, "none")); err != nil || len(missing) != 0 {
 		t.Errorf("a missing dir: %v, %v", missing, err)
 	}
 }
@@ -310,5 +315,180 @@ func TestSaveSnapshotOfNoEtcd(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("files left: %v", entries)
+	}
+}
+
+// craftedDB is a database of many revisions, so that its key bucket has a
+// branch page over leaf pages, and its meta page and the key bucket's
+// root page.
+func craftedDB(t *testing.T) (db []byte, meta boltMeta, keyRoot uint64) {
+	t.Helper()
+	var changes []change
+	for i := range 300 {
+		changes = append(changes, change{int64(i + 2), fmt.Sprintf("/registry/k%03d", i), false})
+	}
+	db = boltDB(t, changes)
+	meta, err := readBoltMetas(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The root bucket's leaf page holds "key" and "meta"; "key" is first.
+	key, value, _, _, err := element(boltPage{buf: db[meta.root*meta.pageSize:][:meta.pageSize], flags: boltLeafPage, count: 2}, 0)
+	if err != nil || string(key) != keyBucket {
+		t.Fatalf("root bucket: %q, %v", key, err)
+	}
+	keyRoot = native.Uint64(value)
+	if flags := native.Uint16(db[keyRoot*meta.pageSize+8:]); flags != boltBranchPage {
+		t.Fatalf("the key bucket's root page %d has flags %#x, want a branch page", keyRoot, flags)
+	}
+	return db, meta, keyRoot
+}
+
+// resum sets the checksums of both meta pages of db, as bbolt computes
+// them, so that a crafted meta page opens.
+func resum(db []byte, pageSize uint64) {
+	for _, off := range []uint64{0, pageSize} {
+		m := db[off+boltPageHeader:][:boltMetaSize]
+		h := fnv.New64a()
+		_, _ = h.Write(m[:boltMetaChecksum])
+		native.PutUint64(m[boltMetaChecksum:], h.Sum64())
+	}
+}
+
+// TestVerifyCraftedSnapshots: a snapshot whose hash is right but whose
+// database pages are crafted, as bbolt would read them out of bounds, in
+// a loop or into memory it cannot have, is refused as corrupt, quickly,
+// and never crashes the verification.
+func TestVerifyCraftedSnapshots(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(db []byte, m boltMeta, root uint64)
+		want string
+	}{
+		{"a branch page that points to itself", func(db []byte, m boltMeta, root uint64) {
+			native.PutUint64(db[root*m.pageSize+boltPageHeader+8:], root)
+		}, "reached twice"},
+		{"a key past the end of its page", func(db []byte, m boltMeta, root uint64) {
+			leaf := native.Uint64(db[root*m.pageSize+boltPageHeader+8:])
+			native.PutUint32(db[leaf*m.pageSize+boltPageHeader+4:], 0xFFFFFF00)
+		}, "past the page's"},
+		{"a page of 65535 elements", func(db []byte, m boltMeta, root uint64) {
+			native.PutUint16(db[root*m.pageSize+10:], 0xFFFF)
+		}, "elements do not fit"},
+		{"overflow pages past the file", func(db []byte, m boltMeta, root uint64) {
+			native.PutUint32(db[root*m.pageSize+12:], 0xFFFFFFF)
+		}, "overflow pages pass page"},
+		{"a child page past the file", func(db []byte, m boltMeta, root uint64) {
+			native.PutUint64(db[root*m.pageSize+boltPageHeader+8:], 1<<50)
+		}, "outside pages 2 to"},
+		{"two branch elements over one page", func(db []byte, m boltMeta, root uint64) {
+			native.PutUint64(db[root*m.pageSize+boltPageHeader+boltElement+8:], native.Uint64(db[root*m.pageSize+boltPageHeader+8:]))
+		}, "reached twice"},
+		{"keys out of order", func(db []byte, m boltMeta, root uint64) {
+			p := boltPage{buf: db[root*m.pageSize:][:m.pageSize], flags: boltBranchPage, count: 2}
+			key, _, _, _, _ := element(p, 1)
+			clear(key)
+		}, "is out of order"},
+		{"a root bucket page past the file", func(db []byte, m boltMeta, _ uint64) {
+			native.PutUint64(db[boltPageHeader+16:], 1<<40)
+			native.PutUint64(db[m.pageSize+boltPageHeader+16:], 1<<40)
+			resum(db, m.pageSize)
+		}, "its root bucket is page"},
+		{"more pages than the file holds", func(db []byte, m boltMeta, _ uint64) {
+			native.PutUint64(db[boltPageHeader+40:], 1<<40)
+			native.PutUint64(db[m.pageSize+boltPageHeader+40:], 1<<40)
+			resum(db, m.pageSize)
+		}, "records 1099511627776 pages"},
+		{"a freelist of 2^60 pages", func(db []byte, m boltMeta, _ uint64) {
+			fl := db[m.freelist*m.pageSize:]
+			native.PutUint16(fl[10:], 0xFFFF)
+			native.PutUint64(fl[boltPageHeader:], 1<<60)
+		}, "page ids do not fit"},
+		{"a huge page size", func(db []byte, m boltMeta, _ uint64) {
+			native.PutUint32(db[boltPageHeader+8:], 1<<30)
+			resum(db, m.pageSize)
+		}, "not a power of two from 512 to 65536"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, meta, root := craftedDB(t)
+			tt.edit(db, meta, root)
+			path := filepath.Join(t.TempDir(), "snap.db")
+			if err := os.WriteFile(path, withHash(db), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := VerifySnapshot(t.Context(), path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, ErrUnverifiable) {
+				t.Errorf("err = %v, want a verdict saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestVerifyMutatedSnapshots flips bytes of a database's pages, and of its
+// meta page with the checksum set again, thousands of times: every
+// verification ends with a verdict and none crashes.
+func TestVerifyMutatedSnapshots(t *testing.T) {
+	good, meta, _ := craftedDB(t)
+	path := filepath.Join(t.TempDir(), "snap.db")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 3000 {
+		db := slices.Clone(good)
+		for range 1 + rng.IntN(4) {
+			if i%4 == 0 { // a meta field, checksum excluded
+				db[boltPageHeader+rng.Uint64N(boltMetaChecksum)] ^= byte(1 + rng.IntN(255))
+			} else {
+				db[2*meta.pageSize+rng.Uint64N(uint64(len(db))-2*meta.pageSize)] ^= byte(1 + rng.IntN(255))
+			}
+		}
+		resum(db, meta.pageSize)
+		if err := os.WriteFile(path, withHash(db), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := VerifySnapshot(t.Context(), path); errors.Is(err, ErrUnverifiable) {
+			t.Fatalf("mutation %d: no verdict: %v", i, err)
+		}
+	}
+}
+
+// TestUnverifiableSnapshots: a snapshot whose check cannot run is no
+// verdict, and a prune keeps it: another process holds its lock, or it is
+// unreadable. A FIFO in its place does not block the check.
+func TestUnverifiableSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	good := withHash(boltDB(t, history))
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	locked, older := filepath.Join(dir, SnapshotName(base.Add(time.Hour))), filepath.Join(dir, SnapshotName(base))
+	for _, p := range []string{locked, older} {
+		if err := os.WriteFile(p, good, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The lock etcdutl takes to write it, held by an open file of its own.
+	f, err := os.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	list, err := ListSnapshots(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Verified || !list[0].Unverifiable || !strings.Contains(list[0].Problem, "another process holds its lock") || !list[1].Verified {
+		t.Fatalf("list = %+v", list)
+	}
+	if remove := SnapshotsToPrune(list, 1); len(remove) != 0 {
+		t.Errorf("prune --keep 1 removes %+v, want nothing: the locked snapshot is not known to be bad", remove)
+	}
+
+	fifo := filepath.Join(dir, "fifo.db")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifySnapshot(t.Context(), fifo); !errors.Is(err, ErrUnverifiable) || !strings.Contains(err.Error(), "not a regular file: it is a FIFO") {
+		t.Errorf("a FIFO: %v", err)
 	}
 }

@@ -46,6 +46,11 @@ const (
 	// a bundle of many certificates (an external etcd's chain); 1 MiB holds
 	// hundreds of them.
 	PEMLimit = 1 << 20
+	// SnapshotLimit caps an etcd snapshot, which is streamed, never read
+	// into memory: etcd's largest advised backend quota is 8 GiB, and a
+	// snapshot is its database and a 32-byte hash, so 16 GiB leaves room
+	// while refusing an image or a disk by mistake.
+	SnapshotLimit = 16 << 30
 )
 
 // ErrNotRegular is wrapped by the error for a path that is not a regular
@@ -77,6 +82,34 @@ func Read(path string, limit int64) ([]byte, error) {
 	}
 	defer func() { _ = f.Close() }()
 	return ReadFile(f, path, limit)
+}
+
+// Open opens the regular file at path for reading, checked as Read checks
+// it (at most limit bytes, a symlink to a regular file followed, never a
+// device opened nor a FIFO waited on), for a file too large to read into
+// memory, which the caller streams. The open file is checked again, so a
+// path replaced after the first check is refused too. The caller closes
+// the file.
+func Open(path string, limit int64) (*os.File, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(path, info, limit); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	if info, err = f.Stat(); err == nil {
+		err = check(path, info, limit)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // ReadFile is Read for a file the caller has already opened, for example

@@ -273,7 +273,7 @@ func (e *etcdBench) buildJobs() {
 		shown:   fmt.Sprintf("etcd.Restore(<kubeboot's snapshot>, <new data dir>, %q, %q), in the bench's process", etcdSnapshotNode, e.peer),
 		prepare: removeFile(e.restoreDir),
 		steps: []step{{call: func() error {
-			return etcd.Restore(e.kubebootFile, e.restoreDir, etcdSnapshotNode, e.peer)
+			return etcd.Restore(context.Background(), e.kubebootFile, e.restoreDir, etcdSnapshotNode, e.peer)
 		}}},
 	}
 	bump := fmt.Sprint(etcd.RestoreRevisionBump)
@@ -334,7 +334,7 @@ func (e *etcdBench) checkSaved(stdout []byte) error {
 // verifySnapshot verifies kubeboot's snapshot, which must hold every key
 // put.
 func (e *etcdBench) verifySnapshot() error {
-	info, err := etcd.VerifySnapshot(e.kubebootFile)
+	info, err := etcd.VerifySnapshot(context.Background(), e.kubebootFile)
 	if err == nil && info.Keys != e.res.keys {
 		err = fmt.Errorf("the snapshot holds %d keys, want the %d put", info.Keys, e.res.keys)
 	}

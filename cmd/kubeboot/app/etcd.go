@@ -161,7 +161,7 @@ func newSnapshotListCommand(d deps, stdout io.Writer) *cobra.Command {
 				return listRemote(cmd.Context(), stdout, r, opts.output.json())
 			}
 			dir := opts.snapshotDir(r.config)
-			list, err := etcd.ListSnapshots(dir)
+			list, err := etcd.ListSnapshots(cmd.Context(), dir)
 			if err != nil {
 				return err
 			}
@@ -208,7 +208,10 @@ func (l snapshotListing) print(w io.Writer, asJSON bool) error {
 	_, _ = fmt.Fprintln(tw, "NAME\tSIZE\tTIME\tREVISION\tKEYS\tVERIFIED")
 	for _, e := range l.Snapshots {
 		verified := "yes"
-		if !e.Verified {
+		switch {
+		case e.Unverifiable:
+			verified = "UNKNOWN: " + e.Problem
+		case !e.Verified:
 			verified = "NO: " + e.Problem
 		}
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", e.Name, e.Size, e.Time.Format(time.RFC3339), e.Revision, e.Keys, verified)
@@ -298,12 +301,18 @@ func newSnapshotPruneCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// prune is the prune operation.
-func (o *snapshotOptions) prune(_ context.Context, s *phases.Node) error {
+// prune is the prune operation. A snapshot that could not be verified is
+// kept, and said so.
+func (o *snapshotOptions) prune(ctx context.Context, s *phases.Node) error {
 	dir := s.Config.Etcd.Local.SnapshotsDir
-	list, err := etcd.ListSnapshots(s.Files.HostPath(dir))
+	list, err := etcd.ListSnapshots(ctx, s.Files.HostPath(dir))
 	if err != nil {
 		return err
+	}
+	for _, e := range list {
+		if e.Unverifiable {
+			s.Report.Warnf("kept %s: %s", e.Name, e.Problem)
+		}
 	}
 	remove := etcd.SnapshotsToPrune(list, o.keep)
 	for _, e := range remove {

@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"path/filepath"
 	"strings"
@@ -125,9 +127,13 @@ func downloadSnapshot(ctx context.Context, s *phases.Node, raw string) (string, 
 	}
 	dir := s.Config.Etcd.Local.SnapshotsDir
 	local := s.Files.HostPath(filepath.Join(dir, path.Base(key)))
-	if _, err := etcd.VerifySnapshot(local); err == nil {
+	switch _, err := etcd.VerifySnapshot(ctx, local); {
+	case err == nil:
 		s.Report.Infof("%s is already in %s and verifies: not downloading it again", raw, dir)
 		return local, nil
+	case errors.Is(err, etcd.ErrUnverifiable) && !errors.Is(err, fs.ErrNotExist):
+		// Not known to be a bad copy: the download does not replace it.
+		return "", err
 	}
 	bucket, err := s3store.Open(*s.Config.Etcd.Local.ScheduledSnapshots.S3, s.Files.HostPath)
 	if err != nil {

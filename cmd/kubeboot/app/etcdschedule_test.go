@@ -60,7 +60,7 @@ func TestEtcdSnapshotSchedule(t *testing.T) {
 		saved = append(saved, filepath.Base(st.LastSnapshot))
 		time.Sleep(2 * time.Millisecond) // names are to the millisecond
 	}
-	local, err := etcd.ListSnapshots(dir)
+	local, err := etcd.ListSnapshots(t.Context(), dir)
 	if err != nil || len(local) != 2 || local[0].Name != saved[2] || local[1].Name != saved[1] || !local[0].Verified {
 		t.Errorf("snapshot dir after 3 rounds keeping 2: %+v, %v; saved %v", local, err, saved)
 	}
