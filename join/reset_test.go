@@ -29,7 +29,10 @@ func TestWorkerReset(t *testing.T) {
 	rotated := "/var/lib/kubelet/pki/kubelet-client-2026-11-26-18-00-00.pem"
 	mustWrite(t, n.host(rotated), []byte("the kubelet's pair"), 0o600)
 	mustWrite(t, n.host("/var/lib/kubelet/pki/kubelet.crt"), []byte("self-signed"), 0o600)
-	others := []string{"/var/lib/kubelet/pki/not-the-kubelets.pem", "/var/lib/kubelet/cpu_manager_state", "/etc/kubernetes/users-file.conf"}
+	// The user's, named like the kubelet's pairs but not as the kubelet
+	// names them.
+	others := []string{"/var/lib/kubelet/pki/not-the-kubelets.pem", "/var/lib/kubelet/cpu_manager_state", "/etc/kubernetes/users-file.conf",
+		"/var/lib/kubelet/pki/kubelet-client-backup.pem", "/var/lib/kubelet/pki/kubelet-client-2026-11-26.pem", "/var/lib/kubelet/pki/kubelet-server-old.pem"}
 	for _, p := range others {
 		mustWrite(t, n.host(p), []byte("someone's"), 0o600)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // SystemdDropIn is the drop-in of kubelet.service that a kubelet-start
@@ -196,26 +197,56 @@ func StopKubelet(ctx context.Context, s *Run, host string, port int) (string, er
 	return SystemdDropIn, systemctl(ctx, s.System, "daemon-reload")
 }
 
-// kubeletCertFiles are the names of the certificates and keys a kubelet
-// keeps in its certificate dir: its rotated client and serving pairs, their
-// current links, and the self-signed serving pair of a kubelet without
-// serverTLSBootstrap.
-var kubeletCertFiles = []string{"kubelet-client-*.pem", "kubelet-server-*.pem", "kubelet.crt", "kubelet.key"}
+// kubeletPairLayout is the time in the name of a pair the kubelet's
+// certificate store (k8s.io/client-go/util/certificate) writes:
+// kubelet-client-2006-01-02-15-04-05.pem.
+const kubeletPairLayout = "2006-01-02-15-04-05"
+
+// isKubeletCertFile says whether name is one the kubelet gives a
+// certificate or key in its certificate dir: a rotated client or serving
+// pair, named by the time it was written, the current and updated links
+// to one, and the self-signed serving pair of a kubelet without
+// serverTLSBootstrap. Nothing else there is the kubelet's, however alike
+// its name (kubelet-client-backup.pem is a user's).
+func isKubeletCertFile(name string) bool {
+	if name == "kubelet.crt" || name == "kubelet.key" {
+		return true
+	}
+	for _, prefix := range []string{"kubelet-client-", "kubelet-server-"} {
+		stamp, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		if stamp, ok = strings.CutSuffix(stamp, ".pem"); !ok {
+			continue
+		}
+		if stamp == "current" || stamp == "updated" {
+			return true
+		}
+		if t, err := time.Parse(kubeletPairLayout, stamp); err == nil && t.Format(kubeletPairLayout) == stamp {
+			return true
+		}
+	}
+	return false
+}
 
 // KubeletCerts lists, as node paths, the certificates and keys the kubelet
-// keeps in certDir (kubeletCertFiles), which a reset removes with the
+// wrote in certDir (isKubeletCertFile), which a reset removes with the
 // kubelet's files: the cluster's CA issued the rotated ones, and a kubelet
 // that kept them would present them to the next cluster this node joins
-// or inits, whose API server refuses them.
+// or inits, whose API server refuses them. A missing certDir holds none.
 func KubeletCerts(s *Run, certDir string) ([]string, error) {
+	entries, err := os.ReadDir(s.Files.HostPath(certDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the kubelet's certificates in %s: %w", certDir, err)
+	}
 	var paths []string
-	for _, pattern := range kubeletCertFiles {
-		matches, err := filepath.Glob(filepath.Join(s.Files.HostPath(certDir), pattern))
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range matches {
-			paths = append(paths, filepath.Join(certDir, filepath.Base(m)))
+	for _, e := range entries {
+		if isKubeletCertFile(e.Name()) {
+			paths = append(paths, filepath.Join(certDir, e.Name()))
 		}
 	}
 	return paths, nil
