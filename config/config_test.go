@@ -117,6 +117,8 @@ func TestStrictLoading(t *testing.T) {
 		{"duplicate key in a list", header + "apiServer:\n  extraArgs:\n  - name: a\n    name: b\n", []string{"line 6: apiServer.extraArgs[0].name: duplicate key"}},
 		{"wrong type", header + "apiServer:\n  bindPort: high\n", []string{"line 4: apiServer.bindPort: wrong type: got string, want int32"}},
 		{"yaml 1.1 boolean", header + "clusterName: no\n", []string{"clusterName: wrong type: got bool", "quote the value"}},
+		{"duration past its range", header + "timeouts:\n  controlPlane: 9999999999h\n", []string{`line 4: timeouts.controlPlane: time: invalid duration "9999999999h": want a duration like 90s, 4m or 24h, of at most 2562047h`}},
+		{"duration in a list", header + "bootstrapTokens:\n- token: abcdef.0123456789abcdef\n  ttl: 1e30h\n", []string{`line 5: bootstrapTokens[0].ttl: time: unknown unit "e" in duration "1e30h": want a duration`}},
 		{"foreign kind", header + "clusterName: a\n---\napiVersion: v1\nkind: ConfigMap\n", []string{"document 2: unsupported document apiVersion \"v1\" kind \"ConfigMap\""}},
 		{"two cluster configurations", header + "---\n" + header, []string{"document 2: more than one ClusterConfiguration"}},
 		{"wrong apiVersion", "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n", []string{"want apiVersion kubeboot.io/v1alpha1"}},

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -389,7 +392,97 @@ func typeProblem(doc *yaml.Node, raw []byte, err error, out any) Problem {
 		}
 		return Problem{Line: lineOf(doc, te.Field), Field: te.Field, Message: msg}
 	}
+	if p := unmarshalerProblem(doc, reflect.TypeOf(out).Elem(), nil); p != nil {
+		return *p
+	}
 	return Problem{Line: doc.Line, Message: err.Error()}
+}
+
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	durationType    = reflect.TypeFor[metav1.Duration]()
+)
+
+// unmarshalerProblem finds the field, at path in a value of type t that n
+// sets, whose own decoder (a json.Unmarshaler, such as a duration's)
+// refuses its value, and says so with the field; nil when none does.
+func unmarshalerProblem(n *yaml.Node, t reflect.Type, path *field.Path) *Problem {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		raw, err := yaml.Marshal(n)
+		if err == nil {
+			raw, err = sigsyaml.YAMLToJSON(raw)
+		}
+		if err == nil {
+			err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw)
+		}
+		if err == nil {
+			return nil
+		}
+		msg := err.Error()
+		if t == durationType {
+			msg += fmt.Sprintf(": want a duration like 90s, 4m or 24h, of at most %dh", math.MaxInt64/int64(time.Hour))
+		}
+		return &Problem{Line: n.Line, Field: path.String(), Message: msg}
+	}
+	switch {
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if f, ok := jsonField(t, n.Content[i].Value); ok {
+				if p := unmarshalerProblem(n.Content[i+1], f.Type, childPath(path, n.Content[i].Value)); p != nil {
+					return p
+				}
+			}
+		}
+	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && n.Kind == yaml.SequenceNode:
+		for i, c := range n.Content {
+			if p := unmarshalerProblem(c, t.Elem(), path.Index(i)); p != nil {
+				return p
+			}
+		}
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if p := unmarshalerProblem(n.Content[i+1], t.Elem(), childPath(path, n.Content[i].Value)); p != nil {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// childPath is path's child name, or name's path at the root (nil).
+func childPath(path *field.Path, name string) *field.Path {
+	if path == nil {
+		return field.NewPath(name)
+	}
+	return path.Child(name)
+}
+
+// jsonField is the field of struct type t that JSON key name decodes
+// into, looking into inlined and embedded structs.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-":
+		case tag == "" && (f.Anonymous || opts == "inline"):
+			inner := f.Type
+			if inner.Kind() == reflect.Pointer {
+				inner = inner.Elem()
+			}
+			if inner.Kind() == reflect.Struct {
+				if g, ok := jsonField(inner, name); ok {
+					return g, true
+				}
+			}
+		case tag == name || tag == "" && f.Name == name:
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 var pathStep = regexp.MustCompile(`[^.\[\]]+|\[\d+\]`)
