@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/util/version"
 )
 
 // Addons are the cluster's DNS and Service proxy, which init's addon phase
@@ -68,19 +67,25 @@ var CoreDNSVersions = map[uint]string{
 	36: "v1.14.2",
 }
 
-// DefaultCoreDNSImage is the default addons.coreDNS.image for a validated
-// kubernetesVersion and imageRepository.
+// DefaultCoreDNSImage is the default addons.coreDNS.image for a
+// kubernetesVersion and imageRepository, or "" for a kubernetesVersion
+// that ParseKubernetesVersion refuses.
 func DefaultCoreDNSImage(imageRepository, kubernetesVersion string) string {
-	v, err := version.ParseSemantic(kubernetesVersion)
+	v, err := ParseKubernetesVersion(kubernetesVersion)
 	if err != nil {
 		return ""
 	}
 	return imageRepository + "/coredns/coredns:" + CoreDNSVersions[v.Minor()]
 }
 
-// DefaultKubeProxyImage is the default addons.kubeProxy.image.
+// DefaultKubeProxyImage is the default addons.kubeProxy.image, or "" for a
+// kubernetesVersion that ParseKubernetesVersion refuses.
 func DefaultKubeProxyImage(imageRepository, kubernetesVersion string) string {
-	return imageRepository + "/kube-proxy:" + kubernetesVersion
+	v, err := ParseKubernetesVersion(kubernetesVersion)
+	if err != nil {
+		return ""
+	}
+	return imageRepository + "/kube-proxy:v" + v.String()
 }
 
 // ClusterDNSIP is the tenth address of the first service range, where
@@ -124,14 +129,20 @@ func setAddonDefaults(c *ClusterConfiguration) {
 	setString(&a.KubeProxy.Mode, ProxyModeNftables)
 }
 
+// validateAddons checks the addons. An image is empty only where its
+// default comes from a kubernetesVersion that has its own error.
 func validateAddons(p *field.Path, a Addons) field.ErrorList {
 	var errs field.ErrorList
 	dns, proxy := p.Child("coreDNS"), p.Child("kubeProxy")
-	errs = append(errs, validateTaggedImage(dns.Child("image"), a.CoreDNS.Image, "registry.k8s.io/coredns/coredns:"+CoreDNSVersions[MaxKubernetesMinor])...)
+	if a.CoreDNS.Image != "" {
+		errs = append(errs, validateTaggedImage(dns.Child("image"), a.CoreDNS.Image, "registry.k8s.io/coredns/coredns:"+CoreDNSVersions[MaxKubernetesMinor])...)
+	}
 	if r := a.CoreDNS.Replicas; r != nil && *r < 0 {
 		errs = append(errs, field.Invalid(dns.Child("replicas"), *r, "must be 0 or more; set disabled: true to leave CoreDNS out"))
 	}
-	errs = append(errs, validateTaggedImage(proxy.Child("image"), a.KubeProxy.Image, "registry.k8s.io/kube-proxy:"+DefaultKubernetesVersion)...)
+	if a.KubeProxy.Image != "" {
+		errs = append(errs, validateTaggedImage(proxy.Child("image"), a.KubeProxy.Image, "registry.k8s.io/kube-proxy:"+DefaultKubernetesVersion)...)
+	}
 	if m := a.KubeProxy.Mode; m != ProxyModeNftables && m != ProxyModeIPTables {
 		errs = append(errs, field.NotSupported(proxy.Child("mode"), m, []string{ProxyModeNftables, ProxyModeIPTables}))
 	}

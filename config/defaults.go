@@ -129,9 +129,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	c.APIVersion, c.Kind = APIVersion, KindClusterConfiguration
 	setString(&c.ClusterName, DefaultClusterName)
 	setString(&c.KubernetesVersion, DefaultKubernetesVersion)
-	if c.KubernetesVersion[0] != 'v' {
-		c.KubernetesVersion = "v" + c.KubernetesVersion
-	}
+	c.KubernetesVersion = CanonicalKubernetesVersion(c.KubernetesVersion)
 	setString(&c.Node.Name, host.Name)
 	setString(&c.Node.AdvertiseAddress, host.Address)
 	if c.Node.ControlPlaneTaint == nil {

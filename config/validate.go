@@ -16,13 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/util/version"
-)
-
-// The supported Kubernetes minor versions, inclusive.
-const (
-	MinKubernetesMinor = 34
-	MaxKubernetesMinor = 36
 )
 
 // maxServiceHostBits is the largest service range the API server accepts:
@@ -139,16 +132,11 @@ func validateBootstrapToken(p *field.Path, b BootstrapToken) field.ErrorList {
 	return nil
 }
 
+// validateVersion checks kubernetesVersion with the grammar of every
+// Kubernetes version kubeboot takes (ParseKubernetesVersion).
 func validateVersion(p *field.Path, s string) field.ErrorList {
-	v, err := version.ParseSemantic(s)
-	if err != nil {
-		return field.ErrorList{field.Invalid(p, s, "want a release version like "+DefaultKubernetesVersion)}
-	}
-	if v.Major() != 1 || v.Minor() < MinKubernetesMinor || v.Minor() > MaxKubernetesMinor {
-		return field.ErrorList{field.Invalid(p, s, fmt.Sprintf("unsupported: kubeboot supports v1.%d to v1.%d", MinKubernetesMinor, MaxKubernetesMinor))}
-	}
-	if v.PreRelease() != "" {
-		return field.ErrorList{field.Invalid(p, s, "pre-releases are not supported: use a release like "+DefaultKubernetesVersion)}
+	if _, err := ParseKubernetesVersion(s); err != nil {
+		return field.ErrorList{field.Invalid(p, s, err.Error())}
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func TestValidate(t *testing.T) {
 		{"version too old", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.33.4" }, []string{"kubeboot supports v1.34 to v1.36"}},
 		{"version too new", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.37.0" }, []string{"kubeboot supports v1.34 to v1.36"}},
 		{"version garbage", func(c *ClusterConfiguration) { c.KubernetesVersion = "latest" }, []string{"want a release version"}},
-		{"pre-release", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.36.0-rc.1" }, []string{"pre-releases"}},
+		{"pre-release", func(c *ClusterConfiguration) { c.KubernetesVersion = "v1.36.0-rc.1" }, []string{"without pre-release"}},
 		{"bad node name", func(c *ClusterConfiguration) { c.Node.Name = "Node_1" }, []string{"node.name"}},
 		{"bad advertise address", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "10.0.0" }, []string{"node.advertiseAddress: Invalid value: \"10.0.0\": want an IP address"}},
 		{"unspecified advertise address", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "0.0.0.0" }, []string{"not the unspecified one"}},

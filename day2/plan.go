@@ -58,11 +58,12 @@ type Change struct {
 // kubernetesVersion (as `upgrade apply` takes it): the images it renders
 // are what the control plane and the addons move to. It refuses a target
 // more than one minor above the oldest API server, a downgrade across
-// minors, and one older than a kubelet.
+// minors, one older than a kubelet, and one too new for a kubelet (see
+// checkComponentSkew).
 func PlanUpgrade(ctx context.Context, run *phases.Run, client kubernetes.Interface, target *config.ClusterConfiguration) (UpgradePlan, error) {
-	to, err := version.ParseSemantic(target.KubernetesVersion)
+	to, err := config.ParseKubernetesVersion(target.KubernetesVersion)
 	if err != nil {
-		return UpgradePlan{}, &exit.UsageError{Msg: fmt.Sprintf("upgrade to %q: not a Kubernetes version like v1.36.3", target.KubernetesVersion)}
+		return UpgradePlan{}, &exit.UsageError{Msg: fmt.Sprintf("upgrade to %q: %v", target.KubernetesVersion, err)}
 	}
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -134,7 +135,8 @@ func repositoryName(image string) string {
 
 // checkPlanSkew refuses a target (to, spelled target) the skew policy does
 // not allow from what runs: more than one minor above the oldest API
-// server, below the newest API server's minor, or older than a kubelet.
+// server, below the newest API server's minor, older than a kubelet, or
+// more minors above a kubelet than the policy allows.
 func checkPlanSkew(plan UpgradePlan, target string, to *version.Version) error {
 	for _, component := range []string{config.NameAPIServer, "kubelet"} {
 		for _, n := range plan.Nodes {
@@ -153,11 +155,17 @@ func checkPlanSkew(plan UpgradePlan, target string, to *version.Version) error {
 }
 
 // checkComponentSkew is checkPlanSkew's rule for one component c of node,
-// which runs version from.
+// which runs version from. A kubelet's is the version skew policy's, as
+// phases.CheckKubeletSkew applies it to the kubelet each node's upgrade
+// restarts, and a release newer than the target.
 func checkComponentSkew(node string, c Change, from *version.Version, target string, to *version.Version) error {
 	switch {
 	case c.Name == "kubelet" && from.GreaterThan(to):
 		return &exit.UsageError{Msg: fmt.Sprintf("upgrade to %s: the kubelet of %s runs %s, newer than the control plane may be: a kubelet is never newer than the API server", target, node, c.From)}
+	case c.Name == "kubelet":
+		if err := phases.CheckKubeletSkew(from, to, "the API server"); err != nil {
+			return &exit.UsageError{Msg: fmt.Sprintf("upgrade to %s: Node %s reports the kubelet %s; upgrade that node's kubelet first, as the version skew policy wants (%v)", target, node, c.From, err)}
+		}
 	case c.Name == config.NameAPIServer && (to.Major() != from.Major() || to.Minor() < from.Minor()):
 		return &exit.UsageError{Msg: fmt.Sprintf("upgrade to %s: %s's API server runs %s, and downgrades across minor versions are not supported", target, node, c.From)}
 	case c.Name == config.NameAPIServer && to.Minor() > from.Minor()+1:

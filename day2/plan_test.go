@@ -49,7 +49,8 @@ func planCluster() []runtime.Object {
 // TestPlanUpgrade: the plan of a v1.35.4 cluster to v1.36.3 names each
 // node's components as they run and as they will (etcd stays), the
 // addons, and the steps in order, this node first; a jump of two minors, a
-// downgrade across minors and a target older than a kubelet are refused.
+// downgrade across minors, a version kubeboot does not parse and a target
+// older than a kubelet are refused.
 func TestPlanUpgrade(t *testing.T) {
 	s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
 	client := fake.NewClientset(planCluster()...)
@@ -84,9 +85,11 @@ func TestPlanUpgrade(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ target, want string }{
-		{"v1.37.0", "upgrade one minor version at a time (to v1.36 first)"},
+		{"v1.37.0", "unsupported: kubeboot supports v1.34 to v1.36"},
 		{"v1.34.2", "downgrades across minor versions are not supported"},
-		{"latest", "not a Kubernetes version"},
+		{"latest", "want a release version like v1.36.3"},
+		{"v1.36.3+evil", "without pre-release, build metadata or spaces"},
+		{"v1.36.3 ", "without pre-release, build metadata or spaces"},
 	} {
 		s.Config.KubernetesVersion = tc.target
 		if _, err := PlanUpgrade(context.Background(), s.Run, client, s.Config); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), tc.want) {
@@ -96,5 +99,38 @@ func TestPlanUpgrade(t *testing.T) {
 	s.Config.KubernetesVersion = "v1.35.2"
 	if _, err := PlanUpgrade(context.Background(), s.Run, client, s.Config); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "newer than the control plane may be") {
 		t.Errorf("plan to a release older than the kubelets: %v", err)
+	}
+}
+
+// TestPlanSkew: a target two minors above an API server is refused, and
+// so is one more than three minors above a kubelet, naming the node, as
+// kubeadm's upgrade refuses it; three minors are allowed.
+func TestPlanSkew(t *testing.T) {
+	for _, tc := range []struct{ node, apiserver, kubelet, want string }{
+		{"worker1", "", "v1.33.9", ""},
+		{"worker1", "", "v1.32.5", "upgrade to v1.36.3: Node worker1 reports the kubelet v1.32.5; upgrade that node's kubelet first"},
+		{"node2", "v1.34.2", "", "upgrade one minor version at a time (to v1.35 first)"},
+	} {
+		objs := planCluster()
+		for _, o := range objs {
+			switch o := o.(type) {
+			case *corev1.Node:
+				if o.Name == tc.node && tc.kubelet != "" {
+					o.Status.NodeInfo.KubeletVersion = tc.kubelet
+				}
+			case *corev1.Pod:
+				if o.Spec.NodeName == tc.node && o.Labels["component"] == "kube-apiserver" && tc.apiserver != "" {
+					o.Spec.Containers[0].Image = "registry.k8s.io/kube-apiserver:" + tc.apiserver
+				}
+			}
+		}
+		s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
+		_, err := PlanUpgrade(context.Background(), s.Run, fake.NewClientset(objs...), s.Config)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc, err)
+		case tc.want != "" && (exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: %v, want exit 2 and %q", tc, err, tc.want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/day2"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/output"
 )
 
@@ -49,12 +50,15 @@ func (o *planOptions) run(cmd *cobra.Command, target string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	// The target's configuration is a copy: the loaded one stays as it is.
-	next := *r.config
+	// VERSION's configuration is a copy: the loaded one stays as it is. A
+	// VERSION kubeboot cannot render is refused before the cluster is read.
+	next := r.config
 	if target != "" {
-		next.KubernetesVersion = target
+		if next, err = r.config.AtKubernetesVersion(target); err != nil {
+			return &exit.UsageError{Msg: fmt.Sprintf("upgrade plan VERSION %q: %v", target, err)}
+		}
 	}
-	s, err := o.deps.node(runSpec{config: &next, options: r.options}, output.NewReporter(stderr, false), stdout)
+	s, err := o.deps.node(runSpec{config: next, options: r.options}, output.NewReporter(stderr, false), stdout)
 	if err != nil {
 		return err
 	}
@@ -67,7 +71,7 @@ func (o *planOptions) run(cmd *cobra.Command, target string, stdout, stderr io.W
 	if err != nil {
 		return fmt.Errorf("load %q: %w", path, err)
 	}
-	plan, err := day2.PlanUpgrade(cmd.Context(), s.Run, client, &next)
+	plan, err := day2.PlanUpgrade(cmd.Context(), s.Run, client, next)
 	if err != nil {
 		return err
 	}

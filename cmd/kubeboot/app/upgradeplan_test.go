@@ -15,8 +15,8 @@ import (
 
 // TestUpgradePlan: upgrade plan reads the cluster through admin.conf's
 // client and prints, as JSON or as a table, what an upgrade to the
-// configuration's release (or VERSION) changes and the steps; a jump it
-// refuses exits 2.
+// configuration's release (or VERSION, parsed as kubernetesVersion is)
+// changes and the steps; a VERSION kubeboot does not render exits 2.
 func TestUpgradePlan(t *testing.T) {
 	n := newTokenNode(t)
 	ctx := context.Background()
@@ -44,8 +44,14 @@ func TestUpgradePlan(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "kube-apiserver") || !strings.Contains(stdout, "Steps, in order:\n1. on node1: install the kubelet "+config.DefaultKubernetesVersion+", then kubeboot upgrade apply") {
 		t.Errorf("upgrade plan: exit %d:\n%s", code, stdout)
 	}
-	code, _, stderr = runCLIWith(t, n.deps, "upgrade", "plan", "v1.38.0", "--config", n.config)
-	if code != 2 || !strings.Contains(stderr, "upgrade one minor version at a time (to v1.36 first)") {
-		t.Errorf("upgrade plan v1.38.0: exit %d, %s", code, stderr)
+	for _, target := range []string{"v1.38.0", "v1.36.3+evil", "v1.36.3 "} {
+		code, _, stderr = runCLIWith(t, n.deps, "upgrade", "plan", target, "--config", n.config)
+		if code != 2 || !strings.Contains(stderr, `upgrade plan VERSION "`+target+`": `) {
+			t.Errorf("upgrade plan %q: exit %d, %s", target, code, stderr)
+		}
+	}
+	code, stdout, stderr = runCLIWith(t, n.deps, "upgrade", "plan", strings.TrimPrefix(config.DefaultKubernetesVersion, "v"), "--config", n.config, "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(stdout), &plan) != nil || plan.Target != config.DefaultKubernetesVersion {
+		t.Errorf("upgrade plan without the v: exit %d, %q, %s", code, stdout, stderr)
 	}
 }
