@@ -1,11 +1,14 @@
 package config
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeboot/kubeboot/exit"
 )
 
 // systemDirs are directories the operating system and its packages own.
@@ -36,54 +39,91 @@ type ownedDir struct {
 
 func ownedDirs(c *ClusterConfiguration) []ownedDir {
 	dirs := []ownedDir{
-		{field.NewPath("certificates", "dir"), c.Certificates.Dir, "chmod it and, on reset, remove it", DefaultCertificatesDir},
-		{field.NewPath("paths", "kubeconfigDir"), c.Paths.KubeconfigDir, "write into it and, on reset, remove what it wrote", DefaultKubeconfigDir},
-		{field.NewPath("paths", "manifestsDir"), c.Paths.ManifestsDir, "chmod it, and the kubelet would run every file in it as a pod", DefaultManifestsDir},
-		{field.NewPath("security", "audit", "logDir"), c.Security.Audit.LogDir, "chmod it", DefaultAuditLogDir},
+		{fieldCertificatesDir, c.Certificates.Dir, "chmod it and, on reset, remove it", DefaultCertificatesDir},
+		{fieldKubeconfigDir, c.Paths.KubeconfigDir, "write into it and, on reset, remove what it wrote", DefaultKubeconfigDir},
+		{fieldManifestsDir, c.Paths.ManifestsDir, "chmod it, and the kubelet would run every file in it as a pod", DefaultManifestsDir},
+		{fieldKubeletCertDir, c.Kubelet.CertDir, "have the kubelet write its certificates into it and, on reset, remove them", DefaultKubeletCertDir},
+		{fieldAuditLogDir, c.Security.Audit.LogDir, "chmod it", DefaultAuditLogDir},
 	}
 	if c.Etcd.Local != nil {
-		dirs = append(dirs, ownedDir{field.NewPath("etcd", "local", "dataDir"), c.Etcd.Local.DataDir,
+		dirs = append(dirs, ownedDir{fieldEtcdDataDir, c.Etcd.Local.DataDir,
 			"chmod and chown it and, on reset, remove it with everything in it", DefaultEtcdDataDir},
-			ownedDir{fieldEtcdSnapshotsDir, c.Etcd.Local.SnapshotsDir,
-				"make it 0700 and, on prune, remove the snapshots in it", DefaultEtcdSnapshotsDir})
+			ownedDir{fieldEtcdSnapshotsDir, c.Etcd.Local.SnapshotsDir, SnapshotsDirUse, DefaultEtcdSnapshotsDir})
 	}
 	return dirs
 }
 
-// dataFreeTrees are trees of the operating system, its configuration and
-// its users in which no etcd data dir belongs, at any depth: reset removes
-// the data dir with everything in it, and init gives it to the etcd user,
-// so `etcd.local.dataDir: /root/.ssh` would hand root's keys to etcd and
-// then delete them. Elsewhere, reset checks the directory's contents
-// before it removes it.
-var dataFreeTrees = []string{
+// SnapshotsDirUse is what kubeboot does to a snapshot directory, for the
+// refusal of a system directory as one.
+const SnapshotsDirUse = "make it 0700 and, on prune, remove the snapshots in it"
+
+// systemTrees are trees of the operating system, its configuration and
+// its users in which none of kubeboot's directories belongs, at any
+// depth, but for kubernetesTree: `etcd.local.snapshotsDir: /etc/ssl/certs`
+// would make the system's CA certificates unreadable to its users, and
+// `etcd.local.dataDir: /root/.ssh` would hand root's keys to etcd and let
+// reset delete them.
+var systemTrees = []string{
 	"/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
 	"/proc", "/root", "/run", "/sbin", "/sys", "/usr",
 }
 
-// validateOwnedDirs refuses system directories as kubeboot's own, an etcd
-// data dir in a tree of the system's, and owned paths that overlap (see
-// validateOwnedPaths).
+// kubernetesTree is the tree of a system tree that is Kubernetes' own,
+// where kubeadm and kubeboot keep the PKI, the kubeconfigs and the
+// manifests.
+const kubernetesTree = "/etc/kubernetes"
+
+// systemDirProblem says why dir, a clean absolute path, may not be one of
+// kubeboot's directories: it is a system directory or an ancestor of one,
+// or it lies in a system tree; "" when it may.
+func systemDirProblem(dir string) string {
+	if isSystemDir(dir) {
+		return "a system directory"
+	}
+	for _, tree := range systemTrees {
+		if within(dir, tree) && !within(dir, kubernetesTree) {
+			return "inside " + tree + ", which belongs to the system and its users"
+		}
+	}
+	return ""
+}
+
+// CheckOwnedDir refuses dir, given by flag, as a directory of kubeboot's
+// when it is a system directory, an ancestor of one, or in a system tree,
+// at any depth: does says what kubeboot would do to it and example is a
+// directory to use instead. A relative dir is taken from the current
+// directory.
+func CheckOwnedDir(flag, dir, does, example string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return &exit.UsageError{Msg: fmt.Sprintf("%s %s: %v", flag, dir, err)}
+	}
+	if problem := systemDirProblem(abs); problem != "" {
+		return &exit.UsageError{Msg: fmt.Sprintf("%s %s: %s: kubeboot would %s; use a directory of its own such as %s", flag, dir, problem, does, example)}
+	}
+	return nil
+}
+
+// validateOwnedDirs refuses, as kubeboot's own directories, system
+// directories and directories in a system tree, and owned paths that
+// overlap (see validateOwnedPaths).
 func validateOwnedDirs(c *ClusterConfiguration) field.ErrorList {
 	var errs field.ErrorList
+	var refused []string
 	for _, d := range ownedDirs(c) {
-		if checkable(d.dir) && isSystemDir(d.dir) {
+		if !checkable(d.dir) {
+			continue
+		}
+		if problem := systemDirProblem(d.dir); problem != "" {
+			refused = append(refused, d.dir)
 			errs = append(errs, field.Invalid(d.path, d.dir,
-				"a system directory: kubeboot would "+d.does+"; use a directory of its own such as "+d.example))
+				problem+": kubeboot would "+d.does+"; use a directory of its own such as "+d.example))
 		}
 	}
 	errs = append(errs, validateKubeletConfigFile(c.Kubelet.ConfigFile)...)
-	overlaps := validateOwnedPaths(c, isSystemDir)
-	if l := c.Etcd.Local; l != nil && checkable(l.DataDir) && !isSystemDir(l.DataDir) &&
-		!slices.ContainsFunc(overlaps, func(e *field.Error) bool { return e.Field == fieldEtcdDataDir.String() }) {
-		for _, tree := range dataFreeTrees {
-			if within(l.DataDir, tree) {
-				errs = append(errs, field.Invalid(fieldEtcdDataDir, l.DataDir,
-					"inside "+tree+", which belongs to the system and its users: reset removes the etcd data dir with everything in it; give etcd a directory of its own such as "+DefaultEtcdDataDir))
-			}
-		}
-	}
-	return append(errs, overlaps...)
+	return append(errs, validateOwnedPaths(c, func(value string) bool {
+		return isSystemDir(value) || slices.Contains(refused, value)
+	})...)
 }
 
 // checkable reports whether path is absolute and clean; any other path

@@ -48,6 +48,18 @@ const (
 	KubeconfigCSRApprover = "csr-approver.conf"
 )
 
+// EtcdRestoringDir is where `etcd restore` writes the new data dir of the
+// local etcd, beside the old one.
+func (c *ClusterConfiguration) EtcdRestoringDir() string {
+	return c.Etcd.Local.DataDir + ".restoring"
+}
+
+// EtcdBeforeRestoreDir is where `etcd restore` keeps the old data dir of
+// the local etcd until the restored control plane is healthy.
+func (c *ClusterConfiguration) EtcdBeforeRestoreDir() string {
+	return c.Etcd.Local.DataDir + ".before-restore"
+}
+
 // CertPath returns the node path of the certificate <name>.crt.
 func (c *ClusterConfiguration) CertPath(name string) string {
 	return filepath.Join(c.Certificates.Dir, name+".crt")

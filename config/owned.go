@@ -65,6 +65,14 @@ func (t *pathTable) derived(parent *field.Path, rel, what, only string, dir bool
 		path: filepath.Join(base.path, rel), what: what, dir: dir, only: only, in: in})
 }
 
+// beside adds a directory that kubeboot places at path, beside the
+// directory set by parent; only says why it is exclusive.
+func (t *pathTable) beside(parent *field.Path, path, what, only string) {
+	base := (*t)[slices.IndexFunc(*t, func(e ownedPath) bool { return e.key == parent.String() })]
+	*t = append(*t, ownedPath{key: base.key + "/" + filepath.Base(path), field: parent, value: base.value, example: base.example,
+		path: path, what: what, dir: true, only: only})
+}
+
 // issuedCerts lists the certificates and keys init writes under
 // certificates.dir, as package pki's specs issue them.
 func issuedCerts(c *ClusterConfiguration) []string {
@@ -127,6 +135,10 @@ func ownedPaths(c *ClusterConfiguration) []ownedPath {
 	if c.Etcd.Local != nil {
 		t.dir(fieldEtcdDataDir, c.Etcd.Local.DataDir, DefaultEtcdDataDir, "the etcd data directory",
 			"reset removes it with everything in it")
+		t.beside(fieldEtcdDataDir, c.EtcdRestoringDir(), "the directory etcd restore writes the new data dir into",
+			"etcd restore removes it with everything in it before it writes the new data dir there")
+		t.beside(fieldEtcdDataDir, c.EtcdBeforeRestoreDir(), "the directory etcd restore keeps the old data dir in",
+			"etcd restore moves the old data dir there, then removes it with everything in it")
 		t.dir(fieldEtcdSnapshotsDir, c.Etcd.Local.SnapshotsDir, DefaultEtcdSnapshotsDir, "the etcd snapshot directory",
 			"it holds etcd snapshots, each with every Secret of the cluster")
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeboot/kubeboot/exit"
 )
 
 // TestOwnedPathsOverlap: no two paths of the owned-path table may be one,
@@ -115,18 +117,60 @@ func TestOwnedPathsOverlap(t *testing.T) {
 	}
 }
 
-// TestEtcdDataDirInSystemTrees: a data dir anywhere in the system's and
-// its users' trees is refused, since reset removes it whole.
-func TestEtcdDataDirInSystemTrees(t *testing.T) {
-	for _, dir := range []string{"/root/.ssh", "/home/someone", "/etc/ssh", "/boot/grub", "/usr/local/share/x", "/run/etcd"} {
+// TestOwnedDirsInSystemTrees: every directory kubeboot owns is refused
+// anywhere in the system's and its users' trees, at any depth, but for
+// Kubernetes' own /etc/kubernetes, naming the tree and the fix.
+func TestOwnedDirsInSystemTrees(t *testing.T) {
+	for _, tc := range []struct {
+		set       func(c *ClusterConfiguration, dir string)
+		dir, want string // want "" for valid
+	}{
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.DataDir = d }, "/root/.ssh", "such as /var/lib/etcd"},
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.DataDir = d }, "/home/someone", "such as /var/lib/etcd"},
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.DataDir = d }, "/etc/ssh", "such as /var/lib/etcd"},
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.DataDir = d }, "/boot/grub", "such as /var/lib/etcd"},
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.DataDir = d }, "/usr/local/share/x", "such as /var/lib/etcd"},
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.DataDir = d }, "/run/etcd", "such as /var/lib/etcd"},
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.SnapshotsDir = d }, "/etc/ssl/certs", "kubeboot would make it 0700 and, on prune, remove the snapshots in it; use a directory of its own such as /var/lib/kubeboot/etcd-snapshots"},
+		{func(c *ClusterConfiguration, d string) { c.Certificates.Dir = d }, "/etc/ssl/private", "such as /etc/kubernetes/pki"},
+		{func(c *ClusterConfiguration, d string) { c.Paths.ManifestsDir = d }, "/usr/share/manifests", "such as /etc/kubernetes/manifests"},
+		{func(c *ClusterConfiguration, d string) { c.Security.Audit.LogDir = d }, "/home/me/audit", "such as /var/log/kubernetes/audit"},
+		{func(c *ClusterConfiguration, d string) { c.Kubelet.CertDir = d }, "/etc/pki/kubelet", "such as /var/lib/kubelet/pki"},
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.SnapshotsDir = d }, "/etc/kubernetes/etcd-snapshots", ""},
+		{func(c *ClusterConfiguration, d string) { c.Etcd.Local.SnapshotsDir = d }, "/srv/snapshots", ""},
+	} {
 		c := New()
 		SetDefaults(c, Host{Name: "node-1", Address: "10.0.0.10"})
-		c.Etcd.Local.DataDir = dir
+		tc.set(c, tc.dir)
 		errs := Validate(c)
-		if len(errs) == 0 || !strings.Contains(errs[0].Error(), `etcd.local.dataDir: Invalid value: "`+dir+`": inside /`) ||
-			!strings.Contains(errs[0].Error(), "give etcd a directory of its own such as /var/lib/etcd") {
-			t.Errorf("%s: got %v, want a refusal naming the tree and the fix", dir, errs)
+		switch {
+		case tc.want == "" && len(errs) > 0:
+			t.Errorf("%s: %v", tc.dir, errs)
+		case tc.want != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), `Invalid value: "`+tc.dir+`": inside /`) ||
+			!strings.Contains(errs[0].Error(), ", which belongs to the system and its users: kubeboot would ") || !strings.Contains(errs[0].Error(), tc.want)):
+			t.Errorf("%s: got %v, want one refusal naming the tree and %q", tc.dir, errs, tc.want)
 		}
+	}
+}
+
+// TestCheckOwnedDir: a directory given on the command line is checked as
+// the configuration's are, relative ones from the current directory.
+func TestCheckOwnedDir(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/tmp":           "--dir /tmp: a system directory: kubeboot would make it 0700",
+		"/etc/ssl/certs": "--dir /etc/ssl/certs: inside /etc, which belongs to the system and its users: kubeboot would make it 0700",
+		"/":              "--dir /: a system directory",
+		"/srv/snapshots": "",
+		"/tmp/snapshots": "",
+	} {
+		err := CheckOwnedDir("--dir", dir, SnapshotsDirUse, DefaultEtcdSnapshotsDir)
+		if (want == "") != (err == nil) || err != nil && (!strings.Contains(err.Error(), want) || exit.Code(err) != exit.Usage) {
+			t.Errorf("%s: %v, want %q", dir, err, want)
+		}
+	}
+	t.Chdir("/etc")
+	if err := CheckOwnedDir("--dir", "ssl", SnapshotsDirUse, DefaultEtcdSnapshotsDir); err == nil || !strings.Contains(err.Error(), "--dir ssl: inside /etc") {
+		t.Errorf("ssl in /etc: %v", err)
 	}
 }
 

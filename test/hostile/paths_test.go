@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // refusedInit is a row in which init on an initialised node refuses the
@@ -103,6 +104,29 @@ var pathRows = []row{
 		check: func(e env, _ result) {
 			if _, err := os.Lstat(e.path("node/srv/etcd")); !os.IsNotExist(err) {
 				e.t.Errorf("the data dir is still there: %v", err)
+			}
+		},
+	},
+
+	// Issue 33's class 7: every directory kubeboot owns, in a system tree
+	// at any depth, or where etcd restore works.
+	refusedInit("33.7", "etcd.local.snapshotsDir /etc/ssl/certs", "etcd: {local: {snapshotsDir: /etc/ssl/certs}}\n",
+		`etcd.local.snapshotsDir: Invalid value: "/etc/ssl/certs": inside /etc, which belongs to the system and its users: kubeboot would make it 0700 and, on prune, remove the snapshots in it; use a directory of its own such as /var/lib/kubeboot/etcd-snapshots`),
+	refusedInit("33.7", "certificates.dir /etc/ssl/private", "certificates: {dir: /etc/ssl/private}\n",
+		`certificates.dir: Invalid value: "/etc/ssl/private": inside /etc, which belongs to the system and its users`),
+	refusedInit("33.7", "etcd.local.snapshotsDir in restore's old data dir", "etcd: {local: {snapshotsDir: /var/lib/etcd.before-restore}}\n",
+		`etcd.local.snapshotsDir: Invalid value: "/var/lib/etcd.before-restore": /var/lib/etcd.before-restore would be both the etcd snapshot directory and the directory etcd restore keeps the old data dir in`),
+	refusedInit("33.7", "etcd.local.snapshotsDir in restore's new data dir", "etcd: {local: {snapshotsDir: /var/lib/etcd.restoring/snapshots}}\n",
+		`would lie inside the directory etcd restore writes the new data dir into /var/lib/etcd.restoring (under etcd.local.dataDir), where it has no place`),
+	{
+		defect: "33.7", name: "etcd snapshot schedule --dir /tmp is refused before anything runs",
+		setup: func(e env) []string {
+			return []string{"etcd", "snapshot", "schedule", "--endpoint", "https://127.0.0.1:1", "--cacert", e.path("ca.crt"), "--cert", e.path("c.crt"), "--key", e.path("c.key"), "--dir", "/tmp"}
+		},
+		code: 2, message: "--dir /tmp: a system directory: kubeboot would make it 0700", within: 2 * time.Second,
+		check: func(e env, _ result) {
+			if m := mode(e.t, "/tmp"); m.Perm() != 0o777 {
+				e.t.Errorf("/tmp is %v", m)
 			}
 		},
 	},

@@ -84,6 +84,9 @@ func (o *scheduleOptions) check() error {
 			return &exit.UsageError{Msg: f.name + " is required"}
 		}
 	}
+	if err := config.CheckOwnedDir("--dir", o.dir, config.SnapshotsDirUse, config.DefaultEtcdSnapshotsDir); err != nil {
+		return err
+	}
 	switch {
 	case o.interval < config.MinSnapshotInterval:
 		return &exit.UsageError{Msg: fmt.Sprintf("--interval %s: at least %s", o.interval, config.MinSnapshotInterval)}
