@@ -88,7 +88,8 @@ type hostContainerd struct {
 }
 
 // startHostContainerd starts containerd with its store in root and the
-// rest in scratch, and waits until it answers.
+// rest in scratch, and waits until it answers. Its socket is in a
+// directory of /tmp's, the host's: only its /run is its own.
 func startHostContainerd(ctx context.Context, binDir, root, scratch string) (*hostContainerd, error) {
 	// A socket's path is short: it lives in a directory of /tmp's.
 	sockDir, err := os.MkdirTemp("", "kb-ctr-")
@@ -105,7 +106,12 @@ func startHostContainerd(ctx context.Context, binDir, root, scratch string) (*ho
 		return nil, err
 	}
 	defer func() { _ = log.Close() }()
-	cmd := exec.Command(filepath.Join(binDir, "containerd"), "--config", config)
+	// containerd makes its default state dir, /run/containerd, whatever
+	// its configuration says: it runs in a mount namespace of its own,
+	// with a tmpfs of its own over /run, so that the host keeps none.
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+		`mount -n -t tmpfs -o mode=0755 kubeboot-lab-run /run && exec "$0" "$@"`,
+		filepath.Join(binDir, "containerd"), "--config", config)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group, so that a Ctrl-C of lab up does not stop it
 	// midway (stop does); it dies with lab up.

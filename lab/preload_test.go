@@ -104,10 +104,11 @@ func TestPreload(t *testing.T) {
 }
 
 // hostPaths are which of the paths a host containerd makes by default
-// exist.
+// exist, and libmount's /run/mount, which a mount over /run could make
+// on the host's /run before it covers it.
 func hostPaths() string {
 	var made []string
-	for _, p := range []string{"/opt/containerd", "/run/containerd", "/var/lib/containerd", "/run/nri", "/var/run/nri"} {
+	for _, p := range []string{"/opt/containerd", "/run/containerd", "/var/lib/containerd", "/run/nri", "/var/run/nri", "/run/mount"} {
 		if _, err := os.Stat(p); !errors.Is(err, syscall.ENOENT) {
 			made = append(made, p)
 		}
