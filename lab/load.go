@@ -12,6 +12,20 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/kubeboot/kubeboot/inputfile"
+)
+
+const (
+	// archiveLimit caps an image archive, which is streamed, never held in
+	// memory: the largest images in use (CUDA and ML frameworks) save to
+	// 10 to 20 GiB, so 64 GiB only refuses a disk image by mistake.
+	archiveLimit = 64 << 30
+	// indexLimit caps an archive's manifest.json or index.json, which is
+	// decoded whole: each image takes a few hundred bytes there (its
+	// tags, config and layers), so 4 MiB holds thousands of images and
+	// keeps the decoder's memory small.
+	indexLimit = 4 << 20
 )
 
 // Loaded is what Load put into one node: the references of the images its
@@ -82,14 +96,30 @@ func (l MachineLab) CheckLoad(archives, nodes []string) error {
 	return nil
 }
 
+// openArchive opens the image archive at path: a regular file of at most
+// archiveLimit bytes. Anything else, a FIFO (as bash's <(docker save ...)
+// gives) among them, is refused without waiting on it: Load reads an
+// archive twice, for its index and for each node's import.
+func openArchive(path string) (*os.File, error) {
+	f, err := inputfile.Open(path, archiveLimit)
+	switch {
+	case errors.Is(err, inputfile.ErrNotRegular):
+		return nil, fmt.Errorf("image archive: %w: lab load reads an archive more than once, so save it to a file first (`docker save -o app.tar IMAGE`) and name that file", err)
+	case err != nil:
+		return nil, fmt.Errorf("image archive: %w", err)
+	}
+	return f, nil
+}
+
 // archiveRefs opens a tar file, wants the index of one of the two formats
 // containerd imports, manifest.json (`docker save`) or index.json (an OCI
-// image layout), and returns the image references it names: the
-// RepoTags, or the manifests' io.containerd.image.name annotations.
+// image layout), of at most indexLimit bytes, and returns the image
+// references it names: the RepoTags, or the manifests'
+// io.containerd.image.name annotations.
 func archiveRefs(path string) ([]string, error) {
-	f, err := os.Open(path)
+	f, err := openArchive(path)
 	if err != nil {
-		return nil, fmt.Errorf("image archive: %w", err)
+		return nil, err
 	}
 	defer func() { _ = f.Close() }()
 	const fix = "write it with `docker save`, `podman save` or `crane pull --format=oci`"
@@ -102,11 +132,22 @@ func archiveRefs(path string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("image archive %s is no tar file (%w): %s", path, err, fix)
 		}
+		name := strings.TrimPrefix(h.Name, "./")
+		if name != "manifest.json" && name != "index.json" {
+			continue
+		}
+		if h.Size > indexLimit {
+			return nil, fmt.Errorf("image archive %s: its %s has %d bytes, more than the %d MiB an index of thousands of images takes: it is no index `docker save`, `podman save` or `crane pull --format=oci` writes", path, name, h.Size, indexLimit>>20)
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, indexLimit))
+		if err != nil {
+			return nil, fmt.Errorf("image archive %s is no tar file (%w): %s", path, err, fix)
+		}
 		var refs []string
-		switch strings.TrimPrefix(h.Name, "./") {
+		switch name {
 		case "manifest.json":
 			var manifest []struct{ RepoTags []string }
-			if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
+			if err := json.Unmarshal(data, &manifest); err != nil {
 				return nil, fmt.Errorf("image archive %s: manifest.json: %w", path, err)
 			}
 			for _, m := range manifest {
@@ -116,16 +157,14 @@ func archiveRefs(path string) ([]string, error) {
 			var index struct {
 				Manifests []struct{ Annotations map[string]string }
 			}
-			if err := json.NewDecoder(tr).Decode(&index); err != nil {
+			if err := json.Unmarshal(data, &index); err != nil {
 				return nil, fmt.Errorf("image archive %s: index.json: %w", path, err)
 			}
 			for _, m := range index.Manifests {
-				if name := m.Annotations["io.containerd.image.name"]; name != "" {
-					refs = append(refs, name)
+				if ref := m.Annotations["io.containerd.image.name"]; ref != "" {
+					refs = append(refs, ref)
 				}
 			}
-		default:
-			continue
 		}
 		if len(refs) == 0 {
 			return nil, fmt.Errorf("image archive %s names no image: tag what you save (`docker save -o %s NAME:TAG`)", path, filepath.Base(path))
@@ -138,17 +177,18 @@ func archiveRefs(path string) ([]string, error) {
 // runner runs argv with the given streams: a machine's Run.
 type runner func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, argv ...string) error
 
-// importArchive streams the archive into `ctr images import` in the node,
-// in the namespace the kubelet's CRI uses, then wants every reference the
-// archive names among the node's images.
+// importArchive streams the archive, at most archiveLimit bytes of it,
+// into `ctr images import` in the node, in the namespace the kubelet's CRI
+// uses, then wants every reference the archive names among the node's
+// images.
 func importArchive(ctx context.Context, run runner, path string, refs []string) error {
-	f, err := os.Open(path)
+	f, err := openArchive(path)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = f.Close() }()
 	var out strings.Builder
-	if err := run(ctx, f, &out, &out, "ctr", "-n", "k8s.io", "images", "import", "-"); err != nil {
+	if err := run(ctx, io.LimitReader(f, archiveLimit), &out, &out, "ctr", "-n", "k8s.io", "images", "import", "-"); err != nil {
 		return fmt.Errorf("ctr images import: %w: %s", err, strings.TrimSpace(out.String()))
 	}
 	var listed strings.Builder

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -93,6 +95,36 @@ func TestLoadRefuses(t *testing.T) {
 		_, err := l.Load(context.Background(), tc.archives, tc.nodes)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestLoadRefusesWhatItCannotReadTwice: an archive that is no regular
+// file, such as bash's <(docker save ...) or a FIFO nobody writes to, is
+// refused at once, saying to save it to a file; an index larger than any
+// real one is refused before it is decoded.
+func TestLoadRefusesWhatItCannotReadTwice(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "images.tar")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifest := "[" + strings.Repeat(`{"RepoTags":["example.com/app:1"]},`, 200_000) + "{}]"
+	for _, tc := range []struct{ name, path, want string }{
+		{"a FIFO", fifo, "not a regular file: it is a FIFO (named pipe): lab load reads an archive more than once, so save it to a file first"},
+		{"a device", "/dev/zero", "not a regular file: it is a character device"},
+		{"a directory", t.TempDir(), "not a regular file: it is a directory"},
+		{"a manifest.json of 7 MiB", writeTar(t, [2]string{"manifest.json", manifest}), "its manifest.json has 7000004 bytes, more than the 4 MiB"},
+		{"an index.json of 7 MiB", writeTar(t, [2]string{"index.json", manifest}), "its index.json has 7000004 bytes"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := lab.ArchiveRefs(tc.path); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still reading after 10s", tc.name)
 		}
 	}
 }
