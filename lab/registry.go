@@ -15,8 +15,10 @@ import (
 
 // DefaultRegistry is where every lab that is up is registered, a file
 // each, so that `lab list` finds them and `lab up` refuses one that would
-// collide with another. It is in /run: labs do not outlive a reboot.
-const DefaultRegistry = "/run/kubeboot/labs"
+// collide with another. It is in /run, since labs do not outlive a
+// reboot, and a directory of the labs' own, not a node's (a node's
+// kubeboot keeps its lock in /run/kubeboot): the last lab down removes it.
+const DefaultRegistry = "/run/kubeboot-labs"
 
 // InputError is Up's refusal of a lab, before anything was set up, for
 // what its description says or the labs it would collide with: the
@@ -145,33 +147,39 @@ func overlap(a, b string) bool {
 }
 
 // register writes the lab's entry into the registry, whole or not at all.
+// The registry's directory is made again when the last other lab's
+// unregister removed it meanwhile.
 func (l MachineLab) register(e Entry) error {
-	if err := os.MkdirAll(l.Registry, 0o755); err != nil {
-		return fmt.Errorf("lab registry: %w", err)
-	}
 	data, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return err
 	}
 	path := l.entryPath()
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("lab registry: %w", err)
+	for attempt := 0; ; attempt++ {
+		if err := os.MkdirAll(l.Registry, 0o755); err != nil {
+			return fmt.Errorf("lab registry: %w", err)
+		}
+		err := os.WriteFile(tmp, append(data, '\n'), 0o644)
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 3 {
+			return fmt.Errorf("lab registry: %w", err)
+		}
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("lab registry: %w", err)
-	}
-	return nil
 }
 
-// unregister removes the lab's entry, and the registry's directories
-// once they are empty.
+// unregister removes the lab's entry, and the registry's directory once
+// it is empty.
 func (l MachineLab) unregister() error {
 	if err := os.Remove(l.entryPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("lab registry: %w", err)
 	}
-	_ = os.Remove(l.Registry) // only once empty, as the next one
-	_ = os.Remove(filepath.Dir(l.Registry))
+	_ = os.Remove(l.Registry) // only once empty
 	return nil
 }
 
