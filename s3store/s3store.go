@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/inputfile"
 )
 
 const (
@@ -117,13 +118,15 @@ func (s *Store) URL(key string) string {
 	return "s3://" + s.bucket + "/" + key
 }
 
-// Upload stores the regular file at localPath as key, replacing any
-// object of that key, and checks that the store holds all its bytes.
+// Upload stores the regular file at localPath, a snapshot of at most
+// inputfile.SnapshotLimit bytes, as key, replacing any object of that
+// key, and checks that the store holds all its bytes. Anything but a
+// regular file is refused without waiting on it.
 func (s *Store) Upload(ctx context.Context, localPath, key string) (Object, error) {
 	if err := checkKey(key); err != nil {
 		return Object{}, fmt.Errorf("upload %s: %w", localPath, err)
 	}
-	f, err := os.Open(localPath)
+	f, err := inputfile.Open(localPath, inputfile.SnapshotLimit)
 	if err != nil {
 		return Object{}, fmt.Errorf("upload to %s: %w", s.URL(key), err)
 	}
@@ -131,9 +134,6 @@ func (s *Store) Upload(ctx context.Context, localPath, key string) (Object, erro
 	st, err := f.Stat()
 	if err != nil {
 		return Object{}, fmt.Errorf("upload to %s: %w", s.URL(key), err)
-	}
-	if !st.Mode().IsRegular() {
-		return Object{}, fmt.Errorf("upload %s to %s: not a regular file", localPath, s.URL(key))
 	}
 	op := "upload " + localPath + " to"
 	if _, err := s.client.PutObject(ctx, s.bucket, key, f, st.Size(), minio.PutObjectOptions{ContentType: "application/octet-stream"}); err != nil {

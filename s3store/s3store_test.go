@@ -323,7 +323,7 @@ func offline(t *testing.T) *s3store.Store {
 // TestKeysOutsideTheTree: a key with an empty, . or .. part, which a
 // store could resolve to another object or bucket, is refused by every
 // operation before anything crosses the network, naming the key and the
-// form to use.
+// form to use; so is the upload of a FIFO, which never waits on it.
 func TestKeysOutsideTheTree(t *testing.T) {
 	store := offline(t)
 	local := filepath.Join(t.TempDir(), "etcd-snapshot.db")
@@ -342,6 +342,13 @@ func TestKeysOutsideTheTree(t *testing.T) {
 				t.Errorf("%s(%q) = %v, want the key refused", op, key, err)
 			}
 		}
+	}
+	fifo := filepath.Join(t.TempDir(), "etcd-snapshot.db")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Upload(ctx, fifo, "node-1/etcd-snapshot.db"); err == nil || !strings.Contains(err.Error(), "not a regular file: it is a FIFO") {
+		t.Errorf("Upload of a FIFO: %v, want it refused at once", err)
 	}
 	if _, err := store.List(ctx, "clusters/../"); err == nil || !strings.Contains(err.Error(), "has an empty, . or .. part") {
 		t.Errorf("List of a prefix with ..: %v, want it refused", err)
