@@ -99,7 +99,7 @@ func (l MachineLab) CheckLoad(archives, nodes []string) error {
 // openArchive opens the image archive at path: a regular file of at most
 // archiveLimit bytes. Anything else, a FIFO (as bash's <(docker save ...)
 // gives) among them, is refused without waiting on it: Load reads an
-// archive twice, for its index and for each node's import.
+// archive more than once, for its index, then for each node's import.
 func openArchive(path string) (*os.File, error) {
 	f, err := inputfile.Open(path, archiveLimit)
 	switch {
