@@ -3,11 +3,16 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/url"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -95,10 +100,8 @@ func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		),
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.out != "" {
-				if err := files.CheckTarget("--out", opts.out); err != nil {
-					return err
-				}
+			if err := opts.checkSave(); err != nil {
+				return err
 			}
 			save := phases.Operation[*phases.Node]{Name: "etcd-snapshot-save", Run: opts.save}
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(save.Execute))
@@ -111,6 +114,46 @@ func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	flags.StringVar(&opts.out, "out", "", "the snapshot file, replaced only by a snapshot that verifies; its directory must exist (default: etcd-snapshot-<UTC time>.db in etcd.local.snapshotsDir)")
 	flags.StringVar(&opts.endpoint, "endpoint", "", "the client URL of the member (default: this node's, https://<node.advertiseAddress>:2379)")
 	return cmd
+}
+
+// checkSave refuses, before anything dials etcd, an --out that kubeboot
+// cannot write (see files.CheckTarget) or whose directory does not exist,
+// and an --endpoint that is no client URL.
+func (o *snapshotOptions) checkSave() error {
+	if o.out != "" {
+		if err := files.CheckTarget("--out", o.out); err != nil {
+			return err
+		}
+		dir := filepath.Dir(o.out)
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return &exit.UsageError{Msg: fmt.Sprintf("--out %s: the directory %s does not exist: create it first, or name a file in an existing directory", o.out, dir)}
+		}
+	}
+	return checkEndpoint(o.endpoint)
+}
+
+// checkEndpoint refuses an etcd command's --endpoint, unless it is empty
+// (this node's member) or a client URL as etcd's own flags take one: http
+// or https, host:port, and nothing after but a slash. Every etcd command
+// checks its --endpoint here, before anything dials it.
+func checkEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	u, err := url.Parse(endpoint)
+	if err == nil && u.User != nil {
+		// Not quoted: it may hold a password.
+		return &exit.UsageError{Msg: "--endpoint: an etcd client URL holds no user or password, the client certificate authenticates: give one like https://10.0.0.10:2379"}
+	}
+	refused := &exit.UsageError{Msg: fmt.Sprintf("--endpoint %q: not an etcd client URL (http or https, host:port, no path): give one like https://10.0.0.10:2379", endpoint)}
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return refused
+	}
+	if port, err := strconv.Atoi(u.Port()); err != nil || port < 1 || port > 65535 {
+		return refused
+	}
+	return nil
 }
 
 // save is the save operation: the snapshot, and the result's account of it.

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/exit"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -171,5 +173,72 @@ func TestEtcdSnapshotSaveListPrune(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, append(prune[:len(prune)-1], "0")...); code != 2 || !strings.Contains(stderr, "--keep 0") {
 		t.Errorf("--keep 0: code %d, %q", code, stderr)
+	}
+}
+
+// TestCheckEndpoint: --endpoint takes a client URL as etcd's own flags
+// do; anything else is a usage error naming the flag, which never quotes
+// a password.
+func TestCheckEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		endpoint string
+		ok       bool
+	}{
+		{"", true},
+		{"https://10.0.0.10:2379", true},
+		{"http://127.0.0.1:2379/", true},
+		{"https://[fd00::10]:2379", true},
+		{"https://etcd.example.com:2379", true},
+		{"not a url", false},
+		{"http://", false},
+		{"https://host:99999", false},
+		{"https://host:0", false},
+		{"https://10.0.0.10", false},
+		{"10.0.0.10:2379", false},
+		{"unix:///run/etcd.sock", false},
+		{"https://10.0.0.10:2379/v3", false},
+		{"https://10.0.0.10:2379?a=b", false},
+		{"https://root:s3cr3t@10.0.0.10:2379", false},
+	} {
+		err := checkEndpoint(tc.endpoint)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%q: %v", tc.endpoint, err)
+		case !tc.ok && (exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "--endpoint") || !strings.Contains(err.Error(), "like https://10.0.0.10:2379")):
+			t.Errorf("%q: %v, want a usage error naming --endpoint and the fix", tc.endpoint, err)
+		case err != nil && strings.Contains(err.Error(), "s3cr3t"):
+			t.Errorf("%q: the password is quoted: %v", tc.endpoint, err)
+		}
+	}
+}
+
+// TestEtcdFlagMistakes: a snapshot --out in a directory that does not
+// exist and an --endpoint that is no client URL are usage errors
+// (exit 2) naming the flag, before any etcd is dialed, in every command
+// that takes them.
+func TestEtcdFlagMistakes(t *testing.T) {
+	root, dir := t.TempDir(), t.TempDir()
+	cfg := writeFile(t, dir, "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {name: node-1, advertiseAddress: 127.0.0.1}\n")
+	node := []string{"--config", cfg, "--root", root}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"etcd", "snapshot", "save", "--out", filepath.Join(dir, "missing", "s.db")}, "--out " + filepath.Join(dir, "missing", "s.db") + ": the directory " + filepath.Join(dir, "missing") + " does not exist: create it first"},
+		{[]string{"etcd", "snapshot", "save", "--endpoint", "not a url"}, `--endpoint "not a url": not an etcd client URL`},
+		{[]string{"etcd", "members", "--endpoint", "http://"}, `--endpoint "http://": not an etcd client URL`},
+		{[]string{"etcd", "members", "list", "--endpoint", "https://host:99999"}, `--endpoint "https://host:99999"`},
+		{[]string{"etcd", "members", "remove", "node-2", "--endpoint", "https://host:99999"}, `--endpoint "https://host:99999"`},
+	} {
+		start := time.Now()
+		code, _, stderr := runCLI(t, append(tc.args, node...)...)
+		if code != exit.Usage || !strings.Contains(stderr, tc.want) || time.Since(start) > time.Second {
+			t.Errorf("%v: exit %d after %s, %q; want exit 2 at once and %q", tc.args, code, time.Since(start), stderr, tc.want)
+		}
+	}
+	schedule := scheduleOptions{endpoint: "not a url", tls: etcd.TLSFiles{CA: "ca.crt", Cert: "c.crt", Key: "c.key"},
+		dir: config.DefaultEtcdSnapshotsDir, interval: config.DefaultSnapshotInterval, keep: 1, healthPort: config.PortEtcdSnapshots}
+	if err := schedule.check(); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), `--endpoint "not a url"`) {
+		t.Errorf("schedule --endpoint 'not a url': %v", err)
 	}
 }

@@ -29,8 +29,12 @@ type membersOptions struct {
 	endpoint string
 }
 
-// spec loads the node's configuration, which must run a local etcd member.
+// spec refuses a bad --endpoint, then loads the node's configuration,
+// which must run a local etcd member.
 func (o *membersOptions) spec() (runSpec, error) {
+	if err := checkEndpoint(o.endpoint); err != nil {
+		return runSpec{}, err
+	}
 	return o.deps.localEtcdSpec(o.configPath, o.root, "manages the cluster of", "manage the members of")
 }
 

@@ -84,6 +84,9 @@ func (o *scheduleOptions) check() error {
 			return &exit.UsageError{Msg: f.name + " is required"}
 		}
 	}
+	if err := checkEndpoint(o.endpoint); err != nil {
+		return err
+	}
 	if err := config.CheckOwnedDir("--dir", o.dir, config.SnapshotsDirUse, config.DefaultEtcdSnapshotsDir); err != nil {
 		return err
 	}
