@@ -60,11 +60,12 @@ func loadJoin(file string, doc *yaml.Node, env Env) (*JoinConfiguration, error) 
 		}
 		j.Join.Discovery.Set(*given)
 	}
+	key := field.NewPath("join", "certificateKey")
 	if env.JoinCertificateKey != "" {
-		j.Join.CertificateKey = env.JoinCertificateKey
+		j.Join.CertificateKey, key = env.JoinCertificateKey, field.NewPath("--certificate-key")
 	}
 	errs = append(errs, Validate(&j.ClusterConfiguration)...)
-	errs = append(errs, validateJoin(j)...)
+	errs = append(errs, validateJoin(j, key)...)
 	j.Kind = KindJoinConfiguration
 	if err := validated(file, doc, errs); err != nil {
 		return nil, err
@@ -72,8 +73,10 @@ func loadJoin(file string, doc *yaml.Node, env Env) (*JoinConfiguration, error) 
 	return j, nil
 }
 
-// validateJoin checks what a join needs beyond a valid ClusterConfiguration.
-func validateJoin(j *JoinConfiguration) field.ErrorList {
+// validateJoin checks what a join needs beyond a valid ClusterConfiguration;
+// key names where join.certificateKey came from: that field, or the flag
+// that set it.
+func validateJoin(j *JoinConfiguration, key *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if j.ControlPlaneEndpoint == "" {
 		errs = append(errs, field.Required(field.NewPath("controlPlaneEndpoint"), "a joining control-plane node reaches the cluster through its load balancer"))
@@ -90,10 +93,10 @@ func validateJoin(j *JoinConfiguration) field.ErrorList {
 	if j.Join.Discovery != nil {
 		errs = append(errs, validateDiscovery(field.NewPath("join", "discovery"), *j.Join.Discovery)...)
 	}
-	if key := j.Join.CertificateKey; key != "" {
-		errs = append(errs, validateCertificateKey(field.NewPath("join", "certificateKey"), key)...)
+	if j.Join.CertificateKey != "" {
+		errs = append(errs, validateCertificateKey(key, j.Join.CertificateKey)...)
 		if j.Join.Discovery == nil || j.Join.Discovery.Token == "" {
-			errs = append(errs, field.Required(field.NewPath("join", "discovery", "token"), "join.certificateKey fetches the kubeadm-certs Secret with the bootstrap token: set join.discovery (token and caCertHashes, or --token and --discovery-token-ca-cert-hash)"))
+			errs = append(errs, field.Required(field.NewPath("join", "discovery", "token"), key.String()+" fetches the kubeadm-certs Secret with the bootstrap token: set join.discovery (token and caCertHashes, or --token and --discovery-token-ca-cert-hash)"))
 		}
 	}
 	return errs

@@ -129,7 +129,8 @@ func TestLoadJoinDiscoveryFlags(t *testing.T) {
 // TestCertificateKeys: init's certificateKey and a join's
 // join.certificateKey (the file's, or --certificate-key over it) are 64
 // hex digits, never echoed when malformed; a join's needs the discovery
-// token that reads the Secret.
+// token that reads the Secret. An error names where the key came from:
+// --certificate-key when given, else join.certificateKey.
 func TestCertificateKeys(t *testing.T) {
 	host := Host{Name: "node2", Address: "10.0.0.12"}
 	key, other := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
@@ -148,12 +149,15 @@ func TestCertificateKeys(t *testing.T) {
 	}
 	for _, tc := range []struct{ text, flag, want string }{
 		{base + discovery + "  certificateKey: NOTHEX" + key[6:] + "\n", "", "join.certificateKey: Invalid value: \"(hidden)\": want 64 lowercase hex digits"},
-		{base + discovery, "abc123", "join.certificateKey: Invalid value: \"(hidden)\""},
-		{base + "  etcdEndpoints: [https://10.0.0.11:2379]\n", key, "join.discovery.token: Required value: join.certificateKey fetches the kubeadm-certs Secret with the bootstrap token"},
+		{base + discovery, "abc123", "--certificate-key: Invalid value: \"(hidden)\": want 64 lowercase hex digits"},
+		{base + discovery + "  certificateKey: " + key + "\n", "abc123", "--certificate-key: Invalid value: \"(hidden)\""},
+		{base + "  etcdEndpoints: [https://10.0.0.11:2379]\n", key, "join.discovery.token: Required value: --certificate-key fetches the kubeadm-certs Secret with the bootstrap token"},
+		{base + "  etcdEndpoints: [https://10.0.0.11:2379]\n  certificateKey: " + key + "\n", "", "join.discovery.token: Required value: join.certificateKey fetches the kubeadm-certs Secret"},
 	} {
 		_, err := load(tc.text, tc.flag)
-		if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "abc123") || strings.Contains(err.Error(), "NOTHEX") {
-			t.Errorf("load with flag %q:\n%v\nwant exit 2 and %q, the key never echoed", tc.flag, err, tc.want)
+		if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "abc123") || strings.Contains(err.Error(), "NOTHEX") ||
+			(tc.flag != "" && strings.Contains(err.Error(), "join.certificateKey")) {
+			t.Errorf("load with flag %q:\n%v\nwant exit 2 and %q, the key never echoed, the flag named when given", tc.flag, err, tc.want)
 		}
 	}
 	_, err := Load(writeConfig(t, "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\ncertificateKey: "+key[:60]+"\n"), Env{Host: host})

@@ -27,7 +27,7 @@ var certKeyRows = []row{
 			writeFile(e.t, c, "apiVersion: kubeboot.io/v1alpha1\nkind: JoinConfiguration\ncontrolPlaneEndpoint: 10.0.0.10:6443\n", 0o600)
 			return []string{"join", "--control-plane", "--config", c, "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("ab", 32), "--certificate-key", "s3cr3t-not-hex"}
 		},
-		code: 2, message: `join.certificateKey: Invalid value: "(hidden)": want 64 lowercase hex digits`,
+		code: 2, message: `--certificate-key: Invalid value: "(hidden)": want 64 lowercase hex digits`,
 		check: func(e env, res result) {
 			if strings.Contains(res.stderr, "s3cr3t") {
 				e.t.Errorf("the key is echoed: %s", res.stderr)
