@@ -46,17 +46,6 @@ type restoreJournal struct {
 	Time time.Time `json:"time"`
 }
 
-// restoringDir is where a restore writes the new data dir, beside the old.
-func restoringDir(c *config.ClusterConfiguration) string {
-	return c.Etcd.Local.DataDir + ".restoring"
-}
-
-// beforeRestoreDir is where the old data dir waits until the restored
-// control plane is healthy.
-func beforeRestoreDir(c *config.ClusterConfiguration) string {
-	return c.Etcd.Local.DataDir + ".before-restore"
-}
-
 // EtcdRestore is `kubeboot etcd restore --snapshot FILE`: it brings this
 // control-plane node's cluster back from a snapshot, as a new one-member
 // etcd cluster, and waits until the control plane is healthy. See
@@ -137,11 +126,11 @@ func restoreEtcd(ctx context.Context, s *phases.Node, snapshot string) error {
 		if err := checkRestorable(s); err != nil {
 			return err
 		}
-		if _, err := os.Lstat(s.Files.HostPath(beforeRestoreDir(c))); err == nil {
-			return &exit.UsageError{Msg: fmt.Sprintf("%s is there, the data an earlier restore replaced: move it away or remove it, then restore again", beforeRestoreDir(c))}
+		if _, err := os.Lstat(s.Files.HostPath(c.EtcdBeforeRestoreDir())); err == nil {
+			return &exit.UsageError{Msg: fmt.Sprintf("%s is there, the data an earlier restore replaced: move it away or remove it, then restore again", c.EtcdBeforeRestoreDir())}
 		}
-		if _, err := os.Lstat(s.Files.HostPath(restoringDir(c))); err == nil {
-			return &exit.UsageError{Msg: fmt.Sprintf("%s is there, and a restore writes the new data dir there: move it away, then restore again", restoringDir(c))}
+		if _, err := os.Lstat(s.Files.HostPath(c.EtcdRestoringDir())); err == nil {
+			return &exit.UsageError{Msg: fmt.Sprintf("%s is there, and a restore writes the new data dir there: move it away, then restore again", c.EtcdRestoringDir())}
 		}
 		j = &restoreJournal{Snapshot: snapshot, Stage: restoreStarted, Time: time.Now().UTC()}
 		if err := writeRestoreJournal(s, j); err != nil {
@@ -275,11 +264,11 @@ func stopControlPlane(ctx context.Context, s *phases.Node, _ string) error {
 	return waitStopped(ctx, s.Run, st, c.Timeouts.ControlPlane.Duration)
 }
 
-// writeRestoredData restores the snapshot into restoringDir, after
+// writeRestoredData restores the snapshot into EtcdRestoringDir, after
 // removing what an interrupted attempt left there.
 func writeRestoredData(ctx context.Context, s *phases.Node, snapshot string) error {
 	c := s.Config
-	dir := restoringDir(c)
+	dir := c.EtcdRestoringDir()
 	if err := s.Files.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -291,14 +280,14 @@ func writeRestoredData(ctx context.Context, s *phases.Node, snapshot string) err
 }
 
 // swapDataDirs makes the restored data the etcd data dir: the old one,
-// checked again to hold only etcd's data, moves to beforeRestoreDir, then
+// checked again to hold only etcd's data, moves to EtcdBeforeRestoreDir, then
 // the new one into its place, each by an atomic rename. A run a crash
 // ended between the two renames finds the first done, and one it ended
 // after both finds the swap done.
 func swapDataDirs(_ context.Context, s *phases.Node, _ string) error {
 	c := s.Config
-	data, before := c.Etcd.Local.DataDir, beforeRestoreDir(c)
-	_, restoringErr := os.Lstat(s.Files.HostPath(restoringDir(c)))
+	data, before := c.Etcd.Local.DataDir, c.EtcdBeforeRestoreDir()
+	_, restoringErr := os.Lstat(s.Files.HostPath(c.EtcdRestoringDir()))
 	_, dataErr := os.Lstat(s.Files.HostPath(data))
 	if errors.Is(restoringErr, fs.ErrNotExist) && dataErr == nil {
 		// A run a crash ended after the second rename: the swap is done.
@@ -313,7 +302,7 @@ func swapDataDirs(_ context.Context, s *phases.Node, _ string) error {
 		}
 		s.Report.Infof("the data before the restore is in %s until the control plane is healthy", before)
 	}
-	if err := s.Files.Rename(restoringDir(c), data); err != nil {
+	if err := s.Files.Rename(c.EtcdRestoringDir(), data); err != nil {
 		return err
 	}
 	return phases.EnsureEtcdDataDir(s)
@@ -340,7 +329,7 @@ func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 		}
 	}
 	if _, err := (phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Wait}}).Run(ctx, s, nil); err != nil {
-		return fmt.Errorf("%w\nthe data before the restore is in %s; `kubeboot etcd restore --snapshot %s` again resumes", err, beforeRestoreDir(c), snapshot)
+		return fmt.Errorf("%w\nthe data before the restore is in %s; `kubeboot etcd restore --snapshot %s` again resumes", err, c.EtcdBeforeRestoreDir(), snapshot)
 	}
 	s.Report.SetPhase("etcd-restore")
 	for _, name := range config.StaticPodNames {
@@ -348,9 +337,9 @@ func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 			return err
 		}
 	}
-	if err := checkOnlyEtcdData(s, beforeRestoreDir(c)); err != nil {
-		s.Report.Warnf("left %s, the data before the restore: %v", beforeRestoreDir(c), err)
-	} else if err := s.Files.RemoveAll(beforeRestoreDir(c)); err != nil {
+	if err := checkOnlyEtcdData(s, c.EtcdBeforeRestoreDir()); err != nil {
+		s.Report.Warnf("left %s, the data before the restore: %v", c.EtcdBeforeRestoreDir(), err)
+	} else if err := s.Files.RemoveAll(c.EtcdBeforeRestoreDir()); err != nil {
 		return err
 	}
 	if err := s.Files.Remove(phases.RestoreJournalPath(c)); err != nil {

@@ -119,7 +119,7 @@ func TestRestoreResumesAfterACrash(t *testing.T) {
 	must(t, writeRestoredData(context.Background(), s, snapshot))
 	j.Stage = restoreWritten
 	must(t, writeRestoreJournal(s, j))
-	must(t, s.Files.Rename(c.Etcd.Local.DataDir, beforeRestoreDir(c)))
+	must(t, s.Files.Rename(c.Etcd.Local.DataDir, c.EtcdBeforeRestoreDir()))
 
 	other := snapshotOfRealEtcd(t)
 	if _, err := EtcdRestore(other, true).Execute(context.Background(), s); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "was interrupted") {
@@ -132,17 +132,17 @@ func TestRestoreResumesAfterACrash(t *testing.T) {
 	rerun, err := phases.NewNode(s.Run, &timeouts)
 	must(t, err)
 	_, err = EtcdRestore(snapshot, true).Execute(context.Background(), rerun)
-	if err == nil || !strings.Contains(err.Error(), beforeRestoreDir(c)) {
+	if err == nil || !strings.Contains(err.Error(), c.EtcdBeforeRestoreDir()) {
 		t.Fatalf("the resumed restore: %v", err)
 	}
 	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(c.Etcd.Local.DataDir, "member", "snap", "db"))); err != nil || string(db) == "data" {
 		t.Errorf("the data dir holds no restored database: %v", err)
 	}
-	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(beforeRestoreDir(c), "member", "snap", "db"))); err != nil || string(db) != "data" {
+	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(c.EtcdBeforeRestoreDir(), "member", "snap", "db"))); err != nil || string(db) != "data" {
 		t.Errorf("the data before the restore is gone while the control plane is not healthy: %v", err)
 	}
-	if _, err := os.Stat(s.Files.HostPath(restoringDir(c))); !os.IsNotExist(err) {
-		t.Errorf("%s is still there: %v", restoringDir(c), err)
+	if _, err := os.Stat(s.Files.HostPath(c.EtcdRestoringDir())); !os.IsNotExist(err) {
+		t.Errorf("%s is still there: %v", c.EtcdRestoringDir(), err)
 	}
 	for name, want := range manifests {
 		if got := phasestest.HostFile(t, s, c.ManifestPath(name)); string(got) != string(want) {
@@ -163,13 +163,13 @@ func TestRestoreSwapDone(t *testing.T) {
 	c := s.Config
 	snapshot := snapshotOfRealEtcd(t)
 	must(t, writeRestoredData(context.Background(), s, snapshot))
-	must(t, s.Files.Rename(c.Etcd.Local.DataDir, beforeRestoreDir(c)))
-	must(t, s.Files.Rename(restoringDir(c), c.Etcd.Local.DataDir))
+	must(t, s.Files.Rename(c.Etcd.Local.DataDir, c.EtcdBeforeRestoreDir()))
+	must(t, s.Files.Rename(c.EtcdRestoringDir(), c.Etcd.Local.DataDir))
 	must(t, swapDataDirs(context.Background(), s, snapshot))
 	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(c.Etcd.Local.DataDir, "member", "snap", "db"))); err != nil || string(db) == "data" {
 		t.Errorf("the data dir no longer holds the restored data: %v", err)
 	}
-	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(beforeRestoreDir(c), "member", "snap", "db"))); err != nil || string(db) != "data" {
+	if db, err := os.ReadFile(s.Files.HostPath(filepath.Join(c.EtcdBeforeRestoreDir(), "member", "snap", "db"))); err != nil || string(db) != "data" {
 		t.Errorf("the data before the restore moved: %v", err)
 	}
 }
@@ -272,11 +272,11 @@ func TestRestoreKeepsWhatEtcdDidNotWrite(t *testing.T) {
 	}
 	must(t, os.Remove(notes))
 
-	restoring := s.Files.HostPath(restoringDir(c))
+	restoring := s.Files.HostPath(c.EtcdRestoringDir())
 	must(t, os.MkdirAll(restoring, 0o700))
 	_, err = EtcdRestore(snapshot, true).Execute(context.Background(), s)
 	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "a restore writes the new data dir there") {
-		t.Errorf("restore with %s there: %v (exit %d)", restoringDir(c), err, exit.Code(err))
+		t.Errorf("restore with %s there: %v (exit %d)", c.EtcdRestoringDir(), err, exit.Code(err))
 	}
 	must(t, os.Remove(restoring))
 
