@@ -163,8 +163,8 @@ func checkComponentSkew(node string, c Change, from *version.Version, target str
 	case c.Name == "kubelet" && from.GreaterThan(to):
 		return &exit.UsageError{Msg: fmt.Sprintf("upgrade to %s: the kubelet of %s runs %s, newer than the control plane may be: a kubelet is never newer than the API server", target, node, c.From)}
 	case c.Name == "kubelet":
-		if err := phases.CheckKubeletSkew(from, to, "the API server"); err != nil {
-			return &exit.UsageError{Msg: fmt.Sprintf("upgrade to %s: Node %s reports the kubelet %s; upgrade that node's kubelet first, as the version skew policy wants (%v)", target, node, c.From, err)}
+		if err := phases.CheckKubeletSkew("the kubelet Node "+node+" reports", from, "the control plane this upgrade brings", to); err != nil {
+			return &exit.UsageError{Msg: fmt.Sprintf("upgrade to %s: %v, on %s before this upgrade", target, err, node)}
 		}
 	case c.Name == config.NameAPIServer && (to.Major() != from.Major() || to.Minor() < from.Minor()):
 		return &exit.UsageError{Msg: fmt.Sprintf("upgrade to %s: %s's API server runs %s, and downgrades across minor versions are not supported", target, node, c.From)}

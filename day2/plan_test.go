@@ -108,7 +108,7 @@ func TestPlanUpgrade(t *testing.T) {
 func TestPlanSkew(t *testing.T) {
 	for _, tc := range []struct{ node, apiserver, kubelet, want string }{
 		{"worker1", "", "v1.33.9", ""},
-		{"worker1", "", "v1.32.5", "upgrade to v1.36.3: Node worker1 reports the kubelet v1.32.5; upgrade that node's kubelet first"},
+		{"worker1", "", "v1.32.5", "upgrade to v1.36.3: the kubelet Node worker1 reports is v1.32.5, more than 3 minor versions older than the control plane this upgrade brings (v1.36.3): install the kubelet of v1.33 or later, on worker1 before this upgrade"},
 		{"node2", "v1.34.2", "", "upgrade one minor version at a time (to v1.35 first)"},
 	} {
 		objs := planCluster()

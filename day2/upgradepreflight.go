@@ -88,7 +88,7 @@ func checkKubeletSkew(ctx context.Context, s *phases.Node) error {
 	if err != nil {
 		return fmt.Errorf("parse kubernetesVersion %q: %w", s.Config.KubernetesVersion, err)
 	}
-	return phases.CheckKubeletSkew(kubelet, target, "the control plane this upgrade brings")
+	return phases.CheckKubeletSkew("the kubelet on the PATH", kubelet, "the control plane this upgrade brings", target)
 }
 
 // checkDiskSpace wants room for a snapshot as large as the data dir.

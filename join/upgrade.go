@@ -86,7 +86,7 @@ func checkWorkerSkew(ctx context.Context, s *phases.Run, client kubernetes.Inter
 	if err != nil {
 		return fmt.Errorf("read the API server's version %q: %w", info.GitVersion, err)
 	}
-	if err := phases.CheckKubeletSkew(kubelet, server, "the API server at "+info.GitVersion); err != nil {
+	if err := phases.CheckKubeletSkew("the kubelet on the PATH", kubelet, "the API server at "+info.GitVersion, server); err != nil {
 		return err
 	}
 	release, err := phases.ClusterVersion(ctx, client)
@@ -97,5 +97,5 @@ func checkWorkerSkew(ctx context.Context, s *phases.Run, client kubernetes.Inter
 	if err != nil {
 		return fmt.Errorf("read the cluster's kubernetesVersion %q: %w", release, err)
 	}
-	return phases.CheckKubeletSkew(kubelet, cluster, "the cluster's release in kube-system/kubeadm-config")
+	return phases.CheckKubeletSkew("the kubelet on the PATH", kubelet, "the cluster's release in kube-system/kubeadm-config", cluster)
 }

@@ -52,19 +52,20 @@ func KubeletRelease(ctx context.Context, s *Run) (*version.Version, error) {
 	return v, nil
 }
 
-// CheckKubeletSkew refuses a kubelet of release kubelet beside an API
-// server of release apiserver (the oldest the kubelet may talk to, named
-// by what): the skew policy wants the kubelet never newer than the API
-// server's minor version and at most three minor versions older.
-func CheckKubeletSkew(kubelet, apiserver *version.Version, what string) error {
+// CheckKubeletSkew refuses a kubelet of release kubelet, named by which
+// (such as "the kubelet on the PATH"), beside an API server of release
+// apiserver (the oldest the kubelet may talk to, named by what): the skew
+// policy wants the kubelet never newer than the API server's minor version
+// and at most three minor versions older.
+func CheckKubeletSkew(which string, kubelet *version.Version, what string, apiserver *version.Version) error {
 	k, a := kubelet, apiserver
 	switch {
 	case k.Major() != a.Major() || k.Minor() > a.Minor():
-		return fmt.Errorf("the kubelet on the PATH is v%s, newer than %s (v%s): a kubelet is never newer than the API server; upgrade the control plane first, or install the kubelet of v%d.%d",
-			kubelet, what, apiserver, a.Major(), a.Minor())
+		return fmt.Errorf("%s is v%s, newer than %s (v%s): a kubelet is never newer than the API server; upgrade the control plane first, or install the kubelet of v%d.%d",
+			which, kubelet, what, apiserver, a.Major(), a.Minor())
 	case k.Minor()+maxKubeletMinorsBehind < a.Minor():
-		return fmt.Errorf("the kubelet on the PATH is v%s, more than %d minor versions older than %s (v%s): install the kubelet of v%d.%d or later",
-			kubelet, maxKubeletMinorsBehind, what, apiserver, a.Major(), a.Minor()-maxKubeletMinorsBehind)
+		return fmt.Errorf("%s is v%s, more than %d minor versions older than %s (v%s): install the kubelet of v%d.%d or later",
+			which, kubelet, maxKubeletMinorsBehind, what, apiserver, a.Major(), a.Minor()-maxKubeletMinorsBehind)
 	}
 	return nil
 }

@@ -19,7 +19,8 @@ import (
 )
 
 // TestCheckKubeletSkew: a kubelet may be at the API server's minor or up
-// to three below it, never above, whatever the patch releases.
+// to three below it, never above, whatever the patch releases; a refusal
+// names the kubelet and the API server as the caller does.
 func TestCheckKubeletSkew(t *testing.T) {
 	for _, tc := range []struct {
 		kubelet, apiserver string
@@ -32,9 +33,12 @@ func TestCheckKubeletSkew(t *testing.T) {
 		{"v1.37.0", "v1.36.3", false},
 		{"v2.36.0", "v1.36.3", false},
 	} {
-		err := phases.CheckKubeletSkew(version.MustParseSemantic(tc.kubelet), version.MustParseSemantic(tc.apiserver), "the API server")
+		err := phases.CheckKubeletSkew("the kubelet Node w1 reports", version.MustParseSemantic(tc.kubelet), "the API server", version.MustParseSemantic(tc.apiserver))
 		if (err == nil) != tc.ok {
 			t.Errorf("kubelet %s beside the API server %s: %v, want allowed %v", tc.kubelet, tc.apiserver, err, tc.ok)
+		}
+		if want := "the kubelet Node w1 reports is " + tc.kubelet + ", "; err != nil && (!strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "the API server ("+tc.apiserver+")")) {
+			t.Errorf("kubelet %s beside the API server %s: %q, want it to start with %q and name the API server", tc.kubelet, tc.apiserver, err, want)
 		}
 	}
 }
