@@ -61,15 +61,15 @@ func TestExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{"version", []string{"version"}, 0, ""},
-		{"unknown flag", []string{"init", "--bogus"}, 2, "error: unknown flag: --bogus\n"},
-		{"bad output format", []string{"version", "-o", "yaml"}, 2, "want text or json"},
-		{"extra argument", []string{"version", "x"}, 2, "unknown command"},
+		{"unknown flag", []string{"init", "--bogus"}, 2, "error: unknown flag: --bogus: see kubeboot init --help\n"},
+		{"bad output format", []string{"version", "-o", "yaml"}, 2, "--output: the value given is no valid text|json"},
+		{"extra argument", []string{"version", "x"}, 2, "kubeboot version takes no arguments; got 1 argument (not shown"},
 		{"unknown skipped phase", []string{"init", "--config", cfg, "--skip-phases", "nope"}, 2, `error: unknown phase "nope"`},
 		{"unknown skipped join phase", []string{"join", "--config", cfg, "--control-plane", "--skip-phases", "nope"}, 2, `error: unknown phase "nope"`},
 		{"invalid config", []string{"config", "validate", bad}, 2, "line 3: node.advertiseAddress"},
 		{"missing config", []string{"config", "validate", "/nonexistent.yaml"}, 2, "invalid config /nonexistent.yaml:\n  cannot read the file"},
-		{"unknown command", []string{"foo"}, 2, `unknown command "foo" for "kubeboot"`},
-		{"unknown phase command", []string{"init", "phase", "cert"}, 2, `unknown command "cert" for "kubeboot init phase"`},
+		{"unknown command", []string{"foo"}, 2, "kubeboot takes a subcommand: bootstrap, certs, completion, config"},
+		{"unknown phase command", []string{"init", "phase", "cert"}, 2, "kubeboot init phase takes a subcommand: addon, apiserver-config"},
 		{"unknown certificate", []string{"certs", "renew", "apiservr", "--root", node}, 2, `unknown certificate or kubeconfig "apiservr"`},
 	}
 	for _, tt := range tests {

@@ -20,8 +20,8 @@ func TestEtcdMembersUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"etcd", "members", "nope"}, `unknown command "nope" for "kubeboot etcd members"`},
-		{[]string{"etcd", "members", "list", "extra"}, `unknown command "extra"`},
+		{[]string{"etcd", "members", "nope"}, "kubeboot etcd members takes no arguments, or a subcommand: list or remove"},
+		{[]string{"etcd", "members", "list", "extra"}, "kubeboot etcd members list takes no arguments"},
 		{[]string{"etcd", "members", "remove"}, "etcd members remove takes the NAME of one member (got 0 arguments)"},
 		{[]string{"etcd", "members", "remove", "a", "b"}, "takes the NAME of one member (got 2 arguments)"},
 		{[]string{"etcd", "members", "--config", external}, "etcd.external: kubeboot manages the cluster of the etcd member it runs"},

@@ -214,7 +214,7 @@ func TestJoinWorkerRefuses(t *testing.T) {
 		{"a bundle without --control-plane", []string{"join", c.endpoint, "--certs-bundle", "b", "--key-file", "k"}, 2, "--certs-bundle, --key-file and --certificate-key join a control-plane node"},
 		{"a worker's name with --control-plane", []string{"join", "--control-plane", "--node-name", "w1"}, 2, "--node-name names a worker"},
 		{"a control-plane phase", []string{"join", "phase", "etcd-join", "--token", joinToken}, 2, "phase etcd-join is a phase of `kubeboot join --control-plane`: pass --control-plane"},
-		{"two endpoints", []string{"join", c.endpoint, c.endpoint}, 2, "accepts at most 1 arg"},
+		{"two endpoints", []string{"join", c.endpoint, c.endpoint}, 2, "kubeboot join takes what its usage line shows (kubeboot join [ENDPOINT] "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

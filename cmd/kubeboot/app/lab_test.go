@@ -29,7 +29,7 @@ func TestLabNeedsItsDescription(t *testing.T) {
 		{[]string{"lab", "exec", "cp1", "--", "true"}, "--cluster names the lab's description"},
 		{[]string{"lab", "reboot", "cp1"}, "--cluster names the lab's description"},
 		{[]string{"lab", "exec", "--cluster", desc, "w1", "--", "true"}, desc + `: no node "w1": its nodes are cp1`},
-		{[]string{"lab", "exec", "--cluster", desc, "cp1"}, "requires at least 2 arg(s)"},
+		{[]string{"lab", "exec", "--cluster", desc, "cp1"}, "kubeboot lab exec takes what its usage line shows (kubeboot lab exec NODE -- CMD [ARG...] [flags]); got 1 argument"},
 		{[]string{"lab", "up", "--cluster", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)

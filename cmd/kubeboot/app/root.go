@@ -10,11 +10,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kubeboot/kubeboot/exit"
 )
@@ -93,13 +95,21 @@ func newRootCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	root.SilenceErrors, root.SilenceUsage = true, true
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exit.UsageError{Msg: err.Error()}
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newInitCommand(d, stdout, stderr), newJoinCommand(d, stdout, stderr), newBootstrapCommand(d, stdout, stderr), newCertsCommand(d, stdout, stderr),
 		newDiffCommand(d, stdout, stderr), newResetCommand(d, stdout, stderr), newUpgradeCommand(d, stdout, stderr),
 		newLabCommand(stdout, stderr), newTokenCommand(d, stdout, stderr), newValidateCommand(stdout), newConfigCommand(d, stdout), newImagesCommand(d, stdout, stderr), newCSRApproverCommand(stderr), newVersionCommand(d, stdout))
 	root.AddCommand(newEtcdCommand(d, stdout, stderr))
+	// Cobra's completion commands quote an argument they refuse: they
+	// refuse it as the others do.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			for _, shell := range c.Commands() {
+				shell.Args = usageArgs(cobra.NoArgs)
+			}
+		}
+	}
 	return root
 }
 
@@ -110,8 +120,13 @@ func groupCommand(use, short string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			return argsError(cmd, "a subcommand: "+subcommands(cmd), len(args))
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 }
 
@@ -121,13 +136,96 @@ func examples(lines ...string) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
+// The arguments and flags a command refuses are never quoted in its error,
+// but for the names of flags: any of them may be a secret, such as a token
+// given where a command takes none (kubeadm's `token create <token>`) or a
+// flag's value pasted in the wrong place.
+
 // usageArgs wraps a cobra positional-argument rule so that its failure
-// exits with the usage code.
+// exits with the usage code and says what the command takes: no
+// arguments (or a subcommand), or what its usage line shows.
 func usageArgs(rule cobra.PositionalArgs) cobra.PositionalArgs {
+	return argsTaking(rule, "")
+}
+
+// argsTaking is usageArgs whose error says the command takes want, unless
+// want is empty.
+func argsTaking(rule cobra.PositionalArgs, want string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if err := rule(cmd, args); err != nil {
-			return &exit.UsageError{Msg: err.Error()}
+		if rule(cmd, args) == nil {
+			return nil
 		}
-		return nil
+		if want != "" {
+			return argsError(cmd, want, len(args))
+		}
+		// A rule that takes no argument but refuses one takes none.
+		if rule(cmd, nil) == nil && rule(cmd, []string{""}) != nil {
+			if subs := subcommands(cmd); subs != "" {
+				return argsError(cmd, "no arguments, or a subcommand: "+subs, len(args))
+			}
+			return argsError(cmd, "no arguments", len(args))
+		}
+		return argsError(cmd, "what its usage line shows ("+cmd.UseLine()+")", len(args))
 	}
+}
+
+// argsError is the error for n arguments cmd refuses: it says what cmd
+// takes, want, and how many arguments it got, none of them.
+func argsError(cmd *cobra.Command, want string, n int) error {
+	got := "none"
+	switch {
+	case n == 1:
+		got = "1 argument (not shown, since it may be a secret)"
+	case n > 1:
+		got = fmt.Sprintf("%d arguments (not shown, since one may be a secret)", n)
+	}
+	return &exit.UsageError{Msg: fmt.Sprintf("%s takes %s; got %s: see %s --help", cmd.CommandPath(), want, got, cmd.CommandPath())}
+}
+
+// subcommands lists the names of cmd's subcommands: "a, b or c".
+func subcommands(cmd *cobra.Command) string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// flagName is the shape of kubeboot's flag names: lowercase words, each
+// perhaps ending in a digit (s3), joined by dashes. An unknown flag is
+// named in its error only if it has this shape, which no token (it has a
+// dot) nor an S3 key (it has capitals) has.
+var flagName = regexp.MustCompile(`^[a-z]+[0-9]?(-[a-z]+[0-9]?)*$`)
+
+// flagError is every command's error for flags that do not parse. It names
+// the flag but never quotes what was given: a refused value, a group of
+// shorthand flags (-abc) or a word that is no flag is not shown.
+func flagError(cmd *cobra.Command, err error) error {
+	help := cmd.CommandPath() + " --help"
+	var msg string
+	if invalid, ok := errors.AsType[*pflag.InvalidValueError](err); ok {
+		flag := invalid.GetFlag()
+		msg = fmt.Sprintf("--%s: the value given is no valid %s (not shown, since it may be a secret): see %s", flag.Name, flag.Value.Type(), help)
+	} else if unknown, ok := errors.AsType[*pflag.NotExistError](err); ok {
+		switch name := unknown.GetSpecifiedName(); {
+		case unknown.GetSpecifiedShortnames() != "":
+			msg = fmt.Sprintf("unknown shorthand flag %q (the group it is in is not shown, since it may be a secret): see %s", name, help)
+		case flagName.MatchString(name):
+			msg = fmt.Sprintf("unknown flag: --%s: see %s", name, help)
+		default:
+			msg = fmt.Sprintf("unknown flag (not shown, since it may be a secret): see %s", help)
+		}
+	} else if missing, ok := errors.AsType[*pflag.ValueRequiredError](err); ok && missing.GetSpecifiedShortnames() != "" {
+		msg = fmt.Sprintf("flag -%s needs an argument (the group it is in is not shown, since it may be a secret): see %s", missing.GetSpecifiedName(), help)
+	} else if _, ok := errors.AsType[*pflag.InvalidSyntaxError](err); ok {
+		msg = fmt.Sprintf("bad flag syntax (not shown, since it may be a secret): a flag is -x or --name: see %s", help)
+	} else {
+		msg = err.Error()
+	}
+	return &exit.UsageError{Msg: msg}
 }

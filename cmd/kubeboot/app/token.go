@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/bootstraptoken"
@@ -95,8 +94,6 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		"kubeboot token list --config cluster.yaml",
 	)
 	addConfigFlag(cmd.PersistentFlags(), &shared.configPath)
-	cmd.Args = tokenArgs(cobra.NoArgs, "a subcommand: create, list, delete or generate")
-	cmd.SetFlagErrorFunc(tokenFlagError)
 
 	createOpts := &tokenCreateOptions{tokenOptions: shared}
 	create := &cobra.Command{
@@ -107,7 +104,7 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			"kubeboot token create --ttl 2h --description rack4-workers --config cluster.yaml",
 			"kubeboot token create --discovery-file discovery.conf --config cluster.yaml",
 		),
-		Args: tokenArgs(cobra.NoArgs, "no arguments: it generates the token (to choose a token, list it in the configuration's bootstrapTokens, which init creates)"),
+		Args: argsTaking(cobra.NoArgs, "no arguments: it generates the token (to choose a token, list it in the configuration's bootstrapTokens, which init creates)"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("ttl") && createOpts.ttl < config.MinBootstrapTokenTTL {
 				return &exit.UsageError{Msg: fmt.Sprintf("--ttl %s: a token must be valid for at least %s (one that never expires cannot be created)", createOpts.ttl, config.MinBootstrapTokenTTL)}
@@ -134,7 +131,7 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			"kubeboot token list --config cluster.yaml",
 			"kubeboot token list --config cluster.yaml -o json",
 		),
-		Args: tokenArgs(cobra.NoArgs, "no arguments"),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTokenCommand(cmd.Context(), "token list", listOpts.output, stdout, stderr, func(ctx context.Context, report *output.Reporter) (any, error) {
 				return listOpts.run(ctx, report, stdout)
@@ -148,7 +145,7 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		Use:     "delete ID...",
 		Short:   "Delete bootstrap tokens, named by ID (or by the whole token)",
 		Example: examples("kubeboot token delete abcdef --config cluster.yaml"),
-		Args:    tokenArgs(cobra.MinimumNArgs(1), "one or more token IDs or tokens"),
+		Args:    argsTaking(cobra.MinimumNArgs(1), "one or more token IDs or tokens"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := tokenIDs(args)
 			if err != nil {
@@ -173,7 +170,7 @@ func newTokenGenerateCommand(stdout io.Writer) *cobra.Command {
 		Use:     "generate",
 		Short:   "Print a new random bootstrap token, for the configuration's bootstrapTokens, without creating it",
 		Example: examples("kubeboot token generate"),
-		Args:    tokenArgs(cobra.NoArgs, "no arguments"),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			token, err := bootstraptoken.Generate(rand.Reader)
 			if err != nil {
@@ -183,38 +180,6 @@ func newTokenGenerateCommand(stdout io.Writer) *cobra.Command {
 			return err
 		},
 	}
-}
-
-// tokenArgs is usageArgs for a token command, whose arguments may hold a
-// token (as kubeadm's `token create <token>` does): its error says what
-// the command takes, want, and never quotes an argument.
-func tokenArgs(rule cobra.PositionalArgs, want string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if rule(cmd, args) == nil {
-			return nil
-		}
-		msg := cmd.CommandPath() + " takes " + want
-		if len(args) > 0 {
-			msg += fmt.Sprintf("; got %d argument(s), not shown since one may be a token", len(args))
-		}
-		return &exit.UsageError{Msg: msg}
-	}
-}
-
-// tokenFlagError is the token commands' error for flags that do not
-// parse. A value a flag refuses, or a group of shorthand flags, is not
-// quoted, since it may be a token; the rest quote only flag names.
-func tokenFlagError(_ *cobra.Command, err error) error {
-	if invalid, ok := errors.AsType[*pflag.InvalidValueError](err); ok {
-		return &exit.UsageError{Msg: fmt.Sprintf("--%s: the value given is no valid %s (not shown, since it may be a token): see --help", invalid.GetFlag().Name, invalid.GetFlag().Value.Type())}
-	}
-	if unknown, ok := errors.AsType[*pflag.NotExistError](err); ok && unknown.GetSpecifiedShortnames() != "" {
-		return &exit.UsageError{Msg: fmt.Sprintf("unknown shorthand flag %q (the group it is in is not shown, since it may be a token)", unknown.GetSpecifiedName())}
-	}
-	if missing, ok := errors.AsType[*pflag.ValueRequiredError](err); ok && missing.GetSpecifiedShortnames() != "" {
-		return &exit.UsageError{Msg: fmt.Sprintf("flag -%s needs an argument (the group it is in is not shown, since it may be a token)", missing.GetSpecifiedName())}
-	}
-	return &exit.UsageError{Msg: err.Error()}
 }
 
 // runTokenCommand runs a token command until its context ends and, with

@@ -350,8 +350,8 @@ func TestTokenCommandsNeverEchoATokenArgument(t *testing.T) {
 		want string
 	}{
 		{[]string{"token", "create", token}, "kubeboot token create takes no arguments: it generates the token (to choose a token, list it in the configuration's bootstrapTokens"},
-		{[]string{"token", token}, "kubeboot token takes a subcommand: create, list, delete or generate; got 1 argument(s), not shown"},
-		{[]string{"token", "list", token}, "kubeboot token list takes no arguments; got 1 argument(s)"},
+		{[]string{"token", token}, "kubeboot token takes a subcommand: create, delete, generate or list; got 1 argument (not shown"},
+		{[]string{"token", "list", token}, "kubeboot token list takes no arguments; got 1 argument"},
 		{[]string{"token", "generate", token}, "kubeboot token generate takes no arguments"},
 		{[]string{"token", "delete"}, "kubeboot token delete takes one or more token IDs or tokens"},
 		{[]string{"token", "create", "--ttl", token}, "--ttl: the value given is no valid duration (not shown"},
