@@ -21,7 +21,9 @@ func newLabLoadCommand(opts *labOptions, stdout, stderr io.Writer) *cobra.Comman
 		Long: "load imports each archive into the containerd of every node of the lab (or of --nodes), all nodes at once,\n" +
 			"in the namespace the kubelet uses, as kind's load image-archive does. Every archive and node is checked\n" +
 			"before any node is touched. A pod whose image is loaded runs it without a pull (imagePullPolicy\n" +
-			"IfNotPresent, or a tag other than latest).",
+			"IfNotPresent, or a tag other than latest).\n\n" +
+			"An ARCHIVE must be a regular file, which load reads more than once: a FIFO, such as bash's\n" +
+			"<(docker save IMAGE), is refused at once; save the image to a file first (docker save -o app.tar IMAGE).",
 		Example: examples(
 			"kubeboot lab load --cluster examples/machines.yaml app.tar",
 			"kubeboot lab load --cluster examples/machines.yaml --nodes w1,w2 app.tar tools.tar",
@@ -58,7 +60,8 @@ func newLabExportCommand(opts *labOptions, stdout io.Writer) *cobra.Command {
 	logs := &cobra.Command{
 		Use:   "logs [DIR]",
 		Short: "Collect every node's journals and pods' logs and the cluster's objects and events into one archive in DIR (default: the current directory)",
-		Long: "logs writes kubeboot-lab-<name>-<time>.tar.gz into DIR and prints its path: for every node its whole journal\n" +
+		Long: "logs writes kubeboot-lab-<name>-<time>.tar.gz into DIR and prints its path, <time> being the UTC time to the\n" +
+			"microsecond (20060102-150405.000000), so that two exports never share a name: for every node its whole journal\n" +
 			"and, apart, the kubelet's, containerd's and kubeboot's units', and its pods' logs (/var/log/pods); from the\n" +
 			"first control-plane node, kubectl get dumps of the nodes, pods, events and workloads. What could not be\n" +
 			"collected (a node that is not running, an API server down) is written as errors.txt beside the rest.",
