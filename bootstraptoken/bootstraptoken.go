@@ -67,7 +67,23 @@ const (
 var (
 	idPattern    = regexp.MustCompile(`^[a-z0-9]{6}$`)
 	tokenPattern = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
+	// tokenInText is a token inside other text: not part of a longer
+	// word or dotted name.
+	tokenInText = regexp.MustCompile(`(^|[^a-z0-9.])([a-z0-9]{6})\.[a-z0-9]{16}($|[^a-z0-9.])`)
 )
+
+// Redact is text with the secret half of every token in it masked, as
+// String masks it: what an error or a warning shows, whatever it quotes.
+func Redact(text string) string {
+	// Tokens side by side share a separator: replace until none is left.
+	for {
+		redacted := tokenInText.ReplaceAllString(text, "${1}${2}."+strings.Repeat("*", SecretLength)+"${3}")
+		if redacted == text {
+			return text
+		}
+		text = redacted
+	}
+}
 
 // Token is a bootstrap token: a public ID and a secret. Its String form
 // hides the secret, so that printing a Token by mistake leaks nothing;

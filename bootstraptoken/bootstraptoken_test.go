@@ -159,3 +159,21 @@ func TestFromSecretRefusesMalformedSecrets(t *testing.T) {
 		t.Errorf("a token that cannot sign does not serve joins: %+v, %v", info, err)
 	}
 }
+
+// TestRedact: every token in a text has its secret masked, wherever it
+// stands; what only looks like part of a token is left.
+func TestRedact(t *testing.T) {
+	for text, want := range map[string]string{
+		"abcdef.0123456789abcdef":                                 "abcdef.****************",
+		`unknown phase "abcdef.0123456789abcdef"`:                 `unknown phase "abcdef.****************"`,
+		"sha256:abcdef.0123456789abcdef, abcdef.0123456789abcdeg": "sha256:abcdef.****************, abcdef.****************",
+		"abcdef.0123456789abcdef abcdef.0123456789abcdef":         "abcdef.**************** abcdef.****************",
+		"node1.abcdef.0123456789abcdef.example.com":               "node1.abcdef.0123456789abcdef.example.com",
+		"abcdef.0123456789abcdef0":                                "abcdef.0123456789abcdef0",
+		"no token here":                                           "no token here",
+	} {
+		if got := Redact(text); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", text, got, want)
+		}
+	}
+}

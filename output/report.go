@@ -11,6 +11,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/kubeboot/kubeboot/bootstraptoken"
 )
 
 // The event levels.
@@ -82,6 +84,11 @@ func (r *Reporter) Event(e Event) {
 	defer r.mu.Unlock()
 	if e.Phase == "" {
 		e.Phase = r.phase
+	}
+	if e.Level != LevelInfo {
+		// A warning or an error may quote what a user gave in the wrong
+		// place: a token's secret in it is not shown.
+		e.Msg = bootstraptoken.Redact(e.Msg)
 	}
 	if r.json {
 		obj := map[string]any{}

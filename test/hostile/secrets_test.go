@@ -98,6 +98,12 @@ var secretRows = []row{
 		"join", token, "--token", token, "--discovery-token-ca-cert-hash", "sha256:"+strings.Repeat("ab", 32)),
 	refusedSecret("join with a mistyped --token", "discovery.token: Invalid value",
 		"join", "10.0.0.10:6443", "--token", token+"0", "--discovery-token-ca-cert-hash", "sha256:"+strings.Repeat("ab", 32)),
+	refusedSecret("init --skip-phases <token>", `unknown phase "abcdef.****************" in --skip-phases`, "init", "--skip-phases", token),
+	refusedSecret("upgrade plan <token>", `upgrade plan VERSION "abcdef.****************": want a release version`, "upgrade", "plan", token),
+	refusedSecret("certs renew <token>", `unknown certificate or kubeconfig "abcdef.****************"`, "certs", "renew", token),
+	refusedSecret("validate <token>", `validate "abcdef.****************": no such file or directory`, "validate", token),
+	refusedSecret("init --config <token>", "invalid config abcdef.****************", "init", "--config", token),
+	refusedSecret("lab up --cluster <token>", "abcdef.****************: no such file or directory", "lab", "up", "--cluster", token),
 	refusedSecretIn("init with a mistyped bootstrap token", `bootstrapTokens[0].token: Invalid value: "abcdef.…"`, func(e env) []string {
 		c := e.config("c.yaml", "bootstrapTokens: [{token: "+token+"0, ttl: 1h}]\n")
 		return append([]string{"init", "--root", e.node, "--config", c}, skip...)

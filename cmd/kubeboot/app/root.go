@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kubeboot/kubeboot/bootstraptoken"
 	"github.com/kubeboot/kubeboot/exit"
 )
 
@@ -77,7 +78,9 @@ func runArgs(ctx context.Context, d deps, args []string, stdout, stderr io.Write
 	}
 	var passed *exit.CommandExit
 	if !errors.As(err, &passed) {
-		_, _ = fmt.Fprintf(stderr, "error: %v\n", err)
+		// Whatever an error quotes, a token given in the wrong place among
+		// it, its secret is not shown.
+		_, _ = fmt.Fprintf(stderr, "error: %s\n", bootstraptoken.Redact(err.Error()))
 	}
 	return exit.Code(err)
 }

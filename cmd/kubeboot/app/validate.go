@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -69,6 +70,9 @@ func validatePaths(paths []string, nodeName string) ([]staticpod.Result, error) 
 	var results []staticpod.Result
 	for _, path := range paths {
 		info, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &exit.UsageError{Msg: fmt.Sprintf("validate %q: no such file or directory: name a manifest or the kubelet's manifest directory", path)}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("validate %q: %w", path, err)
 		}
