@@ -1,7 +1,7 @@
 // Package cri talks to the node's container runtime through the CRI, as the
-// kubelet does: which of the images a node needs the runtime holds, pulling
-// the ones it lacks, a static pod's container log for a diagnosis, and
-// removing every pod when a node is torn down.
+// kubelet does: whether it serves the CRI, which of the images a node needs
+// it holds, pulling the ones it lacks, a static pod's container log for a
+// diagnosis, and which static pods it still runs.
 package cri
 
 import (
@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -147,6 +148,29 @@ func logMessages(data []byte, n int) string {
 		}
 	}
 	return strings.Join(all, "\n")
+}
+
+// ReadyPods lists which of the kube-system pods named pods have a sandbox
+// the runtime reports ready: pods the kubelet still runs. The kubelet
+// stops a pod's containers before its sandbox, so a pod without a ready
+// sandbox runs nothing, not even a container it was starting when it
+// was told to stop the pod.
+func (c *Client) ReadyPods(ctx context.Context, pods []string) ([]string, error) {
+	resp, err := c.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes in container runtime %q: %w", c.endpoint, err)
+	}
+	var ready []string
+	for _, sb := range resp.GetItems() {
+		md := sb.GetMetadata()
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY && md.GetNamespace() == "kube-system" &&
+			slices.Contains(pods, md.GetName()) && !slices.Contains(ready, md.GetName()) {
+			ready = append(ready, md.GetName())
+		}
+	}
+	return ready, nil
 }
 
 // Version asks the runtime for its name and version, the CRI's first call:

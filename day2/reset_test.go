@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubeboot/kubeboot/config"
 	"github.com/kubeboot/kubeboot/exit"
@@ -306,6 +308,60 @@ func TestWaitStoppedWaitsForTheProcess(t *testing.T) {
 	case <-exited:
 	case <-time.After(time.Second):
 		t.Error("waitStopped returned while the process still ran")
+	}
+}
+
+// sandboxes is a container runtime whose kube-system pods' sandboxes are
+// ready until stopped is closed.
+type sandboxes struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	pods    []string
+	stopped chan struct{}
+}
+
+// ListPodSandbox lists the pods' sandboxes, ready until stopped.
+func (s sandboxes) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	state := runtimeapi.PodSandboxState_SANDBOX_READY
+	select {
+	case <-s.stopped:
+		state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	default:
+	}
+	var items []*runtimeapi.PodSandbox
+	for _, pod := range s.pods {
+		items = append(items, &runtimeapi.PodSandbox{Metadata: &runtimeapi.PodSandboxMetadata{Namespace: "kube-system", Name: pod}, State: state})
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: items}, nil
+}
+
+// A component between two restarts listens nowhere and has no process,
+// yet the kubelet runs its pod and may start it again: the wait lasts
+// until the runtime holds no ready sandbox of it.
+func TestWaitStoppedWaitsForTheSandbox(t *testing.T) {
+	s := initialised(t)
+	sock := s.Files.HostPath("/run/cri.sock")
+	must(t, os.MkdirAll(filepath.Dir(sock), 0o755))
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime := sandboxes{pods: []string{"kube-apiserver-" + s.Config.Node.Name}, stopped: make(chan struct{})}
+	server := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(server, runtime)
+	go func() { _ = server.Serve(ln) }()
+	t.Cleanup(server.Stop)
+	host, port, _ := net.SplitHostPort(freeAddr(t))
+	st := stoppingNow(s, []phases.Listener{{Component: "kube-apiserver", Host: host, Port: port}})
+	st.runtime = "unix:///run/cri.sock"
+	if !slices.Equal(st.pods, runtime.pods) {
+		t.Fatalf("stopping pods %v, want %v", st.pods, runtime.pods)
+	}
+	if err := waitStopped(context.Background(), s.Run, st, 600*time.Millisecond); err == nil || !strings.Contains(err.Error(), "static pod kube-apiserver-"+s.Config.Node.Name) {
+		t.Errorf("want a timeout naming the ready sandbox, got %v", err)
+	}
+	go func() { time.Sleep(300 * time.Millisecond); close(runtime.stopped) }()
+	if err := waitStopped(context.Background(), s.Run, st, 5*time.Second); err != nil {
+		t.Errorf("the sandbox stopped, yet: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubeboot/kubeboot/cri"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/procnet"
 )
@@ -20,11 +21,17 @@ import (
 const pollInterval = 250 * time.Millisecond
 
 // stopping is a set of components whose manifests go: the addresses they
-// listen on, and the processes that listened there before the manifests
-// went. Those may close their sockets well before they exit.
+// listen on, the processes that listened there before the manifests went
+// (those may close their sockets well before they exit), and their static
+// pods in the node's container runtime (a component between two restarts
+// listens nowhere, yet the kubelet may be starting it again).
 type stopping struct {
 	listeners []phases.Listener
 	procs     []stoppingProcess
+	// pods are the components' static pods, as the runtime names them.
+	pods []string
+	// runtime is the node's container runtime endpoint.
+	runtime string
 }
 
 // stoppingProcess is one component's process.
@@ -37,7 +44,10 @@ type stoppingProcess struct {
 // call it before the manifests go. When it cannot see them, it says so:
 // the wait then covers the ports alone.
 func stoppingNow(s *phases.Node, listeners []phases.Listener) stopping {
-	st := stopping{listeners: listeners}
+	st := stopping{listeners: listeners, runtime: s.Config.Kubelet.ContainerRuntimeEndpoint}
+	for _, name := range st.components() {
+		st.pods = append(st.pods, name+"-"+s.Config.Node.Name)
+	}
 	for _, l := range listeners {
 		port, err := strconv.Atoi(l.Port)
 		if err != nil {
@@ -55,17 +65,36 @@ func stoppingNow(s *phases.Node, listeners []phases.Listener) stopping {
 }
 
 // waitStopped waits until the kubelet has stopped the components whose
-// manifests went: nothing listens on their addresses any more and their
-// processes have exited, so no file is pulled from under a component that
-// is still shutting down. A timeout names what still runs.
+// manifests went: nothing listens on their addresses any more, their
+// processes have exited and the runtime holds no ready sandbox of their
+// pods, so no file is pulled from under a component that is still shutting
+// down, and none starts again once the kubelet is stopped. A node whose
+// runtime does not answer the CRI's list of sandboxes is waited for by its
+// ports and processes alone. A timeout names what still runs.
 func waitStopped(ctx context.Context, s *phases.Run, st stopping, timeout time.Duration) error {
 	s.Report.Infof("waiting for the kubelet to stop %s", strings.Join(st.components(), ", "))
+	var runtime *cri.Client
+	if st.runtime != "" {
+		if r, err := cri.Dial(st.runtime, s.Files.HostPath); err == nil {
+			runtime = r
+			defer func() { _ = r.Close() }()
+		}
+	}
 	var running []string
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		running = openListeners(st.listeners)
 		for _, sp := range st.procs {
 			if sp.process.Running() {
 				running = append(running, fmt.Sprintf("%s (%s)", sp.component, sp.process))
+			}
+		}
+		if runtime != nil {
+			pods, err := runtime.ReadyPods(ctx, st.pods)
+			if err != nil {
+				runtime = nil // it does not answer: the ports and processes tell
+			}
+			for _, pod := range pods {
+				running = append(running, "static pod "+pod)
 			}
 		}
 		return len(running) == 0, nil
