@@ -191,6 +191,14 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 	if err := l.install(ctx, files); err != nil {
 		return res, err
 	}
+	// Whether the machines make /run/systemd (systemd-nspawn keeps its
+	// locks there), which Down then removes once empty: one that was
+	// there before is the host's.
+	if !exists(runSystemdDir) {
+		if err := os.WriteFile(c.runSystemdMarker(), nil, 0o600); err != nil {
+			return res, err
+		}
+	}
 	say("%d machines installed in %s", len(c.Nodes), c.Dir)
 	start := time.Now()
 	bootErrs := make([]error, len(c.Nodes))
@@ -740,7 +748,17 @@ func (l MachineLab) Down(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if madeNetnsDir && exists(netnsDir) {
-		errs = append(errs, l.handOverNetnsDir())
+		errs = append(errs, l.handOver(netnsDirMarkerName))
+	}
+	if exists(c.runSystemdMarker()) {
+		// Empty once the host's last machine is gone: machine.Remove
+		// removes what systemd-nspawn kept in it.
+		if err := os.Remove(runSystemdDir); err != nil && exists(runSystemdDir) {
+			errs = append(errs, l.handOver(runSystemdMarkerName))
+		}
+		if err := os.Remove(c.runSystemdMarker()); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -754,10 +772,22 @@ func (l MachineLab) Down(ctx context.Context) error {
 	return l.unregister()
 }
 
-// handOverNetnsDir passes the removal of the /run/netns this lab made, which
-// another lab's namespaces keep from being removed now, to a lab that is
-// up, whose teardown removes it once empty.
-func (l MachineLab) handOverNetnsDir() error {
+// runSystemdDir is where systemd-nspawn keeps, on the host, its locks and
+// mount propagation dirs (package machine removes them with the host's
+// last machine).
+const runSystemdDir = "/run/systemd"
+
+// runSystemdMarkerName is the file in the lab's dir that exists while the
+// lab is up if the lab made runSystemdDir.
+const runSystemdMarkerName = "made-run-systemd"
+
+func (c *Cluster) runSystemdMarker() string { return filepath.Join(c.Dir, runSystemdMarkerName) }
+
+// handOver passes the removal of a directory of /run this lab made (the
+// marker of that name in its dir says which), which another lab's
+// machines keep from being removed now, to a lab that is up, whose Down
+// removes it once empty.
+func (l MachineLab) handOver(marker string) error {
 	if l.Registry == "" {
 		return nil
 	}
@@ -767,7 +797,7 @@ func (l MachineLab) handOverNetnsDir() error {
 	}
 	for _, o := range others {
 		if o.Name != l.Cluster.Name {
-			return os.WriteFile((&Cluster{Dir: o.Dir}).netnsDirMarker(), nil, 0o600)
+			return os.WriteFile(filepath.Join(o.Dir, marker), nil, 0o600)
 		}
 	}
 	return nil

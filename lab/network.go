@@ -139,9 +139,11 @@ func (c *Cluster) TearDownNetwork(ctx context.Context) error {
 // netnsDir is where `ip netns` keeps the namespaces it names.
 const netnsDir = "/run/netns"
 
-// netnsDirMarker exists while the lab's network is up if the lab made
-// netnsDir.
-func (c *Cluster) netnsDirMarker() string { return filepath.Join(c.Dir, "made-run-netns") }
+// netnsDirMarkerName is the file in the lab's dir that exists while the
+// lab's network is up if the lab made netnsDir.
+const netnsDirMarkerName = "made-run-netns"
+
+func (c *Cluster) netnsDirMarker() string { return filepath.Join(c.Dir, netnsDirMarkerName) }
 
 func (c *Cluster) nodeNamespaces() []string {
 	var names []string
