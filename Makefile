@@ -31,9 +31,9 @@ unit:
 	@# kubeboot's static pod validator against the kubelet's own validation, on a generated corpus: a module of its own, since it imports k8s.io/kubernetes.
 	set -o pipefail; cd test/tools/podvalidation && GOWORK=off $(GO) test -count=1 -v ./... | grep -E '^(--- |ok|FAIL)|corpus:|agreement:'
 
-## e2e: the end-to-end suite against the real binaries and kubelet (build tag e2e)
+## e2e: the end-to-end suite against the real binaries and kubelet (build tag e2e), its lab tests two at a time, longest first (test/e2e/lanes_test.go; KUBEBOOT_E2E_LANES=1 runs them one at a time)
 e2e: binaries
-	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -timeout 60m -tags e2e -v ./test/e2e/...
+	KUBEBOOT_BIN_DIR=$(K8S_BIN) $(GO) test -count=1 -timeout 60m -parallel 32 -tags e2e -v ./test/e2e/...
 
 ## conformance: every Kubernetes conformance test (e2e.test and ginkgo v1.36.3, and the tests' images, built here) on a lab of three machines, [Serial] ones after the others; JUnit in .cache/conformance, the summary in docs/conformance.md (CONFORMANCE_FOCUS, a regular expression, narrows the tests, and the summary then goes to .cache/conformance/summary.md); outside make test
 conformance: binaries

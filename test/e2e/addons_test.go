@@ -46,6 +46,7 @@ var addonObjects = []string{
 // pins and reports the Service's longest gap. Last, etcd is destroyed and
 // restored from a snapshot while the Service is probed (restore_test.go).
 func TestAddons(t *testing.T) {
+	alongside(t)
 	// The LabCluster's kubernetesVersion, after the node list.
 	c := startMachineCluster(t, "e2ea", "10.89.9.0/24", "10.247.0.0/16", `
 - name: cp1

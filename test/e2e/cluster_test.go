@@ -147,7 +147,7 @@ func startCluster(t *testing.T, name, subnet, podSubnet, nodes string) *labClust
 	if err := os.WriteFile(c.desc, []byte(desc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := hostNetworkState(t)
+	before := hostNetworkState(t, name)
 	t.Cleanup(func() {
 		if r := runCommand(t, kubebootBin, "lab", "down", "--cluster", c.desc); r.code != 0 {
 			t.Errorf("lab down --cluster exited %d:\n%s", r.code, r.stderr)
@@ -227,54 +227,11 @@ func (c *labCluster) portForwardGet(t *testing.T, pod, path string) string {
 	return body
 }
 
-// netState is what a lab may change on the host's network: its network
-// namespaces, links, iptables rules and nftables tables (kube-proxy's
-// nftables mode makes a table of its own).
-type netState struct {
-	namespaces, links, rules, tables []string
-}
-
-// hostNetworkState reads the host's network namespaces, links, iptables
-// rules (without counters) and nftables tables.
-func hostNetworkState(t *testing.T) netState {
-	t.Helper()
-	lines := func(name string, args ...string) []string {
-		out, err := exec.Command(name, args...).Output()
-		if err != nil {
-			t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
-		}
-		var kept []string
-		for _, l := range strings.Split(string(out), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-				kept = append(kept, l)
-			}
-		}
-		slices.Sort(kept)
-		return kept
-	}
-	var s netState
-	s.namespaces = lines("ip", "netns", "list")
-	for _, l := range lines("ip", "-o", "link", "show") {
-		if f := strings.Fields(l); len(f) > 1 {
-			s.links = append(s.links, strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":"))
-		}
-	}
-	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
-		for _, l := range lines(tool) {
-			if !strings.HasPrefix(l, ":") { // chain lines carry counters
-				s.rules = append(s.rules, tool+": "+l)
-			}
-		}
-	}
-	s.tables = lines("nft", "list", "tables")
-	return s
-}
-
 // checkGone compares the host with its state before lab up and checks
 // that nothing of the lab remains.
 func (c *labCluster) checkGone(t *testing.T, before netState) {
 	t.Helper()
-	after := hostNetworkState(t)
+	after := hostNetworkState(t, c.name)
 	for _, d := range []struct {
 		what          string
 		before, after []string

@@ -49,6 +49,7 @@ const nodeGroup = "system:bootstrappers:kubeadm:default-node-token"
 // joinable: their shapes, what an anonymous client can and cannot read,
 // the token commands, and that init run again changes none of them.
 func TestClusterObjects(t *testing.T) {
+	alongside(t)
 	n := newNode(t, "objects", "10.89.21.0/24")
 	r := n.up(t)
 	events, res, err := parseJSONOutput(r.stdout)

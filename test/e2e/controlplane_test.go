@@ -18,6 +18,7 @@ import (
 // systemd service as on any node, and runs the scenarios that share it as
 // subtests, the destructive one last.
 func TestControlPlane(t *testing.T) {
+	alongside(t)
 	n := newNode(t, "cp", "10.89.20.0/24")
 	if !t.Run("init under the real kubelet", func(t *testing.T) { testInit(t, n) }) {
 		t.Fatal("the control plane did not come up healthy; the scenarios that use it cannot run")

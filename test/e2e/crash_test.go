@@ -24,6 +24,7 @@ import (
 // next run would misread, the next run converges from what it left, and a
 // full init then brings a healthy control plane up from the partial state.
 func TestCrashAndConverge(t *testing.T) {
+	alongside(t)
 	n := newNode(t, "crash", "10.89.22.0/24")
 	// RSA keys take long enough to generate that kills land inside the PKI writes.
 	n.config = n.writeConfig(t, "kubeboot.yaml", map[string]any{"certificates.keyAlgorithm": "rsa-2048"})

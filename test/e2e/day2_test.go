@@ -35,6 +35,7 @@ import (
 // fresh node and after a manual edit, then reset and a new init in the
 // same directories.
 func TestDay2(t *testing.T) {
+	alongside(t)
 	n := newNode(t, "day2", "10.89.23.0/24")
 	if r := n.up(t); r.code != 0 {
 		t.Fatalf("init exited %d:\n%s", r.code, r.stderr)
@@ -270,6 +271,7 @@ func kubebootFiles(t *testing.T, n *node) []string {
 // data written before it is still there, and the manifest dir never lacks
 // a component, and kube-system/kubeadm-config names v1.36.3.
 func TestUpgradeMinor(t *testing.T) {
+	alongside(t)
 	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
 		t.Fatalf("no v1.35 binaries in %s/v1.35 (`make binaries` builds them): %v", binDir, err)
 	}
@@ -517,6 +519,7 @@ func (n *node) serverVersion(t *testing.T) string {
 // kubelet v1.36.3, joins again with `kubeadm join` v1.36.3 and becomes
 // Ready with the uploaded kubelet configuration.
 func TestUpgradeKubeadmView(t *testing.T) {
+	alongside(t)
 	if _, err := os.Stat(filepath.Join(binDir, "v1.35", "kube-apiserver")); err != nil {
 		t.Fatalf("no v1.35 binaries in %s/v1.35 (`make binaries` builds them): %v", binDir, err)
 	}

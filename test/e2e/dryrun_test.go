@@ -18,6 +18,7 @@ import (
 // TestDryRun is scenario 6: a dry run on a fresh node writes nothing and
 // prints exactly the manifests a real run then writes.
 func TestDryRun(t *testing.T) {
+	alongside(t)
 	n := newNode(t, "dry", "10.89.29.0/24")
 	dry := n.kubeboot(t, "init", "--dry-run", "--config", n.config)
 	if dry.code != 0 {

@@ -152,6 +152,7 @@ func etcdURL(addr string) string { return "https://" + addr + ":2379" }
 // with a certificate bundle, the third with the certificate key and init's
 // bootstrap token. A fourth machine is the join that fails.
 func TestHAControlPlane(t *testing.T) {
+	alongside(t)
 	nodes := newNodes(t, "ha", "10.89.27.0/24", nil, "ha1", "ha2", "ha3", "ha4")
 	nodes, broken := nodes[:3], nodes[3]
 	first := nodes[0]

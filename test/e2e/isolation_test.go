@@ -16,6 +16,7 @@ import (
 // shows the end of its log; a runtime that ran the component as a plain
 // host process would have let it read the file and become healthy.
 func TestIsolation(t *testing.T) {
+	alongside(t)
 	n := newNode(t, "iso", "10.89.25.0/24")
 	patches := filepath.Join(n.root, "patches")
 	if err := os.MkdirAll(patches, 0o700); err != nil {

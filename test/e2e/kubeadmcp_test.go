@@ -18,6 +18,7 @@ import (
 // kubeboot's default, kubeadm's API server could not read them: it writes
 // no encryption config, and init says so.)
 func TestKubeadmJoinsTheControlPlane(t *testing.T) {
+	alongside(t)
 	ctx := context.Background()
 	l := newMachineLab(t, "kcp", "10.89.243.0/24", "cp1:control-plane", "cp2:control-plane")
 	l.startLoadBalancer(t)

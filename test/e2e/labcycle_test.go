@@ -20,8 +20,9 @@ import (
 // Ready, and every down leaves nothing of the lab on the host, so nothing
 // the next up would misread.
 func TestLabUpDownUp(t *testing.T) {
+	alongside(t)
 	c := startMachineCluster(t, "cycle", "10.89.26.0/24", "10.244.0.0/16", "\n- {name: cp1, role: control-plane}\n")
-	before := hostNetworkState(t)
+	before := hostNetworkState(t, c.name)
 	up := func(when string) {
 		t.Helper()
 		r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
@@ -38,7 +39,7 @@ func TestLabUpDownUp(t *testing.T) {
 			t.Fatalf("lab down exited %d:\n%s", r.code, r.stderr)
 		}
 		t.Logf("lab down took %s", r.took.Round(time.Millisecond))
-		after := hostNetworkState(t)
+		after := hostNetworkState(t, c.name)
 		if !slices.Equal(before.namespaces, after.namespaces) || !slices.Equal(before.links, after.links) {
 			t.Errorf("after lab down, the host's network differs:\nbefore %v %v\nafter  %v %v", before.namespaces, before.links, after.namespaces, after.links)
 		}

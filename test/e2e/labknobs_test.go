@@ -39,6 +39,7 @@ import (
 //     (exit 2), as is one whose port another program holds, and one with
 //     a feature gate the release does not know.
 func TestLabKnobs(t *testing.T) {
+	alongside(t)
 	shared, readOnly := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(shared, "from-host"), "the host wrote this\n")
 	writeFile(t, filepath.Join(readOnly, "config"), "read me\n")

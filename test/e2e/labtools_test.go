@@ -178,8 +178,9 @@ func checkWorkloadWithVolume(t *testing.T, c *machineCluster) {
 // kubeconfig reaches its own cluster; a third lab that would reuse a
 // name or a subnet of theirs is refused (exit 2) with nothing set up; one
 // brought down leaves the other working, and `lab list` empty at the
-// end.
+// end, and neither /run/netns nor /run/systemd where the host had none.
 func TestTwoLabs(t *testing.T) {
+	sharedBefore := existing(sharedRunDirs.paths)
 	a := startMachineCluster(t, "twoa", "10.89.31.0/24", "10.251.0.0/16", "\n- {name: a1, role: control-plane}\n")
 	b := startMachineCluster(t, "twob", "10.89.32.0/24", "10.252.0.0/16", "\n- {name: b1, role: control-plane}\n")
 	results := make(chan string, 2)
@@ -225,12 +226,12 @@ func TestTwoLabs(t *testing.T) {
 	} {
 		path := filepath.Join(t.TempDir(), "third.yaml")
 		writeFile(t, path, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\n"+desc+"nodes: [{name: c1, role: control-plane}]\n")
-		before := hostNetworkState(t)
+		before := hostNetworkState(t, "")
 		r := runCommand(t, kubebootBin, "lab", "up", "--cluster", path, "--bin-dir", binDir)
 		if r.code != 2 || !strings.Contains(r.stderr, field+": ") || !strings.Contains(r.stderr, "collides with lab") {
 			t.Errorf("a third lab reusing a %s: exit %d: %s", field, r.code, r.stderr)
 		}
-		if after := hostNetworkState(t); !slices.Equal(before.namespaces, after.namespaces) {
+		if after := hostNetworkState(t, ""); !slices.Equal(before.namespaces, after.namespaces) {
 			t.Errorf("the refused lab set up namespaces: %v", after.namespaces)
 		}
 	}
@@ -250,4 +251,20 @@ func TestTwoLabs(t *testing.T) {
 	if _, err := os.Stat(lab.DefaultRegistry); !os.IsNotExist(err) {
 		t.Errorf("after both labs came down, %s is still there (%v)", lab.DefaultRegistry, err)
 	}
+	// The lab that made /run/netns or /run/systemd came down first, and
+	// handed their removal to the other.
+	if after := existing(sharedRunDirs.paths); !slices.Equal(sharedBefore, after) {
+		t.Errorf("after both labs came down, of %v the host has %v, and had %v before", sharedRunDirs.paths, after, sharedBefore)
+	}
+}
+
+// existing lists which of paths exist.
+func existing(paths []string) []string {
+	var found []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			found = append(found, p)
+		}
+	}
+	return found
 }

@@ -235,6 +235,7 @@ func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
 // is reset, its Node deleted, and it joins again, Ready with a new client
 // certificate.
 func TestClusterLife(t *testing.T) {
+	alongside(t)
 	c, f := kubebootFleet(t)
 	cp1, cp2, w1, w2 := f.m[0], f.m[1], f.m[2], f.m[3]
 	f.waitNodes(t, "v1.35.4")

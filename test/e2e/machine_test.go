@@ -120,8 +120,8 @@ func newMachineLab(t *testing.T, name, subnet string, nodes ...string) *machineL
 		t.Fatal(err)
 	}
 	l := &machineLab{cl: cl, root: root}
-	before := hostNetworkState(t)
-	hostBefore := hostFiles()
+	before := hostNetworkState(t, name)
+	hostBefore := nodeFiles()
 	t.Cleanup(func() {
 		for _, m := range l.machines {
 			if t.Failed() {
@@ -136,14 +136,14 @@ func newMachineLab(t *testing.T, name, subnet string, nodes ...string) *machineL
 		if err := cl.TearDownNetwork(ctx); err != nil {
 			t.Error(err)
 		}
-		after := hostNetworkState(t)
+		after := hostNetworkState(t, name)
 		if !slices.Equal(before.namespaces, after.namespaces) || !slices.Equal(before.links, after.links) {
 			t.Errorf("the host's network differs after the machines are removed:\nbefore %v %v\nafter  %v %v", before.namespaces, before.links, after.namespaces, after.links)
 		}
 		if left := processesUnder(root); len(left) > 0 {
 			t.Errorf("processes of the machines remain:\n%s", describe(left))
 		}
-		if hostAfter := hostFiles(); !slices.Equal(hostBefore, hostAfter) {
+		if hostAfter := nodeFiles(); !slices.Equal(hostBefore, hostAfter) {
 			t.Errorf("the host's node files differ:\nbefore %q\nafter  %q", hostBefore, hostAfter)
 		}
 		if !t.Failed() {
@@ -157,20 +157,6 @@ func newMachineLab(t *testing.T, name, subnet string, nodes ...string) *machineL
 		t.Fatal(err)
 	}
 	return l
-}
-
-// hostFiles lists what a node would write on the host: the entries of its
-// Kubernetes dirs, /run and the cgroup hierarchies' top level.
-func hostFiles() []string {
-	var names []string
-	for _, dir := range []string{"/etc/kubernetes", "/var/lib/kubelet", "/etc/kubeboot", "/run"} {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			names = append(names, filepath.Join(dir, e.Name()))
-		}
-	}
-	tops, _ := filepath.Glob("/sys/fs/cgroup/*/*/")
-	return append(names, tops...)
 }
 
 // images builds, once, the archive of the images cfg and more name, the
@@ -239,15 +225,15 @@ type machineCluster struct {
 // startMachineCluster writes the description of a lab of machines (the
 // nodes a YAML list, as startCluster takes them) and registers the
 // cleanup that brings it down with `lab down --cluster` and checks that
-// nothing of it is left on the host: startCluster's checks, and no file
-// in the host's Kubernetes dirs or /run, and no cgroup. On a failure, the
+// nothing of it is left on the host: startCluster's checks, and nothing
+// in the host's node dirs (nodeFiles). On a failure, the
 // nodes' journals are logged first. The test runs lab up itself.
 func startMachineCluster(t *testing.T, name, subnet, podSubnet, nodes string) *machineCluster {
 	t.Helper()
-	hostBefore := hostFiles()
+	hostBefore := nodeFiles()
 	t.Cleanup(func() {
-		if hostAfter := hostFiles(); !slices.Equal(hostBefore, hostAfter) {
-			t.Errorf("after lab down, the host's node files or cgroups differ:\nbefore %q\nafter  %q", hostBefore, hostAfter)
+		if hostAfter := nodeFiles(); !slices.Equal(hostBefore, hostAfter) {
+			t.Errorf("after lab down, the host's node files differ:\nbefore %q\nafter  %q", hostBefore, hostAfter)
 		}
 	})
 	c := &machineCluster{labCluster: startCluster(t, name, subnet, podSubnet, nodes)}
@@ -318,6 +304,7 @@ func (c *machineCluster) exec(t *testing.T, node string, argv ...string) string 
 // journals, pods' logs and the cluster's dumps; and `lab down` leaves
 // nothing.
 func TestMachines(t *testing.T) {
+	alongside(t)
 	c := startMachineCluster(t, "ml", "10.89.8.0/24", "10.246.0.0/16", `
 - {name: cp1, role: control-plane}
 - {name: w1, role: worker}

@@ -64,7 +64,17 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: build kubeboot: %v\n", err)
 		return 1
 	}
+	hostBefore, err := readHost()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
 	code := m.Run()
+	sharedRunDirs.remove()
+	if err := checkHost(hostBefore); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		code = 1
+	}
 	fmt.Fprintf(os.Stderr, "e2e: suite took %s\n", time.Since(start).Round(100*time.Millisecond))
 	return code
 }

@@ -58,6 +58,7 @@ func secEnsureEtcdUser(t *testing.T, l *node) int {
 }
 
 func TestSecurityHardening(t *testing.T) {
+	alongside(t)
 	for _, name := range []string{"kube-bench", "kube-bench-cfg/cis-1.11/master.yaml"} {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
 			t.Fatalf("%s is missing in KUBEBOOT_BIN_DIR=%s: build the binaries with `make binaries`", name, binDir)

@@ -212,7 +212,7 @@ func checkRefusedJoins(t *testing.T, c *machineCluster, m machine.Machine) {
 		{"name of a Ready node", endpoint, valid.token, valid.hash, "w2", "NodeName"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := "/root/refused/" + strings.ReplaceAll(tc.name, " ", "-")
+			dir := "/var/lib/kubeboot-refused/" + strings.ReplaceAll(tc.name, " ", "-")
 			writeFile(t, filepath.Join(m.Root(), dir+".yaml"), fmt.Sprintf(`apiVersion: kubeboot.io/v1alpha1
 kind: WorkerConfiguration
 node: {name: %s}
