@@ -99,7 +99,7 @@ func validateScheduledSnapshots(p *field.Path, s *ScheduledSnapshots) field.Erro
 	}
 	p, b := p.Child("s3"), s.S3
 	if u, err := url.Parse(b.Endpoint); err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
-		errs = append(errs, field.Invalid(p.Child("endpoint"), redactedURL(b.Endpoint), "want the store's https URL with no path, like https://s3.example.com:9000 (the bucket is s3.bucket)"))
+		errs = append(errs, field.Invalid(p.Child("endpoint"), RedactedURL(b.Endpoint), "want the store's https URL with no path, like https://s3.example.com:9000 (the bucket is s3.bucket)"))
 	}
 	if !bucketName.MatchString(b.Bucket) || strings.Contains(b.Bucket, "..") {
 		errs = append(errs, field.Invalid(p.Child("bucket"), b.Bucket, "want an existing bucket's name: 3 to 63 lowercase letters, digits, dots and hyphens"))

@@ -87,7 +87,7 @@ func validateJoin(j *JoinConfiguration, key *field.Path) field.ErrorList {
 	p := field.NewPath("join", "etcdEndpoints")
 	for i, ep := range j.Join.EtcdEndpoints {
 		if u, err := url.Parse(ep); err != nil || u.Scheme != "https" || u.Host == "" {
-			errs = append(errs, field.Invalid(p.Index(i), redactedURL(ep), "want an https:// client URL"))
+			errs = append(errs, field.Invalid(p.Index(i), RedactedURL(ep), "want an https:// client URL"))
 		}
 	}
 	if j.Join.Discovery != nil {
@@ -111,5 +111,5 @@ func validateCertificateKey(p *field.Path, key string) field.ErrorList {
 	if certificateKeyPattern.MatchString(key) {
 		return nil
 	}
-	return field.ErrorList{field.Invalid(p, hidden, "want 64 lowercase hex digits, as `kubeboot certs certificate-key` prints them")}
+	return field.ErrorList{field.Invalid(p, Hidden, "want 64 lowercase hex digits, as `kubeboot certs certificate-key` prints them")}
 }

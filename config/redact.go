@@ -9,17 +9,18 @@ import (
 // all: a URL without its user information, query and fragment; a value
 // that holds a bootstrap token, as a certificate key always is, as hidden.
 
-// hidden stands in an error for a value it does not show.
-const hidden = "(hidden)"
+// Hidden stands in an error for a value it does not show.
+const Hidden = "(hidden)"
 
-// redactedURL is raw, a URL, as an error may show it: its user
+// RedactedURL is raw, a URL, as an error may show it (the configuration's
+// and the commands' errors alike): its user
 // information (user:password@), query and fragment, any of which may hold
 // a secret key, are replaced by xxxxx; a raw that is no URL of the form
 // scheme://host is hidden.
-func redactedURL(raw string) string {
+func RedactedURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Opaque != "" {
-		return hidden
+		return Hidden
 	}
 	if u.User != nil {
 		u.User = url.User("xxxxx")

@@ -12,11 +12,11 @@ func TestRedactedURL(t *testing.T) {
 		"https://SECRET@s3.example.com":                   "https://xxxxx@s3.example.com",
 		"https://s3.example.com/?X-Amz-Credential=SECRET": "https://s3.example.com/?xxxxx",
 		"https://s3.example.com/#SECRET":                  "https://s3.example.com/#xxxxx",
-		"https://AKID:SECRET @s3.example.com":             hidden,
-		"https:AKID:SECRET@s3.example.com":                hidden,
+		"https://AKID:SECRET @s3.example.com":             Hidden,
+		"https:AKID:SECRET@s3.example.com":                Hidden,
 	} {
-		if got := redactedURL(raw); got != want {
-			t.Errorf("redactedURL(%q) = %q, want %q", raw, got, want)
+		if got := RedactedURL(raw); got != want {
+			t.Errorf("RedactedURL(%q) = %q, want %q", raw, got, want)
 		}
 	}
 }

@@ -259,7 +259,7 @@ func validateEtcd(p *field.Path, e Etcd) field.ErrorList {
 		}
 		for i, ep := range e.External.Endpoints {
 			if u, err := url.Parse(ep); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				errs = append(errs, field.Invalid(x.Child("endpoints").Index(i), redactedURL(ep), "want a URL like https://10.0.0.2:2379"))
+				errs = append(errs, field.Invalid(x.Child("endpoints").Index(i), RedactedURL(ep), "want a URL like https://10.0.0.2:2379"))
 			}
 		}
 		errs = append(errs, absolutePath(x.Child("caFile"), e.External.CAFile)...)

@@ -279,7 +279,7 @@ func validateDiscovery(p *field.Path, d Discovery) field.ErrorList {
 		const want = "want sha256:<64 hex digits> (--discovery-token-ca-cert-hash), as `kubeboot token create --print-join-command` prints it"
 		switch {
 		case tokenWithin.MatchString(h):
-			errs = append(errs, field.Invalid(p.Child("caCertHashes").Index(i), hidden, "holds a bootstrap token, which goes in --token: "+want))
+			errs = append(errs, field.Invalid(p.Child("caCertHashes").Index(i), Hidden, "holds a bootstrap token, which goes in --token: "+want))
 		case !caHashPattern.MatchString(h):
 			errs = append(errs, field.Invalid(p.Child("caCertHashes").Index(i), h, want))
 		}
@@ -300,7 +300,7 @@ func validateDiscovery(p *field.Path, d Discovery) field.ErrorList {
 	if d.APIServerEndpoint == "" {
 		errs = append(errs, field.Required(p.Child("apiServerEndpoint"), "the host:port of the API server (ENDPOINT), as the join command names it"))
 	} else if tokenWithin.MatchString(d.APIServerEndpoint) {
-		errs = append(errs, field.Invalid(p.Child("apiServerEndpoint"), hidden, "holds a bootstrap token, which goes in --token: want host:port (ENDPOINT), like 10.0.0.10:6443"))
+		errs = append(errs, field.Invalid(p.Child("apiServerEndpoint"), Hidden, "holds a bootstrap token, which goes in --token: want host:port (ENDPOINT), like 10.0.0.10:6443"))
 	} else if _, port, err := net.SplitHostPort(d.APIServerEndpoint); err != nil || port == "" {
 		errs = append(errs, field.Invalid(p.Child("apiServerEndpoint"), d.APIServerEndpoint, "want host:port, like 10.0.0.10:6443"))
 	} else {

@@ -92,25 +92,14 @@ func Open(cfg config.S3Storage, hostPath func(string) string) (*Store, error) {
 	return &Store{client: client, endpoint: cfg.Endpoint, bucket: cfg.Bucket}, nil
 }
 
-// redacted is the endpoint raw as an error may show it: its user
-// information (user:password@), query and fragment, any of which may hold
-// a secret key, are replaced by xxxxx; a raw that is no URL of the form
-// scheme://host is not shown.
+// redacted is the endpoint raw as an error may show it (config.RedactedURL,
+// quoted): a raw that is no URL of the form scheme://host is not shown.
 func redacted(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" {
+	shown := config.RedactedURL(raw)
+	if shown == config.Hidden {
 		return "(not shown: it is no URL of the form scheme://host and may hold a secret)"
 	}
-	if u.User != nil {
-		u.User = url.User("xxxxx")
-	}
-	if u.RawQuery != "" {
-		u.RawQuery = "xxxxx"
-	}
-	if u.Fragment != "" {
-		u.Fragment, u.RawFragment = "xxxxx", ""
-	}
-	return strconv.Quote(u.String())
+	return strconv.Quote(shown)
 }
 
 // URL is the s3:// URL of key in the bucket, as ParseURL reads it.
