@@ -67,16 +67,7 @@ var ErrTooLarge = errors.New("file too large")
 // device is never opened, and it is opened non-blocking, so a FIFO
 // swapped in after the check cannot hang the open.
 func Read(path string, limit int64) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := check(path, info, limit); err != nil {
-		return nil, err
-	}
-	// O_NOCTTY: a terminal device must not become our controlling terminal.
-	// os.OpenFile adds O_CLOEXEC. O_NONBLOCK has no effect on a regular file.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := Open(path, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +89,8 @@ func Open(path string, limit int64) (*os.File, error) {
 	if err := check(path, info, limit); err != nil {
 		return nil, err
 	}
+	// O_NOCTTY: a terminal device must not become our controlling terminal.
+	// os.OpenFile adds O_CLOEXEC. O_NONBLOCK has no effect on a regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
