@@ -85,10 +85,10 @@ func TestList(t *testing.T) {
 }
 
 // TestLabDownUnregisters: lab down removes the lab's entry, then the
-// registry's directories once they are empty, and leaves another lab's.
+// registry's directory once it is empty, and leaves another lab's.
 func TestLabDownUnregisters(t *testing.T) {
 	parent := t.TempDir()
-	registry := filepath.Join(parent, "kubeboot", "labs")
+	registry := filepath.Join(parent, "kubeboot-labs")
 	registeredLab(t, registry, lab.Entry{Name: "lab", Dir: "/tmp/kb-lab", Subnet: "10.89.0.0/24", PodSubnet: "10.245.0.0/16"})
 	registeredLab(t, registry, lab.Entry{Name: "other", Dir: "/tmp/kb-other", Subnet: "10.89.5.0/24", PodSubnet: "10.250.0.0/16"})
 	down := func() {
@@ -112,7 +112,7 @@ func TestLabDownUnregisters(t *testing.T) {
 	}
 	registeredLab(t, registry, lab.Entry{Name: "lab"})
 	down()
-	if _, err := os.Stat(filepath.Join(parent, "kubeboot")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(registry); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the empty registry is still there: %v", err)
 	}
 }

@@ -351,7 +351,7 @@ func TestBuildErrors(t *testing.T) {
 	}{
 		{"too old", func(c *config.ClusterConfiguration) { c.KubernetesVersion = "v1.33.5" }, "supports v1.34 to v1.36"},
 		{"too new", func(c *config.ClusterConfiguration) { c.KubernetesVersion = "v1.37.0" }, "supports v1.34 to v1.36"},
-		{"not a version", func(c *config.ClusterConfiguration) { c.KubernetesVersion = "latest" }, `parse kubernetes version "vlatest"`},
+		{"not a version", func(c *config.ClusterConfiguration) { c.KubernetesVersion = "latest" }, `parse kubernetes version "latest"`},
 		{"bad address", func(c *config.ClusterConfiguration) { c.Node.AdvertiseAddress = "node1.example.com" }, "not an IP address"},
 	}
 	for _, tc := range tests {

@@ -43,7 +43,7 @@ var snapshotRows = []row{
 			c := e.config("c.yaml", fmt.Sprintf(s3Fields, "/etc/kubeboot/s3"))
 			return []string{"etcd", "restore", "--config", c, "--snapshot", "s3://backups/cp1/../../etc/passwd"}
 		},
-		code: 2, message: `"passwd" is no name kubeboot gives a snapshot`,
+		code: 2, message: `key "cp1/../../etc/passwd" has an empty, . or .. part`,
 	},
 	{
 		defect: "31", name: "etcd snapshot list --remote with an unreadable credentials file names the field",

@@ -220,7 +220,7 @@ var targetRows = []row{
 	{
 		defect: "27.8", name: "two inits whose configs differ only in paths.kubeconfigDir exclude each other",
 		setup: func(e env) []string {
-			e.config("b.yaml", "certificates: {keyAlgorithm: rsa-3072}\npaths: {kubeconfigDir: /etc/kubeboot-b}\n")
+			e.config("b.yaml", "certificates: {keyAlgorithm: rsa-3072}\npaths: {kubeconfigDir: /var/lib/kubeboot-b}\n")
 			return append([]string{"init", "--root", e.node, "--config", e.config("a.yaml", "certificates: {keyAlgorithm: rsa-3072}\n")}, skip...)
 		},
 		run: func(e env, args []string) result {
@@ -229,7 +229,7 @@ var targetRows = []row{
 		},
 		code: 1, message: "is changing this node", within: 5 * time.Second, allowed: []string{"/node"},
 		check: func(e env, _ result) {
-			if _, err := os.Stat(filepath.Join(e.node, "/etc/kubeboot-b")); err == nil {
+			if _, err := os.Stat(filepath.Join(e.node, "/var/lib/kubeboot-b")); err == nil {
 				e.t.Error("the refused init wrote its kubeconfig dir")
 			}
 		},
