@@ -198,32 +198,60 @@ func checkEtcdDataDir(s *phases.Node) error {
 		return nil
 	}
 	dir := s.Config.Etcd.Local.DataDir
-	host := s.Files.HostPath(dir)
-	entries, err := os.ReadDir(host)
+	foreign, err := foreignInEtcdData(s.Files.HostPath(dir))
+	var unreadable *unreadableEtcdData
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return notEtcdData(dir, "cannot be read as a directory: "+err.Error())
-	}
-	for _, e := range entries {
-		if e.Name() != "member" || !e.IsDir() {
-			return notEtcdData(dir, "holds "+e.Name())
-		}
-		member, err := os.ReadDir(filepath.Join(host, "member"))
-		if err != nil {
-			return notEtcdData(dir, "has a member/ that cannot be read: "+err.Error())
-		}
-		// etcd's own: snap/, wal/ (elsewhere with --wal-dir), and the
-		// wal.tmp of a member killed while it created its first WAL.
-		for _, m := range member {
-			if !slices.Contains([]string{"snap", "wal", "wal.tmp"}, m.Name()) || !m.IsDir() {
-				return notEtcdData(dir, "holds member/"+m.Name())
-			}
-		}
+	case errors.As(err, &unreadable) && unreadable.member:
+		return notEtcdData(dir, "has a member/ that cannot be read: "+unreadable.err.Error())
+	case errors.As(err, &unreadable):
+		return notEtcdData(dir, "cannot be read as a directory: "+unreadable.err.Error())
+	case foreign != "":
+		return notEtcdData(dir, "holds "+foreign)
 	}
 	return nil
 }
+
+// foreignInEtcdData is the first entry of the etcd data dir at host (a
+// host path) that etcd did not write, relative to the dir, or "" when it
+// holds only etcd's data or does not exist. etcd writes member/ and in it
+// snap/, wal/ (elsewhere with --wal-dir) and the wal.tmp/ of a member
+// killed while it made its first WAL. A directory it cannot read is an
+// *unreadableEtcdData.
+func foreignInEtcdData(host string) (string, error) {
+	entries, err := os.ReadDir(host)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", &unreadableEtcdData{err: err}
+	}
+	for _, e := range entries {
+		if e.Name() != "member" || !e.IsDir() {
+			return e.Name(), nil
+		}
+		member, err := os.ReadDir(filepath.Join(host, "member"))
+		if err != nil {
+			return "", &unreadableEtcdData{member: true, err: err}
+		}
+		for _, m := range member {
+			if !slices.Contains([]string{"snap", "wal", "wal.tmp"}, m.Name()) || !m.IsDir() {
+				return "member/" + m.Name(), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// unreadableEtcdData is an etcd data dir, or its member/, that cannot be
+// read.
+type unreadableEtcdData struct {
+	member bool
+	err    error
+}
+
+func (e *unreadableEtcdData) Error() string { return e.err.Error() }
+
+func (e *unreadableEtcdData) Unwrap() error { return e.err }
 
 // notEtcdData is the refusal of checkEtcdDataDir, an exit-2 error that
 // names the field and the fix.

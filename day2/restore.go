@@ -194,33 +194,17 @@ func checkRestorable(s *phases.Node) error {
 }
 
 // checkOnlyEtcdData refuses a data dir (a node path) that holds anything
-// etcd did not write: a restore moves the data dir aside and removes it
-// once the restored control plane is healthy, which must not take a
-// user's file with it. etcd writes member/ and in it snap/, wal/ and the
-// wal.tmp/ of a member killed while it made its first WAL, as reset's
-// checkEtcdDataDir knows them. A missing dir holds nothing.
+// etcd did not write (foreignInEtcdData, as reset knows it): a restore
+// moves the data dir aside and removes it once the restored control plane
+// is healthy, which must not take a user's file with it. A missing dir
+// holds nothing.
 func checkOnlyEtcdData(s *phases.Node, dir string) error {
-	host := s.Files.HostPath(dir)
-	entries, err := os.ReadDir(host)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	foreign, err := foreignInEtcdData(s.Files.HostPath(dir))
 	if err != nil {
 		return fmt.Errorf("inspect etcd data dir %q: %w", dir, err)
 	}
-	for _, e := range entries {
-		if e.Name() != "member" || !e.IsDir() {
-			return notOnlyEtcdData(dir, e.Name())
-		}
-		member, err := os.ReadDir(filepath.Join(host, "member"))
-		if err != nil {
-			return fmt.Errorf("inspect etcd data dir %q: %w", dir, err)
-		}
-		for _, m := range member {
-			if !slices.Contains([]string{"snap", "wal", "wal.tmp"}, m.Name()) || !m.IsDir() {
-				return notOnlyEtcdData(dir, "member/"+m.Name())
-			}
-		}
+	if foreign != "" {
+		return notOnlyEtcdData(dir, foreign)
 	}
 	return nil
 }
