@@ -441,9 +441,10 @@ func TestMachines(t *testing.T) {
 		if args := c.exec(t, "w2", "cat", "/proc/"+pid+"/cmdline"); !strings.Contains(args, "--kubeconfig=/etc/kubernetes/kubelet.conf") {
 			t.Errorf("the kubelet runs without kubeadm's flags: %q", args)
 		}
-		if got := inMachine(t, cp, append(kubectl, "get", "node", "w2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...); got != "True" {
-			t.Errorf("Node w2 Ready: %q", got)
-		}
+		// kubeadm join returns once the kubelet has its certificate; the
+		// Node turns Ready a moment later.
+		waitMachine(t, cp, "Node w2 to be Ready", func(out string) bool { return out == "True" },
+			append(kubectl, "get", "node", "w2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)...)
 	})
 	nodes := c.readyNodes(t, 3)
 	t.Run("only the control plane is marked", func(t *testing.T) {
