@@ -75,9 +75,9 @@ golden:
 
 ## fuzz: run each fuzz target for FUZZTIME (default 10m): the config loader, the manifest decoder, the bundle decoder and the patch applier
 fuzz:
-	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
-	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./staticpod
-	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./bundle
+	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./internal/staticpod
+	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/bundle
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) ./templates
 
 ## bench: kubeboot side by side with kubeadm and the micro-benchmarks, written to docs/benchmarks.md (~90 min, estimated: the cluster jobs on lab machines ~35, the whole-cluster upgrade on machines ~35; raw go test -bench output for benchstat in .cache/bench)

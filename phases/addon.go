@@ -3,7 +3,7 @@ package phases
 import (
 	"context"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/templates"
 )
 

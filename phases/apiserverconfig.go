@@ -9,8 +9,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/inputfile"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/templates"
 )
 

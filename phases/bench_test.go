@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // nodeFile is one write of a run: what a re-run writes again.

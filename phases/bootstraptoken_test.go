@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubeboot/kubeboot/bootstraptoken"
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // tokenSecret is a token Secret made before the run.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/pki"
 )
 

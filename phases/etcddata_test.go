@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 func TestLookupUser(t *testing.T) {

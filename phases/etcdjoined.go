@@ -3,7 +3,7 @@ package phases
 import (
 	"fmt"
 
-	"github.com/kubeboot/kubeboot/staticpod"
+	"github.com/kubeboot/kubeboot/internal/staticpod"
 )
 
 // WriteStaged validates and writes the named staged manifests alone, so

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/cri"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/cri"
 )
 
 // Host is the machine the host checks look at, through its /proc and /sys

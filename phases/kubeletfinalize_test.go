@@ -10,8 +10,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/pki"

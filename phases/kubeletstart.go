@@ -3,7 +3,7 @@ package phases
 import (
 	"context"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // KubeletStart is the kubelet-start phase of a workflow whose data is D,

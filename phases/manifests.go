@@ -14,11 +14,11 @@ import (
 
 	udiff "github.com/aymanbagabas/go-udiff"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/inputfile"
-	"github.com/kubeboot/kubeboot/output"
-	"github.com/kubeboot/kubeboot/staticpod"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
+	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/staticpod"
 	"github.com/kubeboot/kubeboot/templates"
 )
 

@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/output"
-	"github.com/kubeboot/kubeboot/staticpod"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/staticpod"
 )
 
 // manifestState is a node rooted in a temp dir that has run no phase yet.

@@ -8,9 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/health"
 	"github.com/kubeboot/kubeboot/templates"
 )
 

@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/cri"
-	"github.com/kubeboot/kubeboot/health"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/cri"
+	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/templates"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )

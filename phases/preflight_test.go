@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // preflightState is a node rooted in a temp dir, on 127.0.0.1 with a free

@@ -17,10 +17,10 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/exit"
-	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // Phase is one step of a workflow whose data is D. Phases hand data to

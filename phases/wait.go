@@ -14,12 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/cri"
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/health"
-	"github.com/kubeboot/kubeboot/inputfile"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/cri"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // Wait probes every component concurrently until all are healthy, or the

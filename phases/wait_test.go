@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/health"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/health"
 )
 
 // deadNode is a node with its PKI and manifests written on 127.0.0.1, where

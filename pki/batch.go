@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // batch collects what one Ensure or Renew call must create, then creates

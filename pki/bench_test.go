@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // BenchmarkPKI creates the whole PKI of a node in memory, as a fresh

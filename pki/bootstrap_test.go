@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // TestCACertHash checks the pin against one computed another way: the

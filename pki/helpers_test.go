@@ -3,7 +3,7 @@ package pki
 import (
 	"testing"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // testConfig returns a defaulted configuration for node "cp-1" at

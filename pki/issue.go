@@ -23,7 +23,7 @@ import (
 	"github.com/cloudflare/cfssl/signer/local"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // cfsslQuiet silences cfssl once, before pki first calls it: cfssl logs

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // Renew re-issues the named leaf certificates and kubeconfigs with the

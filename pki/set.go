@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // Set is a node's PKI material in memory. Read from disk, an empty field is

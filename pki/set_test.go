@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // written lists the files a Set asks its caller to write.

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // Usage is what a certificate is for. Except for UsageCA, it also names the

@@ -9,7 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeboot/kubeboot/bootstraptoken"
+	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 )
 
 // The cluster objects that make the control plane joinable, with kubeadm's

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/bootstraptoken"
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // objectsYAML renders objects as one YAML document each, in apply order.

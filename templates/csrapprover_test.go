@@ -10,8 +10,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/staticpod"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/staticpod"
 )
 
 // TestCSRApproverPod pins what the approver's pod runs and reaches: the

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // EtcdSnapshotsCommand is the kubeboot command the snapshot pod runs.

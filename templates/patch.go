@@ -18,8 +18,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/inputfile"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
 )
 
 // The patch types, as they appear after the '+' in a patch file name.

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/staticpod"
+	"github.com/kubeboot/kubeboot/internal/staticpod"
 )
 
 // TestGoldenManifestsPassStaticPodValidation runs the kubelet's rules, as

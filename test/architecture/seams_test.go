@@ -28,8 +28,8 @@ func TestNoHiddenSeams(t *testing.T) {
 		vars[module+pkg] = pkgVars
 	}
 	problems = append(problems, foreignAssignments(t, root, vars)...)
-	if len(problems) == 0 && len(vars[module+"config"]) == 0 {
-		t.Fatal("found no package variable in config: is the parse broken?")
+	if len(problems) == 0 && len(vars[module+"internal/config"]) == 0 {
+		t.Fatal("found no package variable in internal/config: is the parse broken?")
 	}
 	for _, problem := range problems {
 		t.Error(problem)

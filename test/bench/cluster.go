@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	labmachine "github.com/kubeboot/kubeboot/machine"
+	labmachine "github.com/kubeboot/kubeboot/internal/machine"
 )
 
 // A cluster job is one `kubeboot lab up --cluster` of a lab of machines,

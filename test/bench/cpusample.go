@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	labmachine "github.com/kubeboot/kubeboot/machine"
+	labmachine "github.com/kubeboot/kubeboot/internal/machine"
 )
 
 // controlPlaneComponents are the process names whose CPU and memory make

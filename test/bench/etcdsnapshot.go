@@ -15,7 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd"
 )
 
 // The etcd snapshot section: `-only etcd-snapshot` runs it alone, and its

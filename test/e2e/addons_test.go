@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )

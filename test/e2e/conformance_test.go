@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/lab"
-	"github.com/kubeboot/kubeboot/machine"
+	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
 // pullOnly are the conformance tests that cannot run without a registry:

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/internal/lab"
 )
 
 // conformanceImages are the images Kubernetes' conformance tests run

@@ -26,9 +26,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/bootstrapunit"
-	"github.com/kubeboot/kubeboot/day2"
-	"github.com/kubeboot/kubeboot/machine"
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
 // TestDay2 runs the day-2 commands on one live control-plane machine: diff on a

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	bundlepkg "github.com/kubeboot/kubeboot/bundle"
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/s3store/s3test"
+	bundlepkg "github.com/kubeboot/kubeboot/internal/bundle"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/s3store/s3test"
 )
 
 // haproxyPkg is the Debian package of the HA lab's load balancer.

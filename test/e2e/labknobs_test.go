@@ -19,7 +19,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/internal/lab"
 )
 
 // TestLabKnobs: a LabCluster's knobs, each shown in effect on a lab of a

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/lab"
+	"github.com/kubeboot/kubeboot/internal/lab"
 )
 
 // checkLabLoad: `lab load --nodes w1` puts an archive's image into w1's

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/bootstrapunit"
-	"github.com/kubeboot/kubeboot/day2"
-	"github.com/kubeboot/kubeboot/lab"
-	"github.com/kubeboot/kubeboot/machine"
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
 // A cluster's life, on machines: a fleet whose every file is written

@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/lab"
-	"github.com/kubeboot/kubeboot/machine"
+	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
 // nodeTemplate is the config of a test's control-plane node: every path

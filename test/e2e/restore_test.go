@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 	corev1 "k8s.io/api/core/v1"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/lab"
-	"github.com/kubeboot/kubeboot/machine"
+	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
 // kubeadmIgnored are the preflight checks kubeadm fails on a lab

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/bootstrapunit"
-	"github.com/kubeboot/kubeboot/machine"
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/machine"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/pki"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/inputfile"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
 )
 
 // peakMemory is the most memory (resident set) one run may take on any

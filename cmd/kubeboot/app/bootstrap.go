@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/bootstrapunit"
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/exit"
-	"github.com/kubeboot/kubeboot/join"
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/join"
 	"github.com/kubeboot/kubeboot/phases"
 )
 

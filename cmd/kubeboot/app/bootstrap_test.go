@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/internal/exit"
 )
 
 // hostChecks are this host's own checks, which phases' hostchecks_test.go

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/bundle"
+	"github.com/kubeboot/kubeboot/internal/bundle"
 )
 
 func TestCertsExport(t *testing.T) {

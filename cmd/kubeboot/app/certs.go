@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/day2"
-	"github.com/kubeboot/kubeboot/kubeadmcerts"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )

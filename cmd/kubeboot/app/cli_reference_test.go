@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra/doc"
 	"github.com/spf13/pflag"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated CLI reference under docs/reference/cli/")

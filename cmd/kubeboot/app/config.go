@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 func newConfigCommand(d deps, stdout io.Writer) *cobra.Command {

@@ -10,11 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/csrapprover"
-	"github.com/kubeboot/kubeboot/exit"
-	"github.com/kubeboot/kubeboot/inputfile"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/csrapprover"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // unreachableKubeconfig is a kubeconfig for an API server that is not

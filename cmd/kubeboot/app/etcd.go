@@ -18,13 +18,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/backup"
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/exit"
-	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/internal/backup"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/s3store"
 	"github.com/kubeboot/kubeboot/phases"
-	"github.com/kubeboot/kubeboot/s3store"
 )
 
 // snapshotOptions are the flags of `kubeboot etcd snapshot save|list|prune`.

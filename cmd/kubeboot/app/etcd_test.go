@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/phases"
 )
 

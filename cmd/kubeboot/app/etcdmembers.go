@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/exit"
-	"github.com/kubeboot/kubeboot/files"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/phases"
 )
 

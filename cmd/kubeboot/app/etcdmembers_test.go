@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd"
 )
 
 // TestEtcdMembersUsage: a mistake on the command line, or a configuration

@@ -15,11 +15,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kubeboot/kubeboot/backup"
-	"github.com/kubeboot/kubeboot/etcd"
-	"github.com/kubeboot/kubeboot/output"
-	"github.com/kubeboot/kubeboot/s3store"
-	"github.com/kubeboot/kubeboot/s3store/s3test"
+	"github.com/kubeboot/kubeboot/internal/backup"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/s3store"
+	"github.com/kubeboot/kubeboot/internal/s3store/s3test"
 )
 
 // TestEtcdSnapshotSchedule runs the schedule against a real etcd with

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // serveHealth serves the health endpoints of one of kubeboot's pods

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/exit"
-	"github.com/kubeboot/kubeboot/lab"
-	"github.com/kubeboot/kubeboot/machine"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // labOptions are the flags of `kubeboot lab` and its subcommands.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/internal/exit"
 )
 
 // TestLabNeedsItsDescription: every lab command names the lab's

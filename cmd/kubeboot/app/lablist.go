@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/lab"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // newLabListCommand is `kubeboot lab list`.

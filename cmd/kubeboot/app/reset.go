@@ -12,11 +12,11 @@ import (
 	"golang.org/x/term"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/day2"
-	"github.com/kubeboot/kubeboot/exit"
-	"github.com/kubeboot/kubeboot/inputfile"
-	"github.com/kubeboot/kubeboot/join"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
+	"github.com/kubeboot/kubeboot/internal/join"
 	"github.com/kubeboot/kubeboot/phases"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/kubeboot/kubeboot/bootstraptoken"
-	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
+	"github.com/kubeboot/kubeboot/internal/exit"
 )
 
 // exitError is a failure whose details were already printed; it carries

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/kubeboot/kubeboot/exit"
+	"github.com/kubeboot/kubeboot/internal/exit"
 )
 
 // TestRefusedArgumentsAreNeverQuoted: every command refuses arguments it

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/day2"
-	"github.com/kubeboot/kubeboot/join"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/join"
 	"github.com/kubeboot/kubeboot/phases"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/config"
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // version is kubeboot's release, stamped by the Makefile with -ldflags -X.

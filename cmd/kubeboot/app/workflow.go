@@ -15,12 +15,12 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/exit"
-	"github.com/kubeboot/kubeboot/files"
-	"github.com/kubeboot/kubeboot/join"
-	"github.com/kubeboot/kubeboot/nodelock"
-	"github.com/kubeboot/kubeboot/output"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/join"
+	"github.com/kubeboot/kubeboot/internal/nodelock"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
 

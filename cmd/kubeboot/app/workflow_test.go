@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/nodelock"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/nodelock"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/config"
-	"github.com/kubeboot/kubeboot/staticpod"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/staticpod"
 	"github.com/kubeboot/kubeboot/templates"
 	"k8s.io/kubernetes/pkg/capabilities"
 )

@@ -1,0 +1,251 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/version"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/internal/inputfile"
+)
+
+// ClusterKind is the kind of a lab description.
+const ClusterKind = "LabCluster"
+
+// The roles of a lab cluster's nodes.
+const (
+	RoleControlPlane = "control-plane"
+	RoleWorker       = "worker"
+)
+
+// Cluster is a lab description: the nodes of one cluster on this machine.
+// Each node runs in a network namespace of its own, joined to the lab's
+// bridge in the hub namespace, with an address of Subnet. The host reaches
+// the cluster's API through the load balancer's port on its loopback.
+type Cluster struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Name names the cluster, its hub network namespace (kb-<name>) and
+	// the nodes' (kb-<name>-<node>).
+	Name string `json:"name"`
+	// Dir holds every node's files, in <dir>/<node>.
+	Dir string `json:"dir"`
+	// Subnet is the nodes' network, an IPv4 /24: the hub is .1, the nodes
+	// .10, .11, ... in the order listed.
+	Subnet string `json:"subnet"`
+	// PodSubnet is the cluster's pod network; each node's pods get a /24.
+	PodSubnet string `json:"podSubnet"`
+	// Nodes are the cluster's nodes; the first is a control-plane node.
+	Nodes []ClusterNode `json:"nodes"`
+	// KubernetesVersion is the control plane's release (default: kubeboot's
+	// default); the bin dir must hold its binaries, as v<major>.<minor>/
+	// for another release than its own (build.sh --with-v1.35). The
+	// kubelets are the bin dir's own.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// FeatureGates turn Kubernetes feature gates on or off in every
+	// component of the cluster, as kind's featureGates do: the API
+	// server's, controller-manager's and scheduler's --feature-gates, and
+	// every kubelet's and kube-proxy's featureGates. Example:
+	// {InPlacePodVerticalScaling: true}.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+	// RuntimeConfig turns API groups and versions on or off in the API
+	// server (--runtime-config), as kind's runtimeConfig does. Example:
+	// {"api/alpha": "true"}.
+	RuntimeConfig map[string]string `json:"runtimeConfig,omitempty"`
+	// ClusterConfigurationPatch is a JSON merge patch (RFC 7386), written
+	// as YAML, of every control-plane node's kubeboot configuration
+	// (the first node's ClusterConfiguration, the others'
+	// JoinConfiguration), applied over what the lab writes: a field set
+	// replaces the lab's (a list whole), a null removes it. Example:
+	// {apiServer: {certSANs: [lab.example]}}.
+	ClusterConfigurationPatch map[string]any `json:"clusterConfigurationPatch,omitempty"`
+	// PortMappings forward ports of this host's loopback to a NodePort of
+	// the cluster: a connection to 127.0.0.1:hostPort goes to nodePort
+	// of one of the nodes, round-robin, through the lab's load balancer.
+	PortMappings []PortMapping `json:"portMappings,omitempty"`
+	// source is the file the description was read from, for errors.
+	source string
+}
+
+// How a lab worker joins its cluster, and how its first node inits it.
+const (
+	// JoinKubeboot runs `kubeboot join` with a bootstrap token and the CA's
+	// hash, the default.
+	JoinKubeboot = "kubeboot"
+	// JoinKubeadm runs the real `kubeadm join` with the discovery file of
+	// `kubeboot token create` (or the real `kubeadm init`), in a mount
+	// namespace of the node's own, so that kubeadm's fixed /etc/kubernetes
+	// and /var/lib/kubelet are the node's directories.
+	JoinKubeadm = "kubeadm"
+)
+
+// ClusterNode is one node of a lab cluster.
+type ClusterNode struct {
+	// Name is the node's name (and its Node object's).
+	Name string `json:"name"`
+	// Role is control-plane or worker.
+	Role string `json:"role"`
+	// Join is how a worker joins: kubeboot (the default) or kubeadm.
+	Join string `json:"join,omitempty"`
+	// Init is how the first node bootstraps the cluster: kubeboot (the
+	// default) or kubeadm, the real `kubeadm init`, which makes a lab of
+	// that one node, side by side with kubeboot's (make bench).
+	Init string `json:"init,omitempty"`
+	// ExtraMounts bind host paths into the node's machine, as kind's
+	// extraMounts do.
+	ExtraMounts []Mount `json:"extraMounts,omitempty"`
+}
+
+// Mount is a host path bound into a node.
+type Mount struct {
+	// HostPath is the host's file or directory, which must exist.
+	HostPath string `json:"hostPath"`
+	// ContainerPath is where the node sees it.
+	ContainerPath string `json:"containerPath"`
+	// ReadOnly binds it read-only; otherwise what the node writes there
+	// the host sees at once.
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// PortMapping forwards a TCP port of this host's loopback to a NodePort.
+type PortMapping struct {
+	// HostPort is the port on 127.0.0.1, which must be free.
+	HostPort int `json:"hostPort"`
+	// NodePort is a Service's NodePort, in 30000-32767.
+	NodePort int `json:"nodePort"`
+}
+
+// LoadCluster reads and checks a lab description.
+func LoadCluster(path string) (*Cluster, error) {
+	data, err := inputfile.ReadYAML(path, inputfile.ConfigLimit, inputfile.ConfigNodes)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{source: path}
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		return nil, fmt.Errorf("%s: %w (see examples/cluster.yaml)", path, err)
+	}
+	if c.Subnet == "" {
+		c.Subnet = "10.89.0.0/24"
+	}
+	if c.PodSubnet == "" {
+		c.PodSubnet = "10.244.0.0/16"
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// validate names the field and the fix of every problem.
+func (c *Cluster) validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s: %s", c.source, field, fmt.Sprintf(format, args...)))
+	}
+	if c.APIVersion != "kubeboot.io/v1alpha1" || c.Kind != ClusterKind {
+		bad("apiVersion/kind", "got %q/%q, want kubeboot.io/v1alpha1/%s", c.APIVersion, c.Kind, ClusterKind)
+	}
+	if msgs := validation.IsDNS1123Label(c.Name); len(msgs) > 0 || len(c.Name) > 12 {
+		bad("name", "%q: want a lower-case DNS label of at most 12 characters, like lab", c.Name)
+	}
+	if !filepath.IsAbs(c.Dir) || filepath.Clean(c.Dir) == "/" {
+		bad("dir", "%q: want an absolute directory of the lab's own, like /tmp/kubeboot-cluster", c.Dir)
+	}
+	if p, err := netip.ParsePrefix(c.Subnet); err != nil || !p.Addr().Is4() || p.Bits() != 24 || p.Masked() != p {
+		bad("subnet", "%q: want an IPv4 /24 network address, like 10.89.0.0/24", c.Subnet)
+	}
+	if p, err := netip.ParsePrefix(c.PodSubnet); err != nil || !p.Addr().Is4() || p.Bits() > 16 || p.Masked() != p {
+		bad("podSubnet", "%q: want an IPv4 network of /16 or larger, like 10.244.0.0/16", c.PodSubnet)
+	}
+	var names []string
+	controlPlanes := 0
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		field := fmt.Sprintf("nodes[%d]", i)
+		if n.Role == RoleWorker && n.Join == "" {
+			n.Join = JoinKubeboot
+		}
+		switch {
+		case n.Init != "" && i > 0:
+			bad(field+".init", "only the first node inits the cluster: remove init")
+		case n.Init != "" && n.Init != JoinKubeboot && n.Init != JoinKubeadm:
+			bad(field+".init", "%q: want %s or %s", n.Init, JoinKubeboot, JoinKubeadm)
+		case n.Init == JoinKubeadm && len(c.Nodes) > 1:
+			bad(field+".init", "a cluster that kubeadm inits is that one node (kubeboot's token and bundle do not join it): remove the other nodes, or init with kubeboot")
+		case n.Role == RoleControlPlane && n.Join != "":
+			bad(field+".join", "a control-plane node joins with kubeboot's certificate bundle: remove join, or make the node a worker")
+		case n.Role == RoleWorker && n.Join != JoinKubeboot && n.Join != JoinKubeadm:
+			bad(field+".join", "%q: want %s or %s", n.Join, JoinKubeboot, JoinKubeadm)
+		}
+		if msgs := validation.IsDNS1123Label(n.Name); len(msgs) > 0 {
+			bad(field+".name", "%q: want a lower-case DNS label, like cp1", n.Name)
+		}
+		if slices.Contains(names, n.Name) {
+			bad(field+".name", "%q is listed twice: give each node its own name", n.Name)
+		}
+		names = append(names, n.Name)
+		switch n.Role {
+		case RoleControlPlane:
+			controlPlanes++
+		case RoleWorker:
+			if i == 0 {
+				bad(field+".role", "the first node must be a control-plane node: list a control-plane node first")
+			}
+		default:
+			bad(field+".role", "%q: want %s or %s", n.Role, RoleControlPlane, RoleWorker)
+		}
+	}
+	if controlPlanes < 1 || controlPlanes > 3 {
+		bad("nodes", "%d control-plane nodes: want 1 to 3 (more than one are behind the lab's load balancer)", controlPlanes)
+	}
+	if v := c.KubernetesVersion; v != "" {
+		if _, err := version.ParseSemantic(strings.TrimPrefix(v, "v")); err != nil || !strings.HasPrefix(v, "v") {
+			bad("kubernetesVersion", "%q: want a release like v1.35.4, or leave it out for kubeboot's default", v)
+		}
+	}
+	errs = append(errs, c.validateKnobs()...)
+	if len(c.Nodes) > 200 {
+		bad("nodes", "%d nodes do not fit the subnet's addresses .10 to .209", len(c.Nodes))
+	}
+	return errors.Join(errs...)
+}
+
+// Hub is the network namespace of the lab's bridge and load balancer.
+func (c *Cluster) Hub() string { return "kb-" + c.Name }
+
+// Netns is a node's network namespace (a file in /run/netns).
+func (c *Cluster) Netns(node string) string { return "kb-" + c.Name + "-" + node }
+
+// HubAddress is the hub's address on the bridge, the subnet's first: the
+// nodes' gateway and the load balancer's address.
+func (c *Cluster) HubAddress() netip.Addr {
+	return netip.MustParsePrefix(c.Subnet).Addr().Next()
+}
+
+// Address is the i-th node's address.
+func (c *Cluster) Address(i int) netip.Addr {
+	a := netip.MustParsePrefix(c.Subnet).Addr().As4()
+	a[3] = byte(10 + i)
+	return netip.AddrFrom4(a)
+}
+
+// NodeDir is where a node's files live.
+func (c *Cluster) NodeDir(node string) string { return filepath.Join(c.Dir, node) }
+
+// ControlPlanes are the control-plane nodes' indexes, in order.
+func (c *Cluster) ControlPlanes() []int {
+	var cps []int
+	for i, n := range c.Nodes {
+		if n.Role == RoleControlPlane {
+			cps = append(cps, i)
+		}
+	}
+	return cps
+}

@@ -1,0 +1,61 @@
+package lab_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kubeboot/kubeboot/internal/lab"
+)
+
+func writeDescription(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const header = "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: lab\ndir: /tmp/kb-lab\n"
+
+// TestLoadClusterErrors: each mistake is named with its file, field and fix.
+func TestLoadClusterErrors(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"unknown field", header + "nodez: []\n", `unknown field "nodez"`},
+		{"long name", strings.Replace(header, "name: lab", "name: averyverylongname", 1) + "nodes: [{name: a, role: control-plane}]\n", "name: \"averyverylongname\": want a lower-case DNS label of at most 12 characters"},
+		{"relative dir", strings.Replace(header, "/tmp/kb-lab", "lab", 1) + "nodes: [{name: a, role: control-plane}]\n", "dir: \"lab\": want an absolute directory"},
+		{"subnet", header + "subnet: 10.89.0.0/16\nnodes: [{name: a, role: control-plane}]\n", "subnet: \"10.89.0.0/16\": want an IPv4 /24"},
+		{"no control plane", header + "nodes: []\n", "nodes: 0 control-plane nodes: want 1 to 3"},
+		{"worker first", header + "nodes: [{name: w, role: worker}, {name: a, role: control-plane}]\n", "nodes[0].role: the first node must be a control-plane node"},
+		{"twice", header + "nodes: [{name: a, role: control-plane}, {name: a, role: control-plane}]\n", `nodes[1].name: "a" is listed twice`},
+		{"role", header + "nodes: [{name: a, role: master}]\n", `nodes[0].role: "master": want control-plane or worker`},
+		{"join of a control plane", header + "nodes: [{name: a, role: control-plane, join: kubeadm}]\n", "nodes[0].join: a control-plane node joins with kubeboot's certificate bundle"},
+		{"join", header + "nodes: [{name: a, role: control-plane}, {name: w, role: worker, join: kubeadmin}]\n", `nodes[1].join: "kubeadmin": want kubeboot or kubeadm`},
+		{"version", header + "kubernetesVersion: 1.35\nnodes: [{name: a, role: control-plane}]\n", `kubernetesVersion: "1.35": want a release like v1.35.4`},
+		{"init", header + "nodes: [{name: a, role: control-plane, init: kubeadmin}]\n", `nodes[0].init: "kubeadmin": want kubeboot or kubeadm`},
+		{"init of a second node", header + "nodes: [{name: a, role: control-plane}, {name: b, role: control-plane, init: kubeadm}]\n", "nodes[1].init: only the first node inits the cluster"},
+		{"kubeadm init with workers", header + "nodes: [{name: a, role: control-plane, init: kubeadm}, {name: w, role: worker}]\n", "nodes[0].init: a cluster that kubeadm inits is that one node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeDescription(t, tc.text)
+			_, err := lab.LoadCluster(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("got %v, want an error naming %s and %q", err, path, tc.want)
+			}
+		})
+	}
+}
+
+// TestJoins: a worker joins with kubeboot unless its description says
+// kubeadm.
+func TestJoins(t *testing.T) {
+	c, err := lab.LoadCluster(writeDescription(t, header+"nodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}, {name: w2, role: worker, join: kubeadm}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Nodes[1].Join != lab.JoinKubeboot || c.Nodes[2].Join != lab.JoinKubeadm {
+		t.Errorf("joins %q and %q, want kubeboot (the default) and kubeadm", c.Nodes[1].Join, c.Nodes[2].Join)
+	}
+}

@@ -1,0 +1,256 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	"github.com/kubeboot/kubeboot/internal/config"
+)
+
+// featureGateName is how Kubernetes names its feature gates.
+var featureGateName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+
+// runtimeConfigKey is a key of --runtime-config: api/all, api/alpha, ...,
+// a group/version or a group/version/resource.
+var runtimeConfigKey = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*(/[a-z0-9][a-z0-9.-]*){1,2}$`)
+
+// reservedPaths are where a node's extra mount may not go: its root, its
+// kernel file systems, and what the lab lays out itself.
+var reservedPaths = []string{"/usr", "/proc", "/sys", "/dev", "/opt/cni/bin", machineArchive}
+
+// validateKnobs names the field and the fix of every problem of the
+// cluster's feature gates, runtime config, patch, port mappings and
+// nodes' extra mounts.
+func (c *Cluster) validateKnobs() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s: %s", c.source, field, fmt.Sprintf(format, args...)))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
+		if !featureGateName.MatchString(name) {
+			bad("featureGates", "%q: want a feature gate's name, like InPlacePodVerticalScaling", name)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(c.RuntimeConfig)) {
+		if !runtimeConfigKey.MatchString(key) {
+			bad("runtimeConfig", "%q: want api/all, api/alpha, api/beta or an API group's version, like storage.k8s.io/v1beta1", key)
+		}
+		if v := c.RuntimeConfig[key]; v != "true" && v != "false" {
+			bad("runtimeConfig."+key, "%q: want \"true\" or \"false\"", v)
+		}
+	}
+	if len(c.ClusterConfigurationPatch) > 0 && len(c.Nodes) > 0 && c.Nodes[0].Init == JoinKubeadm {
+		bad("clusterConfigurationPatch", "it patches kubeboot's configuration, and kubeadm inits this lab (nodes[0].init): remove one of them")
+	}
+	for _, key := range []string{"apiVersion", "kind"} {
+		if _, ok := c.ClusterConfigurationPatch[key]; ok {
+			bad("clusterConfigurationPatch."+key, "the lab sets it: remove it from the patch")
+		}
+	}
+	mapped := map[int]bool{}
+	for i, p := range c.PortMappings {
+		field := fmt.Sprintf("portMappings[%d]", i)
+		switch {
+		case p.HostPort < 1 || p.HostPort > 65535:
+			bad(field+".hostPort", "%d: want a port of this host's loopback, 1 to 65535", p.HostPort)
+		case mapped[p.HostPort]:
+			bad(field+".hostPort", "%d is mapped twice: give each mapping a hostPort of its own", p.HostPort)
+		}
+		mapped[p.HostPort] = true
+		if p.NodePort < 30000 || p.NodePort > 32767 {
+			bad(field+".nodePort", "%d: want a NodePort, 30000 to 32767", p.NodePort)
+		}
+	}
+	for i, n := range c.Nodes {
+		for j, m := range n.ExtraMounts {
+			field := fmt.Sprintf("nodes[%d].extraMounts[%d]", i, j)
+			for _, p := range []struct{ name, path string }{{"hostPath", m.HostPath}, {"containerPath", m.ContainerPath}} {
+				if !filepath.IsAbs(p.path) || filepath.Clean(p.path) != p.path || strings.Contains(p.path, ":") {
+					bad(field+"."+p.name, "%q: want a clean absolute path without ':', like /srv/data", p.path)
+				}
+			}
+			for _, r := range append([]string{"/"}, reservedPaths...) {
+				if m.ContainerPath == r || (r != "/" && strings.HasPrefix(m.ContainerPath, r+"/")) {
+					bad(field+".containerPath", "%q: %s is the node's own: mount somewhere else, like /srv/data", m.ContainerPath, r)
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// checkHostPaths refuses extra mounts whose host path is missing, before
+// anything is set up.
+func (c *Cluster) checkHostPaths() error {
+	var errs []error
+	for i, n := range c.Nodes {
+		for j, m := range n.ExtraMounts {
+			if _, err := os.Stat(m.HostPath); err != nil {
+				errs = append(errs, fmt.Errorf("%s: nodes[%d].extraMounts[%d].hostPath: %w: create it, or mount another path", c.source, i, j, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkFeatureGates refuses feature gates that the control plane's
+// release does not know, or will not set as asked (a gate locked to its
+// default), before anything is set up: its kube-apiserver, from the bin
+// dir (v<major>.<minor>/ for another release than its own), parses them
+// with --version, as every component shares the release's gates. A
+// component would otherwise fail at its start, and the lab with it much
+// later.
+func (c *Cluster) checkFeatureGates(ctx context.Context, binDir string) error {
+	if len(c.FeatureGates) == 0 {
+		return nil
+	}
+	apiServer := filepath.Join(binDir, "kube-apiserver")
+	if dir := minorDir(c.KubernetesVersion); dir != "" {
+		if _, err := os.Stat(filepath.Join(binDir, dir, "kube-apiserver")); err == nil {
+			apiServer = filepath.Join(binDir, dir, "kube-apiserver")
+		}
+	}
+	out, err := exec.CommandContext(ctx, apiServer, "--feature-gates="+listFlag(c.FeatureGates), "--version").CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
+		return fmt.Errorf("check the feature gates with %s: %w", apiServer, err)
+	}
+	reason := lastLines(string(out), 1)
+	if _, after, ok := strings.Cut(reason, "err="); ok {
+		reason = strings.Trim(after, `"`)
+	}
+	return &InputError{Err: fmt.Errorf("%s: featureGates: %s (%s): fix the gate's name, or remove it", c.source, reason, apiServer)}
+}
+
+// mounts are the node's extra mounts as a machine's binds: read-only and
+// read-write, each as "host:inside".
+func (n ClusterNode) mounts() (readOnly, readWrite []string) {
+	for _, m := range n.ExtraMounts {
+		bind := m.HostPath + ":" + m.ContainerPath
+		if m.ReadOnly {
+			readOnly = append(readOnly, bind)
+		} else {
+			readWrite = append(readWrite, bind)
+		}
+	}
+	return readOnly, readWrite
+}
+
+// listFlag is a map as a component's list flag: k=v pairs, sorted by key.
+func listFlag[V any](m map[string]V) string {
+	var pairs []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, fmt.Sprintf("%s=%v", k, m[k]))
+	}
+	return strings.Join(pairs, ",")
+}
+
+// componentArgs are the extraArgs, in kubeboot's and kubeadm's shape, that
+// carry the cluster's feature gates to a control-plane component, and its
+// runtime config to the API server; nil for none.
+func (c *Cluster) componentArgs(apiServer bool) []any {
+	var args []any
+	if len(c.FeatureGates) > 0 {
+		args = append(args, map[string]any{"name": "feature-gates", "value": listFlag(c.FeatureGates)})
+	}
+	if apiServer && len(c.RuntimeConfig) > 0 {
+		args = append(args, map[string]any{"name": "runtime-config", "value": listFlag(c.RuntimeConfig)})
+	}
+	return args
+}
+
+// setComponentArgs sets the control-plane components' extraArgs of doc, a
+// ClusterConfiguration (kubeboot's or kubeadm's), to componentArgs.
+func (c *Cluster) setComponentArgs(doc map[string]any) {
+	for _, component := range []string{"apiServer", "controllerManager", "scheduler"} {
+		if args := c.componentArgs(component == "apiServer"); args != nil {
+			doc[component] = map[string]any{"extraArgs": args}
+		}
+	}
+}
+
+// withFeatureGates is a kubelet's or kube-proxy's configuration with the
+// cluster's feature gates.
+func (c *Cluster) withFeatureGates(cfg map[string]any) map[string]any {
+	cfg = maps.Clone(cfg)
+	if len(c.FeatureGates) > 0 {
+		cfg["featureGates"] = maps.Clone(c.FeatureGates)
+	}
+	return cfg
+}
+
+// patched is a control-plane node's configuration document with the
+// cluster's ClusterConfigurationPatch applied.
+func (c *Cluster) patched(doc map[string]any) (map[string]any, error) {
+	if len(c.ClusterConfigurationPatch) == 0 {
+		return doc, nil
+	}
+	original, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := json.Marshal(c.ClusterConfigurationPatch)
+	if err != nil {
+		return nil, fmt.Errorf("%s: clusterConfigurationPatch: %w", c.source, err)
+	}
+	merged, err := jsonpatch.MergePatch(original, patch)
+	if err != nil {
+		return nil, fmt.Errorf("%s: clusterConfigurationPatch: %w", c.source, err)
+	}
+	out := map[string]any{}
+	return out, json.Unmarshal(merged, &out)
+}
+
+// checkControlPlaneFiles loads each control-plane node's kubeboot
+// configuration as the node will, so that a patch, a feature gate or a
+// runtime config that makes it invalid is refused before anything is set
+// up, naming the lab's fields rather than the node's file.
+func (l MachineLab) checkControlPlaneFiles(files []nodeFile) error {
+	c := l.Cluster
+	dir, err := os.MkdirTemp("", "kubeboot-lab-check-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	// Any well-formed hash stands for the CA's, made later.
+	hash := "sha256:" + strings.Repeat("0", 64)
+	var errs []error
+	for _, i := range c.ControlPlanes() {
+		if files[i].kubeboot == nil || files[i].kubeadm != nil {
+			continue
+		}
+		path := filepath.Join(dir, c.Nodes[i].Name+".yaml")
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(files[i].kubeboot), caHashPlaceholder, hash)), 0o600); err != nil {
+			return err
+		}
+		_, err := config.Load(path, config.Env{Host: config.Host{Name: c.Nodes[i].Name, Address: c.Address(i).String()}})
+		var invalid *config.InvalidError
+		switch {
+		case errors.As(err, &invalid):
+			for _, p := range invalid.Problems {
+				problem := p.Message
+				if p.Field != "" {
+					problem = p.Field + ": " + p.Message
+				}
+				errs = append(errs, fmt.Errorf("%s: clusterConfigurationPatch, featureGates or runtimeConfig: node %s's configuration would be refused: %s", c.source, c.Nodes[i].Name, problem))
+			}
+		case err != nil:
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}

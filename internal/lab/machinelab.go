@@ -1,0 +1,816 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
+	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// MachineLab brings up and down a lab cluster whose nodes are machines,
+// as a fleet of provisioned nodes comes up: every node's one file is written onto its disk before any
+// boots (a fresh bootstrap token and certificate key, the cluster CA made
+// beforehand on the first node's disk, so the others pin its hash), all
+// boot at once, and each brings itself up through kubeboot's bootstrap
+// unit (a kubeadm worker through `kubeadm join`, run in it as an operator
+// would). The lab only watches them from outside.
+type MachineLab struct {
+	// Cluster is the lab's description.
+	Cluster *Cluster
+	// BinDir holds the pinned binaries the nodes' packages and images
+	// are made of.
+	BinDir string
+	// Kubeboot is the kubeboot binary the nodes install.
+	Kubeboot string
+	// Registry is the directory where Up registers the lab and Down
+	// unregisters it (DefaultRegistry; see List); "" registers nothing.
+	Registry string
+}
+
+// Event is a machine node's progress: one event of its bootstrap unit's
+// JSON output, or the lab's own word on it.
+type Event struct {
+	// Node is the node's name.
+	Node string
+	// Phase, Level and Msg are the event's.
+	Phase, Level, Msg string
+}
+
+// Result is what `lab up` of a machine lab reports.
+type Result struct {
+	OK bool `json:"ok"`
+	// Kubeconfig is the host's admin kubeconfig, through Endpoint.
+	Kubeconfig string `json:"kubeconfig"`
+	// Endpoint is the load balancer's address on the host's loopback.
+	Endpoint string       `json:"endpoint"`
+	Nodes    []ResultNode `json:"nodes"`
+}
+
+// ResultNode is one node of Result.
+type ResultNode struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	Join    string `json:"join,omitempty"`
+	Address string `json:"address"`
+	// Took is how long the node took from the fleet's boot until it was up.
+	Took string `json:"took"`
+}
+
+// bootTimeout bounds a node's bring-up after its boot.
+const bootTimeout = 10 * time.Minute
+
+// machineKubelet is what every machine node's kubelet is told on top of
+// kubeboot's defaults, for this host: its cgroups may be v1 and it may
+// have swap; and its disk may be crowded, which must not evict the lab's
+// pods.
+var machineKubelet = map[string]any{
+	"failCgroupV1": false,
+	"failSwapOn":   false,
+	"evictionHard": map[string]any{"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"},
+	// The images are loaded once, from the lab's archive; nothing pulls
+	// them again.
+	"imageGCHighThresholdPercent": 100,
+}
+
+// usrLayer is the layer of the nodes' packages over their /usr.
+func (l MachineLab) usrLayer() string { return filepath.Join(l.Cluster.Dir, "usr") }
+
+// archive is the lab's images, which each node's containerd loads.
+func (l MachineLab) archive() string { return filepath.Join(l.Cluster.Dir, "images.tar") }
+
+// kubeletLayer holds the kubelet of the cluster's release when it is not
+// the bin dir's own, as binDir/v<major>.<minor>/kubelet.
+func (l MachineLab) kubeletLayer() string { return filepath.Join(l.Cluster.Dir, "kubelet") }
+
+// Machine is the named node's machine.
+func (l MachineLab) Machine(name string) (machine.Machine, error) {
+	i := slices.IndexFunc(l.Cluster.Nodes, func(n ClusterNode) bool { return n.Name == name })
+	if i < 0 {
+		var names []string
+		for _, n := range l.Cluster.Nodes {
+			names = append(names, n.Name)
+		}
+		return machine.Machine{}, fmt.Errorf("%s: no node %q: its nodes are %s", l.Cluster.source, name, strings.Join(names, ", "))
+	}
+	return l.machine(i), nil
+}
+
+// machine is the i-th node's machine.
+func (l MachineLab) machine(i int) machine.Machine {
+	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.archive(), l.BinDir)
+	if _, err := os.Stat(l.kubeletLayer()); err == nil {
+		m.UsrLayers = append(m.UsrLayers, l.kubeletLayer())
+	}
+	return m
+}
+
+// Up brings the lab up: the network, the load balancer (the host's way
+// in, on a free port of its loopback), the nodes' packages and images,
+// every node's disk, then all of them booted at once. It sends each
+// node's progress to events, which the caller closes once Up returned,
+// and waits until every node is up, the pod networks are routed, the
+// addons are rolled out and the default StorageClass is served. A
+// failure leaves what was started for `lab down` (and the nodes' journals)
+// to deal with.
+func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error) {
+	c := l.Cluster
+	var res Result
+	say := func(format string, args ...any) {
+		events <- Event{Phase: "lab", Level: "info", Msg: fmt.Sprintf(format, args...)}
+	}
+	for i := range c.Nodes {
+		if m := l.machine(i); exists(m.Dir) {
+			return res, &InputError{Err: fmt.Errorf("%s: node %s's disk %s exists: a lab of this description was not brought down; run `kubeboot lab down --cluster %s` first", c.source, m.Name, m.Dir, c.source)}
+		}
+	}
+	if err := c.checkHostPaths(); err != nil {
+		return res, &InputError{Err: err}
+	}
+	if err := c.checkFeatureGates(ctx, l.BinDir); err != nil {
+		return res, err
+	}
+	files, err := l.nodeFiles()
+	if err != nil {
+		return res, &InputError{Err: err}
+	}
+	if err := l.checkControlPlaneFiles(files); err != nil {
+		return res, &InputError{Err: err}
+	}
+	entry := l.entry()
+	if l.Registry != "" {
+		if err := l.checkCollisions(); err != nil {
+			return res, &InputError{Err: err}
+		}
+	}
+	listeners, err := c.listen()
+	if err != nil {
+		return res, err
+	}
+	defer listeners.close()
+	endpoint := listeners.api
+	if l.Registry != "" {
+		entry.Endpoint = endpoint
+		if err := l.register(entry); err != nil {
+			return res, err
+		}
+	}
+	if err := c.SetUpNetwork(ctx); err != nil {
+		return res, err
+	}
+	say("network: namespaces %s (the bridge, on %s) and kb-%s-<node>", c.Hub(), c.HubAddress(), c.Name)
+	if err := c.StartLoadBalancer(ctx, listeners.files); err != nil {
+		return res, err
+	}
+	say("load balancer on %s, and on %s for this host", c.Endpoint(), endpoint)
+	for _, p := range c.PortMappings {
+		say("127.0.0.1:%d forwards to NodePort %d of the nodes", p.HostPort, p.NodePort)
+	}
+	if err := l.install(ctx, files); err != nil {
+		return res, err
+	}
+	// Whether the machines make /run/systemd (systemd-nspawn keeps its
+	// locks there), which Down then removes once empty: one that was
+	// there before is the host's.
+	if !exists(runSystemdDir) {
+		if err := os.WriteFile(c.runSystemdMarker(), nil, 0o600); err != nil {
+			return res, err
+		}
+	}
+	say("%d machines installed in %s", len(c.Nodes), c.Dir)
+	start := time.Now()
+	bootErrs := make([]error, len(c.Nodes))
+	var boots sync.WaitGroup
+	for i := range c.Nodes {
+		boots.Go(func() { bootErrs[i] = l.machine(i).Boot(ctx) })
+	}
+	boots.Wait()
+	if err := errors.Join(bootErrs...); err != nil {
+		return res, err
+	}
+	say("%d machines booted", len(c.Nodes))
+	res.Nodes, err = l.waitNodes(ctx, files, start, events)
+	if err != nil {
+		return res, err
+	}
+	first := l.machine(0)
+	res.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	if err := hostKubeconfig(filepath.Join(first.Root(), "etc/kubernetes/admin.conf"), res.Kubeconfig, endpoint); err != nil {
+		return res, err
+	}
+	if err := l.routePods(ctx, first); err != nil {
+		return res, err
+	}
+	say("pod networks routed between the nodes")
+	// The StorageClass's provisioner rolls out while the addons do.
+	storage := make(chan error, 1)
+	go func() { storage <- applyStorage(ctx, first) }()
+	for _, addon := range []string{"deployment/coredns", "daemonset/kube-proxy"} {
+		if _, err := kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m"); err != nil {
+			return res, err
+		}
+	}
+	if err := <-storage; err != nil {
+		return res, err
+	}
+	say("default StorageClass %s: %s rolled out", storageClassName, localPathProvisioner)
+	say("use it: kubectl --kubeconfig %s get nodes", res.Kubeconfig)
+	res.OK, res.Endpoint = true, endpoint
+	return res, nil
+}
+
+// nodeFile is what a node is given before its first boot.
+type nodeFile struct {
+	// kubeboot is its file at bootstrapunit.ConfigPath; kubeadm, for a
+	// node that the real kubeadm brings up, kubeadm's configuration at
+	// kubeadmConfig instead (a first node's kubeboot file then only names
+	// the images).
+	kubeboot, kubeadm []byte
+}
+
+// nodeFiles renders every node's file: the first control-plane node's
+// ClusterConfiguration, the others' JoinConfiguration, the workers'
+// WorkerConfiguration or kubeadm's JoinConfiguration, all with one fresh
+// token and certificate key. The CA hash is left as caHashPlaceholder
+// until the CA exists.
+func (l MachineLab) nodeFiles() ([]nodeFile, error) {
+	c := l.Cluster
+	token, err := bootstraptoken.Generate(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	certKey, err := kubeadmcerts.Generate(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := c.Endpoint().String()
+	discovery := map[string]any{"apiServerEndpoint": endpoint, "token": token.Value(), "caCertHashes": []string{caHashPlaceholder}}
+	files := make([]nodeFile, len(c.Nodes))
+	for i, n := range c.Nodes {
+		var doc map[string]any
+		switch {
+		case n.Role == RoleControlPlane:
+			doc = map[string]any{
+				"apiVersion":           "kubeboot.io/v1alpha1",
+				"kind":                 "ClusterConfiguration",
+				"clusterName":          c.Name,
+				"controlPlaneEndpoint": endpoint,
+				"node":                 map[string]any{"name": n.Name, "advertiseAddress": c.Address(i).String(), "controlPlaneTaint": c.hasWorkers()},
+				"networking":           map[string]any{"podSubnet": c.PodSubnet},
+				"bootstrapTokens":      []any{map[string]any{"token": token.Value()}},
+				"certificateKey":       certKey,
+				"kubelet":              map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)},
+				"addons":               map[string]any{"kubeProxy": map[string]any{"extraConfig": c.withFeatureGates(labKubeProxy)}},
+			}
+			c.setComponentArgs(doc)
+			if c.KubernetesVersion != "" {
+				doc["kubernetesVersion"] = c.KubernetesVersion
+			}
+			if i > 0 {
+				doc["kind"] = "JoinConfiguration"
+				doc["join"] = map[string]any{"certificateKey": certKey, "discovery": discovery}
+			}
+			if doc, err = c.patched(doc); err != nil {
+				return nil, err
+			}
+			if n.Init == JoinKubeadm {
+				if files[i].kubeadm, err = l.kubeadmInit(token.Value()); err != nil {
+					return nil, err
+				}
+			}
+		case n.Join == JoinKubeadm:
+			kubeadm, err := yaml.Marshal(map[string]any{
+				"apiVersion": "kubeadm.k8s.io/v1beta4",
+				"kind":       "JoinConfiguration",
+				"discovery": map[string]any{"bootstrapToken": map[string]any{
+					"apiServerEndpoint": endpoint, "token": token.Value(), "caCertHashes": []string{caHashPlaceholder}}},
+				"nodeRegistration": map[string]any{"name": n.Name, "ignorePreflightErrors": kubeadmIgnored},
+			})
+			if err != nil {
+				return nil, err
+			}
+			files[i].kubeadm = kubeadm
+			continue
+		default:
+			doc = map[string]any{
+				"apiVersion": "kubeboot.io/v1alpha1",
+				"kind":       "WorkerConfiguration",
+				"node":       map[string]any{"name": n.Name},
+				"discovery":  discovery,
+				"kubelet":    map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)},
+			}
+		}
+		if files[i].kubeboot, err = yaml.Marshal(doc); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// kubeadmIgnored are the preflight checks kubeadm fails on a lab machine:
+// this host's cgroups are v1 and it may have swap (the kubelet's
+// configuration accepts both), and a node's network namespace has no
+// bridge netfilter setting of its own.
+var kubeadmIgnored = []string{"SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"}
+
+// kubeadmInit is the configuration of the real `kubeadm init` on the
+// lab's first node, the same cluster as its kubeboot file's: kubeadm's
+// InitConfiguration, ClusterConfiguration, KubeletConfiguration and
+// KubeProxyConfiguration. The keys are ECDSA P-256, kubeboot's default;
+// kube-proxy runs in nftables mode, whose nft the lab's image holds.
+func (l MachineLab) kubeadmInit(token string) ([]byte, error) {
+	c := l.Cluster
+	version := c.KubernetesVersion
+	if version == "" {
+		version = config.DefaultKubernetesVersion
+	}
+	registration := map[string]any{"name": c.Nodes[0].Name, "ignorePreflightErrors": kubeadmIgnored}
+	if !c.hasWorkers() {
+		registration["taints"] = []string{}
+	}
+	kubelet := map[string]any{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
+	maps.Copy(kubelet, c.withFeatureGates(machineKubelet))
+	proxy := map[string]any{"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration", "mode": "nftables"}
+	maps.Copy(proxy, c.withFeatureGates(labKubeProxy))
+	cluster := map[string]any{
+		"apiVersion":           "kubeadm.k8s.io/v1beta4",
+		"kind":                 "ClusterConfiguration",
+		"clusterName":          c.Name,
+		"kubernetesVersion":    version,
+		"controlPlaneEndpoint": c.Endpoint().String(),
+		"encryptionAlgorithm":  "ECDSA-P256",
+		"networking":           map[string]any{"podSubnet": c.PodSubnet},
+	}
+	c.setComponentArgs(cluster)
+	docs := []map[string]any{{
+		"apiVersion":       "kubeadm.k8s.io/v1beta4",
+		"kind":             "InitConfiguration",
+		"bootstrapTokens":  []any{map[string]any{"token": token}},
+		"localAPIEndpoint": map[string]any{"advertiseAddress": c.Address(0).String(), "bindPort": apiServerPort},
+		"nodeRegistration": registration,
+	}, cluster, kubelet, proxy}
+	var out []byte
+	for i, d := range docs {
+		data, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, data...)
+	}
+	return out, nil
+}
+
+// caHashPlaceholder stands for the CA's hash in the node files until the
+// CA is made.
+const caHashPlaceholder = "sha256:ca-hash-to-come"
+
+// install writes what the nodes share (their packages' layer and the
+// images' archive) and every node's disk: the first node's first, with its
+// certificates made beforehand (`kubeboot init phase certs --root`, as an
+// image builder would), then the others' files pinning that CA's hash.
+func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
+	c := l.Cluster
+	if _, err := UsrLayer(c.Dir, l.BinDir, l.Kubeboot); err != nil {
+		return err
+	}
+	if err := l.installKubelet(); err != nil {
+		return err
+	}
+	archive, err := l.images(ctx, files[0].kubeboot)
+	if err != nil {
+		return err
+	}
+	store, err := preload(ctx, l.BinDir, archive)
+	if err != nil {
+		return err
+	}
+	first := l.machine(0)
+	if files[0].kubeadm != nil {
+		// kubeadm makes the CA; such a lab is that one node.
+		if err := installFile(first, nodeFile{kubeadm: files[0].kubeadm}, ""); err != nil {
+			return err
+		}
+		return preloadNode(store, first.Root())
+	}
+	if err := InstallNode(first, files[0].kubeboot); err != nil {
+		return err
+	}
+	if err := preloadNode(store, first.Root()); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, l.Kubeboot, "init", "phase", "certs", "--config", filepath.Join(first.Root(), bootstrapunit.ConfigPath), "--root", first.Root())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("node %s: init phase certs --root: %w: %s", first.Name, err, lastLines(string(out), 10))
+	}
+	ca, err := os.ReadFile(filepath.Join(first.Root(), "etc/kubernetes/pki/ca.crt"))
+	if err != nil {
+		return err
+	}
+	hash, err := pki.CACertHash(ca)
+	if err != nil {
+		return err
+	}
+	for i := 1; i < len(c.Nodes); i++ {
+		m := l.machine(i)
+		if err := installFile(m, files[i], hash); err != nil {
+			return err
+		}
+		if err := preloadNode(store, m.Root()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installFile installs a node with its file, kubeboot's or kubeadm's,
+// pinning the CA of hash.
+func installFile(m machine.Machine, f nodeFile, hash string) error {
+	pin := func(file []byte) []byte { return []byte(strings.ReplaceAll(string(file), caHashPlaceholder, hash)) }
+	if f.kubeadm == nil {
+		if err := InstallNode(m, pin(f.kubeboot)); err != nil {
+			return fmt.Errorf("node %s: %w", m.Name, err)
+		}
+		return nil
+	}
+	if err := InstallNode(m, nil); err != nil {
+		return fmt.Errorf("node %s: %w", m.Name, err)
+	}
+	path := filepath.Join(m.Root(), kubeadmConfig)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, pin(f.kubeadm), 0o600)
+}
+
+// kubeadmConfig is where a kubeadm node's configuration lies on its disk.
+const kubeadmConfig = "etc/kubernetes/kubeadm.yaml"
+
+// installKubelet makes the layer of the kubelet of the cluster's release
+// when the bin dir has it apart, in v<major>.<minor>/ (the nodes are
+// installed with the release they run); the bin dir's own otherwise.
+func (l MachineLab) installKubelet() error {
+	dir := minorDir(l.Cluster.KubernetesVersion)
+	if dir == "" {
+		return nil
+	}
+	src := filepath.Join(l.BinDir, dir, "kubelet")
+	if _, err := os.Stat(src); err != nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(l.kubeletLayer(), "bin"), 0o755); err != nil {
+		return err
+	}
+	return linkOrCopy(src, filepath.Join(l.kubeletLayer(), "bin", "kubelet"))
+}
+
+// images builds the archive of the images the first node's file names
+// (`kubeboot images list`), and with another kubernetesVersion than
+// kubeboot's default those of the default too, which an upgrade moves
+// to, as a node image holds them; the sandbox image and agnhost, the
+// workloads' image; the default StorageClass's provisioner and the
+// BusyBox of its helper pods; and links it where the nodes see it.
+func (l MachineLab) images(ctx context.Context, cfg []byte) (string, error) {
+	configs := [][]byte{cfg}
+	if v := l.Cluster.KubernetesVersion; v != "" {
+		configs = append(configs, bytes.ReplaceAll(cfg, []byte("kubernetesVersion: "+v+"\n"), nil))
+	}
+	var listed []string
+	for i, cfg := range configs {
+		path := filepath.Join(l.Cluster.Dir, fmt.Sprintf("images-%d.yaml", i))
+		if err := os.WriteFile(path, cfg, 0o600); err != nil {
+			return "", err
+		}
+		var stderr strings.Builder
+		cmd := exec.CommandContext(ctx, l.Kubeboot, "images", "list", "--config", path)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("images list: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		listed = append(listed, strings.Fields(string(out))...)
+	}
+	refs := append([]string{SandboxImage, AgnhostImage, LocalPathProvisionerImage, BusyboxImage}, listed...)
+	slices.Sort(refs)
+	var images []Image
+	for _, ref := range slices.Compact(refs) {
+		resolve := ResolveImage
+		if strings.Contains(ref, "kubeboot") {
+			resolve = func(_, ref string) (Image, error) { return KubebootImage(ref, l.Kubeboot) }
+		}
+		img, err := resolve(l.BinDir, ref)
+		if err != nil {
+			return "", err
+		}
+		images = append(images, img)
+	}
+	archive, err := Archive(filepath.Join(l.BinDir, ".lab-images"), images)
+	if err != nil {
+		return "", err
+	}
+	return archive, linkOrCopy(archive, l.archive())
+}
+
+// waitNodes waits until every node is up: its bootstrap unit done, or for
+// a kubeadm worker, `kubeadm join` run in it once the first control-plane
+// node is up. It follows each bootstrap unit's journal, sending its JSON
+// events on.
+func (l MachineLab) waitNodes(ctx context.Context, files []nodeFile, start time.Time, events chan<- Event) ([]ResultNode, error) {
+	c := l.Cluster
+	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
+	defer cancel()
+	nodes := make([]ResultNode, len(c.Nodes))
+	errs := make([]error, len(c.Nodes))
+	firstUp := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		nodes[i] = ResultNode{Name: n.Name, Role: n.Role, Join: n.Join, Address: c.Address(i).String()}
+		m := l.machine(i)
+		wg.Go(func() {
+			switch {
+			case i == 0 && files[i].kubeadm != nil:
+				errs[i] = runKubeadm(ctx, m, "init", events)
+			case files[i].kubeadm != nil:
+				select {
+				case <-firstUp:
+					errs[i] = runKubeadm(ctx, m, "join", events)
+				case <-ctx.Done():
+					errs[i] = ctx.Err()
+				}
+			default:
+				errs[i] = followBootstrap(ctx, m, events)
+			}
+			if i == 0 && errs[i] == nil {
+				close(firstUp)
+			}
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.Name, errs[i])
+				cancel()
+				return
+			}
+			nodes[i].Took = time.Since(start).Round(time.Millisecond).String()
+			events <- Event{Node: n.Name, Phase: "lab", Level: "info", Msg: "up in " + nodes[i].Took}
+		})
+	}
+	wg.Wait()
+	// The first error is the cause; the others were cancelled by it.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nodes, err
+		}
+	}
+	return nodes, errors.Join(errs...)
+}
+
+// followBootstrap sends the events of the machine's bootstrap unit on,
+// read from its journal, until the unit's result says it converged; it
+// fails when the unit failed.
+func followBootstrap(ctx context.Context, m machine.Machine, events chan<- Event) error {
+	follow, cancel := context.WithCancel(ctx)
+	defer cancel()
+	journal, err := m.Command(follow, "journalctl", "--follow", "--output=cat", "--no-tail", "--unit=kubeboot-bootstrap")
+	if err != nil {
+		return err
+	}
+	stdout, err := journal.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := journal.Start(); err != nil {
+		return err
+	}
+	converged := make(chan struct{})
+	var read sync.WaitGroup
+	read.Go(func() { forwardEvents(stdout, m.Name, events, converged) })
+	defer func() {
+		cancel()
+		_ = journal.Wait()
+		read.Wait()
+	}()
+	unitFailed := false
+	err = wait.PollUntilContextCancel(ctx, time.Second, false, func(ctx context.Context) (bool, error) {
+		select {
+		case <-converged:
+			return true, nil
+		default:
+		}
+		out, _ := m.Output(ctx, "systemctl", "is-failed", "kubeboot-bootstrap")
+		unitFailed = strings.TrimSpace(string(out)) == "failed"
+		return unitFailed, nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("kubeboot-bootstrap.service has not converged: %w", err)
+	case unitFailed:
+		return fmt.Errorf("kubeboot-bootstrap.service failed: `kubeboot lab exec %s -- journalctl -u kubeboot-bootstrap` says why", m.Name)
+	}
+	return nil
+}
+
+// forwardEvents sends each JSON event of r (a bootstrap unit's journal)
+// on as the node's, and closes converged at a result that says the run
+// succeeded; other lines are not progress.
+func forwardEvents(r io.Reader, node string, events chan<- Event, converged chan<- struct{}) {
+	lines := bufio.NewScanner(r)
+	lines.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for lines.Scan() {
+		var e struct {
+			Phase, Level, Msg string
+			Result            *struct{ OK bool }
+		}
+		switch {
+		case json.Unmarshal(lines.Bytes(), &e) != nil:
+		case e.Result != nil && e.Result.OK:
+			close(converged)
+			return
+		case e.Msg != "":
+			events <- Event{Node: node, Phase: e.Phase, Level: e.Level, Msg: e.Msg}
+		}
+	}
+}
+
+// runKubeadm runs the real `kubeadm init` or `kubeadm join` in the
+// machine with its configuration, once its containerd runs with the lab's
+// images loaded, as an operator would. It sends an event of the node's
+// kubeadm phase when kubeadm starts and when it has returned, which time
+// it (make bench).
+func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan<- Event) error {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd")
+		return strings.TrimSpace(string(out)) == "active" && exists(filepath.Join(m.Root(), imagesLoaded)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("containerd with the lab's images never became active: %w", err)
+	}
+	say := func(msg string) { events <- Event{Node: m.Name, Phase: "kubeadm", Level: "info", Msg: msg} }
+	say("kubeadm " + verb + " --config /" + kubeadmConfig)
+	if out, err := m.Output(ctx, "kubeadm", verb, "--config", "/"+kubeadmConfig); err != nil {
+		return fmt.Errorf("kubeadm %s: %w: %s", verb, err, lastLines(string(out), 20))
+	}
+	say("kubeadm " + verb + " returned")
+	return nil
+}
+
+// kubectl runs kubectl in the machine with its admin.conf.
+func kubectl(ctx context.Context, m machine.Machine, args ...string) ([]byte, error) {
+	out, err := m.Output(ctx, append([]string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}, args...)...)
+	if err != nil {
+		return out, fmt.Errorf("node %s: kubectl %s: %w: %s", m.Name, strings.Join(args, " "), err, lastLines(string(out), 10))
+	}
+	return out, nil
+}
+
+// routePods waits until the controller-manager gave every node its pod
+// CIDR, then routes them between the nodes.
+func (l MachineLab) routePods(ctx context.Context, first machine.Machine) error {
+	podCIDRs := map[string][]string{}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		out, err := kubectl(ctx, first, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)
+		if err != nil {
+			return false, nil // the API server may still be settling: poll again
+		}
+		for _, pair := range strings.Fields(string(out)) {
+			if name, cidr, _ := strings.Cut(pair, "="); cidr != "" {
+				podCIDRs[name] = []string{cidr}
+			}
+		}
+		return len(podCIDRs) == len(l.Cluster.Nodes), nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for every node's pod CIDR (have %v): %w", podCIDRs, err)
+	}
+	return l.Cluster.AddPodRoutes(ctx, podCIDRs)
+}
+
+// hostKubeconfig writes admin.conf for this host: through the load
+// balancer's loopback endpoint, verifying the API server's certificate
+// for the name "kubernetes", one of its SANs, as kind's kubeconfig does
+// for its port mapping.
+func hostKubeconfig(adminConf, path, endpoint string) error {
+	cfg, err := clientcmd.LoadFromFile(adminConf)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", adminConf, err)
+	}
+	for _, cluster := range cfg.Clusters {
+		cluster.Server = "https://" + endpoint
+		cluster.TLSServerName = "kubernetes"
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// Down removes the lab: every machine, all at once (its processes,
+// cgroups, mounts and disk), the load balancer, the network and the lab's
+// directory. A lab that is partly up, or already down, comes down as far
+// as it is up. The machines are killed, not shut down: their disks go
+// with them, so nothing a shutdown would save is kept, as kind's nodes
+// are removed.
+func (l MachineLab) Down(ctx context.Context) error {
+	c := l.Cluster
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i := range c.Nodes {
+		wg.Go(func() {
+			if err := l.machine(i).Remove(0); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", c.Nodes[i].Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := c.LoadBalancer().Stop(10 * time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	madeNetnsDir := exists(c.netnsDirMarker())
+	if err := c.TearDownNetwork(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if madeNetnsDir && exists(netnsDir) {
+		errs = append(errs, l.handOver(netnsDirMarkerName))
+	}
+	if exists(c.runSystemdMarker()) {
+		// Empty once the host's last machine is gone: machine.Remove
+		// removes what systemd-nspawn kept in it.
+		if err := os.Remove(runSystemdDir); err != nil && exists(runSystemdDir) {
+			errs = append(errs, l.handOver(runSystemdMarkerName))
+		}
+		if err := os.Remove(c.runSystemdMarker()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return err
+	}
+	if l.Registry == "" {
+		return nil
+	}
+	return l.unregister()
+}
+
+// runSystemdDir is where systemd-nspawn keeps, on the host, its locks and
+// mount propagation dirs (package machine removes them with the host's
+// last machine).
+const runSystemdDir = "/run/systemd"
+
+// runSystemdMarkerName is the file in the lab's dir that exists while the
+// lab is up if the lab made runSystemdDir.
+const runSystemdMarkerName = "made-run-systemd"
+
+func (c *Cluster) runSystemdMarker() string { return filepath.Join(c.Dir, runSystemdMarkerName) }
+
+// handOver passes the removal of a directory of /run this lab made (the
+// marker of that name in its dir says which), which another lab's
+// machines keep from being removed now, to a lab that is up, whose Down
+// removes it once empty.
+func (l MachineLab) handOver(marker string) error {
+	if l.Registry == "" {
+		return nil
+	}
+	others, err := List(l.Registry)
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o.Name != l.Cluster.Name {
+			return os.WriteFile(filepath.Join(o.Dir, marker), nil, 0o600)
+		}
+	}
+	return nil
+}
+
+// exists says whether path exists.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

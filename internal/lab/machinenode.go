@@ -1,0 +1,268 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/machine"
+)
+
+// A machine node is a lab node that is a machine of its own (package
+// machine) installed as a distribution installs a Kubernetes node:
+// containerd and the kubelet from their packages, as systemd services,
+// and kubeboot with its bootstrap unit. The lab's part is only what a node
+// image holds: the packages' files (UsrLayer), the images preloaded into
+// containerd, and the node's one file.
+
+// The units and files of the packages a machine node has, as Debian's
+// containerd and the Kubernetes project's kubelet packages install them.
+const (
+	containerdUnit = `[Unit]
+Description=containerd container runtime
+After=network.target local-fs.target
+
+[Service]
+ExecStart=/usr/bin/containerd
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+RestartSec=5
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+
+[Install]
+WantedBy=multi-user.target
+`
+	kubeletUnit = `[Unit]
+Description=kubelet: The Kubernetes Node Agent
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+`
+	// kubeadmDropIn is the drop-in the kubelet's package ships for
+	// kubeadm: the kubelet runs with the files kubeadm writes.
+	kubeadmDropIn = `[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+`
+	// machineContainerdConfig is the node's /etc/containerd/config.toml:
+	// the systemd cgroup driver, the pinned sandbox image, and the pod
+	// network of the lab's CNI template. restrict_oom_score_adj: this host
+	// forbids lowering a process's oom_score_adj, which runc otherwise does
+	// for every sandbox.
+	machineContainerdConfig = `version = 3
+
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ['/opt/cni/bin']
+  conf_dir = '/etc/cni/net.d'
+  conf_template = '/etc/containerd/cni.template'
+
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = 'io.containerd.runc.v2'
+
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  SystemdCgroup = true
+
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = '` + SandboxImage + `'
+`
+	// machineCNITemplate is the node's pod network, which containerd
+	// renders once the kubelet tells it the node's pod CIDRs: a bridge with
+	// the pods behind NAT, as the lab's other nodes have.
+	machineCNITemplate = `{
+  "cniVersion": "1.0.0",
+  "name": "kubeboot-lab",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+     "ipam": {"type": "host-local",
+              "ranges": [{{range $i, $r := .PodCIDRRanges}}{{if $i}}, {{end}}[{"subnet": "{{$r}}"}]{{end}}],
+              "routes": [{{range $i, $r := .Routes}}{{if $i}}, {{end}}{"dst": "{{$r}}"}{{end}}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`
+	// imagesUnit loads the lab's archive into containerd at a node's first
+	// boot, before anything needs the images, unless the node's store was
+	// preloaded (preloadNode), as `lab up` does.
+	imagesUnit = `[Unit]
+Description=Load the lab's images into containerd, as a node image holds them
+Requires=containerd.service
+After=containerd.service
+Before=kubelet.service kubeboot-bootstrap.service
+ConditionPathExists=!` + imagesLoaded + `
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/ctr -n k8s.io images import ` + machineArchive + `
+ExecStart=/usr/bin/touch ` + imagesLoaded + `
+
+[Install]
+WantedBy=multi-user.target
+`
+	// machineArchive is where a machine node sees the lab's images.
+	machineArchive = "/opt/kubeboot/images.tar"
+	// imagesLoaded marks a node whose containerd holds the lab's images.
+	imagesLoaded = "/var/lib/kubeboot-lab-images-loaded"
+)
+
+// usrBinaries are the binaries of a machine node's packages, by their
+// names in the bin dir.
+var usrBinaries = []string{"kubelet", "kubeadm", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr"}
+
+// UsrLayer writes, under dir/usr, what a machine node's packages install
+// in /usr: the binaries of binDir and kubeboot in bin/, and containerd's
+// and the kubelet's units (with the kubeadm drop-in) in
+// lib/systemd/system/. Every machine node of the lab lays it over the
+// host's /usr.
+func UsrLayer(dir, binDir, kubeboot string) (string, error) {
+	layer := filepath.Join(dir, "usr")
+	for _, d := range []string{"bin", "lib/systemd/system/kubelet.service.d"} {
+		if err := os.MkdirAll(filepath.Join(layer, d), 0o755); err != nil {
+			return "", err
+		}
+	}
+	sources := map[string]string{"kubeboot": kubeboot}
+	for _, name := range usrBinaries {
+		sources[name] = filepath.Join(binDir, name)
+	}
+	for name, src := range sources {
+		if err := linkOrCopy(src, filepath.Join(layer, "bin", name)); err != nil {
+			return "", fmt.Errorf("the machine nodes' /usr: %w", err)
+		}
+	}
+	for path, content := range map[string]string{
+		"lib/systemd/system/containerd.service":                containerdUnit,
+		"lib/systemd/system/kubelet.service":                   kubeletUnit,
+		"lib/systemd/system/kubelet.service.d/10-kubeadm.conf": kubeadmDropIn,
+	} {
+		if err := os.WriteFile(filepath.Join(layer, path), []byte(content), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return layer, nil
+}
+
+// linkOrCopy hard-links src to dst, or copies it across file systems.
+func linkOrCopy(src, dst string) error {
+	if err := os.Remove(dst); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if os.Link(src, dst) == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// Machine is the cluster's i-th node as a machine: in dir/<node>, on the
+// node's network namespace, with the layer over its /usr, the images'
+// archive, the CNI plugins of binDir and the node's extra mounts.
+func (c *Cluster) Machine(i int, dir, layer, archive, binDir string) machine.Machine {
+	name := c.Nodes[i].Name
+	readOnly, readWrite := c.Nodes[i].mounts()
+	return machine.Machine{
+		Name: name, Dir: filepath.Join(dir, name), NetNS: filepath.Join("/run/netns", c.Netns(name)),
+		UsrLayers: []string{layer},
+		Binds:     append([]string{archive + ":" + machineArchive, filepath.Join(binDir, "cni") + ":/opt/cni/bin"}, readOnly...),
+		Shared:    readWrite,
+	}
+}
+
+// InstallNode writes onto a machine's disk what a provisioned node holds
+// before its first boot: containerd's configuration and the CNI template,
+// containerd, the kubelet, the images' unit and kubeboot's bootstrap unit
+// enabled, and nodeFile, the node's one input, at
+// bootstrapunit.ConfigPath. A nil nodeFile is a node that another tool,
+// such as kubeadm, brings up: it gets neither the file nor the unit, but
+// the static pod path /etc/kubernetes/manifests that kubeadm's packages
+// make.
+func InstallNode(m machine.Machine, nodeFile []byte) error {
+	if err := m.Prepare(); err != nil {
+		return err
+	}
+	etc := filepath.Join(m.Root(), "etc")
+	type file struct {
+		path    string
+		content []byte
+		mode    os.FileMode
+	}
+	files := []file{
+		{"etc/containerd/config.toml", []byte(machineContainerdConfig), 0o644},
+		{"etc/containerd/cni.template", []byte(machineCNITemplate), 0o644},
+		{"etc/systemd/system/kubeboot-lab-images.service", []byte(imagesUnit), 0o644},
+	}
+	units := map[string]string{
+		"containerd.service":          "/usr/lib/systemd/system/containerd.service",
+		"kubelet.service":             "/usr/lib/systemd/system/kubelet.service",
+		"kubeboot-lab-images.service": "../kubeboot-lab-images.service",
+	}
+	if nodeFile != nil {
+		files = append(files,
+			file{"etc/systemd/system/kubeboot-bootstrap.service", []byte(bootstrapunit.Unit), 0o644},
+			// It may hold the bootstrap token.
+			file{bootstrapunit.ConfigPath, nodeFile, 0o600})
+		units["kubeboot-bootstrap.service"] = "../kubeboot-bootstrap.service"
+	} else if err := os.MkdirAll(filepath.Join(etc, "kubernetes/manifests"), 0o755); err != nil {
+		// The kubelet's package makes the static pod path for kubeadm,
+		// whose join does not; a kubelet without it logs an error every
+		// second.
+		return err
+	}
+	for _, f := range files {
+		path := filepath.Join(m.Root(), f.path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, f.content, f.mode); err != nil {
+			return err
+		}
+		// WriteFile keeps the mode of a file that exists.
+		if err := os.Chmod(path, f.mode); err != nil {
+			return err
+		}
+	}
+	wants := filepath.Join(etc, "systemd/system/multi-user.target.wants")
+	if err := os.MkdirAll(wants, 0o755); err != nil {
+		return err
+	}
+	for unit, target := range units {
+		if err := os.Symlink(target, filepath.Join(wants, unit)); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	}
+	return nil
+}
