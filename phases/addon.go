@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -13,10 +14,10 @@ import (
 // turned off in the configuration, for a cluster that brings its own.
 // Like kubeadm's, it does not wait for the addons: CoreDNS needs a pod
 // network, which may come later. upgrade apply waits for their rollout.
-var Addon = Phase[*Node]{
+var Addon = workflow.Phase[*Node]{
 	Name:      "addon",
 	Short:     "Install the cluster's DNS (CoreDNS) and Service proxy (kube-proxy)",
-	Subphases: []Phase[*Node]{AddonCoreDNS, AddonKubeProxy},
+	Subphases: []workflow.Phase[*Node]{AddonCoreDNS, AddonKubeProxy},
 }
 
 // AddonCoreDNS applies CoreDNS: Deployment coredns behind Service kube-dns
@@ -34,8 +35,8 @@ var AddonKubeProxy = addonPart("addon/kube-proxy", "Install kube-proxy, the Serv
 // addonPart is the subphase of one addon: it applies the objects build
 // makes, unless off says the configuration turns the addon off, which it
 // reports as switchOff + " objects are neither created nor changed".
-func addonPart(name, short, switchOff string, off func(config.Addons) bool, build func(*config.ClusterConfiguration) (templates.Objects, error)) Phase[*Node] {
-	return Phase[*Node]{Name: name, Short: short, LiveOnly: true, Run: func(ctx context.Context, s *Node) error {
+func addonPart(name, short, switchOff string, off func(config.Addons) bool, build func(*config.ClusterConfiguration) (templates.Objects, error)) workflow.Phase[*Node] {
+	return workflow.Phase[*Node]{Name: name, Short: short, LiveOnly: true, Run: func(ctx context.Context, s *Node) error {
 		if off(s.Config.Addons) {
 			s.Report.Infof("%s objects are neither created nor changed", switchOff)
 			return nil

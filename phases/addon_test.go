@@ -11,13 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 func TestAddonPhase(t *testing.T) {
 	s, client, out := liveState(t, false)
 	s.Config.Networking.PodSubnet = "10.244.0.0/16"
 	ctx := context.Background()
-	ran, err := Runner[*Node]{Phases: []Phase[*Node]{Addon}}.Run(ctx, s, nil)
+	ran, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Addon}}.Run(ctx, s, nil)
 	must(t, err)
 	if strings.Join(ran, ",") != "addon/coredns,addon/kube-proxy" {
 		t.Errorf("ran %v", ran)
@@ -70,7 +72,7 @@ func TestAddonsTurnedOff(t *testing.T) {
 	s, client, out := liveState(t, false)
 	s.Config.Addons.CoreDNS.Disabled = true
 	s.Config.Addons.KubeProxy.Disabled = true
-	_, err := Runner[*Node]{Phases: []Phase[*Node]{Addon}}.Run(context.Background(), s, nil)
+	_, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Addon}}.Run(context.Background(), s, nil)
 	must(t, err)
 	if objs := objects(t, client); len(objs) != 0 {
 		t.Errorf("turned-off addons made objects: %v", objs)
@@ -162,7 +164,7 @@ func TestControlPlanesBehind(t *testing.T) {
 func TestAddonDrift(t *testing.T) {
 	s, client, _ := liveState(t, false)
 	ctx := context.Background()
-	_, err := Runner[*Node]{Phases: []Phase[*Node]{Addon}}.Run(ctx, s, nil)
+	_, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Addon}}.Run(ctx, s, nil)
 	must(t, err)
 	drifts, err := AddonDrift(ctx, s)
 	must(t, err)

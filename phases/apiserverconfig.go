@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -25,7 +26,7 @@ const (
 )
 
 // APIServerConfig writes the files the API server reads beside its flags.
-var APIServerConfig = Phase[*Node]{
+var APIServerConfig = workflow.Phase[*Node]{
 	Name:  "apiserver-config",
 	Short: "Write the API server's encryption, audit, admission and authentication configuration",
 	Run:   runAPIServerConfig,

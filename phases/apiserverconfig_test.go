@@ -14,11 +14,12 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
 func runAPIServerConfigPhase(s *Node) error {
-	_, err := Runner[*Node]{Phases: []Phase[*Node]{APIServerConfig}}.RunOne(context.Background(), s, APIServerConfig.Name)
+	_, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{APIServerConfig}}.RunOne(context.Background(), s, APIServerConfig.Name)
 	return err
 }
 

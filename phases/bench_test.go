@@ -9,6 +9,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // nodeFile is one write of a run: what a re-run writes again.
@@ -40,8 +41,8 @@ func writeNode(tb testing.TB, root string) []nodeFile {
 		tb.Fatal(errs.ToAggregate())
 	}
 	w := &recordingWriter{AtomicWriter: &files.AtomicWriter{Root: root}}
-	s := &Node{Run: &Run{System: HostSystem(), Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: Options{Offline: true}}, Config: c}
-	writers := Runner[*Node]{Phases: []Phase[*Node]{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
+	s := &Node{Run: &workflow.Run{System: workflow.HostSystem(), Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: workflow.Options{Offline: true}}, Config: c}
+	writers := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
 	if _, err := writers.Run(context.Background(), s, nil); err != nil {
 		tb.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -22,7 +23,7 @@ const (
 // BootstrapAdmin grants admin.conf's group cluster-admin, so admin.conf works
 // without system:masters, and lets the API server's kubelet client use the
 // kubelet API. It runs as a visible phase with super-admin.conf.
-var BootstrapAdmin = Phase[*Node]{
+var BootstrapAdmin = workflow.Phase[*Node]{
 	Name:     "bootstrap-admin",
 	Short:    "Grant admin.conf and the API server's kubelet client their roles",
 	LiveOnly: true,

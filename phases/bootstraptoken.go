@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -29,7 +30,7 @@ import (
 // init generated, while it stays valid long enough, or a new one. The join
 // command holds the first given token that can join a node, else the
 // generated one; it goes to the run's result only.
-var BootstrapToken = Phase[*Node]{
+var BootstrapToken = workflow.Phase[*Node]{
 	Name:     "bootstrap-token",
 	Short:    "Grant bootstrap tokens and nodes their roles, and create the configuration's tokens (or keep init's)",
 	LiveOnly: true,

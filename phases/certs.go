@@ -12,11 +12,12 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
 // Certs converges the certificate authorities, certificates and keys.
-var Certs = Phase[*Node]{
+var Certs = workflow.Phase[*Node]{
 	Name:  "certs",
 	Short: "Generate the certificate authorities, certificates and keys",
 	Run: func(_ context.Context, s *Node) error {
@@ -25,7 +26,7 @@ var Certs = Phase[*Node]{
 }
 
 // Kubeconfig converges the kubeconfig files.
-var Kubeconfig = Phase[*Node]{
+var Kubeconfig = workflow.Phase[*Node]{
 	Name:  "kubeconfig",
 	Short: "Generate the kubeconfig files",
 	Run: func(_ context.Context, s *Node) error {

@@ -15,11 +15,12 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
 func runPKIPhases(s *Node) error {
-	_, err := Runner[*Node]{Phases: []Phase[*Node]{Certs, Kubeconfig}}.Run(context.Background(), s, nil)
+	_, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Certs, Kubeconfig}}.Run(context.Background(), s, nil)
 	return err
 }
 

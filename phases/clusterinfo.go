@@ -15,6 +15,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/discovery"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -30,7 +31,7 @@ import (
 // than once the controller-manager leads and has started its controllers
 // (10 s after init on the lab's machines). The signer finds them as it
 // would write them and leaves them; its keys of other tokens stay its own.
-var ClusterInfo = Phase[*Node]{
+var ClusterInfo = workflow.Phase[*Node]{
 	Name:     "cluster-info",
 	Short:    "Publish the cluster's CA and address in kube-public/cluster-info for node join discovery, readable anonymously",
 	LiveOnly: true,

@@ -16,6 +16,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/discovery"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -171,7 +172,7 @@ func TestClusterInfoWarnsWithoutTheSigner(t *testing.T) {
 // TestLivePhasesNeedTheirInputs: each names what to run first, before it
 // changes anything.
 func TestLivePhasesNeedTheirInputs(t *testing.T) {
-	for _, p := range []Phase[*Node]{ClusterInfo, BootstrapToken} {
+	for _, p := range []workflow.Phase[*Node]{ClusterInfo, BootstrapToken} {
 		s, client, _ := liveState(t, false)
 		err := p.Run(context.Background(), s)
 		if err == nil || !strings.Contains(err.Error(), "run `kubeboot init phase certs` first") {

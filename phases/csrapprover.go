@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -14,7 +15,7 @@ import (
 // reads are forbidden and it stays unready, which no phase waits for.
 // With csrApprover.enabled false there is nothing to grant; grants of an
 // earlier run stay, as the objects of the other live phases do.
-var CSRApprover = Phase[*Node]{
+var CSRApprover = workflow.Phase[*Node]{
 	Name:     "csr-approver",
 	Short:    "Grant the CSR approver the approving of kubelet serving certificates",
 	LiveOnly: true,

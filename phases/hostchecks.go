@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/cri"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // Host is the machine the host checks look at, through its /proc and /sys
@@ -96,7 +97,7 @@ const runtimeCheckTimeout = 10 * time.Second
 // takes the same names: IP forwarding for each family, swap, the cgroup
 // version, the kernel version, the kubelet binary (which r's System finds)
 // and the container runtime answering on its socket (under r's root).
-func HostChecks(r *Run, h Host, n NodeNeeds) []Check {
+func HostChecks(r *workflow.Run, h Host, n NodeNeeds) []Check {
 	var checks []Check
 	if n.IPv4 {
 		checks = append(checks, forwardingCheck(h, "/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward"))
@@ -197,7 +198,7 @@ func kernelVersion(release string) (int, error) {
 
 // checkKubeletBinary fails when no kubelet is on the PATH, where systemd's
 // kubelet.service and the start kubeboot prints look for it.
-func checkKubeletBinary(sys System) error {
+func checkKubeletBinary(sys workflow.System) error {
 	if _, err := sys.LookPath("kubelet"); err != nil {
 		return errors.New("no kubelet on the PATH: install the kubelet of the cluster's release (in /usr/bin, where kubelet.service runs it)")
 	}
@@ -206,7 +207,7 @@ func checkKubeletBinary(sys System) error {
 
 // checkRuntime fails unless the container runtime answers on its socket:
 // the kubelet runs nothing without it.
-func checkRuntime(ctx context.Context, s *Run, endpoint string) error {
+func checkRuntime(ctx context.Context, s *workflow.Run, endpoint string) error {
 	runtime, err := cri.Dial(endpoint, s.Files.HostPath)
 	if err != nil {
 		return fmt.Errorf("%w: start the container runtime (`systemctl start containerd`), or fix kubelet.containerRuntimeEndpoint", err)

@@ -1,5 +1,7 @@
 package phases
 
+import "github.com/kubeboot/kubeboot/internal/workflow"
+
 // InitWorkflow is the `kubeboot init` workflow, in dependency order. As with
 // kubeadm, the kubelet starts once the manifests are written, before the
 // wait for the control plane it runs. The phases after bootstrap-admin
@@ -10,7 +12,7 @@ package phases
 // asked to. csr-approver, kubeboot's own, lets the CSR
 // approver approve the serving certificates of joined nodes' kubelets.
 // addon comes last, as in kubeadm: CoreDNS and kube-proxy.
-var InitWorkflow = Runner[*Node]{Phases: []Phase[*Node]{
+var InitWorkflow = workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{
 	Preflight,
 	Certs,
 	Kubeconfig,

@@ -12,12 +12,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // KubeletConfig writes the KubeletConfiguration that points the node's
 // kubelet at the manifest directory, as kubeadm's kubelet-start does. The
 // kubelet runs with --config <kubelet.configFile> --kubeconfig <kubelet.conf>.
-var KubeletConfig = Phase[*Node]{
+var KubeletConfig = workflow.Phase[*Node]{
 	Name:  "kubelet-config",
 	Short: "Write the kubelet's configuration, pointing it at the manifest directory",
 	Run: func(_ context.Context, s *Node) error {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -25,7 +26,7 @@ import (
 // (kubernetes#99645). Once that file holds this node's certificate of this
 // cluster, kubelet.conf names it; if it never does, kubelet.conf stays as
 // it is, with a warning.
-var KubeletFinalize = Phase[*Node]{
+var KubeletFinalize = workflow.Phase[*Node]{
 	Name:     "kubelet-finalize",
 	Short:    "Point kubelet.conf at the client certificate the kubelet rotates",
 	LiveOnly: true,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/pki"
@@ -53,7 +54,7 @@ func TestKubeletFinalize(t *testing.T) {
 	// the pair made aside comes into its place then.
 	aside := *s.Config
 	aside.Kubelet.CertDir = "/var/lib/kubelet/pki.new"
-	phasestest.KubeletPair(t, &phases.Node{Run: &phases.Run{Files: s.Files}, Config: &aside}, phasestest.ClusterCA(t, s), "node1")
+	phasestest.KubeletPair(t, &phases.Node{Run: &workflow.Run{Files: s.Files}, Config: &aside}, phasestest.ClusterCA(t, s), "node1")
 	moved := make(chan error)
 	go func() {
 		time.Sleep(700 * time.Millisecond)

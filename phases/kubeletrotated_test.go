@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
@@ -57,7 +58,7 @@ func TestKubeconfigWarnsOfAnAgingKubeletCertificate(t *testing.T) {
 	s, _ := initNode(t, root)
 	aging := *s.Config
 	aging.Certificates.LeafValidity.Duration = 10 * 24 * time.Hour
-	phasestest.KubeletPair(t, &phases.Node{Run: &phases.Run{Files: s.Files}, Config: &aging}, phasestest.ClusterCA(t, s), "node1")
+	phasestest.KubeletPair(t, &phases.Node{Run: &workflow.Run{Files: s.Files}, Config: &aging}, phasestest.ClusterCA(t, s), "node1")
 	if err := phasestest.Run(s, phases.KubeletFinalize); err != nil {
 		t.Fatal(err)
 	}

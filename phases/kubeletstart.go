@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // KubeletStart is the kubelet-start phase of a workflow whose data is D,
@@ -14,8 +15,8 @@ import (
 // beside a kubelet that kubelet.service does not run, it changes nothing,
 // and `--skip-phases kubelet-start` leaves the kubelet to whoever starts it
 // otherwise.
-func KubeletStart[D Data](unit func(D) (KubeletUnit, error)) Phase[D] {
-	return Phase[D]{
+func KubeletStart[D workflow.Data](unit func(D) (KubeletUnit, error)) workflow.Phase[D] {
+	return workflow.Phase[D]{
 		Name:     "kubelet-start",
 		Short:    "Start the kubelet through systemd with a drop-in holding this node's flags (without systemd: say how to start it)",
 		LiveOnly: true,

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // maxKubeletMinorsBehind is how many minor versions a kubelet may be
@@ -21,7 +23,7 @@ const maxKubeletMinorsBehind = 3
 
 // SystemdKubelet says whether systemd runs this node's kubelet: systemd is
 // the init system and kubelet.service is active.
-func SystemdKubelet(ctx context.Context, s *Run) bool {
+func SystemdKubelet(ctx context.Context, s *workflow.Run) bool {
 	if _, err := os.Stat(s.Files.HostPath(SystemdRunDir)); err != nil {
 		return false
 	}
@@ -32,7 +34,7 @@ func SystemdKubelet(ctx context.Context, s *Run) bool {
 // KubeletRelease is the release of the kubelet binary on the PATH, the
 // one kubelet.service runs at its next start: an operator installs it
 // with the node's packages before upgrading the node.
-func KubeletRelease(ctx context.Context, s *Run) (*version.Version, error) {
+func KubeletRelease(ctx context.Context, s *workflow.Run) (*version.Version, error) {
 	path, err := s.System.LookPath("kubelet")
 	if err != nil {
 		return nil, fmt.Errorf("find the kubelet: %w: install it (its package also ships kubelet.service)", err)
@@ -77,7 +79,7 @@ func CheckKubeletSkew(which string, kubelet *version.Version, what string, apise
 // binary's release and is Ready with a heartbeat of the new kubelet.
 // client reads the Node. Beside a kubelet that systemd does not run (a
 // node without systemd), it says how to finish and changes nothing.
-func UpgradeKubelet(ctx context.Context, s *Run, client kubernetes.Interface, node, configFile string, timeout time.Duration) error {
+func UpgradeKubelet(ctx context.Context, s *workflow.Run, client kubernetes.Interface, node, configFile string, timeout time.Duration) error {
 	if !SystemdKubelet(ctx, s) {
 		s.Report.Warnf("kubelet.service does not run this node's kubelet: restart the kubelet yourself, once the new release's binary is installed, to load it and %s", configFile)
 		return nil

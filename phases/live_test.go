@@ -17,6 +17,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -36,7 +37,7 @@ func liveState(t *testing.T, asJSON bool, objs ...runtime.Object) (*Node, *fake.
 	c.Timeouts.ControlPlane.Duration = 5 * time.Second
 	var out bytes.Buffer
 	client := fake.NewClientset(objs...)
-	s := &Node{Run: &Run{System: HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, asJSON), API: client}, Config: c}
+	s := &Node{Run: &workflow.Run{System: workflow.HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, asJSON), API: client}, Config: c}
 	return s, client, &out
 }
 
@@ -118,7 +119,7 @@ func objects(t *testing.T, client *fake.Clientset) map[string]string {
 }
 
 // rerunChangesNothing runs phase again and fails when any object differs.
-func rerunChangesNothing(t *testing.T, s *Node, client *fake.Clientset, phase Phase[*Node]) {
+func rerunChangesNothing(t *testing.T, s *Node, client *fake.Clientset, phase workflow.Phase[*Node]) {
 	t.Helper()
 	before := objects(t, client)
 	if err := phase.Run(context.Background(), s); err != nil {
@@ -222,16 +223,16 @@ func ownedBy(entries []metav1.ManagedFieldsEntry, manager string) string {
 // TestAPIPhasesAreLiveOnly: a dry run and a --root render skip every phase
 // that talks to the API server, and so never build a client.
 func TestAPIPhasesAreLiveOnly(t *testing.T) {
-	api := []Phase[*Node]{BootstrapAdmin, UploadConfig, UploadCerts, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCoreDNS, AddonKubeProxy}
+	api := []workflow.Phase[*Node]{BootstrapAdmin, UploadConfig, UploadCerts, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCoreDNS, AddonKubeProxy}
 	for _, p := range api {
 		if !p.LiveOnly {
 			t.Errorf("%s is not LiveOnly", p.Name)
 		}
 	}
-	for _, opts := range []Options{{DryRun: true}, {Offline: true}} {
+	for _, opts := range []workflow.Options{{DryRun: true}, {Offline: true}} {
 		s, _, out := liveState(t, false)
 		s.API, s.Options = nil, opts
-		ran, err := Runner[*Node]{Phases: api}.Run(context.Background(), s, nil)
+		ran, err := workflow.Runner[*Node]{Phases: api}.Run(context.Background(), s, nil)
 		if err != nil || len(ran) != 0 || s.API != nil || s.JoinCommand != "" {
 			t.Errorf("%+v: ran %v, err %v, client built %v\n%s", opts, ran, err, s.API != nil, out)
 		}

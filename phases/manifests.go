@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/staticpod"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -35,7 +36,7 @@ const (
 )
 
 // Etcd prepares the local etcd member's data directory and renders its manifest.
-var Etcd = Phase[*Node]{Name: "etcd", Short: "Create the etcd data directory and render the etcd static pod manifest", Run: func(_ context.Context, s *Node) error {
+var Etcd = workflow.Phase[*Node]{Name: "etcd", Short: "Create the etcd data directory and render the etcd static pod manifest", Run: func(_ context.Context, s *Node) error {
 	if s.Config.Etcd.External != nil {
 		s.Report.Infof("external etcd: no local etcd manifest")
 		return nil
@@ -49,7 +50,7 @@ var Etcd = Phase[*Node]{Name: "etcd", Short: "Create the etcd data directory and
 // ControlPlane renders the API server, controller-manager and scheduler
 // manifests, and those of kubeboot's own pods that are enabled (the CSR
 // approver, the etcd snapshot schedule).
-var ControlPlane = Phase[*Node]{
+var ControlPlane = workflow.Phase[*Node]{
 	Name:  "control-plane",
 	Short: "Render the API server, controller-manager, scheduler, CSR approver and etcd snapshot schedule manifests",
 	Run: func(_ context.Context, s *Node) error {
@@ -58,7 +59,7 @@ var ControlPlane = Phase[*Node]{
 }
 
 // Validate checks every staged manifest against the kubelet's rules.
-var Validate = Phase[*Node]{Name: "validate", Short: "Check that the kubelet will accept every manifest", Run: func(_ context.Context, s *Node) error {
+var Validate = workflow.Phase[*Node]{Name: "validate", Short: "Check that the kubelet will accept every manifest", Run: func(_ context.Context, s *Node) error {
 	set, err := stagedSet(s)
 	if err == nil {
 		s.Report.Infof("the kubelet will accept all %d manifests", len(set))
@@ -67,7 +68,7 @@ var Validate = Phase[*Node]{Name: "validate", Short: "Check that the kubelet wil
 }}
 
 // WriteManifests writes the validated set into the manifest directory.
-var WriteManifests = Phase[*Node]{
+var WriteManifests = workflow.Phase[*Node]{
 	Name:  "write-manifests",
 	Short: "Write the manifests atomically into the kubelet's manifest directory",
 	Run:   runWriteManifests,

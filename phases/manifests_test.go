@@ -17,6 +17,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/staticpod"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // manifestState is a node rooted in a temp dir that has run no phase yet.
@@ -28,12 +29,12 @@ func manifestState(t *testing.T, root, version string) *Node {
 	if errs := config.Validate(c); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	return &Node{Run: &Run{System: HostSystem(), Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&bytes.Buffer{}, false)}, Config: c}
+	return &Node{Run: &workflow.Run{System: workflow.HostSystem(), Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&bytes.Buffer{}, false)}, Config: c}
 }
 
 // renderAndWrite runs the manifest phases in order.
 func renderAndWrite(s *Node) error {
-	_, err := Runner[*Node]{Phases: []Phase[*Node]{Etcd, ControlPlane, Validate, WriteManifests}}.Run(context.Background(), s, nil)
+	_, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Etcd, ControlPlane, Validate, WriteManifests}}.Run(context.Background(), s, nil)
 	return err
 }
 
@@ -170,7 +171,7 @@ func TestWriteManifestsCrashSafety(t *testing.T) {
 	must(t, renderAndWrite(old))
 	oldFiles := readManifests(t, old)
 	staged := manifestState(t, root, "v1.36.3")
-	if _, err := (Runner[*Node]{Phases: []Phase[*Node]{Etcd, ControlPlane}}).Run(context.Background(), staged, nil); err != nil {
+	if _, err := (workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Etcd, ControlPlane}}).Run(context.Background(), staged, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -32,7 +33,7 @@ import (
 // kubelet registers the Node, so the phase first waits for it. It applies
 // node.labels and node.taints with them, writes only those labels and the
 // taints, and nothing when all are right already.
-var MarkControlPlane = Phase[*Node]{
+var MarkControlPlane = workflow.Phase[*Node]{
 	Name:     markControlPlaneName,
 	Short:    "Label this node as a control-plane node and taint it (node.controlPlaneTaint)",
 	LiveOnly: true,

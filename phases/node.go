@@ -1,16 +1,15 @@
 package phases
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os/exec"
 	"path/filepath"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -18,7 +17,7 @@ import (
 // phases: init, join --control-plane, and the day-2 operations on such a
 // node. Nothing in it is a worker's.
 type Node struct {
-	*Run
+	*workflow.Run
 	// Config is the node's configuration as config.Load returned it:
 	// read-only.
 	Config *config.ClusterConfiguration
@@ -45,7 +44,7 @@ type Node struct {
 // cfg describes, with the node's facts read from the node: its etcd
 // member's membership (ReadEtcdMembership). Every workflow on a
 // control-plane node starts from it.
-func NewNode(run *Run, cfg *config.ClusterConfiguration) (*Node, error) {
+func NewNode(run *workflow.Run, cfg *config.ClusterConfiguration) (*Node, error) {
 	m, err := ReadEtcdMembership(run, cfg)
 	if err != nil {
 		return nil, err
@@ -62,7 +61,7 @@ func NewNode(run *Run, cfg *config.ClusterConfiguration) (*Node, error) {
 // member or an external etcd: the zero membership. So that reset and
 // restore still work on a broken node, a manifest that does not decode
 // is only warned about, and taken for a founding member's.
-func ReadEtcdMembership(run *Run, cfg *config.ClusterConfiguration) (templates.EtcdMembership, error) {
+func ReadEtcdMembership(run *workflow.Run, cfg *config.ClusterConfiguration) (templates.EtcdMembership, error) {
 	if cfg.Etcd.Local == nil {
 		return templates.EtcdMembership{}, nil
 	}
@@ -84,34 +83,6 @@ func ReadEtcdMembership(run *Run, cfg *config.ClusterConfiguration) (templates.E
 		return templates.EtcdMembership{}, nil
 	}
 	return templates.EtcdMembership{InitialCluster: flags["initial-cluster"]}, nil
-}
-
-// System is how kubelet-start and the upgrades reach the node's
-// processes: systemctl, the search of the PATH for the kubelet, and the
-// kubelet binary's release. Real runs use HostSystem; tests a fake
-// (phasestest.FakeSystemd).
-type System struct {
-	// Systemctl runs systemctl with args and returns its combined output.
-	Systemctl func(ctx context.Context, args ...string) ([]byte, error)
-	// LookPath finds an executable in the PATH.
-	LookPath func(file string) (string, error)
-	// Version runs the binary at path with --version and returns what it
-	// prints, such as "Kubernetes v1.36.3".
-	Version func(ctx context.Context, path string) (string, error)
-}
-
-// HostSystem is this machine's systemctl and PATH.
-func HostSystem() System {
-	return System{
-		Systemctl: func(ctx context.Context, args ...string) ([]byte, error) {
-			return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
-		},
-		LookPath: exec.LookPath,
-		Version: func(ctx context.Context, path string) (string, error) {
-			out, err := exec.CommandContext(ctx, path, "--version").Output()
-			return string(out), err
-		},
-	}
 }
 
 // BackupsDir holds copies of manifests while they are out of the manifest
@@ -138,4 +109,10 @@ func CheckNoRestore(s *Node) error {
 		return fmt.Errorf("a restore of this node's etcd was interrupted (%s): run `kubeboot etcd restore` again with the same --snapshot to finish it first", RestoreJournalPath(s.Config))
 	}
 	return nil
+}
+
+// AddTo takes what the run on n found for the result: the components seen
+// healthy, the join command, the certificate key and the snapshot saved.
+func (n *Node) AddTo(r *workflow.Result) {
+	r.Healthy, r.JoinCommand, r.CertificateKey, r.Snapshot = n.Healthy, n.JoinCommand, n.CertificateKey, n.Snapshot
 }

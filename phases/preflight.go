@@ -18,6 +18,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/cri"
 	"github.com/kubeboot/kubeboot/internal/health"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -32,7 +33,7 @@ type Check struct {
 }
 
 // Preflight checks the node before anything is written.
-var Preflight = Phase[*Node]{
+var Preflight = workflow.Phase[*Node]{
 	Name:  "preflight",
 	Short: "Check that this node can run the control plane",
 	Run:   runPreflight,
@@ -50,7 +51,7 @@ func runPreflight(ctx context.Context, s *Node) error {
 // --ignore-preflight-errors names it or it is WarnOnly (without
 // --strict), else an error event. It fails if any check failed, naming
 // them all.
-func RunChecks(ctx context.Context, s *Run, checks []Check) error {
+func RunChecks(ctx context.Context, s *workflow.Run, checks []Check) error {
 	var failed []string
 	for _, c := range checks {
 		err := c.Run(ctx)

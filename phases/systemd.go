@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // SystemdDropIn is the drop-in of kubelet.service that a kubelet-start
@@ -64,7 +66,7 @@ func KubeletAddress(extra map[string]any) (string, int) {
 // run or the service is not active. Without systemd it says how to start
 // the kubelet and goes on; beside a kubelet that kubelet.service does not
 // run, it changes nothing.
-func StartKubelet(ctx context.Context, s *Run, u KubeletUnit) error {
+func StartKubelet(ctx context.Context, s *workflow.Run, u KubeletUnit) error {
 	if _, err := os.Stat(s.Files.HostPath(SystemdRunDir)); err != nil {
 		s.Report.Warnf("this node does not run systemd (%s is missing): start the kubelet yourself, as %s, %s",
 			SystemdRunDir, strings.Join(append([]string{"kubelet"}, u.Args...), " "), u.Then)
@@ -92,7 +94,7 @@ func StartKubelet(ctx context.Context, s *Run, u KubeletUnit) error {
 // restartKubelet reloads systemd when the drop-in was written in this run,
 // and restarts kubelet.service unless it is active and nothing it reads at
 // start was written.
-func restartKubelet(ctx context.Context, s *Run, u KubeletUnit, active bool) error {
+func restartKubelet(ctx context.Context, s *workflow.Run, u KubeletUnit, active bool) error {
 	written := s.Files.Changes().Written
 	if slices.Contains(written, SystemdDropIn) {
 		if err := systemctl(ctx, s.System, "daemon-reload"); err != nil {
@@ -128,7 +130,7 @@ func listening(host string, port int) bool {
 
 // systemctl runs systemctl with args through sys, and fails with its
 // output.
-func systemctl(ctx context.Context, sys System, args ...string) error {
+func systemctl(ctx context.Context, sys workflow.System, args ...string) error {
 	if out, err := sys.Systemctl(ctx, args...); err != nil {
 		return fmt.Errorf("systemctl %s: %w: %s (see `journalctl -u kubelet`)", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
@@ -162,7 +164,7 @@ func systemdQuote(word string) string {
 // kubeboot wrote it (its first line says so) and reloads systemd. Without
 // systemd, or beside a kubelet that kubelet.service does not run, it
 // warns that the kubelet still runs, for whoever started it to stop. It returns the drop-in's node path when it removed it.
-func StopKubelet(ctx context.Context, s *Run, host string, port int) (string, error) {
+func StopKubelet(ctx context.Context, s *workflow.Run, host string, port int) (string, error) {
 	_, err := os.Stat(s.Files.HostPath(SystemdRunDir))
 	switch {
 	case s.Options.DryRun || s.Options.Offline:
@@ -235,7 +237,7 @@ func isKubeletCertFile(name string) bool {
 // kubelet's files: the cluster's CA issued the rotated ones, and a kubelet
 // that kept them would present them to the next cluster this node joins
 // or inits, whose API server refuses them. A missing certDir holds none.
-func KubeletCerts(s *Run, certDir string) ([]string, error) {
+func KubeletCerts(s *workflow.Run, certDir string) ([]string, error) {
 	entries, err := os.ReadDir(s.Files.HostPath(certDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -254,7 +256,7 @@ func KubeletCerts(s *Run, certDir string) ([]string, error) {
 
 // stopKubeletService stops kubelet.service when it is active, and warns
 // about a kubelet on host:port that it does not run.
-func stopKubeletService(ctx context.Context, s *Run, host string, port int) error {
+func stopKubeletService(ctx context.Context, s *workflow.Run, host string, port int) error {
 	if out, err := s.System.Systemctl(ctx, "is-active", "kubelet"); err == nil && strings.TrimSpace(string(out)) == "active" {
 		if err := systemctl(ctx, s.System, "stop", "kubelet"); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -26,7 +27,7 @@ const CreatedByUploadCerts = "upload-certs"
 // The Secret belongs to a new token that expires in two hours, when the
 // cluster deletes both; a Role lets the bootstrap tokens read it. Without
 // either, it does nothing: the secrets stay on the node.
-var UploadCerts = Phase[*Node]{
+var UploadCerts = workflow.Phase[*Node]{
 	Name:     "upload-certs",
 	Short:    "Store the cluster secrets, encrypted with the certificate key, in the kubeadm-certs Secret for two hours (certificateKey or --upload-certs)",
 	LiveOnly: true,

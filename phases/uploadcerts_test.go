@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // uploadedSecrets runs upload-certs on a node with a PKI and returns the
@@ -59,7 +60,7 @@ func uploadedSecrets(t *testing.T, s *Node, client *fake.Clientset, hexKey strin
 func TestUploadCerts(t *testing.T) {
 	t.Run("certificateKey", func(t *testing.T) {
 		s, client, out := liveState(t, true)
-		_, err := (Runner[*Node]{Phases: []Phase[*Node]{Certs, APIServerConfig}}).Run(context.Background(), s, nil)
+		_, err := (workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Certs, APIServerConfig}}).Run(context.Background(), s, nil)
 		must(t, err)
 		key, err := kubeadmcerts.Generate(rand.Reader)
 		must(t, err)
@@ -79,7 +80,7 @@ func TestUploadCerts(t *testing.T) {
 	})
 	t.Run("--upload-certs", func(t *testing.T) {
 		s, client, out := liveState(t, true)
-		_, err := (Runner[*Node]{Phases: []Phase[*Node]{Certs}}).Run(context.Background(), s, nil)
+		_, err := (workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Certs}}).Run(context.Background(), s, nil)
 		must(t, err)
 		s.Options.UploadCerts = true
 		opened, onNode := uploadedSecrets(t, s, client, "")
@@ -93,7 +94,7 @@ func TestUploadCerts(t *testing.T) {
 	t.Run("without encryption at rest", func(t *testing.T) {
 		s, client, out := liveState(t, true)
 		*s.Config.Security.EncryptionAtRest.Enabled = false
-		_, err := (Runner[*Node]{Phases: []Phase[*Node]{Certs}}).Run(context.Background(), s, nil)
+		_, err := (workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Certs}}).Run(context.Background(), s, nil)
 		must(t, err)
 		s.Options.UploadCerts = true
 		uploadedSecrets(t, s, client, "")

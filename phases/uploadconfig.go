@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/kubeboot/kubeboot/templates"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeboot/kubeboot/internal/workflow"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // UploadConfig stores what a joining node reads about the cluster, as
@@ -16,7 +18,7 @@ import (
 // (the cluster-wide KubeletConfiguration), each readable by bootstrap
 // tokens and nodes. A re-run applies the same objects, which the API
 // server leaves as they are.
-var UploadConfig = Phase[*Node]{
+var UploadConfig = workflow.Phase[*Node]{
 	Name:     "upload-config",
 	Short:    "Store the cluster's kubeadm ClusterConfiguration and KubeletConfiguration in kube-system for joining nodes",
 	LiveOnly: true,

@@ -20,11 +20,12 @@ import (
 	"github.com/kubeboot/kubeboot/internal/health"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // Wait probes every component concurrently until all are healthy, or the
 // timeout passes with a diagnostic that names the cause (exit code 4).
-var Wait = Phase[*Node]{
+var Wait = workflow.Phase[*Node]{
 	Name:     "wait",
 	Short:    "Wait until every component is healthy",
 	LiveOnly: true,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // deadNode is a node with its PKI and manifests written on 127.0.0.1, where
@@ -17,7 +18,7 @@ func deadNode(t *testing.T) *Node {
 	t.Helper()
 	s := manifestState(t, t.TempDir(), "v1.36.3")
 	s.Config.Node.AdvertiseAddress = "127.0.0.1"
-	s.Config.APIServer.BindPort = int32(freePort(t))
+	s.Config.APIServer.BindPort = int32(testsupport.FreePort(t))
 	s.Config.Timeouts.ControlPlane.Duration = 300 * time.Millisecond
 	must(t, runPKIPhases(s))
 	must(t, renderAndWrite(s))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/templates"
@@ -31,7 +32,7 @@ func initialisedWith(t *testing.T, edit func(*config.ClusterConfiguration)) *pha
 	s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
 	edit(s.Config)
 	s.Options.Offline = true
-	r := phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
+	r := workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
 	if _, err := r.Run(context.Background(), s, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,15 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
 // Reset is `kubeboot reset`: it undoes init's files on this node (see
 // resetNode) and says what it left.
-func Reset(opts ResetOptions) phases.Operation[*phases.Node] {
-	return phases.Operation[*phases.Node]{Name: "reset", Run: func(ctx context.Context, s *phases.Node) error {
+func Reset(opts ResetOptions) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "reset", Run: func(ctx context.Context, s *phases.Node) error {
 		res, err := resetNode(ctx, s, opts)
 		for _, left := range res.Left {
 			s.Report.Infof("left %s", left)
@@ -27,16 +28,16 @@ func Reset(opts ResetOptions) phases.Operation[*phases.Node] {
 
 // UpgradeApply is `kubeboot upgrade apply` (see upgradeApply); timeout
 // bounds each wait, 0 meaning timeouts.controlPlane.
-func UpgradeApply(timeout time.Duration) phases.Operation[*phases.Node] {
-	return phases.Operation[*phases.Node]{Name: "upgrade", Run: func(ctx context.Context, s *phases.Node) error {
+func UpgradeApply(timeout time.Duration) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "upgrade", Run: func(ctx context.Context, s *phases.Node) error {
 		return upgradeApply(ctx, s, timeout)
 	}}
 }
 
 // UpgradeNode is `kubeboot upgrade node` on a control-plane node after
 // the first (see upgradeNode); timeout as UpgradeApply's.
-func UpgradeNode(timeout time.Duration) phases.Operation[*phases.Node] {
-	return phases.Operation[*phases.Node]{Name: "upgrade", Run: func(ctx context.Context, s *phases.Node) error {
+func UpgradeNode(timeout time.Duration) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "upgrade", Run: func(ctx context.Context, s *phases.Node) error {
 		return upgradeNode(ctx, s, timeout)
 	}}
 }
@@ -57,8 +58,8 @@ func CheckRenewNames(cfg *config.ClusterConfiguration, names []string) error {
 // kubeconfigs (none: all) with the existing CAs, new keys too with
 // newKeys, then restarts the components that must load them when restart
 // is set, or says which they are.
-func Renew(names []string, newKeys, restart bool) phases.Operation[*phases.Node] {
-	return phases.Operation[*phases.Node]{Name: "certs renew", Run: func(ctx context.Context, s *phases.Node) error {
+func Renew(names []string, newKeys, restart bool) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "certs renew", Run: func(ctx context.Context, s *phases.Node) error {
 		if err := CheckRenewNames(s.Config, names); err != nil {
 			return err
 		}

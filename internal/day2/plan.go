@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -60,7 +61,7 @@ type Change struct {
 // more than one minor above the oldest API server, a downgrade across
 // minors, one older than a kubelet, and one too new for a kubelet (see
 // checkComponentSkew).
-func PlanUpgrade(ctx context.Context, run *phases.Run, client kubernetes.Interface, target *config.ClusterConfiguration) (UpgradePlan, error) {
+func PlanUpgrade(ctx context.Context, run *workflow.Run, client kubernetes.Interface, target *config.ClusterConfiguration) (UpgradePlan, error) {
 	to, err := config.ParseKubernetesVersion(target.KubernetesVersion)
 	if err != nil {
 		return UpgradePlan{}, &exit.UsageError{Msg: fmt.Sprintf("upgrade to %q: %v", target.KubernetesVersion, err)}

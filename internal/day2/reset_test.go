@@ -23,6 +23,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
@@ -268,7 +269,7 @@ func TestWaitStopped(t *testing.T) {
 	}
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	l := []phases.Listener{{Component: "kube-apiserver", Host: host, Port: port}}
-	s := &phases.Run{Report: output.NewReporter(io.Discard, false)}
+	s := &workflow.Run{Report: output.NewReporter(io.Discard, false)}
 	err = waitStopped(context.Background(), s, stopping{listeners: l}, 600*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "kube-apiserver on "+ln.Addr().String()) {
 		t.Errorf("want a timeout naming the open listener, got %v", err)

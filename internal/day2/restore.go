@@ -16,6 +16,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -50,8 +51,8 @@ type restoreJournal struct {
 // control-plane node's cluster back from a snapshot, as a new one-member
 // etcd cluster, and waits until the control plane is healthy. See
 // restoreEtcd; force restores even while other members answer.
-func EtcdRestore(snapshot string, force bool) phases.Operation[*phases.Node] {
-	return phases.Operation[*phases.Node]{Name: "etcd-restore", Run: func(ctx context.Context, s *phases.Node) error {
+func EtcdRestore(snapshot string, force bool) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "etcd-restore", Run: func(ctx context.Context, s *phases.Node) error {
 		if !force {
 			if err := checkOthersStopped(ctx, s); err != nil {
 				return err
@@ -312,7 +313,7 @@ func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 			return err
 		}
 	}
-	if _, err := (phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Wait}}).Run(ctx, s, nil); err != nil {
+	if _, err := (workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Wait}}).Run(ctx, s, nil); err != nil {
 		return fmt.Errorf("%w\nthe data before the restore is in %s; `kubeboot etcd restore --snapshot %s` again resumes", err, c.EtcdBeforeRestoreDir(), snapshot)
 	}
 	s.Report.SetPhase("etcd-restore")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/cri"
 	"github.com/kubeboot/kubeboot/internal/procnet"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -71,7 +72,7 @@ func stoppingNow(s *phases.Node, listeners []phases.Listener) stopping {
 // down, and none starts again once the kubelet is stopped. A node whose
 // runtime does not answer the CRI's list of sandboxes is waited for by its
 // ports and processes alone. A timeout names what still runs.
-func waitStopped(ctx context.Context, s *phases.Run, st stopping, timeout time.Duration) error {
+func waitStopped(ctx context.Context, s *workflow.Run, st stopping, timeout time.Duration) error {
 	s.Report.Infof("waiting for the kubelet to stop %s", strings.Join(st.components(), ", "))
 	var runtime *cri.Client
 	if st.runtime != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/health"
 	"github.com/kubeboot/kubeboot/internal/procnet"
 	"github.com/kubeboot/kubeboot/internal/staticpod"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -26,7 +27,7 @@ import (
 // upgradePrepare is the part of init that `upgrade apply` runs before the
 // manifests: the files components read at start converge first (nothing
 // reads them before its restart), then each manifest is replaced in turn.
-var upgradePrepare = phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig}}
+var upgradePrepare = workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig}}
 
 // journal records how far an upgrade got, so that a re-run after a crash
 // completes the step it was in.

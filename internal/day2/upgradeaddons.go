@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -18,7 +19,7 @@ import (
 // uploads the configuration even while another control-plane node still
 // runs the previous release.
 func upgradeClusterObjects(ctx context.Context, s *phases.Node, timeout time.Duration) error {
-	if _, err := (phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.UploadConfig}}).Run(ctx, s, nil); err != nil {
+	if _, err := (workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.UploadConfig}}).Run(ctx, s, nil); err != nil {
 		return err
 	}
 	return upgradeAddons(ctx, s, timeout)
@@ -39,7 +40,7 @@ func upgradeAddons(ctx context.Context, s *phases.Node, timeout time.Duration) e
 		s.Report.Warnf("addons left as they are: %s still run another API server; upgrade apply on the last of them moves the addons", strings.Join(behind, ", "))
 		return nil
 	}
-	if _, err := (phases.Runner[*phases.Node]{Phases: []phases.Phase[*phases.Node]{phases.Addon}}).Run(ctx, s, nil); err != nil {
+	if _, err := (workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Addon}}).Run(ctx, s, nil); err != nil {
 		return err
 	}
 	return phases.WaitAddonsRolledOut(ctx, s, timeout)

@@ -13,6 +13,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -23,7 +24,7 @@ import (
 // certs-import, as a bundle would be. Without a certificate key, or on a
 // node that holds the cluster CA's key already (a re-run, after the Secret
 // may have expired), it does nothing.
-var DownloadCerts = phases.Phase[*ControlPlaneNode]{
+var DownloadCerts = workflow.Phase[*ControlPlaneNode]{
 	Name:     "download-certs",
 	Short:    "Fetch the cluster secrets from the kubeadm-certs Secret with join.certificateKey",
 	LiveOnly: true,

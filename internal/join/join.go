@@ -15,6 +15,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -45,7 +46,7 @@ type ControlPlaneNode struct {
 // init, whose first wait comes after write-manifests. As in init,
 // kubelet-finalize then points kubelet.conf at the certificate the kubelet
 // rotates.
-var ControlPlaneWorkflow = phases.Runner[*ControlPlaneNode]{Phases: []phases.Phase[*ControlPlaneNode]{
+var ControlPlaneWorkflow = workflow.Runner[*ControlPlaneNode]{Phases: []workflow.Phase[*ControlPlaneNode]{
 	DownloadCerts,
 	JoinPreflight,
 	initPhase(phases.Preflight),
@@ -65,14 +66,14 @@ var ControlPlaneWorkflow = phases.Runner[*ControlPlaneNode]{Phases: []phases.Pha
 }}
 
 // initPhase is one of init's phases in the join, run on the joining node.
-func initPhase(p phases.Phase[*phases.Node]) phases.Phase[*ControlPlaneNode] {
-	return phases.Within(p, func(j *ControlPlaneNode) *phases.Node { return j.Node })
+func initPhase(p workflow.Phase[*phases.Node]) workflow.Phase[*ControlPlaneNode] {
+	return workflow.Within(p, func(j *ControlPlaneNode) *phases.Node { return j.Node })
 }
 
 // JoinPreflight checks that the cluster is reachable through the
 // controlPlaneEndpoint and that it is the bundle's cluster: its API server
 // presents a certificate of the bundle's cluster CA.
-var JoinPreflight = phases.Phase[*ControlPlaneNode]{Name: "join-preflight", Short: "Check the control-plane endpoint and that its CA is the bundle's", Run: checkEndpoint}
+var JoinPreflight = workflow.Phase[*ControlPlaneNode]{Name: "join-preflight", Short: "Check the control-plane endpoint and that its CA is the bundle's", Run: checkEndpoint}
 
 func checkEndpoint(ctx context.Context, s *ControlPlaneNode) error {
 	caPEM := s.Secrets[config.CertCA+".crt"]
@@ -133,7 +134,7 @@ func checkDiscoveredCA(ctx context.Context, s *ControlPlaneNode, caPEM []byte) e
 
 // CertsImport writes the bundle's cluster secrets, unless there is no
 // bundle (a re-run relies on the files on the node).
-var CertsImport = phases.Phase[*ControlPlaneNode]{Name: "certs-import", Short: "Write the shared CAs, service-account keys and encryption config from the bundle", Run: func(_ context.Context, s *ControlPlaneNode) error {
+var CertsImport = workflow.Phase[*ControlPlaneNode]{Name: "certs-import", Short: "Write the shared CAs, service-account keys and encryption config from the bundle", Run: func(_ context.Context, s *ControlPlaneNode) error {
 	if s.Secrets == nil {
 		s.Report.Infof("no bundle given: using the CAs on this node")
 		return nil
@@ -145,7 +146,7 @@ var CertsImport = phases.Phase[*ControlPlaneNode]{Name: "certs-import", Short: "
 // starts it, waits until it is healthy and promotes it to a voter. A
 // member that does not come up or catch up in time is removed again, so the
 // cluster is left as it was.
-var EtcdJoin = phases.Phase[*ControlPlaneNode]{Name: "etcd-join", Short: "Add this node's etcd member as a learner, start it and promote it", LiveOnly: true, Run: runEtcdJoin}
+var EtcdJoin = workflow.Phase[*ControlPlaneNode]{Name: "etcd-join", Short: "Add this node's etcd member as a learner, start it and promote it", LiveOnly: true, Run: runEtcdJoin}
 
 func runEtcdJoin(ctx context.Context, s *ControlPlaneNode) error {
 	c := s.Config

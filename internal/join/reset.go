@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -32,8 +33,8 @@ const defaultKubeletCertDir = "/var/lib/kubelet/pki"
 // and keys. Nothing else is touched, and it says what it left: the CNI
 // plugin's state, the runtime's pods and the rest of the kubelet's
 // directory.
-func WorkerReset(deleteNode bool) phases.Operation[*WorkerNode] {
-	return phases.Operation[*WorkerNode]{Name: "reset", Run: func(ctx context.Context, s *WorkerNode) error {
+func WorkerReset(deleteNode bool) workflow.Operation[*WorkerNode] {
+	return workflow.Operation[*WorkerNode]{Name: "reset", Run: func(ctx context.Context, s *WorkerNode) error {
 		return resetWorker(ctx, s, deleteNode)
 	}}
 }

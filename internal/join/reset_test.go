@@ -14,6 +14,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
@@ -45,8 +46,8 @@ func TestWorkerReset(t *testing.T) {
 	n.s.System = sys
 
 	// A dry run stops nothing and removes nothing.
-	dry := NewWorkerNode(&phases.Run{Files: &files.DryRunWriter{Root: n.host("/"), Report: n.s.Report, Stdout: io.Discard}, Report: n.s.Report,
-		Options: phases.Options{DryRun: true}, System: sys}, n.w)
+	dry := NewWorkerNode(&workflow.Run{Files: &files.DryRunWriter{Root: n.host("/"), Report: n.s.Report, Stdout: io.Discard}, Report: n.s.Report,
+		Options: workflow.Options{DryRun: true}, System: sys}, n.w)
 	before := phasestest.Snapshot(t, n.host("/"))
 	_, err = WorkerReset(false).Execute(context.Background(), dry)
 	must(t, err)

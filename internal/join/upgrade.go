@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -23,8 +24,8 @@ const apiServerWait = time.Minute
 // WorkerUpgrade is `kubeboot upgrade node` on a worker (see
 // upgradeWorker); timeout bounds the wait for the restarted kubelet, 0
 // meaning timeouts.tlsBootstrap.
-func WorkerUpgrade(timeout time.Duration) phases.Operation[*WorkerNode] {
-	return phases.Operation[*WorkerNode]{Name: "upgrade", Run: func(ctx context.Context, s *WorkerNode) error {
+func WorkerUpgrade(timeout time.Duration) workflow.Operation[*WorkerNode] {
+	return workflow.Operation[*WorkerNode]{Name: "upgrade", Run: func(ctx context.Context, s *WorkerNode) error {
 		return upgradeWorker(ctx, s, timeout)
 	}}
 }
@@ -67,7 +68,7 @@ func upgradeWorker(ctx context.Context, s *WorkerNode, timeout time.Duration) er
 // serve: the API server that answers and the cluster's release must both
 // allow it (see phases.CheckKubeletSkew), so a kubelet is installed only
 // after every control-plane node runs the release.
-func checkWorkerSkew(ctx context.Context, s *phases.Run, client kubernetes.Interface) error {
+func checkWorkerSkew(ctx context.Context, s *workflow.Run, client kubernetes.Interface) error {
 	kubelet, err := phases.KubeletRelease(ctx, s)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -22,7 +23,7 @@ import (
 // certificate) and then, watching the Node with that credential, for the
 // Node to be Ready. It then removes bootstrap-kubelet.conf, as kubeadm
 // does: the token is needed no more.
-var KubeletWaitBootstrap = phases.Phase[*WorkerNode]{
+var KubeletWaitBootstrap = workflow.Phase[*WorkerNode]{
 	Name:     "kubelet-wait-bootstrap",
 	Short:    "Wait for the kubelet's TLS bootstrap (its kubelet.conf) and for its Node to be Ready",
 	LiveOnly: true,

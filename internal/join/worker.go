@@ -17,6 +17,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/discovery"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
@@ -27,7 +28,7 @@ import (
 // holds no ClusterConfiguration, so nothing can render a control plane
 // from it.
 type WorkerNode struct {
-	*phases.Run
+	*workflow.Run
 	// Config is the worker's configuration as config.Load returned it:
 	// read-only.
 	Config *config.WorkerConfiguration
@@ -42,7 +43,7 @@ type WorkerNode struct {
 }
 
 // NewWorkerNode is the data of a worker's join of w in run.
-func NewWorkerNode(run *phases.Run, w *config.WorkerConfiguration) *WorkerNode {
+func NewWorkerNode(run *workflow.Run, w *config.WorkerConfiguration) *WorkerNode {
 	return &WorkerNode{Run: run, Config: w, KubeletClient: kubeletClient}
 }
 
@@ -51,13 +52,13 @@ func NewWorkerNode(run *phases.Run, w *config.WorkerConfiguration) *WorkerNode {
 // phase. The phases that need the cluster discover it once per run
 // (WorkerNode.Discovered) and talk to it with the bootstrap token
 // (Run.API); the others read what the earlier ones wrote to disk.
-var WorkerWorkflow = phases.Runner[*WorkerNode]{Phases: []phases.Phase[*WorkerNode]{
+var WorkerWorkflow = workflow.Runner[*WorkerNode]{Phases: []workflow.Phase[*WorkerNode]{
 	WorkerPreflight, WorkerKubeletConfig, BootstrapKubeconfig, phases.KubeletStart(WorkerKubelet), KubeletWaitBootstrap,
 }}
 
 // WorkerKubeletConfig writes the kubelet's configuration: the cluster's,
 // from kube-system/kubelet-config, with this node's settings over it.
-var WorkerKubeletConfig = phases.Phase[*WorkerNode]{
+var WorkerKubeletConfig = workflow.Phase[*WorkerNode]{
 	Name:  "kubelet-config",
 	Short: "Write the kubelet's configuration: the cluster's kube-system/kubelet-config with this node's settings, and its empty static pod path",
 	Run:   runWorkerKubeletConfig,
@@ -67,7 +68,7 @@ var WorkerKubeletConfig = phases.Phase[*WorkerNode]{
 // the cluster CA, and bootstrap-kubelet.conf with the CA, the server and
 // the bootstrap token. On a node whose kubelet holds its own client
 // certificate of this cluster, it writes no bootstrap-kubelet.conf.
-var BootstrapKubeconfig = phases.Phase[*WorkerNode]{
+var BootstrapKubeconfig = workflow.Phase[*WorkerNode]{
 	Name:  "bootstrap-kubeconfig",
 	Short: "Write the cluster CA and bootstrap-kubelet.conf (the CA, the server and the bootstrap token) for the kubelet's TLS bootstrap",
 	Run:   runBootstrapKubeconfig,
@@ -89,7 +90,7 @@ func discovered(ctx context.Context, s *WorkerNode) (*discovery.Cluster, error) 
 }
 
 // discover finds and verifies the cluster as d says, within timeout.
-func discover(ctx context.Context, s *phases.Run, d config.Discovery, timeout time.Duration) (*discovery.Cluster, error) {
+func discover(ctx context.Context, s *workflow.Run, d config.Discovery, timeout time.Duration) (*discovery.Cluster, error) {
 	opts := discovery.Options{Timeout: timeout, Progress: func(msg string) { s.Report.Infof("%s", msg) }}
 	var token bootstraptoken.Token
 	var err error

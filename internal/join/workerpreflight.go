@@ -17,6 +17,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/discovery"
 	"github.com/kubeboot/kubeboot/internal/procnet"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -26,7 +27,7 @@ import (
 // another cluster is in the way, and no Ready Node of another machine has
 // this node's name. A node that joined already passes, so a re-run
 // converges.
-var WorkerPreflight = phases.Phase[*WorkerNode]{
+var WorkerPreflight = workflow.Phase[*WorkerNode]{
 	Name:  "preflight",
 	Short: "Discover the cluster and check that this node can join it as a worker",
 	Run:   runWorkerPreflight,

@@ -31,6 +31,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -55,21 +56,21 @@ func NewNode(t testing.TB, root, version string) *phases.Node {
 
 // NewRun is a run writing under root and reporting to report, on a
 // machine without systemd or a kubelet on its PATH.
-func NewRun(root string, report *output.Reporter) *phases.Run {
-	return &phases.Run{Files: &files.AtomicWriter{Root: root}, Report: report, System: phases.System{
+func NewRun(root string, report *output.Reporter) *workflow.Run {
+	return &workflow.Run{Files: &files.AtomicWriter{Root: root}, Report: report, System: workflow.System{
 		Systemctl: func(context.Context, ...string) ([]byte, error) { return nil, errors.New("this test has no systemd") },
 		LookPath:  func(file string) (string, error) { return "", &exec.Error{Name: file, Err: exec.ErrNotFound} },
 	}}
 }
 
 // Run runs the given phases of d in order.
-func Run[D phases.Data](d D, list ...phases.Phase[D]) error {
-	_, err := phases.Runner[D]{Phases: list}.Run(context.Background(), d, nil)
+func Run[D workflow.Data](d D, list ...workflow.Phase[D]) error {
+	_, err := workflow.Runner[D]{Phases: list}.Run(context.Background(), d, nil)
 	return err
 }
 
 // HostFile reads a node path of the run of d.
-func HostFile(t testing.TB, d phases.Data, path string) []byte {
+func HostFile(t testing.TB, d workflow.Data, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(d.Base().Files.HostPath(path))
 	if err != nil {
@@ -168,7 +169,7 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 // enabled, and the kubelet is /usr/bin/kubelet of
 // config.DefaultKubernetesVersion. It also returns the
 // systemctl commands run, each as its space-joined arguments.
-func FakeSystemd(state *string) (phases.System, *[]string) {
+func FakeSystemd(state *string) (workflow.System, *[]string) {
 	calls := &[]string{}
 	systemctl := func(_ context.Context, args ...string) ([]byte, error) {
 		*calls = append(*calls, strings.Join(args, " "))
@@ -185,7 +186,7 @@ func FakeSystemd(state *string) (phases.System, *[]string) {
 		}
 		return nil, nil
 	}
-	return phases.System{Systemctl: systemctl, LookPath: func(string) (string, error) { return "/usr/bin/kubelet", nil },
+	return workflow.System{Systemctl: systemctl, LookPath: func(string) (string, error) { return "/usr/bin/kubelet", nil },
 		Version: func(context.Context, string) (string, error) {
 			return "Kubernetes " + config.DefaultKubernetesVersion + "\n", nil
 		}}, calls

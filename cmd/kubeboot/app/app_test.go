@@ -17,6 +17,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/join"
 	"github.com/kubeboot/kubeboot/internal/nodelock"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/pki"
@@ -426,7 +427,7 @@ func TestCheckExpirationOfAFinalizedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Certificates.LeafValidity.Duration = 100 * 24 * time.Hour // not the year kubeboot's own certificates have
-	s := &phases.Node{Run: &phases.Run{Files: &files.AtomicWriter{Root: root}}, Config: cfg}
+	s := &phases.Node{Run: &workflow.Run{Files: &files.AtomicWriter{Root: root}}, Config: cfg}
 	ca := phasestest.ClusterCA(t, s)
 	pair := phasestest.KubeletPair(t, s, ca, cfg.Node.Name)
 	spec := pki.KubeconfigSpecs(cfg)[2]

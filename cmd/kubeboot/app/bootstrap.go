@@ -12,6 +12,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/join"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -39,7 +40,7 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	if err != nil {
 		return runSpec{}, nil, err
 	}
-	options := phases.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
+	options := workflow.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
 	if doc.Worker != nil {
 		r, err := workerRunSpec(doc.Worker, options)
 		return r, onWorker(joinWorker), err
@@ -111,7 +112,7 @@ func (o *bootstrapOptions) run(ctx context.Context, stdout, stderr io.Writer) er
 		do = steps
 		return r, err
 	}
-	run := func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+	run := func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
 		return do(ctx, r, run, found)
 	}
 	report := reporter(o.output, stdout, stderr)

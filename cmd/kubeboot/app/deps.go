@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -28,7 +29,7 @@ type deps struct {
 	// cpuProfile is this run's CPU profile file, or "" (see cpuProfileEnv).
 	cpuProfile string
 	// system is how kubelet-start reaches systemd and finds the kubelet.
-	system phases.System
+	system workflow.System
 }
 
 // defaultInterruptGrace is a real run's interruptGrace.
@@ -43,7 +44,7 @@ func newDeps(cpuProfile string) deps {
 		},
 		interruptGrace: defaultInterruptGrace,
 		cpuProfile:     cpuProfile,
-		system:         phases.HostSystem(),
+		system:         workflow.HostSystem(),
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/s3store"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -103,7 +104,7 @@ func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if err := opts.checkSave(); err != nil {
 				return err
 			}
-			save := phases.Operation[*phases.Node]{Name: "etcd-snapshot-save", Run: opts.save}
+			save := workflow.Operation[*phases.Node]{Name: "etcd-snapshot-save", Run: opts.save}
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(save.Execute))
 		},
 	}
@@ -332,7 +333,7 @@ func newSnapshotPruneCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if opts.keep < 1 {
 				return &exit.UsageError{Msg: fmt.Sprintf("--keep %d: keep at least 1 snapshot", opts.keep)}
 			}
-			prune := phases.Operation[*phases.Node]{Name: "etcd-snapshot-prune", Run: opts.prune}
+			prune := workflow.Operation[*phases.Node]{Name: "etcd-snapshot-prune", Run: opts.prune}
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(prune.Execute))
 		},
 	}

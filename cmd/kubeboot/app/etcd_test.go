@@ -14,7 +14,8 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // etcdBinary is the etcd that test/tools built: in $KUBEBOOT_BIN_DIR, else
@@ -41,7 +42,7 @@ func etcdBinary(t *testing.T) string {
 func startEtcd(t *testing.T, root string) string {
 	t.Helper()
 	pki := filepath.Join(root, "etc", "kubernetes", "pki", "etcd")
-	client, peer := fmt.Sprintf("https://127.0.0.1:%d", freePort(t)), fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	client, peer := fmt.Sprintf("https://127.0.0.1:%d", testsupport.FreePort(t)), fmt.Sprintf("http://127.0.0.1:%d", testsupport.FreePort(t))
 	cmd := exec.Command(etcdBinary(t), "--name", "node-1", "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "node-1="+peer,
@@ -79,12 +80,12 @@ func putKeys(t *testing.T, endpoint string, files etcd.TLSFiles, n int) int64 {
 }
 
 // snapshotResult runs a command with -o json and returns its result.
-func snapshotResult(t *testing.T, args ...string) (int, phases.Result, string) {
+func snapshotResult(t *testing.T, args ...string) (int, workflow.Result, string) {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, append(args, "-o", "json")...)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var out struct {
-		Result phases.Result `json:"result"`
+		Result workflow.Result `json:"result"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
 		t.Fatalf("%v: no result in %q (stderr %q)", args, stdout, stderr)
@@ -163,7 +164,7 @@ func TestEtcdSnapshotSaveListPrune(t *testing.T) {
 		t.Errorf("after prune --keep 1: %v, want only %s", entries, list[0].Name)
 	}
 
-	if code, res, out := snapshotResult(t, "etcd", "snapshot", "save", "--config", cfg, "--root", root, "--endpoint", fmt.Sprintf("https://127.0.0.1:%d", freePort(t))); code != 1 || !strings.Contains(res.Error, "does not answer") {
+	if code, res, out := snapshotResult(t, "etcd", "snapshot", "save", "--config", cfg, "--root", root, "--endpoint", fmt.Sprintf("https://127.0.0.1:%d", testsupport.FreePort(t))); code != 1 || !strings.Contains(res.Error, "does not answer") {
 		t.Errorf("save from no etcd: code %d, %s", code, out)
 	}
 	external := writeFile(t, t.TempDir(), "external.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\n"+

@@ -16,6 +16,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -94,7 +95,7 @@ func newMembersRemoveCommand(opts *membersOptions, stdout, stderr io.Writer) *co
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			remove := phases.Operation[*phases.Node]{Name: "etcd-members-remove", Run: func(ctx context.Context, s *phases.Node) error {
+			remove := workflow.Operation[*phases.Node]{Name: "etcd-members-remove", Run: func(ctx context.Context, s *phases.Node) error {
 				return opts.remove(ctx, s, args[0])
 			}}
 			return opts.deps.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(remove.Execute))

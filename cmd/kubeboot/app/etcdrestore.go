@@ -17,6 +17,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/s3store"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -71,7 +72,7 @@ func newEtcdRestoreCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				}
 				opts.snapshot = abs
 			}
-			restore := phases.Operation[*phases.Node]{Name: "etcd-restore", Run: opts.restore}
+			restore := workflow.Operation[*phases.Node]{Name: "etcd-restore", Run: opts.restore}
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(restore.Execute))
 		},
 	}

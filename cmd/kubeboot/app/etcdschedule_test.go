@@ -20,6 +20,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/s3store"
 	"github.com/kubeboot/kubeboot/internal/s3store/s3test"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // TestEtcdSnapshotSchedule runs the schedule against a real etcd with
@@ -102,7 +103,7 @@ func TestEtcdSnapshotSchedule(t *testing.T) {
 	// A round that fails (etcd gone) is recorded beside the last success,
 	// by a new schedule too, as after a restart of the pod.
 	last := listing.Schedule.LastSuccess
-	broken := &backup.Schedule{Endpoint: fmt.Sprintf("https://127.0.0.1:%d", freePort(t)), TLS: tlsFiles, Dir: dir, Interval: time.Hour, Keep: 2, Log: s.Log}
+	broken := &backup.Schedule{Endpoint: fmt.Sprintf("https://127.0.0.1:%d", testsupport.FreePort(t)), TLS: tlsFiles, Dir: dir, Interval: time.Hour, Keep: 2, Log: s.Log}
 	st := broken.Once(ctx)
 	if st.OK() || !strings.Contains(st.Error, "does not answer") || !st.LastSuccess.Equal(last) {
 		t.Errorf("failed round: %+v, want the error and the last success %s", st, last)
@@ -116,7 +117,7 @@ func TestEtcdSnapshotSchedule(t *testing.T) {
 	}
 
 	// The command: ready once its first round succeeded.
-	port := freePort(t)
+	port := testsupport.FreePort(t)
 	cmdCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan int, 1)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // The shared flags: each is registered by one helper, with one help text.
@@ -134,7 +134,7 @@ func (d deps) nodeSpec(configPath, root string) (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
-	return runSpec{config: cfg, root: root, options: phases.Options{Offline: root != ""}}, nil
+	return runSpec{config: cfg, root: root, options: workflow.Options{Offline: root != ""}}, nil
 }
 
 // renderSpec is the runSpec of a command that renders the node's manifests

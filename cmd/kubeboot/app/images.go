@@ -13,6 +13,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/cri"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -100,7 +101,7 @@ func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Rep
 	if err := config.CheckPatchesDir(cfg, opts.configPath, ""); err != nil {
 		return err
 	}
-	r := runSpec{config: cfg, options: phases.Options{DryRun: true}}
+	r := runSpec{config: cfg, options: workflow.Options{DryRun: true}}
 	s, err := opts.deps.node(r, report, io.Discard)
 	if err != nil {
 		return err

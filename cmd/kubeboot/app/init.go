@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -40,7 +41,7 @@ func (o *initOptions) spec() (runSpec, error) {
 	if err := config.CheckPatchesDir(cfg, o.configPath, root); err != nil {
 		return runSpec{}, err
 	}
-	return runSpec{config: cfg, root: root, dryRun: o.dryRun, options: phases.Options{
+	return runSpec{config: cfg, root: root, dryRun: o.dryRun, options: workflow.Options{
 		DryRun:                o.dryRun || o.diff,
 		Diff:                  o.diff,
 		Renew:                 o.renew,
@@ -107,7 +108,7 @@ type phaseEntry struct {
 }
 
 // phaseEntries are the phases of r, for phaseCommands.
-func phaseEntries[D phases.Data](r phases.Runner[D]) []phaseEntry {
+func phaseEntries[D workflow.Data](r workflow.Runner[D]) []phaseEntry {
 	var entries []phaseEntry
 	for _, p := range r.Phases {
 		e := phaseEntry{name: p.Name, short: p.Short}
@@ -152,7 +153,7 @@ func initPhaseExample(path string) []string {
 }
 
 // runOne runs the phase (or subphase) called name of r alone.
-func runOne[D phases.Data](r phases.Runner[D], name string) func(context.Context, D) ([]string, error) {
+func runOne[D workflow.Data](r workflow.Runner[D], name string) func(context.Context, D) ([]string, error) {
 	return func(ctx context.Context, d D) ([]string, error) {
 		return r.RunOne(ctx, d, name)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/discovery"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/join"
-	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // joinOptions are the flags of `kubeboot join` and its phase subcommands:
@@ -77,7 +77,7 @@ func (o *joinOptions) workerSpec() (runSpec, error) {
 }
 
 // workerRunSpec is the runSpec of a worker's join with w and options.
-func workerRunSpec(w *config.WorkerConfiguration, options phases.Options) (runSpec, error) {
+func workerRunSpec(w *config.WorkerConfiguration, options workflow.Options) (runSpec, error) {
 	if f := w.Discovery.File; f != "" {
 		if err := discovery.CheckFile(f); err != nil {
 			return runSpec{}, err
@@ -86,8 +86,8 @@ func workerRunSpec(w *config.WorkerConfiguration, options phases.Options) (runSp
 	return runSpec{worker: w, options: options}, nil
 }
 
-func (o *joinOptions) phaseOptions() phases.Options {
-	return phases.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
+func (o *joinOptions) phaseOptions() workflow.Options {
+	return workflow.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
 }
 
 // names are the phases of the join --control-plane selects.

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
@@ -168,7 +169,7 @@ func TestJoinWorker(t *testing.T) {
 			if format == "json" {
 				progress = stdout
 				lines := strings.Split(strings.TrimSpace(stdout), "\n")
-				var last struct{ Result phases.Result }
+				var last struct{ Result workflow.Result }
 				if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
 					t.Fatal(err)
 				}

@@ -17,6 +17,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/join"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -61,13 +62,13 @@ func (o *resetOptions) spec() (runSpec, error) {
 		}
 	}
 	return runSpec{config: doc.ControlPlane(), worker: doc.Worker, root: root, dryRun: o.dryRun,
-		options: phases.Options{Offline: root != "", DryRun: o.dryRun}}, nil
+		options: workflow.Options{Offline: root != "", DryRun: o.dryRun}}, nil
 }
 
 // steps reset the node r configures: a control-plane node (day2.Reset) or
 // a worker (join.WorkerReset).
 func (o *resetOptions) steps(reset day2.ResetOptions) steps {
-	return func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+	return func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
 		if r.worker != nil {
 			if o.nodeClient != nil {
 				run.API = o.nodeClient

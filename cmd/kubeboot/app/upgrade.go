@@ -10,7 +10,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/day2"
 	"github.com/kubeboot/kubeboot/internal/join"
-	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // upgradeOptions are the flags of `kubeboot upgrade apply`.
@@ -30,7 +30,7 @@ func (o *upgradeOptions) spec() (runSpec, error) {
 	if err := config.CheckPatchesDir(cfg, o.configPath, ""); err != nil {
 		return runSpec{}, err
 	}
-	return runSpec{config: cfg, options: phases.Options{}}, nil
+	return runSpec{config: cfg, options: workflow.Options{}}, nil
 }
 
 // newUpgradeCommand is `kubeboot upgrade apply`: move the running control
@@ -74,7 +74,7 @@ func (o *upgradeOptions) nodeSpec() (runSpec, error) {
 			return runSpec{}, err
 		}
 	}
-	return runSpec{config: doc.ControlPlane(), worker: doc.Worker, options: phases.Options{}}, nil
+	return runSpec{config: doc.ControlPlane(), worker: doc.Worker, options: workflow.Options{}}, nil
 }
 
 // newUpgradeNodeCommand is `kubeboot upgrade node`: after `upgrade apply`
@@ -91,7 +91,7 @@ func newUpgradeNodeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		),
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			steps := func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+			steps := func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
 				if r.worker != nil {
 					return onWorker(join.WorkerUpgrade(opts.timeout).Execute)(ctx, r, run, found)
 				}

@@ -21,6 +21,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/join"
 	"github.com/kubeboot/kubeboot/internal/nodelock"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
 
@@ -32,7 +33,7 @@ type runSpec struct {
 	// join, whose configuration is worker.
 	config  *config.ClusterConfiguration
 	root    string // absolute, or empty for the node's own filesystem
-	options phases.Options
+	options workflow.Options
 	// dryRun is --dry-run itself; options.DryRun also holds for --diff.
 	dryRun  bool
 	join    *config.Join
@@ -45,17 +46,17 @@ type runSpec struct {
 // r describes (onNode, onControlPlaneJoin, onWorker), and returns the
 // names of the steps that ran; what they found for the run's result goes
 // into found.
-type steps func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error)
+type steps func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error)
 
 // onNode is steps that run do on the control-plane node r configures, with
 // the facts phases.NewNode reads from the node.
 func onNode(do func(context.Context, *phases.Node) ([]string, error)) steps {
-	return func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+	return func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
 		n, err := r.node(run)
 		if err != nil {
 			return nil, err
 		}
-		defer found.Add(n)
+		defer n.AddTo(found)
 		return do(ctx, n)
 	}
 }
@@ -63,19 +64,19 @@ func onNode(do func(context.Context, *phases.Node) ([]string, error)) steps {
 // onControlPlaneJoin is steps that run do on the node joining the control
 // plane as r configures.
 func onControlPlaneJoin(do func(context.Context, *join.ControlPlaneNode) ([]string, error)) steps {
-	return func(ctx context.Context, r runSpec, run *phases.Run, found *phases.Result) ([]string, error) {
+	return func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
 		n, err := r.node(run)
 		if err != nil {
 			return nil, err
 		}
-		defer found.Add(n)
+		defer n.AddTo(found)
 		return do(ctx, &join.ControlPlaneNode{Node: n, Join: r.join, Secrets: r.secrets})
 	}
 }
 
 // onWorker is steps that run do on the worker joining as r configures.
 func onWorker(do func(context.Context, *join.WorkerNode) ([]string, error)) steps {
-	return func(ctx context.Context, r runSpec, run *phases.Run, _ *phases.Result) ([]string, error) {
+	return func(ctx context.Context, r runSpec, run *workflow.Run, _ *workflow.Result) ([]string, error) {
 		if r.worker == nil {
 			return nil, &exit.UsageError{Msg: "this joins a worker node: it needs the join's endpoint, --token and --discovery-token-ca-cert-hash, or --discovery-file, or a WorkerConfiguration"}
 		}
@@ -84,7 +85,7 @@ func onWorker(do func(context.Context, *join.WorkerNode) ([]string, error)) step
 }
 
 // node is the data of run on the control-plane node r configures.
-func (r runSpec) node(run *phases.Run) (*phases.Node, error) {
+func (r runSpec) node(run *workflow.Run) (*phases.Node, error) {
 	if r.config == nil {
 		return nil, &exit.UsageError{Msg: "this runs on a control-plane node: it needs a ClusterConfiguration or JoinConfiguration, not a worker's"}
 	}
@@ -108,7 +109,7 @@ func reporter(format outputFormat, stdout, stderr io.Writer) *output.Reporter {
 
 // run builds the run's core: an atomic writer, or a dry-run writer that
 // prints the manifests, and this machine's processes.
-func (d deps) run(r runSpec, report *output.Reporter, stdout io.Writer) *phases.Run {
+func (d deps) run(r runSpec, report *output.Reporter, stdout io.Writer) *workflow.Run {
 	var writer files.Writer = &files.AtomicWriter{Root: r.root, Report: report, KeepOwner: r.keepOwner()}
 	if r.options.DryRun {
 		var manifests []string
@@ -117,7 +118,7 @@ func (d deps) run(r runSpec, report *output.Reporter, stdout io.Writer) *phases.
 		}
 		writer = &files.DryRunWriter{Root: r.root, Report: report, Stdout: stdout, Manifests: manifests, KeepOwner: r.keepOwner()}
 	}
-	return &phases.Run{Files: writer, Report: report, Stdout: stdout, Options: r.options, System: d.system}
+	return &workflow.Run{Files: writer, Report: report, Stdout: stdout, Options: r.options, System: d.system}
 }
 
 // node is the data of a run outside execute (a command that only reads,
@@ -197,7 +198,7 @@ func (d deps) execute(ctx context.Context, format outputFormat, stdout, stderr i
 		case out = <-finished:
 		case <-time.After(d.interruptGrace):
 			err := fmt.Errorf("interrupted: a step did not stop within %s of the signal", d.interruptGrace)
-			out = outcome{err: err, result: phases.Result{Phases: []string{}, Healthy: []string{}, Changes: files.Changes{Written: []string{}, Unchanged: []string{}}}}
+			out = outcome{err: err, result: workflow.Result{Phases: []string{}, Healthy: []string{}, Changes: files.Changes{Written: []string{}, Unchanged: []string{}}}}
 		}
 	}
 	if out.err != nil {
@@ -219,7 +220,7 @@ func (d deps) execute(ctx context.Context, format outputFormat, stdout, stderr i
 // outcome is what a run ends with: its error and its final result.
 type outcome struct {
 	err    error
-	result phases.Result
+	result workflow.Result
 }
 
 // runLocked loads the run, takes the node lock and runs the steps. The
@@ -228,7 +229,7 @@ type outcome struct {
 func (d deps) runLocked(ctx context.Context, report *output.Reporter, stdout io.Writer, load func() (runSpec, error), do steps) outcome {
 	r, err := load()
 	var lock *nodelock.Lock
-	var run *phases.Run
+	var run *workflow.Run
 	if err == nil {
 		run = d.run(r, report, stdout)
 		// A guarantee the configuration gives up on purpose is said
@@ -241,7 +242,7 @@ func (d deps) runLocked(ctx context.Context, report *output.Reporter, stdout io.
 		lock, err = r.lock()
 	}
 	var ran []string
-	var found phases.Result
+	var found workflow.Result
 	if err == nil {
 		loaded := r.configurations()
 		ran, err = do(ctx, r, run, &found)
@@ -254,7 +255,7 @@ func (d deps) runLocked(ctx context.Context, report *output.Reporter, stdout io.
 			err = released
 		}
 	}
-	result := phases.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: nonNil(found.Healthy),
+	result := workflow.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: nonNil(found.Healthy),
 		JoinCommand: found.JoinCommand, CertificateKey: found.CertificateKey, Snapshot: found.Snapshot}
 	if run != nil {
 		result.Changes = run.Files.Changes()

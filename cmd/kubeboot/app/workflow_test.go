@@ -13,6 +13,8 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/nodelock"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
@@ -172,7 +174,7 @@ func TestInterruptEndsABlockedStep(t *testing.T) {
 	go func() { <-stepStarted; cancel() }()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	err := d.execute(ctx, "json", &stdout, &stderr, load, func(context.Context, runSpec, *phases.Run, *phases.Result) ([]string, error) {
+	err := d.execute(ctx, "json", &stdout, &stderr, load, func(context.Context, runSpec, *workflow.Run, *workflow.Result) ([]string, error) {
 		close(stepStarted)
 		<-blocked
 		return nil, nil
@@ -204,7 +206,7 @@ func TestCommandsStopWithTheRootContext(t *testing.T) {
 		want string
 	}{
 		{[]string{"init", "--root", dir, "--skip-phases", "preflight"}, 1, "error: phase certs: context canceled"},
-		{[]string{"csr-approver", "--kubeconfig", kubeconfig, "--health-port", strconv.Itoa(freePort(t))}, 0, "[csr-approver] stopped"},
+		{[]string{"csr-approver", "--kubeconfig", kubeconfig, "--health-port", strconv.Itoa(testsupport.FreePort(t))}, 0, "[csr-approver] stopped"},
 	} {
 		start := time.Now()
 		var stdout, stderr bytes.Buffer

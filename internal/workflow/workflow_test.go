@@ -1,4 +1,4 @@
-package phases
+package workflow
 
 import (
 	"bytes"
@@ -15,10 +15,10 @@ import (
 )
 
 // recorder builds phases that append their name to a log when they run.
-func recorder(log *[]string, names ...string) Runner[*Node] {
-	var r Runner[*Node]
+func recorder(log *[]string, names ...string) Runner[*testData] {
+	var r Runner[*testData]
 	for _, n := range names {
-		r.Phases = append(r.Phases, Phase[*Node]{Name: n, Run: func(context.Context, *Node) error {
+		r.Phases = append(r.Phases, Phase[*testData]{Name: n, Run: func(context.Context, *testData) error {
 			*log = append(*log, n)
 			return nil
 		}})
@@ -26,9 +26,12 @@ func recorder(log *[]string, names ...string) Runner[*Node] {
 	return r
 }
 
-func testState() (*Node, *bytes.Buffer) {
+// testData is a workflow's data with nothing beyond the Run.
+type testData struct{ *Run }
+
+func testState() (*testData, *bytes.Buffer) {
 	var out bytes.Buffer
-	return &Node{Run: &Run{Report: output.NewReporter(&out, false)}}, &out
+	return &testData{Run: &Run{Report: output.NewReporter(&out, false)}}, &out
 }
 
 func TestRunnerOrderAndSkip(t *testing.T) {
@@ -91,7 +94,7 @@ func TestRunnerSubphases(t *testing.T) {
 	var log []string
 	parts := recorder(&log, "addon/coredns", "addon/kube-proxy").Phases
 	r := recorder(&log, "a")
-	r.Phases = append(r.Phases, Phase[*Node]{Name: "addon", Subphases: parts})
+	r.Phases = append(r.Phases, Phase[*testData]{Name: "addon", Subphases: parts})
 	if diff := cmp.Diff([]string{"a", "addon", "addon/coredns", "addon/kube-proxy"}, r.Names()); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
@@ -133,7 +136,7 @@ func TestRunnerWrapsErrorOnceAndStops(t *testing.T) {
 	cause := errors.New("disk full")
 	var log []string
 	r := recorder(&log, "a")
-	r.Phases = append(r.Phases, Phase[*Node]{Name: "b", Run: func(context.Context, *Node) error { return cause }})
+	r.Phases = append(r.Phases, Phase[*testData]{Name: "b", Run: func(context.Context, *testData) error { return cause }})
 	r.Phases = append(r.Phases, recorder(&log, "c").Phases...)
 	s, _ := testState()
 	ran, err := r.Run(context.Background(), s, nil)
@@ -171,7 +174,7 @@ func TestRunnerDryRunSkipsLiveOnly(t *testing.T) {
 
 func TestRunnerPrefixesProgress(t *testing.T) {
 	s, out := testState()
-	r := Runner[*Node]{Phases: []Phase[*Node]{{Name: "certs", Run: func(_ context.Context, s *Node) error {
+	r := Runner[*testData]{Phases: []Phase[*testData]{{Name: "certs", Run: func(_ context.Context, s *testData) error {
 		s.Report.Infof("generated %d certificates", 3)
 		s.Report.Warnf("slow disk")
 		return nil
@@ -198,8 +201,8 @@ func must(t *testing.T, err error) {
 // again once they are done.
 func TestNestedRunRestoresThePhase(t *testing.T) {
 	var out bytes.Buffer
-	s := &Node{Run: &Run{Report: output.NewReporter(&out, false)}}
-	op := Operation[*Node]{Name: "upgrade", Run: func(ctx context.Context, s *Node) error {
+	s := &testData{Run: &Run{Report: output.NewReporter(&out, false)}}
+	op := Operation[*testData]{Name: "upgrade", Run: func(ctx context.Context, s *testData) error {
 		if _, err := recorder(&[]string{}, "certs").Run(ctx, s, nil); err != nil {
 			return err
 		}

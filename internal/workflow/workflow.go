@@ -1,17 +1,18 @@
-// Package phases owns kubeboot's workflows as ordered phase lists: the
-// generic runner that executes them (Phase, Runner, Operation), the Run
-// every step of a run shares, the Node that the workflows of a
-// control-plane node share, and init's phases (InitWorkflow), each of
-// which converges. join builds its workflows from the same runner and
-// phases, and day2 reuses their helpers. Phases reach disk only through a
-// files.Writer and the terminal only through an output.Reporter.
-package phases
+// Package workflow is kubeboot's workflow engine: a workflow is an
+// ordered list of phases over its own data (Phase, Runner), or one named
+// step (Operation), run with the core every step of a run shares (Run:
+// the disk, the terminal, the run-wide options, the node's processes and
+// the API client) and ending in a Result. It knows no workflow: init's
+// phases are in package phases, the joins', the control plane's and the
+// worker's operations in their own packages.
+package workflow
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"slices"
 	"strings"
 
@@ -263,8 +264,30 @@ type Result struct {
 	Snapshot *etcd.SnapshotInfo `json:"snapshot,omitempty"`
 }
 
-// Add takes what the run on n found for the result: the components seen
-// healthy, the join command, the certificate key and the snapshot saved.
-func (r *Result) Add(n *Node) {
-	r.Healthy, r.JoinCommand, r.CertificateKey, r.Snapshot = n.Healthy, n.JoinCommand, n.CertificateKey, n.Snapshot
+// System is how kubelet-start and the upgrades reach the node's
+// processes: systemctl, the search of the PATH for the kubelet, and the
+// kubelet binary's release. Real runs use HostSystem; tests a fake
+// (phasestest.FakeSystemd).
+type System struct {
+	// Systemctl runs systemctl with args and returns its combined output.
+	Systemctl func(ctx context.Context, args ...string) ([]byte, error)
+	// LookPath finds an executable in the PATH.
+	LookPath func(file string) (string, error)
+	// Version runs the binary at path with --version and returns what it
+	// prints, such as "Kubernetes v1.36.3".
+	Version func(ctx context.Context, path string) (string, error)
+}
+
+// HostSystem is this machine's systemctl and PATH.
+func HostSystem() System {
+	return System{
+		Systemctl: func(ctx context.Context, args ...string) ([]byte, error) {
+			return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
+		},
+		LookPath: exec.LookPath,
+		Version: func(ctx context.Context, path string) (string, error) {
+			out, err := exec.CommandContext(ctx, path, "--version").Output()
+			return string(out), err
+		},
+	}
 }
