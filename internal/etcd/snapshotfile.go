@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 )
 
@@ -143,49 +144,30 @@ func saveSnapshot(ctx context.Context, cli *clientv3.Client, endpoint, path stri
 	return info, nil
 }
 
-// writeSnapshot streams r into path atomically, and keeps it only once it
-// verifies. On any failure the temp file is removed and path is as it was.
-func writeSnapshot(ctx context.Context, r io.Reader, path string) (info SnapshotInfo, err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+// writeSnapshot streams r into path atomically (package atomicfile), and
+// keeps it only once it verifies: the temp file is verified before it is
+// committed. On any failure the temp file is removed and path is as it was.
+func writeSnapshot(ctx context.Context, r io.Reader, path string) (SnapshotInfo, error) {
+	f, err := atomicfile.Create(path, snapshotMode)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = io.Copy(tmp, r); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("write %s: %w", tmp.Name(), err)
+	defer f.Abort()
+	if _, err := io.Copy(f, r); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("write %s: %w", f.Name(), err)
 	}
-	for _, step := range []func() error{func() error { return tmp.Chmod(snapshotMode) }, tmp.Sync, tmp.Close} {
-		if err = step(); err != nil {
-			return SnapshotInfo{}, fmt.Errorf("write %s: %w", tmp.Name(), err)
-		}
-	}
-	if info, err = VerifySnapshot(ctx, tmp.Name()); err != nil {
+	info, err := VerifySnapshot(ctx, f.Name())
+	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("the snapshot etcd sent does not verify, so it was not kept: %w", err)
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	// Commit syncs the file, renames it over path and syncs the directory;
+	// a failure of that last sync leaves the snapshot in place, its
+	// durability unconfirmed, and says so.
+	if err := f.Commit(); err != nil {
 		return SnapshotInfo{}, err
-	}
-	if err := syncDir(dir); err != nil {
-		// The snapshot is in place; only its durability is unconfirmed.
-		return SnapshotInfo{}, fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	info.Path = path
 	return info, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = d.Close() }()
-	return d.Sync()
 }
 
 // ErrUnverifiable is wrapped by VerifySnapshot's error when the checks

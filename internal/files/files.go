@@ -1,7 +1,9 @@
 // Package files is the only way kubeboot writes to disk. AtomicWriter
 // replaces files so that a reader such as the kubelet never sees them
 // half-written; DryRunWriter writes nothing and reports what it would write.
-// Both record what changed, for the run's result.
+// Both record what changed, for the run's result. The write itself, temp
+// file, fsync, rename and directory fsync, is package atomicfile's, which
+// the writers of streamed files (snapshots, archives) use directly.
 package files
 
 import (
@@ -16,6 +18,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/output"
 )
 
@@ -265,57 +268,25 @@ func fixMode(path string, mode fs.FileMode) error {
 	return nil
 }
 
-// replace is the atomic write itself. The temp file is removed on any
-// failure, so a failed write leaves the old file and nothing else.
-func (w *AtomicWriter) replace(target string, data []byte, mode fs.FileMode) (err error) {
-	dir := filepath.Dir(target)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp-*")
+// replace is the atomic write itself, atomicfile's with BeforeStep run
+// before each step. The temp file is removed on any failure, so a failed
+// write leaves the old file and nothing else.
+func (w *AtomicWriter) replace(target string, data []byte, mode fs.FileMode) error {
+	f, err := atomicfile.Create(target, mode)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	steps := []struct {
-		name string
-		do   func() error
-	}{
-		{"write", func() error { _, err := tmp.Write(data); return err }},
-		// Chmod on the open file sets the mode exactly, whatever the umask.
-		{"chmod", func() error { return tmp.Chmod(mode) }},
-		{"sync", tmp.Sync},
-		{"close", tmp.Close},
-		{"rename", func() error { return os.Rename(tmp.Name(), target) }},
-		{"sync-dir", func() error { return syncDir(dir) }},
-	}
-	for _, s := range steps {
-		if w.BeforeStep != nil {
-			if err := w.BeforeStep(s.name); err != nil {
-				return err
-			}
-		}
-		if err := s.do(); err != nil {
-			if s.name == "sync-dir" {
-				// The rename is done: the new file is in place, only its
-				// durability across a power loss is unconfirmed.
-				return fmt.Errorf("sync directory %q: %w", dir, err)
-			}
+	defer f.Abort()
+	if w.BeforeStep != nil {
+		if err := w.BeforeStep("write"); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	defer func() { _ = d.Close() }()
-	return d.Sync()
+	f.BeforeStep = w.BeforeStep
+	return f.Commit()
 }
 
 // Remove deletes a node path under Root; a missing file is not an error.
@@ -354,16 +325,8 @@ func (w *AtomicWriter) Rename(from, to string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(hostTo); !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("move %q to %q: the target exists", hostFrom, hostTo)
-	}
-	if err := os.Rename(hostFrom, hostTo); err != nil {
-		return fmt.Errorf("move %q to %q: %w", hostFrom, hostTo, err)
-	}
-	for _, dir := range []string{filepath.Dir(hostTo), filepath.Dir(hostFrom)} {
-		if err := syncDir(dir); err != nil {
-			return fmt.Errorf("sync %q: %w", dir, err)
-		}
+	if err := atomicfile.Move(hostFrom, hostTo); err != nil {
+		return err
 	}
 	w.record(to, true)
 	return nil

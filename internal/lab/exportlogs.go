@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/machine"
 )
@@ -53,27 +54,29 @@ func (l MachineLab) ExportLogs(ctx context.Context, dir string) (string, error) 
 		return "", fmt.Errorf("export logs: %w", err)
 	}
 	base := fmt.Sprintf("kubeboot-lab-%s-%s", l.Cluster.Name, time.Now().UTC().Format("20060102-150405.000000"))
-	tmp, err := os.CreateTemp(dir, "."+base+"-*.tar.gz")
+	path := filepath.Join(dir, base+".tar.gz")
+	// The archive is written in a temp file beside path and linked at path
+	// once whole: a link, unlike a rename, fails rather than replace a file.
+	// Its mode is 0600: it holds the nodes' logs.
+	f, err := atomicfile.Create(path, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("export logs: %w", err)
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	zw := gzip.NewWriter(tmp)
+	defer f.Abort()
+	zw := gzip.NewWriter(f)
 	a := &logArchive{tw: tar.NewWriter(zw), base: base}
 	for i := range l.Cluster.Nodes {
 		l.exportNode(ctx, a, l.machine(i))
 	}
 	l.exportCluster(ctx, a)
 	err = a.err
-	for _, closer := range []func() error{a.tw.Close, zw.Close, tmp.Sync, tmp.Close} {
+	for _, closer := range []func() error{a.tw.Close, zw.Close} {
 		if cerr := closer(); err == nil {
 			err = cerr
 		}
 	}
-	path := filepath.Join(dir, base+".tar.gz")
 	if err == nil {
-		// A link, unlike a rename, fails rather than replace a file.
-		err = os.Link(tmp.Name(), path)
+		err = f.CommitNew()
 	}
 	if errors.Is(err, fs.ErrExist) {
 		err = fmt.Errorf("%w: an export of the same microsecond is there; it is kept, run the export again", err)

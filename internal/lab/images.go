@@ -25,6 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
+
+	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
 )
 
 // The images a lab node holds besides its static pods' and its addons'
@@ -220,17 +222,16 @@ func Archive(cacheDir string, images []Image) (string, error) {
 			return "", fmt.Errorf("build lab image %q: %w", img.Ref, err)
 		}
 	}
-	tmp, err := os.CreateTemp(cacheDir, ".archive-*.tar")
+	// A cached archive is trusted whole by its name alone, so it is synced
+	// before it takes the name (package atomicfile). Its mode is 0600.
+	f, err := atomicfile.Create(path, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("create image archive: %w", err)
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	err = tarball.MultiRefWrite(refs, tmp)
-	if closeErr := tmp.Close(); err == nil {
-		err = closeErr
-	}
+	defer f.Abort()
+	err = tarball.MultiRefWrite(refs, f)
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = f.Commit()
 	}
 	if err != nil {
 		return "", fmt.Errorf("write image archive %q: %w", path, err)
@@ -240,12 +241,15 @@ func Archive(cacheDir string, images []Image) (string, error) {
 
 // pruneArchives removes the cache's archives, but keep, that were last
 // used (built or reused) more than archiveUnusedFor ago, with their
-// preloaded stores, and stores that a preload left unfinished as long
-// ago. It is best effort: a failure leaves them for the next run.
+// preloaded stores, and the archives and stores that a build or a preload
+// left unfinished as long ago (their temp files, .KEY.tar.tmp-*, and
+// directories, .containerd-*). It is best effort: a failure leaves them for
+// the next run.
 func pruneArchives(cacheDir, keep string) {
 	archives, _ := filepath.Glob(filepath.Join(cacheDir, "*.tar"))
 	unfinished, _ := filepath.Glob(filepath.Join(cacheDir, ".containerd-*"))
-	for _, a := range append(archives, unfinished...) {
+	temps, _ := filepath.Glob(filepath.Join(cacheDir, ".*.tar.tmp-*"))
+	for _, a := range slices.Concat(archives, unfinished, temps) {
 		if info, err := os.Stat(a); err == nil && a != keep && time.Since(info.ModTime()) > archiveUnusedFor {
 			if strings.HasSuffix(a, ".tar") {
 				_ = os.RemoveAll(preloadedStore(a))

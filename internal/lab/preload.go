@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
 )
 
 // A node image holds its images already unpacked in containerd's store,
@@ -68,7 +70,7 @@ func preload(ctx context.Context, binDir, archive string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("preload the lab's images: ctr images import: %w: %s", err, lastLines(string(out), 10))
 	}
-	if err := os.Rename(root, store); err != nil {
+	if err := atomicfile.Move(root, store); err != nil {
 		if _, statErr := os.Stat(store); statErr == nil {
 			return store, nil // another lab preloaded it meanwhile
 		}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
 )
 
 // DefaultRegistry is where every lab that is up is registered, a file
@@ -146,7 +148,8 @@ func overlap(a, b string) bool {
 	return errA == nil && errB == nil && pa.Overlaps(pb)
 }
 
-// register writes the lab's entry into the registry, whole or not at all.
+// register writes the lab's entry into the registry, whole or not at all
+// (package atomicfile).
 // The registry's directory is made again when the last other lab's
 // unregister removed it meanwhile.
 func (l MachineLab) register(e Entry) error {
@@ -155,15 +158,11 @@ func (l MachineLab) register(e Entry) error {
 		return err
 	}
 	path := l.entryPath()
-	tmp := path + ".tmp"
 	for attempt := 0; ; attempt++ {
 		if err := os.MkdirAll(l.Registry, 0o755); err != nil {
 			return fmt.Errorf("lab registry: %w", err)
 		}
-		err := os.WriteFile(tmp, append(data, '\n'), 0o644)
-		if err == nil {
-			err = os.Rename(tmp, path)
-		}
+		err := atomicfile.WriteFile(path, append(data, '\n'), 0o644)
 		if err == nil {
 			return nil
 		}

@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 )
 
@@ -212,45 +211,23 @@ func (s *Store) fail(op, key string, err error) error {
 	return fmt.Errorf("%s %s at %s: %w", op, s.URL(key), s.endpoint, err)
 }
 
-// writeFile streams size bytes of r to path atomically: on any failure,
-// short read included, the temp file is removed and path is as it was.
-func writeFile(r io.Reader, size int64, path string) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+// writeFile streams size bytes of r to path atomically (package
+// atomicfile): on any failure, short read included, the temp file is
+// removed and path is as it was.
+func writeFile(r io.Reader, size int64, path string) error {
+	f, err := atomicfile.Create(path, fileMode)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	n, err := io.Copy(tmp, r)
+	defer f.Abort()
+	n, err := io.Copy(f, r)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+		return fmt.Errorf("write %s: %w", f.Name(), err)
 	}
 	if n != size {
-		return fmt.Errorf("write %s: got %d bytes of %d", tmp.Name(), n, size)
+		return fmt.Errorf("write %s: got %d bytes of %d", f.Name(), n, size)
 	}
-	for _, step := range []func() error{func() error { return tmp.Chmod(fileMode) }, tmp.Sync, tmp.Close} {
-		if err = step(); err != nil {
-			return fmt.Errorf("write %s: %w", tmp.Name(), err)
-		}
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = d.Close() }()
-	return d.Sync()
+	return f.Commit()
 }
 
 // ParseURL splits an s3://<bucket>/<key> URL, as URL gives, into its
