@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
@@ -26,16 +27,6 @@ func kubeletNode(t *testing.T, root string, port int) (*phases.Node, *bytes.Buff
 	return s, &out
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestInitKubeletStart: init's kubelet-start says what to run without
 // systemd; with it, it writes the drop-in with a control-plane node's
 // flags and restarts the kubelet, only when a file it reads at start
@@ -43,7 +34,7 @@ func freePort(t *testing.T) int {
 func TestInitKubeletStart(t *testing.T) {
 	state := "inactive"
 	sys, calls := phasestest.FakeSystemd(&state)
-	root, port := t.TempDir(), freePort(t)
+	root, port := t.TempDir(), testsupport.FreePort(t)
 
 	s, out := kubeletNode(t, root, port)
 	s.System = sys

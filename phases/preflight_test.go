@@ -13,6 +13,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // preflightState is a node rooted in a temp dir, on 127.0.0.1 with a free
@@ -21,19 +22,9 @@ func preflightState(t *testing.T) (*Node, *bytes.Buffer) {
 	t.Helper()
 	c := config.New()
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.1"})
-	c.APIServer.BindPort = int32(freePort(t))
+	c.APIServer.BindPort = int32(testsupport.FreePort(t))
 	var out bytes.Buffer
 	return &Node{Run: &Run{System: HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}, Config: c}, &out
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func writeHostFile(t *testing.T, s *Node, path, content string) {
@@ -178,7 +169,7 @@ func TestPreflightManifestDirExactNames(t *testing.T) {
 // controller-manager's port set through extraArgs, on its loopback address.
 func TestPreflightChecksRenderedListeners(t *testing.T) {
 	s, out := preflightState(t)
-	port := freePort(t)
+	port := testsupport.FreePort(t)
 	s.Config.ControllerManager.ExtraArgs = []config.Arg{{Name: "secure-port", Value: strconv.Itoa(port)}}
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {

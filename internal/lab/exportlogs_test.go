@@ -1,17 +1,14 @@
 package lab_test
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // TestExportLogsOfALabDown: the export of a lab whose machines are not
@@ -44,7 +41,7 @@ func TestExportLogsOfALabDown(t *testing.T) {
 	if left, _ := os.ReadDir(out); len(left) != 1 {
 		t.Errorf("%s holds %d entries, want the archive alone", out, len(left))
 	}
-	files := readTarGz(t, path)
+	files := testsupport.ReadTarGz(t, path)
 	base := strings.TrimSuffix(filepath.Base(path), ".tar.gz")
 	if got := files[base+"/w1/var/log/pods/default_web-1_uid/web/0.log"]; got != "GET / 200\n" {
 		t.Errorf("w1's pod log: %q; the archive holds %v", got, keys(files))
@@ -102,7 +99,7 @@ func TestExportLogsStaysInTheNodesDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := readTarGz(t, path)
+	files := testsupport.ReadTarGz(t, path)
 	for name, data := range files {
 		if strings.Contains(data, "HOST SECRET") {
 			t.Errorf("the archive holds the host's file as %s", name)
@@ -132,36 +129,6 @@ func TestExportLogsTwiceInASecond(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(out); len(paths) != 3 || len(left) != 3 {
 		t.Errorf("3 exports gave %d paths and left %d files, want 3 archives", len(paths), len(left))
-	}
-}
-
-// readTarGz is a gzipped tar file's regular files' contents by name.
-func readTarGz(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name] = string(data)
 	}
 }
 

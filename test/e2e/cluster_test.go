@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // agnhostImage is the workload image the lab builds (lab.AgnhostImage).
@@ -207,7 +209,7 @@ func (c *labCluster) kubectlJSON(t *testing.T, into any, args ...string) error {
 // GETs path through it.
 func (c *labCluster) portForwardGet(t *testing.T, pod, path string) string {
 	t.Helper()
-	port := freePort(t)
+	port := testsupport.FreePort(t)
 	cmd := exec.Command(filepath.Join(binDir, "kubectl"), "--kubeconfig", c.kubeconfig, "port-forward", "--address", "127.0.0.1", "pod/"+pod, fmt.Sprintf("%d:8080", port))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

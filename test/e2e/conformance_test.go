@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // pullOnly are the conformance tests that cannot run without a registry:
@@ -71,7 +72,7 @@ func TestConformance(t *testing.T) {
 		"\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: w2, role: worker, join: kubeadm}\n")
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
 	if r.code != 0 {
-		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, tailString(r.stderr, 40))
+		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}
 	interrupted()
 	nodes := []machine.Machine{c.machine(t, "cp1"), c.machine(t, "w1"), c.machine(t, "w2")}
@@ -144,7 +145,7 @@ func TestConformance(t *testing.T) {
 		}
 		res, rerr := readJUnit(junit)
 		if rerr != nil {
-			t.Fatalf("the %s run (ginkgo: %v) left no report: %v\n%s", run.name, err, rerr, lastLines(string(out), 60))
+			t.Fatalf("the %s run (ginkgo: %v) left no report: %v\n%s", run.name, err, rerr, testsupport.LastLines(string(out), 60))
 		}
 		res.Name, res.Took = run.name, took
 		results = append(results, res)
@@ -153,7 +154,7 @@ func TestConformance(t *testing.T) {
 			t.Errorf("%s failed: %s", f.Name, firstLine(f.Reason))
 		}
 		if err != nil && len(res.Failed) == 0 {
-			t.Errorf("ginkgo's %s run failed without a failed test: %v\n%s", run.name, err, lastLines(string(out), 60))
+			t.Errorf("ginkgo's %s run failed without a failed test: %v\n%s", run.name, err, testsupport.LastLines(string(out), 60))
 		}
 	}
 	if after := restarts(); after != before {
@@ -165,12 +166,6 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// lastLines is the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // firstLine is s up to its first line break.

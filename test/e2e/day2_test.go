@@ -29,6 +29,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 	"github.com/kubeboot/kubeboot/internal/day2"
 	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // TestDay2 runs the day-2 commands on one live control-plane machine: diff on a
@@ -527,7 +528,7 @@ func TestUpgradeKubeadmView(t *testing.T) {
 		"\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker, join: kubeadm}\nkubernetesVersion: v1.35.4\n")
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
 	if r.code != 0 {
-		t.Fatalf("lab up --cluster at v1.35.4 exited %d:\n%s", r.code, tailString(r.stderr, 40))
+		t.Fatalf("lab up --cluster at v1.35.4 exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}
 	t.Logf("TIMING: lab up --cluster (a control-plane node and a kubeadm worker at v1.35.4): %s", r.took.Round(time.Millisecond))
 	if got := kubeadmConfigVersion(t, c.labCluster); got != "v1.35.4" {
@@ -585,7 +586,7 @@ func TestUpgradeKubeadmView(t *testing.T) {
 		join := c.exec(t, "w1", "kubeadm", "join", c.lab.Cluster.Endpoint().String(), "--token", fields[k+1], "--discovery-token-ca-cert-hash", fields[h+1],
 			"--node-name", "w1", "--ignore-preflight-errors", "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables")
 		if !strings.Contains(join, "This node has joined the cluster") {
-			t.Errorf("kubeadm join does not say the node joined:\n%s", tailString(join, 20))
+			t.Errorf("kubeadm join does not say the node joined:\n%s", testsupport.LastLines(join, 20))
 		}
 		node := c.readyNodes(t, 2)["w1"]
 		if v := node.Status.NodeInfo.KubeletVersion; v != "v1.36.3" {

@@ -21,6 +21,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/s3store/s3test"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // haproxyPkg is the Debian package of the HA lab's load balancer.
@@ -231,16 +232,16 @@ func TestHAControlPlane(t *testing.T) {
 		joinStart := time.Now()
 		r := n.join(t, secrets...)
 		if r.code != 0 {
-			t.Fatalf("join --control-plane on %s exited %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
+			t.Fatalf("join --control-plane on %s exited %d:\n%s\n%s", n.name, r.code, r.stderr, testsupport.LastLines(r.stdout, 30))
 		}
 		t.Logf("TIMING: join of %s: %s", n.name, time.Since(joinStart).Round(time.Millisecond))
 		if i == 2 && !strings.Contains(r.stdout, "files of the cluster secrets from Secret kube-system/kubeadm-certs") {
-			t.Errorf("the join of %s did not fetch the secrets from kubeadm-certs:\n%s", n.name, tail2(r.stdout, 30))
+			t.Errorf("the join of %s did not fetch the secrets from kubeadm-certs:\n%s", n.name, testsupport.LastLines(r.stdout, 30))
 		}
 		// The wait phase reports the etcd cluster it joined.
 		wantSummary := fmt.Sprintf("etcd cluster: %d members, leader ", i+1)
 		if !strings.Contains(r.stdout, wantSummary) || !strings.Contains(r.stdout, "learners: none") {
-			t.Errorf("join of %s did not report %q and no learners:\n%s", n.name, wantSummary, tail2(r.stdout, 12))
+			t.Errorf("join of %s did not report %q and no learners:\n%s", n.name, wantSummary, testsupport.LastLines(r.stdout, 12))
 		}
 		voters, learners := first.etcdMembers(t, endpoints)
 		if len(voters) != i+1 || len(learners) != 0 {
@@ -469,15 +470,6 @@ func testFailedJoin(t *testing.T, first, n *node, endpoint, bundle, keyText stri
 	}
 }
 
-// tail2 is the last n lines of s.
-func tail2(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // remoteCopy is a snapshot copy in S3, as etcd snapshot list --remote
 // prints it.
 type remoteCopy struct {
@@ -580,7 +572,7 @@ func testRestoreFromS3(t *testing.T, nodes []*node, endpoint, bundle string, buc
 		}
 		r := n.join(t, "--certs-bundle", n.give(t, bundle), "--key-file", filepath.Join(n.root, "bundle.key"))
 		if r.code != 0 {
-			t.Fatalf("rejoin of %s: exit %d:\n%s\n%s", n.name, r.code, r.stderr, tail2(r.stdout, 30))
+			t.Fatalf("rejoin of %s: exit %d:\n%s\n%s", n.name, r.code, r.stderr, testsupport.LastLines(r.stdout, 30))
 		}
 		t.Logf("TIMING: rejoin of %s (reset, join): %s", n.name, time.Since(start).Round(time.Millisecond))
 	}

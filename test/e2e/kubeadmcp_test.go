@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // TestKubeadmJoinsTheControlPlane: stock `kubeadm join --control-plane
@@ -59,7 +61,7 @@ security: {encryptionAtRest: {enabled: false}}
 		"--discovery-token-ca-cert-hash", caHash(t, cp1), "--control-plane", "--certificate-key", certKey, "--node-name", "cp2",
 		"--apiserver-advertise-address", l.cl.Address(1).String(),
 		"--ignore-preflight-errors", "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"); err != nil {
-		t.Fatalf("kubeadm join --control-plane: %v\n%s", err, tail2(out.String(), 40))
+		t.Fatalf("kubeadm join --control-plane: %v\n%s", err, testsupport.LastLines(out.String(), 40))
 	}
 	t.Logf("TIMING: kubeadm join --control-plane: %s", time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(out.String(), `[download-certs] Downloading the certificates in Secret "kubeadm-certs"`) {

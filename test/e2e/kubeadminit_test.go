@@ -14,6 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // TestKubeadmInit brings up a lab of one machine that the real `kubeadm
@@ -33,7 +35,7 @@ func TestKubeadmInit(t *testing.T) {
 	c := startMachineCluster(t, "e2ek", "10.89.10.0/24", "10.248.0.0/16", "\n- {name: cp1, role: control-plane, init: kubeadm}\n")
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
 	if r.code != 0 {
-		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, tailString(r.stdout, 30))
+		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, testsupport.LastLines(r.stdout, 30))
 	}
 	t.Logf("TIMING: lab up --cluster of one machine that kubeadm inits: %s", r.took.Round(time.Millisecond))
 
@@ -71,7 +73,7 @@ func TestKubeadmInit(t *testing.T) {
 		up = up || json.Unmarshal([]byte(line), &e) == nil && e.Phase == "cp1/lab" && strings.HasPrefix(e.Msg, "up in ")
 	}
 	if !up {
-		t.Errorf("lab up did not report cp1 up:\n%s", tailString(r.stdout, 10))
+		t.Errorf("lab up did not report cp1 up:\n%s", testsupport.LastLines(r.stdout, 10))
 	}
 	nodeHosts, err := os.ReadFile(filepath.Join(c.machine(t, "cp1").Root(), "etc/hosts"))
 	if err != nil || !bytes.Contains(nodeHosts, []byte(" cp1\n")) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // TestLabKnobs: a LabCluster's knobs, each shown in effect on a lab of a
@@ -43,7 +44,7 @@ func TestLabKnobs(t *testing.T) {
 	shared, readOnly := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(shared, "from-host"), "the host wrote this\n")
 	writeFile(t, filepath.Join(readOnly, "config"), "read me\n")
-	hostPort := freePort(t)
+	hostPort := testsupport.FreePort(t)
 	c := startMachineCluster(t, "knobs", "10.89.35.0/24", "10.253.0.0/16", fmt.Sprintf(`
 - {name: k1, role: control-plane}
 - name: k2
@@ -60,7 +61,7 @@ portMappings: [{hostPort: %d, nodePort: 30080}]
 `, shared, readOnly, hostPort))
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
 	if r.code != 0 {
-		t.Fatalf("lab up exited %d:\n%s", r.code, tailString(r.stderr, 40))
+		t.Fatalf("lab up exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}
 	t.Logf("TIMING: lab up of two machines with every knob: %s", r.took.Round(time.Millisecond))
 
@@ -160,15 +161,4 @@ portMappings: [{hostPort: %d, nodePort: 30080}]
 			t.Errorf("a lab mapping a port another program holds: exit %d: %s", r.code, r.stderr)
 		}
 	})
-}
-
-// freePort is a port of the host's loopback that nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -3,12 +3,8 @@
 package e2e
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // checkLabLoad: `lab load --nodes w1` puts an archive's image into w1's
@@ -66,30 +63,10 @@ func checkLabExportLogs(t *testing.T, c *machineCluster) {
 	if r.code != 0 || filepath.Dir(path) != dir || !strings.HasSuffix(path, ".tar.gz") {
 		t.Fatalf("lab export logs: exit %d, stdout %q: %s", r.code, r.stdout, r.stderr)
 	}
+	// The archive's names start with its base directory.
 	files := map[string]string{}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name[strings.Index(h.Name, "/")+1:]] = string(data)
+	for name, data := range testsupport.ReadTarGz(t, path) {
+		files[name[strings.Index(name, "/")+1:]] = data
 	}
 	for name, want := range map[string]string{
 		"cp1/kubelet.log":           "kubelet",
@@ -188,7 +165,7 @@ func TestTwoLabs(t *testing.T) {
 		go func() {
 			r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
 			if r.code != 0 {
-				results <- fmt.Sprintf("lab up %s exited %d:\n%s", c.name, r.code, tailString(r.stderr, 30))
+				results <- fmt.Sprintf("lab up %s exited %d:\n%s", c.name, r.code, testsupport.LastLines(r.stderr, 30))
 				return
 			}
 			results <- ""

@@ -20,6 +20,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/day2"
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // A cluster's life, on machines: a fleet whose every file is written
@@ -136,7 +137,7 @@ func kubebootFleet(t *testing.T) (*machineCluster, *fleet) {
 	c := startMachineCluster(t, "life", "10.89.242.0/24", "10.245.0.0/16", lifeNodes)
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
 	if r.code != 0 {
-		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, tailString(r.stderr, 40))
+		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}
 	t.Logf("TIMING: lab up --cluster of the four machines at v1.35.4 (all booted at once, addons rolled out): %s", r.took.Round(time.Millisecond))
 	f := &fleet{cl: c.lab.Cluster}
@@ -216,7 +217,7 @@ func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
 		if code != 0 {
 			t.Fatalf("upgrade %s on %s: exit %d:\n%s", verb, m.Name, code, out)
 		}
-		t.Logf("TIMING: upgrade %s on %s: %s; its last events:\n%s", verb, m.Name, time.Since(step).Round(time.Millisecond), tail2(out, 5))
+		t.Logf("TIMING: upgrade %s on %s: %s; its last events:\n%s", verb, m.Name, time.Since(step).Round(time.Millisecond), testsupport.LastLines(out, 5))
 	}
 	return time.Since(start)
 }
@@ -244,7 +245,7 @@ func TestClusterLife(t *testing.T) {
 		t.Fatal("cp1's file holds no certificate key")
 	}
 	if journal := inMachine(t, cp2, "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); !strings.Contains(journal, "kubeadm-certs") || strings.Contains(journal, certKey[1]) {
-		t.Errorf("cp2 did not fetch the secrets from kubeadm-certs, or its journal holds the certificate key:\n%s", tail2(journal, 20))
+		t.Errorf("cp2 did not fetch the secrets from kubeadm-certs, or its journal holds the certificate key:\n%s", testsupport.LastLines(journal, 20))
 	}
 	checkPodNetwork(t, c)
 	probe := f.probeService(t)

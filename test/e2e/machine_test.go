@@ -24,6 +24,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -312,7 +313,7 @@ func TestMachines(t *testing.T) {
 `)
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
 	if r.code != 0 {
-		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, tailString(r.stdout, 40))
+		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, testsupport.LastLines(r.stdout, 40))
 	}
 	t.Logf("TIMING: lab up --cluster of three machines (all booted at once, addons rolled out): %s", r.took.Round(time.Millisecond))
 	cp := c.machine(t, "cp1")

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // process is a running process seen in /proc.
@@ -103,7 +104,12 @@ func (n *node) dumpLogs() {
 			n.t.Logf("no log of %s under %s", c, pods)
 			continue
 		}
-		n.t.Logf("--- last lines of %s ---\n%s", f, tail(f, 40))
+		data, err := os.ReadFile(f)
+		if err != nil {
+			n.t.Logf("--- %s: %v", f, err)
+			continue
+		}
+		n.t.Logf("--- last lines of %s ---\n%s", f, testsupport.LastLines(string(data), 40))
 	}
 }
 
@@ -118,19 +124,6 @@ func newestFile(pattern string) string {
 		}
 	}
 	return newest
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
 
 // settleTimeout bounds how long the kubelet may take to reflect a change:

@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // testCrictl is scenario 7: the real crictl sees the lab's containers
@@ -66,7 +68,7 @@ func testCrictl(t *testing.T, n *node) {
 		out := logs.stdout + logs.stderr
 		if logs.code != 0 || !strings.Contains(out, "Version: "+kubernetesVersion) || strings.Count(out, "\n") < 10 {
 			t.Errorf("crictl logs %s exited %d and printed %d lines, want the API server's log with its version line:\n%s",
-				id, logs.code, strings.Count(out, "\n"), tailString(out, 20))
+				id, logs.code, strings.Count(out, "\n"), testsupport.LastLines(out, 20))
 		}
 	}
 }
@@ -255,13 +257,4 @@ func hasRow(table string, words ...string) bool {
 		}
 	}
 	return false
-}
-
-// tailString is the last n lines of s.
-func tailString(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

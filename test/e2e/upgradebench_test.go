@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // kubeadmIgnored are the preflight checks kubeadm fails on a lab
@@ -126,7 +127,7 @@ func inMachineOK(t *testing.T, m machine.Machine, argv ...string) string {
 	var out strings.Builder
 	start := time.Now()
 	if err := m.Run(t.Context(), nil, &out, &out, argv...); err != nil {
-		t.Fatalf("%s on %s: %v\n%s", strings.Join(argv[:min(len(argv), 3)], " "), m.Name, err, tail2(out.String(), 40))
+		t.Fatalf("%s on %s: %v\n%s", strings.Join(argv[:min(len(argv), 3)], " "), m.Name, err, testsupport.LastLines(out.String(), 40))
 	}
 	t.Logf("TIMING: %s on %s: %s", strings.Join(argv[:min(len(argv), 3)], " "), m.Name, time.Since(start).Round(time.Millisecond))
 	return out.String()

@@ -3,15 +3,15 @@ package hostile
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // labDescription writes the description of a lab of cp1 and w1, not
@@ -78,36 +78,6 @@ func loadFromPipe(e env, args []string) result {
 	return finish(e.t, cmd, err, stdout, stderr, time.Since(start))
 }
 
-// archiveFiles is a gzipped tar file's regular files' contents by name.
-func archiveFiles(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name] = string(data)
-	}
-}
-
 // outsidePathRows are the class 4: paths and keys from outside
 // are resolved inside their root or refused, and archives are read as
 // regular files of bounded size.
@@ -156,7 +126,7 @@ var outsidePathRows = []row{
 		},
 		code: 0, allowed: []string{"/out"},
 		check: func(e env, res result) {
-			files := archiveFiles(e.t, strings.TrimSpace(res.stdout))
+			files := testsupport.ReadTarGz(e.t, strings.TrimSpace(res.stdout))
 			for name, data := range files {
 				if strings.Contains(data, "HOST SECRET") {
 					e.t.Errorf("the archive holds the host's file as %s", name)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // unreachableKubeconfig is a kubeconfig for an API server that is not
@@ -46,16 +46,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestCSRApproverCommand runs the approver without an API server: its
 // /healthz answers at once and /readyz not, it stops cleanly when its
 // context ends (SIGTERM), and it exits 0 when its kubeconfig is renewed.
@@ -71,7 +61,7 @@ func TestCSRApproverCommand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := writeFile(t, dir, "csr-approver.conf", unreachableKubeconfig)
-			opts := &csrApproverOptions{kubeconfig: path, bindAddress: "127.0.0.1", healthPort: freePort(t), recheck: 10 * time.Millisecond}
+			opts := &csrApproverOptions{kubeconfig: path, bindAddress: "127.0.0.1", healthPort: testsupport.FreePort(t), recheck: 10 * time.Millisecond}
 			var log syncBuffer
 			report := output.NewReporter(&log, false)
 			report.SetPhase("csr-approver")
