@@ -14,6 +14,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // preflightState is a node rooted in a temp dir, on 127.0.0.1 with a free
@@ -24,7 +25,7 @@ func preflightState(t *testing.T) (*Node, *bytes.Buffer) {
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.1"})
 	c.APIServer.BindPort = int32(testsupport.FreePort(t))
 	var out bytes.Buffer
-	return &Node{Run: &Run{System: HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}, Config: c}, &out
+	return &Node{Run: &workflow.Run{System: workflow.HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}, Config: c}, &out
 }
 
 func writeHostFile(t *testing.T, s *Node, path, content string) {

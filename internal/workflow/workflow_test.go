@@ -188,14 +188,6 @@ func TestRunnerPrefixesProgress(t *testing.T) {
 	}
 }
 
-// must fails the test on an error.
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestNestedRunRestoresThePhase: an operation that runs phases of its own
 // (upgrade apply runs init's file phases first) reports under its own name
 // again once they are done.

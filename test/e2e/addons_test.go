@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 )
 
 // The pins of CoreDNS that kubeadm v1.35 and v1.36 use.

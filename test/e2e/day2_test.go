@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
-	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/machine"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
@@ -286,7 +286,7 @@ func TestUpgradeMinor(t *testing.T) {
 	}
 	n.kubectl(t, "create", "configmap", "before-upgrade", "--from-literal=written=at-v1.35.4")
 	r := n.kubeboot(t, "upgrade", "plan", "v1.36.3", "--config", n.config, "-o", "json")
-	var plan day2.UpgradePlan
+	var plan controlplane.UpgradePlan
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &plan) != nil || len(plan.Nodes) != 1 || plan.ClusterVersion != "v1.35.4" {
 		t.Fatalf("upgrade plan v1.36.3: exit %d, %q, %s", r.code, r.stdout, r.stderr)
 	}

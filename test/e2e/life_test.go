@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
-	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/machine"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
@@ -258,7 +258,7 @@ func TestClusterLife(t *testing.T) {
 
 	t.Run("upgrade plan shows the whole cluster's steps", func(t *testing.T) {
 		code, out := kubebootIn(cp1, "upgrade", "plan", "v1.36.3", "--config", bootstrapunit.ConfigPath, "-o", "json")
-		var plan day2.UpgradePlan
+		var plan controlplane.UpgradePlan
 		if code != 0 || json.Unmarshal([]byte(out), &plan) != nil {
 			t.Fatalf("upgrade plan: exit %d:\n%s", code, out)
 		}

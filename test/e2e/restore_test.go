@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 )
 
 // restoreWhileProbing is the one-control-plane disaster: objects are made

@@ -14,9 +14,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/files"
-	"github.com/kubeboot/kubeboot/internal/join"
 	"github.com/kubeboot/kubeboot/internal/nodelock"
+	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
@@ -230,14 +231,14 @@ func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
 	}
 	want := []string{"download-certs", "join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config", "kubelet-start",
 		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "mark-control-plane", "kubelet-finalize"}
-	if got := join.ControlPlaneWorkflow.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
+	if got := controlplane.JoinWorkflow.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("join phases %v, want %v", got, want)
 	}
-	worker := []string{"preflight", "kubelet-config", "bootstrap-kubeconfig", "kubelet-start", "kubelet-wait-bootstrap"}
-	if got := join.WorkerWorkflow.Names(); strings.Join(got, ",") != strings.Join(worker, ",") {
-		t.Errorf("worker join phases %v, want %v", got, worker)
+	workerPhases := []string{"preflight", "kubelet-config", "bootstrap-kubeconfig", "kubelet-start", "kubelet-wait-bootstrap"}
+	if got := worker.JoinWorkflow.Names(); strings.Join(got, ",") != strings.Join(workerPhases, ",") {
+		t.Errorf("worker join phases %v, want %v", got, workerPhases)
 	}
-	for _, name := range append(want, worker...) {
+	for _, name := range append(want, workerPhases...) {
 		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(name) + ` +\S`).MatchString(stdout) {
 			t.Errorf("join phase --help does not list %s:\n%s", name, stdout)
 		}

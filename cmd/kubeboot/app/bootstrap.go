@@ -10,8 +10,9 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/internal/join"
+	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -62,15 +63,15 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 // joined: the join changes nothing then, and its download-certs is skipped
 // once the cluster CA's key is on the node, after the kubeadm-certs Secret
 // may have expired.
-func joinControlPlane(ctx context.Context, n *join.ControlPlaneNode) ([]string, error) {
-	return join.ControlPlaneWorkflow.Run(ctx, n, nil)
+func joinControlPlane(ctx context.Context, n *controlplane.JoinNode) ([]string, error) {
+	return controlplane.JoinWorkflow.Run(ctx, n, nil)
 }
 
 // joinWorker joins the worker, unless it has joined already: at a later
 // boot its kubelet has its own credentials, and the token it joined with
 // may have expired.
-func joinWorker(ctx context.Context, n *join.WorkerNode) ([]string, error) {
-	joined, err := join.Joined(n)
+func joinWorker(ctx context.Context, n *worker.Node) ([]string, error) {
+	joined, err := worker.Joined(n)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func joinWorker(ctx context.Context, n *join.WorkerNode) ([]string, error) {
 		n.Report.Infof("this node has joined its cluster: %s holds its client certificate; nothing to do", n.Config.KubeconfigPath(config.KubeconfigKubelet))
 		return nil, nil
 	}
-	return join.WorkerWorkflow.Run(ctx, n, nil)
+	return worker.JoinWorkflow.Run(ctx, n, nil)
 }
 
 // initNode inits the cluster. An unattended node's output goes to its

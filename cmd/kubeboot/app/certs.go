@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
@@ -98,11 +98,11 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				r, err := renewOpts.spec()
 				if err == nil {
 					// A usage error comes before the node lock.
-					err = day2.CheckRenewNames(r.config, names)
+					err = controlplane.CheckRenewNames(r.config, names)
 				}
 				return r, err
 			}
-			renew := day2.Renew(names, renewOpts.newKeys, renewOpts.restart)
+			renew := controlplane.Renew(names, renewOpts.newKeys, renewOpts.restart)
 			return d.execute(cmd.Context(), renewOpts.output, stdout, stderr, load, onNode(renew.Execute))
 		},
 	}

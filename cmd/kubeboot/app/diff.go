@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/config"
-	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
@@ -61,7 +61,7 @@ func runDiff(ctx context.Context, opts *diffOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	diffs, err := day2.Diff(s)
+	diffs, err := controlplane.Diff(s)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ const addonDiffTimeout = 15 * time.Second
 // super-admin.conf. A render for another machine (--root) and a node
 // without a running control plane have no cluster to compare with: it says
 // so and compares nothing.
-func diffAddons(ctx context.Context, s *phases.Node, root string) ([]day2.Difference, error) {
+func diffAddons(ctx context.Context, s *phases.Node, root string) ([]controlplane.Difference, error) {
 	if root != "" {
 		return nil, nil
 	}
@@ -98,7 +98,7 @@ func diffAddons(ctx context.Context, s *phases.Node, root string) ([]day2.Differ
 	}
 	ctx, cancel := context.WithTimeout(ctx, addonDiffTimeout)
 	defer cancel()
-	diffs, err := day2.DiffAddons(ctx, s)
+	diffs, err := controlplane.DiffAddons(ctx, s)
 	if err != nil {
 		s.Report.Warnf("addons not compared: %v", err)
 		return nil, nil
@@ -109,7 +109,7 @@ func diffAddons(ctx context.Context, s *phases.Node, root string) ([]day2.Differ
 // printDifferences prints the unified diffs of the text files and one
 // comment line per certificate, key or kubeconfig; with JSON, one object
 // per difference and a final result.
-func printDifferences(w io.Writer, diffs []day2.Difference, asJSON bool) error {
+func printDifferences(w io.Writer, diffs []controlplane.Difference, asJSON bool) error {
 	var b strings.Builder
 	if asJSON {
 		enc := json.NewEncoder(&b)

@@ -12,9 +12,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/discovery"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/internal/join"
+	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
@@ -93,9 +94,9 @@ func (o *joinOptions) phaseOptions() workflow.Options {
 // names are the phases of the join --control-plane selects.
 func (o *joinOptions) names() []string {
 	if o.controlPlane {
-		return join.ControlPlaneWorkflow.Names()
+		return controlplane.JoinWorkflow.Names()
 	}
-	return join.WorkerWorkflow.Names()
+	return worker.JoinWorkflow.Names()
 }
 
 // steps run the join --control-plane selects, but for the phases of
@@ -103,26 +104,26 @@ func (o *joinOptions) names() []string {
 func (o *joinOptions) steps(phase string) steps {
 	if o.controlPlane {
 		if phase != "" {
-			return onControlPlaneJoin(runOne(join.ControlPlaneWorkflow, phase))
+			return onControlPlaneJoin(runOne(controlplane.JoinWorkflow, phase))
 		}
-		return onControlPlaneJoin(func(ctx context.Context, n *join.ControlPlaneNode) ([]string, error) {
-			return join.ControlPlaneWorkflow.Run(ctx, n, o.skipPhases)
+		return onControlPlaneJoin(func(ctx context.Context, n *controlplane.JoinNode) ([]string, error) {
+			return controlplane.JoinWorkflow.Run(ctx, n, o.skipPhases)
 		})
 	}
 	if phase != "" {
-		return onWorker(runOne(join.WorkerWorkflow, phase))
+		return onWorker(runOne(worker.JoinWorkflow, phase))
 	}
-	return onWorker(func(ctx context.Context, n *join.WorkerNode) ([]string, error) {
-		return join.WorkerWorkflow.Run(ctx, n, o.skipPhases)
+	return onWorker(func(ctx context.Context, n *worker.Node) ([]string, error) {
+		return worker.JoinWorkflow.Run(ctx, n, o.skipPhases)
 	})
 }
 
 // checkSkip refuses a name of --skip-phases that is no phase of the join.
 func (o *joinOptions) checkSkip() error {
 	if o.controlPlane {
-		return join.ControlPlaneWorkflow.CheckSkip(o.skipPhases)
+		return controlplane.JoinWorkflow.CheckSkip(o.skipPhases)
 	}
-	return join.WorkerWorkflow.CheckSkip(o.skipPhases)
+	return worker.JoinWorkflow.CheckSkip(o.skipPhases)
 }
 
 // phaseSpec is the spec of `join phase NAME`, which must be a phase of
@@ -202,11 +203,11 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		Long: "join, as `kubeboot token create --print-join-command` prints it, adds this node to the cluster as a worker. It finds\n" +
 			"the cluster through ENDPOINT with the bootstrap token, trusting only a CA of the pinned hash (or through a discovery\n" +
 			"file), writes the kubelet's configuration and TLS bootstrap credential, starts the kubelet and waits until its Node is\n" +
-			"Ready. Phases: " + strings.Join(join.WorkerWorkflow.Names(), ", ") + ".\n\n" +
+			"Ready. Phases: " + strings.Join(worker.JoinWorkflow.Names(), ", ") + ".\n\n" +
 			"With --control-plane, it adds another control-plane node from a JoinConfiguration. It imports the cluster secrets from\n" +
 			"a bundle made by `kubeboot certs export`, issues this node's certificates and kubeconfigs, adds its etcd member\n" +
 			"as a learner, starts it, promotes it once it has caught up, then starts the API server, controller\n" +
-			"manager and scheduler. Phases: " + strings.Join(join.ControlPlaneWorkflow.Names(), ", ") + ".\n\n" +
+			"manager and scheduler. Phases: " + strings.Join(controlplane.JoinWorkflow.Names(), ", ") + ".\n\n" +
 			"Re-running either on a joined node changes nothing; a join that stopped halfway resumes.",
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -228,8 +229,8 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts.discovery.add(flags)
 	flags.StringVar(&opts.certificateKey, "certificate-key", "", "with --control-plane: fetch the cluster secrets from the kubeadm-certs Secret that init --upload-certs stored, with this key (64 hex digits) and the discovery token; overrides join.certificateKey")
 	opts.bundle.add(cmd)
-	addSkipPhasesFlag(cmd, &opts.skipPhases, join.WorkerWorkflow.Names())
-	cmd.Flags().Lookup("skip-phases").Usage += "; with --control-plane: " + strings.Join(join.ControlPlaneWorkflow.Names(), ", ")
+	addSkipPhasesFlag(cmd, &opts.skipPhases, worker.JoinWorkflow.Names())
+	cmd.Flags().Lookup("skip-phases").Usage += "; with --control-plane: " + strings.Join(controlplane.JoinWorkflow.Names(), ", ")
 	cmd.AddCommand(phaseCommands("join", joinPhases(), joinPhaseExample, func(name string, sub *cobra.Command) {
 		opts.bundle.add(sub)
 		sub.Use = name + " [ENDPOINT]"
@@ -247,8 +248,8 @@ func newJoinCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 // --control-plane the control-plane node's.
 func joinPhases() []phaseEntry {
 	var all []phaseEntry
-	controlPlane := phaseEntries(join.ControlPlaneWorkflow)
-	for _, p := range phaseEntries(join.WorkerWorkflow) {
+	controlPlane := phaseEntries(controlplane.JoinWorkflow)
+	for _, p := range phaseEntries(worker.JoinWorkflow) {
 		p.short += " (worker)"
 		for _, cp := range controlPlane {
 			if cp.name == p.name {
@@ -258,7 +259,7 @@ func joinPhases() []phaseEntry {
 		all = append(all, p)
 	}
 	for _, cp := range controlPlane {
-		if !slices.Contains(join.WorkerWorkflow.Names(), cp.name) {
+		if !slices.Contains(worker.JoinWorkflow.Names(), cp.name) {
 			cp.short += " (with --control-plane)"
 			all = append(all, cp)
 		}
@@ -270,10 +271,10 @@ func joinPhases() []phaseEntry {
 // worker, on a node joining the control plane, or both, as the phase runs.
 func joinPhaseExample(name string) []string {
 	var lines []string
-	if slices.Contains(join.WorkerWorkflow.Names(), name) {
+	if slices.Contains(worker.JoinWorkflow.Names(), name) {
 		lines = append(lines, "kubeboot join phase "+name+" --config worker.yaml")
 	}
-	if slices.Contains(join.ControlPlaneWorkflow.Names(), name) {
+	if slices.Contains(controlplane.JoinWorkflow.Names(), name) {
 		lines = append(lines, "kubeboot join phase "+name+" --control-plane --config join.yaml")
 	}
 	return lines

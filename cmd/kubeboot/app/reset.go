@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/config"
-	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
-	"github.com/kubeboot/kubeboot/internal/join"
+	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -65,17 +65,17 @@ func (o *resetOptions) spec() (runSpec, error) {
 		options: workflow.Options{Offline: root != "", DryRun: o.dryRun}}, nil
 }
 
-// steps reset the node r configures: a control-plane node (day2.Reset) or
-// a worker (join.WorkerReset).
-func (o *resetOptions) steps(reset day2.ResetOptions) steps {
+// steps reset the node r configures: a control-plane node (controlplane.Reset) or
+// a worker (worker.Reset).
+func (o *resetOptions) steps(reset controlplane.ResetOptions) steps {
 	return func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
 		if r.worker != nil {
 			if o.nodeClient != nil {
 				run.API = o.nodeClient
 			}
-			return onWorker(join.WorkerReset(o.deleteNode).Execute)(ctx, r, run, found)
+			return onWorker(worker.Reset(o.deleteNode).Execute)(ctx, r, run, found)
 		}
-		return onNode(day2.Reset(reset).Execute)(ctx, r, run, found)
+		return onNode(controlplane.Reset(reset).Execute)(ctx, r, run, found)
 	}
 }
 
@@ -94,7 +94,7 @@ func newResetCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		),
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reset := day2.ResetOptions{Force: opts.force, KeepPKI: opts.keepPKI}
+			reset := controlplane.ResetOptions{Force: opts.force, KeepPKI: opts.keepPKI}
 			// Only a human at a terminal is asked; a script gets a refusal.
 			if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				reset.Confirm = func(q string) bool { return confirm(f, stderr, q) }

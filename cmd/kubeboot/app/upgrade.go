@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/config"
-	"github.com/kubeboot/kubeboot/internal/day2"
-	"github.com/kubeboot/kubeboot/internal/join"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
+	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
@@ -52,7 +52,7 @@ func newUpgradeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		),
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(day2.UpgradeApply(opts.timeout).Execute))
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(controlplane.UpgradeApply(opts.timeout).Execute))
 		},
 	}
 	addConfigFlag(apply.Flags(), &opts.configPath)
@@ -93,9 +93,9 @@ func newUpgradeNodeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			steps := func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
 				if r.worker != nil {
-					return onWorker(join.WorkerUpgrade(opts.timeout).Execute)(ctx, r, run, found)
+					return onWorker(worker.Upgrade(opts.timeout).Execute)(ctx, r, run, found)
 				}
-				return onNode(day2.UpgradeNode(opts.timeout).Execute)(ctx, r, run, found)
+				return onNode(controlplane.UpgradeNode(opts.timeout).Execute)(ctx, r, run, found)
 			}
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.nodeSpec, steps)
 		},

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/config"
-	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/output"
 )
@@ -71,7 +71,7 @@ func (o *planOptions) run(cmd *cobra.Command, target string, stdout, stderr io.W
 	if err != nil {
 		return fmt.Errorf("load %q: %w", path, err)
 	}
-	plan, err := day2.PlanUpgrade(cmd.Context(), s.Run, client, next)
+	plan, err := controlplane.PlanUpgrade(cmd.Context(), s.Run, client, next)
 	if err != nil {
 		return err
 	}
@@ -82,11 +82,11 @@ func (o *planOptions) run(cmd *cobra.Command, target string, stdout, stderr io.W
 }
 
 // printPlan prints the plan as a table per node, the addons and the steps.
-func printPlan(w io.Writer, plan day2.UpgradePlan) error {
+func printPlan(w io.Writer, plan controlplane.UpgradePlan) error {
 	_, _ = fmt.Fprintf(w, "Upgrade to %s (kube-system/kubeadm-config says %s)\n\n", plan.Target, plan.ClusterVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "NODE\tCOMPONENT\tNOW\tAFTER")
-	row := func(node string, c day2.Change) {
+	row := func(node string, c controlplane.Change) {
 		after := c.To
 		if c.To == c.From {
 			after = "(stays)"

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeboot/kubeboot/internal/config"
-	"github.com/kubeboot/kubeboot/internal/day2"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 )
 
 // TestUpgradePlan: upgrade plan reads the cluster through admin.conf's
@@ -32,7 +32,7 @@ func TestUpgradePlan(t *testing.T) {
 	}
 
 	code, stdout, stderr := runCLIWith(t, n.deps, "upgrade", "plan", "--config", n.config, "-o", "json")
-	var plan day2.UpgradePlan
+	var plan controlplane.UpgradePlan
 	if code != 0 || json.Unmarshal([]byte(stdout), &plan) != nil {
 		t.Fatalf("upgrade plan -o json: exit %d, %q, %s", code, stdout, stderr)
 	}

@@ -16,11 +16,12 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
-	"github.com/kubeboot/kubeboot/internal/join"
 	"github.com/kubeboot/kubeboot/internal/nodelock"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -63,24 +64,24 @@ func onNode(do func(context.Context, *phases.Node) ([]string, error)) steps {
 
 // onControlPlaneJoin is steps that run do on the node joining the control
 // plane as r configures.
-func onControlPlaneJoin(do func(context.Context, *join.ControlPlaneNode) ([]string, error)) steps {
+func onControlPlaneJoin(do func(context.Context, *controlplane.JoinNode) ([]string, error)) steps {
 	return func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
 		n, err := r.node(run)
 		if err != nil {
 			return nil, err
 		}
 		defer n.AddTo(found)
-		return do(ctx, &join.ControlPlaneNode{Node: n, Join: r.join, Secrets: r.secrets})
+		return do(ctx, &controlplane.JoinNode{Node: n, Join: r.join, Secrets: r.secrets})
 	}
 }
 
 // onWorker is steps that run do on the worker joining as r configures.
-func onWorker(do func(context.Context, *join.WorkerNode) ([]string, error)) steps {
+func onWorker(do func(context.Context, *worker.Node) ([]string, error)) steps {
 	return func(ctx context.Context, r runSpec, run *workflow.Run, _ *workflow.Result) ([]string, error) {
 		if r.worker == nil {
 			return nil, &exit.UsageError{Msg: "this joins a worker node: it needs the join's endpoint, --token and --discovery-token-ca-cert-hash, or --discovery-file, or a WorkerConfiguration"}
 		}
-		return do(ctx, join.NewWorkerNode(run, r.worker))
+		return do(ctx, worker.NewNode(run, r.worker))
 	}
 }
 

@@ -1,0 +1,76 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// Reset is `kubeboot reset`: it undoes init's files on this node (see
+// resetNode) and says what it left.
+func Reset(opts ResetOptions) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "reset", Run: func(ctx context.Context, s *phases.Node) error {
+		res, err := resetNode(ctx, s, opts)
+		for _, left := range res.Left {
+			s.Report.Infof("left %s", left)
+		}
+		return err
+	}}
+}
+
+// UpgradeApply is `kubeboot upgrade apply` (see upgradeApply); timeout
+// bounds each wait, 0 meaning timeouts.controlPlane.
+func UpgradeApply(timeout time.Duration) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "upgrade", Run: func(ctx context.Context, s *phases.Node) error {
+		return upgradeApply(ctx, s, timeout)
+	}}
+}
+
+// UpgradeNode is `kubeboot upgrade node` on a control-plane node after
+// the first (see upgradeNode); timeout as UpgradeApply's.
+func UpgradeNode(timeout time.Duration) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "upgrade", Run: func(ctx context.Context, s *phases.Node) error {
+		return upgradeNode(ctx, s, timeout)
+	}}
+}
+
+// CheckRenewNames refuses a name `certs renew` does not know, before the
+// command takes the node lock.
+func CheckRenewNames(cfg *config.ClusterConfiguration, names []string) error {
+	known := append(pki.CertNames(cfg), pki.KubeconfigNames(cfg)...)
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			return &exit.UsageError{Msg: fmt.Sprintf("unknown certificate or kubeconfig %q: choose from %s", n, strings.Join(known, ", "))}
+		}
+	}
+	return nil
+}
+
+// Renew is `kubeboot certs renew`: it re-issues the named certificates and
+// kubeconfigs (none: all) with the existing CAs, new keys too with
+// newKeys, then restarts the components that must load them when restart
+// is set, or says which they are.
+func Renew(names []string, newKeys, restart bool) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "certs renew", Run: func(ctx context.Context, s *phases.Node) error {
+		if err := CheckRenewNames(s.Config, names); err != nil {
+			return err
+		}
+		components, err := phases.RenewCerts(s, names, newKeys)
+		if err != nil || len(components) == 0 {
+			return err
+		}
+		if !restart {
+			s.Report.Infof("restart to load the new certificates: %s (or re-run with --restart)", strings.Join(components, ", "))
+			return nil
+		}
+		return restartComponents(ctx, s, components)
+	}}
+}

@@ -1,0 +1,259 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/procnet"
+	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/pki"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// restartComponents restarts the named components one at a time, in start
+// order (etcd, kube-apiserver, kube-controller-manager, kube-scheduler),
+// and returns once each is healthy again as a new instance.
+//
+// A static pod is restarted by moving its manifest out of the manifest dir
+// and back, byte for byte: the kubelet stops the pod when the file goes and
+// starts a new one when it is back. An annotation bump would restart it
+// too, but leave a manifest that differs from what kubeboot renders, so the
+// next init would restart it again. The old instance is known to be gone
+// when its ports are closed and its process has exited; the new one is the
+// process started after the manifest came back (see waitInstance). Finally
+// the new instance must serve the certificate file on disk, which proves
+// it loaded the renewed one.
+func restartComponents(ctx context.Context, s *phases.Node, names []string) error {
+	if s.Options.DryRun || s.Options.Offline {
+		s.Report.Infof("skipped the restart of %v: this run does not touch a live node", names)
+		return nil
+	}
+	if _, err := s.Files.ReadFile(journalPath(s.Config)); err == nil {
+		return fmt.Errorf("an upgrade was interrupted (%s): run `kubeboot upgrade apply` again to finish it before restarting components", journalPath(s.Config))
+	}
+	if err := phases.CheckNoRestore(s); err != nil {
+		return err
+	}
+	pods, missing, err := phases.ManifestPods(s)
+	if err != nil {
+		return err
+	}
+	targets, err := health.Targets(s.Config, pods)
+	if err != nil {
+		return err
+	}
+	if err := checkProcessesVisible(targets); err != nil {
+		return err
+	}
+	for _, name := range config.ComponentNames {
+		if !slices.Contains(names, name) {
+			continue
+		}
+		if slices.Contains(missing, filepath.Base(s.Config.ManifestPath(name))) {
+			return fmt.Errorf("restart %s: %s not found: run `kubeboot init phase write-manifests` first", name, s.Config.ManifestPath(name))
+		}
+		i := slices.IndexFunc(targets, func(t health.Target) bool { return t.Component == name })
+		if i < 0 {
+			return fmt.Errorf("restart %s: it does not run on this node", name)
+		}
+		listeners := phases.PodListeners(s, []templates.Manifest{{Component: name, Pod: pods[name]}})
+		if err := restartOne(ctx, s, targets[i], listeners); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(names, pki.Kubelet) {
+		s.Report.Warnf("restart the kubelet yourself (e.g. `systemctl restart kubelet`): it is not a static pod")
+	}
+	return nil
+}
+
+// restartOne moves one manifest out and back, and waits for the new instance.
+func restartOne(ctx context.Context, s *phases.Node, t health.Target, listeners []phases.Listener) error {
+	name := t.Component
+	path := s.Config.ManifestPath(name)
+	data, err := s.Files.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read manifest %q: %w", path, err)
+	}
+	// The copy outside the manifest dir survives a crash while the manifest
+	// is out; init (write-manifests) also restores it from the staged copy.
+	backup, err := backupManifest(s, name, data)
+	if err != nil {
+		return err
+	}
+	s.Report.Infof("restarting %s: its manifest is out of %s until it has stopped (copy in %s)", name, s.Config.Paths.ManifestsDir, backup)
+	st := stoppingNow(s, listeners)
+	if err := s.Files.Remove(path); err != nil {
+		return err
+	}
+	timeout := s.Config.Timeouts.ControlPlane.Duration
+	if err := waitStopped(ctx, s.Run, st, timeout); err != nil {
+		// The node must not be left without one of its components.
+		if werr := s.Files.WriteFile(path, data, phases.ManifestMode); werr != nil {
+			return fmt.Errorf("restart %s: %w; restore manifest %q: %w", name, err, path, werr)
+		}
+		return fmt.Errorf("restart %s: %w", name, err)
+	}
+	back, err := procnet.Now()
+	if err != nil {
+		return err
+	}
+	if err := s.Files.WriteFile(path, data, phases.ManifestMode); err != nil {
+		return err
+	}
+	if err := waitInstance(ctx, s, t, startedAfter(back), timeout); err != nil {
+		return fmt.Errorf("restart %s: %w", name, err)
+	}
+	s.Report.Infof("%s restarted: a new instance is healthy and serves %s", name, t.ServerCertFile)
+	return s.Files.Remove(backup)
+}
+
+// backupManifest copies a manifest into the backups dir and returns the copy's path.
+func backupManifest(s *phases.Node, component string, data []byte) (string, error) {
+	backup := filepath.Join(phases.BackupsDir(s.Config), component+".yaml")
+	if err := s.Files.MkdirAll(phases.BackupsDir(s.Config), phases.ManifestDirMode); err != nil {
+		return "", err
+	}
+	return backup, s.Files.WriteFile(backup, data, phases.ManifestMode)
+}
+
+// instance is one manifest of a component and where it is checked.
+type instance struct {
+	data   []byte
+	target health.Target
+}
+
+// instanceRule says whether the process serving a component is the
+// instance a step waits for, and if not, why.
+type instanceRule func(p procnet.Process) error
+
+// startedAfter accepts an instance that started after since: the kubelet
+// started it from a manifest written since.
+func startedAfter(since procnet.Instant) instanceRule {
+	return func(p procnet.Process) error {
+		if !p.StartedAfter(since) {
+			return fmt.Errorf("the instance that was running before (%s) still answers: the kubelet has not started one from the new manifest yet", p)
+		}
+		return nil
+	}
+}
+
+// rolledBack accepts, after the previous manifest went back at rollback,
+// an instance that runs it: one from before the step began at started
+// (the kubelet never replaced it) or one started after the rollback. One
+// started in between runs the manifest that failed.
+func rolledBack(started, rollback procnet.Instant) instanceRule {
+	return func(p procnet.Process) error {
+		if !p.StartedAfter(started) || p.StartedAfter(rollback) {
+			return nil
+		}
+		return fmt.Errorf("the instance of the failed manifest (%s) still answers: the kubelet has not started one from the previous manifest yet", p)
+	}
+}
+
+// waitInstance waits until the component's instance that rule accepts is
+// healthy, then checks that it serves its certificate file.
+//
+// An instance is the process listening on the checked address, told apart
+// by its start time (see procnet): the kubelet starts a new process for a
+// changed manifest, so an old instance that keeps answering, such as one
+// the kubelet has not replaced yet, never passes. This works the same
+// whoever runs the kubelet, needs neither the API server (which
+// may be the component being replaced) nor a version change, and survives
+// a crash of kubeboot: an upgrade step's start is kept in its journal. The
+// process is read before and after the health check, so the answer is
+// known to come from it.
+func waitInstance(ctx context.Context, s *phases.Node, t health.Target, rule instanceRule, timeout time.Duration) error {
+	probe, err := health.NewProbe(t, s.Files.HostPath)
+	if err != nil {
+		return err
+	}
+	check := probe.Check
+	probe.Check = func(ctx context.Context) error {
+		before, beforeErr := instanceOf(t)
+		if err := check(ctx); err != nil {
+			return err
+		}
+		if beforeErr != nil {
+			return beforeErr
+		}
+		after, err := instanceOf(t)
+		if err != nil {
+			return err
+		}
+		if after != before {
+			return fmt.Errorf("another instance (%s) took over during the check", after)
+		}
+		return rule(after)
+	}
+	if _, err := health.Wait(ctx, []health.Probe{probe}, health.WaitOptions{Timeout: timeout, ManifestsDir: s.Config.Paths.ManifestsDir}); err != nil {
+		return err
+	}
+	return checkServedCert(ctx, s, t)
+}
+
+// instanceOf returns the process listening on t's first endpoint.
+func instanceOf(t health.Target) (procnet.Process, error) {
+	if len(t.Endpoints) == 0 {
+		return procnet.Process{}, fmt.Errorf("%s: no address to check", t.Component)
+	}
+	u, err := url.Parse(t.Endpoints[0])
+	if err != nil {
+		return procnet.Process{}, fmt.Errorf("%s: parse %q: %w", t.Component, t.Endpoints[0], err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return procnet.Process{}, fmt.Errorf("%s: no port in %q", t.Component, t.Endpoints[0])
+	}
+	return procnet.Listener(u.Hostname(), port)
+}
+
+// checkProcessesVisible fails when this process cannot see the process
+// behind a component's socket (see procnet.ErrNotVisible): kubeboot could
+// then not tell a new instance from the old one, and each step would only
+// time out. A component that does not listen at the moment proves nothing
+// either way and is passed over.
+func checkProcessesVisible(targets []health.Target) error {
+	for _, t := range targets {
+		if t.External {
+			continue
+		}
+		if _, err := instanceOf(t); errors.Is(err, procnet.ErrNotVisible) {
+			return fmt.Errorf("cannot tell the %s instances apart: %w", t.Component, err)
+		}
+	}
+	return nil
+}
+
+// checkServedCert fails unless the component serves its certificate file.
+func checkServedCert(ctx context.Context, s *phases.Node, t health.Target) error {
+	if t.ServerCertFile == "" {
+		return nil
+	}
+	file, err := s.Files.ReadFile(t.ServerCertFile)
+	if err != nil {
+		return fmt.Errorf("read serving certificate %q: %w", t.ServerCertFile, err)
+	}
+	block, _ := pem.Decode(file)
+	if block == nil {
+		return fmt.Errorf("read serving certificate %q: no PEM block", t.ServerCertFile)
+	}
+	served, err := health.ServedCertificate(ctx, t, s.Files.HostPath)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(served.Raw, block.Bytes) {
+		return errors.New("the new instance serves certificate serial " + served.SerialNumber.String() + ", not the one in " + t.ServerCertFile)
+	}
+	return nil
+}

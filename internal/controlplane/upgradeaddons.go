@@ -1,0 +1,47 @@
+package controlplane
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/kubeboot/kubeboot/internal/workflow"
+	"github.com/kubeboot/kubeboot/phases"
+)
+
+// upgradeClusterObjects moves the cluster's objects to the new release
+// once this node's control plane runs it, in the order of kubeadm's
+// upgrade apply: upload-config first, the same phase as init's, so that
+// kube-system/kubeadm-config names the new kubernetesVersion and
+// kubelet-config holds the KubeletConfiguration the new configuration
+// renders (the cluster's view that `kubeadm upgrade plan` and a joining
+// node read); then the addons (see upgradeAddons). Like kubeadm, it
+// uploads the configuration even while another control-plane node still
+// runs the previous release.
+func upgradeClusterObjects(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+	if _, err := (workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.UploadConfig}}).Run(ctx, s, nil); err != nil {
+		return err
+	}
+	return upgradeAddons(ctx, s, timeout)
+}
+
+// upgradeAddons moves CoreDNS and kube-proxy to what the configuration
+// renders, the new release's image pins among it, once this node's control
+// plane is upgraded, and waits until both are rolled out. As with kubeadm,
+// the addons move only when every control-plane node runs the new API
+// server: while another one runs an older release, they stay, and the
+// upgrade of the last node moves them.
+func upgradeAddons(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+	behind, err := phases.ControlPlanesBehind(ctx, s)
+	if err != nil {
+		return err
+	}
+	if len(behind) > 0 {
+		s.Report.Warnf("addons left as they are: %s still run another API server; upgrade apply on the last of them moves the addons", strings.Join(behind, ", "))
+		return nil
+	}
+	if _, err := (workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Addon}}).Run(ctx, s, nil); err != nil {
+		return err
+	}
+	return phases.WaitAddonsRolledOut(ctx, s, timeout)
+}
