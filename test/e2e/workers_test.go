@@ -19,10 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
-	"github.com/kubeboot/kubeboot/internal/machine"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
 // workerNames are TestMachines' workers: w1 joins with kubeboot join,
