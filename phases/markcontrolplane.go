@@ -104,7 +104,7 @@ func runMarkControlPlane(ctx context.Context, s *Node) error {
 // the Node needs the apply: the marks did, or it lacks a label or a taint,
 // or it has a label kubeboot applied that node.labels no longer lists,
 // which the apply takes off.
-func withNodeRegistration(marks templates.NodeMarks, needed bool, node *corev1.Node, n config.Node) (templates.NodeMarks, bool) {
+func withNodeRegistration(marks templates.NodeMarks, needed bool, node *corev1.Node, n config.NodeRegistration) (templates.NodeMarks, bool) {
 	for k, v := range n.Labels {
 		marks.Metadata.Labels[k] = v
 		if have, ok := node.Labels[k]; !ok || have != v {

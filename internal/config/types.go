@@ -25,7 +25,7 @@ type ClusterConfiguration struct {
 	// KubernetesVersion selects the control-plane images and flags (v1.34 to v1.36).
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// Node is this node's identity.
-	Node Node `json:"node"`
+	Node NodeRegistration `json:"node"`
 	// ControlPlaneEndpoint is a stable host or host:port for the API server,
 	// typically a load balancer; empty means the node's advertise address.
 	ControlPlaneEndpoint string `json:"controlPlaneEndpoint,omitempty"`
@@ -86,8 +86,8 @@ type Kubelet struct {
 	ExtraConfig map[string]any `json:"extraConfig,omitempty"`
 }
 
-// Node is the identity of the node kubeboot runs on.
-type Node struct {
+// NodeRegistration is the identity of the node kubeboot runs on.
+type NodeRegistration struct {
 	// Name is the node name (default: the lower-cased host name).
 	Name string `json:"name,omitempty"`
 	// AdvertiseAddress is the IP the API server and etcd advertise (default:

@@ -141,7 +141,7 @@ func validateVersion(p *field.Path, s string) field.ErrorList {
 	return nil
 }
 
-func validateNode(p *field.Path, n Node) field.ErrorList {
+func validateNode(p *field.Path, n NodeRegistration) field.ErrorList {
 	errs := dnsSubdomain(p.Child("name"), n.Name)
 	ip := net.ParseIP(n.AdvertiseAddress)
 	switch {

@@ -33,7 +33,7 @@ type WorkerConfiguration struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// Node is this node's identity.
-	Node WorkerNode `json:"node"`
+	Node WorkerRegistration `json:"node"`
 	// Discovery says how to find the cluster and trust its CA.
 	Discovery Discovery `json:"discovery"`
 	// Certificates says where the cluster CA goes on this node.
@@ -61,8 +61,8 @@ type WorkerKubelet struct {
 	ExtraConfig map[string]any `json:"extraConfig,omitempty"`
 }
 
-// WorkerNode is the identity of a worker node.
-type WorkerNode struct {
+// WorkerRegistration is the identity of a worker node.
+type WorkerRegistration struct {
 	// Name is the node name (default: the lower-cased host name); the
 	// kubelet registers the Node under it (--hostname-override).
 	Name string `json:"name,omitempty"`
@@ -323,7 +323,7 @@ func validateDiscovery(p *field.Path, d Discovery) field.ErrorList {
 // join holds its WorkerConfiguration, never a ClusterConfiguration.
 func (w *WorkerConfiguration) ownedPaths() *ClusterConfiguration {
 	c := New()
-	c.Node = Node{Name: w.Node.Name, AdvertiseAddress: w.Node.Address}
+	c.Node = NodeRegistration{Name: w.Node.Name, AdvertiseAddress: w.Node.Address}
 	c.Certificates.Dir = w.Certificates.Dir
 	c.Paths = w.Paths
 	c.Kubelet = Kubelet{ConfigFile: w.Kubelet.ConfigFile, ContainerRuntimeEndpoint: w.Kubelet.ContainerRuntimeEndpoint, ExtraConfig: w.Kubelet.ExtraConfig}

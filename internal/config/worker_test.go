@@ -27,7 +27,7 @@ func TestLoadWorkerDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &WorkerConfiguration{
-		Node: WorkerNode{Name: "worker1"},
+		Node: WorkerRegistration{Name: "worker1"},
 		Discovery: Discovery{APIServerEndpoint: "10.0.0.10:6443", Token: testToken,
 			CACertHashes: []string{testHash}},
 		Certificates: WorkerCertificates{Dir: DefaultCertificatesDir},
