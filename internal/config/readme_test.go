@@ -10,7 +10,7 @@ import (
 // TestReferenceDocumentsEveryField keeps docs/configuration.md in step
 // with the Go types: every field path must appear in it.
 func TestReferenceDocumentsEveryField(t *testing.T) {
-	readme, err := os.ReadFile("../docs/configuration.md")
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestReferenceDocumentsEveryField(t *testing.T) {
 // TestReferenceDocumentsEveryWorkerField keeps docs/configuration.md's WorkerConfiguration
 // table in step with its Go type: every field path must be in that section.
 func TestReferenceDocumentsEveryWorkerField(t *testing.T) {
-	readme, err := os.ReadFile("../docs/configuration.md")
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

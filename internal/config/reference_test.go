@@ -115,7 +115,7 @@ type referenceWriter struct {
 // says: docs/reference/config.md for referenceKinds.
 func generateConfigReference(kinds []referenceKind) ([]byte, error) {
 	w := &referenceWriter{written: map[string]bool{}}
-	w.out.WriteString("<!-- Generated from the Go types' doc comments by `go test ./config -run TestConfigReferenceIsCurrent -update`; do not edit. -->\n\n" +
+	w.out.WriteString("<!-- Generated from the Go types' doc comments by `go test ./internal/config -run TestConfigReferenceIsCurrent -update`; do not edit. -->\n\n" +
 		"# Configuration reference: every field\n\n" +
 		"Every field of the documents kubeboot reads, in source order, with the doc comment of its Go type's field. " +
 		"Defaults, rules and examples are in [the configuration guide](../configuration.md).\n")
@@ -299,7 +299,7 @@ func TestConfigReferenceIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("docs/reference/config.md is stale (or missing); run `go test ./config -run TestConfigReferenceIsCurrent -update`")
+		t.Errorf("docs/reference/config.md is stale (or missing); run `go test ./internal/config -run TestConfigReferenceIsCurrent -update`")
 	}
 }
 

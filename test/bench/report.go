@@ -185,7 +185,7 @@ func (r *report) waitSection(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p50, p95, mx := summarize(r.wait.p50), summarize(r.wait.p95), summarize(r.wait.max)
 	w("## Health-wait detection\n\n")
-	w("How long `health.Wait` takes to return after a component turns healthy (`go test ./health -run '^$' -bench WaitDetection -benchtime 20x -count %d`: ", r.opts.waitCount)
+	w("How long `health.Wait` takes to return after a component turns healthy (`go test ./internal/health -run '^$' -bench WaitDetection -benchtime 20x -count %d`: ", r.opts.waitCount)
 	w("each run is 20 iterations of 10 concurrent waits, each on its own HTTPS server that turns healthy 0.5 to 1.5 s in). ")
 	w("kubeadm has no counterpart to time here. Min / median / max over the %d runs:\n\n", len(r.wait.p50))
 	w("| latency | min | median | max |\n|---|---|---|---|\n")
