@@ -13,7 +13,7 @@ import (
 // microPackages hold the micro-benchmarks: PKI per algorithm, rendering per
 // component, validating a manifest, files.AtomicWriter on an unchanged node.
 // health's BenchmarkWaitDetection runs on its own, with a fixed count.
-var microPackages = []string{"./pki", "./templates", "./staticpod", "./phases"}
+var microPackages = []string{"./pki", "./templates", "./internal/staticpod", "./phases"}
 
 // benchLine is one result line of `go test -bench`.
 type benchLine struct {
@@ -44,8 +44,8 @@ type waitResults struct {
 }
 
 func waitDetection(ctx context.Context, o options) (waitResults, error) {
-	logf("wait detection: go test ./health -bench WaitDetection -benchtime 20x -count %d", o.waitCount)
-	raw, err := goTest(ctx, o, "wait.txt", "test", "./health", "-run", "^$", "-bench", "WaitDetection", "-benchtime", "20x", "-count", strconv.Itoa(o.waitCount))
+	logf("wait detection: go test ./internal/health -bench WaitDetection -benchtime 20x -count %d", o.waitCount)
+	raw, err := goTest(ctx, o, "wait.txt", "test", "./internal/health", "-run", "^$", "-bench", "WaitDetection", "-benchtime", "20x", "-count", strconv.Itoa(o.waitCount))
 	res := waitResults{raw: raw}
 	if err != nil {
 		return res, err
