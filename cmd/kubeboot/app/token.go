@@ -4,24 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
-	"github.com/kubeboot/kubeboot/phases"
-	"github.com/kubeboot/kubeboot/pki"
+	"github.com/kubeboot/kubeboot/internal/tokens"
 )
 
 // The token commands change objects in the cluster, not the node's files,
@@ -35,33 +30,18 @@ type tokenOptions struct {
 	configPath string
 }
 
-// tokenRun is what a token command works with: the node's configuration
-// and files, and an API client with admin.conf's identity.
-type tokenRun struct {
-	node   *phases.Node
-	client kubernetes.Interface
-}
-
-// open loads the configuration and builds the client.
-func (o *tokenOptions) open(report *output.Reporter) (tokenRun, error) {
+// open loads the configuration and connects to the cluster with
+// admin.conf.
+func (o *tokenOptions) open(report *output.Reporter) (tokens.Cluster, error) {
 	r, err := o.deps.nodeSpec(o.configPath, "")
 	if err != nil {
-		return tokenRun{}, err
+		return tokens.Cluster{}, err
 	}
 	s, err := o.deps.node(r, report, io.Discard)
 	if err != nil {
-		return tokenRun{}, err
+		return tokens.Cluster{}, err
 	}
-	path := s.Config.KubeconfigPath(config.KubeconfigAdmin)
-	kubeconfig, err := s.Files.ReadFile(path)
-	if err != nil {
-		return tokenRun{}, fmt.Errorf("read %q (the token commands use admin.conf; pass the node's --config): %w", path, err)
-	}
-	client, err := o.deps.adminClient(kubeconfig)
-	if err != nil {
-		return tokenRun{}, fmt.Errorf("load %q: %w", path, err)
-	}
-	return tokenRun{node: s, client: client}, nil
+	return tokens.Connect(s, o.deps.adminClient)
 }
 
 // tokenCreateOptions are the flags of `kubeboot token create`.
@@ -147,7 +127,7 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		Example: examples("kubeboot token delete abcdef --config cluster.yaml"),
 		Args:    argsTaking(cobra.MinimumNArgs(1), "one or more token IDs or tokens"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids, err := tokenIDs(args)
+			ids, err := tokens.IDs(args)
 			if err != nil {
 				return err
 			}
@@ -203,58 +183,26 @@ func runTokenCommand(ctx context.Context, name string, format outputFormat, stdo
 	return err
 }
 
-// createdToken is what token create says, once.
-type createdToken struct {
-	ID            string    `json:"id"`
-	Token         string    `json:"token"`
-	Expires       time.Time `json:"expires"`
-	JoinCommand   string    `json:"joinCommand"`
-	DiscoveryFile string    `json:"discoveryFile,omitempty"`
-}
-
 func (o *tokenCreateOptions) run(ctx context.Context, report *output.Reporter, stdout io.Writer) (any, error) {
-	run, err := o.open(report)
+	cluster, err := o.open(report)
 	if err != nil {
 		return nil, err
 	}
-	s := run.node
-	hash, err := phases.CAHash(s)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := s.Files.ReadFile(s.Config.CertPath(config.CertCA))
-	if err != nil {
-		return nil, err
-	}
-	ttl := o.ttl
-	if ttl == 0 {
-		ttl = s.Config.BootstrapToken.TTL.Duration
-	}
-	info, err := phases.CreateToken(ctx, run.client, ttl, o.description, phases.CreatedByTokenCreate, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	expires := info.Expires.Format(time.RFC3339)
-	report.Infof("Secret %s/%s created: token %s, valid until %s", bootstraptoken.Namespace, bootstraptoken.SecretName(info.Token.ID), info.Token.ID, expires)
-	res := createdToken{ID: info.Token.ID, Token: info.Token.Value(), Expires: info.Expires, JoinCommand: phases.JoinCommand(s.Config, info.Token, hash)}
+	opts := tokens.CreateOptions{TTL: o.ttl, Description: o.description}
 	if o.discoveryFile == stdoutTarget {
-		// The file holds the token: it is what stdout carries, alone.
-		data, err := pki.DiscoveryKubeconfig(s.Config.ClusterName, s.Config.ControlPlaneURL(), ca, info.Token.Value())
-		if err == nil {
-			report.Infof("the discovery file follows on stdout; the token in it expires at %s", expires)
-			_, err = stdout.Write(data)
-		}
+		opts.DiscoveryContent = true
+	} else {
+		opts.DiscoveryFile = o.discoveryFile
+	}
+	res, err := tokens.Create(ctx, cluster, opts, time.Now())
+	if err != nil {
 		return nil, err
 	}
-	if o.discoveryFile != "" {
-		if res.DiscoveryFile, err = writeDiscoveryFile(s.Config, o.discoveryFile, ca, info.Token); err != nil {
-			// A token nobody got is a credential for nothing: take it back.
-			if delErr := phases.DeleteToken(context.WithoutCancel(ctx), run.client, info.Token.ID); delErr != nil {
-				err = errors.Join(err, delErr)
-			}
-			return nil, err
-		}
-		report.Infof("wrote the discovery file %s (mode 0600); the token in it expires at %s", res.DiscoveryFile, expires)
+	if opts.DiscoveryContent {
+		// The file holds the token: it is what stdout carries, alone.
+		report.Infof("the discovery file follows on stdout; the token in it expires at %s", res.Expires.Format(time.RFC3339))
+		_, err = stdout.Write(res.Discovery)
+		return nil, err
 	}
 	if report.JSON() {
 		return res, nil
@@ -280,67 +228,25 @@ func (o *tokenCreateOptions) checkDiscoveryFile() error {
 		}
 		return nil
 	}
-	abs, err := filepath.Abs(o.discoveryFile)
-	if err != nil {
-		return &exit.UsageError{Msg: "--discovery-file " + o.discoveryFile + ": " + err.Error()}
-	}
-	return files.CheckTarget("--discovery-file", abs)
-}
-
-// writeDiscoveryFile writes the kubeconfig of `join --discovery-file`
-// atomically, mode 0600, and returns its absolute path. Its directory,
-// which is not kubeboot's, is created private if it is missing.
-func writeDiscoveryFile(c *config.ClusterConfiguration, path string, ca []byte, token bootstraptoken.Token) (string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", &exit.UsageError{Msg: "--discovery-file " + path + ": " + err.Error()}
-	}
-	data, err := pki.DiscoveryKubeconfig(c.ClusterName, c.ControlPlaneURL(), ca, token.Value())
-	if err != nil {
-		return "", err
-	}
-	if err := (&files.AtomicWriter{}).MkdirMissing(filepath.Dir(abs), 0o700); err != nil {
-		return "", err
-	}
-	if err := files.WriteTarget("--discovery-file", abs, data, 0o600); err != nil {
-		return "", err
-	}
-	return abs, nil
-}
-
-// listedToken is one token of token list: everything but its secret.
-type listedToken struct {
-	ID          string    `json:"id"`
-	Expires     time.Time `json:"expires,omitzero"`
-	Usages      []string  `json:"usages"`
-	Groups      []string  `json:"groups"`
-	Description string    `json:"description,omitempty"`
-	CreatedBy   string    `json:"createdBy,omitempty"`
+	return tokens.CheckDiscoveryFile(o.discoveryFile)
 }
 
 func (o *tokenListOptions) run(ctx context.Context, report *output.Reporter, stdout io.Writer) (any, error) {
-	run, err := o.open(report)
+	cluster, err := o.open(report)
 	if err != nil {
 		return nil, err
 	}
-	tokens, problems, err := phases.ListTokens(ctx, run.client, "")
+	rows, err := tokens.List(ctx, cluster)
 	if err != nil {
 		return nil, err
-	}
-	for _, p := range problems {
-		report.Warnf("%v", p)
-	}
-	rows := make([]listedToken, len(tokens))
-	for i, t := range tokens {
-		rows[i] = listedToken{ID: t.Token.ID, Expires: t.Expires, Usages: nonNil(t.Usages), Groups: nonNil(t.Groups), Description: t.Description, CreatedBy: t.CreatedBy}
 	}
 	if report.JSON() {
-		return map[string][]listedToken{"tokens": rows}, nil
+		return map[string][]tokens.Listed{"tokens": rows}, nil
 	}
 	return nil, printTokens(stdout, rows, time.Now())
 }
 
-func printTokens(w io.Writer, rows []listedToken, now time.Time) error {
+func printTokens(w io.Writer, rows []tokens.Listed, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "ID\tTTL\tEXPIRES\tUSAGES\tDESCRIPTION\tEXTRA GROUPS\tCREATED BY")
 	for _, r := range rows {
@@ -357,37 +263,11 @@ func printTokens(w io.Writer, rows []listedToken, now time.Time) error {
 	return tw.Flush()
 }
 
-// tokenIDs reads the arguments of token delete: token IDs or whole tokens.
-// An argument that is neither is never quoted, since it may be a
-// mistyped token.
-func tokenIDs(args []string) ([]string, error) {
-	ids := make([]string, len(args))
-	for i, arg := range args {
-		if bootstraptoken.ValidID(arg) {
-			ids[i] = arg
-			continue
-		}
-		t, err := bootstraptoken.Parse(arg)
-		if err != nil {
-			return nil, &exit.UsageError{Msg: fmt.Sprintf("argument %d is neither a token ID (6 characters of [a-z0-9]) nor a token", i+1)}
-		}
-		ids[i] = t.ID
-	}
-	return ids, nil
-}
-
 func (o *tokenDeleteOptions) run(ctx context.Context, report *output.Reporter, ids []string) (any, error) {
-	run, err := o.open(report)
+	cluster, err := o.open(report)
 	if err != nil {
 		return nil, err
 	}
-	deleted := []string{}
-	for _, id := range ids {
-		if err := phases.DeleteToken(ctx, run.client, id); err != nil {
-			return map[string][]string{"deleted": deleted}, err
-		}
-		deleted = append(deleted, id)
-		report.Infof("Secret %s/%s deleted: token %s", bootstraptoken.Namespace, bootstraptoken.SecretName(id), id)
-	}
-	return map[string][]string{"deleted": deleted}, nil
+	deleted, err := tokens.Delete(ctx, cluster, ids)
+	return map[string][]string{"deleted": deleted}, err
 }

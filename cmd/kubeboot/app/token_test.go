@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/tokens"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -245,19 +246,19 @@ func TestTokenCreateDiscoveryFile(t *testing.T) {
 
 func TestTokenListAndDelete(t *testing.T) {
 	n := newTokenNode(t)
-	var tokens []string
+	var created []string
 	for range 2 {
 		code, stdout, stderr := runCLIWith(t, n.deps, "token", "create", "--config", n.config)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
-		tokens = append(tokens, strings.TrimSpace(stdout))
+		created = append(created, strings.TrimSpace(stdout))
 	}
 	code, stdout, stderr := runCLIWith(t, n.deps, "token", "list", "--config", n.config)
 	if code != 0 || !strings.HasPrefix(stdout, "ID  ") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	for _, tok := range tokens {
+	for _, tok := range created {
 		id, secret, _ := strings.Cut(tok, ".")
 		if !strings.Contains(stdout, id+"  ") || strings.Contains(stdout+stderr, secret) {
 			t.Errorf("list shows %s wrongly:\n%s", id, stdout)
@@ -267,7 +268,7 @@ func TestTokenListAndDelete(t *testing.T) {
 	var res struct {
 		Result struct {
 			OK     bool
-			Tokens []listedToken
+			Tokens []tokens.Listed
 		}
 	}
 	if code != 0 || json.Unmarshal([]byte(stdout), &res) != nil || !res.Result.OK || len(res.Result.Tokens) != 2 {
@@ -276,15 +277,15 @@ func TestTokenListAndDelete(t *testing.T) {
 	if got := res.Result.Tokens[0]; got.Usages[0] != "authentication" || got.Groups[0] != bootstraptoken.NodeGroup || got.CreatedBy != "token-create" {
 		t.Errorf("listed %+v", got)
 	}
-	for _, tok := range tokens {
+	for _, tok := range created {
 		if strings.Contains(stdout, strings.SplitN(tok, ".", 2)[1]) {
 			t.Errorf("list -o json shows a secret: %s", stdout)
 		}
 	}
 
 	// By ID, and by the whole token.
-	id0, _, _ := strings.Cut(tokens[0], ".")
-	if code, _, stderr := runCLIWith(t, n.deps, "token", "delete", "--config", n.config, id0, tokens[1]); code != 0 || strings.Contains(stderr, strings.SplitN(tokens[1], ".", 2)[1]) {
+	id0, _, _ := strings.Cut(created[0], ".")
+	if code, _, stderr := runCLIWith(t, n.deps, "token", "delete", "--config", n.config, id0, created[1]); code != 0 || strings.Contains(stderr, strings.SplitN(created[1], ".", 2)[1]) {
 		t.Fatalf("delete: exit %d, %s", code, stderr)
 	}
 	if got := n.tokens(t); len(got) != 0 {
