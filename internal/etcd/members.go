@@ -99,6 +99,41 @@ type statusAnswer struct {
 	err  error
 }
 
+// ListLocalMembers lists the members of the cluster of this control-plane
+// node's member (see ListMembers), asked through endpoint, or through the
+// member's own client URL for "", with the node's API server etcd client
+// certificate (LocalTLS); hostPath maps a node path to this machine's.
+func ListLocalMembers(ctx context.Context, c *config.ClusterConfiguration, endpoint string, hostPath func(string) string) (MemberList, error) {
+	cli, err := localClient(ctx, c, endpoint, hostPath)
+	if err != nil {
+		return MemberList{}, err
+	}
+	defer func() { _ = cli.Close() }()
+	return ListMembers(ctx, cli)
+}
+
+// RemoveLocalMember removes the member called name (or with hex ID name)
+// from the cluster of this control-plane node's member, asked through
+// endpoint as ListLocalMembers asks, if CheckRemoval allows it: never this
+// node's own member (see RemoveMemberByName).
+func RemoveLocalMember(ctx context.Context, c *config.ClusterConfiguration, endpoint string, hostPath func(string) string, name string, report Reporter) error {
+	cli, err := localClient(ctx, c, endpoint, hostPath)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	return RemoveMemberByName(ctx, cli, name, c.Node.Name, PeerURL(c), report)
+}
+
+// localClient is a client of endpoint, or of this node's member for "",
+// with LocalTLS's files. Close it when done.
+func localClient(ctx context.Context, c *config.ClusterConfiguration, endpoint string, hostPath func(string) string) (*clientv3.Client, error) {
+	if endpoint == "" {
+		endpoint = ClientURL(c)
+	}
+	return New(ctx, []string{endpoint}, LocalTLS(c, hostPath))
+}
+
 // ListMembers lists the members of the cluster behind cli, with each
 // member's status asked on its own client URLs, and the cluster's alarms.
 func ListMembers(ctx context.Context, cli *clientv3.Client) (MemberList, error) {

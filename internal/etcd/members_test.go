@@ -1,7 +1,9 @@
 package etcd
 
 import (
+	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
 )
 
@@ -249,5 +252,44 @@ func TestAnsweringAndClientURLsOf(t *testing.T) {
 	got := ClientURLsOf("cp1=https://10.0.0.11:2380,cp2=https://[fd00::12]:2380,broken")
 	if strings.Join(got, ",") != "https://10.0.0.11:2379,https://[fd00::12]:2379" {
 		t.Errorf("ClientURLsOf = %v", got)
+	}
+}
+
+// TestLocalMembers: ListLocalMembers and RemoveLocalMember ask the member
+// at the endpoint given, else this node's own, with the node's TLS files,
+// and RemoveLocalMember never removes the node's own member.
+func TestLocalMembers(t *testing.T) {
+	n := newEtcdNode(t, "node-1")
+	n.start(t)
+	c := config.New()
+	config.SetDefaults(c, config.Host{Name: "node-1", Address: "192.0.2.1"})
+	// The member speaks plain HTTP: no TLS file to read.
+	noTLS := func(string) string { return "" }
+
+	list, err := ListLocalMembers(t.Context(), c, n.client, noTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Members) != 1 || list.Members[0].Name != "node-1" || !list.Members[0].Healthy {
+		t.Errorf("members %+v", list.Members)
+	}
+	err = RemoveLocalMember(t.Context(), c, n.client, noTLS, "node-1", &lines{})
+	if err == nil || !strings.Contains(err.Error(), "this node's own member") || exit.Code(err) != exit.Usage {
+		t.Errorf("removing the node's own member: %v", err)
+	}
+	if voters, _ := members(t, n.cli(t)); len(voters) != 1 {
+		t.Errorf("a refused removal changed the members: %v", voters)
+	}
+
+	// No endpoint: this node's member, at its advertised client URL.
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := ListLocalMembers(ctx, c, "", noTLS); err == nil || !strings.Contains(err.Error(), "https://192.0.2.1:2379") {
+		t.Errorf("no endpoint: %v, want this node's client URL", err)
+	}
+	// The TLS files are the node's, mapped to this machine.
+	missing := func(p string) string { return filepath.Join(t.TempDir(), p) }
+	if err := RemoveLocalMember(t.Context(), c, n.client, missing, "ghost", &lines{}); err == nil || !strings.Contains(err.Error(), "read etcd client TLS file") {
+		t.Errorf("missing TLS files: %v", err)
 	}
 }

@@ -10,9 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
@@ -37,17 +35,6 @@ func (o *membersOptions) spec() (runSpec, error) {
 		return runSpec{}, err
 	}
 	return o.deps.localEtcdSpec(o.configPath, o.root, "manages the cluster of", "manage the members of")
-}
-
-// client is a client of --endpoint, or of this node's member, with the
-// node's API server etcd client certificate; hostPath maps a node path to
-// this machine's. Close it when done.
-func (o *membersOptions) client(ctx context.Context, c *config.ClusterConfiguration, hostPath func(string) string) (*clientv3.Client, error) {
-	endpoint := o.endpoint
-	if endpoint == "" {
-		endpoint = etcd.ClientURL(c)
-	}
-	return etcd.New(ctx, []string{endpoint}, etcd.LocalTLS(c, hostPath))
 }
 
 // newMembersCommand is `kubeboot etcd members`: alone, the same as list.
@@ -109,12 +96,7 @@ func (o *membersOptions) list(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cli, err := o.client(ctx, r.config, (&files.AtomicWriter{Root: r.root}).HostPath)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cli.Close() }()
-	list, err := etcd.ListMembers(ctx, cli)
+	list, err := etcd.ListLocalMembers(ctx, r.config, o.endpoint, (&files.AtomicWriter{Root: r.root}).HostPath)
 	if err != nil {
 		return err
 	}
@@ -123,12 +105,7 @@ func (o *membersOptions) list(ctx context.Context, stdout io.Writer) error {
 
 // remove is the remove operation, on the cluster of this node's member.
 func (o *membersOptions) remove(ctx context.Context, s *phases.Node, name string) error {
-	cli, err := o.client(ctx, s.Config, s.Files.HostPath)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cli.Close() }()
-	return etcd.RemoveMemberByName(ctx, cli, name, s.Config.Node.Name, etcd.PeerURL(s.Config), s.Report)
+	return etcd.RemoveLocalMember(ctx, s.Config, o.endpoint, s.Files.HostPath, name, s.Report)
 }
 
 // printMembers prints the members as a table followed by the alarms, or
