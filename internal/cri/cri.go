@@ -83,6 +83,46 @@ func (c *Client) Pull(ctx context.Context, ref string) (string, error) {
 	return resp.GetImageRef(), nil
 }
 
+// Reporter receives progress, such as each image PullMissing pulled.
+type Reporter interface {
+	// Infof reports progress.
+	Infof(format string, args ...any)
+}
+
+// PullResult is what PullMissing did with each image, in the order given.
+type PullResult struct {
+	// Pulled are the images the runtime pulled.
+	Pulled []string `json:"pulled"`
+	// Present are the images the runtime held already.
+	Present []string `json:"present"`
+}
+
+// PullMissing makes the runtime pull, one at a time and in order, each of
+// refs it lacks, as the kubelet would, and reports every image: present,
+// or pulled with its ID. On an error it returns, with it, what it did
+// before.
+func (c *Client) PullMissing(ctx context.Context, refs []string, report Reporter) (PullResult, error) {
+	res := PullResult{Pulled: []string{}, Present: []string{}}
+	missing, err := c.Missing(ctx, refs)
+	if err != nil {
+		return res, err
+	}
+	for _, ref := range refs {
+		if !slices.Contains(missing, ref) {
+			res.Present = append(res.Present, ref)
+			report.Infof("%s: present", ref)
+			continue
+		}
+		id, err := c.Pull(ctx, ref)
+		if err != nil {
+			return res, err
+		}
+		res.Pulled = append(res.Pulled, ref)
+		report.Infof("%s: pulled (%s)", ref, id)
+	}
+	return res, nil
+}
+
 // LogTail returns the last lines of the log of the newest container named
 // container in pod (kube-system/<pod>) that has run, as `crictl logs
 // --tail` prints them, and the container's state. The log file is read at the path the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -73,17 +72,16 @@ type imagesPullOptions struct {
 
 // pullResult is the final object of images pull with -o json.
 type pullResult struct {
-	OK      bool     `json:"ok"`
-	Error   string   `json:"error,omitempty"`
-	Pulled  []string `json:"pulled"`
-	Present []string `json:"present"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	cri.PullResult
 }
 
 func runImagesPull(ctx context.Context, opts *imagesPullOptions, stdout, stderr io.Writer) error {
 	report := reporter(opts.output, stdout, stderr)
 	report.SetPhase("images pull")
-	res := pullResult{Pulled: []string{}, Present: []string{}}
-	err := pullImages(ctx, opts, report, &res)
+	res := pullResult{PullResult: cri.PullResult{Pulled: []string{}, Present: []string{}}}
+	err := pullImages(ctx, opts, report, &res.PullResult)
 	res.OK = err == nil
 	if err != nil {
 		res.Error = err.Error()
@@ -92,8 +90,8 @@ func runImagesPull(ctx context.Context, opts *imagesPullOptions, stdout, stderr 
 	return err
 }
 
-// pullImages pulls, one at a time, each image the runtime lacks.
-func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Reporter, res *pullResult) error {
+// pullImages makes the node's runtime pull the images it lacks.
+func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Reporter, res *cri.PullResult) error {
 	cfg, err := opts.deps.loadNode(opts.configPath)
 	if err != nil {
 		return err
@@ -115,24 +113,8 @@ func pullImages(ctx context.Context, opts *imagesPullOptions, report *output.Rep
 		return err
 	}
 	defer func() { _ = images.Close() }()
-	missing, err := images.Missing(ctx, needed)
-	if err != nil {
-		return err
-	}
-	for _, ref := range needed {
-		if !slices.Contains(missing, ref) {
-			res.Present = append(res.Present, ref)
-			report.Infof("%s: present", ref)
-			continue
-		}
-		id, err := images.Pull(ctx, ref)
-		if err != nil {
-			return err
-		}
-		res.Pulled = append(res.Pulled, ref)
-		report.Infof("%s: pulled (%s)", ref, id)
-	}
-	return nil
+	*res, err = images.PullMissing(ctx, needed, report)
+	return err
 }
 
 func runImagesList(opts *imagesOptions, stdout, stderr io.Writer) error {
