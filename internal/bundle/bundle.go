@@ -1,8 +1,9 @@
 // Package bundle owns the encrypted file format that carries a cluster's
 // shared secrets (the CAs, the service-account key pair and the
 // encryption-at-rest configuration) from the first control-plane node to
-// the ones that join it. It is pure: it seals and opens bytes, and never
-// touches disk or prints.
+// the ones that join it. It seals and opens bytes; apart from reading a
+// bundle and its key from the files users hand kubeboot (through
+// inputfile), it never touches disk, and it never prints.
 //
 // A bundle is the magic "KBBUNDLE1\n", a 12-byte random nonce, then the
 // AES-256-GCM ciphertext of a JSON object mapping file names to their
@@ -21,6 +22,9 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
 )
 
 // KeySize is the length of a bundle key: AES-256.
@@ -105,6 +109,44 @@ func Open(key []byte, data []byte) (map[string][]byte, error) {
 	var files map[string][]byte
 	if err := json.Unmarshal(plain, &files); err != nil {
 		return nil, fmt.Errorf("decode bundle: %w", err)
+	}
+	return files, nil
+}
+
+// fileFix is how to get a bundle and its key right.
+const fileFix = "pass the file `kubeboot certs export --out FILE` wrote and the key it printed (or read from its --key-file)"
+
+// ReadKey reads a key file as `kubeboot certs export` prints keys (see
+// EncodeKey). A file that cannot be read or holds no key is a usage error
+// (exit 2).
+func ReadKey(path string) ([]byte, error) {
+	text, err := inputfile.Read(path, inputfile.KeyLimit)
+	if err != nil {
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
+	}
+	key, err := DecodeKey(string(text))
+	if err != nil {
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
+	}
+	return key, nil
+}
+
+// OpenFile reads the bundle at path (--certs-bundle) and opens it with the
+// key in keyFile (--key-file, see ReadKey). A bundle that cannot be read
+// or does not open is a usage error (exit 2) that says how to get it
+// right.
+func OpenFile(path, keyFile string) (map[string][]byte, error) {
+	key, err := ReadKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	data, err := inputfile.Read(path, inputfile.BundleLimit)
+	if err != nil {
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("--certs-bundle: read certificate bundle %q: %v: %s", path, err, fileFix)}
+	}
+	files, err := Open(key, data)
+	if err != nil {
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("--certs-bundle: open certificate bundle %q with --key-file %q: %v: %s", path, keyFile, err, fileFix)}
 	}
 	return files, nil
 }

@@ -3,10 +3,14 @@ package bundle
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubeboot/kubeboot/internal/exit"
 )
 
 func sealed(t *testing.T) (key, data []byte, files map[string][]byte) {
@@ -112,5 +116,63 @@ func TestKeyText(t *testing.T) {
 	secret := strings.Repeat("q1", 32)
 	if _, err := DecodeKey(secret); err == nil || strings.Contains(err.Error(), "q1q1") {
 		t.Errorf("DecodeKey error %v leaks the input", err)
+	}
+}
+
+// TestReadKeyAndOpenFile: a bundle and its key read from files, as a
+// joining node gets them; whatever cannot be read or does not open is a
+// usage error that says how to get it right, and never shows the key.
+func TestReadKeyAndOpenFile(t *testing.T) {
+	key, data, files := sealed(t)
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	keyFile := write("key", []byte(EncodeKey(key)+"\n"))
+	path := write("bundle", data)
+	if got, err := ReadKey(keyFile); err != nil || !bytes.Equal(got, key) {
+		t.Errorf("ReadKey: %v", err)
+	}
+	got, err := OpenFile(path, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(files, got); diff != "" {
+		t.Errorf("OpenFile (-want +got):\n%s", diff)
+	}
+
+	other, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := EncodeKey(key)[:63]
+	for _, tc := range []struct {
+		name, path, keyFile, want string
+	}{
+		{"no key file", path, filepath.Join(dir, "none"), "read bundle key"},
+		{"a short key", path, write("short", []byte(short)), "want 64 hex digits, got 63"},
+		{"no bundle", filepath.Join(dir, "none"), keyFile, "--certs-bundle: read certificate bundle"},
+		{"a directory", dir, keyFile, "not a regular file"},
+		{"the wrong key", path, write("other", []byte(EncodeKey(other))), ErrAuth.Error()},
+		{"a key for a bundle", keyFile, keyFile, "not a kubeboot certificate bundle"},
+	} {
+		_, err := OpenFile(tc.path, tc.keyFile)
+		var usage *exit.UsageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a usage error with %q", tc.name, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), short) || strings.Contains(err.Error(), EncodeKey(other))) {
+			t.Errorf("%s: the error shows the key: %v", tc.name, err)
+		}
+	}
+	for _, want := range []string{"--certs-bundle", "kubeboot certs export --out FILE"} {
+		if _, err := OpenFile(filepath.Join(dir, "none"), keyFile); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a missing bundle: %v, want %q", err, want)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/kubeboot/kubeboot/internal/bundle"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
-	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -72,7 +71,7 @@ func runCertsExport(opts *certsExportOptions, stdout, stderr io.Writer) error {
 	}
 	var key []byte
 	if keyFile != "" {
-		if key, err = readBundleKey(keyFile); err != nil {
+		if key, err = bundle.ReadKey(keyFile); err != nil {
 			return err
 		}
 	} else if key, err = bundle.NewKey(); err != nil {
@@ -141,38 +140,11 @@ func bundleName(abs string) string {
 	return abs
 }
 
-// readBundleKey reads a key file as `kubeboot certs export` prints keys.
-func readBundleKey(path string) ([]byte, error) {
-	text, err := inputfile.Read(path, inputfile.KeyLimit)
-	if err != nil {
-		return nil, &exit.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
-	}
-	key, err := bundle.DecodeKey(string(text))
-	if err != nil {
-		return nil, &exit.UsageError{Msg: fmt.Sprintf("read bundle key %q: %v", path, err)}
-	}
-	return key, nil
-}
-
-// bundleFix is how to get a bundle and its key right.
-const bundleFix = "pass the file `kubeboot certs export --out FILE` wrote and the key it printed (or read from its --key-file)"
-
-// openBundle reads and decrypts the bundle at path with the key in keyFile.
+// openBundle reads and decrypts the bundle at path with the key in
+// keyFile, which go together.
 func openBundle(path, keyFile string) (map[string][]byte, error) {
 	if path == "" || keyFile == "" {
 		return nil, &exit.UsageError{Msg: "--certs-bundle and --key-file go together"}
 	}
-	key, err := readBundleKey(keyFile)
-	if err != nil {
-		return nil, err
-	}
-	data, err := inputfile.Read(path, inputfile.BundleLimit)
-	if err != nil {
-		return nil, &exit.UsageError{Msg: fmt.Sprintf("--certs-bundle: read certificate bundle %q: %v: %s", path, err, bundleFix)}
-	}
-	files, err := bundle.Open(key, data)
-	if err != nil {
-		return nil, &exit.UsageError{Msg: fmt.Sprintf("--certs-bundle: open certificate bundle %q with --key-file %q: %v: %s", path, keyFile, err, bundleFix)}
-	}
-	return files, nil
+	return bundle.OpenFile(path, keyFile)
 }
