@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,23 +8,16 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/internal/backup"
-	"github.com/kubeboot/kubeboot/internal/config"
-	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
-	"github.com/kubeboot/kubeboot/internal/s3store"
-	"github.com/kubeboot/kubeboot/internal/workflow"
-	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/internal/snapshot"
 )
 
 // snapshotOptions are the flags of `kubeboot etcd snapshot save|list|prune`.
@@ -65,11 +57,6 @@ func (d deps) localEtcdSpec(configPath, root, does, theirs string) (runSpec, err
 	return r, nil
 }
 
-// snapshotDir is the node's snapshot dir on this machine.
-func (o *snapshotOptions) snapshotDir(c *config.ClusterConfiguration) string {
-	return (&files.AtomicWriter{Root: o.root}).HostPath(c.Etcd.Local.SnapshotsDir)
-}
-
 // newEtcdCommand is `kubeboot etcd`: the node's etcd member.
 func newEtcdCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := groupCommand("etcd", "Work with this control-plane node's etcd member")
@@ -78,14 +65,14 @@ func newEtcdCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		"kubeboot etcd members list --config cluster.yaml",
 		"kubeboot etcd restore --config cluster.yaml --snapshot /var/lib/kubeboot/etcd-snapshots/etcd-snapshot-20261126T120000.000Z.db",
 	)
-	snapshot := groupCommand("snapshot", "Save, list and prune verified etcd snapshots in etcd.local.snapshotsDir")
-	snapshot.Example = examples(
+	snapshots := groupCommand("snapshot", "Save, list and prune verified etcd snapshots in etcd.local.snapshotsDir")
+	snapshots.Example = examples(
 		"kubeboot etcd snapshot save --config cluster.yaml",
 		"kubeboot etcd snapshot list --config cluster.yaml",
 		"kubeboot etcd snapshot prune --keep 3 --config cluster.yaml",
 	)
-	snapshot.AddCommand(newSnapshotSaveCommand(d, stdout, stderr), newSnapshotListCommand(d, stdout), newSnapshotPruneCommand(d, stdout, stderr), newSnapshotScheduleCommand(stderr))
-	cmd.AddCommand(snapshot, newMembersCommand(d, stdout, stderr), newEtcdRestoreCommand(d, stdout, stderr))
+	snapshots.AddCommand(newSnapshotSaveCommand(d, stdout, stderr), newSnapshotListCommand(d, stdout), newSnapshotPruneCommand(d, stdout, stderr), newSnapshotScheduleCommand(stderr))
+	cmd.AddCommand(snapshots, newMembersCommand(d, stdout, stderr), newEtcdRestoreCommand(d, stdout, stderr))
 	return cmd
 }
 
@@ -104,7 +91,7 @@ func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if err := opts.checkSave(); err != nil {
 				return err
 			}
-			save := workflow.Operation[*phases.Node]{Name: "etcd-snapshot-save", Run: opts.save}
+			save := snapshot.Save(snapshot.SaveOptions{Out: opts.out, Endpoint: opts.endpoint})
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(save.Execute))
 		},
 	}
@@ -157,34 +144,6 @@ func checkEndpoint(endpoint string) error {
 	return nil
 }
 
-// save is the save operation: the snapshot, and the result's account of it.
-func (o *snapshotOptions) save(ctx context.Context, s *phases.Node) error {
-	at := time.Now().UTC()
-	path := o.out
-	if path == "" {
-		dir := s.Config.Etcd.Local.SnapshotsDir
-		if err := s.Files.MkdirAll(dir, 0o700); err != nil {
-			return err
-		}
-		path = s.Files.HostPath(filepath.Join(dir, etcd.SnapshotName(at)))
-	}
-	endpoint := o.endpoint
-	if endpoint == "" {
-		endpoint = etcd.ClientURL(s.Config)
-	}
-	s.Report.Infof("saving a snapshot of etcd at %s to %s", endpoint, path)
-	info, err := etcd.SaveSnapshot(ctx, endpoint, etcd.LocalTLS(s.Config, s.Files.HostPath), path)
-	if err != nil {
-		return err
-	}
-	if o.out == "" {
-		info.Time = at // the time in its name
-	}
-	s.Snapshot = &info
-	s.Report.Infof("saved and verified %s: %d bytes, revision %d, %d keys", info.Path, info.Size, info.Revision, info.Keys)
-	return nil
-}
-
 // newSnapshotListCommand is `kubeboot etcd snapshot list`.
 func newSnapshotListCommand(d deps, stdout io.Writer) *cobra.Command {
 	opts := &snapshotOptions{deps: d}
@@ -201,23 +160,19 @@ func newSnapshotListCommand(d deps, stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			hostPath := (&files.AtomicWriter{Root: r.root}).HostPath
 			if opts.remote {
-				return listRemote(cmd.Context(), stdout, r, opts.output.json())
+				list, err := snapshot.ListRemote(cmd.Context(), r.config, hostPath)
+				if err != nil {
+					return err
+				}
+				return printRemoteSnapshots(stdout, list, opts.output.json())
 			}
-			dir := opts.snapshotDir(r.config)
-			list, err := etcd.ListSnapshots(cmd.Context(), dir)
+			listing, err := snapshot.List(cmd.Context(), r.config, hostPath)
 			if err != nil {
 				return err
 			}
-			status, scheduled, err := backup.ReadStatus(dir)
-			if err != nil {
-				return err
-			}
-			listing := snapshotListing{Dir: r.config.Etcd.Local.SnapshotsDir, Snapshots: list}
-			if scheduled {
-				listing.Schedule = &status
-			}
-			return listing.print(stdout, opts.output.json())
+			return printSnapshotListing(stdout, listing, opts.output.json())
 		},
 	}
 	flags := cmd.Flags()
@@ -228,24 +183,10 @@ func newSnapshotListCommand(d deps, stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
-// snapshotListing is what `etcd snapshot list` prints.
-type snapshotListing struct {
-	// Dir is the snapshot dir.
-	Dir string `json:"dir"`
-	// Snapshots are kubeboot's snapshots in it, newest first.
-	Snapshots []etcd.SnapshotEntry `json:"snapshots"`
-	// Schedule is the snapshot schedule's last outcome; nil when no
-	// schedule has run in Dir.
-	Schedule *backup.Status `json:"schedule,omitempty"`
-}
-
-// print writes the listing as a table and the schedule's outcome, or as
-// one JSON object.
-func (l snapshotListing) print(w io.Writer, asJSON bool) error {
+// printSnapshotListing writes what `etcd snapshot list` prints: the
+// listing as a table and the schedule's outcome, or as one JSON object.
+func printSnapshotListing(w io.Writer, l snapshot.Listing, asJSON bool) error {
 	if asJSON {
-		if l.Snapshots == nil {
-			l.Snapshots = []etcd.SnapshotEntry{}
-		}
 		return json.NewEncoder(w).Encode(l)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -280,36 +221,9 @@ func (l snapshotListing) print(w io.Writer, asJSON bool) error {
 	return nil
 }
 
-// remoteSnapshot is one copy in the bucket, as `list --remote` prints it.
-type remoteSnapshot struct {
-	// URL is what `etcd restore --snapshot` takes.
-	URL  string    `json:"url"`
-	Size int64     `json:"size"`
-	Time time.Time `json:"time"`
-}
-
-// listRemote prints kubeboot's snapshot copies under the configured
-// prefix, every node's, newest first by the time in their names.
-func listRemote(ctx context.Context, w io.Writer, r runSpec, asJSON bool) error {
-	s := r.config.Etcd.Local.ScheduledSnapshots
-	if s == nil || s.S3 == nil {
-		return &exit.UsageError{Msg: "etcd snapshot list --remote: etcd.local.scheduledSnapshots.s3 is not set in the configuration: set its endpoint, bucket and credentialsFile"}
-	}
-	bucket, err := s3store.Open(*s.S3, (&files.AtomicWriter{Root: r.root}).HostPath)
-	if err != nil {
-		return err
-	}
-	objects, err := bucket.List(ctx, s.S3.Prefix)
-	if err != nil {
-		return err
-	}
-	list := []remoteSnapshot{}
-	for _, o := range objects {
-		if t, ok := etcd.SnapshotTime(path.Base(o.Key)); ok {
-			list = append(list, remoteSnapshot{URL: bucket.URL(o.Key), Size: o.Size, Time: t})
-		}
-	}
-	slices.SortStableFunc(list, func(a, b remoteSnapshot) int { return b.Time.Compare(a.Time) })
+// printRemoteSnapshots writes what `etcd snapshot list --remote` prints:
+// the copies in the bucket as a table, or as one JSON array.
+func printRemoteSnapshots(w io.Writer, list []snapshot.Remote, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(list)
 	}
@@ -333,7 +247,7 @@ func newSnapshotPruneCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if opts.keep < 1 {
 				return &exit.UsageError{Msg: fmt.Sprintf("--keep %d: keep at least 1 snapshot", opts.keep)}
 			}
-			prune := workflow.Operation[*phases.Node]{Name: "etcd-snapshot-prune", Run: opts.prune}
+			prune := snapshot.Prune(opts.keep)
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(prune.Execute))
 		},
 	}
@@ -343,32 +257,4 @@ func newSnapshotPruneCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addOutputFlag(flags, &opts.output)
 	flags.IntVar(&opts.keep, "keep", 0, "how many of the newest snapshots that verify to keep (required, at least 1)")
 	return cmd
-}
-
-// prune is the prune operation. A snapshot that could not be verified is
-// kept, and said so.
-func (o *snapshotOptions) prune(ctx context.Context, s *phases.Node) error {
-	dir := s.Config.Etcd.Local.SnapshotsDir
-	list, err := etcd.ListSnapshots(ctx, s.Files.HostPath(dir))
-	if err != nil {
-		return err
-	}
-	for _, e := range list {
-		if e.Unverifiable {
-			s.Report.Warnf("kept %s: %s", e.Name, e.Problem)
-		}
-	}
-	remove := etcd.SnapshotsToPrune(list, o.keep)
-	for _, e := range remove {
-		if err := s.Files.Remove(filepath.Join(dir, e.Name)); err != nil {
-			return err
-		}
-		why := ""
-		if !e.Verified {
-			why = " (it does not verify: " + e.Problem + ")"
-		}
-		s.Report.Infof("removed %s%s", e.Name, why)
-	}
-	s.Report.Infof("kept %d of %d snapshots in %s", len(list)-len(remove), len(list), dir)
-	return nil
 }

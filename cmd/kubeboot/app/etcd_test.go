@@ -14,6 +14,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/snapshot"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 )
@@ -147,7 +148,7 @@ func TestEtcdSnapshotSaveListPrune(t *testing.T) {
 	}
 
 	code, stdout, stderr := runCLI(t, "etcd", "snapshot", "list", "--config", cfg, "--root", root, "-o", "json")
-	var listing snapshotListing
+	var listing snapshot.Listing
 	if code != 0 || json.Unmarshal([]byte(stdout), &listing) != nil || len(listing.Snapshots) != 2 || listing.Schedule != nil {
 		t.Fatalf("list: code %d, %q, %q", code, stdout, stderr)
 	}

@@ -2,21 +2,14 @@ package app
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
-	"path"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/internal/config"
-	"github.com/kubeboot/kubeboot/internal/day2"
-	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/internal/s3store"
+	"github.com/kubeboot/kubeboot/internal/snapshot"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -38,8 +31,8 @@ func (o *restoreOptions) spec() (runSpec, error) {
 		return runSpec{}, &exit.UsageError{Msg: "etcd restore needs --snapshot FILE: a snapshot `kubeboot etcd snapshot save` wrote (see `kubeboot etcd snapshot list`)"}
 	}
 	r, err := o.deps.localEtcdSpec(o.configPath, "", "restores", "restore")
-	if err == nil && strings.HasPrefix(o.snapshot, "s3://") {
-		_, err = s3SnapshotKey(r.config, o.snapshot)
+	if err == nil && snapshot.IsS3URL(o.snapshot) {
+		_, err = snapshot.S3Key(r.config, o.snapshot)
 	}
 	return r, err
 }
@@ -65,7 +58,7 @@ func newEtcdRestoreCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			"`kubeboot join --control-plane`; workers keep running and need nothing: the CAs and tokens are the same.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.snapshot != "" && !strings.HasPrefix(opts.snapshot, "s3://") {
+			if opts.snapshot != "" && !snapshot.IsS3URL(opts.snapshot) {
 				abs, err := filepath.Abs(opts.snapshot)
 				if err != nil {
 					return &exit.UsageError{Msg: "--snapshot: " + err.Error()}
@@ -83,69 +76,15 @@ func newEtcdRestoreCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// restore downloads an s3:// snapshot into the snapshot dir, then
-// restores from the local file.
+// restore fetches an s3:// snapshot into the snapshot dir, then restores
+// from the local file.
 func (o *restoreOptions) restore(ctx context.Context, s *phases.Node) error {
-	snapshot := o.snapshot
-	if strings.HasPrefix(snapshot, "s3://") {
+	file := o.snapshot
+	if snapshot.IsS3URL(file) {
 		var err error
-		if snapshot, err = downloadSnapshot(ctx, s, snapshot); err != nil {
+		if file, err = snapshot.Fetch(ctx, s, file); err != nil {
 			return err
 		}
 	}
-	return day2.EtcdRestore(snapshot, o.force).Run(ctx, s)
-}
-
-// s3SnapshotKey is the key of the s3:// URL raw in the configured bucket,
-// refused unless the configuration names that bucket and the key ends in
-// a name kubeboot gives a snapshot.
-func s3SnapshotKey(c *config.ClusterConfiguration, raw string) (string, error) {
-	bucketName, key, err := s3store.ParseURL(raw)
-	if err != nil {
-		return "", &exit.UsageError{Msg: "--snapshot: " + err.Error()}
-	}
-	sched := c.Etcd.Local.ScheduledSnapshots
-	switch {
-	case sched == nil || sched.S3 == nil:
-		return "", &exit.UsageError{Msg: "--snapshot " + raw + ": etcd.local.scheduledSnapshots.s3 is not set in the configuration: set its endpoint, bucket and credentialsFile, or download the file and pass its path"}
-	case sched.S3.Bucket != bucketName:
-		return "", &exit.UsageError{Msg: fmt.Sprintf("--snapshot %s: the configuration's bucket is %q (etcd.local.scheduledSnapshots.s3.bucket): restore from that bucket, or download the file and pass its path", raw, sched.S3.Bucket)}
-	}
-	if _, ok := etcd.SnapshotTime(path.Base(key)); !ok {
-		return "", &exit.UsageError{Msg: fmt.Sprintf("--snapshot %s: %q is no name kubeboot gives a snapshot (etcd-snapshot-<UTC time>.db): download it and pass its path", raw, path.Base(key))}
-	}
-	return key, nil
-}
-
-// downloadSnapshot fetches the snapshot at the s3:// URL raw from the
-// configured bucket into the node's snapshot dir, under the name it has
-// there, and returns its path on this machine. A copy already there that
-// verifies (a restore run again) is not fetched again.
-func downloadSnapshot(ctx context.Context, s *phases.Node, raw string) (string, error) {
-	key, err := s3SnapshotKey(s.Config, raw)
-	if err != nil {
-		return "", err
-	}
-	dir := s.Config.Etcd.Local.SnapshotsDir
-	local := s.Files.HostPath(filepath.Join(dir, path.Base(key)))
-	switch _, err := etcd.VerifySnapshot(ctx, local); {
-	case err == nil:
-		s.Report.Infof("%s is already in %s and verifies: not downloading it again", raw, dir)
-		return local, nil
-	case errors.Is(err, etcd.ErrUnverifiable) && !errors.Is(err, fs.ErrNotExist):
-		// Not known to be a bad copy: the download does not replace it.
-		return "", err
-	}
-	bucket, err := s3store.Open(*s.Config.Etcd.Local.ScheduledSnapshots.S3, s.Files.HostPath)
-	if err != nil {
-		return "", err
-	}
-	if err := s.Files.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	s.Report.Infof("downloading %s to %s", raw, local)
-	if err := bucket.Download(ctx, key, local); err != nil {
-		return "", err
-	}
-	return local, nil
+	return controlplane.EtcdRestore(file, o.force).Run(ctx, s)
 }

@@ -4,17 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/internal/backup"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/s3store"
+	"github.com/kubeboot/kubeboot/internal/snapshot"
 )
 
 // scheduleOptions are the flags of `kubeboot etcd snapshot schedule`,
@@ -45,7 +44,7 @@ func newSnapshotScheduleCommand(stderr io.Writer) *cobra.Command {
 		Long: "Takes a snapshot at once, then every --interval, into --dir (as `etcd snapshot save`), keeps the newest --keep that\n" +
 			"verify (as `etcd snapshot prune`), and with --s3-endpoint copies each to s3://<bucket>/<prefix><node name>/<file>,\n" +
 			"where the newest --keep are kept too. Needs etcd only. A failing round is logged, recorded in --dir's\n" +
-			backup.StatusFile + " (which `etcd snapshot list` shows) and makes /readyz fail; the schedule goes on.\n" +
+			snapshot.StatusFile + " (which `etcd snapshot list` shows) and makes /readyz fail; the schedule goes on.\n" +
 			"Serves /healthz and /readyz in plain HTTP on --bind-address:--health-port. Runs until SIGINT or SIGTERM.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -105,7 +104,7 @@ func (o *scheduleOptions) check() error {
 
 // run serves the health endpoints and runs the schedule until ctx is done.
 func (o *scheduleOptions) run(ctx context.Context, report *output.Reporter) error {
-	s := &backup.Schedule{
+	s := &snapshot.Schedule{
 		Endpoint: o.endpoint, TLS: o.tls, Dir: o.dir, Interval: o.interval, Keep: o.keep,
 		Log: report.Infof,
 	}
@@ -114,33 +113,13 @@ func (o *scheduleOptions) run(ctx context.Context, report *output.Reporter) erro
 		if err != nil {
 			return err
 		}
-		s.Bucket, s.KeyPrefix = bucket, o.s3.Prefix+o.nodeName+"/"
+		s.Bucket, s.KeyPrefix = bucket, snapshot.NodeKeyPrefix(o.s3.Prefix, o.nodeName)
 	}
-	addr, stop, err := serveHealth(ctx, o.bindAddress, o.healthPort, scheduleHealth(s), report)
+	addr, stop, err := serveHealth(ctx, o.bindAddress, o.healthPort, s.Handler(), report)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	report.Infof("a snapshot of %s every %s into %s, keeping %d; health on http://%s/healthz and /readyz", o.endpoint, o.interval, o.dir, o.keep, addr)
 	return s.Run(ctx)
-}
-
-// scheduleHealth serves /healthz, which answers while the process runs,
-// and /readyz, which fails with the error until a round has succeeded and
-// whenever the last round failed.
-func scheduleHealth(s *backup.Schedule) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		st := s.Status()
-		switch {
-		case st.OK():
-			_, _ = fmt.Fprintf(w, "ok: last snapshot %s\n", st.LastSuccess.Format(time.RFC3339))
-		case st.LastAttempt.IsZero():
-			http.Error(w, "no snapshot taken yet", http.StatusServiceUnavailable)
-		default:
-			http.Error(w, "the last scheduled snapshot failed: "+st.Error, http.StatusServiceUnavailable)
-		}
-	})
-	return mux
 }

@@ -1,20 +1,12 @@
-// Package backup takes a control-plane node's scheduled etcd snapshots:
-// every interval a verified snapshot of the local member goes into the
-// snapshot dir, the newest are kept, and each is copied to an S3 bucket
-// when one is configured, where the newest are kept too. It is what the
-// kubeboot-etcd-snapshots static pod runs, through `kubeboot etcd
-// snapshot schedule`, and needs etcd and nothing else: no API server.
-//
-// Each round's outcome is written to the snapshot dir's status file, which
-// `kubeboot etcd snapshot list` shows, so a failing schedule is visible
-// there, in the pod's log and in its readiness.
-package backup
+package snapshot
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -54,7 +46,17 @@ type Status struct {
 // OK says whether the last round succeeded.
 func (s Status) OK() bool { return s.Error == "" && !s.LastSuccess.IsZero() }
 
-// Schedule is one node's snapshot schedule.
+// NodeKeyPrefix starts the keys of node's copies in a bucket under the
+// configured prefix: "<prefix><node>/", like "clusters/lab/cp1/". Each
+// node of a cluster copies its snapshots under its own.
+func NodeKeyPrefix(prefix, node string) string { return prefix + node + "/" }
+
+// Schedule is one node's snapshot schedule: every Interval a verified
+// snapshot of the local member into Dir, the newest Keep kept, each copied
+// to Bucket when one is set, where the newest Keep are kept too. It is
+// what the kubeboot-etcd-snapshots static pod runs, through `kubeboot etcd
+// snapshot schedule`, and needs etcd and nothing else: no API server. Each
+// round's outcome goes to Dir's status file (StatusFile).
 type Schedule struct {
 	// Endpoint is the local member's client URL.
 	Endpoint string
@@ -70,7 +72,8 @@ type Schedule struct {
 	// Bucket receives a copy of each snapshot; nil for none.
 	Bucket *s3store.Store
 	// KeyPrefix starts the keys of this node's copies in Bucket: the
-	// configured prefix and the node's name, like "clusters/lab/cp1/".
+	// configured prefix and the node's name, like "clusters/lab/cp1/"
+	// (NodeKeyPrefix).
 	KeyPrefix string
 	// Log receives a line per round.
 	Log func(format string, args ...any)
@@ -142,6 +145,28 @@ func (s *Schedule) Once(ctx context.Context) Status {
 	return st
 }
 
+// Handler serves the schedule's health: /healthz, which answers while the
+// process runs, and /readyz, which fails with the error until a round has
+// succeeded and whenever the last round failed.
+func (s *Schedule) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		st := s.Status()
+		switch {
+		case st.OK():
+			_, _ = fmt.Fprintf(w, "ok: last snapshot %s\n", st.LastSuccess.Format(time.RFC3339))
+		case st.LastAttempt.IsZero():
+			http.Error(w, "no snapshot taken yet", http.StatusServiceUnavailable)
+		default:
+			http.Error(w, "the last scheduled snapshot failed: "+st.Error, http.StatusServiceUnavailable)
+		}
+	})
+	return mux
+}
+
+// lastSuccess is when st's last round that succeeded started, for a log
+// line; "never" when none has.
 func lastSuccess(st Status) string {
 	if st.LastSuccess.IsZero() {
 		return "never"
