@@ -133,23 +133,15 @@ func (l MachineLab) machine(i int) machine.Machine {
 // node's progress to events, which the caller closes once Up returned,
 // and waits until every node is up, the pod networks are routed, the
 // addons are rolled out and the default StorageClass is served. A
-// failure leaves what was started for `lab down` (and the nodes' journals)
-// to deal with.
+// refusal (an InputError) set nothing up; a later failure leaves what was
+// started for `lab down` (and the nodes' journals) to deal with.
 func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 	c := l.Cluster
 	var res Result
 	say := func(format string, args ...any) {
 		events <- Event{Phase: "lab", Level: "info", Msg: fmt.Sprintf(format, args...)}
 	}
-	for i := range c.Nodes {
-		if m := l.machine(i); exists(m.Dir) {
-			return res, &InputError{Err: fmt.Errorf("%s: node %s's disk %s exists: a lab of this description was not brought down; run `kubeboot lab down --cluster %s` first", c.source, m.Name, m.Dir, c.source)}
-		}
-	}
-	if err := c.checkHostPaths(); err != nil {
-		return res, &InputError{Err: err}
-	}
-	if err := c.checkFeatureGates(ctx, l.BinDir); err != nil {
+	if err := l.checkNew(ctx); err != nil {
 		return res, err
 	}
 	files, err := l.nodeFiles()
@@ -159,55 +151,16 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 	if err := l.checkControlPlaneFiles(files); err != nil {
 		return res, &InputError{Err: err}
 	}
-	entry := l.entry()
-	if l.Registry != "" {
-		if err := l.checkCollisions(); err != nil {
-			return res, &InputError{Err: err}
-		}
-	}
-	listeners, err := c.listen()
+	endpoint, err := l.setUp(ctx, say)
 	if err != nil {
 		return res, err
-	}
-	defer listeners.close()
-	endpoint := listeners.api
-	if l.Registry != "" {
-		entry.Endpoint = endpoint
-		if err := l.register(entry); err != nil {
-			return res, err
-		}
-	}
-	if err := c.SetUpNetwork(ctx); err != nil {
-		return res, err
-	}
-	say("network: namespaces %s (the bridge, on %s) and kb-%s-<node>", c.Hub(), c.HubAddress(), c.Name)
-	if err := c.StartLoadBalancer(ctx, listeners.files); err != nil {
-		return res, err
-	}
-	say("load balancer on %s, and on %s for this host", c.Endpoint(), endpoint)
-	for _, p := range c.PortMappings {
-		say("127.0.0.1:%d forwards to NodePort %d of the nodes", p.HostPort, p.NodePort)
 	}
 	if err := l.install(ctx, files); err != nil {
 		return res, err
 	}
-	// Whether the machines make /run/systemd (systemd-nspawn keeps its
-	// locks there), which Down then removes once empty: one that was
-	// there before is the host's.
-	if !exists(runSystemdDir) {
-		if err := os.WriteFile(c.runSystemdMarker(), nil, 0o600); err != nil {
-			return res, err
-		}
-	}
 	say("%d machines installed in %s", len(c.Nodes), c.Dir)
 	start := time.Now()
-	bootErrs := make([]error, len(c.Nodes))
-	var boots sync.WaitGroup
-	for i := range c.Nodes {
-		boots.Go(func() { bootErrs[i] = l.machine(i).Boot(ctx) })
-	}
-	boots.Wait()
-	if err := errors.Join(bootErrs...); err != nil {
+	if err := l.bootAll(ctx); err != nil {
 		return res, err
 	}
 	say("%d machines booted", len(c.Nodes))
@@ -239,6 +192,157 @@ func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error)
 	say("use it: kubectl --kubeconfig %s get nodes", res.Kubeconfig)
 	res.OK, res.Endpoint = true, endpoint
 	return res, nil
+}
+
+// Inputs are what Boot gives a lab's nodes, in place of the files Up
+// writes for them.
+type Inputs struct {
+	// Files are the nodes' files, in the order of the description's
+	// nodes: the i-th node's kubeboot configuration, from which its
+	// bootstrap unit brings it up at boot, or nil (or missing) for a node
+	// its caller brings up itself, which gets neither file nor unit (see
+	// InstallNode).
+	Files [][]byte
+	// ImageConfigs are kubeboot configurations whose images (`kubeboot
+	// images list`) the nodes' containerd holds from their first boot,
+	// with the sandbox image and Images.
+	ImageConfigs [][]byte
+	// Images are more images the nodes hold, such as a workload's.
+	Images []Image
+}
+
+// Boot brings the lab up for a caller that brings its nodes up itself,
+// as the e2e suite does: Up's checks and registration (a lab that would
+// collide with one that is up is refused), its network and load
+// balancer, the nodes' packages, each node's machine installed with its
+// file of in, the images of in preloaded, and all booted at once. It
+// returns once every node's containerd serves the images, and runs
+// nothing in the nodes: only a node given a file brings itself up, by
+// its bootstrap unit. A refusal (an InputError) set nothing up, and the
+// lab it names may be another's: its caller must not bring it down.
+// After any other error, as after a success, Down removes what Boot made.
+func (l MachineLab) Boot(ctx context.Context, in Inputs) error {
+	c := l.Cluster
+	if len(in.Files) > len(c.Nodes) {
+		return &InputError{Err: fmt.Errorf("%s: %d files for %d nodes", c.source, len(in.Files), len(c.Nodes))}
+	}
+	if err := l.checkNew(ctx); err != nil {
+		return err
+	}
+	if _, err := l.setUp(ctx, func(string, ...any) {}); err != nil {
+		return err
+	}
+	store, err := l.installShared(ctx, in.ImageConfigs, []string{SandboxImage}, in.Images)
+	if err != nil {
+		return err
+	}
+	for i := range c.Nodes {
+		var file []byte
+		if i < len(in.Files) {
+			file = in.Files[i]
+		}
+		m := l.machine(i)
+		if err := InstallNode(m, file); err != nil {
+			return fmt.Errorf("node %s: %w", m.Name, err)
+		}
+		if err := preloadNode(store, m.Root()); err != nil {
+			return err
+		}
+	}
+	if err := l.bootAll(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
+	defer cancel()
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i := range c.Nodes {
+		wg.Go(func() {
+			if err := waitImages(ctx, l.machine(i)); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", c.Nodes[i].Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// checkNew refuses, as an InputError, a lab that cannot be brought up
+// here: one whose disks are left from a lab of its description not
+// brought down, or whose extra mounts or feature gates are wrong. It sets
+// nothing up.
+func (l MachineLab) checkNew(ctx context.Context) error {
+	c := l.Cluster
+	for i := range c.Nodes {
+		if m := l.machine(i); exists(m.Dir) {
+			return &InputError{Err: fmt.Errorf("%s: node %s's disk %s exists: a lab of this description was not brought down; run `kubeboot lab down --cluster %s` first", c.source, m.Name, m.Dir, c.source)}
+		}
+	}
+	if err := c.checkHostPaths(); err != nil {
+		return &InputError{Err: err}
+	}
+	return c.checkFeatureGates(ctx, l.BinDir)
+}
+
+// setUp registers the lab, refusing one that collides with a lab that is
+// up or whose network is (an InputError, before anything is set up), then
+// sets up its network and its load balancer, which serves the host on a
+// free port of its loopback: the endpoint it returns. It says what it set
+// up.
+func (l MachineLab) setUp(ctx context.Context, say func(format string, args ...any)) (string, error) {
+	c := l.Cluster
+	entry := l.entry()
+	if l.Registry != "" {
+		if err := l.checkCollisions(); err != nil {
+			return "", &InputError{Err: err}
+		}
+	}
+	if err := c.checkHub(); err != nil {
+		return "", &InputError{Err: err}
+	}
+	listeners, err := c.listen()
+	if err != nil {
+		return "", err
+	}
+	defer listeners.close()
+	endpoint := listeners.api
+	if l.Registry != "" {
+		entry.Endpoint = endpoint
+		if err := l.register(entry); err != nil {
+			return "", err
+		}
+	}
+	if err := c.SetUpNetwork(ctx); err != nil {
+		return "", err
+	}
+	say("network: namespaces %s (the bridge, on %s) and kb-%s-<node>", c.Hub(), c.HubAddress(), c.Name)
+	if err := c.StartLoadBalancer(ctx, listeners.files); err != nil {
+		return "", err
+	}
+	say("load balancer on %s, and on %s for this host", c.Endpoint(), endpoint)
+	for _, p := range c.PortMappings {
+		say("127.0.0.1:%d forwards to NodePort %d of the nodes", p.HostPort, p.NodePort)
+	}
+	return endpoint, nil
+}
+
+// bootAll boots every node's machine at once.
+func (l MachineLab) bootAll(ctx context.Context) error {
+	// Whether the machines make /run/systemd (systemd-nspawn keeps its
+	// locks there), which Down then removes once empty: one that was
+	// there before is the host's.
+	if !exists(runSystemdDir) {
+		if err := os.WriteFile(l.Cluster.runSystemdMarker(), nil, 0o600); err != nil {
+			return err
+		}
+	}
+	errs := make([]error, len(l.Cluster.Nodes))
+	var boots sync.WaitGroup
+	for i := range l.Cluster.Nodes {
+		boots.Go(func() { errs[i] = l.machine(i).Boot(ctx) })
+	}
+	boots.Wait()
+	return errors.Join(errs...)
 }
 
 // nodeFile is what a node is given before its first boot.
@@ -395,17 +499,14 @@ const caHashPlaceholder = "sha256:ca-hash-to-come"
 // image builder would), then the others' files pinning that CA's hash.
 func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
 	c := l.Cluster
-	if _, err := UsrLayer(c.Dir, l.BinDir, l.Kubeboot); err != nil {
-		return err
+	// With another kubernetesVersion than kubeboot's default, the images
+	// of the default too, which an upgrade moves to, as a node image
+	// holds them.
+	configs := [][]byte{files[0].kubeboot}
+	if v := c.KubernetesVersion; v != "" {
+		configs = append(configs, bytes.ReplaceAll(files[0].kubeboot, []byte("kubernetesVersion: "+v+"\n"), nil))
 	}
-	if err := l.installKubelet(); err != nil {
-		return err
-	}
-	archive, err := l.images(ctx, files[0].kubeboot)
-	if err != nil {
-		return err
-	}
-	store, err := preload(ctx, l.BinDir, archive)
+	store, err := l.installShared(ctx, configs, []string{SandboxImage, AgnhostImage, LocalPathProvisionerImage, BusyboxImage}, nil)
 	if err != nil {
 		return err
 	}
@@ -488,18 +589,29 @@ func (l MachineLab) installKubelet() error {
 	return linkOrCopy(src, filepath.Join(l.kubeletLayer(), "bin", "kubelet"))
 }
 
-// images builds the archive of the images the first node's file names
-// (`kubeboot images list`), and with another kubernetesVersion than
-// kubeboot's default those of the default too, which an upgrade moves
-// to, as a node image holds them; the sandbox image and agnhost, the
-// workloads' image; the default StorageClass's provisioner and the
-// BusyBox of its helper pods; and links it where the nodes see it.
-func (l MachineLab) images(ctx context.Context, cfg []byte) (string, error) {
-	configs := [][]byte{cfg}
-	if v := l.Cluster.KubernetesVersion; v != "" {
-		configs = append(configs, bytes.ReplaceAll(cfg, []byte("kubernetesVersion: "+v+"\n"), nil))
+// installShared writes what the nodes share: their packages' layer, the
+// kubelet of the cluster's release, and the archive of the images
+// configs name (`kubeboot images list`), refs and extra, which it
+// preloads into a containerd store (preload) and links where the nodes
+// see it. It returns the store.
+func (l MachineLab) installShared(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
+	if _, err := UsrLayer(l.Cluster.Dir, l.BinDir, l.Kubeboot); err != nil {
+		return "", err
 	}
-	var listed []string
+	if err := l.installKubelet(); err != nil {
+		return "", err
+	}
+	archive, err := l.images(ctx, configs, refs, extra)
+	if err != nil {
+		return "", err
+	}
+	return preload(ctx, l.BinDir, archive)
+}
+
+// images builds the archive of the images configs name (`kubeboot
+// images list`), refs and extra, and links it where the nodes see it.
+func (l MachineLab) images(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
+	refs = slices.Clone(refs)
 	for i, cfg := range configs {
 		path := filepath.Join(l.Cluster.Dir, fmt.Sprintf("images-%d.yaml", i))
 		if err := os.WriteFile(path, cfg, 0o600); err != nil {
@@ -512,9 +624,8 @@ func (l MachineLab) images(ctx context.Context, cfg []byte) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("images list: %w: %s", err, strings.TrimSpace(stderr.String()))
 		}
-		listed = append(listed, strings.Fields(string(out))...)
+		refs = append(refs, strings.Fields(string(out))...)
 	}
-	refs := append([]string{SandboxImage, AgnhostImage, LocalPathProvisionerImage, BusyboxImage}, listed...)
 	slices.Sort(refs)
 	var images []Image
 	for _, ref := range slices.Compact(refs) {
@@ -528,7 +639,7 @@ func (l MachineLab) images(ctx context.Context, cfg []byte) (string, error) {
 		}
 		images = append(images, img)
 	}
-	archive, err := Archive(filepath.Join(l.BinDir, ".lab-images"), images)
+	archive, err := Archive(filepath.Join(l.BinDir, ".lab-images"), append(images, extra...))
 	if err != nil {
 		return "", err
 	}
@@ -659,12 +770,8 @@ func forwardEvents(r io.Reader, node string, events chan<- Event, converged chan
 // kubeadm phase when kubeadm starts and when it has returned, which time
 // it (make bench).
 func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan<- Event) error {
-	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd")
-		return strings.TrimSpace(string(out)) == "active" && exists(filepath.Join(m.Root(), imagesLoaded)), nil
-	})
-	if err != nil {
-		return fmt.Errorf("containerd with the lab's images never became active: %w", err)
+	if err := waitImages(ctx, m); err != nil {
+		return err
 	}
 	say := func(msg string) { events <- Event{Node: m.Name, Phase: "kubeadm", Level: "info", Msg: msg} }
 	say("kubeadm " + verb + " --config /" + kubeadmConfig)
@@ -672,6 +779,19 @@ func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan
 		return fmt.Errorf("kubeadm %s: %w: %s", verb, err, lastLines(string(out), 20))
 	}
 	say("kubeadm " + verb + " returned")
+	return nil
+}
+
+// waitImages waits until the machine's containerd is active with the
+// lab's images loaded.
+func waitImages(ctx context.Context, m machine.Machine) error {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd")
+		return strings.TrimSpace(string(out)) == "active" && exists(filepath.Join(m.Root(), imagesLoaded)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("containerd with the lab's images never became active: %w", err)
+	}
 	return nil
 }
 
@@ -683,6 +803,12 @@ func kubectl(ctx context.Context, m machine.Machine, args ...string) ([]byte, er
 	}
 	return out, nil
 }
+
+// RoutePods routes the pod networks between the nodes, as Up does, for a
+// lab whose nodes its caller brought up (Boot): once the
+// controller-manager gave every node its pod CIDR, which it reads with
+// the first node's /etc/kubernetes/admin.conf.
+func (l MachineLab) RoutePods(ctx context.Context) error { return l.routePods(ctx, l.machine(0)) }
 
 // routePods waits until the controller-manager gave every node its pod
 // CIDR, then routes them between the nodes.
@@ -703,7 +829,7 @@ func (l MachineLab) routePods(ctx context.Context, first machine.Machine) error 
 	if err != nil {
 		return fmt.Errorf("wait for every node's pod CIDR (have %v): %w", podCIDRs, err)
 	}
-	return l.Cluster.AddPodRoutes(ctx, podCIDRs)
+	return l.Cluster.addPodRoutes(ctx, podCIDRs)
 }
 
 // hostKubeconfig writes admin.conf for this host: through the load
@@ -727,9 +853,13 @@ func hostKubeconfig(adminConf, path, endpoint string) error {
 // directory. A lab that is partly up, or already down, comes down as far
 // as it is up. The machines are killed, not shut down: their disks go
 // with them, so nothing a shutdown would save is kept, as kind's nodes
-// are removed.
+// are removed. It refuses, removing nothing, a lab of its name that is
+// registered from another directory: another description's.
 func (l MachineLab) Down(ctx context.Context) error {
 	c := l.Cluster
+	if err := l.checkOwn(); err != nil {
+		return err
+	}
 	errs := make([]error, len(c.Nodes))
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
@@ -770,6 +900,27 @@ func (l MachineLab) Down(ctx context.Context) error {
 		return nil
 	}
 	return l.unregister()
+}
+
+// checkOwn refuses a lab of this name that the registry holds with
+// another directory: the lab that is up under this name is another
+// description's, which only that description brings down.
+func (l MachineLab) checkOwn() error {
+	if l.Registry == "" {
+		return nil
+	}
+	labs, err := List(l.Registry)
+	if err != nil {
+		return err
+	}
+	c := l.Cluster
+	for _, o := range labs {
+		if o.Name == c.Name && filepath.Clean(o.Dir) != filepath.Clean(c.Dir) {
+			return fmt.Errorf("%s: the lab %s that is up is another description's (%s, dir %s), not this one's (dir %s): nothing was brought down; bring it down with `kubeboot lab down --cluster %s`",
+				c.source, o.Name, o.Description, o.Dir, c.Dir, o.Description)
+		}
+	}
+	return nil
 }
 
 // runSystemdDir is where systemd-nspawn keeps, on the host, its locks and

@@ -1,6 +1,7 @@
 package lab_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -161,8 +162,8 @@ func TestMachineLabKubeadmInit(t *testing.T) {
 }
 
 // TestMachineLabUpRefusesALabNotBroughtDown: a node's disk left by an
-// earlier lab of the description is refused, naming the fix, before
-// anything is set up.
+// earlier lab of the description is refused, by Up (naming the fix) and
+// by Boot, before anything is set up.
 func TestMachineLabUpRefusesALabNotBroughtDown(t *testing.T) {
 	dir := t.TempDir()
 	desc := writeDescription(t, strings.Replace(header, "/tmp/kb-lab", dir, 1)+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\n"+
@@ -184,5 +185,12 @@ func TestMachineLabUpRefusesALabNotBroughtDown(t *testing.T) {
 	}
 	if len(events) > 0 {
 		t.Errorf("lab up reported progress: %+v", <-events)
+	}
+	var refused *lab.InputError
+	if err := (lab.MachineLab{Cluster: c}).Boot(t.Context(), lab.Inputs{}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "node w1's disk "+filepath.Join(dir, "w1")+" exists") {
+		t.Errorf("Boot over a lab not brought down: %v, want the InputError", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("Boot wrote into %s: %v", dir, entries)
 	}
 }

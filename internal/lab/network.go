@@ -30,6 +30,15 @@ func vethName(netns string) string {
 	return "kbv-" + hex.EncodeToString(sum[:])[:11]
 }
 
+// checkHub refuses a lab whose hub namespace exists: a lab of its name is
+// up, over which nothing is set up.
+func (c *Cluster) checkHub() error {
+	if _, err := os.Stat(filepath.Join("/run/netns", c.Hub())); err == nil {
+		return fmt.Errorf("the lab's network namespace %s exists: a lab named %q is up; run `kubeboot lab down --cluster %s` first", c.Hub(), c.Name, c.source)
+	}
+	return nil
+}
+
 // SetUpNetwork creates the lab's network, all of it inside namespaces the
 // lab creates, so nothing is addressed in the host's: the hub namespace
 // (kb-<name>) holds the bridge, with the subnet's first address as the
@@ -37,8 +46,8 @@ func vethName(netns string) string {
 // by SetUpNode. It refuses a hub that exists: that lab is still up.
 func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 	hub := c.Hub()
-	if _, err := os.Stat(filepath.Join("/run/netns", hub)); err == nil {
-		return fmt.Errorf("the lab's network namespace %s exists: a lab named %q is up; run `kubeboot lab down --cluster %s` first", hub, c.Name, c.source)
+	if err := c.checkHub(); err != nil {
+		return err
 	}
 	// Whether the lab makes /run/netns, which its teardown then removes
 	// once empty: one that was there before is the host's.
@@ -160,10 +169,10 @@ func InNamespace(ctx context.Context, netns, binary string, args ...string) *exe
 	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + filepath.Join("/run/netns", netns), "--", binary}, args...)...)
 }
 
-// AddPodRoutes routes, in every node's namespace, each other node's pod
+// addPodRoutes routes, in every node's namespace, each other node's pod
 // CIDRs through that node's address, so pods on different nodes reach each
 // other; podCIDRs maps a node's name to its CIDRs.
-func (c *Cluster) AddPodRoutes(ctx context.Context, podCIDRs map[string][]string) error {
+func (c *Cluster) addPodRoutes(ctx context.Context, podCIDRs map[string][]string) error {
 	for _, n := range c.Nodes {
 		for j, other := range c.Nodes {
 			if other.Name == n.Name {

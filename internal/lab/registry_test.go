@@ -33,8 +33,8 @@ func registeredLab(t *testing.T, registry string, e lab.Entry) {
 
 // TestLabUpRefusesACollision: a lab whose name, dir, subnet or pod subnet
 // a lab that is up already has is refused before anything is set up,
-// naming the field, the other lab and the fix, as an InputError (exit 2);
-// nothing is written to the registry.
+// naming the field, the other lab and the fix, as an InputError (exit 2),
+// by Up and by Boot alike; nothing is written to the registry.
 func TestLabUpRefusesACollision(t *testing.T) {
 	registry := filepath.Join(t.TempDir(), "labs")
 	registeredLab(t, registry, lab.Entry{Name: "other", Dir: "/tmp/kb-other", Subnet: "10.89.5.0/24", PodSubnet: "10.250.0.0/16", HostPorts: []int{8080, 8443}})
@@ -51,15 +51,49 @@ func TestLabUpRefusesACollision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		events := make(chan lab.Event, 100)
-		_, err = lab.MachineLab{Cluster: c, Registry: registry}.Up(t.Context(), events)
-		var refused *lab.InputError
-		if !errors.As(err, &refused) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "kubeboot lab down --cluster /labs/other.yaml") {
-			t.Errorf("%s: %v, want an InputError with %q and the fix", tc.name, err, tc.want)
+		l := lab.MachineLab{Cluster: c, Registry: registry}
+		for verb, bringUp := range map[string]func() error{
+			"up":   func() error { _, err := l.Up(t.Context(), make(chan lab.Event, 100)); return err },
+			"boot": func() error { return l.Boot(t.Context(), lab.Inputs{}) },
+		} {
+			err := bringUp()
+			var refused *lab.InputError
+			if !errors.As(err, &refused) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "kubeboot lab down --cluster /labs/other.yaml") {
+				t.Errorf("%s of %s: %v, want an InputError with %q and the fix", verb, tc.name, err, tc.want)
+			}
+			if entries, _ := os.ReadDir(registry); len(entries) != 1 {
+				t.Errorf("%s of %s: the registry holds %d entries after the refusal, want the other lab's alone", verb, tc.name, len(entries))
+			}
 		}
-		if entries, _ := os.ReadDir(registry); len(entries) != 1 {
-			t.Errorf("%s: the registry holds %d entries after the refusal, want the other lab's alone", tc.name, len(entries))
-		}
+	}
+}
+
+// TestLabDownRefusesAnotherDescriptionsLab: a lab of the same name as
+// one that is up from another directory (another description's, as
+// another test run's) is refused by Down, which removes nothing of it,
+// naming the description that brings it down.
+func TestLabDownRefusesAnotherDescriptionsLab(t *testing.T) {
+	registry := filepath.Join(t.TempDir(), "labs")
+	other := t.TempDir()
+	registeredLab(t, registry, lab.Entry{Name: "lab", Dir: other, Subnet: "10.89.0.0/24", PodSubnet: "10.245.0.0/16"})
+	if err := os.WriteFile(filepath.Join(other, "haproxy.pid"), []byte("1 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	desc := writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nnodes: [{name: cp1, role: control-plane}]\n")
+	c, err := lab.LoadCluster(desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = lab.MachineLab{Cluster: c, Registry: registry}.Down(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "the lab lab that is up is another description's (/labs/lab.yaml, dir "+other+")") ||
+		!strings.Contains(err.Error(), "kubeboot lab down --cluster /labs/lab.yaml") {
+		t.Errorf("lab down of another description's lab: %v", err)
+	}
+	if labs, _ := lab.List(registry); len(labs) != 1 {
+		t.Errorf("after the refusal the registry holds %v, want the other lab's entry", labs)
+	}
+	if _, err := os.Stat(filepath.Join(other, "haproxy.pid")); err != nil {
+		t.Errorf("the refusal touched the other lab's dir: %v", err)
 	}
 }
 
@@ -89,11 +123,12 @@ func TestList(t *testing.T) {
 func TestLabDownUnregisters(t *testing.T) {
 	parent := t.TempDir()
 	registry := filepath.Join(parent, "kubeboot-labs")
-	registeredLab(t, registry, lab.Entry{Name: "lab", Dir: "/tmp/kb-lab", Subnet: "10.89.0.0/24", PodSubnet: "10.245.0.0/16"})
+	dir := filepath.Join(parent, "dir")
+	registeredLab(t, registry, lab.Entry{Name: "lab", Dir: dir, Subnet: "10.89.0.0/24", PodSubnet: "10.245.0.0/16"})
 	registeredLab(t, registry, lab.Entry{Name: "other", Dir: "/tmp/kb-other", Subnet: "10.89.5.0/24", PodSubnet: "10.250.0.0/16"})
 	down := func() {
 		t.Helper()
-		c, err := lab.LoadCluster(writeDescription(t, strings.Replace(header, "/tmp/kb-lab", filepath.Join(parent, "dir"), 1)+
+		c, err := lab.LoadCluster(writeDescription(t, strings.Replace(header, "/tmp/kb-lab", dir, 1)+
 			"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nnodes: [{name: cp1, role: control-plane}]\n"))
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +145,7 @@ func TestLabDownUnregisters(t *testing.T) {
 	if err := os.Remove(filepath.Join(registry, "other.json")); err != nil {
 		t.Fatal(err)
 	}
-	registeredLab(t, registry, lab.Entry{Name: "lab"})
+	registeredLab(t, registry, lab.Entry{Name: "lab", Dir: dir})
 	down()
 	if _, err := os.Stat(registry); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the empty registry is still there: %v", err)

@@ -134,21 +134,31 @@ func (c *labCluster) runWebPods(t *testing.T, nodes []string) map[string]corev1.
 	return pods
 }
 
-// startCluster writes a lab description of the nodes (a YAML list) under
-// a new root, and registers the cleanup that brings the lab down and
-// checks that it left nothing behind; the test runs lab up itself.
-func startCluster(t *testing.T, name, subnet, podSubnet, nodes string) *labCluster {
+// writeLabDescription writes, under a new root, the description of a lab
+// in root/c of the nodes (a YAML list, then any more of the description's
+// fields), and returns the root and the description's path.
+func writeLabDescription(t *testing.T, name, subnet, podSubnet, nodes string) (root, desc string) {
 	t.Helper()
 	root, err := os.MkdirTemp("", "kb-cl-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &labCluster{name: name, root: root, desc: filepath.Join(root, "cluster.yaml"), kubeconfig: filepath.Join(root, "c", "kubeconfig")}
-	desc := fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: %s\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:%s",
+	desc = filepath.Join(root, "cluster.yaml")
+	text := fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: %s\ndir: %s\nsubnet: %s\npodSubnet: %s\nnodes:%s",
 		name, filepath.Join(root, "c"), subnet, podSubnet, nodes)
-	if err := os.WriteFile(c.desc, []byte(desc), 0o600); err != nil {
+	if err := os.WriteFile(desc, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return root, desc
+}
+
+// startCluster writes a lab description of the nodes (a YAML list) under
+// a new root, and registers the cleanup that brings the lab down and
+// checks that it left nothing behind; the test runs lab up itself.
+func startCluster(t *testing.T, name, subnet, podSubnet, nodes string) *labCluster {
+	t.Helper()
+	root, desc := writeLabDescription(t, name, subnet, podSubnet, nodes)
+	c := &labCluster{name: name, root: root, desc: desc, kubeconfig: filepath.Join(root, "c", "kubeconfig")}
 	before := hostNetworkState(t, name)
 	t.Cleanup(func() {
 		if r := runCommand(t, kubebootBin, "lab", "down", "--cluster", c.desc); r.code != 0 {

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,53 +22,6 @@ import (
 	"github.com/kubeboot/kubeboot/internal/s3store/s3test"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
-
-// haproxyPkg is the Debian package of the HA lab's load balancer.
-const haproxyPkg = "haproxy"
-
-// startHAProxy runs haproxy in TCP mode in the lab's hub network
-// namespace, on endpoint, round-robin over the nodes' API servers, until
-// the test ends.
-func startHAProxy(t *testing.T, hub, endpoint string, nodes []*node) {
-	t.Helper()
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/haproxy"); serr != nil {
-			t.Fatalf("haproxy not found (PATH or /usr/sbin/haproxy): install the Debian package %q", haproxyPkg)
-		}
-		bin = "/usr/sbin/haproxy"
-	}
-	dir := t.TempDir()
-	var servers strings.Builder
-	for i, n := range nodes {
-		// A TCP check would send requests to an API server that listens
-		// but is not ready yet (its RBAC cache empty: 403s), as after a
-		// restart; /readyz is what a real load balancer checks. The check
-		// skips TLS verification: it only reads the status code.
-		fmt.Fprintf(&servers, "  server n%d %s:6443 check check-ssl verify none inter 1s fall 2 rise 1\n", i+1, n.addr)
-	}
-	cfg := "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5m\n  timeout server 5m\n" +
-		"frontend api\n  bind " + endpoint + "\n  default_backend nodes\n" +
-		"backend nodes\n  balance roundrobin\n  option redispatch\n  retries 3\n  option httpchk GET /readyz\n  http-check expect status 200\n" + servers.String()
-	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("nsenter", "--net="+filepath.Join("/run/netns", hub), "--", bin, "-db", "-f", path)
-	log, err := os.Create(filepath.Join(dir, "haproxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start haproxy: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = log.Close()
-	})
-}
 
 // haConfig writes the node's config for the HA cluster: a ClusterConfiguration
 // for the first node, a JoinConfiguration through etcdEndpoints for the
@@ -157,9 +109,11 @@ func TestHAControlPlane(t *testing.T) {
 	nodes := newNodes(t, "ha", "10.89.27.0/24", nil, "ha1", "ha2", "ha3", "ha4")
 	nodes, broken := nodes[:3], nodes[3]
 	first := nodes[0]
+	// The lab's load balancer, in the hub, round-robins over the API
+	// servers of the lab's three control-plane nodes, e2e-ha1 to e2e-ha3, each
+	// checked on /readyz.
 	hub := first.lab.Hub()
-	endpoint := net.JoinHostPort(first.lab.HubAddress().String(), "6443")
-	startHAProxy(t, hub, endpoint, nodes)
+	endpoint := first.lab.Endpoint().String()
 	bucket := s3test.Start(t, s3test.Options{
 		Address: first.lab.HubAddress().String(), Netns: hub,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
@@ -22,8 +23,7 @@ import (
 func TestKubeadmJoinsTheControlPlane(t *testing.T) {
 	alongside(t)
 	ctx := context.Background()
-	l := newMachineLab(t, "kcp", "10.89.243.0/24", "cp1:control-plane", "cp2:control-plane")
-	l.startLoadBalancer(t)
+	l := newBootLab(t, "kcp", "10.89.243.0/24", "10.243.0.0/16", "\n- {name: cp1, role: control-plane}\n- {name: cp2, role: control-plane}\n")
 	r := runCommand(t, kubebootBin, "certs", "certificate-key")
 	certKey := strings.TrimSpace(r.stdout)
 	if r.code != 0 || len(certKey) != 64 {
@@ -34,32 +34,24 @@ kind: ClusterConfiguration
 clusterName: %s
 controlPlaneEndpoint: %s
 node: {name: cp1, advertiseAddress: %s}
-networking: {podSubnet: 10.245.0.0/16}
+networking: {podSubnet: %s}
 bootstrapTokens: [{token: %s}]
 certificateKey: %s
 kubelet:
   extraConfig:%s
 addons: {kubeProxy: {extraConfig: {conntrack: {maxPerCore: 0}}}}
 security: {encryptionAtRest: {enabled: false}}
-`, l.cl.Name, l.cl.Endpoint(), l.cl.Address(0), fleetToken, certKey, kubeletSettings)
-	l.images(t, cfg, nil)
-	cp1 := l.machine(t, 0, cfg)
-	if err := cp1.Boot(ctx); err != nil {
-		t.Fatal(err)
-	}
+`, l.Cluster.Name, l.Cluster.Endpoint(), l.Cluster.Address(0), l.Cluster.PodSubnet, fleetToken, certKey, kubeletSettings)
+	// cp1 brings itself up from its file; cp2, with no file, holds the
+	// control plane's images, which kubeadm's preflight wants.
+	l.boot(t, lab.Inputs{Files: [][]byte{[]byte(cfg)}, ImageConfigs: [][]byte{[]byte(cfg)}})
+	cp1, cp2 := l.machine(t, "cp1"), l.machine(t, "cp2")
 	waitBootstrapped(t, cp1)
-	cp2 := l.machine(t, 1, "")
-	if err := cp2.Boot(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// kubeadm's preflight wants the control plane's images in containerd.
-	waitMachine(t, cp2, "the images loaded on cp2", func(out string) bool { return out == "active" },
-		"sh", "-c", "systemctl is-active kubeboot-lab-images || true")
 	var out strings.Builder
 	start := time.Now()
-	if err := cp2.Run(ctx, nil, &out, &out, "kubeadm", "join", l.cl.Endpoint().String(), "--token", fleetToken,
+	if err := cp2.Run(ctx, nil, &out, &out, "kubeadm", "join", l.Cluster.Endpoint().String(), "--token", fleetToken,
 		"--discovery-token-ca-cert-hash", caHash(t, cp1), "--control-plane", "--certificate-key", certKey, "--node-name", "cp2",
-		"--apiserver-advertise-address", l.cl.Address(1).String(),
+		"--apiserver-advertise-address", l.Cluster.Address(1).String(),
 		"--ignore-preflight-errors", "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables"); err != nil {
 		t.Fatalf("kubeadm join --control-plane: %v\n%s", err, testsupport.LastLines(out.String(), 40))
 	}
@@ -74,7 +66,7 @@ security: {encryptionAtRest: {enabled: false}}
 		append(kubectl, "-n", "kube-system", "get", "pod", "etcd-cp2", "-o", "jsonpath={.status.phase}")...)
 	// cp2's own API server, with its own admin.conf, reads the Secret of
 	// the fleet's token, which cp1's init created.
-	got := inMachine(t, cp2, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "--server", "https://"+l.cl.Address(1).String()+":6443",
+	got := inMachine(t, cp2, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "--server", "https://"+l.Cluster.Address(1).String()+":6443",
 		"-n", "kube-system", "get", "secret", "bootstrap-token-abcdef", "-o", "jsonpath={.data.token-id}")
 	if got != "YWJjZGVm" { // base64 of abcdef
 		t.Errorf("cp2's API server reads the token's Secret as %q", got)

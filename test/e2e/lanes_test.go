@@ -198,8 +198,8 @@ func (l *lanes) release(c labCost) {
 // sharedRunDirs are the directories of /run that the labs running side by
 // side share: ip netns's /run/netns and systemd-nspawn's /run/systemd. A
 // lab that makes one removes it when it comes down, or hands its removal
-// to another lab that is up and registered; the lab tests of one node
-// bring their labs up without registering them. So the suite makes the
+// to another lab that is up and registered, which races with the labs
+// that come and go side by side. So the suite makes the
 // ones the host lacks before the lab tests run side by side, and removes
 // them, once empty, after the last (removeSharedRunDirs).
 var sharedRunDirs = &runDirs{paths: []string{"/run/netns", "/run/systemd"}}

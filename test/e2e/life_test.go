@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,31 +25,6 @@ import (
 // A cluster's life, on machines: a fleet whose every file is written
 // before any node is up, a whole-cluster upgrade while a Service is
 // probed, and a worker reset and joined again.
-
-// startLoadBalancer runs the lab's load balancer in front of the
-// control-plane nodes, stopped when the test ends (before the machines are
-// removed).
-func (l *machineLab) startLoadBalancer(t *testing.T) {
-	t.Helper()
-	hostAPI, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, err := hostAPI.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = hostAPI.Close()
-	defer func() { _ = listener.Close() }()
-	if err := l.cl.StartLoadBalancer(context.Background(), []*os.File{listener}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.cl.LoadBalancer().Stop(10 * time.Second); err != nil {
-			t.Error(err)
-		}
-	})
-}
 
 // installKubelet installs binDir's kubelet on the machine as its package
 // manager would: the new binary written beside /usr/bin/kubelet and

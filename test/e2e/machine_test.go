@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -27,42 +28,6 @@ import (
 	"github.com/kubeboot/kubeboot/internal/testsupport"
 	"github.com/kubeboot/kubeboot/pki"
 )
-
-// machineImages builds the archive of the images the nodes'
-// configurations name, the sandbox image and extra, in the bin dir's cache
-// of archives, where `lab up` keeps its own: the tests that name the same
-// images share one.
-func machineImages(t *testing.T, extra []lab.Image, cfgPaths ...string) string {
-	t.Helper()
-	refs := []string{lab.SandboxImage}
-	for _, cfgPath := range cfgPaths {
-		r := runCommand(t, kubebootBin, "images", "list", "--config", cfgPath)
-		if r.code != 0 {
-			t.Fatalf("images list exited %d: %s", r.code, r.stderr)
-		}
-		refs = append(refs, strings.Fields(r.stdout)...)
-	}
-	slices.Sort(refs)
-	var images []lab.Image
-	for _, ref := range slices.Compact(refs) {
-		var img lab.Image
-		var err error
-		if strings.Contains(ref, "kubeboot") {
-			img, err = lab.KubebootImage(ref, kubebootBin)
-		} else {
-			img, err = lab.ResolveImage(binDir, ref)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		images = append(images, img)
-	}
-	archive, err := lab.Archive(filepath.Join(binDir, ".lab-images"), append(images, extra...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return archive
-}
 
 // writeFile writes content to path, making its directory.
 func writeFile(t *testing.T, path, content string) {
@@ -88,89 +53,90 @@ const (
     imageGCHighThresholdPercent: 100`
 )
 
-// machineLab is a lab of machines on one network.
-type machineLab struct {
-	cl      *lab.Cluster
-	root    string
-	layer   string
-	archive string
-	// machines are removed, in order, when the test ends.
-	machines []machine.Machine
+// bootLab is a lab of machines that lab.MachineLab's Boot brings up,
+// as `lab up` would but with each node given the file the test chooses,
+// or none: the test then brings the nodes up itself.
+type bootLab struct {
+	lab.MachineLab
+	// root holds the lab's description and its dir (root/c).
+	root string
 }
 
-// newMachineLab sets up the network of a lab of nodes (name:role, ...)
-// and registers the cleanup that removes every machine and the network,
-// and checks that nothing of them is left on the host.
-func newMachineLab(t *testing.T, name, subnet string, nodes ...string) *machineLab {
+// newBootLab writes the description of a lab of nodes (a YAML list,
+// then any more of the description's fields, as startCluster takes them)
+// on subnet and podSubnet. Nothing is set up before boot.
+func newBootLab(t *testing.T, name, subnet, podSubnet, nodes string) *bootLab {
 	t.Helper()
-	ctx := context.Background()
-	root, err := os.MkdirTemp("", "kb-ml-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := ""
-	for _, n := range nodes {
-		node, role, _ := strings.Cut(n, ":")
-		list += fmt.Sprintf("{name: %s, role: %s}, ", node, role)
-	}
-	desc := filepath.Join(root, "cluster.yaml")
-	writeFile(t, desc, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: "+name+"\ndir: "+filepath.Join(root, "c")+
-		"\nsubnet: "+subnet+"\npodSubnet: 10.245.0.0/16\nnodes: ["+strings.TrimSuffix(list, ", ")+"]\n")
+	root, desc := writeLabDescription(t, name, subnet, podSubnet, nodes)
 	cl, err := lab.LoadCluster(desc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &machineLab{cl: cl, root: root}
+	return &bootLab{MachineLab: lab.MachineLab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin, Registry: lab.DefaultRegistry}, root: root}
+}
+
+// boot brings the lab up with in (lab.MachineLab.Boot) and registers the
+// cleanup that brings it down (logging the machines' journals first when
+// the test failed) and checks that nothing of it is left on the host. A
+// lab that Boot refused is another's, up on this host: the cleanup leaves
+// it alone.
+func (l *bootLab) boot(t *testing.T, in lab.Inputs) {
+	t.Helper()
+	ctx := context.Background()
+	name := l.Cluster.Name
 	before := hostNetworkState(t, name)
 	hostBefore := nodeFiles()
+	err := l.Boot(ctx, in)
+	if _, refused := errors.AsType[*lab.InputError](err); refused {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		for _, m := range l.machines {
-			if t.Failed() {
-				if out, err := m.Output(ctx, "journalctl", "--no-pager", "-n", "40", "-u", "kubeboot-bootstrap", "-u", "kubelet"); err == nil {
-					t.Logf("the journal of %s:\n%s", m.Name, out)
-				}
-			}
-			if err := m.Remove(0); err != nil {
-				t.Error(err)
-			}
+		if t.Failed() {
+			logJournals(t, l.MachineLab)
 		}
-		if err := cl.TearDownNetwork(ctx); err != nil {
+		if err := l.Down(ctx); err != nil {
 			t.Error(err)
 		}
 		after := hostNetworkState(t, name)
 		if !slices.Equal(before.namespaces, after.namespaces) || !slices.Equal(before.links, after.links) {
 			t.Errorf("the host's network differs after the machines are removed:\nbefore %v %v\nafter  %v %v", before.namespaces, before.links, after.namespaces, after.links)
 		}
-		if left := processesUnder(root); len(left) > 0 {
+		if left := processesUnder(l.root); len(left) > 0 {
 			t.Errorf("processes of the machines remain:\n%s", describe(left))
 		}
 		if hostAfter := nodeFiles(); !slices.Equal(hostBefore, hostAfter) {
 			t.Errorf("the host's node files differ:\nbefore %q\nafter  %q", hostBefore, hostAfter)
 		}
 		if !t.Failed() {
-			_ = os.RemoveAll(root)
+			_ = os.RemoveAll(l.root)
 		}
 	})
-	if err := cl.SetUpNetwork(ctx); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
-	if l.layer, err = lab.UsrLayer(root, binDir, kubebootBin); err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
-// images builds, once, the archive of the images cfg and more name, the
-// sandbox image and extra; every machine's containerd loads it at boot.
-func (l *machineLab) images(t *testing.T, cfg string, extra []lab.Image, more ...string) {
+// machine is the named node's machine.
+func (l *bootLab) machine(t *testing.T, name string) machine.Machine {
 	t.Helper()
-	var paths []string
-	for i, c := range append([]string{cfg}, more...) {
-		path := filepath.Join(l.root, fmt.Sprintf("images-%d.yaml", i))
-		writeFile(t, path, c)
-		paths = append(paths, path)
+	m, err := l.Machine(name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	l.archive = machineImages(t, extra, paths...)
+	return m
+}
+
+// logJournals logs the end of each node's journal of its bootstrap unit
+// and kubelet, for a test that failed.
+func logJournals(t *testing.T, l lab.MachineLab) {
+	t.Helper()
+	for _, n := range l.Cluster.Nodes {
+		if m, err := l.Machine(n.Name); err == nil {
+			if out, err := m.Output(context.Background(), "journalctl", "--no-pager", "-n", "40", "-u", "kubeboot-bootstrap", "-u", "kubelet"); err == nil {
+				t.Logf("the journal of %s:\n%s", n.Name, out)
+			}
+		}
+	}
 }
 
 // caHash is the hash of the CA the machine's control plane made.
@@ -185,23 +151,6 @@ func caHash(t *testing.T, m machine.Machine) string {
 		t.Fatal(err)
 	}
 	return hash
-}
-
-// machine installs the i-th node's machine, with nodeFile as its only
-// input (none: another tool brings it up); it is removed when the test
-// ends.
-func (l *machineLab) machine(t *testing.T, i int, nodeFile string) machine.Machine {
-	t.Helper()
-	m := l.cl.Machine(i, filepath.Join(l.root, "m"), l.layer, l.archive, binDir)
-	l.machines = append([]machine.Machine{m}, l.machines...) // workers go first
-	var file []byte
-	if nodeFile != "" {
-		file = []byte(nodeFile)
-	}
-	if err := lab.InstallNode(m, file); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // waitBootstrapped waits until the machine's bootstrap unit has finished,
@@ -244,15 +193,8 @@ func startMachineCluster(t *testing.T, name, subnet, podSubnet, nodes string) *m
 	}
 	c.lab = lab.MachineLab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin}
 	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, n := range cl.Nodes {
-			if m, err := c.lab.Machine(n.Name); err == nil {
-				if out, err := m.Output(context.Background(), "journalctl", "--no-pager", "-n", "40", "-u", "kubeboot-bootstrap", "-u", "kubelet"); err == nil {
-					t.Logf("the journal of %s:\n%s", n.Name, out)
-				}
-			}
+		if t.Failed() {
+			logJournals(t, c.lab)
 		}
 	})
 	return c

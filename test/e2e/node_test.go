@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,8 @@ import (
 // nodeTemplate is the config of a test's control-plane node: every path
 // of kubeboot's under DIR, the node's directory, so that the test reads
 // them on the host; the kubelet's and containerd's own state stays on the
-// machine's disk, as on any node. The addons are left out: these tests
+// machine's disk, as on any node. The pod network is the lab's
+// (PODSUBNET). The addons are left out: these tests
 // are about the control plane (TestAddons and TestClusterLife run them).
 const nodeTemplate = `apiVersion: kubeboot.io/v1alpha1
 kind: ClusterConfiguration
@@ -38,7 +40,7 @@ node:
   name: NAME
   advertiseAddress: ADDRESS
 networking:
-  podSubnet: 10.244.0.0/16
+  podSubnet: PODSUBNET
 etcd:
   local:
     dataDir: DIR/etcd
@@ -109,13 +111,13 @@ func newNode(t *testing.T, label, subnet string) *node {
 // e2e-<label> per label, each with its config written, the images of
 // those configs (and of versions too, the other releases the test moves
 // to) in their containerd, booted and ready for kubeboot init. The
-// cleanups remove the machines and the network, check that nothing of
-// them is left, and remove each node's root unless the test failed.
+// cleanups bring the lab down, check that nothing of it is left, and
+// remove each node's root unless the test failed.
 func newNodes(t *testing.T, name, subnet string, versions []string, labels ...string) []*node {
 	t.Helper()
 	var nodes []*node
-	var specs []string
-	for _, label := range labels {
+	var list strings.Builder
+	for i, label := range labels {
 		// A short root keeps socket paths under the 108-byte limit.
 		root, err := os.MkdirTemp("", "kb-e2e-")
 		if err != nil {
@@ -126,31 +128,29 @@ func newNodes(t *testing.T, name, subnet string, versions []string, labels ...st
 		t.Cleanup(n.cleanup)
 		nodes = append(nodes, n)
 		// A description lists at most three control-plane nodes; only it
-		// reads the role: the test decides what each machine runs.
+		// (and its load balancer) reads the role: the test decides what
+		// each machine runs.
 		role := "control-plane"
-		if len(specs) >= 3 {
+		if i >= 3 {
 			role = "worker"
 		}
-		specs = append(specs, n.name+":"+role)
+		// The root is shared with the machine at the same path.
+		fmt.Fprintf(&list, "\n- {name: %s, role: %s, extraMounts: [{hostPath: %s, containerPath: %s}]}", n.name, role, root, root)
 	}
-	l := newMachineLab(t, name, subnet, specs...)
-	var configs []string
+	l := newBootLab(t, name, subnet, podSubnetOf(subnet), list.String()+"\n")
+	var configs [][]byte
 	for i, n := range nodes {
-		n.addr, n.lab = l.cl.Address(i).String(), l.cl
-		n.netns = filepath.Join("/run/netns", l.cl.Netns(n.name))
+		n.addr, n.lab = l.Cluster.Address(i).String(), l.Cluster
+		n.netns = filepath.Join("/run/netns", l.Cluster.Netns(n.name))
 		n.config = n.writeConfig(t, "kubeboot.yaml", nil)
-		configs = append(configs, string(readFile(t, n.config)))
+		configs = append(configs, readFile(t, n.config))
 	}
 	for _, v := range versions {
-		configs = append(configs, string(readFile(t, nodes[0].writeConfig(t, "images-"+v+".yaml", map[string]any{"kubernetesVersion": v}))))
+		configs = append(configs, readFile(t, nodes[0].writeConfig(t, "images-"+v+".yaml", map[string]any{"kubernetesVersion": v})))
 	}
-	l.images(t, configs[0], nil, configs[1:]...)
-	for i, n := range nodes {
-		n.m = l.machine(t, i, "")
-		n.m.Shared = []string{n.root}
-		if err := n.m.Boot(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+	l.boot(t, lab.Inputs{ImageConfigs: configs})
+	for _, n := range nodes {
+		n.m = l.machine(t, n.name)
 		// Registered after the lab's: it runs while the machine's disk
 		// is there.
 		t.Cleanup(func() {
@@ -159,18 +159,21 @@ func newNodes(t *testing.T, name, subnet string, versions []string, labels ...st
 			}
 		})
 	}
-	for _, n := range nodes {
-		waitMachine(t, n.m, "the lab's images in "+n.name+"'s containerd", func(out string) bool { return out == "active" },
-			"sh", "-c", "systemctl is-active kubeboot-lab-images || true")
-	}
 	return nodes
+}
+
+// podSubnetOf is the pod network of the lab of a node test on subnet
+// 10.89.X.0/24: 10.X.0.0/16, which no other lab of the suite has (the
+// registry refuses a lab whose pod network another's overlaps).
+func podSubnetOf(subnet string) string {
+	return fmt.Sprintf("10.%d.0.0/16", netip.MustParsePrefix(subnet).Addr().As4()[2])
 }
 
 // writeConfig writes the node template adapted to this node, with edits
 // (dotted field path -> value) applied, and returns its path.
 func (n *node) writeConfig(t *testing.T, file string, edits map[string]any) string {
 	t.Helper()
-	text := strings.NewReplacer("DIR", n.dir, "NAME", n.name, "ADDRESS", n.addr).Replace(nodeTemplate)
+	text := strings.NewReplacer("DIR", n.dir, "NAME", n.name, "ADDRESS", n.addr, "PODSUBNET", n.lab.PodSubnet).Replace(nodeTemplate)
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
 		t.Fatalf("parse the node template: %v", err)

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,18 +59,19 @@ conntrack: {maxPerCore: 0}
 // kubelet, with no file of kubeboot's.
 type kubeadmFleet struct {
 	*fleet
-	l *machineLab
+	l *bootLab
 	// certKey is the fleet's certificate key; hash pins the cluster CA
 	// once it exists.
 	certKey, hash string
 }
 
-// newKubeadmFleet sets the kubeadm fleet's machines up, not yet booted.
+// newKubeadmFleet boots the kubeadm fleet's machines, each with the
+// kubelet of v1.35 (the description's kubernetesVersion) and the images
+// of v1.35.4 and v1.36.3, and none of kubeboot's files.
 func newKubeadmFleet(t *testing.T) *kubeadmFleet {
 	t.Helper()
-	l := newMachineLab(t, "life", "10.89.242.0/24", "cp1:control-plane", "cp2:control-plane", "w1:worker", "w2:worker")
-	l.startLoadBalancer(t)
-	f := &kubeadmFleet{fleet: &fleet{cl: l.cl}, l: l}
+	l := newBootLab(t, "life", "10.89.242.0/24", "10.245.0.0/16", lifeNodes)
+	f := &kubeadmFleet{fleet: &fleet{cl: l.Cluster}, l: l}
 	r := runCommand(t, kubebootBin, "certs", "certificate-key")
 	if f.certKey = strings.TrimSpace(r.stdout); r.code != 0 || len(f.certKey) != 64 {
 		t.Fatalf("certs certificate-key: exit %d, %s", r.code, r.stderr)
@@ -81,43 +81,11 @@ func newKubeadmFleet(t *testing.T) *kubeadmFleet {
 		t.Fatal(err)
 	}
 	release := "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nkubernetesVersion: %s\n"
-	l.images(t, fmt.Sprintf(release, "v1.35.4"), []lab.Image{agnhost}, fmt.Sprintf(release, "v1.36.3"))
-	v135 := kubeletLayer(t, l.root, "v1.35")
-	for i := range l.cl.Nodes {
-		m := l.machine(t, i, "")
-		m.UsrLayers = append(m.UsrLayers, v135)
-		f.m = append(f.m, m)
+	l.boot(t, lab.Inputs{ImageConfigs: [][]byte{fmt.Appendf(nil, release, "v1.35.4"), fmt.Appendf(nil, release, "v1.36.3")}, Images: []lab.Image{agnhost}})
+	for _, n := range l.Cluster.Nodes {
+		f.m = append(f.m, l.machine(t, n.Name))
 	}
 	return f
-}
-
-// kubeletLayer is a layer over the machines' /usr holding the kubelet of
-// binDir/minor, the release a node is installed with.
-func kubeletLayer(t *testing.T, dir, minor string) string {
-	t.Helper()
-	layer := filepath.Join(dir, "kubelet-"+minor)
-	if err := os.MkdirAll(filepath.Join(layer, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(binDir, minor, "kubelet"))
-	if err != nil {
-		t.Fatalf("the kubelet of %s (`make binaries` builds it): %v", minor, err)
-	}
-	writeFile(t, filepath.Join(layer, "bin", "kubelet"), string(data))
-	if err := os.Chmod(filepath.Join(layer, "bin", "kubelet"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return layer
-}
-
-// boot boots every machine at once.
-func (f *kubeadmFleet) boot(t *testing.T) {
-	t.Helper()
-	for _, m := range f.m {
-		if err := m.Boot(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // inMachineOK runs a command in the machine and fails the test, with its
@@ -138,11 +106,6 @@ func inMachineOK(t *testing.T, m machine.Machine, argv ...string) string {
 // certificate key, join on each worker.
 func (f *kubeadmFleet) upWithKubeadm(t *testing.T) {
 	t.Helper()
-	f.boot(t)
-	for _, m := range f.m {
-		waitMachine(t, m, "the images loaded on "+m.Name, func(out string) bool { return out == "active" },
-			"sh", "-c", "systemctl is-active kubeboot-lab-images || true")
-	}
 	writeFile(t, filepath.Join(f.m[0].Root(), "root/kubeadm.yaml"), kubeadmInitConfig(f))
 	inMachineOK(t, f.m[0], "kubeadm", "init", "--config", "/root/kubeadm.yaml", "--upload-certs", "--ignore-preflight-errors", kubeadmIgnored)
 	f.hash = caHash(t, f.m[0])
@@ -155,16 +118,7 @@ func (f *kubeadmFleet) upWithKubeadm(t *testing.T) {
 		inMachineOK(t, m, args...)
 	}
 	// The pod networks routed between the nodes, as lab up routes them.
-	podCIDRs := map[string][]string{}
-	f.kubectlWait(t, "every node's pod CIDR", func(out string) bool {
-		for _, pair := range strings.Fields(out) {
-			if name, cidr, _ := strings.Cut(pair, "="); cidr != "" {
-				podCIDRs[name] = []string{cidr}
-			}
-		}
-		return len(podCIDRs) == len(f.m)
-	}, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)
-	if err := f.cl.AddPodRoutes(context.Background(), podCIDRs); err != nil {
+	if err := f.l.RoutePods(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
