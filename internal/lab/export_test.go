@@ -15,7 +15,7 @@ const HostNft = hostNft
 
 // NodeFiles are the lab's node files, each node's kubeboot file and
 // kubeadm's, with the CA's hash given.
-func (l MachineLab) NodeFiles(caHash string) (kubeboot, kubeadm []string, err error) {
+func (l Lab) NodeFiles(caHash string) (kubeboot, kubeadm []string, err error) {
 	files, err := l.nodeFiles()
 	for _, f := range files {
 		kubeboot = append(kubeboot, strings.ReplaceAll(string(f.kubeboot), caHashPlaceholder, caHash))

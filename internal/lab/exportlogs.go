@@ -49,7 +49,7 @@ var clusterDumps = []struct {
 // API server down) is written as <node>/errors.txt rather than ending the
 // export. The file, named for the time to the microsecond, appears whole
 // or not at all, and never replaces another.
-func (l MachineLab) ExportLogs(ctx context.Context, dir string) (string, error) {
+func (l Lab) ExportLogs(ctx context.Context, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("export logs: %w", err)
 	}
@@ -88,7 +88,7 @@ func (l MachineLab) ExportLogs(ctx context.Context, dir string) (string, error) 
 }
 
 // exportNode adds a node's journals and pods' logs.
-func (l MachineLab) exportNode(ctx context.Context, a *logArchive, m machine.Machine) {
+func (l Lab) exportNode(ctx context.Context, a *logArchive, m machine.Machine) {
 	var problems []string
 	journal := func(file string, args ...string) {
 		out, err := m.Output(ctx, append([]string{"journalctl", "--no-pager", "-o", "short-precise"}, args...)...)
@@ -150,7 +150,7 @@ func exportPodLogs(a *logArchive, m machine.Machine) error {
 
 // exportCluster adds the `kubectl get` dumps, through the first
 // control-plane node's admin.conf.
-func (l MachineLab) exportCluster(ctx context.Context, a *logArchive) {
+func (l Lab) exportCluster(ctx context.Context, a *logArchive) {
 	var problems []string
 	for _, d := range clusterDumps {
 		out, err := kubectl(ctx, l.machine(0), d.args...)

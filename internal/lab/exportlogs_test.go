@@ -31,7 +31,7 @@ func TestExportLogsOfALabDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "logs")
-	path, err := lab.MachineLab{Cluster: c, BinDir: "/bin-dir"}.ExportLogs(context.Background(), out)
+	path, err := lab.Lab{Cluster: c, BinDir: "/bin-dir"}.ExportLogs(context.Background(), out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestExportLogsOfALabDown(t *testing.T) {
 
 // downLab is a lab of cp1 and w1, not running, whose disks are in a temp
 // dir, which it returns.
-func downLab(t *testing.T) (lab.MachineLab, string) {
+func downLab(t *testing.T) (lab.Lab, string) {
 	t.Helper()
 	labDir := t.TempDir()
 	c, err := lab.LoadCluster(writeDescription(t, strings.Replace(header, "/tmp/kb-lab", labDir, 1)+
@@ -63,7 +63,7 @@ func downLab(t *testing.T) (lab.MachineLab, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lab.MachineLab{Cluster: c, BinDir: "/bin-dir"}, labDir
+	return lab.Lab{Cluster: c, BinDir: "/bin-dir"}, labDir
 }
 
 // TestExportLogsStaysInTheNodesDisk: a symlink in a node's disk that

@@ -219,7 +219,7 @@ func (c *Cluster) patched(doc map[string]any) (map[string]any, error) {
 // configuration as the node will, so that a patch, a feature gate or a
 // runtime config that makes it invalid is refused before anything is set
 // up, naming the lab's fields rather than the node's file.
-func (l MachineLab) checkControlPlaneFiles(files []nodeFile) error {
+func (l Lab) checkControlPlaneFiles(files []nodeFile) error {
 	c := l.Cluster
 	dir, err := os.MkdirTemp("", "kubeboot-lab-check-")
 	if err != nil {

@@ -72,7 +72,7 @@ func TestNodeFilesCarryTheKnobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, _, err := lab.MachineLab{Cluster: c}.NodeFiles("sha256:00")
+	files, _, err := lab.Lab{Cluster: c}.NodeFiles("sha256:00")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ nodes: [{name: cp1, role: control-plane, init: kubeadm}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, kubeadm, err := lab.MachineLab{Cluster: c}.NodeFiles("sha256:00")
+	_, kubeadm, err := lab.Lab{Cluster: c}.NodeFiles("sha256:00")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestUpRefusesBadKnobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			registry := filepath.Join(t.TempDir(), "labs")
-			_, err = lab.MachineLab{Cluster: c, Registry: registry}.Up(t.Context(), make(chan lab.Event, 100))
+			_, err = lab.Lab{Cluster: c, Registry: registry}.Up(t.Context(), make(chan lab.Event, 100))
 			var refused *lab.InputError
 			if !errors.As(err, &refused) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), desc) {
 				t.Errorf("%v, want an InputError naming %s and %q", err, desc, tc.want)

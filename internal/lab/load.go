@@ -41,7 +41,7 @@ type Loaded struct {
 // `load image-archive` does. Every archive and node name is checked before
 // any node is touched (CheckLoad): an archive that is neither format, or a
 // node not in the lab, is refused naming it.
-func (l MachineLab) Load(ctx context.Context, archives, nodes []string) ([]Loaded, error) {
+func (l Lab) Load(ctx context.Context, archives, nodes []string) ([]Loaded, error) {
 	if err := l.CheckLoad(archives, nodes); err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (l MachineLab) Load(ctx context.Context, archives, nodes []string) ([]Loade
 // CheckLoad is Load's check of its input: at least one archive, each a
 // tar file of `docker save`'s or an OCI layout that names its images, and
 // every node in the lab.
-func (l MachineLab) CheckLoad(archives, nodes []string) error {
+func (l Lab) CheckLoad(archives, nodes []string) error {
 	if len(archives) == 0 {
 		return errors.New("no image archive given: name one or more `docker save` or OCI archives")
 	}

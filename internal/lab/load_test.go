@@ -74,7 +74,7 @@ func TestLoadRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := lab.MachineLab{Cluster: c, BinDir: "/bin-dir"}
+	l := lab.Lab{Cluster: c, BinDir: "/bin-dir"}
 	notTar := filepath.Join(t.TempDir(), "notes.txt")
 	if err := os.WriteFile(notTar, []byte("not a tar file, but a short text"), 0o600); err != nil {
 		t.Fatal(err)

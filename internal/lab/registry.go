@@ -77,7 +77,7 @@ func List(registry string) ([]Entry, error) {
 }
 
 // entry is the lab's registry entry as Up starts it.
-func (l MachineLab) entry() Entry {
+func (l Lab) entry() Entry {
 	c := l.Cluster
 	e := Entry{Name: c.Name, Description: c.source, Dir: c.Dir, Subnet: c.Subnet, PodSubnet: c.PodSubnet, Started: time.Now().UTC()}
 	if abs, err := filepath.Abs(c.source); err == nil {
@@ -95,7 +95,7 @@ func (l MachineLab) entry() Entry {
 // checkCollisions refuses a lab whose name, directory, subnet, pod
 // subnet or a port mapping's host port another lab that is up already
 // has, naming the field, the other lab and the fix.
-func (l MachineLab) checkCollisions() error {
+func (l Lab) checkCollisions() error {
 	others, err := List(l.Registry)
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func overlap(a, b string) bool {
 // (package atomicfile).
 // The registry's directory is made again when the last other lab's
 // unregister removed it meanwhile.
-func (l MachineLab) register(e Entry) error {
+func (l Lab) register(e Entry) error {
 	data, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return err
@@ -174,7 +174,7 @@ func (l MachineLab) register(e Entry) error {
 
 // unregister removes the lab's entry, and the registry's directory once
 // it is empty.
-func (l MachineLab) unregister() error {
+func (l Lab) unregister() error {
 	if err := os.Remove(l.entryPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("lab registry: %w", err)
 	}
@@ -182,4 +182,4 @@ func (l MachineLab) unregister() error {
 	return nil
 }
 
-func (l MachineLab) entryPath() string { return filepath.Join(l.Registry, l.Cluster.Name+".json") }
+func (l Lab) entryPath() string { return filepath.Join(l.Registry, l.Cluster.Name+".json") }

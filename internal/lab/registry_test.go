@@ -51,7 +51,7 @@ func TestLabUpRefusesACollision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := lab.MachineLab{Cluster: c, Registry: registry}
+		l := lab.Lab{Cluster: c, Registry: registry}
 		for verb, bringUp := range map[string]func() error{
 			"up":   func() error { _, err := l.Up(t.Context(), make(chan lab.Event, 100)); return err },
 			"boot": func() error { return l.Boot(t.Context(), lab.Inputs{}) },
@@ -84,7 +84,7 @@ func TestLabDownRefusesAnotherDescriptionsLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = lab.MachineLab{Cluster: c, Registry: registry}.Down(t.Context())
+	err = lab.Lab{Cluster: c, Registry: registry}.Down(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "the lab lab that is up is another description's (/labs/lab.yaml, dir "+other+")") ||
 		!strings.Contains(err.Error(), "kubeboot lab down --cluster /labs/lab.yaml") {
 		t.Errorf("lab down of another description's lab: %v", err)
@@ -133,7 +133,7 @@ func TestLabDownUnregisters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := (lab.MachineLab{Cluster: c, Registry: registry}).Down(t.Context()); err != nil {
+		if err := (lab.Lab{Cluster: c, Registry: registry}).Down(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -53,11 +53,11 @@ const (
     imageGCHighThresholdPercent: 100`
 )
 
-// bootLab is a lab of machines that lab.MachineLab's Boot brings up,
+// bootLab is a lab of machines that lab.Lab's Boot brings up,
 // as `lab up` would but with each node given the file the test chooses,
 // or none: the test then brings the nodes up itself.
 type bootLab struct {
-	lab.MachineLab
+	lab.Lab
 	// root holds the lab's description and its dir (root/c).
 	root string
 }
@@ -72,10 +72,10 @@ func newBootLab(t *testing.T, name, subnet, podSubnet, nodes string) *bootLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bootLab{MachineLab: lab.MachineLab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin, Registry: lab.DefaultRegistry}, root: root}
+	return &bootLab{Lab: lab.Lab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin, Registry: lab.DefaultRegistry}, root: root}
 }
 
-// boot brings the lab up with in (lab.MachineLab.Boot) and registers the
+// boot brings the lab up with in (lab.Lab.Boot) and registers the
 // cleanup that brings it down (logging the machines' journals first when
 // the test failed) and checks that nothing of it is left on the host. A
 // lab that Boot refused is another's, up on this host: the cleanup leaves
@@ -92,7 +92,7 @@ func (l *bootLab) boot(t *testing.T, in lab.Inputs) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			logJournals(t, l.MachineLab)
+			logJournals(t, l.Lab)
 		}
 		if err := l.Down(ctx); err != nil {
 			t.Error(err)
@@ -128,7 +128,7 @@ func (l *bootLab) machine(t *testing.T, name string) machine.Machine {
 
 // logJournals logs the end of each node's journal of its bootstrap unit
 // and kubelet, for a test that failed.
-func logJournals(t *testing.T, l lab.MachineLab) {
+func logJournals(t *testing.T, l lab.Lab) {
 	t.Helper()
 	for _, n := range l.Cluster.Nodes {
 		if m, err := l.Machine(n.Name); err == nil {
@@ -169,7 +169,7 @@ func waitBootstrapped(t *testing.T, m machine.Machine) {
 // brings up from its description.
 type machineCluster struct {
 	*labCluster
-	lab lab.MachineLab
+	lab lab.Lab
 }
 
 // startMachineCluster writes the description of a lab of machines (the
@@ -191,7 +191,7 @@ func startMachineCluster(t *testing.T, name, subnet, podSubnet, nodes string) *m
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.lab = lab.MachineLab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin}
+	c.lab = lab.Lab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin}
 	t.Cleanup(func() {
 		if t.Failed() {
 			logJournals(t, c.lab)

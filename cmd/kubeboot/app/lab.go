@@ -96,28 +96,28 @@ func (o *labOptions) binDirOrDefault() string {
 
 // lab is the lab of --cluster, whose nodes install this kubeboot binary
 // and the binaries of --bin-dir.
-func (o *labOptions) lab() (lab.MachineLab, error) {
+func (o *labOptions) lab() (lab.Lab, error) {
 	if o.clusterPath == "" {
-		return lab.MachineLab{}, &exit.UsageError{Msg: "--cluster names the lab's description (like examples/machines.yaml)"}
+		return lab.Lab{}, &exit.UsageError{Msg: "--cluster names the lab's description (like examples/machines.yaml)"}
 	}
 	c, err := lab.LoadCluster(o.clusterPath)
 	if err != nil {
-		return lab.MachineLab{}, &exit.UsageError{Msg: err.Error()}
+		return lab.Lab{}, &exit.UsageError{Msg: err.Error()}
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return lab.MachineLab{}, err
+		return lab.Lab{}, err
 	}
 	binDir, err := filepath.Abs(o.binDirOrDefault())
 	if err != nil {
-		return lab.MachineLab{}, err
+		return lab.Lab{}, err
 	}
-	return lab.MachineLab{Cluster: c, BinDir: binDir, Kubeboot: self, Registry: lab.DefaultRegistry}, nil
+	return lab.Lab{Cluster: c, BinDir: binDir, Kubeboot: self, Registry: lab.DefaultRegistry}, nil
 }
 
 // labUp runs `lab up`: each node's progress, as its events arrive, then
 // the result, until the command's context ends (at SIGINT or SIGTERM).
-func labUp(cmd *cobra.Command, l lab.MachineLab, report *output.Reporter) error {
+func labUp(cmd *cobra.Command, l lab.Lab, report *output.Reporter) error {
 	events := make(chan lab.Event)
 	var res lab.Result
 	var err error

@@ -30,14 +30,17 @@ import (
 	"github.com/kubeboot/kubeboot/pki"
 )
 
-// MachineLab brings up and down a lab cluster whose nodes are machines,
-// as a fleet of provisioned nodes comes up: every node's one file is written onto its disk before any
-// boots (a fresh bootstrap token and certificate key, the cluster CA made
-// beforehand on the first node's disk, so the others pin its hash), all
-// boot at once, and each brings itself up through kubeboot's bootstrap
-// unit (a kubeadm worker through `kubeadm join`, run in it as an operator
-// would). The lab only watches them from outside.
-type MachineLab struct {
+// Lab is a lab cluster on this host, whose nodes are machines (package
+// machine): its description, and what it is brought up with. Up brings
+// it up as a fleet of provisioned nodes comes up: every node's one file
+// is written onto its disk before any boots (a fresh bootstrap token and
+// certificate key, the cluster CA made beforehand on the first node's
+// disk, so the others pin its hash), all boot at once, and each brings
+// itself up through kubeboot's bootstrap unit (a kubeadm worker through
+// `kubeadm join`, run in it as an operator would); the lab only watches
+// them from outside. Boot brings it up as far as the boot, each node
+// with the file its caller chooses; Down brings it down.
+type Lab struct {
 	// Cluster is the lab's description.
 	Cluster *Cluster
 	// BinDir holds the pinned binaries the nodes' packages and images
@@ -45,8 +48,9 @@ type MachineLab struct {
 	BinDir string
 	// Kubeboot is the kubeboot binary the nodes install.
 	Kubeboot string
-	// Registry is the directory where Up registers the lab and Down
-	// unregisters it (DefaultRegistry; see List); "" registers nothing.
+	// Registry is the directory where Up and Boot register the lab and
+	// Down unregisters it (DefaultRegistry; see List); "" registers
+	// nothing.
 	Registry string
 }
 
@@ -59,7 +63,7 @@ type Event struct {
 	Phase, Level, Msg string
 }
 
-// Result is what `lab up` of a machine lab reports.
+// Result is what `lab up` reports.
 type Result struct {
 	OK bool `json:"ok"`
 	// Kubeconfig is the host's admin kubeconfig, through Endpoint.
@@ -96,17 +100,17 @@ var machineKubelet = map[string]any{
 }
 
 // usrLayer is the layer of the nodes' packages over their /usr.
-func (l MachineLab) usrLayer() string { return filepath.Join(l.Cluster.Dir, "usr") }
+func (l Lab) usrLayer() string { return filepath.Join(l.Cluster.Dir, "usr") }
 
 // archive is the lab's images, which each node's containerd loads.
-func (l MachineLab) archive() string { return filepath.Join(l.Cluster.Dir, "images.tar") }
+func (l Lab) archive() string { return filepath.Join(l.Cluster.Dir, "images.tar") }
 
 // kubeletLayer holds the kubelet of the cluster's release when it is not
 // the bin dir's own, as binDir/v<major>.<minor>/kubelet.
-func (l MachineLab) kubeletLayer() string { return filepath.Join(l.Cluster.Dir, "kubelet") }
+func (l Lab) kubeletLayer() string { return filepath.Join(l.Cluster.Dir, "kubelet") }
 
 // Machine is the named node's machine.
-func (l MachineLab) Machine(name string) (machine.Machine, error) {
+func (l Lab) Machine(name string) (machine.Machine, error) {
 	i := slices.IndexFunc(l.Cluster.Nodes, func(n ClusterNode) bool { return n.Name == name })
 	if i < 0 {
 		var names []string
@@ -119,7 +123,7 @@ func (l MachineLab) Machine(name string) (machine.Machine, error) {
 }
 
 // machine is the i-th node's machine.
-func (l MachineLab) machine(i int) machine.Machine {
+func (l Lab) machine(i int) machine.Machine {
 	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.archive(), l.BinDir)
 	if _, err := os.Stat(l.kubeletLayer()); err == nil {
 		m.UsrLayers = append(m.UsrLayers, l.kubeletLayer())
@@ -135,7 +139,7 @@ func (l MachineLab) machine(i int) machine.Machine {
 // addons are rolled out and the default StorageClass is served. A
 // refusal (an InputError) set nothing up; a later failure leaves what was
 // started for `lab down` (and the nodes' journals) to deal with.
-func (l MachineLab) Up(ctx context.Context, events chan<- Event) (Result, error) {
+func (l Lab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 	c := l.Cluster
 	var res Result
 	say := func(format string, args ...any) {
@@ -221,7 +225,7 @@ type Inputs struct {
 // its bootstrap unit. A refusal (an InputError) set nothing up, and the
 // lab it names may be another's: its caller must not bring it down.
 // After any other error, as after a success, Down removes what Boot made.
-func (l MachineLab) Boot(ctx context.Context, in Inputs) error {
+func (l Lab) Boot(ctx context.Context, in Inputs) error {
 	c := l.Cluster
 	if len(in.Files) > len(c.Nodes) {
 		return &InputError{Err: fmt.Errorf("%s: %d files for %d nodes", c.source, len(in.Files), len(c.Nodes))}
@@ -271,7 +275,7 @@ func (l MachineLab) Boot(ctx context.Context, in Inputs) error {
 // here: one whose disks are left from a lab of its description not
 // brought down, or whose extra mounts or feature gates are wrong. It sets
 // nothing up.
-func (l MachineLab) checkNew(ctx context.Context) error {
+func (l Lab) checkNew(ctx context.Context) error {
 	c := l.Cluster
 	for i := range c.Nodes {
 		if m := l.machine(i); exists(m.Dir) {
@@ -289,7 +293,7 @@ func (l MachineLab) checkNew(ctx context.Context) error {
 // sets up its network and its load balancer, which serves the host on a
 // free port of its loopback: the endpoint it returns. It says what it set
 // up.
-func (l MachineLab) setUp(ctx context.Context, say func(format string, args ...any)) (string, error) {
+func (l Lab) setUp(ctx context.Context, say func(format string, args ...any)) (string, error) {
 	c := l.Cluster
 	entry := l.entry()
 	if l.Registry != "" {
@@ -327,7 +331,7 @@ func (l MachineLab) setUp(ctx context.Context, say func(format string, args ...a
 }
 
 // bootAll boots every node's machine at once.
-func (l MachineLab) bootAll(ctx context.Context) error {
+func (l Lab) bootAll(ctx context.Context) error {
 	// Whether the machines make /run/systemd (systemd-nspawn keeps its
 	// locks there), which Down then removes once empty: one that was
 	// there before is the host's.
@@ -359,7 +363,7 @@ type nodeFile struct {
 // WorkerConfiguration or kubeadm's JoinConfiguration, all with one fresh
 // token and certificate key. The CA hash is left as caHashPlaceholder
 // until the CA exists.
-func (l MachineLab) nodeFiles() ([]nodeFile, error) {
+func (l Lab) nodeFiles() ([]nodeFile, error) {
 	c := l.Cluster
 	token, err := bootstraptoken.Generate(rand.Reader)
 	if err != nil {
@@ -444,7 +448,7 @@ var kubeadmIgnored = []string{"SystemVerification", "Swap", "FileContent--proc-s
 // InitConfiguration, ClusterConfiguration, KubeletConfiguration and
 // KubeProxyConfiguration. The keys are ECDSA P-256, kubeboot's default;
 // kube-proxy runs in nftables mode, whose nft the lab's image holds.
-func (l MachineLab) kubeadmInit(token string) ([]byte, error) {
+func (l Lab) kubeadmInit(token string) ([]byte, error) {
 	c := l.Cluster
 	version := c.KubernetesVersion
 	if version == "" {
@@ -497,7 +501,7 @@ const caHashPlaceholder = "sha256:ca-hash-to-come"
 // images' archive) and every node's disk: the first node's first, with its
 // certificates made beforehand (`kubeboot init phase certs --root`, as an
 // image builder would), then the others' files pinning that CA's hash.
-func (l MachineLab) install(ctx context.Context, files []nodeFile) error {
+func (l Lab) install(ctx context.Context, files []nodeFile) error {
 	c := l.Cluster
 	// With another kubernetesVersion than kubeboot's default, the images
 	// of the default too, which an upgrade moves to, as a node image
@@ -574,7 +578,7 @@ const kubeadmConfig = "etc/kubernetes/kubeadm.yaml"
 // installKubelet makes the layer of the kubelet of the cluster's release
 // when the bin dir has it apart, in v<major>.<minor>/ (the nodes are
 // installed with the release they run); the bin dir's own otherwise.
-func (l MachineLab) installKubelet() error {
+func (l Lab) installKubelet() error {
 	dir := minorDir(l.Cluster.KubernetesVersion)
 	if dir == "" {
 		return nil
@@ -594,7 +598,7 @@ func (l MachineLab) installKubelet() error {
 // configs name (`kubeboot images list`), refs and extra, which it
 // preloads into a containerd store (preload) and links where the nodes
 // see it. It returns the store.
-func (l MachineLab) installShared(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
+func (l Lab) installShared(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
 	if _, err := UsrLayer(l.Cluster.Dir, l.BinDir, l.Kubeboot); err != nil {
 		return "", err
 	}
@@ -610,7 +614,7 @@ func (l MachineLab) installShared(ctx context.Context, configs [][]byte, refs []
 
 // images builds the archive of the images configs name (`kubeboot
 // images list`), refs and extra, and links it where the nodes see it.
-func (l MachineLab) images(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
+func (l Lab) images(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
 	refs = slices.Clone(refs)
 	for i, cfg := range configs {
 		path := filepath.Join(l.Cluster.Dir, fmt.Sprintf("images-%d.yaml", i))
@@ -650,7 +654,7 @@ func (l MachineLab) images(ctx context.Context, configs [][]byte, refs []string,
 // a kubeadm worker, `kubeadm join` run in it once the first control-plane
 // node is up. It follows each bootstrap unit's journal, sending its JSON
 // events on.
-func (l MachineLab) waitNodes(ctx context.Context, files []nodeFile, start time.Time, events chan<- Event) ([]ResultNode, error) {
+func (l Lab) waitNodes(ctx context.Context, files []nodeFile, start time.Time, events chan<- Event) ([]ResultNode, error) {
 	c := l.Cluster
 	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
 	defer cancel()
@@ -808,11 +812,11 @@ func kubectl(ctx context.Context, m machine.Machine, args ...string) ([]byte, er
 // lab whose nodes its caller brought up (Boot): once the
 // controller-manager gave every node its pod CIDR, which it reads with
 // the first node's /etc/kubernetes/admin.conf.
-func (l MachineLab) RoutePods(ctx context.Context) error { return l.routePods(ctx, l.machine(0)) }
+func (l Lab) RoutePods(ctx context.Context) error { return l.routePods(ctx, l.machine(0)) }
 
 // routePods waits until the controller-manager gave every node its pod
 // CIDR, then routes them between the nodes.
-func (l MachineLab) routePods(ctx context.Context, first machine.Machine) error {
+func (l Lab) routePods(ctx context.Context, first machine.Machine) error {
 	podCIDRs := map[string][]string{}
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		out, err := kubectl(ctx, first, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)
@@ -855,7 +859,7 @@ func hostKubeconfig(adminConf, path, endpoint string) error {
 // with them, so nothing a shutdown would save is kept, as kind's nodes
 // are removed. It refuses, removing nothing, a lab of its name that is
 // registered from another directory: another description's.
-func (l MachineLab) Down(ctx context.Context) error {
+func (l Lab) Down(ctx context.Context) error {
 	c := l.Cluster
 	if err := l.checkOwn(); err != nil {
 		return err
@@ -905,7 +909,7 @@ func (l MachineLab) Down(ctx context.Context) error {
 // checkOwn refuses a lab of this name that the registry holds with
 // another directory: the lab that is up under this name is another
 // description's, which only that description brings down.
-func (l MachineLab) checkOwn() error {
+func (l Lab) checkOwn() error {
 	if l.Registry == "" {
 		return nil
 	}
@@ -938,7 +942,7 @@ func (c *Cluster) runSystemdMarker() string { return filepath.Join(c.Dir, runSys
 // marker of that name in its dir says which), which another lab's
 // machines keep from being removed now, to a lab that is up, whose Down
 // removes it once empty.
-func (l MachineLab) handOver(marker string) error {
+func (l Lab) handOver(marker string) error {
 	if l.Registry == "" {
 		return nil
 	}

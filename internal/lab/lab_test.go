@@ -13,12 +13,12 @@ import (
 	"github.com/kubeboot/kubeboot/internal/lab"
 )
 
-// TestMachineLabNodeFiles: a lab of machines gives each node one file that
+// TestLabNodeFiles: a lab of machines gives each node one file that
 // kubeboot loads as it stands (the first control-plane node inits, the
 // second joins with the certificate key, a worker joins), all through the
 // cluster's endpoint with one fresh token pinning the CA, and kubeadm's
 // worker a JoinConfiguration of the same; another lab draws another token.
-func TestMachineLabNodeFiles(t *testing.T) {
+func TestLabNodeFiles(t *testing.T) {
 	desc := writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nkubernetesVersion: v1.35.4\n"+
 		"nodes: [{name: cp1, role: control-plane}, {name: cp2, role: control-plane}, {name: w1, role: worker}, {name: w2, role: worker, join: kubeadm}]\n")
 	c, err := lab.LoadCluster(desc)
@@ -26,7 +26,7 @@ func TestMachineLabNodeFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash := "sha256:" + strings.Repeat("ab", 32)
-	l := lab.MachineLab{Cluster: c}
+	l := lab.Lab{Cluster: c}
 	kubeboot, kubeadm, err := l.NodeFiles(hash)
 	if err != nil {
 		t.Fatal(err)
@@ -78,14 +78,14 @@ func TestMachineLabNodeFiles(t *testing.T) {
 	}
 }
 
-// TestMachineLabMachine: a node is found by its name, in the lab's dir on
+// TestLabMachine: a node is found by its name, in the lab's dir on
 // its network namespace; another name is refused, naming the nodes.
-func TestMachineLabMachine(t *testing.T) {
+func TestLabMachine(t *testing.T) {
 	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nnodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := lab.MachineLab{Cluster: c, BinDir: "/bin-dir"}
+	l := lab.Lab{Cluster: c, BinDir: "/bin-dir"}
 	m, err := l.Machine("w1")
 	if err != nil || m.Dir != "/tmp/kb-lab/w1" || m.NetNS != "/run/netns/kb-lab-w1" || m.UsrLayers[0] != "/tmp/kb-lab/usr" {
 		t.Errorf("w1: %+v, %v", m, err)
@@ -139,16 +139,16 @@ func TestForwardEvents(t *testing.T) {
 	}
 }
 
-// TestMachineLabKubeadmInit: a lab whose one node the real kubeadm inits
+// TestLabKubeadmInit: a lab whose one node the real kubeadm inits
 // gives it kubeadm's configuration of the same cluster, untainted, with
 // kube-proxy in nftables mode, and no file of kubeboot's to run.
-func TestMachineLabKubeadmInit(t *testing.T) {
+func TestLabKubeadmInit(t *testing.T) {
 	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\n"+
 		"nodes: [{name: cp1, role: control-plane, init: kubeadm}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, kubeadm, err := lab.MachineLab{Cluster: c}.NodeFiles("")
+	_, kubeadm, err := lab.Lab{Cluster: c}.NodeFiles("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,10 +161,10 @@ func TestMachineLabKubeadmInit(t *testing.T) {
 	}
 }
 
-// TestMachineLabUpRefusesALabNotBroughtDown: a node's disk left by an
+// TestLabUpRefusesALabNotBroughtDown: a node's disk left by an
 // earlier lab of the description is refused, by Up (naming the fix) and
 // by Boot, before anything is set up.
-func TestMachineLabUpRefusesALabNotBroughtDown(t *testing.T) {
+func TestLabUpRefusesALabNotBroughtDown(t *testing.T) {
 	dir := t.TempDir()
 	desc := writeDescription(t, strings.Replace(header, "/tmp/kb-lab", dir, 1)+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\n"+
 		"nodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}]\n")
@@ -176,7 +176,7 @@ func TestMachineLabUpRefusesALabNotBroughtDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := make(chan lab.Event, 10)
-	_, err = lab.MachineLab{Cluster: c}.Up(t.Context(), events)
+	_, err = lab.Lab{Cluster: c}.Up(t.Context(), events)
 	if err == nil || !strings.Contains(err.Error(), "node w1's disk "+filepath.Join(dir, "w1")+" exists") || !strings.Contains(err.Error(), "kubeboot lab down --cluster "+desc) {
 		t.Errorf("lab up over a lab not brought down: %v", err)
 	}
@@ -187,7 +187,7 @@ func TestMachineLabUpRefusesALabNotBroughtDown(t *testing.T) {
 		t.Errorf("lab up reported progress: %+v", <-events)
 	}
 	var refused *lab.InputError
-	if err := (lab.MachineLab{Cluster: c}).Boot(t.Context(), lab.Inputs{}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "node w1's disk "+filepath.Join(dir, "w1")+" exists") {
+	if err := (lab.Lab{Cluster: c}).Boot(t.Context(), lab.Inputs{}); !errors.As(err, &refused) || !strings.Contains(err.Error(), "node w1's disk "+filepath.Join(dir, "w1")+" exists") {
 		t.Errorf("Boot over a lab not brought down: %v, want the InputError", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
