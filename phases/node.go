@@ -111,8 +111,25 @@ func CheckNoRestore(s *Node) error {
 	return nil
 }
 
-// AddTo takes what the run on n found for the result: the components seen
-// healthy, the join command, the certificate key and the snapshot saved.
-func (n *Node) AddTo(r *workflow.Result) {
-	r.Healthy, r.JoinCommand, r.CertificateKey, r.Snapshot = n.Healthy, n.JoinCommand, n.CertificateKey, n.Snapshot
+// Result is r with the components the run on n saw healthy (none is an
+// empty list).
+func (n *Node) Result(r workflow.Result) workflow.Result {
+	r.Healthy = append([]string{}, n.Healthy...)
+	return r
+}
+
+// InitResult is the result of init and of its phases: a Result, and what
+// a joinable control plane hands on.
+type InitResult struct {
+	workflow.Result
+	// JoinCommand joins a node to the cluster; it holds a bootstrap token.
+	JoinCommand string `json:"joinCommand,omitempty"`
+	// CertificateKey opens the kubeadm-certs Secret: the key init's
+	// upload-certs generated, for join --control-plane --certificate-key.
+	CertificateKey string `json:"certificateKey,omitempty"`
+}
+
+// InitResult is the init result of the run on n, r its common part.
+func (n *Node) InitResult(r workflow.Result) InitResult {
+	return InitResult{Result: n.Result(r), JoinCommand: n.JoinCommand, CertificateKey: n.CertificateKey}
 }

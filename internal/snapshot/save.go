@@ -31,6 +31,20 @@ func Save(opts SaveOptions) workflow.Operation[*phases.Node] {
 	}}
 }
 
+// SaveResult is the result of `etcd snapshot save`: a Result, and the
+// snapshot saved.
+type SaveResult struct {
+	workflow.Result
+	// Snapshot is the etcd snapshot the run saved: its path, size,
+	// revision, keys and time.
+	Snapshot *etcd.SnapshotInfo `json:"snapshot,omitempty"`
+}
+
+// SaveResultOf is the save result of the run on s, r its common part.
+func SaveResultOf(s *phases.Node, r workflow.Result) SaveResult {
+	return SaveResult{Result: s.Result(r), Snapshot: s.Snapshot}
+}
+
 // save is the save operation: the snapshot, and the result's account of it.
 func save(ctx context.Context, s *phases.Node, opts SaveOptions) error {
 	at := time.Now().UTC()

@@ -18,7 +18,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
@@ -239,7 +238,9 @@ func runPhase[D Data](ctx context.Context, d D, p Phase[D]) (bool, error) {
 	return true, nil
 }
 
-// Result is the final object of a run, printed last with -o json.
+// Result is what every run ends with, printed last with -o json; a
+// workflow with more to say has a result type of its own that embeds it
+// (phases.InitResult, snapshot.SaveResult).
 type Result struct {
 	// OK says whether the run succeeded.
 	OK bool `json:"ok"`
@@ -254,14 +255,6 @@ type Result struct {
 	files.Changes
 	// Healthy are the components seen healthy.
 	Healthy []string `json:"healthy"`
-	// JoinCommand joins a node to the cluster; it holds a bootstrap token.
-	JoinCommand string `json:"joinCommand,omitempty"`
-	// CertificateKey opens the kubeadm-certs Secret: the key init's
-	// upload-certs generated, for join --control-plane --certificate-key.
-	CertificateKey string `json:"certificateKey,omitempty"`
-	// Snapshot is the etcd snapshot the run saved (`etcd snapshot save`):
-	// its path, size, revision, keys and time.
-	Snapshot *etcd.SnapshotInfo `json:"snapshot,omitempty"`
 }
 
 // System is how kubelet-start and the upgrades reach the node's

@@ -56,7 +56,7 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	if doc.Join != nil {
 		return runSpec{config: cluster, join: &doc.Join.Join, options: options}, onControlPlaneJoin(joinControlPlane), nil
 	}
-	return runSpec{config: cluster, options: options}, onNode(initNode), nil
+	return runSpec{config: cluster, options: options}, onInit(initNode), nil
 }
 
 // joinControlPlane joins the control-plane node, or converges one that has
@@ -113,8 +113,8 @@ func (o *bootstrapOptions) run(ctx context.Context, stdout, stderr io.Writer) er
 		do = steps
 		return r, err
 	}
-	run := func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
-		return do(ctx, r, run, found)
+	run := func(ctx context.Context, r runSpec, run *workflow.Run) ([]string, resultOf, error) {
+		return do(ctx, r, run)
 	}
 	report := reporter(o.output, stdout, stderr)
 	for attempt := 1; ; attempt++ {

@@ -18,6 +18,8 @@ import (
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/snapshot"
+	"github.com/kubeboot/kubeboot/internal/workflow"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // snapshotOptions are the flags of `kubeboot etcd snapshot save|list|prune`.
@@ -92,7 +94,7 @@ func newSnapshotSaveCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			save := snapshot.Save(snapshot.SaveOptions{Out: opts.out, Endpoint: opts.endpoint})
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(save.Execute))
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNodeResult(save.Execute, func(n *phases.Node, r workflow.Result) any { return snapshot.SaveResultOf(n, r) }))
 		},
 	}
 	flags := cmd.Flags()

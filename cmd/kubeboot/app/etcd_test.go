@@ -16,7 +16,6 @@ import (
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/snapshot"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
-	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
 // etcdBinary is the etcd that test/tools built: in $KUBEBOOT_BIN_DIR, else
@@ -81,12 +80,12 @@ func putKeys(t *testing.T, endpoint string, files etcd.TLSFiles, n int) int64 {
 }
 
 // snapshotResult runs a command with -o json and returns its result.
-func snapshotResult(t *testing.T, args ...string) (int, workflow.Result, string) {
+func snapshotResult(t *testing.T, args ...string) (int, snapshot.SaveResult, string) {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, append(args, "-o", "json")...)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var out struct {
-		Result workflow.Result `json:"result"`
+		Result snapshot.SaveResult `json:"result"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
 		t.Fatalf("%v: no result in %q (stderr %q)", args, stdout, stderr)

@@ -70,7 +70,7 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				}
 				return opts.spec()
 			}
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, onNode(func(ctx context.Context, n *phases.Node) ([]string, error) {
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, onInit(func(ctx context.Context, n *phases.Node) ([]string, error) {
 				return phases.InitWorkflow.Run(ctx, n, opts.skipPhases)
 			}))
 		},
@@ -89,7 +89,7 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			sub.Flags().BoolVar(&opts.diff, "diff", false, "show a unified diff of each rendered manifest against the one on disk; writes nothing")
 		}
 		sub.RunE = func(cmd *cobra.Command, _ []string) error {
-			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onNode(runOne(phases.InitWorkflow, name)))
+			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, onInit(runOne(phases.InitWorkflow, name)))
 		}
 	}))
 	return cmd

@@ -68,14 +68,14 @@ func (o *resetOptions) spec() (runSpec, error) {
 // steps reset the node r configures: a control-plane node (controlplane.Reset) or
 // a worker (worker.Reset).
 func (o *resetOptions) steps(reset controlplane.ResetOptions) steps {
-	return func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
+	return func(ctx context.Context, r runSpec, run *workflow.Run) ([]string, resultOf, error) {
 		if r.worker != nil {
 			if o.nodeClient != nil {
 				run.API = o.nodeClient
 			}
-			return onWorker(worker.Reset(o.deleteNode).Execute)(ctx, r, run, found)
+			return onWorker(worker.Reset(o.deleteNode).Execute)(ctx, r, run)
 		}
-		return onNode(controlplane.Reset(reset).Execute)(ctx, r, run, found)
+		return onNode(controlplane.Reset(reset).Execute)(ctx, r, run)
 	}
 }
 

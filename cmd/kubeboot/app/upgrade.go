@@ -91,11 +91,11 @@ func newUpgradeNodeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		),
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			steps := func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
+			steps := func(ctx context.Context, r runSpec, run *workflow.Run) ([]string, resultOf, error) {
 				if r.worker != nil {
-					return onWorker(worker.Upgrade(opts.timeout).Execute)(ctx, r, run, found)
+					return onWorker(worker.Upgrade(opts.timeout).Execute)(ctx, r, run)
 				}
-				return onNode(controlplane.UpgradeNode(opts.timeout).Execute)(ctx, r, run, found)
+				return onNode(controlplane.UpgradeNode(opts.timeout).Execute)(ctx, r, run)
 			}
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, opts.nodeSpec, steps)
 		},

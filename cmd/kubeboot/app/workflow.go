@@ -45,43 +45,59 @@ type runSpec struct {
 
 // steps runs phases, or an operation, in run, on the data of the workflow
 // r describes (onNode, onControlPlaneJoin, onWorker), and returns the
-// names of the steps that ran; what they found for the run's result goes
-// into found.
-type steps func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error)
+// names of the steps that ran and how the run's result is made: the
+// workflow's own result type, from the part every run has.
+type steps func(ctx context.Context, r runSpec, run *workflow.Run) ([]string, resultOf, error)
+
+// resultOf makes a run's result from the part every run has.
+type resultOf func(workflow.Result) any
 
 // onNode is steps that run do on the control-plane node r configures, with
-// the facts phases.NewNode reads from the node.
+// the facts phases.NewNode reads from the node; the result says which
+// components the run saw healthy.
 func onNode(do func(context.Context, *phases.Node) ([]string, error)) steps {
-	return func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
+	return onNodeResult(do, func(n *phases.Node, r workflow.Result) any { return n.Result(r) })
+}
+
+// onInit is onNode for init and its phases, whose result hands on the
+// join command and the certificate key.
+func onInit(do func(context.Context, *phases.Node) ([]string, error)) steps {
+	return onNodeResult(do, func(n *phases.Node, r workflow.Result) any { return n.InitResult(r) })
+}
+
+// onNodeResult is onNode whose result result makes.
+func onNodeResult(do func(context.Context, *phases.Node) ([]string, error), result func(*phases.Node, workflow.Result) any) steps {
+	return func(ctx context.Context, r runSpec, run *workflow.Run) ([]string, resultOf, error) {
 		n, err := r.node(run)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		defer n.AddTo(found)
-		return do(ctx, n)
+		ran, err := do(ctx, n)
+		return ran, func(common workflow.Result) any { return result(n, common) }, err
 	}
 }
 
 // onControlPlaneJoin is steps that run do on the node joining the control
 // plane as r configures.
 func onControlPlaneJoin(do func(context.Context, *controlplane.JoinNode) ([]string, error)) steps {
-	return func(ctx context.Context, r runSpec, run *workflow.Run, found *workflow.Result) ([]string, error) {
+	return func(ctx context.Context, r runSpec, run *workflow.Run) ([]string, resultOf, error) {
 		n, err := r.node(run)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		defer n.AddTo(found)
-		return do(ctx, &controlplane.JoinNode{Node: n, Join: r.join, Secrets: r.secrets})
+		ran, err := do(ctx, &controlplane.JoinNode{Node: n, Join: r.join, Secrets: r.secrets})
+		return ran, func(common workflow.Result) any { return n.Result(common) }, err
 	}
 }
 
 // onWorker is steps that run do on the worker joining as r configures.
 func onWorker(do func(context.Context, *worker.Node) ([]string, error)) steps {
-	return func(ctx context.Context, r runSpec, run *workflow.Run, _ *workflow.Result) ([]string, error) {
+	return func(ctx context.Context, r runSpec, run *workflow.Run) ([]string, resultOf, error) {
 		if r.worker == nil {
-			return nil, &exit.UsageError{Msg: "this joins a worker node: it needs the join's endpoint, --token and --discovery-token-ca-cert-hash, or --discovery-file, or a WorkerConfiguration"}
+			return nil, nil, &exit.UsageError{Msg: "this joins a worker node: it needs the join's endpoint, --token and --discovery-token-ca-cert-hash, or --discovery-file, or a WorkerConfiguration"}
 		}
-		return do(ctx, worker.NewNode(run, r.worker))
+		ran, err := do(ctx, worker.NewNode(run, r.worker))
+		return ran, nil, err
 	}
 }
 
@@ -199,29 +215,38 @@ func (d deps) execute(ctx context.Context, format outputFormat, stdout, stderr i
 		case out = <-finished:
 		case <-time.After(d.interruptGrace):
 			err := fmt.Errorf("interrupted: a step did not stop within %s of the signal", d.interruptGrace)
-			out = outcome{err: err, result: workflow.Result{Phases: []string{}, Healthy: []string{}, Changes: files.Changes{Written: []string{}, Unchanged: []string{}}}}
+			out = outcome{err: err, common: workflow.Result{Phases: []string{}, Healthy: []string{}, Changes: files.Changes{Written: []string{}, Unchanged: []string{}}}}
 		}
 	}
 	if out.err != nil {
-		out.result.Error, out.result.ExitCode = out.err.Error(), exit.Code(out.err)
+		out.common.Error, out.common.ExitCode = out.err.Error(), exit.Code(out.err)
 	}
-	report.PrintResult(out.result)
-	if out.err == nil && out.result.JoinCommand != "" && !format.json() {
-		// The product of a joinable control plane, on stdout only: it
-		// holds the bootstrap token, which no progress line shows.
-		_, _ = fmt.Fprintln(stdout, out.result.JoinCommand)
+	result := any(out.common)
+	if out.result != nil {
+		result = out.result(out.common)
 	}
-	if out.err == nil && out.result.CertificateKey != "" && !format.json() {
-		// Likewise: it opens the kubeadm-certs Secret.
-		_, _ = fmt.Fprintln(stdout, "certificate key (join --control-plane --certificate-key; the kubeadm-certs Secret expires in 2h):", out.result.CertificateKey)
+	report.PrintResult(result)
+	if init, ok := result.(phases.InitResult); ok && out.err == nil && !format.json() {
+		if init.JoinCommand != "" {
+			// The product of a joinable control plane, on stdout only: it
+			// holds the bootstrap token, which no progress line shows.
+			_, _ = fmt.Fprintln(stdout, init.JoinCommand)
+		}
+		if init.CertificateKey != "" {
+			// Likewise: it opens the kubeadm-certs Secret.
+			_, _ = fmt.Fprintln(stdout, "certificate key (join --control-plane --certificate-key; the kubeadm-certs Secret expires in 2h):", init.CertificateKey)
+		}
 	}
 	return out.err
 }
 
-// outcome is what a run ends with: its error and its final result.
+// outcome is what a run ends with: its error, the part of its result
+// every run has, and how its workflow makes its result of that (nil: the
+// common part is the result).
 type outcome struct {
 	err    error
-	result workflow.Result
+	common workflow.Result
+	result resultOf
 }
 
 // runLocked loads the run, takes the node lock and runs the steps. The
@@ -243,10 +268,10 @@ func (d deps) runLocked(ctx context.Context, report *output.Reporter, stdout io.
 		lock, err = r.lock()
 	}
 	var ran []string
-	var found workflow.Result
+	var result resultOf
 	if err == nil {
 		loaded := r.configurations()
-		ran, err = do(ctx, r, run, &found)
+		ran, result, err = do(ctx, r, run)
 		if now := r.configurations(); !bytes.Equal(loaded, now) {
 			err = errors.Join(err, fmt.Errorf("kubeboot changed its configuration while it ran, which is a bug: please report it (loaded %s; now %s)", loaded, now))
 		}
@@ -256,13 +281,15 @@ func (d deps) runLocked(ctx context.Context, report *output.Reporter, stdout io.
 			err = released
 		}
 	}
-	result := workflow.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran), Healthy: nonNil(found.Healthy),
-		JoinCommand: found.JoinCommand, CertificateKey: found.CertificateKey, Snapshot: found.Snapshot}
+	common := workflow.Result{OK: err == nil, DryRun: r.dryRun, Phases: nonNil(ran)}
 	if run != nil {
-		result.Changes = run.Files.Changes()
+		common.Changes = run.Files.Changes()
 	}
-	result.Written, result.Unchanged = nonNil(result.Written), nonNil(result.Unchanged)
-	return outcome{err: err, result: result}
+	common.Written, common.Unchanged = nonNil(common.Written), nonNil(common.Unchanged)
+	if result == nil {
+		common.Healthy = []string{}
+	}
+	return outcome{err: err, common: common, result: result}
 }
 
 func nonNil(s []string) []string {

@@ -174,10 +174,10 @@ func TestInterruptEndsABlockedStep(t *testing.T) {
 	go func() { <-stepStarted; cancel() }()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	err := d.execute(ctx, "json", &stdout, &stderr, load, func(context.Context, runSpec, *workflow.Run, *workflow.Result) ([]string, error) {
+	err := d.execute(ctx, "json", &stdout, &stderr, load, func(context.Context, runSpec, *workflow.Run) ([]string, resultOf, error) {
 		close(stepStarted)
 		<-blocked
-		return nil, nil
+		return nil, nil, nil
 	})
 	if err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Errorf("got %v, want an interruption", err)
@@ -226,7 +226,7 @@ func TestJoinCommandGoesToTheResultOnly(t *testing.T) {
 	load := func() (runSpec, error) { return (&initOptions{root: root}).spec() }
 	run := func(format outputFormat, fail error) (string, string, error) {
 		var stdout, stderr bytes.Buffer
-		err := newDeps("").execute(context.Background(), format, &stdout, &stderr, load, onNode(func(_ context.Context, s *phases.Node) ([]string, error) {
+		err := newDeps("").execute(context.Background(), format, &stdout, &stderr, load, onInit(func(_ context.Context, s *phases.Node) ([]string, error) {
 			s.Report.Infof("a progress line")
 			s.JoinCommand = join
 			return []string{"bootstrap-token"}, fail
