@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
 	"github.com/kubeboot/kubeboot/internal/machine"
@@ -351,7 +351,7 @@ func (l Lab) bootAll(ctx context.Context) error {
 
 // nodeFile is what a node is given before its first boot.
 type nodeFile struct {
-	// kubeboot is its file at bootstrapunit.ConfigPath; kubeadm, for a
+	// kubeboot is its file at bootstrap.ConfigPath; kubeadm, for a
 	// node that the real kubeadm brings up, kubeadm's configuration at
 	// kubeadmConfig instead (a first node's kubeboot file then only names
 	// the images).
@@ -528,7 +528,7 @@ func (l Lab) install(ctx context.Context, files []nodeFile) error {
 	if err := preloadNode(store, first.Root()); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, l.Kubeboot, "init", "phase", "certs", "--config", filepath.Join(first.Root(), bootstrapunit.ConfigPath), "--root", first.Root())
+	cmd := exec.CommandContext(ctx, l.Kubeboot, "init", "phase", "certs", "--config", filepath.Join(first.Root(), bootstrap.ConfigPath), "--root", first.Root())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("node %s: init phase certs --root: %w: %s", first.Name, err, lastLines(string(out), 10))
 	}

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
@@ -206,7 +206,7 @@ func (c *Cluster) Machine(i int, dir, layer, archive, binDir string) machine.Mac
 // before its first boot: containerd's configuration and the CNI template,
 // containerd, the kubelet, the images' unit and kubeboot's bootstrap unit
 // enabled, and nodeFile, the node's one input, at
-// bootstrapunit.ConfigPath. A nil nodeFile is a node that another tool,
+// bootstrap.ConfigPath. A nil nodeFile is a node that another tool,
 // such as kubeadm, brings up: it gets neither the file nor the unit, but
 // the static pod path /etc/kubernetes/manifests that kubeadm's packages
 // make.
@@ -232,9 +232,9 @@ func InstallNode(m machine.Machine, nodeFile []byte) error {
 	}
 	if nodeFile != nil {
 		files = append(files,
-			file{"etc/systemd/system/kubeboot-bootstrap.service", []byte(bootstrapunit.Unit), 0o644},
+			file{"etc/systemd/system/kubeboot-bootstrap.service", []byte(bootstrap.Unit), 0o644},
 			// It may hold the bootstrap token.
-			file{bootstrapunit.ConfigPath, nodeFile, 0o600})
+			file{bootstrap.ConfigPath, nodeFile, 0o600})
 		units["kubeboot-bootstrap.service"] = "../kubeboot-bootstrap.service"
 	} else if err := os.MkdirAll(filepath.Join(etc, "kubernetes/manifests"), 0o755); err != nil {
 		// The kubelet's package makes the static pod path for kubeadm,

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -124,4 +125,19 @@ func Joined(s *Node) (bool, error) {
 		return false, fmt.Errorf("read the cluster CA %q: %w", w.CAPath(), err)
 	}
 	return own.caHash == hash && own.node == w.Node.Name && time.Now().Before(own.expires), nil
+}
+
+// Bootstrap is a worker's join at boot (`kubeboot bootstrap`): the join,
+// unless the node has joined already; at a later boot its kubelet has its
+// own credentials, and the token it joined with may have expired.
+func Bootstrap(ctx context.Context, n *Node) ([]string, error) {
+	joined, err := Joined(n)
+	if err != nil {
+		return nil, err
+	}
+	if joined {
+		n.Report.Infof("this node has joined its cluster: %s holds its client certificate; nothing to do", n.Config.KubeconfigPath(config.KubeconfigKubelet))
+		return nil, nil
+	}
+	return JoinWorkflow.Run(ctx, n, nil)
 }

@@ -18,7 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 )
 
 // The pins of CoreDNS that kubeadm v1.35 and v1.36 use.
@@ -298,7 +298,7 @@ func (c *machineCluster) kubebootOnCP1(args ...string) *exec.Cmd {
 func (c *machineCluster) checkInitChangesNoAddon(t *testing.T) {
 	t.Helper()
 	before := c.resourceVersions(t)
-	r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "init", "--config", bootstrapunit.ConfigPath)
+	r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "init", "--config", bootstrap.ConfigPath)
 	if r.code != 0 {
 		t.Fatalf("init re-run exited %d:\n%s", r.code, r.stderr)
 	}
@@ -319,7 +319,7 @@ func (c *machineCluster) checkInitChangesNoAddon(t *testing.T) {
 // to CoreDNS's Corefile, the ConfigMap's drift and exit 1.
 func (c *machineCluster) checkAddonDiff(t *testing.T) {
 	t.Helper()
-	diff := []string{"lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "diff", "--config", bootstrapunit.ConfigPath}
+	diff := []string{"lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "diff", "--config", bootstrap.ConfigPath}
 	if r := runCommand(t, kubebootBin, diff...); r.code != 0 {
 		t.Fatalf("diff on a converged cluster exited %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -339,12 +339,12 @@ func (c *machineCluster) checkAddonDiff(t *testing.T) {
 // Service answering throughout: its longest gap is reported.
 func (c *machineCluster) upgradeWhileProbing(t *testing.T) {
 	t.Helper()
-	path := filepath.Join(c.machine(t, "cp1").Root(), bootstrapunit.ConfigPath)
+	path := filepath.Join(c.machine(t, "cp1").Root(), bootstrap.ConfigPath)
 	writeFile(t, path, strings.Replace(string(readFile(t, path)), "kubernetesVersion: v1.35.4\n", "kubernetesVersion: v1.36.3\n", 1))
 	clusterIP := c.kubectl(t, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
 	probe := newServiceProbe("/run/netns/kb-"+c.name+"-w1", "http://"+clusterIP+"/hostname")
 	start := time.Now()
-	stderr, err := timedLines(c.kubebootOnCP1("upgrade", "apply", "--config", bootstrapunit.ConfigPath))
+	stderr, err := timedLines(c.kubebootOnCP1("upgrade", "apply", "--config", bootstrap.ConfigPath))
 	took := time.Since(start)
 	probes, failures, gap := probe.stop()
 	if err != nil {

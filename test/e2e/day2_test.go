@@ -26,7 +26,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/machine"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
@@ -536,7 +536,7 @@ func TestUpgradeKubeadmView(t *testing.T) {
 	}
 
 	moveToV136(t, c.machine(t, "cp1"), 120)
-	r = runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "upgrade", "apply", "--config", bootstrapunit.ConfigPath)
+	r = runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "upgrade", "apply", "--config", bootstrap.ConfigPath)
 	if r.code != 0 {
 		t.Fatalf("upgrade apply to v1.36.3 exited %d:\n%s", r.code, r.stderr)
 	}
@@ -578,7 +578,7 @@ func TestUpgradeKubeadmView(t *testing.T) {
 		c.exec(t, "w1", "kubeadm", "reset", "--force")
 		c.kubectl(t, "delete", "node", "w1")
 		installKubelet(t, w1)
-		fields := strings.Fields(c.exec(t, "cp1", "kubeboot", "token", "create", "--config", bootstrapunit.ConfigPath, "--print-join-command"))
+		fields := strings.Fields(c.exec(t, "cp1", "kubeboot", "token", "create", "--config", bootstrap.ConfigPath, "--print-join-command"))
 		k, h := slices.Index(fields, "--token"), slices.Index(fields, "--discovery-token-ca-cert-hash")
 		if k < 0 || h < 0 || k+1 >= len(fields) || h+1 >= len(fields) {
 			t.Fatalf("token create printed no join command: %q", fields)
@@ -616,7 +616,7 @@ func kubeadmConfigVersion(t *testing.T, c *labCluster) string {
 // kubelet maxPods.
 func moveToV136(t *testing.T, m machine.Machine, maxPods int) {
 	t.Helper()
-	path := filepath.Join(m.Root(), bootstrapunit.ConfigPath)
+	path := filepath.Join(m.Root(), bootstrap.ConfigPath)
 	var cfg map[string]any
 	if err := yaml.Unmarshal(readFile(t, path), &cfg); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/machine"
@@ -182,12 +182,12 @@ func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
 			verb = "apply"
 		}
 		if f.cl.Nodes[i].Role == lab.RoleControlPlane {
-			path := filepath.Join(m.Root(), bootstrapunit.ConfigPath)
+			path := filepath.Join(m.Root(), bootstrap.ConfigPath)
 			writeFile(t, path, strings.Replace(string(readFile(t, path)), "kubernetesVersion: v1.35.4\n", "kubernetesVersion: v1.36.3\n", 1))
 		}
 		installKubelet(t, m)
 		step := time.Now()
-		code, out := kubebootIn(m, "upgrade", verb, "--config", bootstrapunit.ConfigPath, "-o", "json")
+		code, out := kubebootIn(m, "upgrade", verb, "--config", bootstrap.ConfigPath, "-o", "json")
 		if code != 0 {
 			t.Fatalf("upgrade %s on %s: exit %d:\n%s", verb, m.Name, code, out)
 		}
@@ -214,7 +214,7 @@ func TestClusterLife(t *testing.T) {
 	c, f := kubebootFleet(t)
 	cp1, cp2, w1, w2 := f.m[0], f.m[1], f.m[2], f.m[3]
 	f.waitNodes(t, "v1.35.4")
-	certKey := regexp.MustCompile(`certificateKey: ([0-9a-f]{64})`).FindStringSubmatch(string(readFile(t, filepath.Join(cp1.Root(), bootstrapunit.ConfigPath))))
+	certKey := regexp.MustCompile(`certificateKey: ([0-9a-f]{64})`).FindStringSubmatch(string(readFile(t, filepath.Join(cp1.Root(), bootstrap.ConfigPath))))
 	if certKey == nil {
 		t.Fatal("cp1's file holds no certificate key")
 	}
@@ -231,7 +231,7 @@ func TestClusterLife(t *testing.T) {
 	}()
 
 	t.Run("upgrade plan shows the whole cluster's steps", func(t *testing.T) {
-		code, out := kubebootIn(cp1, "upgrade", "plan", "v1.36.3", "--config", bootstrapunit.ConfigPath, "-o", "json")
+		code, out := kubebootIn(cp1, "upgrade", "plan", "v1.36.3", "--config", bootstrap.ConfigPath, "-o", "json")
 		var plan controlplane.UpgradePlan
 		if code != 0 || json.Unmarshal([]byte(out), &plan) != nil {
 			t.Fatalf("upgrade plan: exit %d:\n%s", code, out)
@@ -249,7 +249,7 @@ func TestClusterLife(t *testing.T) {
 	})
 	t.Run("a worker's kubelet is not upgraded before the control plane", func(t *testing.T) {
 		installKubelet(t, w1)
-		code, out := kubebootIn(w1, "upgrade", "node", "--config", bootstrapunit.ConfigPath)
+		code, out := kubebootIn(w1, "upgrade", "node", "--config", bootstrap.ConfigPath)
 		if code == 0 || !strings.Contains(out, "the kubelet on the PATH is v1.36.3, newer than the API server at v1.35.4") {
 			t.Errorf("upgrade node on w1 before the control plane: exit %d:\n%s", code, out)
 		}
@@ -285,14 +285,14 @@ func TestClusterLife(t *testing.T) {
 		if got := f.kubectl(t, "-n", "kube-system", "get", "daemonset", "kube-proxy", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "registry.k8s.io/kube-proxy:v1.36.3" {
 			t.Errorf("kube-proxy runs %s", got)
 		}
-		if code, out := kubebootIn(w2, "upgrade", "node", "--config", bootstrapunit.ConfigPath); code != 0 || !strings.Contains(out, "left running") {
+		if code, out := kubebootIn(w2, "upgrade", "node", "--config", bootstrap.ConfigPath); code != 0 || !strings.Contains(out, "left running") {
 			t.Errorf("upgrade node again on w2: exit %d:\n%s", code, out)
 		}
 	})
 
 	t.Run("a worker reset and joined again is Ready with a new client certificate", func(t *testing.T) {
 		before := clientSerial(t, w2)
-		code, out := kubebootIn(w2, "reset", "--config", bootstrapunit.ConfigPath)
+		code, out := kubebootIn(w2, "reset", "--config", bootstrap.ConfigPath)
 		if code != 0 || !strings.Contains(out, "removed /etc/kubernetes/kubelet.conf") {
 			t.Fatalf("reset on w2: exit %d:\n%s", code, out)
 		}
@@ -302,12 +302,12 @@ func TestClusterLife(t *testing.T) {
 		// Its Node is still Ready for a while: join refuses the name of a
 		// Ready Node it holds no credential of, as kubeadm's does, until an
 		// administrator deletes it.
-		if code, out := kubebootIn(w2, "join", "--config", bootstrapunit.ConfigPath); code == 0 || !strings.Contains(out, "NodeName: a Node w2 is Ready in the cluster") {
+		if code, out := kubebootIn(w2, "join", "--config", bootstrap.ConfigPath); code == 0 || !strings.Contains(out, "NodeName: a Node w2 is Ready in the cluster") {
 			t.Errorf("join before the Node is deleted: exit %d:\n%s", code, out)
 		}
 		f.kubectl(t, "delete", "node", "w2")
 		start := time.Now()
-		if code, out := kubebootIn(w2, "join", "--config", bootstrapunit.ConfigPath); code != 0 {
+		if code, out := kubebootIn(w2, "join", "--config", bootstrap.ConfigPath); code != 0 {
 			t.Fatalf("join w2 again: exit %d:\n%s", code, out)
 		}
 		t.Logf("TIMING: w2's join after its reset: %s", time.Since(start).Round(time.Millisecond))

@@ -22,7 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/machine"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
@@ -305,7 +305,7 @@ func TestMachines(t *testing.T) {
 			t.Errorf("kubelet.service runs %s", exe)
 		}
 		// The token lab up drew is in the node's file, never in its journal.
-		token := regexp.MustCompile(`token: [a-z0-9]{6}\.([a-z0-9]{16})`).FindStringSubmatch(string(readFile(t, filepath.Join(cp.Root(), bootstrapunit.ConfigPath))))
+		token := regexp.MustCompile(`token: [a-z0-9]{6}\.([a-z0-9]{16})`).FindStringSubmatch(string(readFile(t, filepath.Join(cp.Root(), bootstrap.ConfigPath))))
 		if token == nil {
 			t.Fatal("cp1's file holds no bootstrap token")
 		}

@@ -14,7 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 )
 
 // restoreWhileProbing is the one-control-plane disaster: objects are made
@@ -39,7 +39,7 @@ func (c *machineCluster) restoreWhileProbing(t *testing.T) {
 		kubeletConfs[w] = string(readFile(t, filepath.Join(c.machine(t, w).Root(), "etc/kubernetes/kubelet.conf")))
 	}
 
-	out, err := c.kubebootOnCP1("etcd", "snapshot", "save", "--config", bootstrapunit.ConfigPath, "-o", "json").Output()
+	out, err := c.kubebootOnCP1("etcd", "snapshot", "save", "--config", bootstrap.ConfigPath, "-o", "json").Output()
 	_, res, perr := parseJSONOutput(string(out))
 	if err != nil || perr != nil || res.Snapshot == nil {
 		t.Fatalf("etcd snapshot save on cp1: %v, %v:\n%s", err, perr, out)
@@ -54,7 +54,7 @@ func (c *machineCluster) restoreWhileProbing(t *testing.T) {
 	c.destroyEtcd(t)
 	probe := newServiceProbe("/run/netns/kb-"+c.name+"-w1", "http://"+clusterIP+"/hostname")
 	start := time.Now()
-	stderr, err := timedLines(c.kubebootOnCP1("etcd", "restore", "--snapshot", snapshot, "--config", bootstrapunit.ConfigPath))
+	stderr, err := timedLines(c.kubebootOnCP1("etcd", "restore", "--snapshot", snapshot, "--config", bootstrap.ConfigPath))
 	took := time.Since(start)
 	probes, failures, gap := probe.stop()
 	if err != nil {

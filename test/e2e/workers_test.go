@@ -22,7 +22,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
@@ -41,7 +41,7 @@ func checkResetWorker(t *testing.T, c *machineCluster, name string) {
 	// The control plane's admin.conf, for --delete-node.
 	writeFile(t, filepath.Join(m.Root(), "root/admin.conf"), string(readFile(t, filepath.Join(c.machine(t, "cp1").Root(), "etc/kubernetes/admin.conf"))))
 	r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, name, "--",
-		"kubeboot", "reset", "--config", bootstrapunit.ConfigPath, "--delete-node", "--kubeconfig", "/root/admin.conf")
+		"kubeboot", "reset", "--config", bootstrap.ConfigPath, "--delete-node", "--kubeconfig", "/root/admin.conf")
 	if r.code != 0 || !strings.Contains(r.stderr, "deleted Node "+name) {
 		t.Fatalf("reset --delete-node of %s exited %d:\n%s", name, r.code, r.stderr)
 	}
@@ -183,7 +183,7 @@ spec:
 func checkRefusedJoins(t *testing.T, c *machineCluster, m machine.Machine) {
 	valid := createToken(t, c)
 	deleted := createToken(t, c)
-	c.exec(t, "cp1", "kubeboot", "token", "delete", deleted.id, "--config", bootstrapunit.ConfigPath)
+	c.exec(t, "cp1", "kubeboot", "token", "delete", deleted.id, "--config", bootstrap.ConfigPath)
 	// A token Secret that expired a minute ago: the bootstrapsigner does
 	// not sign cluster-info for it.
 	expiredID, expiredSecret := "e2eexp", "0123456789abcdef"
@@ -253,7 +253,7 @@ type clusterToken struct{ id, token, hash string }
 // createToken creates a token on the first node with kubeboot token create.
 func createToken(t *testing.T, c *machineCluster) clusterToken {
 	t.Helper()
-	fields := strings.Fields(c.exec(t, "cp1", "kubeboot", "token", "create", "--config", bootstrapunit.ConfigPath, "--print-join-command"))
+	fields := strings.Fields(c.exec(t, "cp1", "kubeboot", "token", "create", "--config", bootstrap.ConfigPath, "--print-join-command"))
 	i, j := slices.Index(fields, "--token"), slices.Index(fields, "--discovery-token-ca-cert-hash")
 	if i < 0 || j < 0 || i+1 >= len(fields) || j+1 >= len(fields) {
 		t.Fatalf("token create printed no join command: %q", fields)

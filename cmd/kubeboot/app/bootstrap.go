@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrapunit"
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
@@ -33,7 +33,7 @@ type bootstrapOptions struct {
 // for a WorkerConfiguration.
 func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	if o.configPath == "" {
-		return runSpec{}, nil, &exit.UsageError{Msg: "bootstrap needs --config: the node's ClusterConfiguration, JoinConfiguration or WorkerConfiguration (the unit reads " + bootstrapunit.ConfigPath + ")"}
+		return runSpec{}, nil, &exit.UsageError{Msg: "bootstrap needs --config: the node's ClusterConfiguration, JoinConfiguration or WorkerConfiguration (the unit reads " + bootstrap.ConfigPath + ")"}
 	}
 	env := o.deps.configEnv(config.KindClusterConfiguration, config.KindJoinConfiguration, config.KindWorkerConfiguration)
 	env.Worker = &config.WorkerFlags{}
@@ -44,7 +44,7 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	options := workflow.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
 	if doc.Worker != nil {
 		r, err := workerRunSpec(doc.Worker, options)
-		return r, onWorker(joinWorker), err
+		return r, onWorker(worker.Bootstrap), err
 	}
 	cluster := doc.Cluster
 	if doc.Join != nil {
@@ -67,21 +67,6 @@ func joinControlPlane(ctx context.Context, n *controlplane.JoinNode) ([]string, 
 	return controlplane.JoinWorkflow.Run(ctx, n, nil)
 }
 
-// joinWorker joins the worker, unless it has joined already: at a later
-// boot its kubelet has its own credentials, and the token it joined with
-// may have expired.
-func joinWorker(ctx context.Context, n *worker.Node) ([]string, error) {
-	joined, err := worker.Joined(n)
-	if err != nil {
-		return nil, err
-	}
-	if joined {
-		n.Report.Infof("this node has joined its cluster: %s holds its client certificate; nothing to do", n.Config.KubeconfigPath(config.KubeconfigKubelet))
-		return nil, nil
-	}
-	return worker.JoinWorkflow.Run(ctx, n, nil)
-}
-
 // initNode inits the cluster. An unattended node's output goes to its
 // journal, so the join command, which holds a bootstrap token, is left
 // out of the result.
@@ -91,18 +76,10 @@ func initNode(ctx context.Context, n *phases.Node) ([]string, error) {
 	return ran, err
 }
 
-// retryable says whether another attempt may succeed: not after a mistake
-// in the configuration or a manifest the kubelet would reject, which only
-// a new configuration fixes.
-func retryable(err error) bool {
-	code := exit.Code(err)
-	return code != exit.Usage && code != exit.Rejected
-}
-
 // run runs the node's workflow until it succeeds, an attempt fails in a
-// way no retry fixes, or ctx ends (systemd stopping the unit). Each
-// attempt loads the configuration again, so a fixed file is taken up, and
-// reports like any run: with -o json, each ends with its result.
+// way no retry fixes, or ctx ends (bootstrap.Retry). Each attempt loads
+// the configuration again, so a fixed file is taken up, and reports like
+// any run: with -o json, each ends with its result.
 func (o *bootstrapOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if o.retry <= 0 {
 		return &exit.UsageError{Msg: fmt.Sprintf("--retry-interval %s: want a positive duration, like 10s", o.retry)}
@@ -117,18 +94,11 @@ func (o *bootstrapOptions) run(ctx context.Context, stdout, stderr io.Writer) er
 		return do(ctx, r, run)
 	}
 	report := reporter(o.output, stdout, stderr)
-	for attempt := 1; ; attempt++ {
-		err := o.deps.execute(ctx, o.output, stdout, stderr, load, run)
-		if err == nil || !retryable(err) || ctx.Err() != nil {
-			return err
-		}
-		report.Warnf("attempt %d failed (exit code %d): %v; retrying in %s", attempt, exit.Code(err), err, o.retry)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(o.retry):
-		}
-	}
+	return bootstrap.Retry(ctx, o.retry, func(ctx context.Context) error {
+		return o.deps.execute(ctx, o.output, stdout, stderr, load, run)
+	}, func(n int, err error) {
+		report.Warnf("attempt %d failed (exit code %d): %v; retrying in %s", n, exit.Code(err), err, o.retry)
+	})
 }
 
 func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
@@ -152,11 +122,11 @@ func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	flags.DurationVar(&opts.retry, "retry-interval", 10*time.Second, "how long to wait after a failed attempt before the next")
 	cmd.AddCommand(&cobra.Command{
 		Use:     "unit",
-		Short:   "Print the systemd unit that runs bootstrap at boot from " + bootstrapunit.ConfigPath,
+		Short:   "Print the systemd unit that runs bootstrap at boot from " + bootstrap.ConfigPath,
 		Example: examples("kubeboot bootstrap unit > /etc/systemd/system/kubeboot-bootstrap.service"),
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprint(stdout, bootstrapunit.Unit)
+			_, err := fmt.Fprint(stdout, bootstrap.Unit)
 			return err
 		},
 	})
