@@ -18,7 +18,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
+	"github.com/kubeboot/kubeboot/internal/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/output"
 )
 

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
+	"github.com/kubeboot/kubeboot/internal/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/machine"
 )

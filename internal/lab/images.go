@@ -26,7 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
 
-	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
+	"github.com/kubeboot/kubeboot/internal/atomicfile"
 )
 
 // The images a lab node holds besides its static pods' and its addons'

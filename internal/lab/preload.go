@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
+	"github.com/kubeboot/kubeboot/internal/atomicfile"
 )
 
 // A node image holds its images already unpacked in containerd's store,

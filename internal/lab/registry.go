@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
+	"github.com/kubeboot/kubeboot/internal/atomicfile"
 )
 
 // DefaultRegistry is where every lab that is up is registered, a file

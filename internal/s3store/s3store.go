@@ -19,9 +19,9 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/kubeboot/kubeboot/internal/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/internal/files/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 )
 
