@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -120,6 +121,36 @@ func wantedTextFiles(s *phases.Node) ([]wantedFile, error) {
 	}
 	return files, nil
 }
+
+// DiffNode is `kubeboot diff`'s whole comparison: the node's files
+// (Diff), then the addons against the running cluster (DiffAddons). A
+// render for another machine (offline: --root) and a node without a
+// running control plane have no cluster to compare with: it says so and
+// compares no addon; neither does an API server that does not answer
+// within addonDiffTimeout, which is a warning, not a failure.
+func DiffNode(ctx context.Context, s *phases.Node, offline bool) ([]Difference, error) {
+	diffs, err := Diff(s)
+	if err != nil || offline {
+		return diffs, err
+	}
+	path := s.Config.KubeconfigPath(config.KubeconfigSuperAdmin)
+	if _, err := os.Stat(s.Files.HostPath(path)); errors.Is(err, fs.ErrNotExist) {
+		s.Report.Infof("addons not compared: no %s, so no cluster to compare with", path)
+		return diffs, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, addonDiffTimeout)
+	defer cancel()
+	addons, err := DiffAddons(ctx, s)
+	if err != nil {
+		s.Report.Warnf("addons not compared: %v", err)
+		return diffs, nil
+	}
+	return append(diffs, addons...), nil
+}
+
+// addonDiffTimeout bounds the addons' comparison, so that a node whose
+// API server is down still gets its files' diff promptly.
+const addonDiffTimeout = 15 * time.Second
 
 // DiffAddons computes, by server-side dry runs against the running
 // cluster, what the addon phase would change: each object of the addons

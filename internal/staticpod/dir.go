@@ -2,14 +2,20 @@ package staticpod
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
 )
 
 // backupSuffixes end the names that editors, package managers, merge tools
@@ -124,4 +130,43 @@ func readManifest(fsys fs.FS, name string) ([]byte, error) {
 	}
 	defer func() { _ = f.Close() }()
 	return io.ReadAll(io.LimitReader(f, maxManifestSize+1))
+}
+
+// ValidatePaths validates the manifests at paths: a file as the kubelet
+// decodes it (one larger than the kubelet reads is a finding), a
+// directory as the kubelet reads its manifest directory (ValidateDir),
+// each finding named by its file's path. A path that does not exist is a
+// usage error.
+func ValidatePaths(paths []string, nodeName string) ([]Result, error) {
+	var results []Result
+	for _, path := range paths {
+		info, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &exit.UsageError{Msg: fmt.Sprintf("validate %q: no such file or directory: name a manifest or the kubelet's manifest directory", path)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("validate %q: %w", path, err)
+		}
+		if !info.IsDir() {
+			data, err := inputfile.Read(path, inputfile.ManifestLimit)
+			if errors.Is(err, inputfile.ErrTooLarge) {
+				results = append(results, Result{File: path, Errors: []Finding{{Message: "larger than 10 MiB: the kubelet refuses to read it"}}, Warnings: []Finding{}})
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("validate %q: %w", path, err)
+			}
+			results = append(results, Validate(path, data, nodeName))
+			continue
+		}
+		dirResults, err := ValidateDir(os.DirFS(path), nodeName)
+		if err != nil {
+			return nil, fmt.Errorf("validate %q: %w", path, err)
+		}
+		for _, r := range dirResults {
+			r.File = filepath.Join(path, r.File)
+			results = append(results, r)
+		}
+	}
+	return results, nil
 }

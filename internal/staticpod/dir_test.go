@@ -2,12 +2,16 @@ package staticpod
 
 import (
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/kubeboot/kubeboot/internal/exit"
 )
 
 func TestValidateDir(t *testing.T) {
@@ -143,5 +147,56 @@ func TestValidateDirUnreadable(t *testing.T) {
 	notADir := fstest.MapFS{".": {Data: []byte("a file, not a directory")}}
 	if _, err := ValidateDir(notADir, testNode); err == nil || !strings.HasPrefix(err.Error(), "read manifest directory: ") {
 		t.Errorf("ValidateDir(file) error = %v, want a read manifest directory error", err)
+	}
+}
+
+// TestValidatePaths: a file is validated as the kubelet decodes it, a
+// directory as the kubelet reads it, with each finding named by its path;
+// a file larger than the kubelet reads is a finding, a missing path a
+// usage error.
+func TestValidatePaths(t *testing.T) {
+	good, err := os.ReadFile("testdata/kube-apiserver.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	manifests := filepath.Join(dir, "manifests")
+	if err := os.Mkdir(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		filepath.Join(dir, "single.yaml"):    good,
+		filepath.Join(manifests, "api.yaml"): good,
+		filepath.Join(manifests, "bad.yaml"): []byte("kind: Pod\napiVersion: v1\nmetadata: {name: x}\nspec: {containers: [{name: c, image: i, envFrom: [{configMapRef: {name: cm}}]}]}\n"),
+		filepath.Join(dir, "huge.yaml"):      make([]byte, 10<<20+1),
+	}
+	for path, data := range files {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	results, err := ValidatePaths([]string{filepath.Join(dir, "single.yaml"), manifests, filepath.Join(dir, "huge.yaml")}, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byFile := map[string]Result{}
+	for _, r := range results {
+		byFile[r.File] = r
+	}
+	if r := byFile[filepath.Join(dir, "single.yaml")]; len(r.Errors) != 0 {
+		t.Errorf("a good manifest: %+v", r)
+	}
+	if r := byFile[filepath.Join(manifests, "api.yaml")]; len(r.Errors) != 0 {
+		t.Errorf("a good manifest in the directory, under its path: %+v (all: %v)", r, results)
+	}
+	if r := byFile[filepath.Join(manifests, "bad.yaml")]; len(r.Errors) == 0 {
+		t.Errorf("a manifest that references a ConfigMap passed: %+v (all: %v)", r, results)
+	}
+	if r := byFile[filepath.Join(dir, "huge.yaml")]; len(r.Errors) != 1 || !strings.Contains(r.Errors[0].Message, "larger than 10 MiB") {
+		t.Errorf("a file larger than the kubelet reads: %+v", r)
+	}
+	_, err = ValidatePaths([]string{filepath.Join(dir, "missing.yaml")}, "node1")
+	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Errorf("a missing path: %v (exit code %d)", err, exit.Code(err))
 	}
 }

@@ -3,21 +3,15 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/output"
-	"github.com/kubeboot/kubeboot/phases"
 )
 
 // diffOptions are the flags of `kubeboot diff`.
@@ -61,15 +55,10 @@ func runDiff(ctx context.Context, opts *diffOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	diffs, err := controlplane.Diff(s)
+	diffs, err := controlplane.DiffNode(ctx, s, opts.root != "")
 	if err != nil {
 		return err
 	}
-	addons, err := diffAddons(ctx, s, opts.root)
-	if err != nil {
-		return err
-	}
-	diffs = append(diffs, addons...)
 	if err := printDifferences(stdout, diffs, opts.output.json()); err != nil {
 		return err
 	}
@@ -77,33 +66,6 @@ func runDiff(ctx context.Context, opts *diffOptions, stdout, stderr io.Writer) e
 		return &exitError{code: exit.Failure, msg: fmt.Sprintf("%d file(s) or addon object(s) would change", len(diffs))}
 	}
 	return nil
-}
-
-// addonDiffTimeout bounds the addons' comparison, so that a node whose
-// API server is down still gets its files' diff promptly.
-const addonDiffTimeout = 15 * time.Second
-
-// diffAddons compares the addons with the running cluster's, through
-// super-admin.conf. A render for another machine (--root) and a node
-// without a running control plane have no cluster to compare with: it says
-// so and compares nothing.
-func diffAddons(ctx context.Context, s *phases.Node, root string) ([]controlplane.Difference, error) {
-	if root != "" {
-		return nil, nil
-	}
-	path := s.Config.KubeconfigPath(config.KubeconfigSuperAdmin)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		s.Report.Infof("addons not compared: no %s, so no cluster to compare with", path)
-		return nil, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, addonDiffTimeout)
-	defer cancel()
-	diffs, err := controlplane.DiffAddons(ctx, s)
-	if err != nil {
-		s.Report.Warnf("addons not compared: %v", err)
-		return nil, nil
-	}
-	return diffs, nil
 }
 
 // printDifferences prints the unified diffs of the text files and one

@@ -2,18 +2,13 @@ package app
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/staticpod"
 )
 
@@ -41,7 +36,7 @@ func newValidateCommand(stdout io.Writer) *cobra.Command {
 			if opts.nodeName == "" {
 				opts.nodeName = config.DetectHost().Name
 			}
-			results, err := validatePaths(paths, opts.nodeName)
+			results, err := staticpod.ValidatePaths(paths, opts.nodeName)
 			if err != nil {
 				return err
 			}
@@ -63,41 +58,6 @@ func newValidateCommand(stdout io.Writer) *cobra.Command {
 	addOutputFlag(cmd.Flags(), &opts.output)
 	cmd.Flags().StringVar(&opts.nodeName, "node-name", "", "node name the kubelet appends to each pod name (default: the host name, lower-cased)")
 	return cmd
-}
-
-// validatePaths validates files, and directories as the kubelet reads them.
-func validatePaths(paths []string, nodeName string) ([]staticpod.Result, error) {
-	var results []staticpod.Result
-	for _, path := range paths {
-		info, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &exit.UsageError{Msg: fmt.Sprintf("validate %q: no such file or directory: name a manifest or the kubelet's manifest directory", path)}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("validate %q: %w", path, err)
-		}
-		if !info.IsDir() {
-			data, err := inputfile.Read(path, inputfile.ManifestLimit)
-			if errors.Is(err, inputfile.ErrTooLarge) {
-				results = append(results, staticpod.Result{File: path, Errors: []staticpod.Finding{{Message: "larger than 10 MiB: the kubelet refuses to read it"}}, Warnings: []staticpod.Finding{}})
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("validate %q: %w", path, err)
-			}
-			results = append(results, staticpod.Validate(path, data, nodeName))
-			continue
-		}
-		dirResults, err := staticpod.ValidateDir(os.DirFS(path), nodeName)
-		if err != nil {
-			return nil, fmt.Errorf("validate %q: %w", path, err)
-		}
-		for _, r := range dirResults {
-			r.File = filepath.Join(path, r.File)
-			results = append(results, r)
-		}
-	}
-	return results, nil
 }
 
 func printResults(w io.Writer, results []staticpod.Result, asJSON bool) error {
