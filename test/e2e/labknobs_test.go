@@ -78,7 +78,18 @@ portMappings: [{hostPort: %d, nodePort: 30080}]
 		if out := c.kubectl(t, "get", "--raw", "/api/v1/nodes/k2/proxy/metrics"); !strings.Contains(out, enabled) {
 			t.Errorf("k2's kubelet does not report %s", enabled)
 		}
-		if out := c.exec(t, "k2", "curl", "-sS", "http://127.0.0.1:10249/metrics"); !strings.Contains(out, enabled) {
+		// lab up waits for the nodes, not for each node's kube-proxy, which
+		// starts once its kubelet has read the Services.
+		var metrics string
+		eventually(t, "k2's kube-proxy serving its metrics", func() error {
+			r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "k2", "--", "curl", "-sS", "http://127.0.0.1:10249/metrics")
+			if r.code != 0 {
+				return fmt.Errorf("curl exited %d: %s", r.code, r.stderr)
+			}
+			metrics = r.stdout
+			return nil
+		})
+		if !strings.Contains(metrics, enabled) {
 			t.Errorf("k2's kube-proxy does not report %s", enabled)
 		}
 	})
