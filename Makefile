@@ -14,13 +14,18 @@ FUZZTIME ?= 10m
 # (any other package's test binary rejects it).
 GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
-.PHONY: build test unit e2e conformance lint golden bench fuzz binaries lab-binaries host-packages lab lab-down clean
+.PHONY: build test unit e2e conformance lint golden bench fuzz binaries lab-binaries host-packages lab lab-down release clean
 
 ## build: compile kubeboot into bin/kubeboot
 build:
 	@# bin/kubeboot is replaced only when it changed: the lab's cached images and their preloaded store are keyed by its modification time.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubeboot.new ./cmd/kubeboot
 	@if cmp -s $(BIN)/kubeboot.new $(BIN)/kubeboot; then rm $(BIN)/kubeboot.new; else mv $(BIN)/kubeboot.new $(BIN)/kubeboot; fi
+
+## release: write dist/ (see docs/development.md, "Releases"): for amd64 and arm64 a tarball, a .deb and an .rpm (the binary, kubeboot-bootstrap.service, completions, man pages), an SPDX SBOM and SHA256SUMS, the same bytes on every run of one commit: SOURCE_DATE_EPOCH is the commit's time
+release:
+	rm -rf dist
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(GO) run ./cmd/kubeboot-release --out dist --version $(VERSION)
 
 ## test: lint, the pinned binaries, unit tests and the end-to-end suite (what CI runs)
 test: lint binaries unit e2e
@@ -51,10 +56,10 @@ binaries:
 lab-binaries:
 	bash test/tools/build.sh $(K8S_BIN) --lab
 
-## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy, nftables, whose nft the kube-proxy image holds, systemd-container and dbus, which boot the lab's machines, and what builds BusyBox and the agnhost image's tools: gcc, libc6-dev, bzip2, curl, openssl), installed only when missing
+## host-packages: the Debian packages the lab needs (runc, iptables, iproute2, haproxy, nftables, whose nft the kube-proxy image holds, systemd-container and dbus, which boot the lab's machines, and what builds BusyBox and the agnhost image's tools: gcc, libc6-dev, bzip2, curl, openssl), and what checks a release (rpm, which reads the .rpm, and qemu-user-static, which runs the arm64 binary), installed only when missing
 host-packages:
 	@missing=; for p in runc:runc iptables:iptables ip:iproute2 haproxy:haproxy nft:nftables systemd-nspawn:systemd-container dbus-daemon:dbus \
-		gcc:gcc bzip2:bzip2 curl:curl openssl:openssl; do \
+		gcc:gcc bzip2:bzip2 curl:curl openssl:openssl rpm:rpm qemu-aarch64-static:qemu-user-static; do \
 		command -v $${p%%:*} >/dev/null || [ -x /usr/sbin/$${p%%:*} ] || missing="$$missing $${p##*:}"; done; \
 		[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || missing="$$missing libc6-dev"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
@@ -97,4 +102,4 @@ lab-down: build
 	$(BIN)/kubeboot lab down --cluster examples/machines.yaml --bin-dir $(K8S_BIN)
 
 clean:
-	rm -rf $(BIN) $(CACHE)
+	rm -rf $(BIN) $(CACHE) dist

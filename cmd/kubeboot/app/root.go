@@ -232,3 +232,9 @@ func flagError(cmd *cobra.Command, err error) error {
 	}
 	return &exit.UsageError{Msg: msg}
 }
+
+// RootCommand is kubeboot's whole command tree, for what describes it
+// rather than runs it: the release's shell completions and man pages.
+func RootCommand() *cobra.Command {
+	return newRootCommand(newDeps(""), io.Discard, io.Discard)
+}
