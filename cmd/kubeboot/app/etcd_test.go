@@ -1,11 +1,9 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,71 +11,11 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/snapshot"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
-
-// etcdBinary is the etcd that test/tools built: in $KUBEBOOT_BIN_DIR, else
-// test/tools/bin. Under CI a missing binary fails the test: CI builds it.
-func etcdBinary(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("KUBEBOOT_BIN_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "test", "tools", "bin")
-	}
-	bin := filepath.Join(dir, "etcd")
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("etcd is missing (%v): build it with `make binaries`", err)
-		}
-		t.Skipf("etcd is missing (%v): build it with `make binaries`", err)
-	}
-	return bin
-}
-
-// startEtcd runs the real etcd on loopback with the etcd PKI that
-// kubeboot issued under root, until the test ends, and returns its client
-// URL once it answers.
-func startEtcd(t *testing.T, root string) string {
-	t.Helper()
-	pki := filepath.Join(root, "etc", "kubernetes", "pki", "etcd")
-	client, peer := fmt.Sprintf("https://127.0.0.1:%d", testsupport.FreePort(t)), fmt.Sprintf("http://127.0.0.1:%d", testsupport.FreePort(t))
-	cmd := exec.Command(etcdBinary(t), "--name", "node-1", "--data-dir", filepath.Join(t.TempDir(), "data"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "node-1="+peer,
-		"--cert-file", filepath.Join(pki, "server.crt"), "--key-file", filepath.Join(pki, "server.key"),
-		"--client-cert-auth", "--trusted-ca-file", filepath.Join(pki, "ca.crt"), "--log-level", "error")
-	cmd.Stderr = &strings.Builder{}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return client
-}
-
-// putKeys writes n keys and deletes one, once etcd answers, and returns
-// the revision of the last change.
-func putKeys(t *testing.T, endpoint string, files etcd.TLSFiles, n int) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cli, err := etcd.New(ctx, []string{endpoint}, files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	for i := range n {
-		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), "data"); err != nil {
-			t.Fatalf("put: %v", err)
-		}
-	}
-	del, err := cli.Delete(ctx, "/registry/configmaps/default/cm-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return del.Header.Revision
-}
 
 // snapshotResult runs a command with -o json and returns its result.
 func snapshotResult(t *testing.T, args ...string) (int, snapshot.SaveResult, string) {
@@ -98,13 +36,13 @@ func snapshotResult(t *testing.T, args ...string) (int, snapshot.SaveResult, str
 // member's client URL and the API server's client certificate for it.
 func etcdNode(t *testing.T) (root, cfg, endpoint string, tlsFiles etcd.TLSFiles) {
 	t.Helper()
-	etcdBinary(t)
+	etcdtest.Binary(t)
 	root = t.TempDir()
 	cfg = writeFile(t, t.TempDir(), "node.yaml", "apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nnode: {name: node-1, advertiseAddress: 127.0.0.1}\n")
 	if code, _, stderr := runCLI(t, "init", "phase", "certs", "--config", cfg, "--root", root); code != 0 {
 		t.Fatalf("certs: %s", stderr)
 	}
-	endpoint = startEtcd(t, root)
+	endpoint = etcdtest.Start(t, filepath.Join(root, "etc", "kubernetes", "pki", "etcd"))
 	pki := filepath.Join(root, "etc", "kubernetes", "pki")
 	return root, cfg, endpoint, etcd.TLSFiles{CA: filepath.Join(pki, "etcd", "ca.crt"),
 		Cert: filepath.Join(pki, "apiserver-etcd-client.crt"), Key: filepath.Join(pki, "apiserver-etcd-client.key")}
@@ -116,7 +54,7 @@ func etcdNode(t *testing.T) (root, cfg, endpoint string, tlsFiles etcd.TLSFiles)
 // configuration without a local etcd exit 2.
 func TestEtcdSnapshotSaveListPrune(t *testing.T) {
 	root, cfg, endpoint, tlsFiles := etcdNode(t)
-	rev := putKeys(t, endpoint, tlsFiles, 20)
+	rev := etcdtest.PutKeys(t, endpoint, tlsFiles, 20)
 
 	save := []string{"etcd", "snapshot", "save", "--config", cfg, "--root", root, "--endpoint", endpoint}
 	code, res, out := snapshotResult(t, save...)

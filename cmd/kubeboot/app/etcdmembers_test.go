@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 )
 
 // TestEtcdMembersUsage: a mistake on the command line, or a configuration
@@ -107,7 +108,7 @@ func TestEtcdMembersOutput(t *testing.T) {
 // member that does not exist (exit 2), changing nothing.
 func TestEtcdMembersListAndRefusals(t *testing.T) {
 	root, cfg, endpoint, tlsFiles := etcdNode(t)
-	putKeys(t, endpoint, tlsFiles, 1)
+	etcdtest.PutKeys(t, endpoint, tlsFiles, 1)
 	flags := []string{"--config", cfg, "--root", root, "--endpoint", endpoint}
 
 	code, stdout, stderr := runCLI(t, append([]string{"etcd", "members", "list", "-o", "json"}, flags...)...)

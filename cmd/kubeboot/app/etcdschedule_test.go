@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/s3store"
 	"github.com/kubeboot/kubeboot/internal/s3store/s3test"
@@ -30,7 +31,7 @@ import (
 // package snapshot's tests).
 func TestEtcdSnapshotSchedule(t *testing.T) {
 	root, _, endpoint, tlsFiles := etcdNode(t)
-	putKeys(t, endpoint, tlsFiles, 5)
+	etcdtest.PutKeys(t, endpoint, tlsFiles, 5)
 	srv := s3test.Start(t, s3test.Options{})
 	bucket, err := s3store.Open(srv.Storage, func(p string) string { return p })
 	if err != nil {
