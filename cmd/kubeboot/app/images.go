@@ -31,6 +31,8 @@ func newImagesCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd.Example = examples(
 		"kubeboot images list --config cluster.yaml",
 		"kubeboot images pull --config cluster.yaml",
+		"kubeboot images export --config cluster.yaml --from registry --out images.tar",
+		"kubeboot images import images.tar --config cluster.yaml",
 	)
 	list := &cobra.Command{
 		Use:   "list",
@@ -59,7 +61,7 @@ func newImagesCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	}
 	addConfigFlag(pull.Flags(), &pullOpts.configPath)
 	addOutputFlag(pull.Flags(), &pullOpts.output)
-	cmd.AddCommand(list, pull)
+	cmd.AddCommand(list, pull, newImagesExportCommand(d, stdout, stderr), newImagesImportCommand(d, stdout, stderr))
 	return cmd
 }
 
