@@ -41,7 +41,7 @@ func writeNode(tb testing.TB, root string) []nodeFile {
 		tb.Fatal(errs.ToAggregate())
 	}
 	w := &recordingWriter{AtomicWriter: &files.AtomicWriter{Root: root}}
-	s := &Node{Run: &workflow.Run{System: workflow.HostSystem(), Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: workflow.Options{Offline: true}}, Config: c}
+	s := &Node{Run: &workflow.Run{System: workflow.HostSystem("v0.0.0-test"), Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: workflow.Options{Offline: true}}, Config: c}
 	writers := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
 	if _, err := writers.Run(context.Background(), s, nil); err != nil {
 		tb.Fatal(err)

@@ -3,9 +3,13 @@ package phases
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 func TestImagesFollowTheRenderedPods(t *testing.T) {
@@ -13,7 +17,7 @@ func TestImagesFollowTheRenderedPods(t *testing.T) {
 	got, err := Images(s)
 	must(t, err)
 	want := []string{"registry.k8s.io/etcd:3.6.8-0", "registry.k8s.io/kube-apiserver:v1.35.4",
-		"registry.k8s.io/kube-controller-manager:v1.35.4", "registry.k8s.io/kube-scheduler:v1.35.4", "kubeboot.io/kubeboot:dev",
+		"registry.k8s.io/kube-controller-manager:v1.35.4", "registry.k8s.io/kube-scheduler:v1.35.4", "registry.k8s.io/pause:3.10.2",
 		"registry.k8s.io/kube-proxy:v1.35.4", "registry.k8s.io/coredns/coredns:v1.13.1"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("images (-want +got):\n%s", diff)
@@ -38,5 +42,25 @@ func TestImagesFollowTheRenderedPods(t *testing.T) {
 	must(t, err)
 	if got[3] != "mirror.example/kube-scheduler:v1.35.4" {
 		t.Errorf("patched scheduler image: got %v", got)
+	}
+}
+
+// TestDefaultImagesAreServedUpstream: with defaults, and with the
+// scheduled snapshots on, every image a node needs is one registry.k8s.io
+// serves under that name: kubeboot's own pods start from the pause image
+// and run the node's binary, so no image of kubeboot's is needed.
+func TestDefaultImagesAreServedUpstream(t *testing.T) {
+	s := manifestState(t, t.TempDir(), config.DefaultKubernetesVersion)
+	s.Config.Etcd.Local.ScheduledSnapshots = &config.ScheduledSnapshots{}
+	config.SetDefaults(s.Config, config.Host{Name: "node1", Address: "10.0.0.10"})
+	got, err := Images(s)
+	must(t, err)
+	if !slices.Contains(got, "registry.k8s.io/pause:"+config.PauseVersion) || len(got) != 7 {
+		t.Errorf("images %q, want the five components', the pause image and the two addons'", got)
+	}
+	for _, image := range got {
+		if !strings.HasPrefix(image, "registry.k8s.io/") {
+			t.Errorf("%s is not served by registry.k8s.io", image)
+		}
 	}
 }

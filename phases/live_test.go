@@ -37,7 +37,7 @@ func liveState(t *testing.T, asJSON bool, objs ...runtime.Object) (*Node, *fake.
 	c.Timeouts.ControlPlane.Duration = 5 * time.Second
 	var out bytes.Buffer
 	client := fake.NewClientset(objs...)
-	s := &Node{Run: &workflow.Run{System: workflow.HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, asJSON), API: client}, Config: c}
+	s := &Node{Run: &workflow.Run{System: workflow.HostSystem("v0.0.0-test"), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, asJSON), API: client}, Config: c}
 	return s, client, &out
 }
 

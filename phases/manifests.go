@@ -119,7 +119,7 @@ func RenderPods(s *Node) ([]templates.Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	manifests, err := templates.All(s.Config, s.Membership)
+	manifests, err := templates.All(s.Config, s.Membership, s.System.Kubeboot)
 	if err != nil {
 		return nil, err
 	}

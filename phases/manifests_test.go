@@ -29,7 +29,7 @@ func manifestState(t *testing.T, root, version string) *Node {
 	if errs := config.Validate(c); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	return &Node{Run: &workflow.Run{System: workflow.HostSystem(), Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&bytes.Buffer{}, false)}, Config: c}
+	return &Node{Run: &workflow.Run{System: workflow.HostSystem("v0.0.0-test"), Files: &files.AtomicWriter{Root: root}, Report: output.NewReporter(&bytes.Buffer{}, false)}, Config: c}
 }
 
 // renderAndWrite runs the manifest phases in order.

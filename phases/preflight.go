@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"net"
@@ -94,6 +95,10 @@ func preflightChecks(s *Node) ([]Check, error) {
 	}
 	for _, l := range listeners {
 		checks = append(checks, Check{Name: "Port-" + l.Port, Run: func(context.Context) error { return checkPort(s, l) }})
+	}
+	if slices.ContainsFunc(config.KubebootPods, s.Config.KubebootPodEnabled) {
+		checks = append(checks, Check{Name: "KubebootBinary", WarnOnly: s.Options.DryRun,
+			Run: func(context.Context) error { return CheckKubebootBinary(s.System.Kubeboot.Binary) }})
 	}
 	if s.Config.Etcd.Local != nil {
 		checks = append(checks, Check{Name: "EtcdDataDir", Run: hostCheck(s, checkEtcdDataDir)},
@@ -253,4 +258,21 @@ func checkEtcdDataDir(s *Node) error {
 		return nil
 	}
 	return fmt.Errorf("etcd data dir %s is not empty and no etcd manifest of this node uses it: it belongs to another cluster; remove it (`rm -rf %s`) or set etcd.local.dataDir", dir, dir)
+}
+
+// CheckKubebootBinary fails unless path, the kubeboot that kubeboot's own
+// pods run inside the pause image, is a statically linked ELF executable:
+// the image holds no libc for a dynamically linked one.
+func CheckKubebootBinary(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("kubeboot's own pods run this node's kubeboot, %s, which is no ELF executable: %w (install the kubeboot package)", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return fmt.Errorf("kubeboot's own pods run this node's kubeboot, %s, inside the pause image, which holds no libc, but it is dynamically linked: install the kubeboot package, or build it with CGO_ENABLED=0 (as `make build` does)", path)
+		}
+	}
+	return nil
 }

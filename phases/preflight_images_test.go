@@ -26,8 +26,10 @@ func preflightOn(t *testing.T) (*phases.Node, *bytes.Buffer) {
 	s.Config.APIServer.BindPort = int32(l.Addr().(*net.TCPAddr).Port)
 	_ = l.Close()
 	s.Config.Kubelet.ContainerRuntimeEndpoint = "unix:///run/test-cri.sock"
-	// This host's own checks are hostchecks_test.go's.
-	hostChecks := []string{"filecontent--proc-sys-net-ipv4-ip_forward", "swap", "cgroupv1", "kernelversion", "fileexisting-kubelet", "cri"}
+	// This host's own checks are hostchecks_test.go's, the binary of
+	// kubeboot's pods (phasestest.Kubeboot, which this host may lack)
+	// preflight_test.go's.
+	hostChecks := []string{"filecontent--proc-sys-net-ipv4-ip_forward", "swap", "cgroupv1", "kernelversion", "fileexisting-kubelet", "cri", "kubebootbinary"}
 	s.Options.IgnorePreflightErrors = append([]string{"port-2379", "port-2380", "port-2381", "port-10257", "port-10259", "port-10270", "isprivilegeduser"}, hostChecks...)
 	var out bytes.Buffer
 	s.Report = output.NewReporter(&out, false)
@@ -36,7 +38,7 @@ func preflightOn(t *testing.T) (*phases.Node, *bytes.Buffer) {
 
 func TestPreflightNamesMissingImages(t *testing.T) {
 	s, _ := preflightOn(t)
-	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kubeboot", "kube-proxy", "coredns")
+	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "pause", "kube-proxy", "coredns")
 	err := phases.Preflight.Run(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "ImagePull") {
 		t.Fatalf("preflight with an image missing: %v", err)
@@ -56,7 +58,7 @@ func TestPreflightNamesMissingImages(t *testing.T) {
 
 func TestPreflightPassesWithEveryImage(t *testing.T) {
 	s, out := preflightOn(t)
-	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeboot", "kube-proxy", "coredns")
+	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "pause", "kube-proxy", "coredns")
 	if err := phases.Preflight.Run(context.Background(), s); err != nil {
 		t.Fatalf("preflight with every image present: %v\n%s", err, out.String())
 	}

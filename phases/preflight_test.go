@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ func preflightState(t *testing.T) (*Node, *bytes.Buffer) {
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "127.0.0.1"})
 	c.APIServer.BindPort = int32(testsupport.FreePort(t))
 	var out bytes.Buffer
-	return &Node{Run: &workflow.Run{System: workflow.HostSystem(), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}, Config: c}, &out
+	return &Node{Run: &workflow.Run{System: workflow.HostSystem("v0.0.0-test"), Files: &files.AtomicWriter{Root: t.TempDir()}, Report: output.NewReporter(&out, false)}, Config: c}, &out
 }
 
 func writeHostFile(t *testing.T, s *Node, path, content string) {
@@ -195,5 +196,64 @@ func TestPreflightEtcdRestore(t *testing.T) {
 	writeHostFile(t, s, RestoreJournalPath(s.Config), `{"snapshot":"/tmp/s.db","stage":"stopped"}`)
 	if err := runChecks(t, s, "EtcdRestore"); err == nil || !strings.Contains(err.Error(), "EtcdRestore") {
 		t.Errorf("a restore under way: %v", err)
+	}
+}
+
+// staticBinary builds a statically linked program, as `make build` builds
+// kubeboot.
+func staticBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kubeboot")
+	build := exec.Command("go", "build", "-o", bin, src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestPreflightKubebootBinary: kubeboot's own pods run the node's binary
+// in the pause image, so a node whose kubeboot is dynamically linked, or
+// no executable at all, fails preflight with the fix; a node that runs
+// none of kubeboot's pods is not asked.
+func TestPreflightKubebootBinary(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "kubeboot")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		binary, want string
+	}{
+		{staticBinary(t), ""},
+		{"/bin/sh", "CGO_ENABLED=0"},
+		{script, "no ELF executable"},
+	} {
+		s, _ := preflightState(t)
+		s.System.Kubeboot.Binary = tc.binary
+		err := runChecks(t, s, "KubebootBinary")
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), "KubebootBinary")) {
+			t.Errorf("%s: %v, want failure %v", tc.binary, err, tc.want != "")
+		}
+		if tc.want != "" && CheckKubebootBinary(tc.binary) == nil || tc.want != "" && !strings.Contains(CheckKubebootBinary(tc.binary).Error(), tc.want) {
+			t.Errorf("%s: %v, want the fix %q", tc.binary, CheckKubebootBinary(tc.binary), tc.want)
+		}
+	}
+	s, _ := preflightState(t)
+	off := false
+	s.Config.CSRApprover.Enabled = &off
+	s.System.Kubeboot.Binary = "/bin/sh"
+	checks, err := preflightChecks(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		if c.Name == "KubebootBinary" {
+			t.Error("a node without kubeboot's pods checks the kubeboot binary")
+		}
 	}
 }

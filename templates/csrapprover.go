@@ -20,12 +20,13 @@ const CSRApproverCommand = "csr-approver"
 const CSRApproverRole = "kubeboot:csr-approver"
 
 // CSRApprover builds the kubeboot-csr-approver static pod: `kubeboot
-// csr-approver` from csrApprover.image, talking to this node's API server
-// with csr-approver.conf, the only file it mounts. A static pod may not use
+// csr-approver`, the node's binary kb in csrApprover.image, talking to
+// this node's API server with csr-approver.conf, the only file it mounts
+// beside the binary. A static pod may not use
 // a service account, hence the kubeconfig. It serves /healthz and /readyz
 // in plain HTTP on the loopback address, which is all its probes need: it
 // serves nothing else and holds no serving certificate.
-func CSRApprover(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
+func CSRApprover(cfg *config.ClusterConfiguration, kb Kubeboot) (*corev1.Pod, error) {
 	advertise, err := advertiseAddress(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build %s pod: %w", config.NameCSRApprover, err)
@@ -37,10 +38,9 @@ func CSRApprover(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"health-port", strconv.Itoa(config.PortCSRApprover)},
 		{"kubeconfig", kubeconfig},
 	}, nil)
-	return newPod(spec{
+	return newPod(kubebootSpec(spec{
 		name:       config.NameCSRApprover,
 		image:      cfg.CSRApprover.Image,
-		binary:     "kubeboot",
 		subcommand: []string{CSRApproverCommand},
 		flags:      flags,
 		health:     endpoint{scheme: corev1.URISchemeHTTP, host: bind, port: config.PortCSRApprover},
@@ -50,7 +50,7 @@ func CSRApprover(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		cpu:        "10m",
 		mounts:     []hostMount{kubeconfigMount(cfg, config.KubeconfigCSRApprover)},
 		timeout:    cfg.Timeouts.ControlPlane.Duration,
-	}), nil
+	}, kb)), nil
 }
 
 // CSRApproverRBAC is what the approver, as user, may do: read and watch

@@ -13,7 +13,8 @@ import (
 var EtcdSnapshotsCommand = []string{"etcd", "snapshot", "schedule"}
 
 // EtcdSnapshots builds the kubeboot-etcd-snapshots static pod: `kubeboot
-// etcd snapshot schedule` from etcd.local.scheduledSnapshots.image, saving
+// etcd snapshot schedule`, the node's binary kb in
+// etcd.local.scheduledSnapshots.image, saving
 // a verified snapshot of this node's member every interval into the
 // snapshot dir, keeping the newest, and copying each to S3 when s3 is set.
 // It needs only etcd: the member's client URL, the etcd CA and the
@@ -22,7 +23,7 @@ var EtcdSnapshotsCommand = []string{"etcd", "snapshot", "schedule"}
 // /healthz (alive) and /readyz (the last snapshot succeeded) in plain HTTP
 // on the loopback address, so a failing schedule shows as a pod that is
 // not Ready.
-func EtcdSnapshots(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
+func EtcdSnapshots(cfg *config.ClusterConfiguration, kb Kubeboot) (*corev1.Pod, error) {
 	advertise, err := advertiseAddress(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build %s pod: %w", config.NameEtcdSnapshots, err)
@@ -60,6 +61,10 @@ func EtcdSnapshots(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		if b.CAFile != "" {
 			flags = append(flags, flag{"s3-ca-file", b.CAFile})
 			mounts = append(mounts, hostMount{name: "s3-ca", path: b.CAFile, readOnly: true, pathType: corev1.HostPathFile})
+		} else {
+			// The store is trusted through the node's CAs, which the
+			// image does not hold.
+			mounts = append(mounts, caBundleMounts()...)
 		}
 		if b.Prefix != "" {
 			flags = append(flags, flag{"s3-prefix", b.Prefix})
@@ -68,10 +73,9 @@ func EtcdSnapshots(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 			flags = append(flags, flag{"s3-region", b.Region})
 		}
 	}
-	return newPod(spec{
+	return newPod(kubebootSpec(spec{
 		name:       config.NameEtcdSnapshots,
 		image:      s.Image,
-		binary:     "kubeboot",
 		subcommand: EtcdSnapshotsCommand,
 		flags:      mergeFlags(flags, nil),
 		health:     endpoint{scheme: corev1.URISchemeHTTP, host: bind, port: config.PortEtcdSnapshots},
@@ -81,5 +85,5 @@ func EtcdSnapshots(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		cpu:        "10m",
 		mounts:     mounts,
 		timeout:    cfg.Timeouts.ControlPlane.Duration,
-	}), nil
+	}, kb)), nil
 }

@@ -9,7 +9,7 @@ import (
 // that is malformed, of the wrong shape or breaks the pod must be an error
 // naming the file, never a panic.
 func FuzzApplyPatches(f *testing.F) {
-	manifests, err := All(newConfig(nil), EtcdMembership{})
+	manifests, err := All(newConfig(nil), EtcdMembership{}, testKubeboot)
 	if err != nil {
 		f.Fatal(err)
 	}

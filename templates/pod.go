@@ -58,16 +58,17 @@ type Manifest struct {
 }
 
 // All builds every static pod cfg runs on this node, in start order: the
-// components, then kubeboot's own pods that are enabled; m is the etcd
-// member's place in its cluster. With an external etcd there is no etcd pod.
-func All(cfg *config.ClusterConfiguration, m EtcdMembership) ([]Manifest, error) {
+// components, then kubeboot's own pods that are enabled, which run kb; m
+// is the etcd member's place in its cluster. With an external etcd there
+// is no etcd pod.
+func All(cfg *config.ClusterConfiguration, m EtcdMembership, kb Kubeboot) ([]Manifest, error) {
 	builders := map[string]func(*config.ClusterConfiguration) (*corev1.Pod, error){
 		config.NameEtcd:              func(cfg *config.ClusterConfiguration) (*corev1.Pod, error) { return Etcd(cfg, m) },
 		config.NameAPIServer:         APIServer,
 		config.NameControllerManager: ControllerManager,
 		config.NameScheduler:         Scheduler,
-		config.NameCSRApprover:       CSRApprover,
-		config.NameEtcdSnapshots:     EtcdSnapshots,
+		config.NameCSRApprover:       func(cfg *config.ClusterConfiguration) (*corev1.Pod, error) { return CSRApprover(cfg, kb) },
+		config.NameEtcdSnapshots:     func(cfg *config.ClusterConfiguration) (*corev1.Pod, error) { return EtcdSnapshots(cfg, kb) },
 	}
 	var manifests []Manifest
 	for _, name := range config.StaticPodNames {
@@ -101,8 +102,12 @@ type spec struct {
 	extra      config.Component
 	timeout    time.Duration // how long the startup probe tolerates failures
 	// annotations are kubeadm's, which its commands read from the mirror
-	// pods (see KubeadmAnnotations).
+	// pods (see KubeadmAnnotations), or kubeboot's (AnnotationKubebootVersion).
 	annotations map[string]string
+	// asRoot runs the container as root whatever the image says: the
+	// pause image that kubeboot's own pods start from names user 65535,
+	// who could read none of the files they mount.
+	asRoot bool
 }
 
 // kubeadm's annotations of its static pods: `kubeadm upgrade plan`,
@@ -128,6 +133,11 @@ func newPod(s spec) *corev1.Pod {
 	command := commandLine(s.binary, s.flags)
 	command = append(append([]string{s.binary}, s.subcommand...), command[1:]...)
 	priority := systemNodeCriticalPriority
+	var security *corev1.SecurityContext
+	if s.asRoot {
+		root := int64(0)
+		security = &corev1.SecurityContext{RunAsUser: &root, RunAsGroup: &root}
+	}
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -153,9 +163,10 @@ func newPod(s spec) *corev1.Pod {
 				// kubeadm's timings: the kubelet restarts a component after
 				// 80 s of failed liveness checks, while readiness follows
 				// within seconds.
-				LivenessProbe:  httpProbe(s.health, s.livez, 10, 8, 10*time.Second),
-				ReadinessProbe: httpProbe(s.health, s.readyz, 0, 3, time.Second),
-				StartupProbe:   httpProbe(s.health, s.startup, 10, startupFailures(s.timeout), startupProbePeriod),
+				LivenessProbe:   httpProbe(s.health, s.livez, 10, 8, 10*time.Second),
+				ReadinessProbe:  httpProbe(s.health, s.readyz, 0, 3, time.Second),
+				StartupProbe:    httpProbe(s.health, s.startup, 10, startupFailures(s.timeout), startupProbePeriod),
+				SecurityContext: security,
 			}},
 			HostNetwork:       true,
 			PriorityClassName: systemNodeCritical,

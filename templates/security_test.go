@@ -267,7 +267,7 @@ func TestUserAuthenticationFlagsWin(t *testing.T) {
 
 func mustAll(t *testing.T, cfg *config.ClusterConfiguration) map[string]*corev1.Pod {
 	t.Helper()
-	manifests, err := All(cfg, EtcdMembership{})
+	manifests, err := All(cfg, EtcdMembership{}, testKubeboot)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,9 @@ func newConfig(edit func(*config.ClusterConfiguration)) *config.ClusterConfigura
 	return cfg
 }
 
+// testKubeboot is the node's kubeboot binary in the tests.
+var testKubeboot = Kubeboot{Binary: "/usr/bin/kubeboot", Version: "v0.5.0"}
+
 // overrides exercises extraArgs (an override, a removed flag, a repeated
 // flag, a new flag), extraVolumes and extraEnv on every component.
 func overrides(cfg *config.ClusterConfiguration) {
@@ -156,7 +159,7 @@ var goldenCases = []struct {
 // name.
 func render(t testing.TB, edit func(*config.ClusterConfiguration), patches []Patch) map[string][]byte {
 	t.Helper()
-	manifests, err := All(newConfig(edit), EtcdMembership{})
+	manifests, err := All(newConfig(edit), EtcdMembership{}, testKubeboot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +219,7 @@ func TestGolden(t *testing.T) {
 // TestMarshalRoundTrip checks that a manifest decodes strictly back into the
 // pod it came from and carries none of the empty-object noise.
 func TestMarshalRoundTrip(t *testing.T) {
-	manifests, err := All(newConfig(overrides), EtcdMembership{})
+	manifests, err := All(newConfig(overrides), EtcdMembership{}, testKubeboot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,10 +297,10 @@ func TestPodShape(t *testing.T) {
 	binaries := map[string]string{
 		config.NameEtcd: "etcd", config.NameAPIServer: "kube-apiserver",
 		config.NameControllerManager: "kube-controller-manager", config.NameScheduler: "kube-scheduler",
-		config.NameCSRApprover: "kubeboot",
+		config.NameCSRApprover: testKubeboot.Binary,
 	}
 	for _, tc := range goldenCases {
-		manifests, err := All(newConfig(tc.edit), EtcdMembership{})
+		manifests, err := All(newConfig(tc.edit), EtcdMembership{}, testKubeboot)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +345,8 @@ func TestBuildErrors(t *testing.T) {
 	builders := map[string]func(*config.ClusterConfiguration) (*corev1.Pod, error){
 		config.NameEtcd:              func(c *config.ClusterConfiguration) (*corev1.Pod, error) { return Etcd(c, EtcdMembership{}) },
 		config.NameAPIServer:         APIServer,
-		config.NameControllerManager: ControllerManager, config.NameScheduler: Scheduler, config.NameCSRApprover: CSRApprover,
+		config.NameControllerManager: ControllerManager, config.NameScheduler: Scheduler,
+		config.NameCSRApprover: func(c *config.ClusterConfiguration) (*corev1.Pod, error) { return CSRApprover(c, testKubeboot) },
 	}
 	tests := []struct {
 		name string
@@ -368,7 +372,7 @@ func TestBuildErrors(t *testing.T) {
 	if _, err := Etcd(external, EtcdMembership{}); err == nil {
 		t.Error("Etcd with an external etcd: got no error")
 	}
-	if manifests, err := All(external, EtcdMembership{}); err != nil || len(manifests) != 4 || manifests[0].Component != config.NameAPIServer {
+	if manifests, err := All(external, EtcdMembership{}, testKubeboot); err != nil || len(manifests) != 4 || manifests[0].Component != config.NameAPIServer {
 		t.Errorf("All with an external etcd: got %d manifests and error %v, want 4, from kube-apiserver, and none", len(manifests), err)
 	}
 }

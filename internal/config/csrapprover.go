@@ -1,9 +1,6 @@
 package config
 
 import (
-	"regexp"
-	"strings"
-
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -18,29 +15,26 @@ type CSRApprover struct {
 	// Enabled runs the approver on this control-plane node; unset means
 	// security.verifyKubeletServingCerts.
 	Enabled *bool `json:"enabled,omitempty"`
-	// Image is a kubeboot image: the approver is `kubeboot csr-approver`.
+	// Image is the image the approver's container starts from. It runs
+	// the node's own kubeboot, mounted read-only, so the image needs
+	// nothing of its own (default: the pause image,
+	// <imageRepository>/pause:<PauseVersion>, which every node holds).
 	Image string `json:"image,omitempty"`
 }
 
-// DefaultCSRApproverRepository is the repository of the default
-// csrApprover.image, tagged with the running kubeboot's release
-// (Host.KubebootVersion). No public registry serves
-// it: an image built from the kubeboot binary must be loaded into the
-// node's container runtime under this name.
-const DefaultCSRApproverRepository = "kubeboot.io/kubeboot"
+// PauseVersion tags the default image of kubeboot's own pods: the pause
+// image kubeadm v1.36 pins, which a node's container runtime holds for its
+// pod sandboxes. Public registries serve it (registry.k8s.io).
+const PauseVersion = "3.10.2"
 
-// imageTag is what the registries accept as a tag.
-var imageTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-
-// DefaultCSRApproverImage is the default csrApprover.image of a kubeboot of
-// version: kubeboot.io/kubeboot:<version>, where a version that is no valid
-// tag (a '+' becomes '-'), or none, gives "dev".
-func DefaultCSRApproverImage(version string) string {
-	tag := strings.ReplaceAll(version, "+", "-")
-	if !imageTag.MatchString(tag) {
-		tag = "dev"
-	}
-	return DefaultCSRApproverRepository + ":" + tag
+// DefaultKubebootPodImage is the default image of kubeboot's own static
+// pods (csrApprover.image, etcd.local.scheduledSnapshots.image) under
+// the image repository repo: the pause image. The pods run the node's
+// kubeboot binary, mounted read-only, and need nothing from the image
+// but an empty root, so no image of kubeboot's is needed: a node holds
+// only what a public registry serves.
+func DefaultKubebootPodImage(repo string) string {
+	return repo + "/pause:" + PauseVersion
 }
 
 // CSRApproverEnabled says whether this node runs the approver.
@@ -51,14 +45,14 @@ func (c *ClusterConfiguration) CSRApproverEnabled() bool {
 	return On(c.Security.VerifyKubeletServingCerts)
 }
 
-func setCSRApproverDefaults(c *ClusterConfiguration, version string) {
+func setCSRApproverDefaults(c *ClusterConfiguration) {
 	if c.CSRApprover.Enabled == nil {
 		on := On(c.Security.VerifyKubeletServingCerts)
 		c.CSRApprover.Enabled = &on
 	}
-	setString(&c.CSRApprover.Image, DefaultCSRApproverImage(version))
+	setString(&c.CSRApprover.Image, DefaultKubebootPodImage(c.ImageRepository))
 }
 
 func validateCSRApprover(p *field.Path, a CSRApprover) field.ErrorList {
-	return validateTaggedImage(p.Child("image"), a.Image, DefaultCSRApproverImage(""))
+	return validateTaggedImage(p.Child("image"), a.Image, DefaultKubebootPodImage(DefaultImageRepository))
 }

@@ -27,30 +27,25 @@ func TestCSRApproverDefaults(t *testing.T) {
 			if c.CSRApprover.Enabled == nil || *c.CSRApprover.Enabled != tc.want || c.CSRApproverEnabled() != tc.want {
 				t.Errorf("csrApprover.enabled = %v, want %v", c.CSRApprover.Enabled, tc.want)
 			}
-			if c.CSRApprover.Image != "kubeboot.io/kubeboot:dev" {
-				t.Errorf("csrApprover.image = %q, want kubeboot.io/kubeboot:dev", c.CSRApprover.Image)
+			if c.CSRApprover.Image != "registry.k8s.io/pause:3.10.2" {
+				t.Errorf("csrApprover.image = %q, want registry.k8s.io/pause:3.10.2", c.CSRApprover.Image)
 			}
 		})
 	}
 }
 
-func TestDefaultCSRApproverImage(t *testing.T) {
-	for version, want := range map[string]string{
-		"v0.4.0":           "kubeboot.io/kubeboot:v0.4.0",
-		"cb34397-dirty":    "kubeboot.io/kubeboot:cb34397-dirty",
-		"v0.0.0-2026+dirt": "kubeboot.io/kubeboot:v0.0.0-2026-dirt",
-		"(devel)":          "kubeboot.io/kubeboot:dev",
-		"":                 "kubeboot.io/kubeboot:dev",
-	} {
-		if got := DefaultCSRApproverImage(version); got != want {
-			t.Errorf("version %q: image %q, want %q", version, got, want)
-		}
+// TestDefaultKubebootPodImage: kubeboot's own pods start from the pause
+// image under the configured repository, which a mirror serves like the
+// control plane's images; no image of kubeboot's is named.
+func TestDefaultKubebootPodImage(t *testing.T) {
+	body := header + "imageRepository: mirror.example/k8s\netcd: {local: {scheduledSnapshots: {}}}\n"
+	c, err := loadInit(writeConfig(t, body), testHost)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Loading takes the release from its Env, explicitly.
-	host := testHost
-	host.KubebootVersion = "v0.4.0"
-	if doc, err := Load("", Env{Host: host}); err != nil || doc.Cluster.CSRApprover.Image != "kubeboot.io/kubeboot:v0.4.0" {
-		t.Errorf("loaded with kubeboot v0.4.0: %v, %v", doc.Cluster, err)
+	want := "mirror.example/k8s/pause:3.10.2"
+	if c.CSRApprover.Image != want || c.Etcd.Local.ScheduledSnapshots.Image != want {
+		t.Errorf("images %q and %q, want %q", c.CSRApprover.Image, c.Etcd.Local.ScheduledSnapshots.Image, want)
 	}
 }
 

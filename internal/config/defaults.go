@@ -97,15 +97,10 @@ type Host struct {
 	Name string
 	// Address is the default advertise address.
 	Address string
-	// KubebootVersion is the running kubeboot's release, which tags the
-	// default csrApprover.image, so that the approver runs the kubeboot
-	// that rendered its manifest; "" (tests, unstamped builds) tags "dev".
-	KubebootVersion string
 }
 
 // DetectHost reads the host name and the address of the default route's
-// interface, as kubeadm does, falling back to 127.0.0.1 without a route;
-// the caller sets KubebootVersion.
+// interface, as kubeadm does, falling back to 127.0.0.1 without a route.
 func DetectHost() Host {
 	h := Host{Name: "localhost", Address: "127.0.0.1"}
 	if name, err := os.Hostname(); err == nil && name != "" {
@@ -123,7 +118,7 @@ func New() *ClusterConfiguration {
 }
 
 // SetDefaults fills every empty field of c; host supplies the node's
-// identity and the release that tags the CSR approver's image.
+// identity.
 // It never overrides a value the user set.
 func SetDefaults(c *ClusterConfiguration, host Host) {
 	c.APIVersion, c.Kind = APIVersion, KindClusterConfiguration
@@ -136,6 +131,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 		on := true
 		c.Node.ControlPlaneTaint = &on
 	}
+	setString(&c.ImageRepository, DefaultImageRepository)
 	setString(&c.Networking.ServiceSubnet, DefaultServiceSubnet)
 	setString(&c.Networking.DNSDomain, DefaultDNSDomain)
 	if c.Etcd.External == nil {
@@ -144,7 +140,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 		}
 		setString(&c.Etcd.Local.DataDir, DefaultEtcdDataDir)
 		setString(&c.Etcd.Local.SnapshotsDir, DefaultEtcdSnapshotsDir)
-		setScheduledSnapshotsDefaults(c.Etcd.Local.ScheduledSnapshots, host.KubebootVersion)
+		setScheduledSnapshotsDefaults(c.Etcd.Local.ScheduledSnapshots, c.ImageRepository)
 	}
 	if c.APIServer.BindPort == 0 {
 		c.APIServer.BindPort = DefaultBindPort
@@ -158,7 +154,6 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setDuration(&c.Certificates.RenewBefore, DefaultRenewBefore)
 	setString(&c.Paths.ManifestsDir, DefaultManifestsDir)
 	setString(&c.Paths.KubeconfigDir, DefaultKubeconfigDir)
-	setString(&c.ImageRepository, DefaultImageRepository)
 	setDuration(&c.Timeouts.ControlPlane, DefaultControlPlaneWait)
 	setDuration(&c.BootstrapToken.TTL, DefaultBootstrapTokenTTL)
 	setBootstrapTokenDefaults(c)
@@ -166,7 +161,7 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setString(&c.Kubelet.CertDir, DefaultKubeletCertDir)
 	setString(&c.Kubelet.ContainerRuntimeEndpoint, DefaultCRIEndpoint)
 	setSecurityDefaults(&c.Security)
-	setCSRApproverDefaults(c, host.KubebootVersion)
+	setCSRApproverDefaults(c)
 	setAddonDefaults(c)
 }
 

@@ -22,8 +22,9 @@ type ScheduledSnapshots struct {
 	// Keep is how many of the node's newest snapshots that verify are
 	// kept, in the snapshot dir and in S3 alike (default 5).
 	Keep int `json:"keep,omitempty"`
-	// Image is a kubeboot image: the pod runs `kubeboot etcd snapshot
-	// schedule` (default: csrApprover's default, kubeboot.io/kubeboot:<version>).
+	// Image is the image the pod's container starts from; it runs the
+	// node's own kubeboot, mounted read-only, as `kubeboot etcd snapshot
+	// schedule` (default: csrApprover's default, the pause image).
 	Image string `json:"image,omitempty"`
 	// S3 is where copies go off the node; nil keeps them on it only.
 	S3 *S3Storage `json:"s3,omitempty"`
@@ -68,7 +69,7 @@ func (c *ClusterConfiguration) ScheduledSnapshotsEnabled() bool {
 	return c.Etcd.Local != nil && c.Etcd.Local.ScheduledSnapshots != nil
 }
 
-func setScheduledSnapshotsDefaults(s *ScheduledSnapshots, version string) {
+func setScheduledSnapshotsDefaults(s *ScheduledSnapshots, repo string) {
 	if s == nil {
 		return
 	}
@@ -76,7 +77,7 @@ func setScheduledSnapshotsDefaults(s *ScheduledSnapshots, version string) {
 	if s.Keep == 0 {
 		s.Keep = DefaultSnapshotKeep
 	}
-	setString(&s.Image, DefaultCSRApproverImage(version))
+	setString(&s.Image, DefaultKubebootPodImage(repo))
 }
 
 // bucketName is S3's rule for a bucket name.
@@ -93,7 +94,7 @@ func validateScheduledSnapshots(p *field.Path, s *ScheduledSnapshots) field.Erro
 	if s.Keep < 1 {
 		errs = append(errs, field.Invalid(p.Child("keep"), s.Keep, "keep at least 1 snapshot"))
 	}
-	errs = append(errs, validateTaggedImage(p.Child("image"), s.Image, DefaultCSRApproverImage(""))...)
+	errs = append(errs, validateTaggedImage(p.Child("image"), s.Image, DefaultKubebootPodImage(DefaultImageRepository))...)
 	if s.S3 == nil {
 		return errs
 	}

@@ -21,7 +21,7 @@ func TestScheduledSnapshots(t *testing.T) {
 	on.Etcd.Local = &LocalEtcd{ScheduledSnapshots: &ScheduledSnapshots{}}
 	SetDefaults(on, testHost)
 	s := on.Etcd.Local.ScheduledSnapshots
-	if !on.KubebootPodEnabled(NameEtcdSnapshots) || s.Interval.Duration != 12*time.Hour || s.Keep != 5 || s.Image != DefaultCSRApproverImage(testHost.KubebootVersion) {
+	if !on.KubebootPodEnabled(NameEtcdSnapshots) || s.Interval.Duration != 12*time.Hour || s.Keep != 5 || s.Image != "registry.k8s.io/pause:3.10.2" {
 		t.Fatalf("defaults: %+v", s)
 	}
 	if errs := Validate(on); len(errs) > 0 {

@@ -22,7 +22,7 @@ func testConfig(address string) *config.ClusterConfiguration {
 // rendered renders the manifests as kubeboot writes them.
 func rendered(t *testing.T, cfg *config.ClusterConfiguration) map[string]*corev1.Pod {
 	t.Helper()
-	manifests, err := templates.All(cfg, templates.EtcdMembership{})
+	manifests, err := templates.All(cfg, templates.EtcdMembership{}, templates.Kubeboot{Binary: "/usr/bin/kubeboot", Version: "v0.0.0-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

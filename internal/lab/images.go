@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -57,8 +56,9 @@ type Image struct {
 
 // rootBinaries are kept at the image's root, with the binary as the
 // entrypoint, as in the images registry.k8s.io serves; Kubernetes' and
-// etcd's binaries go to /usr/local/bin.
-var rootBinaries = []string{"pause", "coredns"}
+// etcd's binaries go to /usr/local/bin. pause, at the root too, runs as
+// 65535 as upstream's does.
+var rootBinaries = []string{"coredns"}
 
 // agnhostImage is agnhost's image as registry.k8s.io serves it: BusyBox's
 // tree (<bin dir>/rootfs/busybox) and the tools Kubernetes' tests run in
@@ -128,6 +128,11 @@ func ResolveImage(binDir, ref string) (Image, error) {
 	if binary == localPathProvisioner {
 		return Image{Ref: ref, Files: map[string]string{"/usr/bin/" + binary: path}, Cmd: []string{binary}}, nil
 	}
+	if binary == "pause" {
+		// As upstream's, it runs as 65535, whom kubeboot's own pods,
+		// started from it, override.
+		return Image{Ref: ref, Files: map[string]string{"/pause": path}, Entrypoint: []string{"/pause"}, User: "65535:65535"}, nil
+	}
 	if slices.Contains(rootBinaries, binary) {
 		return Image{Ref: ref, Files: map[string]string{"/" + binary: path}, Entrypoint: []string{"/" + binary}}, nil
 	}
@@ -178,9 +183,9 @@ func checkVersion(binary, path, tag string) error {
 }
 
 // archiveUnusedFor is how long an archive of the cache may go unused before
-// Archive removes it: each kubeboot build makes a new archive (the CSR
-// approver's image holds the binary), about 900 MB, which would otherwise
-// pile up until the kubelets' disk pressure evicts pods.
+// Archive removes it: each new set of binaries makes a new archive, about
+// 900 MB, which would otherwise pile up until the kubelets' disk pressure
+// evicts pods.
 const archiveUnusedFor = time.Hour
 
 // Archive writes the images to one archive in the `docker save` format,
@@ -470,31 +475,4 @@ func addFile(tw *tar.Writer, rel, src string) error {
 	}
 	_, err = io.Copy(tw, f)
 	return err
-}
-
-// KubebootImage is the CSR approver's image ref built from the kubeboot
-// binary at path, at /usr/local/bin/kubeboot, where the approver's static
-// pod runs it. The image holds nothing else, so the binary must be
-// statically linked.
-func KubebootImage(ref, path string) (Image, error) {
-	if err := checkStatic(path); err != nil {
-		return Image{}, fmt.Errorf("lab image %q: %w", ref, err)
-	}
-	return Image{Ref: ref, Files: map[string]string{"/usr/local/bin/kubeboot": path}}, nil
-}
-
-// checkStatic fails unless path is an ELF executable without a program
-// interpreter: a dynamically linked one would find no libc in the image.
-func checkStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("%s is no ELF executable: %w", path, err)
-	}
-	defer func() { _ = f.Close() }()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked, and the image holds no libc: build it with CGO_ENABLED=0 (as `make build` does)", path)
-		}
-	}
-	return nil
 }

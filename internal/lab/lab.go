@@ -633,11 +633,7 @@ func (l Lab) images(ctx context.Context, configs [][]byte, refs []string, extra 
 	slices.Sort(refs)
 	var images []Image
 	for _, ref := range slices.Compact(refs) {
-		resolve := ResolveImage
-		if strings.Contains(ref, "kubeboot") {
-			resolve = func(_, ref string) (Image, error) { return KubebootImage(ref, l.Kubeboot) }
-		}
-		img, err := resolve(l.BinDir, ref)
+		img, err := ResolveImage(l.BinDir, ref)
 		if err != nil {
 			return "", err
 		}

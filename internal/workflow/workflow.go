@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // Phase is one step of a workflow whose data is D. Phases hand data to
@@ -259,7 +262,8 @@ type Result struct {
 
 // System is how kubelet-start and the upgrades reach the node's
 // processes: systemctl, the search of the PATH for the kubelet, and the
-// kubelet binary's release. Real runs use HostSystem; tests a fake
+// kubelet binary's release; and the kubeboot binary that kubeboot's own
+// static pods run. Real runs use HostSystem; tests a fake
 // (phasestest.FakeSystemd).
 type System struct {
 	// Systemctl runs systemctl with args and returns its combined output.
@@ -269,11 +273,24 @@ type System struct {
 	// Version runs the binary at path with --version and returns what it
 	// prints, such as "Kubernetes v1.36.3".
 	Version func(ctx context.Context, path string) (string, error)
+	// Kubeboot is the kubeboot binary that the CSR approver's and the
+	// scheduled snapshots' static pods run.
+	Kubeboot templates.Kubeboot
 }
 
-// HostSystem is this machine's systemctl and PATH.
-func HostSystem() System {
+// HostSystem is this machine's systemctl and PATH, and the running
+// kubeboot, of release version, as the binary kubeboot's own pods run:
+// the file it was started from, links resolved (the package's
+// /usr/bin/kubeboot), or /usr/bin/kubeboot if that cannot be told.
+func HostSystem(version string) System {
+	binary := "/usr/bin/kubeboot"
+	if exe, err := os.Executable(); err == nil {
+		if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+			binary = resolved
+		}
+	}
 	return System{
+		Kubeboot: templates.Kubeboot{Binary: binary, Version: version},
 		Systemctl: func(ctx context.Context, args ...string) ([]byte, error) {
 			return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
 		},

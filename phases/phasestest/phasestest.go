@@ -34,6 +34,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // NewNode is a quiet control-plane node1 (10.0.0.10) at version, writing
@@ -54,12 +55,16 @@ func NewNode(t testing.TB, root, version string) *phases.Node {
 	return n
 }
 
+// Kubeboot is the kubeboot binary of the tests' runs: the package's.
+var Kubeboot = templates.Kubeboot{Binary: "/usr/bin/kubeboot", Version: "v0.0.0-test"}
+
 // NewRun is a run writing under root and reporting to report, on a
-// machine without systemd or a kubelet on its PATH.
+// machine without systemd or a kubelet on its PATH, with Kubeboot.
 func NewRun(root string, report *output.Reporter) *workflow.Run {
 	return &workflow.Run{Files: &files.AtomicWriter{Root: root}, Report: report, System: workflow.System{
 		Systemctl: func(context.Context, ...string) ([]byte, error) { return nil, errors.New("this test has no systemd") },
 		LookPath:  func(file string) (string, error) { return "", &exec.Error{Name: file, Err: exec.ErrNotFound} },
+		Kubeboot:  Kubeboot,
 	}}
 }
 
@@ -166,8 +171,8 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 
 // FakeSystemd is a fake systemd for a run's System: kubelet.service is in
 // *state ("active" or another state, which a restart makes "active") and
-// enabled, and the kubelet is /usr/bin/kubelet of
-// config.DefaultKubernetesVersion. It also returns the
+// enabled, the kubelet is /usr/bin/kubelet of
+// config.DefaultKubernetesVersion, and kubeboot Kubeboot. It also returns the
 // systemctl commands run, each as its space-joined arguments.
 func FakeSystemd(state *string) (workflow.System, *[]string) {
 	calls := &[]string{}
@@ -189,7 +194,8 @@ func FakeSystemd(state *string) (workflow.System, *[]string) {
 	return workflow.System{Systemctl: systemctl, LookPath: func(string) (string, error) { return "/usr/bin/kubelet", nil },
 		Version: func(context.Context, string) (string, error) {
 			return "Kubernetes " + config.DefaultKubernetesVersion + "\n", nil
-		}}, calls
+		},
+		Kubeboot: Kubeboot}, calls
 }
 
 // ServeImages serves a CRI image service on the unix socket sock until the
@@ -258,24 +264,6 @@ func (s imageService) PullImage(_ context.Context, req *runtimeapi.PullImageRequ
 		return nil, status.Errorf(codes.NotFound, "image %q: no registry holds it", req.GetImage().GetImage())
 	}
 	return &runtimeapi.PullImageResponse{ImageRef: img.Id}, nil
-}
-
-// StaticBinary builds a statically linked program, as `make build` builds
-// kubeboot, for the tests of the CSR approver's lab image.
-func StaticBinary(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "kubeboot")
-	build := exec.Command("go", "build", "-o", bin, src)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // Unchanged records v (a configuration) as JSON and returns a check that

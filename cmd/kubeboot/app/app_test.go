@@ -178,17 +178,41 @@ func TestCommandsRefuseAKindTheyCannotUse(t *testing.T) {
 }
 
 // TestVersionIsADependency: the release Main builds once is what `kubeboot
-// version` prints and what tags the default csrApprover.image.
+// version` prints, and what the manifests of kubeboot's own pods carry,
+// beside the binary they run: the kubeboot that rendered them. An
+// unstamped build is "dev".
 func TestVersionIsADependency(t *testing.T) {
-	d := newDeps("")
-	d.version.Version = "v0.4.0"
-	code, stdout, stderr := runCLIWith(t, d, "version")
-	if code != 0 || !strings.HasPrefix(stdout, "kubeboot v0.4.0 (") {
-		t.Errorf("version: exit %d, %q %s", code, stdout, stderr)
-	}
-	code, stdout, stderr = runCLIWith(t, d, "config", "print-defaults")
-	if code != 0 || !strings.Contains(stdout, "image: kubeboot.io/kubeboot:v0.4.0\n") {
-		t.Errorf("print-defaults: exit %d, %s%s", code, stdout, stderr)
+	for stamped, want := range map[string]string{"v0.4.0": "v0.4.0", "": "dev"} {
+		d := newDeps("")
+		d.version.setVersion(stamped, "")
+		d.system = workflow.HostSystem(d.version.Version)
+		code, stdout, stderr := runCLIWith(t, d, "version")
+		if code != 0 || !strings.HasPrefix(stdout, "kubeboot "+stamped) {
+			t.Errorf("version: exit %d, %q %s", code, stdout, stderr)
+		}
+		root := t.TempDir()
+		for _, phase := range []string{"etcd", "control-plane", "write-manifests"} {
+			if code, _, stderr := runCLIWith(t, d, "init", "phase", phase, "--root", root); code != 0 {
+				t.Fatalf("init phase %s: exit %d, %s", phase, code, stderr)
+			}
+		}
+		manifest, err := os.ReadFile(filepath.Join(root, "etc/kubernetes/manifests/kubeboot-csr-approver.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe, err = filepath.EvalSymlinks(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range []string{"kubeboot.io/version: " + want + "\n", "path: " + exe + "\n", "image: registry.k8s.io/pause:3.10.2\n"} {
+			if !strings.Contains(string(manifest), line) {
+				t.Errorf("stamped %q: the approver's manifest lacks %q:\n%s", stamped, line, manifest)
+			}
+		}
 	}
 }
 

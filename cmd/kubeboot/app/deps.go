@@ -16,7 +16,7 @@ import (
 // swaps a package variable.
 type deps struct {
 	// version is this binary's release: `kubeboot version` prints it, and
-	// it tags the default csrApprover.image.
+	// kubeboot's own pods carry it (system.Kubeboot).
 	version versionInfo
 	// adminClient builds the API client of the commands that talk to the
 	// cluster as its administrator (token, upgrade plan) from admin.conf.
@@ -28,7 +28,8 @@ type deps struct {
 	interruptGrace time.Duration
 	// cpuProfile is this run's CPU profile file, or "" (see cpuProfileEnv).
 	cpuProfile string
-	// system is how kubelet-start reaches systemd and finds the kubelet.
+	// system is how kubelet-start reaches systemd and finds the kubelet,
+	// and the kubeboot binary kubeboot's own pods run.
 	system workflow.System
 }
 
@@ -37,21 +38,20 @@ const defaultInterruptGrace = 5 * time.Second
 
 // newDeps are the dependencies of a real run, with this run's CPU profile.
 func newDeps(cpuProfile string) deps {
+	v := currentVersion()
 	return deps{
-		version: currentVersion(),
+		version: v,
 		adminClient: func(kubeconfig []byte) (kubernetes.Interface, error) {
 			return phases.NewClient(kubeconfig, "")
 		},
 		interruptGrace: defaultInterruptGrace,
 		cpuProfile:     cpuProfile,
-		system:         workflow.HostSystem(),
+		system:         workflow.HostSystem(v.Version),
 	}
 }
 
 // configEnv is what loading a configuration of one of kinds (none: any
-// kind) needs besides the file: this machine and this binary's release.
+// kind) needs besides the file: this machine.
 func (d deps) configEnv(kinds ...string) config.Env {
-	host := config.DetectHost()
-	host.KubebootVersion = d.version.Version
-	return config.Env{Host: host, Kinds: kinds}
+	return config.Env{Host: config.DetectHost(), Kinds: kinds}
 }

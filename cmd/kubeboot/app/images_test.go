@@ -81,7 +81,7 @@ func TestImagesPull(t *testing.T) {
 		}
 		return runCLI(t, "images", "pull", "--config", cfg, "-o", "json")
 	}
-	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeboot", "kube-proxy", "coredns")
+	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "pause", "kube-proxy", "coredns")
 	if code != 0 {
 		t.Fatalf("images pull with every image: exit %d: %s%s", code, stdout, stderr)
 	}
@@ -94,7 +94,7 @@ func TestImagesPull(t *testing.T) {
 		t.Errorf("result %+v, want 7 images present", last.Result)
 	}
 
-	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kubeboot", "kube-proxy", "coredns")
+	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "pause", "kube-proxy", "coredns")
 	if code != 1 || !strings.Contains(stdout, `pull image \"registry.k8s.io/kube-scheduler:`) {
 		t.Errorf("images pull of an image the runtime cannot get: exit %d:\n%s", code, stdout)
 	}

@@ -40,14 +40,3 @@ func TestVersionSaysUntagged(t *testing.T) {
 		}
 	}
 }
-
-// TestUnstampedVersionKeepsTheDevImage: a build nobody stamped is version
-// "dev", which tags the default csrApprover.image as before.
-func TestUnstampedVersionKeepsTheDevImage(t *testing.T) {
-	d := newDeps("")
-	d.version.setVersion("", "")
-	code, stdout, stderr := runCLIWith(t, d, "config", "print-defaults")
-	if code != 0 || !strings.Contains(stdout, "image: kubeboot.io/kubeboot:dev\n") {
-		t.Errorf("print-defaults: exit %d, %s%s", code, stdout, stderr)
-	}
-}

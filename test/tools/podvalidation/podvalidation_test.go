@@ -42,7 +42,7 @@ type case_ struct {
 func corpus(t *testing.T) []case_ {
 	cfg := config.New()
 	config.SetDefaults(cfg, config.Host{Name: nodeName, Address: "192.0.2.10"})
-	manifests, err := templates.All(cfg, templates.EtcdMembership{})
+	manifests, err := templates.All(cfg, templates.EtcdMembership{}, templates.Kubeboot{Binary: "/usr/bin/kubeboot", Version: "v0.0.0-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
