@@ -14,13 +14,15 @@ FUZZTIME ?= 10m
 # (any other package's test binary rejects it).
 GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
-.PHONY: build test unit e2e conformance lint golden bench fuzz binaries lab-binaries host-packages lab lab-down release clean
+.PHONY: build package test unit e2e conformance lint golden bench fuzz binaries lab-binaries host-packages lab lab-down release clean
 
 ## build: compile kubeboot into bin/kubeboot
 build:
-	@# bin/kubeboot is replaced only when it changed: the lab's cached images and their preloaded store are keyed by its modification time.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubeboot.new ./cmd/kubeboot
-	@if cmp -s $(BIN)/kubeboot.new $(BIN)/kubeboot; then rm $(BIN)/kubeboot.new; else mv $(BIN)/kubeboot.new $(BIN)/kubeboot; fi
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubeboot ./cmd/kubeboot
+
+## package: kubeboot's .deb of bin/kubeboot for this machine's architecture, bin/kubeboot.deb, which every lab machine installs with dpkg
+package: build
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(GO) run ./cmd/kubeboot-release --deb $(BIN)/kubeboot.deb --binary $(BIN)/kubeboot --version $(VERSION)
 
 ## release: write dist/ (see docs/development.md, "Releases"): for amd64 and arm64 a tarball, a .deb and an .rpm (the binary, kubeboot-bootstrap.service, completions, man pages), an SPDX SBOM and SHA256SUMS, the same bytes on every run of one commit: SOURCE_DATE_EPOCH is the commit's time
 release:
@@ -86,12 +88,12 @@ fuzz:
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) ./templates
 
 ## bench: kubeboot side by side with kubeadm and the micro-benchmarks, written to docs/benchmarks.md (~90 min, estimated: the cluster jobs on lab machines ~35, the whole-cluster upgrade on machines ~35; raw go test -bench output for benchstat in .cache/bench)
-bench: build binaries
-	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
+bench: package binaries
+	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -package $(BIN)/kubeboot.deb -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 
-## lab: bring up a lab of three machines from examples/machines.yaml: a control-plane node and two workers (one joined by kubeadm), systemd as PID 1, containerd and the kubelet as its services
-lab: build host-packages lab-binaries
-	$(BIN)/kubeboot lab up --cluster examples/machines.yaml --bin-dir $(K8S_BIN)
+## lab: bring up a lab of three machines from examples/machines.yaml: a control-plane node and two workers (one joined by kubeadm), systemd as PID 1, containerd and the kubelet as its services, kubeboot installed from its .deb
+lab: package host-packages lab-binaries
+	$(BIN)/kubeboot lab up --cluster examples/machines.yaml --bin-dir $(K8S_BIN) --package $(BIN)/kubeboot.deb
 	@echo
 	@echo "Use it:   export KUBECONFIG=/tmp/kubeboot-machines/kubeconfig; $(K8S_BIN)/kubectl get nodes"
 	@echo "A node:   $(BIN)/kubeboot lab exec --cluster examples/machines.yaml w1 -- systemctl status kubelet"

@@ -18,9 +18,11 @@ const ConfigPath = "/etc/kubeboot/node.yaml"
 
 // Unit is kubeboot-bootstrap.service, the systemd unit that brings
 // an unattended node up at boot from ConfigPath: a PXE or
-// cloud-init image installs kubeboot as /usr/bin/kubeboot, writes this unit
-// (`kubeboot bootstrap unit`), enables it, and places the node's file.
-const Unit = `# Written by kubeboot bootstrap unit: brings this node up, unattended, from
+// cloud-init image installs the kubeboot package, which holds it (or
+// writes it with `kubeboot bootstrap unit`), places the node's file and
+// enables it.
+const Unit = `# kubeboot-bootstrap.service, from the kubeboot package (kubeboot bootstrap
+# unit prints it too): brings this node up, unattended, from
 # ` + ConfigPath + ` (a ClusterConfiguration inits the cluster, a
 # WorkerConfiguration joins it), retrying until it converges; on a node that
 # has converged, a run changes nothing.

@@ -184,7 +184,7 @@ func TestUpRefusesBadKnobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			registry := filepath.Join(t.TempDir(), "labs")
-			_, err = lab.Lab{Cluster: c, Registry: registry}.Up(t.Context(), make(chan lab.Event, 100))
+			_, err = lab.Lab{Cluster: c, Package: fakePackage(t), Registry: registry}.Up(t.Context(), make(chan lab.Event, 100))
 			var refused *lab.InputError
 			if !errors.As(err, &refused) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), desc) {
 				t.Errorf("%v, want an InputError naming %s and %q", err, desc, tc.want)
@@ -206,14 +206,14 @@ func TestMachineOfANodeWithMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := c.Machine(2, "/tmp/kb-lab", "/tmp/kb-lab/usr", "/tmp/kb-lab/images.tar", "/bin-dir")
+	m := c.Machine(2, "/tmp/kb-lab", "/tmp/kb-lab/usr", "/tmp/kb-lab/images.tar", "/tmp/kb-lab/kubeboot.deb", "/bin-dir")
 	if !slices.Contains(m.Binds, "/srv/b:/etc/b") || slices.Contains(m.Binds, "/srv/a:/data") {
 		t.Errorf("read-only binds %v, want /srv/b:/etc/b and not /srv/a", m.Binds)
 	}
 	if !slices.Equal(m.Shared, []string{"/srv/a:/data"}) {
 		t.Errorf("shared %v, want /srv/a:/data", m.Shared)
 	}
-	if first := c.Machine(0, "/tmp/kb-lab", "/tmp/kb-lab/usr", "/tmp/kb-lab/images.tar", "/bin-dir"); len(first.Shared) != 0 || len(first.Binds) != 2 {
+	if first := c.Machine(0, "/tmp/kb-lab", "/tmp/kb-lab/usr", "/tmp/kb-lab/images.tar", "/tmp/kb-lab/kubeboot.deb", "/bin-dir"); len(first.Shared) != 0 || len(first.Binds) != 3 {
 		t.Errorf("a node without extra mounts: binds %v, shared %v", first.Binds, first.Shared)
 	}
 }

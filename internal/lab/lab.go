@@ -46,8 +46,12 @@ type Lab struct {
 	// BinDir holds the pinned binaries the nodes' packages and images
 	// are made of.
 	BinDir string
-	// Kubeboot is the kubeboot binary the nodes install.
+	// Kubeboot is the kubeboot binary the lab runs on this host (the
+	// nodes' images list, the first node's certificates).
 	Kubeboot string
+	// Package is kubeboot's .deb (make package), which every node
+	// installs with dpkg at its first boot, as a provisioned node does.
+	Package string
 	// Registry is the directory where Up and Boot register the lab and
 	// Down unregisters it (DefaultRegistry; see List); "" registers
 	// nothing.
@@ -105,6 +109,9 @@ func (l Lab) usrLayer() string { return filepath.Join(l.Cluster.Dir, "usr") }
 // archive is the lab's images, which each node's containerd loads.
 func (l Lab) archive() string { return filepath.Join(l.Cluster.Dir, "images.tar") }
 
+// packageFile is the lab's copy of Package, which the nodes see.
+func (l Lab) packageFile() string { return filepath.Join(l.Cluster.Dir, "kubeboot.deb") }
+
 // kubeletLayer holds the kubelet of the cluster's release when it is not
 // the bin dir's own, as binDir/v<major>.<minor>/kubelet.
 func (l Lab) kubeletLayer() string { return filepath.Join(l.Cluster.Dir, "kubelet") }
@@ -124,7 +131,7 @@ func (l Lab) Machine(name string) (machine.Machine, error) {
 
 // machine is the i-th node's machine.
 func (l Lab) machine(i int) machine.Machine {
-	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.archive(), l.BinDir)
+	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.archive(), l.packageFile(), l.BinDir)
 	if _, err := os.Stat(l.kubeletLayer()); err == nil {
 		m.UsrLayers = append(m.UsrLayers, l.kubeletLayer())
 	}
@@ -283,6 +290,9 @@ func (l Lab) checkNew(ctx context.Context) error {
 		}
 	}
 	if err := c.checkHostPaths(); err != nil {
+		return &InputError{Err: err}
+	}
+	if err := checkPackage(l.Package); err != nil {
 		return &InputError{Err: err}
 	}
 	return c.checkFeatureGates(ctx, l.BinDir)
@@ -593,14 +603,17 @@ func (l Lab) installKubelet() error {
 	return linkOrCopy(src, filepath.Join(l.kubeletLayer(), "bin", "kubelet"))
 }
 
-// installShared writes what the nodes share: their packages' layer, the
-// kubelet of the cluster's release, and the archive of the images
-// configs name (`kubeboot images list`), refs and extra, which it
-// preloads into a containerd store (preload) and links where the nodes
-// see it. It returns the store.
+// installShared writes what the nodes share: their packages' layer,
+// kubeboot's package, the kubelet of the cluster's release, and the
+// archive of the images configs name (`kubeboot images list`), refs and
+// extra, which it preloads into a containerd store (preload) and links
+// where the nodes see it. It returns the store.
 func (l Lab) installShared(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
-	if _, err := UsrLayer(l.Cluster.Dir, l.BinDir, l.Kubeboot); err != nil {
+	if _, err := UsrLayer(l.Cluster.Dir, l.BinDir); err != nil {
 		return "", err
+	}
+	if err := linkOrCopy(l.Package, l.packageFile()); err != nil {
+		return "", fmt.Errorf("kubeboot's package: %w", err)
 	}
 	if err := l.installKubelet(); err != nil {
 		return "", err
@@ -722,22 +735,28 @@ func followBootstrap(ctx context.Context, m machine.Machine, events chan<- Event
 		_ = journal.Wait()
 		read.Wait()
 	}()
-	unitFailed := false
+	failed := ""
 	err = wait.PollUntilContextCancel(ctx, time.Second, false, func(ctx context.Context) (bool, error) {
 		select {
 		case <-converged:
 			return true, nil
 		default:
 		}
-		out, _ := m.Output(ctx, "systemctl", "is-failed", "kubeboot-bootstrap")
-		unitFailed = strings.TrimSpace(string(out)) == "failed"
-		return unitFailed, nil
+		// The bootstrap unit starts once the package is installed.
+		for _, unit := range []string{installUnit, "kubeboot-bootstrap"} {
+			out, _ := m.Output(ctx, "systemctl", "is-failed", unit)
+			if strings.TrimSpace(string(out)) == "failed" {
+				failed = unit
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	switch {
 	case err != nil:
 		return fmt.Errorf("kubeboot-bootstrap.service has not converged: %w", err)
-	case unitFailed:
-		return fmt.Errorf("kubeboot-bootstrap.service failed: `kubeboot lab exec %s -- journalctl -u kubeboot-bootstrap` says why", m.Name)
+	case failed != "":
+		return fmt.Errorf("%s.service failed: `kubeboot lab exec %s -- journalctl -u %s` says why", failed, m.Name, failed)
 	}
 	return nil
 }

@@ -14,9 +14,11 @@ import (
 // A machine node is a lab node that is a machine of its own (package
 // machine) installed as a distribution installs a Kubernetes node:
 // containerd and the kubelet from their packages, as systemd services,
-// and kubeboot with its bootstrap unit. The lab's part is only what a node
-// image holds: the packages' files (UsrLayer), the images preloaded into
-// containerd, and the node's one file.
+// and kubeboot from its own package, which the node installs with dpkg at
+// its first boot, then enables and starts its bootstrap unit, as a
+// provisioned node's first boot does. The lab's part is only what a node
+// image holds: the packages' files (UsrLayer), kubeboot's .deb, the images
+// preloaded into containerd, and the node's one file.
 
 // The units and files of the packages a machine node has, as Debian's
 // containerd and the Kubernetes project's kubelet packages install them.
@@ -123,27 +125,70 @@ WantedBy=multi-user.target
 `
 	// machineArchive is where a machine node sees the lab's images.
 	machineArchive = "/opt/kubeboot/images.tar"
+	// machinePackage is where a machine node sees kubeboot's .deb.
+	machinePackage = "/opt/kubeboot/kubeboot.deb"
+	// installUnit installs kubeboot's package at a node's first boot.
+	installUnit = "kubeboot-lab-install"
 	// imagesLoaded marks a node whose containerd holds the lab's images.
 	imagesLoaded = "/var/lib/kubeboot-lab-images-loaded"
 )
+
+// installUnitText is installUnit's unit: dpkg -i of the package, once,
+// and, on a node kubeboot brings up (bootstrap), the package's bootstrap
+// unit enabled and started, as a provisioned node's first boot does
+// (cloud-init's runcmd, a PXE post-install script).
+func installUnitText(bootstrap bool) string {
+	enable := ""
+	if bootstrap {
+		enable = "ExecStart=/usr/bin/systemctl enable --now --no-block kubeboot-bootstrap.service\n"
+	}
+	return `[Unit]
+Description=Install kubeboot from its package, as a provisioned node's first boot does
+After=local-fs.target
+ConditionPathExists=!/var/lib/dpkg/info/kubeboot.list
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/dpkg -i ` + machinePackage + `
+` + enable + `
+[Install]
+WantedBy=multi-user.target
+`
+}
+
+// checkPackage refuses a path that is no Debian package: the nodes would
+// fail to install it only once booted.
+func checkPackage(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("kubeboot's package: %w: build it with `make package`, or name one with --package", err)
+	}
+	defer func() { _ = f.Close() }()
+	head := make([]byte, 21)
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != "!<arch>\ndebian-binary" {
+		return fmt.Errorf("kubeboot's package %s is no .deb: build it with `make package`, or name one with --package", path)
+	}
+	return nil
+}
 
 // usrBinaries are the binaries of a machine node's packages, by their
 // names in the bin dir.
 var usrBinaries = []string{"kubelet", "kubeadm", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr"}
 
 // UsrLayer writes, under dir/usr, what a machine node's packages install
-// in /usr: the binaries of binDir and kubeboot in bin/, and containerd's
-// and the kubelet's units (with the kubeadm drop-in) in
-// lib/systemd/system/. Every machine node of the lab lays it over the
-// host's /usr.
-func UsrLayer(dir, binDir, kubeboot string) (string, error) {
+// in /usr: the binaries of binDir in bin/, and containerd's and the
+// kubelet's units (with the kubeadm drop-in) in lib/systemd/system/.
+// Every machine node of the lab lays it over the host's /usr; kubeboot
+// comes from its own package.
+func UsrLayer(dir, binDir string) (string, error) {
 	layer := filepath.Join(dir, "usr")
 	for _, d := range []string{"bin", "lib/systemd/system/kubelet.service.d"} {
 		if err := os.MkdirAll(filepath.Join(layer, d), 0o755); err != nil {
 			return "", err
 		}
 	}
-	sources := map[string]string{"kubeboot": kubeboot}
+	sources := map[string]string{}
 	for _, name := range usrBinaries {
 		sources[name] = filepath.Join(binDir, name)
 	}
@@ -190,26 +235,27 @@ func linkOrCopy(src, dst string) error {
 
 // Machine is the cluster's i-th node as a machine: in dir/<node>, on the
 // node's network namespace, with the layer over its /usr, the images'
-// archive, the CNI plugins of binDir and the node's extra mounts.
-func (c *Cluster) Machine(i int, dir, layer, archive, binDir string) machine.Machine {
+// archive, kubeboot's package pkg, the CNI plugins of binDir and the
+// node's extra mounts.
+func (c *Cluster) Machine(i int, dir, layer, archive, pkg, binDir string) machine.Machine {
 	name := c.Nodes[i].Name
 	readOnly, readWrite := c.Nodes[i].mounts()
 	return machine.Machine{
 		Name: name, Dir: filepath.Join(dir, name), NetNS: filepath.Join("/run/netns", c.Netns(name)),
 		UsrLayers: []string{layer},
-		Binds:     append([]string{archive + ":" + machineArchive, filepath.Join(binDir, "cni") + ":/opt/cni/bin"}, readOnly...),
+		Binds:     append([]string{archive + ":" + machineArchive, pkg + ":" + machinePackage, filepath.Join(binDir, "cni") + ":/opt/cni/bin"}, readOnly...),
 		Shared:    readWrite,
 	}
 }
 
 // InstallNode writes onto a machine's disk what a provisioned node holds
 // before its first boot: containerd's configuration and the CNI template,
-// containerd, the kubelet, the images' unit and kubeboot's bootstrap unit
-// enabled, and nodeFile, the node's one input, at
+// containerd, the kubelet, the images' unit and the unit that installs
+// kubeboot's package enabled, and nodeFile, the node's one input, at
 // bootstrap.ConfigPath. A nil nodeFile is a node that another tool,
-// such as kubeadm, brings up: it gets neither the file nor the unit, but
-// the static pod path /etc/kubernetes/manifests that kubeadm's packages
-// make.
+// such as kubeadm, brings up: it gets neither the file nor kubeboot's
+// bootstrap unit enabled, but the static pod path
+// /etc/kubernetes/manifests that kubeadm's packages make.
 func InstallNode(m machine.Machine, nodeFile []byte) error {
 	if err := m.Prepare(); err != nil {
 		return err
@@ -224,18 +270,17 @@ func InstallNode(m machine.Machine, nodeFile []byte) error {
 		{"etc/containerd/config.toml", []byte(machineContainerdConfig), 0o644},
 		{"etc/containerd/cni.template", []byte(machineCNITemplate), 0o644},
 		{"etc/systemd/system/kubeboot-lab-images.service", []byte(imagesUnit), 0o644},
+		{"etc/systemd/system/" + installUnit + ".service", []byte(installUnitText(nodeFile != nil)), 0o644},
 	}
 	units := map[string]string{
 		"containerd.service":          "/usr/lib/systemd/system/containerd.service",
 		"kubelet.service":             "/usr/lib/systemd/system/kubelet.service",
 		"kubeboot-lab-images.service": "../kubeboot-lab-images.service",
+		installUnit + ".service":      "../" + installUnit + ".service",
 	}
 	if nodeFile != nil {
-		files = append(files,
-			file{"etc/systemd/system/kubeboot-bootstrap.service", []byte(bootstrap.Unit), 0o644},
-			// It may hold the bootstrap token.
-			file{bootstrap.ConfigPath, nodeFile, 0o600})
-		units["kubeboot-bootstrap.service"] = "../kubeboot-bootstrap.service"
+		// It may hold the bootstrap token.
+		files = append(files, file{bootstrap.ConfigPath, nodeFile, 0o600})
 	} else if err := os.MkdirAll(filepath.Join(etc, "kubernetes/manifests"), 0o755); err != nil {
 		// The kubelet's package makes the static pod path for kubeadm,
 		// whose join does not; a kubelet without it logs an error every

@@ -1,6 +1,8 @@
 package lab_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,18 +18,17 @@ import (
 // secret.
 func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	dir, binDir := t.TempDir(), t.TempDir()
-	for _, name := range []string{"kubelet", "kubeadm", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr", "kubeboot"} {
+	for _, name := range []string{"kubelet", "kubeadm", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr"} {
 		if err := os.WriteFile(filepath.Join(binDir, name), []byte("#!/bin/sh\necho "+name+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	layer, err := lab.UsrLayer(dir, binDir, filepath.Join(binDir, "kubeboot"))
+	layer, err := lab.UsrLayer(dir, binDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{
 		"bin/kubelet":                                          "echo kubelet",
-		"bin/kubeboot":                                         "echo kubeboot",
 		"bin/containerd-shim-runc-v2":                          "echo containerd-shim-runc-v2",
 		"lib/systemd/system/kubelet.service":                   "ExecStart=/usr/bin/kubelet\n",
 		"lib/systemd/system/containerd.service":                "ExecStart=/usr/bin/containerd\n",
@@ -37,7 +38,7 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 			t.Errorf("%s: %v %q, want it to hold %q", path, err, data, want)
 		}
 	}
-	if _, err := lab.UsrLayer(dir, binDir, filepath.Join(binDir, "kubeboot")); err != nil {
+	if _, err := lab.UsrLayer(dir, binDir); err != nil {
 		t.Errorf("a second UsrLayer over the first: %v", err)
 	}
 
@@ -53,7 +54,10 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(root, "etc/containerd/config.toml")); err != nil || !strings.Contains(string(data), "SystemdCgroup = true") {
 		t.Errorf("containerd's config: %v\n%s", err, data)
 	}
-	for _, unit := range []string{"containerd.service", "kubelet.service", "kubeboot-lab-images.service", "kubeboot-bootstrap.service"} {
+	if _, err := os.Stat(filepath.Join(layer, "bin/kubeboot")); err == nil {
+		t.Error("kubeboot is in the packages' layer: it comes from its own package")
+	}
+	for _, unit := range []string{"containerd.service", "kubelet.service", "kubeboot-lab-images.service", "kubeboot-lab-install.service"} {
 		link := filepath.Join(root, "etc/systemd/system/multi-user.target.wants", unit)
 		target, err := os.Readlink(link)
 		if err != nil {
@@ -69,11 +73,19 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 			t.Errorf("%s links to %s, which is missing: %v", unit, target, err)
 		}
 	}
+	// The node installs kubeboot's package at its first boot, then enables
+	// and starts the package's bootstrap unit.
+	install, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/kubeboot-lab-install.service"))
+	if err != nil || !strings.Contains(string(install), "ExecStart=/usr/bin/dpkg -i /opt/kubeboot/kubeboot.deb\n") ||
+		!strings.Contains(string(install), "ExecStart=/usr/bin/systemctl enable --now --no-block kubeboot-bootstrap.service\n") {
+		t.Errorf("the install unit: %v\n%s", err, install)
+	}
 	if err := lab.InstallNode(m, []byte("kind: WorkerConfiguration\n")); err != nil {
 		t.Errorf("installing a node twice: %v", err)
 	}
 
-	// A node that kubeadm brings up gets no file and no bootstrap unit.
+	// A node that kubeadm brings up gets no file, and kubeboot's package
+	// without its bootstrap unit enabled.
 	other := machine.Machine{Name: "w2", Dir: filepath.Join(dir, "w2")}
 	if err := lab.InstallNode(other, nil); err != nil {
 		t.Fatal(err)
@@ -82,6 +94,10 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(other.Root(), path)); err == nil {
 			t.Errorf("a kubeadm node has %s", path)
 		}
+	}
+	if install, err := os.ReadFile(filepath.Join(other.Root(), "etc/systemd/system/kubeboot-lab-install.service")); err != nil ||
+		!strings.Contains(string(install), "dpkg -i") || strings.Contains(string(install), "enable") {
+		t.Errorf("a kubeadm node's install unit: %v\n%s", err, install)
 	}
 	if _, err := os.Lstat(filepath.Join(other.Root(), "etc/systemd/system/multi-user.target.wants/kubelet.service")); err != nil {
 		t.Errorf("a kubeadm node's kubelet.service is not enabled: %v", err)
@@ -92,5 +108,46 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "etc/kubernetes/manifests")); err == nil {
 		t.Error("a kubeboot node's disk has /etc/kubernetes/manifests before kubeboot made it")
+	}
+}
+
+// fakePackage is a file that starts as a .deb does, for the tests that
+// stop before a node installs it.
+func fakePackage(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeboot.deb")
+	if err := os.WriteFile(path, []byte("!<arch>\ndebian-binary   0           0     0     100644  4         `\n2.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUpRefusesAMissingPackage: a lab whose package is missing, or is no
+// .deb, is refused before anything is set up, naming the file and the
+// fix, since its nodes would fail only once booted.
+func TestUpRefusesAMissingPackage(t *testing.T) {
+	notDeb := filepath.Join(t.TempDir(), "kubeboot")
+	if err := os.WriteFile(notDeb, []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for pkg, want := range map[string]string{
+		"":                          "kubeboot's package: open : no such file or directory: build it with `make package`",
+		"/nonexistent/kubeboot.deb": "open /nonexistent/kubeboot.deb: no such file or directory: build it with `make package`",
+		notDeb:                      "kubeboot's package " + notDeb + " is no .deb: build it with `make package`, or name one with --package",
+	} {
+		dir := t.TempDir()
+		desc := writeDescription(t, fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: kb-pkg\ndir: %s\nsubnet: 10.89.7.0/24\npodSubnet: 10.254.0.0/16\nnodes: [{name: cp1, role: control-plane}]\n", filepath.Join(dir, "lab")))
+		c, err := lab.LoadCluster(desc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refused *lab.InputError
+		_, err = lab.Lab{Cluster: c, Package: pkg, Registry: t.TempDir()}.Up(t.Context(), make(chan lab.Event, 10))
+		if !errors.As(err, &refused) || !strings.Contains(err.Error(), want) {
+			t.Errorf("package %q: %v, want an InputError with %q", pkg, err, want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "lab")); err == nil {
+			t.Errorf("package %q: the lab's dir was made", pkg)
+		}
 	}
 }

@@ -51,7 +51,7 @@ func TestLabUpRefusesACollision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := lab.Lab{Cluster: c, Registry: registry}
+		l := lab.Lab{Cluster: c, Package: fakePackage(t), Registry: registry}
 		for verb, bringUp := range map[string]func() error{
 			"up":   func() error { _, err := l.Up(t.Context(), make(chan lab.Event, 100)); return err },
 			"boot": func() error { return l.Boot(t.Context(), lab.Inputs{}) },

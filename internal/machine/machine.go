@@ -59,6 +59,16 @@ func (m Machine) Root() string { return filepath.Join(m.Dir, "root") }
 // overlay: kept across reboots, like the rest of its disk.
 func (m Machine) usrChanges() string { return filepath.Join(m.Dir, "usr") }
 
+// hostPackages is the host's package database, which describes the
+// shared /usr: the machine sees it beneath its own changes (dpkgChanges),
+// so that dpkg in the machine knows what its /usr holds, and a package
+// it installs, as a node's provisioning does, is recorded on its own
+// disk only.
+const hostPackages = "/var/lib/dpkg"
+
+// dpkgChanges holds what the machine's dpkg wrote to its database.
+func (m Machine) dpkgChanges() string { return filepath.Join(m.Dir, "dpkg") }
+
 // pidFile holds the pid of the machine's systemd-nspawn.
 func (m Machine) pidFile() string { return filepath.Join(m.Dir, "nspawn.pid") }
 
@@ -155,6 +165,9 @@ func (m Machine) nspawnArgs() []string {
 		"--bind=/dev/kmsg",
 	}
 	args = append(args, "--overlay="+strings.Join(slices.Concat([]string{"/usr"}, m.UsrLayers, []string{m.usrChanges(), "/usr"}), ":"))
+	if _, err := os.Stat(hostPackages); err == nil {
+		args = append(args, "--overlay="+strings.Join([]string{hostPackages, m.dpkgChanges(), hostPackages}, ":"))
+	}
 	if m.NetNS != "" {
 		args = append(args, "--network-namespace-path="+m.NetNS)
 	} else {

@@ -141,6 +141,24 @@ func TestMachine(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/kb-installed"); err == nil {
 		t.Errorf("the machine's install into /usr wrote the host's /usr")
 	}
+	// The package database describes the shared /usr: the machine's dpkg
+	// knows the host's packages, and what it records (a stat override of
+	// the machine's own, with a group of the host's packages) stays on
+	// the machine's disk.
+	hostOverrides, err := os.ReadFile("/var/lib/dpkg/statoverride")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := output(t, m, "dpkg-query", "-W", "-f=${Status}", "systemd"); got != "install ok installed" {
+		t.Errorf("the machine's dpkg says of systemd: %q", got)
+	}
+	output(t, m, "sh", "-c", "mkdir /var/kb-probe && dpkg-statoverride --add root messagebus 750 /var/kb-probe")
+	if got := output(t, m, "dpkg-statoverride", "--list", "/var/kb-probe"); got != "root messagebus 750 /var/kb-probe" {
+		t.Errorf("the machine's dpkg recorded %q", got)
+	}
+	if after, err := os.ReadFile("/var/lib/dpkg/statoverride"); err != nil || string(after) != string(hostOverrides) {
+		t.Errorf("the machine's dpkg wrote the host's database: %v\n%s", err, after)
+	}
 	start := time.Now()
 	if err := m.Reboot(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // initScript is the machine's first process: it makes the machine's
@@ -38,20 +40,23 @@ DefaultTimeoutStopSec=10s
 // Prepare creates the machine's root the first time: the usual top-level
 // dirs (bin, lib, lib64 and sbin as links into the shared /usr, as on a
 // merged-/usr Debian), and an /etc of its own: os-release, a machine-id
-// drawn at random, the hostname, hosts, the root and messagebus users,
-// Debian's alternatives (the links of the shared /usr's commands, such as
+// drawn at random, the hostname, hosts, the host's system users and groups
+// (those the shared /usr's packages made: messagebus for D-Bus, and the
+// owners the package database's overrides name), Debian's alternatives (the links of the shared /usr's commands, such as
 // awk, point into /etc/alternatives), and its first process (initPath).
 // A root that exists is kept as it is, first process included: its /etc
 // and /var are the machine's disk, which survive a reboot.
 func (m Machine) Prepare() error {
 	root := m.Root()
-	if err := os.MkdirAll(m.usrChanges(), 0o755); err != nil {
-		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	for _, d := range []string{m.usrChanges(), m.dpkgChanges()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "etc", "machine-id")); err == nil {
 		return nil
 	}
-	for _, d := range []string{"etc/systemd/system.conf.d", "var", "run", "tmp", "usr", "proc", "sys", "dev", "root", "opt"} {
+	for _, d := range []string{"etc/systemd/system.conf.d", "var/lib/dpkg", "run", "tmp", "usr", "proc", "sys", "dev", "root", "opt"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return fmt.Errorf("prepare machine %s: %w", m.Name, err)
 		}
@@ -68,6 +73,14 @@ func (m Machine) Prepare() error {
 	if err != nil {
 		return fmt.Errorf("prepare machine %s: read the host's os-release: %w", m.Name, err)
 	}
+	passwd, err := systemAccounts("/etc/passwd")
+	if err != nil {
+		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	}
+	group, err := systemAccounts("/etc/group")
+	if err != nil {
+		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	}
 	id := make([]byte, 16)
 	if _, err := rand.Read(id); err != nil {
 		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
@@ -76,8 +89,8 @@ func (m Machine) Prepare() error {
 		{"etc/os-release", string(osRelease)},
 		{"etc/hostname", m.Name + "\n"},
 		{"etc/hosts", "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n127.0.1.1 " + m.Name + "\n"},
-		{"etc/passwd", "root:x:0:0:root:/root:/bin/bash\nmessagebus:x:100:101::/nonexistent:/usr/sbin/nologin\n"},
-		{"etc/group", "root:x:0:\nmessagebus:x:101:\n"},
+		{"etc/passwd", passwd},
+		{"etc/group", group},
 		{"etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"},
 		{"etc/resolv.conf", ""},
 		{"etc/systemd/system.conf.d/machine.conf", systemConf},
@@ -96,6 +109,30 @@ func (m Machine) Prepare() error {
 		}
 	}
 	return nil
+}
+
+// systemAccounts is the host's account file at path (passwd or group)
+// with only its system entries: root, the IDs below 1000 that packages
+// take, and nobody's 65534. People's accounts stay on the host.
+func systemAccounts(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the host's system accounts: %w", err)
+	}
+	var b strings.Builder
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Split(strings.TrimSuffix(line, "\n"), ":")
+		if len(fields) < 3 {
+			continue
+		}
+		if id, err := strconv.Atoi(fields[2]); err == nil && (id < 1000 || id == 65534) {
+			b.WriteString(strings.Join(fields, ":") + "\n")
+		}
+	}
+	if !strings.HasPrefix(b.String(), "root:") {
+		return "", fmt.Errorf("the host's %s does not start with root's entry", path)
+	}
+	return b.String(), nil
 }
 
 // copyAlternatives copies the host's /etc/alternatives, a dir of links, to

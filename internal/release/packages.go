@@ -51,6 +51,18 @@ var (
 	suggests      = []string{"kubectl"}
 )
 
+// reloadSystemd is the packages' post-install and post-remove script, as
+// Debian's debhelper writes for a unit it installs but does not enable:
+// systemd rereads its units, so an installed, upgraded or removed
+// kubeboot-bootstrap.service is what it runs next; on a machine not
+// booted with systemd (an image being built) it does nothing.
+const reloadSystemd = `#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then
+	systemctl --system daemon-reload >/dev/null || true
+fi
+`
+
 // describeSuffix is what git describe adds to a tag: the commits past it
 // and the abbreviated commit.
 var describeSuffix = regexp.MustCompile(`-([0-9]+)-g([0-9a-f]+)`)
@@ -171,30 +183,44 @@ func packageInfo(format, arch, version, binary, staged string, d docs, at time.T
 }
 
 // writePackage writes the .deb or .rpm for arch into out and returns its
-// name; the files it holds beside the binary are staged beside the binary.
+// name; the files it holds beside the binary are staged in a temp dir.
 func writePackage(out, format, arch, version, binary string, d docs, at time.Time) (string, error) {
-	staged := filepath.Join(filepath.Dir(binary), "pkg-"+format+"-"+arch)
+	name := packageName(format, arch, version)
+	return name, writePackageTo(filepath.Join(out, name), format, arch, version, binary, d, at)
+}
+
+// writePackageTo writes the .deb or .rpm for arch at path.
+func writePackageTo(path, format, arch, version, binary string, d docs, at time.Time) error {
+	staged, err := os.MkdirTemp("", "kubeboot-pkg-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(staged) }()
 	for _, f := range packageFiles(format, d) {
-		path := filepath.Join(staged, filepath.FromSlash(f.name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return "", err
+		file := filepath.Join(staged, filepath.FromSlash(f.name))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			return err
 		}
-		if err := os.WriteFile(path, f.data, 0o644); err != nil {
-			return "", err
+		if err := os.WriteFile(file, f.data, 0o644); err != nil {
+			return err
 		}
 	}
-	info := nfpm.WithDefaults(packageInfo(format, arch, version, binary, staged, d, at))
+	script := filepath.Join(staged, "reload-systemd.sh")
+	if err := os.WriteFile(script, []byte(reloadSystemd), 0o755); err != nil {
+		return err
+	}
+	info := packageInfo(format, arch, version, binary, staged, d, at)
+	info.Scripts = nfpm.Scripts{PostInstall: script, PostRemove: script}
+	info = nfpm.WithDefaults(info)
 	if err := nfpm.PrepareForPackager(info, format); err != nil {
-		return "", fmt.Errorf("%s for %s: %w", format, arch, err)
+		return fmt.Errorf("%s for %s: %w", format, arch, err)
 	}
 	var packager nfpm.Packager = deb.Default
 	if format == "rpm" {
 		packager = rpm.DefaultRPM
 	}
-	name := packageName(format, arch, version)
-	err := writeFile(filepath.Join(out, name), func(w io.Writer) error { return packager.Package(info, w) })
-	if err != nil {
-		return "", fmt.Errorf("%s for %s: %w", format, arch, err)
+	if err := writeFile(path, func(w io.Writer) error { return packager.Package(info, w) }); err != nil {
+		return fmt.Errorf("%s for %s: %w", format, arch, err)
 	}
-	return name, nil
+	return nil
 }

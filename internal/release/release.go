@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -127,6 +128,24 @@ func Build(ctx context.Context, o Options) ([]string, error) {
 		return nil, err
 	}
 	return append(written, "SHA256SUMS"), nil
+}
+
+// Deb writes, at path, the .deb of the kubeboot binary at binary for
+// this machine's architecture, as Build would package it: what the lab's
+// machines install, made from the kubeboot under test rather than built
+// again. o.Source, o.Out, o.Go and o.Arches are not used.
+func Deb(path, binary string, o Options) error {
+	if o.Version == "" || o.Commands == nil || o.Time.IsZero() {
+		return errors.New("release: the version, time and commands are all needed")
+	}
+	docs, err := generateDocs(o.Commands, o.Version, o.Time.UTC())
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return writePackageTo(path, "deb", runtime.GOARCH, o.Version, binary, docs, o.Time.UTC())
 }
 
 // buildBinary builds ./cmd/kubeboot for linux/arch into out, reproducibly:

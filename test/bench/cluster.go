@@ -147,7 +147,7 @@ func runCluster(ctx context.Context, o options, work, job, keep string) (cluster
 	sampling, stopSampling := context.WithCancel(ctx)
 	samples := sampleControlPlane(sampling, labmachine.Machine{Name: firstNode, Dir: filepath.Join(dir, firstNode)})
 	run.start = time.Now()
-	out, upErr := kubebootJSON(ctx, o, 15*time.Minute, "lab", "up", "--cluster", file, "--bin-dir", o.binDir, "-o", "json")
+	out, upErr := kubebootJSON(ctx, o, 15*time.Minute, "lab", "up", "--cluster", file, "--bin-dir", o.binDir, "--package", o.pkg, "-o", "json")
 	run.end = time.Now()
 	stopSampling()
 	run.usage = <-samples

@@ -39,12 +39,12 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	kubeboot, binDir, goBin    string
-	out, rawDir                string
-	address                    string
-	runs, warmup               int
-	clusterRuns, clusterWarmup int
-	microCount, waitCount      int
+	kubeboot, pkg, binDir, goBin string
+	out, rawDir                  string
+	address                      string
+	runs, warmup                 int
+	clusterRuns, clusterWarmup   int
+	microCount, waitCount        int
 	// only names the one section to measure, in place of the whole run.
 	only                          string
 	etcdRuns, etcdWarmup, etcdMiB int
@@ -56,6 +56,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.kubeboot, "kubeboot", "bin/kubeboot", "the kubeboot binary")
+	flag.StringVar(&o.pkg, "package", "bin/kubeboot.deb", "kubeboot's .deb, which the lab's machines install (make package)")
 	flag.StringVar(&o.binDir, "bin-dir", "test/tools/bin", "directory of kubeadm, etcd and the Kubernetes binaries (make binaries)")
 	flag.StringVar(&o.goBin, "go", "go", "the go command, for the micro-benchmarks")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "the report to write")

@@ -58,7 +58,7 @@ func TestAddons(t *testing.T) {
   role: worker
 kubernetesVersion: v1.35.4
 `)
-	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb)
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, r.stderr)
 	}

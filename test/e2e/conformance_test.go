@@ -70,7 +70,7 @@ func TestConformance(t *testing.T) {
 	start := time.Now()
 	c := startMachineCluster(t, "mc", "10.89.241.0/24", "10.245.0.0/16",
 		"\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: w2, role: worker, join: kubeadm}\n")
-	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb)
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}

@@ -526,7 +526,7 @@ func TestUpgradeKubeadmView(t *testing.T) {
 	}
 	c := startMachineCluster(t, "e2eu", "10.89.11.0/24", "10.249.0.0/16",
 		"\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker, join: kubeadm}\nkubernetesVersion: v1.35.4\n")
-	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb)
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster at v1.35.4 exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}

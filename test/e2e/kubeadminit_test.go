@@ -33,7 +33,7 @@ func TestKubeadmInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startMachineCluster(t, "e2ek", "10.89.10.0/24", "10.248.0.0/16", "\n- {name: cp1, role: control-plane, init: kubeadm}\n")
-	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb, "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, testsupport.LastLines(r.stdout, 30))
 	}

@@ -25,7 +25,7 @@ func TestLabUpDownUp(t *testing.T) {
 	before := hostNetworkState(t, c.name)
 	up := func(when string) {
 		t.Helper()
-		r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
+		r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb, "-o", "json")
 		if r.code != 0 {
 			t.Fatalf("lab up %s exited %d:\n%s", when, r.code, r.stderr)
 		}
@@ -61,7 +61,7 @@ func TestLabUpDownUp(t *testing.T) {
 // its own progress: the machine booted and its bootstrap under way.
 func interruptedUp(t *testing.T, c *machineCluster) {
 	t.Helper()
-	cmd := exec.Command(kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
+	cmd := exec.Command(kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb, "-o", "json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

@@ -59,7 +59,7 @@ clusterConfigurationPatch:
     certSANs: [knobs.example]
 portMappings: [{hostPort: %d, nodePort: 30080}]
 `, shared, readOnly, hostPort))
-	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb)
 	if r.code != 0 {
 		t.Fatalf("lab up exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}
@@ -150,12 +150,12 @@ portMappings: [{hostPort: %d, nodePort: 30080}]
 		other := filepath.Join(t.TempDir(), "other.yaml")
 		writeFile(t, other, fmt.Sprintf("apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\nname: knobs2\ndir: %s\nsubnet: 10.89.36.0/24\npodSubnet: 10.254.0.0/16\n"+
 			"portMappings: [{hostPort: %d, nodePort: 30080}]\nnodes: [{name: o1, role: control-plane}]\n", filepath.Join(t.TempDir(), "c"), hostPort))
-		if r := runCommand(t, kubebootBin, "lab", "up", "--cluster", other, "--bin-dir", binDir); r.code != 2 ||
+		if r := runCommand(t, kubebootBin, "lab", "up", "--cluster", other, "--bin-dir", binDir, "--package", kubebootDeb); r.code != 2 ||
 			!strings.Contains(r.stderr, "portMappings[0].hostPort: "+strconv.Itoa(hostPort)+" collides with lab knobs") {
 			t.Errorf("a second lab mapping port %d: exit %d: %s", hostPort, r.code, r.stderr)
 		}
 		writeFile(t, other, strings.Replace(string(readFile(t, other)), "portMappings:", "featureGates: {NoSuchGate: true}\nportMappings:", 1))
-		if r := runCommand(t, kubebootBin, "lab", "up", "--cluster", other, "--bin-dir", binDir); r.code != 2 ||
+		if r := runCommand(t, kubebootBin, "lab", "up", "--cluster", other, "--bin-dir", binDir, "--package", kubebootDeb); r.code != 2 ||
 			!strings.Contains(r.stderr, "featureGates: unrecognized feature gate: NoSuchGate") {
 			t.Errorf("a lab with a feature gate the release does not know: exit %d: %s", r.code, r.stderr)
 		}
@@ -167,7 +167,7 @@ portMappings: [{hostPort: %d, nodePort: 30080}]
 		defer func() { _ = held.Close() }()
 		heldPort := held.Addr().(*net.TCPAddr).Port
 		writeFile(t, other, strings.Replace(string(readFile(t, other)), "hostPort: "+strconv.Itoa(hostPort), "hostPort: "+strconv.Itoa(heldPort), 1))
-		if r := runCommand(t, kubebootBin, "lab", "up", "--cluster", other, "--bin-dir", binDir); r.code != 2 ||
+		if r := runCommand(t, kubebootBin, "lab", "up", "--cluster", other, "--bin-dir", binDir, "--package", kubebootDeb); r.code != 2 ||
 			!strings.Contains(r.stderr, "portMappings[0].hostPort: listen tcp 127.0.0.1:"+strconv.Itoa(heldPort)) {
 			t.Errorf("a lab mapping a port another program holds: exit %d: %s", r.code, r.stderr)
 		}

@@ -163,7 +163,7 @@ func TestTwoLabs(t *testing.T) {
 	results := make(chan string, 2)
 	for _, c := range []*machineCluster{a, b} {
 		go func() {
-			r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+			r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb)
 			if r.code != 0 {
 				results <- fmt.Sprintf("lab up %s exited %d:\n%s", c.name, r.code, testsupport.LastLines(r.stderr, 30))
 				return
@@ -204,7 +204,7 @@ func TestTwoLabs(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "third.yaml")
 		writeFile(t, path, "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\n"+desc+"nodes: [{name: c1, role: control-plane}]\n")
 		before := hostNetworkState(t, "")
-		r := runCommand(t, kubebootBin, "lab", "up", "--cluster", path, "--bin-dir", binDir)
+		r := runCommand(t, kubebootBin, "lab", "up", "--cluster", path, "--bin-dir", binDir, "--package", kubebootDeb)
 		if r.code != 2 || !strings.Contains(r.stderr, field+": ") || !strings.Contains(r.stderr, "collides with lab") {
 			t.Errorf("a third lab reusing a %s: exit %d: %s", field, r.code, r.stderr)
 		}

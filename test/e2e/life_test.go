@@ -109,7 +109,7 @@ type fleet struct {
 func kubebootFleet(t *testing.T) (*machineCluster, *fleet) {
 	t.Helper()
 	c := startMachineCluster(t, "life", "10.89.242.0/24", "10.245.0.0/16", lifeNodes)
-	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir)
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb)
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}

@@ -72,7 +72,7 @@ func newBootLab(t *testing.T, name, subnet, podSubnet, nodes string) *bootLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bootLab{Lab: lab.Lab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin, Registry: lab.DefaultRegistry}, root: root}
+	return &bootLab{Lab: lab.Lab{Cluster: cl, BinDir: binDir, Kubeboot: kubebootBin, Package: kubebootDeb, Registry: lab.DefaultRegistry}, root: root}
 }
 
 // boot brings the lab up with in (lab.Lab.Boot) and registers the
@@ -253,7 +253,7 @@ func TestMachines(t *testing.T) {
 - {name: w1, role: worker}
 - {name: w2, role: worker, join: kubeadm}
 `)
-	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "-o", "json")
+	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb, "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s\n%s", r.code, r.stderr, testsupport.LastLines(r.stdout, 40))
 	}
@@ -311,6 +311,52 @@ func TestMachines(t *testing.T) {
 		}
 		if journal := c.exec(t, "cp1", "journalctl", "--no-pager", "-u", "kubeboot-bootstrap"); strings.Contains(journal, token[1]) {
 			t.Error("the bootstrap unit's journal holds the bootstrap token's secret")
+		}
+	})
+	t.Run("every node runs kubeboot from its package, and only images registries serve", func(t *testing.T) {
+		for _, node := range []string{"cp1", "w1", "w2"} {
+			if status := c.exec(t, node, "dpkg-query", "-W", "-f=${Status} ${Version}", "kubeboot"); status != "install ok installed 0.0.0~e2e-1" {
+				t.Errorf("%s: dpkg says of kubeboot: %q", node, status)
+			}
+			if owner := c.exec(t, node, "dpkg", "-S", "/usr/bin/kubeboot"); owner != "kubeboot: /usr/bin/kubeboot" {
+				t.Errorf("%s: /usr/bin/kubeboot belongs to %q", node, owner)
+			}
+			// Its containerd holds what registries serve, under their names:
+			// no image of kubeboot's.
+			var images struct {
+				Images []struct{ RepoTags []string } `json:"images"`
+			}
+			if err := json.Unmarshal([]byte(c.exec(t, node, "crictl", "images", "-o", "json")), &images); err != nil || len(images.Images) == 0 {
+				t.Fatalf("%s: crictl images: %v", node, err)
+			}
+			for _, image := range images.Images {
+				for _, ref := range image.RepoTags {
+					if !strings.HasPrefix(ref, "registry.k8s.io/") && !strings.HasPrefix(ref, "docker.io/") {
+						t.Errorf("%s holds %s, which no public registry serves under that name", node, ref)
+					}
+				}
+			}
+		}
+		// The bootstrap unit kubeboot nodes run is the package's, which the
+		// node's first boot enabled; the kubeadm node's is not enabled.
+		for node, enabled := range map[string]string{"cp1": "enabled", "w1": "enabled", "w2": "disabled"} {
+			// On Debian, /lib is a link to /usr/lib, which systemd reads too.
+			unit := c.exec(t, node, "sh", "-c", "realpath $(systemctl show -P FragmentPath kubeboot-bootstrap)")
+			if unit != "/usr/lib/systemd/system/kubeboot-bootstrap.service" {
+				t.Errorf("%s: kubeboot-bootstrap.service is %q, want the package's", node, unit)
+			}
+			if owner := c.exec(t, node, "dpkg", "-S", unit); owner != "kubeboot: "+unit {
+				t.Errorf("%s: %s belongs to %q", node, unit, owner)
+			}
+			if got := c.exec(t, node, "sh", "-c", "systemctl is-enabled kubeboot-bootstrap || true"); got != enabled {
+				t.Errorf("%s: kubeboot-bootstrap.service is %q, want %s", node, got, enabled)
+			}
+		}
+		// The CSR approver runs the node's binary in the pause image.
+		pod := c.exec(t, "cp1", append(kubectl, "get", "pod", "-n", "kube-system", "kubeboot-csr-approver-cp1", "-o",
+			"jsonpath={.spec.containers[0].image} {.spec.containers[0].command[0]} {.status.containerStatuses[0].ready}")...)
+		if pod != "registry.k8s.io/pause:3.10.2 /usr/bin/kubeboot true" {
+			t.Errorf("the CSR approver's pod: %q, want /usr/bin/kubeboot ready in the pause image", pod)
 		}
 	})
 	t.Run("lab exec passes the command's exit code on", func(t *testing.T) {

@@ -4,10 +4,12 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -32,6 +34,9 @@ var neededBinaries = []string{
 var (
 	// kubebootBin is the kubeboot binary TestMain builds.
 	kubebootBin string
+	// kubebootDeb is kubeboot's .deb of kubebootBin, which every lab
+	// machine installs.
+	kubebootDeb string
 	// binDir holds the real etcd, Kubernetes and crictl binaries.
 	binDir string
 )
@@ -56,12 +61,21 @@ func runSuite(m *testing.M) int {
 	defer func() { _ = os.RemoveAll(tmp) }()
 	kubebootBin = filepath.Join(tmp, "kubeboot")
 	build := exec.Command("go", "build", "-o", kubebootBin, "github.com/kubeboot/kubeboot/cmd/kubeboot")
-	// Static, as `make build` makes it: the lab builds the CSR approver's
-	// image from this binary alone.
+	// Static, as `make build` makes it: kubeboot's own pods run it in the
+	// pause image, which holds no libc.
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: build kubeboot: %v\n", err)
+		return 1
+	}
+	// Its .deb, as `make package` makes it.
+	kubebootDeb = filepath.Join(tmp, "kubeboot.deb")
+	pkg := exec.Command("go", "run", "github.com/kubeboot/kubeboot/cmd/kubeboot-release", "--deb", kubebootDeb, "--binary", kubebootBin, "--version", "v0.0.0-e2e")
+	pkg.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(start.Unix(), 10))
+	pkg.Stdout, pkg.Stderr = io.Discard, os.Stderr
+	if err := pkg.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: package kubeboot: %v\n", err)
 		return 1
 	}
 	hostBefore, err := readHost()

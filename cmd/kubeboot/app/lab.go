@@ -20,8 +20,12 @@ import (
 type labOptions struct {
 	clusterPath string
 	binDir      string
+	pkg         string
 	output      outputFormat
 }
+
+// defaultLabPackage is where `make package` writes kubeboot's .deb.
+const defaultLabPackage = "bin/kubeboot.deb"
 
 func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	opts := &labOptions{}
@@ -33,9 +37,10 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 	)
 	cmd.Long = "lab runs the nodes a lab description lists (see examples/machines.yaml) as machines of their own on this\n" +
 		"host: systemd as PID 1 (systemd-nspawn), containerd and the kubelet as its services, each node in a network\n" +
-		"namespace of its own on the lab's bridge. Every node brings itself up at its first boot through\n" +
-		"kubeboot-bootstrap.service from its one file, as a provisioned machine does; the images are built from\n" +
-		"the binaries in --bin-dir and loaded at boot, so no registry is needed. See docs/lab.md."
+		"namespace of its own on the lab's bridge. Every node installs kubeboot's .deb (--package) at its first\n" +
+		"boot and brings itself up through the package's kubeboot-bootstrap.service from its one file, as a\n" +
+		"provisioned machine does; the images are built from the binaries in --bin-dir and loaded at boot, so\n" +
+		"no registry is needed. See docs/lab.md."
 	cmd.PersistentFlags().StringVar(&opts.clusterPath, "cluster", "", "the lab description (see examples/machines.yaml)")
 	cmd.PersistentFlags().StringVar(&opts.binDir, "bin-dir", "", "directory of containerd, the kubelet, etcd and the Kubernetes binaries (default: $KUBEBOOT_BIN_DIR, else test/tools/bin)")
 	up := &cobra.Command{
@@ -43,7 +48,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Bring a lab up: its network, load balancer and machines, each node up by itself, the addons rolled out",
 		Example: examples(
 			"kubeboot lab up --cluster examples/machines.yaml",
-			"kubeboot lab up --cluster examples/machines.yaml --bin-dir test/tools/bin -o json",
+			"kubeboot lab up --cluster examples/machines.yaml --bin-dir test/tools/bin --package bin/kubeboot.deb -o json",
 		),
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,6 +64,7 @@ func newLabCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	addOutputFlag(up.Flags(), &opts.output)
+	up.Flags().StringVar(&opts.pkg, "package", defaultLabPackage, "kubeboot's .deb, which every node installs with dpkg (`make package` writes it)")
 	down := &cobra.Command{
 		Use:     "down --cluster F",
 		Short:   "Remove a lab: every machine (its processes, cgroups, mounts and disk), the load balancer, the network and the lab's directory",
@@ -94,8 +100,8 @@ func (o *labOptions) binDirOrDefault() string {
 	return envOr("KUBEBOOT_BIN_DIR", "test/tools/bin")
 }
 
-// lab is the lab of --cluster, whose nodes install this kubeboot binary
-// and the binaries of --bin-dir.
+// lab is the lab of --cluster, whose nodes install kubeboot's package
+// (lab up's --package) and the binaries of --bin-dir.
 func (o *labOptions) lab() (lab.Lab, error) {
 	if o.clusterPath == "" {
 		return lab.Lab{}, &exit.UsageError{Msg: "--cluster names the lab's description (like examples/machines.yaml)"}
@@ -112,7 +118,13 @@ func (o *labOptions) lab() (lab.Lab, error) {
 	if err != nil {
 		return lab.Lab{}, err
 	}
-	return lab.Lab{Cluster: c, BinDir: binDir, Kubeboot: self, Registry: lab.DefaultRegistry}, nil
+	pkg := o.pkg
+	if pkg != "" {
+		if pkg, err = filepath.Abs(pkg); err != nil {
+			return lab.Lab{}, err
+		}
+	}
+	return lab.Lab{Cluster: c, BinDir: binDir, Kubeboot: self, Package: pkg, Registry: lab.DefaultRegistry}, nil
 }
 
 // labUp runs `lab up`: each node's progress, as its events arrive, then
