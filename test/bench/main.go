@@ -3,12 +3,13 @@
 // bench` builds kubeboot and the pinned binaries, then runs it from the
 // repository root:
 //
-//	go run ./test/bench -kubeboot bin/kubeboot -bin-dir test/tools/bin -out docs/benchmarks.md
+//	go run ./test/bench -kubeboot bin/kubeboot -package bin/kubeboot.deb -bin-dir test/tools/bin -out docs/benchmarks.md
 //
 // With -only etcd-snapshot it measures only etcd snapshot save and restore
 // beside etcdctl and etcdutl, and replaces that section of -out; with
 // -only cluster-upgrade, only the whole-cluster upgrade beside kubeadm's
-// (test/e2e's TestUpgradeBench on lab machines).
+// (test/e2e's TestUpgradeBench on lab machines); with -only image-import,
+// only `kubeboot images import` of a bundle beside `ctr images import`.
 //
 // The machine is small and shared (two cores, often an end-to-end suite
 // running beside), so absolute times drift from one run to the next. Every
@@ -68,7 +69,7 @@ func main() {
 	flag.IntVar(&o.clusterWarmup, "cluster-warmup", 1, "untimed rounds of the cluster jobs first")
 	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
 	flag.IntVar(&o.waitCount, "wait-count", 3, "go test -count of BenchmarkWaitDetection (20 iterations each)")
-	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+", "+clusterUpgradeOnly+" or "+usableOnly)
+	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+", "+clusterUpgradeOnly+", "+usableOnly+" or "+imageImportOnly)
 	flag.IntVar(&o.etcdRuns, "etcd-runs", 5, "timed rounds of the etcd snapshot saves and restores")
 	flag.IntVar(&o.etcdWarmup, "etcd-warmup", 1, "untimed rounds of the etcd snapshot saves and restores first")
 	flag.IntVar(&o.etcdMiB, "etcd-mib", 100, "database size in MiB the etcd snapshot section fills etcd to")
@@ -81,8 +82,8 @@ func main() {
 }
 
 func run(o options) error {
-	if o.only != "" && o.only != etcdSnapshotOnly && o.only != clusterUpgradeOnly && o.only != usableOnly {
-		return fmt.Errorf("-only %q: the sections that run alone are %q, %q and %q", o.only, etcdSnapshotOnly, clusterUpgradeOnly, usableOnly)
+	if o.only != "" && o.only != etcdSnapshotOnly && o.only != clusterUpgradeOnly && o.only != usableOnly && o.only != imageImportOnly {
+		return fmt.Errorf("-only %q: the sections that run alone are %q, %q, %q and %q", o.only, etcdSnapshotOnly, clusterUpgradeOnly, usableOnly, imageImportOnly)
 	}
 	if o.upgradeRounds < 1 {
 		return fmt.Errorf("-upgrade-rounds %d: want at least 1", o.upgradeRounds)
@@ -117,6 +118,8 @@ func run(o options) error {
 		return writeClusterUpgradeOnly(ctx, o)
 	case usableOnly:
 		return writeUsableOnly(ctx, o, work)
+	case imageImportOnly:
+		return writeImageImportOnly(ctx, o)
 	}
 
 	r := &report{started: time.Now().UTC(), opts: o}
@@ -140,6 +143,9 @@ func run(o options) error {
 		return err
 	}
 	if r.etcdSnapshot, err = measureEtcdSnapshot(ctx, o, work); err != nil {
+		return err
+	}
+	if r.imageImport, err = measureImageImport(ctx, o); err != nil {
 		return err
 	}
 	if r.micro, err = microBenchmarks(ctx, o); err != nil {

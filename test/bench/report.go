@@ -29,6 +29,7 @@ type report struct {
 	micro             microResults
 	clusterUpgrade    *clusterUpgradeResults
 	etcdSnapshot      *etcdSnapshotResults
+	imageImport       *imageImportResults
 	// keygenShare is the percentage of BenchmarkPKI/rsa-2048's CPU time
 	// spent in rsa.GenerateKey.
 	keygenShare float64
@@ -125,6 +126,7 @@ func (r *report) markdown() string {
 	r.clusterSection(&b)
 	r.clusterUpgrade.markdown(&b)
 	r.etcdSnapshot.markdown(&b)
+	r.imageImport.markdown(&b)
 	r.microSection(&b)
 	return b.String()
 }
