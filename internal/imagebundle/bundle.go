@@ -9,10 +9,13 @@
 // takes it too.
 //
 // Export reads the images from a registry or from the local containerd's
-// content store (WriteFile); Open verifies a bundle whole, every member's
-// name and every blob's digest and size, before Import loads it into a
-// containerd and unpacks it into that containerd's default snapshotter,
-// where the CRI, and so the kubelet, finds it.
+// content store (ExportFile writes them to a file), and WriteImages writes
+// images its caller holds in memory as go-containerregistry's v1.Image
+// (the lab's, built from binaries) in the same format. Open verifies a
+// bundle whole, every member's name and every blob's digest and size,
+// before Import loads it into a containerd and unpacks it into that
+// containerd's default snapshotter, where the CRI, and so the kubelet,
+// finds it.
 package imagebundle
 
 import (

@@ -75,6 +75,13 @@ func Export(ctx context.Context, w io.Writer, opts ExportOptions) ([]Image, erro
 	if err != nil {
 		return nil, err
 	}
+	return writeBundle(ctx, w, src, refs, platform)
+}
+
+// writeBundle resolves refs (normalized, sorted, each once) in src for
+// platform, then writes their bundle to w and returns the images in the
+// index's order: what every source's export shares.
+func writeBundle(ctx context.Context, w io.Writer, src source, refs []string, platform ocispec.Platform) ([]Image, error) {
 	var images []*image
 	for _, ref := range refs {
 		img, err := src.image(ctx, ref, platform)

@@ -389,3 +389,60 @@ func TestBadBundlesAreRefusedWhole(t *testing.T) {
 		t.Errorf("images %v after only bad bundles", after[0])
 	}
 }
+
+// TestWriteImages: images held in memory make the bundle that an export
+// of the same images from a registry makes, byte for byte, every time; it
+// passes Open and a real containerd imports and unpacks it. A reference
+// is normalized as export's are, and an image of another platform is
+// refused.
+func TestWriteImages(t *testing.T) {
+	host := serveRegistry(t)
+	images := map[string]v1.Image{
+		host + "/kubeboot/mem-b:v1": randomImage(t, 20, 2, 4096, types.DockerLayer, runtime.GOARCH),
+		host + "/kubeboot/mem-a:v2": randomImage(t, 21, 1, 2048, types.OCIUncompressedLayer, runtime.GOARCH),
+	}
+	refs := []string{host + "/kubeboot/mem-a:v2", host + "/kubeboot/mem-b:v1"} // sorted, as a bundle lists them
+	var first, second bytes.Buffer
+	written, err := imagebundle.WriteImages(context.Background(), &first, images, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := imagebundle.WriteImages(context.Background(), &second, images, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first.Bytes(), second.Bytes()) {
+		t.Error("two writes of the same images differ")
+	}
+	checkMembers(t, first.Bytes())
+	for ref, img := range images {
+		push(t, ref, img)
+	}
+	dir := t.TempDir()
+	exported := export(t, dir, "registry.tar", imagebundle.ExportOptions{Refs: refs, From: imagebundle.FromRegistry})
+	if !bytes.Equal(read(t, exported), first.Bytes()) {
+		t.Error("the bundle written from memory differs from the export of the same images from a registry")
+	}
+
+	path := filepath.Join(dir, "memory.tar")
+	if err := os.WriteFile(path, first.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := containerdtest.Start(t)
+	imported := importBundle(t, path, c)
+	if !slices.Equal(imported, written) {
+		t.Errorf("imported %v, want the written %v", imported, written)
+	}
+	if listed := c.Images(t); !slices.Equal(listed, refs) {
+		t.Errorf("ctr images ls: %v, want %v", listed, refs)
+	}
+	checkUnpacked(t, c, refs)
+
+	short, err := imagebundle.WriteImages(context.Background(), io.Discard, map[string]v1.Image{"busybox:1.37.0": images[refs[0]]}, "")
+	if err != nil || len(short) != 1 || short[0].Ref != "docker.io/library/busybox:1.37.0" {
+		t.Errorf("a short reference: %v, %v; want docker.io/library/busybox:1.37.0", short, err)
+	}
+	other := map[string]v1.Image{refs[0]: randomImage(t, 22, 1, 1024, types.DockerLayer, "s390x")}
+	if _, err := imagebundle.WriteImages(context.Background(), io.Discard, other, "linux/amd64"); err == nil || !strings.Contains(err.Error(), "is for linux/s390x, not linux/amd64") {
+		t.Errorf("an image of another platform: %v", err)
+	}
+}

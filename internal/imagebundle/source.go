@@ -11,7 +11,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// source is where export reads images from: a registry or the runtime.
+// source is where export reads images from: a registry, the runtime, or
+// the caller's memory (WriteImages).
 type source interface {
 	// image resolves ref (normalized) to its manifest for platform.
 	image(ctx context.Context, ref string, platform ocispec.Platform) (*image, error)
