@@ -3,6 +3,7 @@ package lab
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kubeboot/kubeboot/internal/atomicfile"
+	"github.com/kubeboot/kubeboot/internal/imagebundle"
 )
 
 // The images a lab node holds besides its static pods' and its addons'
@@ -188,11 +190,12 @@ func checkVersion(binary, path, tag string) error {
 // evicts pods.
 const archiveUnusedFor = time.Hour
 
-// Archive writes the images to one archive in the `docker save` format,
-// which `ctr images import` loads, and returns its path. Archives live in
-// cacheDir under a name derived from the images' references, files (path,
-// size, modification time) and entrypoints, so an unchanged set is built
-// once and reused; one unused for archiveUnusedFor is removed.
+// Archive writes the images to one archive, kubeboot's image bundle
+// (package imagebundle), which `kubeboot images import` loads, and returns
+// its path. Archives live in cacheDir under a name derived from the
+// bundle's format version and the images' references, files (path, size,
+// modification time) and entrypoints, so an unchanged set is built once
+// and reused; one unused for archiveUnusedFor is removed.
 func Archive(cacheDir string, images []Image) (string, error) {
 	key, err := archiveKey(images)
 	if err != nil {
@@ -217,13 +220,10 @@ func Archive(cacheDir string, images []Image) (string, error) {
 		now := time.Now()
 		return path, os.Chtimes(path, now, now) // in use: kept
 	}
-	refs := map[name.Reference]v1.Image{}
+	built := map[string]v1.Image{}
 	for _, img := range images {
-		ref, err := name.ParseReference(img.Ref)
-		if err != nil {
-			return "", fmt.Errorf("lab image %q: %w", img.Ref, err)
-		}
-		if refs[ref], err = build(img); err != nil {
+		var err error
+		if built[img.Ref], err = build(img); err != nil {
 			return "", fmt.Errorf("build lab image %q: %w", img.Ref, err)
 		}
 	}
@@ -234,7 +234,7 @@ func Archive(cacheDir string, images []Image) (string, error) {
 		return "", fmt.Errorf("create image archive: %w", err)
 	}
 	defer f.Abort()
-	err = tarball.MultiRefWrite(refs, f)
+	_, err = imagebundle.WriteImages(context.Background(), f, built, "")
 	if err == nil {
 		err = f.Commit()
 	}
@@ -264,9 +264,15 @@ func pruneArchives(cacheDir, keep string) {
 	}
 }
 
+// archiveFormat names the archives' format in archiveKey: a new format
+// makes new names, so that no archive of an older one in the cache (a
+// `docker save` archive, before kubeboot's image bundle) is taken for one.
+const archiveFormat = "imagebundle/1"
+
 // archiveKey fingerprints what an archive is built from.
 func archiveKey(images []Image) (string, error) {
 	var b strings.Builder
+	fmt.Fprintln(&b, archiveFormat)
 	for _, img := range images {
 		fmt.Fprintf(&b, "%s %q %q %q\n", img.Ref, img.Entrypoint, img.Cmd, img.User)
 		for _, tree := range img.Trees {

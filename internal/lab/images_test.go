@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"debug/elf"
 	"errors"
 	"io"
@@ -14,9 +15,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/kubeboot/kubeboot/internal/imagebundle"
 	"github.com/kubeboot/kubeboot/internal/lab"
 )
 
@@ -172,14 +174,7 @@ func TestArchiveTrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag, err := name.NewTag(img.Ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := tarball.ImageFromPath(path, &tag)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := bundleImages(t, path)[img.Ref]
 	cfg, err := got.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -299,10 +294,11 @@ func TestKubeProxyImage(t *testing.T) {
 	}
 }
 
-// TestArchive builds an archive and reads it back as `ctr images import`
-// would: each reference, its platform, environment (a PATH with /usr/sbin,
-// where kube-proxy finds nft) and entrypoint, and the files at their paths,
-// executable. An unchanged set is not rebuilt.
+// TestArchive builds an archive, a kubeboot image bundle that `kubeboot
+// images import` verifies and takes, and reads it back: each reference,
+// its platform, environment (a PATH with /usr/sbin, where kube-proxy finds
+// nft) and entrypoint, and the files at their paths, executable. An
+// unchanged set is not rebuilt; a rebuilt one gives the same bytes.
 func TestArchive(t *testing.T) {
 	bin, cache := t.TempDir(), t.TempDir()
 	images := []lab.Image{
@@ -313,14 +309,14 @@ func TestArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	read := bundleImages(t, path)
+	if len(read) != len(images) {
+		t.Errorf("the archive holds %d images, want %d", len(read), len(images))
+	}
 	for _, img := range images {
-		tag, err := name.NewTag(img.Ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := tarball.ImageFromPath(path, &tag)
-		if err != nil {
-			t.Fatalf("read %s from the archive: %v", img.Ref, err)
+		got, ok := read[img.Ref]
+		if !ok {
+			t.Fatalf("the archive lacks %s", img.Ref)
 		}
 		cfg, err := got.ConfigFile()
 		if err != nil {
@@ -363,6 +359,9 @@ func TestArchive(t *testing.T) {
 	rebuilt, err := lab.Archive(cache, images)
 	if err != nil || rebuilt == path {
 		t.Fatalf("after the binary changed: %s, %v; want a new archive", rebuilt, err)
+	}
+	if !bytes.Equal(readFile(t, rebuilt), readFile(t, path)) {
+		t.Error("the same images built again make other bytes")
 	}
 	// The first archive, in use a minute ago, stays; once unused for two
 	// hours, the next Archive removes it, and keeps the one it returns.
@@ -416,4 +415,67 @@ func layerHeaders(t *testing.T, open func() (io.ReadCloser, error)) map[string]*
 		}
 		headers[h.Name] = h
 	}
+}
+
+// bundleImages verifies the archive at path as `kubeboot images import`
+// does (imagebundle.Open, for this machine's platform) and reads its
+// images back, by the reference its index names each.
+func bundleImages(t *testing.T, path string) map[string]v1.Image {
+	t.Helper()
+	b, err := imagebundle.Open(path, "")
+	if err != nil {
+		t.Fatalf("the archive is no image bundle: %v", err)
+	}
+	_ = b.Close()
+	dir := t.TempDir()
+	tr := tar.NewReader(bytes.NewReader(readFile(t, path)))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dest := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dest, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	index, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := index.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]v1.Image{}
+	for i, desc := range manifest.Manifests {
+		ref := desc.Annotations[imagebundle.AnnotationImageName]
+		if ref != b.Images[i].Ref {
+			t.Errorf("index entry %d names %q, Open read %q", i, ref, b.Images[i].Ref)
+		}
+		if images[ref], err = index.Image(desc.Digest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return images
+}
+
+// readFile reads a file.
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -47,7 +47,8 @@ type Lab struct {
 	// are made of.
 	BinDir string
 	// Kubeboot is the kubeboot binary the lab runs on this host (the
-	// nodes' images list, the first node's certificates).
+	// nodes' images list, the import of their images into the preloaded
+	// store, the first node's certificates).
 	Kubeboot string
 	// Package is kubeboot's .deb (make package), which every node
 	// installs with dpkg at its first boot, as a provisioned node does.
@@ -622,7 +623,7 @@ func (l Lab) installShared(ctx context.Context, configs [][]byte, refs []string,
 	if err != nil {
 		return "", err
 	}
-	return preload(ctx, l.BinDir, archive)
+	return preload(ctx, l.BinDir, l.Kubeboot, archive)
 }
 
 // images builds the archive of the images configs name (`kubeboot

@@ -40,7 +40,10 @@ type Loaded struct {
 // empty), all nodes at once, where pods can run them at once, as kind's
 // `load image-archive` does. Every archive and node name is checked before
 // any node is touched (CheckLoad): an archive that is neither format, or a
-// node not in the lab, is refused naming it.
+// node not in the lab, is refused naming it. A user's archive is no
+// kubeboot image bundle (`docker save` writes none), so it is streamed into
+// `ctr images import`, which takes both formats, and not into the
+// `kubeboot images import` that loads the lab's own archive.
 func (l Lab) Load(ctx context.Context, archives, nodes []string) ([]Loaded, error) {
 	if err := l.CheckLoad(archives, nodes); err != nil {
 		return nil, err

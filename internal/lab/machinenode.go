@@ -104,20 +104,23 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
   ]
 }
 `
-	// imagesUnit loads the lab's archive into containerd at a node's first
-	// boot, before anything needs the images, unless the node's store was
-	// preloaded (preloadNode), as `lab up` does.
+	// imagesUnit loads the lab's archive, kubeboot's image bundle, into
+	// containerd at a node's first boot with `kubeboot images import`, as
+	// an air-gapped node does, before anything needs the images, unless
+	// the node's store was preloaded (preloadNode), as `lab up` does.
+	// kubeboot is in the node only once installUnit has installed its
+	// package.
 	imagesUnit = `[Unit]
 Description=Load the lab's images into containerd, as a node image holds them
-Requires=containerd.service
-After=containerd.service
+Requires=containerd.service ` + installUnit + `.service
+After=containerd.service ` + installUnit + `.service
 Before=kubelet.service kubeboot-bootstrap.service
 ConditionPathExists=!` + imagesLoaded + `
 
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/usr/bin/ctr -n k8s.io images import ` + machineArchive + `
+ExecStart=/usr/bin/kubeboot images import ` + machineArchive + `
 ExecStart=/usr/bin/touch ` + imagesLoaded + `
 
 [Install]

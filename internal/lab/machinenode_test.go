@@ -14,8 +14,9 @@ import (
 
 // TestMachineNodeIsInstalledAsAPackageWould: the layer holds the packages'
 // binaries and units where distributions put them, and a node's disk holds
-// containerd's configuration, the units enabled and its one file, kept
-// secret.
+// containerd's configuration, the units enabled (the images' unit running
+// `kubeboot images import` after kubeboot's install) and its one file,
+// kept secret.
 func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	dir, binDir := t.TempDir(), t.TempDir()
 	for _, name := range []string{"kubelet", "kubeadm", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr"} {
@@ -79,6 +80,21 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	if err != nil || !strings.Contains(string(install), "ExecStart=/usr/bin/dpkg -i /opt/kubeboot/kubeboot.deb\n") ||
 		!strings.Contains(string(install), "ExecStart=/usr/bin/systemctl enable --now --no-block kubeboot-bootstrap.service\n") {
 		t.Errorf("the install unit: %v\n%s", err, install)
+	}
+	// A node not preloaded loads the lab's bundle at its first boot with
+	// the kubeboot its package installed, once containerd runs.
+	images, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/kubeboot-lab-images.service"))
+	for _, line := range []string{
+		"Requires=containerd.service kubeboot-lab-install.service\n",
+		"After=containerd.service kubeboot-lab-install.service\n",
+		"ExecStart=/usr/bin/kubeboot images import /opt/kubeboot/images.tar\n",
+	} {
+		if err != nil || !strings.Contains(string(images), line) {
+			t.Errorf("the images unit lacks %q: %v\n%s", line, err, images)
+		}
+	}
+	if strings.Contains(string(images), "ctr") {
+		t.Errorf("the images unit runs ctr:\n%s", images)
 	}
 	if err := lab.InstallNode(m, []byte("kind: WorkerConfiguration\n")); err != nil {
 		t.Errorf("installing a node twice: %v", err)

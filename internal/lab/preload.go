@@ -20,10 +20,12 @@ import (
 // A node image holds its images already unpacked in containerd's store,
 // as kind's does. The lab makes that store once per archive of images:
 // the bin dir's containerd, run on this host with a root and a socket of
-// its own, imports the archive, and the store it leaves is cached beside
-// the archive. Every node's /var/lib/containerd then starts as a copy of
-// it (preloadNode), made of hard links but for the databases containerd
-// writes in place, so no node imports the images at its first boot.
+// its own, imports the archive (kubeboot's image bundle) through the lab's
+// `kubeboot images import`, as an air-gapped node loads its images, and
+// the store it leaves is cached beside the archive. Every node's
+// /var/lib/containerd then starts as a copy of it (preloadNode), made of
+// hard links but for the databases containerd writes in place, so no node
+// imports the images at its first boot.
 
 // preloadedStore is where the store of archive's images is cached.
 func preloadedStore(archive string) string {
@@ -46,9 +48,10 @@ disabled_plugins = ['io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime',
 `
 
 // preload makes the store of archive's images, unless it is cached, and
-// returns its directory. Two labs that preload one archive at once make
-// it twice, and the later keeps the earlier's.
-func preload(ctx context.Context, binDir, archive string) (string, error) {
+// returns its directory: the bin dir's containerd imports them, with the
+// kubeboot binary's `images import`. Two labs that preload one archive at
+// once make it twice, and the later keeps the earlier's.
+func preload(ctx context.Context, binDir, kubeboot, archive string) (string, error) {
 	store := preloadedStore(archive)
 	if _, err := os.Stat(store); err == nil {
 		return store, nil
@@ -63,12 +66,13 @@ func preload(ctx context.Context, binDir, archive string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("preload the lab's images: %w", err)
 	}
-	out, err := c.ctr(ctx, "images", "import", archive)
+	argv := []string{kubeboot, "images", "import", archive, "--runtime-endpoint", "unix://" + c.socket}
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	if stopErr := c.stop(); err == nil && stopErr != nil {
 		return "", fmt.Errorf("preload the lab's images: %w", stopErr)
 	}
 	if err != nil {
-		return "", fmt.Errorf("preload the lab's images: ctr images import: %w: %s", err, lastLines(string(out), 10))
+		return "", fmt.Errorf("preload the lab's images: %s: %w: %s", strings.Join(argv, " "), err, lastLines(string(out), 10))
 	}
 	if err := atomicfile.Move(root, store); err != nil {
 		if _, statErr := os.Stat(store); statErr == nil {

@@ -3,17 +3,34 @@ package lab
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 )
 
+// buildKubeboot builds the kubeboot binary the preload runs, static, into
+// dir.
+func buildKubeboot(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "kubeboot")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/kubeboot/kubeboot/cmd/kubeboot")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	return bin
+}
+
 // TestPreload: the bin dir's containerd, run on this host, makes the
-// store of an archive's images once; each node's copy of it is hard links
-// but for the databases, marks the node's images loaded, and a containerd
-// on the copy holds the image unpacked, with nothing to import. Nothing
-// of it reaches the host outside its directories.
+// store of an archive's images once, imported by `kubeboot images
+// import`; each node's copy of it is hard links but for the databases,
+// marks the node's images loaded, and a containerd on the copy holds the
+// image unpacked, with nothing to import. Nothing of it reaches the host
+// outside its directories. A failed import names its command and ends
+// with its output, and leaves no store.
 func TestPreload(t *testing.T) {
 	binDir := os.Getenv("KUBEBOOT_BIN_DIR")
 	if _, err := os.Stat(filepath.Join(binDir, "containerd")); binDir == "" || err != nil {
@@ -25,6 +42,7 @@ func TestPreload(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("containerd needs root")
 	}
+	kubeboot := buildKubeboot(t, t.TempDir())
 	hostBefore := hostPaths()
 	cache := t.TempDir()
 	const ref = "example.com/kubeboot-preload:1"
@@ -32,11 +50,26 @@ func TestPreload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := preload(t.Context(), binDir, archive)
+
+	failing := filepath.Join(t.TempDir(), "kubeboot")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho \"$@\"\necho the import failed >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = preload(t.Context(), binDir, failing, archive)
+	want := regexp.MustCompile(`^preload the lab's images: ` + regexp.QuoteMeta(failing+" images import "+archive+" --runtime-endpoint unix://") +
+		`[^ ]+/c\.sock: exit status 3: images import ` + regexp.QuoteMeta(archive) + ` --runtime-endpoint unix://\S+\nthe import failed$`)
+	if err == nil || !want.MatchString(err.Error()) {
+		t.Errorf("a failed import: %v; want it to match %s", err, want)
+	}
+	if _, err := os.Stat(preloadedStore(archive)); err == nil {
+		t.Error("a failed import left a store")
+	}
+
+	store, err := preload(t.Context(), binDir, kubeboot, archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := preload(t.Context(), binDir, archive); err != nil || again != store {
+	if again, err := preload(t.Context(), binDir, kubeboot, archive); err != nil || again != store {
 		t.Errorf("the second preload: %q, %v; want the cached %q", again, err, store)
 	}
 	if left, _ := filepath.Glob(filepath.Join(cache, ".containerd-*")); len(left) != 0 {
