@@ -99,5 +99,5 @@ func (r *imageImportResults) markdown(b *strings.Builder) {
 		w("| %s | %s / %s / %s | %s | %.1f MiB | %.1f MiB |\n", names[tool], fmtSeconds(s.min), fmtSeconds(s.median), fmtSeconds(s.max),
 			fmtRatio(s.median/ref), child.median, ctrd.median)
 	}
-	w("\nkubeboot's time over `--local` is its verification: it reads and hashes the whole bundle once before the import, which reads it again.\n\n")
+	w("\nkubeboot reads and hashes the whole bundle once before it imports anything, and the import reads it again: that pass is what it adds to `--local`'s work.\n\n")
 }
