@@ -359,6 +359,41 @@ func TestMachines(t *testing.T) {
 			t.Errorf("the CSR approver's pod: %q, want /usr/bin/kubeboot ready in the pause image", pod)
 		}
 	})
+	t.Run("images export and import carry a node's images to another node", func(t *testing.T) {
+		type bundleResult struct {
+			Result struct {
+				OK     bool
+				Images []struct{ Ref, Digest string }
+			}
+		}
+		last := func(out string) bundleResult {
+			var r bundleResult
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil || !r.Result.OK {
+				t.Fatalf("result %v: %s", err, lines[len(lines)-1])
+			}
+			return r
+		}
+		// cp1's images of its own configuration, from its containerd,
+		// onto w1's disk, where w1 imports them.
+		start := time.Now()
+		exported := last(c.exec(t, "cp1", "kubeboot", "images", "export", "--config", bootstrap.ConfigPath, "--out", "/root/images.tar", "-o", "json"))
+		w1 := c.machine(t, "w1")
+		if err := os.Rename(filepath.Join(cp.Root(), "root/images.tar"), filepath.Join(w1.Root(), "root/images.tar")); err != nil {
+			t.Fatal(err)
+		}
+		imported := last(c.exec(t, "w1", "kubeboot", "images", "import", "/root/images.tar", "-o", "json"))
+		t.Logf("TIMING: export of cp1's %d images and their import into w1: %s", len(exported.Result.Images), time.Since(start).Round(time.Millisecond))
+		if len(exported.Result.Images) < 7 || !slices.Equal(exported.Result.Images, imported.Result.Images) {
+			t.Errorf("exported %v, imported %v", exported.Result.Images, imported.Result.Images)
+		}
+		for _, image := range imported.Result.Images {
+			if got := c.exec(t, "w1", "ctr", "-n", "k8s.io", "images", "ls", "-q", "name=="+image.Ref); got != image.Ref {
+				t.Errorf("w1's containerd: %q, want %s", got, image.Ref)
+			}
+		}
+		c.exec(t, "w1", "rm", "/root/images.tar")
+	})
 	t.Run("lab exec passes the command's exit code on", func(t *testing.T) {
 		r := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "w1", "--", "sh", "-c", "hostname; exit 3")
 		if r.code != 3 || strings.TrimSpace(r.stdout) != "w1" || r.stderr != "" {
