@@ -133,9 +133,12 @@ func TestReleaseIsReproducible(t *testing.T) {
 			}
 		}
 		// Installed, not enabled: nothing links the unit into a target,
-		// and no maintainer script runs systemctl.
+		// and the maintainer scripts only make systemd reread its units.
 		if strings.Contains(contents, ".wants/") {
 			t.Errorf("%s enables a unit:\n%s", deb, contents)
+		}
+		for _, script := range []string{"postinst", "postrm"} {
+			checkScript(t, deb+" "+script, run(t, "", nil, dpkgDeb, "-I", path, script))
 		}
 		control := run(t, "", nil, dpkgDeb, "-f", path, "Version", "Depends", "Recommends", "Conflicts")
 		if control != "Version: 1.2.3-1\nDepends: systemd\nRecommends: kubelet, containerd | containerd.io\n" {
@@ -150,9 +153,7 @@ func TestReleaseIsReproducible(t *testing.T) {
 				t.Errorf("rpm -qpl %s lists no %s:\n%s", r, f, contents)
 			}
 		}
-		if scripts := run(t, "", nil, rpm, "-qp", "--scripts", path); strings.Contains(scripts, "systemctl") {
-			t.Errorf("%s runs systemctl:\n%s", r, scripts)
-		}
+		checkScript(t, r+"'s scripts", run(t, "", nil, rpm, "-qp", "--scripts", path))
 		if requires := run(t, "", nil, rpm, "-qpR", path); !strings.Contains(requires, "systemd\n") {
 			t.Errorf("%s requires:\n%s", r, requires)
 		}
@@ -202,4 +203,20 @@ func TestReleaseIsReproducible(t *testing.T) {
 		}
 		t.Logf("arm64 under qemu: %s", out)
 	})
+}
+
+// checkScript wants a package's maintainer script to make a running
+// systemd reread its units (daemon-reload, as debhelper's do), so that an
+// upgraded kubeboot-bootstrap.service is the one it runs, and never to
+// enable, start or stop a unit: enabling the unit is the node's choice.
+func checkScript(t *testing.T, what, script string) {
+	t.Helper()
+	if !strings.Contains(script, "systemctl --system daemon-reload") {
+		t.Errorf("%s does not reload systemd:\n%s", what, script)
+	}
+	for _, verb := range []string{" enable", " start", " restart", " stop"} {
+		if strings.Contains(script, verb) {
+			t.Errorf("%s runs systemctl%s:\n%s", what, verb, script)
+		}
+	}
 }
