@@ -228,10 +228,14 @@ func checkStopSignal(r *report, c podContainer, spec *corev1.PodSpec) {
 }
 
 // checkContainerSecurityContext checks a container's IDs, /proc mount,
-// profiles, and that a privileged container may escalate privileges.
+// profiles, and that a privileged container may escalate privileges; as
+// the pod's, its windowsOptions are refused (see unusedFields).
 func checkContainerSecurityContext(r *report, p *field.Path, sc *corev1.SecurityContext) {
 	if sc == nil {
 		return
+	}
+	if sc.WindowsOptions != nil {
+		r.add(p.Child("windowsOptions"), "not supported in a static pod: it applies only on Windows nodes, and kubeboot's nodes are Linux; remove it")
 	}
 	r.checkID(p.Child("runAsUser"), sc.RunAsUser)
 	r.checkID(p.Child("runAsGroup"), sc.RunAsGroup)

@@ -36,6 +36,7 @@ func TestValidateKubeletRules(t *testing.T) {
 		{"file mode above 0777", container("  volumes:\n  - name: v\n    downwardAPI:\n      defaultMode: 1000\n"), "spec.volumes[0].downwardAPI.defaultMode"},
 		{"stop signal without spec.os", container("    lifecycle:\n      stopSignal: SIGTERM\n"), "spec.containers[0].lifecycle.stopSignal"},
 		{"scheduler-only field", container("  schedulingGates:\n  - name: \"\"\n"), "spec.schedulingGates"},
+		{"container windowsOptions", container("    securityContext:\n      windowsOptions:\n        gmsaCredentialSpecName: x_Y\n"), "spec.containers[0].securityContext.windowsOptions"},
 		{"unchecked volume type", container("  volumes:\n  - name: v\n    nfs:\n      server: \"\"\n      path: x\n"), "spec.volumes[0].nfs"},
 	}
 	for _, tt := range tests {
