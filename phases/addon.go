@@ -10,14 +10,15 @@ import (
 
 // Addon installs the cluster's DNS and Service proxy, as kubeadm's addon
 // phase does, with kubeadm's names and shapes: kubeadm's upgrade and join
-// read them. Each part can be skipped (--skip-phases addon/coredns) or
-// turned off in the configuration, for a cluster that brings its own.
-// Like kubeadm's, it does not wait for the addons: CoreDNS needs a pod
-// network, which may come later. upgrade apply waits for their rollout.
+// read them; then it applies the user's own manifests (AddonManifests).
+// Each part can be skipped (--skip-phases addon/coredns) or turned off in
+// the configuration, for a cluster that brings its own. Like kubeadm's, it
+// does not wait for the addons: CoreDNS needs a pod network, which may
+// come later. upgrade apply waits for their rollout.
 var Addon = workflow.Phase[*Node]{
 	Name:      "addon",
-	Short:     "Install the cluster's DNS (CoreDNS) and Service proxy (kube-proxy)",
-	Subphases: []workflow.Phase[*Node]{AddonCoreDNS, AddonKubeProxy},
+	Short:     "Install the cluster's DNS (CoreDNS) and Service proxy (kube-proxy), then your own manifests",
+	Subphases: []workflow.Phase[*Node]{AddonCoreDNS, AddonKubeProxy, AddonManifests},
 }
 
 // AddonCoreDNS applies CoreDNS: Deployment coredns behind Service kube-dns

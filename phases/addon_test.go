@@ -21,7 +21,7 @@ func TestAddonPhase(t *testing.T) {
 	ctx := context.Background()
 	ran, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Addon}}.Run(ctx, s, nil)
 	must(t, err)
-	if strings.Join(ran, ",") != "addon/coredns,addon/kube-proxy" {
+	if strings.Join(ran, ",") != "addon/coredns,addon/kube-proxy,addon/manifests" {
 		t.Errorf("ran %v", ran)
 	}
 	svc, err := client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})

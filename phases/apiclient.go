@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeboot/kubeboot/internal/config"
@@ -25,8 +28,18 @@ import (
 // controllers, such as the bootstrapsigner's keys in cluster-info.
 const FieldManager = "kubeboot"
 
-// NewClient builds an API client from a kubeconfig; a non-empty server
-// replaces the kubeconfig's.
+// Client is the API client NewClient builds: the typed clientset, and the
+// dynamic client of the same configuration, which applies the user's own
+// manifests (addons.manifests), of kinds kubeboot does not know. Tests hand
+// Run.API one of fakes.
+type Client struct {
+	kubernetes.Interface
+	// Dynamic reads and applies objects of any kind.
+	Dynamic dynamic.Interface
+}
+
+// NewClient builds an API client, a *Client, from a kubeconfig; a
+// non-empty server replaces the kubeconfig's.
 func NewClient(kubeconfig []byte, server string) (kubernetes.Interface, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
@@ -37,7 +50,33 @@ func NewClient(kubeconfig []byte, server string) (kubernetes.Interface, error) {
 	}
 	cfg.UserAgent = FieldManager
 	cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	return kubernetes.NewForConfig(cfg)
+	// One HTTP client, so both share the connections.
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	typed, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Interface: typed, Dynamic: dyn}, nil
+}
+
+// DynamicClient returns the dynamic client of the run's API client (see
+// APIClient), which NewClient built beside the typed one.
+func DynamicClient(s *Node) (dynamic.Interface, error) {
+	client, err := APIClient(s)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := client.(*Client); ok && c.Dynamic != nil {
+		return c.Dynamic, nil
+	}
+	return nil, errors.New("the run's API client has no dynamic client, which addons.manifests needs (a bug: the API client comes from phases.NewClient)")
 }
 
 // clientQPS and clientBurst bound kubeboot's requests to the API server.

@@ -8,10 +8,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/internal/manifests"
 )
 
-// Drift is a cluster object that the addon phase would change.
+// Drift is a cluster object that the addon phase would change: one of the
+// addons' or of the user's manifests.
 type Drift struct {
 	// Object is the object's kind and namespace/name, such as
 	// "Deployment kube-system/coredns".
@@ -46,6 +50,62 @@ func AddonDrift(ctx context.Context, s *Node) ([]Drift, error) {
 		}
 	}
 	return drifts, nil
+}
+
+// ManifestsDrift computes, by server-side dry runs, which objects of the
+// user's manifests (addons.manifests) the addon/manifests phase would
+// change, after reading, checking and resolving them as the phase does
+// (a bad manifest is the same *exit.UsageError). An object whose
+// namespace or CustomResourceDefinition the manifests create, and which
+// the cluster has not got yet, cannot be dry-run: it shows as written, to
+// be created. Without addons.manifests there is none.
+func ManifestsDrift(ctx context.Context, s *Node) ([]Drift, error) {
+	plan, dyn, err := planManifests(ctx, s)
+	if err != nil || dyn == nil {
+		return nil, err
+	}
+	drifts := []Drift{}
+	for _, o := range plan.All() {
+		drift, err := manifestDrift(ctx, dyn, o)
+		if err != nil {
+			return nil, err
+		}
+		if drift != nil {
+			drifts = append(drifts, *drift)
+		}
+	}
+	return drifts, nil
+}
+
+// manifestDrift dry-runs the apply of o and returns what it would change,
+// or nil when it would change nothing.
+func manifestDrift(ctx context.Context, dyn dynamic.Interface, o manifests.Resolved) (*Drift, error) {
+	client, name := resourceOf(dyn, o), o.Object.Object.GetName()
+	drift := &Drift{Object: o.String()}
+	have, err := client.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("get %s (%s): %w", o.Object, o.Source(), err)
+	default:
+		if drift.Live, err = comparable(have); err != nil {
+			return nil, err
+		}
+	}
+	applied, err := client.Apply(ctx, name, o.Object.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+		drift.Wanted, err = comparable(applied)
+	case drift.Live == nil && apierrors.IsNotFound(err):
+		// Its namespace or its kind is yet to come with the manifests.
+		drift.Wanted, err = comparable(o.Object.Object)
+	default:
+		return nil, fmt.Errorf("dry-run apply %s (%s): %w", o.Object, o.Source(), err)
+	}
+	if err != nil || string(drift.Live) == string(drift.Wanted) {
+		return nil, err
+	}
+	return drift, nil
 }
 
 // driftOf dry-runs the apply of obj and returns what it would change, or

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -11,14 +12,23 @@ import (
 )
 
 // Addons are the cluster's DNS and Service proxy, which init's addon phase
-// installs and upgrade apply moves with the control plane. Either can be
-// turned off for a cluster that brings its own (another DNS server at the
-// kubelets' clusterDNS address, a kube-proxy replacement).
+// installs and upgrade apply moves with the control plane, and the user's
+// own manifests, which init applies after them and upgrade apply applies
+// again. Either addon can be turned off for a cluster that brings its own
+// (another DNS server at the kubelets' clusterDNS address, a kube-proxy
+// replacement).
 type Addons struct {
 	// CoreDNS is the cluster DNS: Deployment coredns behind Service kube-dns.
 	CoreDNS CoreDNS `json:"coreDNS"`
 	// KubeProxy is the Service proxy: DaemonSet kube-proxy on every node.
 	KubeProxy KubeProxy `json:"kubeProxy"`
+	// Manifests are the user's own objects, which the addon/manifests
+	// phase applies by server-side apply: each an absolute path of a YAML
+	// or JSON file (one or more documents) or of a directory, whose *.yaml,
+	// *.yml and *.json files are read in name order (not its
+	// subdirectories). Namespaces and CustomResourceDefinitions are
+	// applied first, then every other object in the order given.
+	Manifests []string `json:"manifests,omitempty"`
 }
 
 // CoreDNS configures the cluster DNS addon.
@@ -150,6 +160,27 @@ func validateAddons(p *field.Path, a Addons) field.ErrorList {
 		if _, set := a.KubeProxy.ExtraConfig[key]; set {
 			errs = append(errs, field.Forbidden(proxy.Child("extraConfig", key), fmt.Sprintf("kubeboot sets %s: use addons.kubeProxy.mode or networking.podSubnet", key)))
 		}
+	}
+	return append(errs, validateManifestPaths(p.Child("manifests"), a.Manifests)...)
+}
+
+// validateManifestPaths wants each of addons.manifests absolute and clean,
+// and given once: a relative path would depend on the directory kubeboot
+// runs in, which differs between init, upgrade apply and the bootstrap
+// service.
+func validateManifestPaths(p *field.Path, paths []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, path := range paths {
+		switch {
+		case !filepath.IsAbs(path):
+			errs = append(errs, field.Invalid(p.Index(i), path, "must be an absolute path of a YAML or JSON file or of a directory of them, like /etc/kubeboot/manifests"))
+		case filepath.Clean(path) != path:
+			errs = append(errs, field.Invalid(p.Index(i), path, "not clean: use "+filepath.Clean(path)))
+		case seen[path]:
+			errs = append(errs, field.Duplicate(p.Index(i), path))
+		}
+		seen[path] = true
 	}
 	return errs
 }

@@ -15,6 +15,7 @@ import (
 	udiff "github.com/aymanbagabas/go-udiff"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 	"github.com/kubeboot/kubeboot/templates"
@@ -28,6 +29,9 @@ const (
 	KindAPIServerConfig = "apiserver-config"
 	// KindAddon is a cluster object of the addons, not a file.
 	KindAddon = "addon"
+	// KindUserObject is a cluster object of the user's own manifests
+	// (addons.manifests).
+	KindUserObject = "user-object"
 )
 
 // The changes init would make to a file.
@@ -42,9 +46,10 @@ const (
 )
 
 // Difference is one file that init would change on this node, or one
-// object of the addons it would change in the cluster.
+// object of the addons or of the user's manifests it would change in the
+// cluster.
 type Difference struct {
-	// Path is the file's node path; for an addon object, its kind and
+	// Path is the file's node path; for an object, its kind and
 	// namespace/name, such as "Deployment kube-system/coredns".
 	Path string `json:"path"`
 	// Kind is one of the Kind constants.
@@ -123,11 +128,13 @@ func wantedTextFiles(s *phases.Node) ([]wantedFile, error) {
 }
 
 // DiffNode is `kubeboot diff`'s whole comparison: the node's files
-// (Diff), then the addons against the running cluster (DiffAddons). A
-// render for another machine (offline: --root) and a node without a
-// running control plane have no cluster to compare with: it says so and
-// compares no addon; neither does an API server that does not answer
-// within addonDiffTimeout, which is a warning, not a failure.
+// (Diff), then the addons and the user's manifests against the running
+// cluster (DiffAddons). A render for another machine (offline: --root)
+// and a node without a running control plane have no cluster to compare
+// with: it says so and compares no addon; neither does an API server that
+// does not answer within addonDiffTimeout, which is a warning, not a
+// failure. A manifest of addons.manifests that init would refuse fails
+// the diff, exit 2, as init would.
 func DiffNode(ctx context.Context, s *phases.Node, offline bool) ([]Difference, error) {
 	diffs, err := Diff(s)
 	if err != nil || offline {
@@ -141,6 +148,9 @@ func DiffNode(ctx context.Context, s *phases.Node, offline bool) ([]Difference, 
 	ctx, cancel := context.WithTimeout(ctx, addonDiffTimeout)
 	defer cancel()
 	addons, err := DiffAddons(ctx, s)
+	if exit.Code(err) == exit.Usage {
+		return nil, err
+	}
 	if err != nil {
 		s.Report.Warnf("addons not compared: %v", err)
 		return diffs, nil
@@ -154,16 +164,26 @@ const addonDiffTimeout = 15 * time.Second
 
 // DiffAddons computes, by server-side dry runs against the running
 // cluster, what the addon phase would change: each object of the addons
-// that would be created, updated or replaced, with a unified diff of its
-// live and wanted forms (status and server bookkeeping left out).
+// (KindAddon), then of the user's manifests (KindUserObject), that would be
+// created, updated or replaced, with a unified diff of its live and wanted
+// forms (status and server bookkeeping left out).
 func DiffAddons(ctx context.Context, s *phases.Node) ([]Difference, error) {
-	drifts, err := phases.AddonDrift(ctx, s)
+	addons, err := phases.AddonDrift(ctx, s)
 	if err != nil {
 		return nil, err
 	}
+	user, err := phases.ManifestsDrift(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return append(differences(KindAddon, addons), differences(KindUserObject, user)...), nil
+}
+
+// differences are drifts as Differences of kind.
+func differences(kind string, drifts []phases.Drift) []Difference {
 	var out []Difference
 	for _, d := range drifts {
-		diff := Difference{Path: d.Object, Kind: KindAddon, Change: ChangeUpdate,
+		diff := Difference{Path: d.Object, Kind: kind, Change: ChangeUpdate,
 			Diff: udiff.Unified(d.Object+" (live)", d.Object+" (wanted)", string(d.Live), string(d.Wanted))}
 		switch {
 		case d.Live == nil:
@@ -173,7 +193,7 @@ func DiffAddons(ctx context.Context, s *phases.Node) ([]Difference, error) {
 		}
 		out = append(out, diff)
 	}
-	return out, nil
+	return out
 }
 
 // diffFile compares a wanted file with the disk; nil means no change.

@@ -27,17 +27,19 @@ func upgradeClusterObjects(ctx context.Context, s *phases.Node, timeout time.Dur
 
 // upgradeAddons moves CoreDNS and kube-proxy to what the configuration
 // renders, the new release's image pins among it, once this node's control
-// plane is upgraded, and waits until both are rolled out. As with kubeadm,
-// the addons move only when every control-plane node runs the new API
-// server: while another one runs an older release, they stay, and the
-// upgrade of the last node moves them.
+// plane is upgraded, applies the user's own manifests (addons.manifests)
+// again, as init's addon phase does, and waits until both addons are
+// rolled out (not the user's workloads). As with kubeadm, the addons move
+// only when every control-plane node runs the new API server: while
+// another one runs an older release, they and the user's manifests stay,
+// and the upgrade of the last node moves them.
 func upgradeAddons(ctx context.Context, s *phases.Node, timeout time.Duration) error {
 	behind, err := phases.ControlPlanesBehind(ctx, s)
 	if err != nil {
 		return err
 	}
 	if len(behind) > 0 {
-		s.Report.Warnf("addons left as they are: %s still run another API server; upgrade apply on the last of them moves the addons", strings.Join(behind, ", "))
+		s.Report.Warnf("addons left as they are: %s still run another API server; upgrade apply on the last of them moves the addons and applies addons.manifests", strings.Join(behind, ", "))
 		return nil
 	}
 	if _, err := (workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Addon}}).Run(ctx, s, nil); err != nil {
