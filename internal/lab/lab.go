@@ -228,7 +228,8 @@ type Inputs struct {
 // collide with one that is up is refused), its network and load
 // balancer, the nodes' packages, each node's machine installed with its
 // file of in, the images of in preloaded, and all booted at once. It
-// returns once every node's containerd serves the images, and runs
+// returns once every node has installed kubeboot's package and its
+// containerd serves the images, and runs
 // nothing in the nodes: only a node given a file brings itself up, by
 // its bootstrap unit. A refusal (an InputError) set nothing up, and the
 // lab it names may be another's: its caller must not bring it down.
@@ -270,7 +271,7 @@ func (l Lab) Boot(ctx context.Context, in Inputs) error {
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
 		wg.Go(func() {
-			if err := waitImages(ctx, l.machine(i)); err != nil {
+			if err := waitInstalled(ctx, l.machine(i)); err != nil {
 				errs[i] = fmt.Errorf("node %s: %w", c.Nodes[i].Name, err)
 			}
 		})
@@ -785,12 +786,12 @@ func forwardEvents(r io.Reader, node string, events chan<- Event, converged chan
 }
 
 // runKubeadm runs the real `kubeadm init` or `kubeadm join` in the
-// machine with its configuration, once its containerd runs with the lab's
-// images loaded, as an operator would. It sends an event of the node's
+// machine with its configuration, once it is installed (waitInstalled), as
+// an operator would. It sends an event of the node's
 // kubeadm phase when kubeadm starts and when it has returned, which time
 // it (make bench).
 func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan<- Event) error {
-	if err := waitImages(ctx, m); err != nil {
+	if err := waitInstalled(ctx, m); err != nil {
 		return err
 	}
 	say := func(msg string) { events <- Event{Node: m.Name, Phase: "kubeadm", Level: "info", Msg: msg} }
@@ -802,14 +803,27 @@ func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan
 	return nil
 }
 
-// waitImages waits until the machine's containerd is active with the
-// lab's images loaded.
-func waitImages(ctx context.Context, m machine.Machine) error {
+// waitInstalled waits until the machine has installed kubeboot's
+// package and its containerd is active with the lab's images loaded: what
+// a caller of Boot runs in a node needs both. A failed install is
+// reported at once.
+func waitInstalled(ctx context.Context, m machine.Machine) error {
+	installed := false
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		out, _ := m.Output(ctx, "systemctl", "is-active", "containerd")
-		return strings.TrimSpace(string(out)) == "active" && exists(filepath.Join(m.Root(), imagesLoaded)), nil
+		out, _ := m.Output(ctx, "systemctl", "is-active", installUnit)
+		switch strings.TrimSpace(string(out)) {
+		case "failed":
+			return false, fmt.Errorf("%s.service failed: `kubeboot lab exec %s -- journalctl -u %s` says why", installUnit, m.Name, installUnit)
+		case "active":
+			installed = true
+		}
+		out, _ = m.Output(ctx, "systemctl", "is-active", "containerd")
+		return installed && strings.TrimSpace(string(out)) == "active" && exists(filepath.Join(m.Root(), imagesLoaded)), nil
 	})
-	if err != nil {
+	switch {
+	case err != nil && !installed:
+		return fmt.Errorf("kubeboot's package was not installed: %w", err)
+	case err != nil:
 		return fmt.Errorf("containerd with the lab's images never became active: %w", err)
 	}
 	return nil
