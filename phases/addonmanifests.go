@@ -34,9 +34,17 @@ var AddonManifests = workflow.Phase[*Node]{
 	Short:    "Apply your own manifests (addons.manifests) by server-side apply",
 	LiveOnly: true,
 	Run: func(ctx context.Context, s *Node) error {
+		if len(s.Config.Addons.Manifests) == 0 {
+			s.Report.Infof("addons.manifests lists no file: nothing to apply")
+			return nil
+		}
 		plan, dyn, err := planManifests(ctx, s)
-		if err != nil || dyn == nil {
+		switch {
+		case err != nil:
 			return err
+		case dyn == nil:
+			s.Report.Infof("the files of addons.manifests hold no object: nothing to apply")
+			return nil
 		}
 		return applyPlan(ctx, s, dyn, plan)
 	},
@@ -52,21 +60,12 @@ const (
 // planManifests reads and checks the user's manifests and resolves them
 // against the cluster, through its discovery (cached in memory for this
 // run) and the dynamic client it returns. Without an object in
-// addons.manifests it says so and returns no client and no error, having
-// built none.
+// addons.manifests it returns an empty plan, no client and no error,
+// having built none.
 func planManifests(ctx context.Context, s *Node) (manifests.Plan, dynamic.Interface, error) {
-	paths := s.Config.Addons.Manifests
-	if len(paths) == 0 {
-		s.Report.Infof("addons.manifests lists no file: nothing to apply")
-		return manifests.Plan{}, nil, nil
-	}
-	objs, err := manifests.Read(paths, s.Files.HostPath)
-	if err != nil {
+	objs, err := manifests.Read(s.Config.Addons.Manifests, s.Files.HostPath)
+	if err != nil || len(objs) == 0 {
 		return manifests.Plan{}, nil, err
-	}
-	if len(objs) == 0 {
-		s.Report.Infof("the files of addons.manifests hold no object: nothing to apply")
-		return manifests.Plan{}, nil, nil
 	}
 	dyn, err := DynamicClient(s)
 	if err != nil {

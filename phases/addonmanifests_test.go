@@ -172,14 +172,23 @@ func TestAddonManifestsRefuses(t *testing.T) {
 	})
 }
 
-// TestAddonManifestsNone: without addons.manifests the phase says so and
-// builds no client.
+// TestAddonManifestsNone: without addons.manifests, or with only files
+// that hold no object, the phase says so and builds no client; diff says
+// nothing.
 func TestAddonManifestsNone(t *testing.T) {
-	s, _, out := manifestsNode(t, nil)
-	s.Config.Addons.Manifests = nil
+	s, _, out := manifestsNode(t, map[string]string{"empty.yaml": "# nothing yet\n", "notes.txt": "not a manifest"})
 	s.API = nil
+	if err := phases.AddonManifests.Run(context.Background(), s); err != nil || s.API != nil || !strings.Contains(out.String(), "the files of addons.manifests hold no object: nothing to apply") {
+		t.Errorf("only empty files: got %v, client built %v:\n%s", err, s.API != nil, out)
+	}
+	s.Config.Addons.Manifests = nil
+	out.Reset()
 	if err := phases.AddonManifests.Run(context.Background(), s); err != nil || s.API != nil || !strings.Contains(out.String(), "addons.manifests lists no file: nothing to apply") {
-		t.Errorf("got %v, client built %v:\n%s", err, s.API != nil, out)
+		t.Errorf("no addons.manifests: got %v, client built %v:\n%s", err, s.API != nil, out)
+	}
+	out.Reset()
+	if drifts, err := phases.ManifestsDrift(context.Background(), s); err != nil || len(drifts) != 0 || out.Len() > 0 || s.API != nil {
+		t.Errorf("the drift of no manifests: %v, %v, client built %v:\n%s", drifts, err, s.API != nil, out)
 	}
 }
 

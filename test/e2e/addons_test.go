@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/internal/bootstrap"
 )
@@ -117,7 +118,9 @@ kubernetesVersion: v1.35.4
 
 	c.checkInitChangesNoAddon(t)
 	c.checkAddonDiff(t)
+	t.Run("user manifests", c.checkUserManifests)
 	c.upgradeWhileProbing(t)
+	t.Run("user manifests after the upgrade", c.checkUserManifestsReapplied)
 	c.restoreWhileProbing(t)
 }
 
@@ -456,4 +459,116 @@ func (p *serviceProbe) stop() (probes, failures int, gap time.Duration) {
 	close(p.done)
 	p.wg.Wait()
 	return p.probes, p.failures, p.gap
+}
+
+// userManifest is a file of addons.manifests on cp1: a Namespace, a
+// CustomResourceDefinition and an object of its kind, and a ConfigMap,
+// each after what it needs only in the apply's order, not the file's. The
+// Namespace sets a label: one that sets nothing but its name leaves its
+// applier no field, and the API server writes it once more at the first
+// re-apply, to record its managed fields (seen on v1.35.4 and v1.36.3).
+const userManifest = `apiVersion: e2e.kubeboot.io/v1
+kind: Widget
+metadata: {name: w1, namespace: e2e-demo}
+spec: {size: 3}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: e2e-demo}
+data: {level: info}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.e2e.kubeboot.io}
+spec:
+  group: e2e.kubeboot.io
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-demo, labels: {team: e2e}}
+`
+
+// userManifestsDir is the directory of cp1's addons.manifests.
+const userManifestsDir = "/etc/kubeboot/manifests"
+
+// checkUserManifests gives cp1's configuration addons.manifests and wants
+// init's addon/manifests phase to apply every object by server-side apply
+// as kubeboot (the CustomResourceDefinition established before its
+// Widget), a re-run to change nothing, diff to show a changed field, and a
+// manifest in a namespace that does not exist refused, exit 2, naming the
+// file and the object, with nothing applied.
+func (c *machineCluster) checkUserManifests(t *testing.T) {
+	root := c.machine(t, "cp1").Root()
+	writeFile(t, filepath.Join(root, userManifestsDir, "10-demo.yaml"), userManifest)
+	c.setUserManifests(t, root)
+	phase := []string{"lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "init", "phase", "addon", "manifests", "--config", bootstrap.ConfigPath}
+	r := runCommand(t, kubebootBin, phase...)
+	if r.code != 0 || !strings.Contains(r.stderr, "Widget e2e-demo/w1 created") || !strings.Contains(r.stderr, "1 CustomResourceDefinition(s) established") {
+		t.Fatalf("addon/manifests exited %d:\n%s", r.code, r.stderr)
+	}
+	if got := c.kubectl(t, "-n", "e2e-demo", "get", "widget", "w1", "-o", "jsonpath={.spec.size}"); got != "3" {
+		t.Errorf("Widget w1 has size %q, want 3", got)
+	}
+	managers := c.kubectl(t, "-n", "e2e-demo", "get", "configmap", "settings", "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}/{.metadata.managedFields[*].operation}")
+	if managers != "kubeboot/Apply" {
+		t.Errorf("ConfigMap settings is managed by %q, want kubeboot/Apply", managers)
+	}
+	if r := runCommand(t, kubebootBin, phase...); r.code != 0 || strings.Count(r.stderr, " unchanged") != 4 {
+		t.Errorf("the re-run exited %d, want every object unchanged:\n%s", r.code, r.stderr)
+	}
+
+	c.kubectl(t, "-n", "e2e-demo", "patch", "configmap", "settings", "--type=merge", "-p", `{"data":{"level":"debug"}}`)
+	diff := runCommand(t, kubebootBin, "lab", "exec", "--cluster", c.desc, "cp1", "--", "kubeboot", "diff", "--config", bootstrap.ConfigPath)
+	if diff.code != 1 || !strings.Contains(diff.stdout, "ConfigMap e2e-demo/settings (wanted)") || !strings.Contains(diff.stdout, "+  level: info") {
+		t.Errorf("diff after a change to the ConfigMap exited %d, want 1 and its diff:\n%s\n%s", diff.code, diff.stdout, diff.stderr)
+	}
+
+	bad := filepath.Join(userManifestsDir, "20-bad.yaml")
+	writeFile(t, filepath.Join(root, bad), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lost, namespace: nowhere}\n")
+	r = runCommand(t, kubebootBin, phase...)
+	want := bad + `, document 1 (ConfigMap nowhere/lost): namespace "nowhere" does not exist`
+	if r.code != 2 || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "ConfigMap e2e-demo/settings updated") {
+		t.Errorf("a manifest in a missing namespace: exit %d, want 2 saying %q and applying nothing:\n%s", r.code, want, r.stderr)
+	}
+	if err := os.Remove(filepath.Join(root, bad)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setUserManifests adds userManifestsDir to addons.manifests in cp1's
+// configuration, under root.
+func (c *machineCluster) setUserManifests(t *testing.T, root string) {
+	t.Helper()
+	path := filepath.Join(root, bootstrap.ConfigPath)
+	var doc map[string]any
+	if err := yaml.Unmarshal(readFile(t, path), &doc); err != nil {
+		t.Fatal(err)
+	}
+	addons, _ := doc["addons"].(map[string]any)
+	if addons == nil {
+		addons = map[string]any{}
+	}
+	addons["manifests"] = []string{userManifestsDir}
+	doc["addons"] = addons
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, string(data))
+}
+
+// checkUserManifestsReapplied wants upgrade apply to have applied the
+// user's manifests again: the ConfigMap changed by hand is as its manifest
+// says.
+func (c *machineCluster) checkUserManifestsReapplied(t *testing.T) {
+	if got := c.kubectl(t, "-n", "e2e-demo", "get", "configmap", "settings", "-o", "jsonpath={.data.level}"); got != "info" {
+		t.Errorf("after upgrade apply ConfigMap e2e-demo/settings has level %q, want info", got)
+	}
 }
