@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/kubeboot/kubeboot/internal/addonmanifests"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/internal/manifests"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
@@ -27,7 +27,7 @@ import (
 // CustomResourceDefinitions first (and the latter established), then the
 // rest in the manifests' order. Everything is read and checked against
 // the cluster's kinds and namespaces before the first object is applied
-// (manifests.Read, manifests.Resolve): a bad file applies nothing. A
+// (addonmanifests.Read, addonmanifests.Resolve): a bad file applies nothing. A
 // re-run changes no object that nobody else changed.
 var AddonManifests = workflow.Phase[*Node]{
 	Name:     "addon/manifests",
@@ -62,19 +62,19 @@ const (
 // run) and the dynamic client it returns. Without an object in
 // addons.manifests it returns an empty plan, no client and no error,
 // having built none.
-func planManifests(ctx context.Context, s *Node) (manifests.Plan, dynamic.Interface, error) {
-	objs, err := manifests.Read(s.Config.Addons.Manifests, s.Files.HostPath)
+func planManifests(ctx context.Context, s *Node) (addonmanifests.Plan, dynamic.Interface, error) {
+	objs, err := addonmanifests.Read(s.Config.Addons.Manifests, s.Files.HostPath)
 	if err != nil || len(objs) == 0 {
-		return manifests.Plan{}, nil, err
+		return addonmanifests.Plan{}, nil, err
 	}
 	dyn, err := DynamicClient(s)
 	if err != nil {
-		return manifests.Plan{}, nil, err
+		return addonmanifests.Plan{}, nil, err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.API.Discovery()))
-	plan, err := manifests.Resolve(objs, mapper, namespaceExists(ctx, dyn))
+	plan, err := addonmanifests.Resolve(objs, mapper, namespaceExists(ctx, dyn))
 	if err != nil {
-		return manifests.Plan{}, nil, err
+		return addonmanifests.Plan{}, nil, err
 	}
 	return plan, dyn, nil
 }
@@ -83,7 +83,7 @@ func planManifests(ctx context.Context, s *Node) (manifests.Plan, dynamic.Interf
 var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 // namespaceExists asks the cluster whether a namespace exists.
-func namespaceExists(ctx context.Context, dyn dynamic.Interface) manifests.NamespaceExists {
+func namespaceExists(ctx context.Context, dyn dynamic.Interface) addonmanifests.NamespaceExists {
 	return func(name string) (bool, error) {
 		_, err := dyn.Resource(namespacesResource).Get(ctx, name, metav1.GetOptions{})
 		switch {
@@ -98,7 +98,7 @@ func namespaceExists(ctx context.Context, dyn dynamic.Interface) manifests.Names
 
 // applyPlan applies the Namespaces and the CustomResourceDefinitions,
 // waits until those are established, then applies the rest.
-func applyPlan(ctx context.Context, s *Node, dyn dynamic.Interface, plan manifests.Plan) error {
+func applyPlan(ctx context.Context, s *Node, dyn dynamic.Interface, plan addonmanifests.Plan) error {
 	for _, o := range slices.Concat(plan.Namespaces, plan.CRDs) {
 		if err := applyManifest(ctx, s, dyn, o); err != nil {
 			return err
@@ -116,7 +116,7 @@ func applyPlan(ctx context.Context, s *Node, dyn dynamic.Interface, plan manifes
 }
 
 // resourceOf is the dynamic client of o's resource, in o's namespace.
-func resourceOf(dyn dynamic.Interface, o manifests.Resolved) dynamic.ResourceInterface {
+func resourceOf(dyn dynamic.Interface, o addonmanifests.Resolved) dynamic.ResourceInterface {
 	if o.Namespaced {
 		return dyn.Resource(o.Resource).Namespace(o.Object.Object.GetNamespace())
 	}
@@ -125,7 +125,7 @@ func resourceOf(dyn dynamic.Interface, o manifests.Resolved) dynamic.ResourceInt
 
 // applyManifest converges o by server-side apply, as apply does kubeboot's
 // own objects, and reports whether it was created, updated or unchanged.
-func applyManifest(ctx context.Context, s *Node, dyn dynamic.Interface, o manifests.Resolved) error {
+func applyManifest(ctx context.Context, s *Node, dyn dynamic.Interface, o addonmanifests.Resolved) error {
 	client, name := resourceOf(dyn, o), o.Object.Object.GetName()
 	verb := "created"
 	have, err := client.Get(ctx, name, metav1.GetOptions{})
@@ -151,7 +151,7 @@ func applyManifest(ctx context.Context, s *Node, dyn dynamic.Interface, o manife
 // each CustomResourceDefinition's Established condition is True. On
 // timeout it names each one that is not, with its conditions' messages
 // (a NamesAccepted False says which name conflicts).
-func waitEstablished(ctx context.Context, s *Node, dyn dynamic.Interface, crds []manifests.Resolved) error {
+func waitEstablished(ctx context.Context, s *Node, dyn dynamic.Interface, crds []addonmanifests.Resolved) error {
 	if len(crds) == 0 {
 		return nil
 	}
@@ -173,7 +173,7 @@ func waitEstablished(ctx context.Context, s *Node, dyn dynamic.Interface, crds [
 	err := wait.PollUntilContextTimeout(ctx, crdPollInterval, crdEstablishTimeout, true, check)
 	if err != nil && len(pending) > 0 {
 		return &exit.TimeoutError{Msg: fmt.Sprintf("%s: CustomResourceDefinitions not established within %s, so the objects of their kinds were not applied: %s",
-			manifests.Field, crdEstablishTimeout, strings.Join(pending, "; "))}
+			addonmanifests.Field, crdEstablishTimeout, strings.Join(pending, "; "))}
 	}
 	if err == nil {
 		s.Report.Infof("%d CustomResourceDefinition(s) established", len(crds))

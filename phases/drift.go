@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/internal/manifests"
+	"github.com/kubeboot/kubeboot/internal/addonmanifests"
 )
 
 // Drift is a cluster object that the addon phase would change: one of the
@@ -79,7 +79,7 @@ func ManifestsDrift(ctx context.Context, s *Node) ([]Drift, error) {
 
 // manifestDrift dry-runs the apply of o and returns what it would change,
 // or nil when it would change nothing.
-func manifestDrift(ctx context.Context, dyn dynamic.Interface, o manifests.Resolved) (*Drift, error) {
+func manifestDrift(ctx context.Context, dyn dynamic.Interface, o addonmanifests.Resolved) (*Drift, error) {
 	client, name := resourceOf(dyn, o), o.Object.Object.GetName()
 	drift := &Drift{Object: o.String()}
 	have, err := client.Get(ctx, name, metav1.GetOptions{})

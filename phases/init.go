@@ -11,7 +11,8 @@ import "github.com/kubeboot/kubeboot/internal/workflow"
 // kubeadm, stores the cluster secrets for joining control-plane nodes when
 // asked to. csr-approver, kubeboot's own, lets the CSR
 // approver approve the serving certificates of joined nodes' kubelets.
-// addon comes last, as in kubeadm: CoreDNS and kube-proxy.
+// addon comes last, as in kubeadm: CoreDNS and kube-proxy, then the
+// user's own manifests (addons.manifests).
 var InitWorkflow = workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{
 	Preflight,
 	Certs,

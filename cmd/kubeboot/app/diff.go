@@ -29,7 +29,7 @@ func newDiffCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts := &diffOptions{deps: d}
 	cmd := &cobra.Command{
 		Use:   "diff",
-		Short: "Show what init or upgrade would change on this node (manifests, configuration files, certificates and kubeconfigs) and in its cluster's addons",
+		Short: "Show what init or upgrade would change on this node (manifests, configuration files, certificates and kubeconfigs) and in its cluster's addons and the configuration's own manifests",
 		Example: examples(
 			"kubeboot diff --config cluster.yaml",
 			"kubeboot diff --config join.yaml -o json",

@@ -1,4 +1,4 @@
-// Package manifests owns the user's own manifests (addons.manifests):
+// Package addonmanifests owns the user's own manifests (addons.manifests):
 // reading them into unstructured objects and checking them before
 // anything is applied. Read reads the files (through inputfile, with a
 // size limit) and refuses what no apply could take: a document that does
@@ -8,7 +8,7 @@
 // which order. Every refusal is an *exit.UsageError (exit 2) naming the
 // file, the document and the object, and the fix. It applies nothing and
 // prints nothing.
-package manifests
+package addonmanifests
 
 import (
 	"bufio"
