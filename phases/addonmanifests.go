@@ -50,6 +50,19 @@ var AddonManifests = workflow.Phase[*Node]{
 	},
 }
 
+// CheckAddonManifests reads the user's manifests and settles, against the
+// running cluster, where each goes, applying nothing: upgrade apply's
+// preflight, so that a bad file or a missing namespace stops the upgrade
+// before anything changes (init's preflight reads them; its cluster does
+// not exist yet).
+func CheckAddonManifests(ctx context.Context, s *Node) error {
+	if len(s.Config.Addons.Manifests) == 0 {
+		return nil
+	}
+	_, _, err := planManifests(ctx, s)
+	return err
+}
+
 // The wait for the manifests' CustomResourceDefinitions: an API server
 // establishes one within a second or two.
 const (

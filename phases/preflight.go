@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kubeboot/kubeboot/internal/addonmanifests"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/cri"
 	"github.com/kubeboot/kubeboot/internal/health"
@@ -41,6 +42,12 @@ var Preflight = workflow.Phase[*Node]{
 }
 
 func runPreflight(ctx context.Context, s *Node) error {
+	// The user's manifests are read now, so that a file that does not
+	// parse stops the run before anything is written; where they go is
+	// checked against the cluster when they are applied.
+	if _, err := addonmanifests.Read(s.Config.Addons.Manifests, s.Files.HostPath); err != nil {
+		return err
+	}
 	checks, err := preflightChecks(s)
 	if err != nil {
 		return err

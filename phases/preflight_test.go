@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
@@ -255,5 +256,23 @@ func TestPreflightKubebootBinary(t *testing.T) {
 		if c.Name == "KubebootBinary" {
 			t.Error("a node without kubeboot's pods checks the kubeboot binary")
 		}
+	}
+}
+
+// TestPreflightReadsTheUsersManifests: a manifest of addons.manifests
+// that does not parse stops init at preflight, with exit 2 naming the
+// file, before anything is written; one that parses passes.
+func TestPreflightReadsTheUsersManifests(t *testing.T) {
+	s, _ := preflightState(t)
+	writeHostFile(t, s, "/etc/kubeboot/manifests/app.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n")
+	writeHostFile(t, s, "/etc/kubeboot/bad.yaml", "kind: [\n")
+	s.Config.Addons.Manifests = []string{"/etc/kubeboot/manifests"}
+	if err := runChecks(t, s, "ManifestDir"); err != nil {
+		t.Errorf("a good manifest: %v", err)
+	}
+	s.Config.Addons.Manifests = []string{"/etc/kubeboot/manifests", "/etc/kubeboot/bad.yaml"}
+	err := runChecks(t, s, "ManifestDir")
+	if exit.Code(err) != exit.Usage || err == nil || !strings.Contains(err.Error(), "/etc/kubeboot/bad.yaml") {
+		t.Errorf("a manifest that does not parse: exit %d, %v", exit.Code(err), err)
 	}
 }

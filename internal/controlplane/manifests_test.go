@@ -108,3 +108,20 @@ func TestDiffRefusesBadManifests(t *testing.T) {
 		t.Errorf("got %v (exit %d), want exit 2 naming the file and the object", err, exit.Code(err))
 	}
 }
+
+// TestUpgradePreflightChecksManifests: upgrade apply refuses, before any
+// other check and before anything changes, manifests it could not apply
+// (here an object in a namespace that neither exists nor comes with
+// them): exit 2 naming the file and the object, nothing applied.
+func TestUpgradePreflightChecksManifests(t *testing.T) {
+	s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
+	s.Report = output.NewReporter(&bytes.Buffer{}, false)
+	f := withManifests(t, s, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: nowhere}\n")
+	err := upgradePreflight(context.Background(), s, nil)
+	if exit.Code(err) != exit.Usage || err == nil || !strings.Contains(err.Error(), userManifest) || !strings.Contains(err.Error(), "nowhere") {
+		t.Errorf("upgrade preflight with a ConfigMap in a missing namespace: exit %d, %v", exit.Code(err), err)
+	}
+	if len(f.Applies) != 0 {
+		t.Errorf("applied %v", f.Applies)
+	}
+}
