@@ -2,19 +2,15 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/internal/atomicfile"
+	"github.com/kubeboot/kubeboot/internal/hostcontainerd"
 )
 
 // A node image holds its images already unpacked in containerd's store,
@@ -32,21 +28,6 @@ func preloadedStore(archive string) string {
 	return strings.TrimSuffix(archive, ".tar") + ".containerd"
 }
 
-// preloadConfig is the host containerd's configuration: only what
-// imports and unpacks images, so that nothing of it reaches the host
-// outside its own directories (no CRI, no NRI socket, no /opt/containerd).
-const preloadConfig = `version = 3
-root = %q
-state = %q
-disabled_plugins = ['io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', 'io.containerd.podsandbox.controller.v1.podsandbox', 'io.containerd.nri.v1.nri', 'io.containerd.internal.v1.opt', 'io.containerd.internal.v1.tracing']
-
-[grpc]
-  address = %q
-
-[ttrpc]
-  address = %q
-`
-
 // preload makes the store of archive's images, unless it is cached, and
 // returns its directory: the bin dir's containerd imports them, with the
 // kubeboot binary's `images import`. Two labs that preload one archive at
@@ -62,13 +43,13 @@ func preload(ctx context.Context, binDir, kubeboot, archive string) (string, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	root := filepath.Join(tmp, "root")
-	c, err := startHostContainerd(ctx, binDir, root, tmp)
+	c, err := hostcontainerd.Start(ctx, binDir, root, tmp)
 	if err != nil {
 		return "", fmt.Errorf("preload the lab's images: %w", err)
 	}
-	argv := []string{kubeboot, "images", "import", archive, "--runtime-endpoint", "unix://" + c.socket}
+	argv := []string{kubeboot, "images", "import", archive, "--runtime-endpoint", c.Endpoint()}
 	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
-	if stopErr := c.stop(); err == nil && stopErr != nil {
+	if stopErr := c.Stop(); err == nil && stopErr != nil {
 		return "", fmt.Errorf("preload the lab's images: %w", stopErr)
 	}
 	if err != nil {
@@ -81,94 +62,6 @@ func preload(ctx context.Context, binDir, kubeboot, archive string) (string, err
 		return "", err
 	}
 	return store, nil
-}
-
-// hostContainerd is the bin dir's containerd run on this host with a
-// root, a state and a socket of its own.
-type hostContainerd struct {
-	binDir, socket, log string
-	process             *os.Process
-	// exited is closed when the process has exited, with exitErr set.
-	exited  chan struct{}
-	exitErr error
-}
-
-// startHostContainerd starts containerd with its store in root and the
-// rest in scratch, and waits until it answers. Its socket is in a
-// directory of /tmp's, the host's: only its /run is its own.
-func startHostContainerd(ctx context.Context, binDir, root, scratch string) (*hostContainerd, error) {
-	// A socket's path is short: it lives in a directory of /tmp's.
-	sockDir, err := os.MkdirTemp("", "kb-ctr-")
-	if err != nil {
-		return nil, err
-	}
-	c := &hostContainerd{binDir: binDir, socket: filepath.Join(sockDir, "c.sock"), log: filepath.Join(scratch, "containerd.log"), exited: make(chan struct{})}
-	config := filepath.Join(scratch, "config.toml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, preloadConfig, root, filepath.Join(scratch, "state"), c.socket, c.socket+".ttrpc"), 0o600); err != nil {
-		return nil, err
-	}
-	log, err := os.Create(c.log)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = log.Close() }()
-	// containerd makes its default state dir, /run/containerd, whatever
-	// its configuration says: it runs in a mount namespace of its own,
-	// with a tmpfs of its own over /run, so that the host keeps none.
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-		`mount -n -t tmpfs -o mode=0755 kubeboot-lab-run /run && exec "$0" "$@"`,
-		filepath.Join(binDir, "containerd"), "--config", config)
-	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group, so that a Ctrl-C of lab up does not stop it
-	// midway (stop does); it dies with lab up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c.process = cmd.Process
-	go func() {
-		c.exitErr = cmd.Wait()
-		_ = os.RemoveAll(sockDir)
-		close(c.exited)
-	}()
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-c.exited:
-			return false, fmt.Errorf("containerd exited: %w", c.exitErr)
-		default:
-		}
-		_, err := c.ctr(ctx, "version")
-		return err == nil, nil
-	})
-	if err != nil {
-		_ = c.stop()
-		return nil, fmt.Errorf("containerd on %s: %w: %s", c.socket, err, tail(c.log))
-	}
-	return c, nil
-}
-
-// ctr runs ctr against the containerd, in the k8s.io namespace.
-func (c *hostContainerd) ctr(ctx context.Context, args ...string) ([]byte, error) {
-	return exec.CommandContext(ctx, filepath.Join(c.binDir, "ctr"), append([]string{"--address", c.socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
-}
-
-// stop stops the containerd, killing it after 30 s.
-func (c *hostContainerd) stop() error {
-	_ = c.process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-		return nil
-	case <-time.After(30 * time.Second):
-		_ = c.process.Kill()
-		<-c.exited
-		return errors.New("containerd did not stop in 30s on SIGTERM")
-	}
-}
-
-// tail is the end of a log file, for an error.
-func tail(path string) string {
-	data, _ := os.ReadFile(path)
-	return lastLines(string(data), 10)
 }
 
 // preloadNode lays the preloaded store out as the machine root's

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kubeboot/kubeboot/internal/hostcontainerd"
 )
 
 // buildKubeboot builds the kubeboot binary the preload runs, static, into
@@ -116,19 +118,19 @@ func TestPreload(t *testing.T) {
 		t.Fatalf("walk: %v; %d linked files, %d databases", err, blobs, dbs)
 	}
 
-	c, err := startHostContainerd(t.Context(), binDir, filepath.Join(root, "var/lib/containerd"), t.TempDir())
+	c, err := hostcontainerd.Start(t.Context(), binDir, filepath.Join(root, "var/lib/containerd"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := c.stop(); err != nil {
+		if err := c.Stop(); err != nil {
 			t.Error(err)
 		}
 	}()
-	if out, err := c.ctr(t.Context(), "images", "ls", "-q"); err != nil || !strings.Contains(string(out), ref) {
+	if out, err := c.Ctr(t.Context(), "images", "ls", "-q"); err != nil || !strings.Contains(string(out), ref) {
 		t.Errorf("the node's containerd lists %q (%v), want %s", out, err, ref)
 	}
-	if out, err := c.ctr(t.Context(), "snapshots", "--snapshotter", "overlayfs", "ls"); err != nil || !strings.Contains(string(out), "Committed") {
+	if out, err := c.Ctr(t.Context(), "snapshots", "--snapshotter", "overlayfs", "ls"); err != nil || !strings.Contains(string(out), "Committed") {
 		t.Errorf("the node's containerd has no unpacked layer: %q, %v", out, err)
 	}
 	if after := hostPaths(); after != hostBefore {
