@@ -8,18 +8,26 @@ import (
 	"github.com/kubeboot/kubeboot/templates"
 )
 
-// Addon installs the cluster's DNS and Service proxy, as kubeadm's addon
-// phase does, with kubeadm's names and shapes: kubeadm's upgrade and join
-// read them; then it applies the user's own manifests (AddonManifests).
-// Each part can be skipped (--skip-phases addon/coredns) or turned off in
-// the configuration, for a cluster that brings its own. Like kubeadm's, it
-// does not wait for the addons: CoreDNS needs a pod network, which may
-// come later. upgrade apply waits for their rollout.
+// Addon installs the cluster's pod network (flannel), then its DNS and
+// Service proxy, as kubeadm's addon phase does, with kubeadm's names and
+// shapes: kubeadm's upgrade and join read them; then it applies the
+// user's own manifests (AddonManifests). Each part can be skipped
+// (--skip-phases addon/coredns) or turned off in the configuration, for a
+// cluster that brings its own. Like kubeadm's, it does not wait for the
+// addons: the nodes' pod network comes up with the first flannel pods,
+// after init. upgrade apply waits for their rollout.
 var Addon = workflow.Phase[*Node]{
 	Name:      "addon",
-	Short:     "Install the cluster's DNS (CoreDNS) and Service proxy (kube-proxy), then your own manifests",
-	Subphases: []workflow.Phase[*Node]{AddonCoreDNS, AddonKubeProxy, AddonManifests},
+	Short:     "Install the cluster's pod network (flannel), DNS (CoreDNS) and Service proxy (kube-proxy), then your own manifests",
+	Subphases: []workflow.Phase[*Node]{AddonCNI, AddonCoreDNS, AddonKubeProxy, AddonManifests},
 }
+
+// AddonCNI applies flannel, the pod network (addons.cni.provider:
+// flannel): its DaemonSet, which installs the CNI plugin and its
+// configuration on every node, the ConfigMap holding the network,
+// ServiceAccount and RBAC.
+var AddonCNI = addonPart("addon/cni", "Install flannel, the pod network, on every node",
+	"addons.cni.provider: none: the pod network's", func(a config.Addons) bool { return a.CNI.Provider != config.CNIFlannel }, templates.FlannelObjects)
 
 // AddonCoreDNS applies CoreDNS: Deployment coredns behind Service kube-dns
 // at the kubelets' clusterDNS address, its Corefile, ServiceAccount and

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
@@ -21,7 +22,7 @@ func TestAddonPhase(t *testing.T) {
 	ctx := context.Background()
 	ran, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Addon}}.Run(ctx, s, nil)
 	must(t, err)
-	if strings.Join(ran, ",") != "addon/coredns,addon/kube-proxy,addon/manifests" {
+	if strings.Join(ran, ",") != "addon/cni,addon/coredns,addon/kube-proxy,addon/manifests" {
 		t.Errorf("ran %v", ran)
 	}
 	svc, err := client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
@@ -47,12 +48,21 @@ func TestAddonPhase(t *testing.T) {
 	if proxyConfig["mode"] != "nftables" || proxyConfig["clusterCIDR"] != "10.244.0.0/16" {
 		t.Errorf("kube-proxy's config.conf: %v", proxyConfig)
 	}
+	flannel, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-flannel-cfg", metav1.GetOptions{})
+	must(t, err)
+	var netConf map[string]any
+	must(t, yaml.Unmarshal([]byte(flannel.Data["net-conf.json"]), &netConf))
+	if netConf["Network"] != "10.244.0.0/16" || netConf["EnableNFTables"] != true {
+		t.Errorf("flannel's net-conf.json: %v", netConf)
+	}
 	for _, line := range []string{"[addon/coredns] Deployment kube-system/coredns created", "[addon/kube-proxy] DaemonSet kube-system/kube-proxy created",
+		"[addon/cni] DaemonSet kube-system/kube-flannel created", "[addon/cni] ClusterRole flannel created",
 		"[addon/coredns] ServiceAccount kube-system/coredns created", "[addon/kube-proxy] ClusterRoleBinding kubeadm:node-proxier created"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("output lacks %q:\n%s", line, out)
 		}
 	}
+	rerunChangesNothing(t, s, client, AddonCNI)
 	rerunChangesNothing(t, s, client, AddonCoreDNS)
 	rerunChangesNothing(t, s, client, AddonKubeProxy)
 
@@ -72,12 +82,13 @@ func TestAddonsTurnedOff(t *testing.T) {
 	s, client, out := liveState(t, false)
 	s.Config.Addons.CoreDNS.Disabled = true
 	s.Config.Addons.KubeProxy.Disabled = true
+	s.Config.Addons.CNI = config.CNI{Provider: config.CNINone}
 	_, err := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Addon}}.Run(context.Background(), s, nil)
 	must(t, err)
 	if objs := objects(t, client); len(objs) != 0 {
 		t.Errorf("turned-off addons made objects: %v", objs)
 	}
-	for _, line := range []string{"addons.coreDNS.disabled", "addons.kubeProxy.disabled"} {
+	for _, line := range []string{"addons.coreDNS.disabled", "addons.kubeProxy.disabled", "addons.cni.provider: none"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("output does not say %q:\n%s", line, out)
 		}
@@ -100,6 +111,10 @@ func TestWaitAddonsRolledOut(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system", Generation: 3},
 				Status:     appsv1.DaemonSetStatus{ObservedGeneration: 3, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3},
 			},
+			&appsv1.DaemonSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "kube-flannel", Namespace: "kube-system", Generation: 1},
+				Status:     appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3},
+			},
 		}
 	}
 	tests := []struct {
@@ -114,11 +129,15 @@ func TestWaitAddonsRolledOut(t *testing.T) {
 		{"not available", func(d *appsv1.Deployment, _ *appsv1.DaemonSet) { d.Status.AvailableReplicas = 1 }, "1 of 2 updated replicas available"},
 		{"node pods not updated", func(_ *appsv1.Deployment, ds *appsv1.DaemonSet) { ds.Status.UpdatedNumberScheduled = 2 }, "DaemonSet kube-system/kube-proxy: 2 of 3 nodes' pods updated"},
 		{"node pods not available", func(_ *appsv1.Deployment, ds *appsv1.DaemonSet) { ds.Status.NumberAvailable = 0 }, "0 of 3 nodes' pods available"},
+		{"pod network not available", func(*appsv1.Deployment, *appsv1.DaemonSet) {}, "DaemonSet kube-system/kube-flannel: 1 of 3 nodes' pods available"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			objs := rolledOut()
 			tt.modify(objs[0].(*appsv1.Deployment), objs[1].(*appsv1.DaemonSet))
+			if tt.name == "pod network not available" {
+				objs[2].(*appsv1.DaemonSet).Status.NumberAvailable = 1
+			}
 			s, _, out := liveState(t, false, objs...)
 			err := WaitAddonsRolledOut(context.Background(), s, 1500*time.Millisecond)
 			switch {

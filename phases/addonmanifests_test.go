@@ -95,7 +95,7 @@ func TestAddonManifestsApplies(t *testing.T) {
 		t.Fatal("addon/manifests is not addon's LiveOnly last part")
 	}
 	addon := workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Addon}}
-	ran, err := addon.Run(context.Background(), s, []string{"addon/coredns", "addon/kube-proxy"})
+	ran, err := addon.Run(context.Background(), s, []string{"addon/cni", "addon/coredns", "addon/kube-proxy"})
 	if err != nil {
 		t.Fatal(err)
 	}

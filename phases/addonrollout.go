@@ -89,6 +89,7 @@ func enabledAddons(c *config.ClusterConfiguration) ([]templates.Objects, error) 
 		off   bool
 		build func(*config.ClusterConfiguration) (templates.Objects, error)
 	}{
+		{c.Addons.CNI.Provider != config.CNIFlannel, templates.FlannelObjects},
 		{c.Addons.CoreDNS.Disabled, templates.CoreDNSObjects},
 		{c.Addons.KubeProxy.Disabled, templates.KubeProxyObjects},
 	} {

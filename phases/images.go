@@ -1,12 +1,16 @@
 package phases
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/kubeboot/kubeboot/internal/config"
+)
 
 // Images lists the container images this node runs, each once: its static
 // pods' images, as rendered and patched, in start order, then those of the
-// addons the configuration enables, kube-proxy's (its DaemonSet runs on
-// every node) and CoreDNS's (its pods may be scheduled here), as kubeadm's
-// image list does. It is what the node's runtime must hold (or pull)
+// addons the configuration enables, flannel's and kube-proxy's (their
+// DaemonSets run on every node) and CoreDNS's (its pods may be scheduled
+// here), as kubeadm's image list does. It is what the node's runtime must hold (or pull)
 // before the kubelet can start them.
 func Images(s *Node) ([]string, error) {
 	manifests, err := RenderPods(s)
@@ -23,6 +27,10 @@ func Images(s *Node) ([]string, error) {
 		for _, c := range slices.Concat(m.Pod.Spec.InitContainers, m.Pod.Spec.Containers) {
 			add(c.Image)
 		}
+	}
+	if cni := s.Config.Addons.CNI; cni.Provider == config.CNIFlannel {
+		add(cni.PluginImage)
+		add(cni.Image)
 	}
 	if addons := s.Config.Addons; !addons.KubeProxy.Disabled {
 		add(addons.KubeProxy.Image)

@@ -223,7 +223,7 @@ func ownedBy(entries []metav1.ManagedFieldsEntry, manager string) string {
 // TestAPIPhasesAreLiveOnly: a dry run and a --root render skip every phase
 // that talks to the API server, and so never build a client.
 func TestAPIPhasesAreLiveOnly(t *testing.T) {
-	api := []workflow.Phase[*Node]{BootstrapAdmin, UploadConfig, UploadCerts, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCoreDNS, AddonKubeProxy}
+	api := []workflow.Phase[*Node]{BootstrapAdmin, UploadConfig, UploadCerts, MarkControlPlane, BootstrapToken, ClusterInfo, CSRApprover, AddonCNI, AddonCoreDNS, AddonKubeProxy}
 	for _, p := range api {
 		if !p.LiveOnly {
 			t.Errorf("%s is not LiveOnly", p.Name)
@@ -238,7 +238,7 @@ func TestAPIPhasesAreLiveOnly(t *testing.T) {
 		}
 	}
 	names := InitWorkflow.Names()
-	if got := strings.Join(names[len(names)-12:], ","); got != "bootstrap-admin,upload-config,upload-certs,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,addon,addon/coredns,addon/kube-proxy,addon/manifests" {
+	if got := strings.Join(names[len(names)-13:], ","); got != "bootstrap-admin,upload-config,upload-certs,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,addon,addon/cni,addon/coredns,addon/kube-proxy,addon/manifests" {
 		t.Errorf("init ends with %s", got)
 	}
 }

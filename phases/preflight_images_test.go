@@ -38,7 +38,7 @@ func preflightOn(t *testing.T) (*phases.Node, *bytes.Buffer) {
 
 func TestPreflightNamesMissingImages(t *testing.T) {
 	s, _ := preflightOn(t)
-	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "pause", "kube-proxy", "coredns")
+	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "pause", "kube-proxy", "coredns", "flannel", "flannel-cni-plugin")
 	err := phases.Preflight.Run(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "ImagePull") {
 		t.Fatalf("preflight with an image missing: %v", err)
@@ -58,7 +58,7 @@ func TestPreflightNamesMissingImages(t *testing.T) {
 
 func TestPreflightPassesWithEveryImage(t *testing.T) {
 	s, out := preflightOn(t)
-	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "pause", "kube-proxy", "coredns")
+	phasestest.ServeImages(t, s.Files.HostPath("/run/test-cri.sock"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "pause", "kube-proxy", "coredns", "flannel", "flannel-cni-plugin")
 	if err := phases.Preflight.Run(context.Background(), s); err != nil {
 		t.Fatalf("preflight with every image present: %v\n%s", err, out.String())
 	}

@@ -67,14 +67,64 @@ func buildAddons(t *testing.T, c *config.ClusterConfiguration) (dns, proxy Objec
 	return dns, proxy
 }
 
-// TestAddonsGolden pins every object of both addons in each configuration.
+// TestAddonsGolden pins every object of the three addons in each
+// configuration.
 func TestAddonsGolden(t *testing.T) {
 	for _, tt := range addonCases {
 		t.Run(tt.name, func(t *testing.T) {
-			dns, proxy := buildAddons(t, addonConfig(t, tt.edit))
+			c := addonConfig(t, tt.edit)
+			dns, proxy := buildAddons(t, c)
 			checkGoldenIn(t, "addons", "coredns-"+tt.name, objectsYAML(t, dns))
 			checkGoldenIn(t, "addons", "kube-proxy-"+tt.name, objectsYAML(t, proxy))
+			flannel, err := FlannelObjects(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGoldenIn(t, "addons", "flannel-"+tt.name, objectsYAML(t, flannel))
 		})
+	}
+}
+
+// TestFlannelNetwork: flannel's net-conf.json carries each family's pod
+// subnet, VXLAN, and nftables unless kube-proxy uses iptables; without a
+// pod subnet there are no objects, and the error says what is missing.
+func TestFlannelNetwork(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(*config.ClusterConfiguration)
+		want flannelNetwork
+	}{
+		{"default", nil, flannelNetwork{Network: "10.244.0.0/16", EnableIPv4: true, EnableNFTables: true, Backend: flannelBackend{Type: "vxlan"}}},
+		{"dual-stack", dualStack, flannelNetwork{Network: "10.244.0.0/16", IPv6Network: "fd00:10:244::/56", EnableIPv4: true, EnableIPv6: true, EnableNFTables: true, Backend: flannelBackend{Type: "vxlan"}}},
+		{"ipv6", ipv6Only, flannelNetwork{IPv6Network: "fd00:10:244::/56", EnableIPv6: true, EnableNFTables: true, Backend: flannelBackend{Type: "vxlan"}}},
+		{"iptables", iptablesMode, flannelNetwork{Network: "10.244.0.0/16", EnableIPv4: true, Backend: flannelBackend{Type: "vxlan"}}},
+		{"no kube-proxy", func(c *config.ClusterConfiguration) {
+			c.Addons.KubeProxy.Disabled, c.Addons.KubeProxy.Mode = true, config.ProxyModeIPTables
+		},
+			flannelNetwork{Network: "10.244.0.0/16", EnableIPv4: true, EnableNFTables: true, Backend: flannelBackend{Type: "vxlan"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			objs, err := FlannelObjects(addonConfig(t, tt.edit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got flannelNetwork
+			if err := json.Unmarshal([]byte(objs.ConfigMaps[0].Data[FlannelNetConfKey]), &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("net-conf.json (-want +got):\n%s", diff)
+			}
+			mounts := objs.DaemonSets[0].Spec.Template.Spec.Containers[0].VolumeMounts
+			if lock := slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool { return m.MountPath == xtablesLockPath }); lock == tt.want.EnableNFTables {
+				t.Errorf("xtables lock mounted: %v, with nftables %v", lock, tt.want.EnableNFTables)
+			}
+		})
+	}
+	c := newConfig(nil)
+	c.Networking.PodSubnet = ""
+	if _, err := FlannelObjects(c); err == nil || !strings.Contains(err.Error(), "flannel needs networking.podSubnet") {
+		t.Errorf("without a pod subnet: %v", err)
 	}
 }
 
@@ -194,10 +244,10 @@ func TestKubeProxyConfigMap(t *testing.T) {
 		bind       string
 		maxPerCore *int32
 	}{
-		{"default", nil, "nftables", "", "0.0.0.0", nil},
+		{"default", nil, "nftables", "10.244.0.0/16", "0.0.0.0", nil},
 		{"dual-stack", dualStack, "nftables", "10.244.0.0/16,fd00:10:244::/56", "0.0.0.0", nil},
-		{"iptables", iptablesMode, "iptables", "", "0.0.0.0", nil},
-		{"extra-config", conntrackExtra, "nftables", "", "0.0.0.0", ptrTo(int32(0))},
+		{"iptables", iptablesMode, "iptables", "10.244.0.0/16", "0.0.0.0", nil},
+		{"extra-config", conntrackExtra, "nftables", "10.244.0.0/16", "0.0.0.0", ptrTo(int32(0))},
 		{"ipv6", ipv6Only, "nftables", "fd00:10:244::/56", "::", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

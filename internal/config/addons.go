@@ -22,6 +22,9 @@ type Addons struct {
 	CoreDNS CoreDNS `json:"coreDNS"`
 	// KubeProxy is the Service proxy: DaemonSet kube-proxy on every node.
 	KubeProxy KubeProxy `json:"kubeProxy"`
+	// CNI is the pod network: DaemonSet kube-flannel on every node, or
+	// none for one the user brings.
+	CNI CNI `json:"cni"`
 	// Manifests are the user's own objects, which the addon/manifests
 	// phase applies by server-side apply: each an absolute path of a YAML
 	// or JSON file (one or more documents) or of a directory, whose *.yaml,
@@ -58,6 +61,37 @@ type KubeProxy struct {
 	// generated ones, such as {conntrack: {maxPerCore: 0}}.
 	ExtraConfig map[string]any `json:"extraConfig,omitempty"`
 }
+
+// CNI configures the pod network addon.
+type CNI struct {
+	// Provider is the pod network kubeboot installs: flannel (the
+	// default), VXLAN between the nodes, so that nodes on different
+	// subnets reach each other's pods, or none, for a pod network the user
+	// installs: nodes stay NotReady until it runs.
+	Provider string `json:"provider,omitempty"`
+	// Image is flanneld's image (default DefaultFlannelImage).
+	Image string `json:"image,omitempty"`
+	// PluginImage is the image of flannel's CNI plugin, which the
+	// DaemonSet copies into each node's /opt/cni/bin (default
+	// DefaultFlannelPluginImage).
+	PluginImage string `json:"pluginImage,omitempty"`
+}
+
+// The addons.cni providers.
+const (
+	CNIFlannel = "flannel"
+	CNINone    = "none"
+)
+
+// The images of the pod network this release of kubeboot pins: those of
+// flannel's own manifest for the release.
+const (
+	DefaultFlannelImage       = "ghcr.io/flannel-io/flannel:v0.28.10"
+	DefaultFlannelPluginImage = "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3"
+	// DefaultFlannelPodSubnet is networking.podSubnet's default in an IPv4
+	// cluster whose pod network is flannel: flannel's own default.
+	DefaultFlannelPodSubnet = "10.244.0.0/16"
+)
 
 // The kube-proxy modes kubeboot configures.
 const (
@@ -137,11 +171,22 @@ func setAddonDefaults(c *ClusterConfiguration) {
 	}
 	setString(&a.KubeProxy.Image, DefaultKubeProxyImage(c.ImageRepository, c.KubernetesVersion))
 	setString(&a.KubeProxy.Mode, ProxyModeNftables)
+	setString(&a.CNI.Provider, CNIFlannel)
+	if a.CNI.Provider == CNIFlannel {
+		setString(&a.CNI.Image, DefaultFlannelImage)
+		setString(&a.CNI.PluginImage, DefaultFlannelPluginImage)
+		// flannel gives each node a slice of the pod subnet. An IPv4
+		// cluster that names none gets flannel's own default, as k3s's
+		// and Talos's do; a dual-stack or IPv6 one must name its own.
+		if services := c.ServiceSubnets(); c.Networking.PodSubnet == "" && len(services) == 1 && services[0].IP.To4() != nil {
+			c.Networking.PodSubnet = DefaultFlannelPodSubnet
+		}
+	}
 }
 
 // validateAddons checks the addons. An image is empty only where its
 // default comes from a kubernetesVersion that has its own error.
-func validateAddons(p *field.Path, a Addons) field.ErrorList {
+func validateAddons(p *field.Path, a Addons, podSubnet string) field.ErrorList {
 	var errs field.ErrorList
 	dns, proxy := p.Child("coreDNS"), p.Child("kubeProxy")
 	if a.CoreDNS.Image != "" {
@@ -161,7 +206,34 @@ func validateAddons(p *field.Path, a Addons) field.ErrorList {
 			errs = append(errs, field.Forbidden(proxy.Child("extraConfig", key), fmt.Sprintf("kubeboot sets %s: use addons.kubeProxy.mode or networking.podSubnet", key)))
 		}
 	}
+	errs = append(errs, validateCNI(p.Child("cni"), a.CNI, podSubnet)...)
 	return append(errs, validateManifestPaths(p.Child("manifests"), a.Manifests)...)
+}
+
+// validateCNI wants a known provider, a pod subnet for flannel, and
+// images only for flannel: with
+// none, kubeboot installs no pod network, so an image there would be
+// ignored in silence.
+func validateCNI(p *field.Path, c CNI, podSubnet string) field.ErrorList {
+	switch c.Provider {
+	case CNIFlannel:
+		errs := append(validateTaggedImage(p.Child("image"), c.Image, DefaultFlannelImage),
+			validateTaggedImage(p.Child("pluginImage"), c.PluginImage, DefaultFlannelPluginImage)...)
+		if podSubnet == "" {
+			errs = append(errs, field.Required(p.Child("provider"), "flannel needs networking.podSubnet, one CIDR per family, such as 10.244.0.0/16,fd00:10:244::/56; or set provider: none and bring your own pod network"))
+		}
+		return errs
+	case CNINone:
+		var errs field.ErrorList
+		for _, f := range []struct{ name, image string }{{"image", c.Image}, {"pluginImage", c.PluginImage}} {
+			if f.image != "" {
+				errs = append(errs, field.Forbidden(p.Child(f.name), "provider none installs no pod network: remove "+f.name+", or set provider: flannel"))
+			}
+		}
+		return errs
+	default:
+		return field.ErrorList{field.NotSupported(p.Child("provider"), c.Provider, []string{CNIFlannel, CNINone})}
+	}
 }
 
 // validateManifestPaths wants each of addons.manifests absolute and clean,

@@ -40,3 +40,37 @@ func TestManifestPathsLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestCNIDefaults: flannel is the pod network unless the file says none;
+// an IPv4 cluster without a pod subnet gets flannel's, a dual-stack one
+// must name its own, and none leaves the pod subnet and images empty.
+func TestCNIDefaults(t *testing.T) {
+	tests := []struct {
+		name, yaml                 string
+		provider, podSubnet, image string
+		wantErr                    string
+	}{
+		{"default", "", CNIFlannel, DefaultFlannelPodSubnet, DefaultFlannelImage, ""},
+		{"own pod subnet", "networking: {podSubnet: 192.168.0.0/16}\n", CNIFlannel, "192.168.0.0/16", DefaultFlannelImage, ""},
+		{"none", "addons: {cni: {provider: none}}\n", CNINone, "", "", ""},
+		{"dual-stack without pod subnet", "networking: {serviceSubnet: '10.96.0.0/16,fd00:10:96::/112'}\n", "", "", "",
+			"addons.cni.provider: Required value: flannel needs networking.podSubnet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadInit(writeConfig(t, header+tt.yaml), testHost)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Addons.CNI; got.Provider != tt.provider || got.Image != tt.image || c.Networking.PodSubnet != tt.podSubnet {
+				t.Errorf("cni = %+v, podSubnet %q; want provider %q, image %q, podSubnet %q", got, c.Networking.PodSubnet, tt.provider, tt.image, tt.podSubnet)
+			}
+		})
+	}
+}

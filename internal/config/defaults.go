@@ -183,6 +183,12 @@ func (c *ClusterConfiguration) ServiceSubnets() []*net.IPNet {
 	return parseCIDRs(c.Networking.ServiceSubnet)
 }
 
+// PodSubnets returns the pod CIDRs, one per IP family. It assumes a
+// validated configuration.
+func (c *ClusterConfiguration) PodSubnets() []*net.IPNet {
+	return parseCIDRs(c.Networking.PodSubnet)
+}
+
 func parseCIDRs(list string) []*net.IPNet {
 	var nets []*net.IPNet
 	for _, s := range splitList(list) {

@@ -63,7 +63,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	if c.CertificateKey != "" {
 		errs = append(errs, validateCertificateKey(field.NewPath("certificateKey"), c.CertificateKey)...)
 	}
-	errs = append(errs, validateAddons(field.NewPath("addons"), c.Addons)...)
+	errs = append(errs, validateAddons(field.NewPath("addons"), c.Addons, c.Networking.PodSubnet)...)
 	return errs
 }
 

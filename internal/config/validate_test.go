@@ -19,15 +19,21 @@ func TestValidate(t *testing.T) {
 		}, nil},
 		{"bad CIDR", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.96.0.0/33" }, []string{"networking.serviceSubnet: Invalid value: \"10.96.0.0/33\": want a CIDR"}},
 		{"host bits set", func(c *ClusterConfiguration) { c.Networking.PodSubnet = "10.244.0.1/16" }, []string{"networking.podSubnet: Invalid value: \"10.244.0.1/16\": has host bits set: use 10.244.0.0/16"}},
-		{"service range too large", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.0.0.0/8" }, []string{"too large"}},
+		{"service range too large", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.0.0.0/8" }, []string{"too large", "podSubnet: Invalid value: \"10.244.0.0/16\": overlaps serviceSubnet"}},
 		{"no room for the first service IP", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.96.0.0/32" }, []string{"too small"}},
 		{"service and pod overlap", func(c *ClusterConfiguration) { c.Networking.PodSubnet = "10.96.0.0/16" }, []string{"overlaps serviceSubnet 10.96.0.0/12"}},
-		{"two CIDRs of one family", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.96.0.0/16,10.97.0.0/16" }, []string{"one IPv4 and one IPv6"}},
+		{"two CIDRs of one family", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.96.0.0/16,10.97.0.0/16" }, []string{"one IPv4 and one IPv6", "podSubnet: Invalid value: \"10.244.0.0/16\": dual-stack needs one CIDR per family"}},
 		{"dual-stack service, single-stack pods", func(c *ClusterConfiguration) {
 			c.Networking.ServiceSubnet = "10.96.0.0/16,fd00:10:96::/112"
 			c.Networking.PodSubnet = "10.244.0.0/16"
 		}, []string{"one CIDR per family"}},
 		{"advertise family differs from services", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "fd00::10" }, []string{"advertise address's IP family"}},
+		{"addons: unknown CNI provider", func(c *ClusterConfiguration) { c.Addons.CNI.Provider = "calico" }, []string{`addons.cni.provider: Unsupported value: "calico": supported values: "flannel", "none"`}},
+		{"addons: provider none with flannel's images", func(c *ClusterConfiguration) { c.Addons.CNI.Provider = CNINone }, []string{
+			"addons.cni.image: Forbidden: provider none installs no pod network: remove image, or set provider: flannel",
+			"addons.cni.pluginImage: Forbidden: provider none installs no pod network: remove pluginImage, or set provider: flannel"}},
+		{"addons: flannel without a pod subnet", func(c *ClusterConfiguration) { c.Networking.PodSubnet = "" }, []string{"addons.cni.provider: Required value: flannel needs networking.podSubnet"}},
+		{"addons: untagged flannel image", func(c *ClusterConfiguration) { c.Addons.CNI.Image = "ghcr.io/flannel-io/flannel" }, []string{"addons.cni.image: Invalid value"}},
 		{"addons: kube-proxy mode", func(c *ClusterConfiguration) { c.Addons.KubeProxy.Mode = "ipvs" }, []string{`addons.kubeProxy.mode: Unsupported value: "ipvs": supported values: "nftables", "iptables"`}},
 		{"addons: untagged image", func(c *ClusterConfiguration) { c.Addons.CoreDNS.Image = "example.com/coredns" }, []string{`addons.coreDNS.image: Invalid value: "example.com/coredns": name a tag or a digest`}},
 		{"addons: negative replicas", func(c *ClusterConfiguration) { c.Addons.CoreDNS.Replicas = new(int32(-1)) }, []string{"addons.coreDNS.replicas: Invalid value: -1: must be 0 or more; set disabled: true"}},

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
@@ -32,6 +33,7 @@ func withManifests(t *testing.T, s *phases.Node, content string, typed ...runtim
 	must(t, os.WriteFile(path, []byte(content), 0o600))
 	s.Config.Addons.Manifests = []string{userManifest}
 	s.Config.Addons.CoreDNS.Disabled, s.Config.Addons.KubeProxy.Disabled = true, true
+	s.Config.Addons.CNI = config.CNI{Provider: config.CNINone}
 	f := phasestest.NewFakeAPI(typed...)
 	s.API = f.Client
 	return f

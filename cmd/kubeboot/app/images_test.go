@@ -59,7 +59,7 @@ func TestImagesListMatchesTheManifests(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &listed); err != nil {
 		t.Fatal(err)
 	}
-	want := slices.Concat(fromManifests, []string{"registry.k8s.io/kube-proxy:" + config.DefaultKubernetesVersion,
+	want := slices.Concat(fromManifests, []string{config.DefaultFlannelPluginImage, config.DefaultFlannelImage, "registry.k8s.io/kube-proxy:" + config.DefaultKubernetesVersion,
 		config.DefaultCoreDNSImage(config.DefaultImageRepository, config.DefaultKubernetesVersion)})
 	if diff := cmp.Diff(want, listed.Images); diff != "" {
 		t.Errorf("images list -o json (-manifests and addons +listed):\n%s", diff)
@@ -81,7 +81,7 @@ func TestImagesPull(t *testing.T) {
 		}
 		return runCLI(t, "images", "pull", "--config", cfg, "-o", "json")
 	}
-	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "pause", "kube-proxy", "coredns")
+	code, stdout, stderr := pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "pause", "flannel", "flannel-cni-plugin", "kube-proxy", "coredns")
 	if code != 0 {
 		t.Fatalf("images pull with every image: exit %d: %s%s", code, stdout, stderr)
 	}
@@ -90,11 +90,11 @@ func TestImagesPull(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
 		t.Fatal(err)
 	}
-	if !last.Result.OK || len(last.Result.Present) != 7 || len(last.Result.Pulled) != 0 {
-		t.Errorf("result %+v, want 7 images present", last.Result)
+	if !last.Result.OK || len(last.Result.Present) != 9 || len(last.Result.Pulled) != 0 {
+		t.Errorf("result %+v, want 9 images present", last.Result)
 	}
 
-	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "pause", "kube-proxy", "coredns")
+	code, stdout, _ = pull(t, "etcd", "kube-apiserver", "kube-controller-manager", "pause", "flannel", "flannel-cni-plugin", "kube-proxy", "coredns")
 	if code != 1 || !strings.Contains(stdout, `pull image \"registry.k8s.io/kube-scheduler:`) {
 		t.Errorf("images pull of an image the runtime cannot get: exit %d:\n%s", code, stdout)
 	}

@@ -1,0 +1,236 @@
+package templates
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubeboot/kubeboot/internal/config"
+)
+
+// The objects of the flannel addon (addons.cni.provider: flannel), with
+// the names Talos gives them in kube-system.
+const (
+	// FlannelName names the DaemonSet.
+	FlannelName = "kube-flannel"
+	// FlannelConfigMap holds flannel's network (FlannelNetConfKey) and the
+	// CNI configuration it installs on each node (FlannelCNIConfKey).
+	FlannelConfigMap = "kube-flannel-cfg"
+	// FlannelNetConfKey is the ConfigMap key flanneld reads its network
+	// from.
+	FlannelNetConfKey = "net-conf.json"
+	// FlannelCNIConfKey is the ConfigMap key of the node's CNI
+	// configuration.
+	FlannelCNIConfKey = "cni-conf.json"
+	// flannelAccount names the ServiceAccount, the ClusterRole and its
+	// binding.
+	flannelAccount = "flannel"
+	// flannelConfigDir is where the ConfigMap is mounted in the pod, where
+	// flanneld looks for FlannelNetConfKey.
+	flannelConfigDir = "/etc/kube-flannel"
+	// flannelHealthPort is flanneld's /healthz and /readyz, on the node's
+	// addresses (the pod runs in the host's network).
+	flannelHealthPort = 8081
+)
+
+// The node's paths the flannel DaemonSet writes: the CNI plugin, its
+// configuration, and the subnet file flanneld leaves for the plugin.
+const (
+	cniBinDir       = "/opt/cni/bin"
+	cniConfDir      = "/etc/cni/net.d"
+	flannelCNIConf  = cniConfDir + "/10-flannel.conflist"
+	flannelRunDir   = "/run/flannel"
+	flannelPlugin   = "/flannel"
+	flanneldBinary  = "/opt/bin/flanneld"
+	flannelInstConf = "/opt/bin/install-conf"
+)
+
+// FlannelObjects are the objects of the flannel addon: its ServiceAccount
+// with the ClusterRole that lets flanneld read its pod and the nodes and
+// record its VXLAN endpoint on its node, the ConfigMap with the network
+// and the CNI configuration, and the DaemonSet. c must be defaulted and
+// valid, with a pod subnet; the objects are built whatever the provider:
+// leaving them out is the caller's decision.
+func FlannelObjects(c *config.ClusterConfiguration) (Objects, error) {
+	cni := c.Addons.CNI
+	if cni.Image == "" || cni.PluginImage == "" {
+		return Objects{}, errors.New("build flannel objects: addons.cni is not defaulted")
+	}
+	netConf, err := flannelNetConf(c)
+	if err != nil {
+		return Objects{}, err
+	}
+	ns := metav1.NamespaceSystem
+	cm := configMapData(ns, FlannelConfigMap, map[string]string{
+		FlannelNetConfKey: string(netConf),
+		FlannelCNIConfKey: flannelCNIConfig,
+	})
+	cm.Labels = appLabels(flannelAccount)
+	nftables := c.Addons.KubeProxy.Disabled || c.Addons.KubeProxy.Mode == config.ProxyModeNftables
+	return Objects{
+		ServiceAccounts: []*corev1.ServiceAccount{serviceAccount(ns, flannelAccount)},
+		ConfigMaps:      []*corev1.ConfigMap{cm},
+		ClusterRoles: []*rbacv1.ClusterRole{{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: flannelAccount},
+			Rules: []rbacv1.PolicyRule{
+				{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}},
+				{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
+				{Verbs: []string{"patch"}, APIGroups: []string{""}, Resources: []string{"nodes/status"}},
+			},
+		}},
+		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
+			clusterRoleBinding(flannelAccount, flannelAccount, serviceAccountSubject(ns, flannelAccount)),
+		},
+		DaemonSets: []*appsv1.DaemonSet{flannelDaemonSet(cni.Image, cni.PluginImage, !nftables)},
+	}, nil
+}
+
+// flannelCNIConfig is the node's CNI configuration: flannel's plugin,
+// which hands the pod to the bridge plugin with the node's subnet from
+// the file flanneld writes, then portmap for hostPort. Spec 0.3.1, which
+// every release of flannel's plugin accepts.
+const flannelCNIConfig = `{
+  "name": "cbr0",
+  "cniVersion": "0.3.1",
+  "plugins": [
+    {"type": "flannel", "delegate": {"hairpinMode": true, "isDefaultGateway": true}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`
+
+// flannelNetwork is flanneld's net-conf.json.
+type flannelNetwork struct {
+	Network        string         `json:"Network,omitempty"`
+	IPv6Network    string         `json:"IPv6Network,omitempty"`
+	EnableIPv4     bool           `json:"EnableIPv4"`
+	EnableIPv6     bool           `json:"EnableIPv6"`
+	EnableNFTables bool           `json:"EnableNFTables"`
+	Backend        flannelBackend `json:"Backend"`
+}
+
+type flannelBackend struct {
+	Type string `json:"Type"`
+}
+
+// flannelNetConf is net-conf.json: the pod subnet of each family, VXLAN
+// between the nodes, whatever subnet each sits on, and nftables for
+// flannel's masquerade and forward rules when kube-proxy uses nftables
+// (or does not run), iptables when kube-proxy does.
+func flannelNetConf(c *config.ClusterConfiguration) ([]byte, error) {
+	n := flannelNetwork{
+		EnableNFTables: c.Addons.KubeProxy.Disabled || c.Addons.KubeProxy.Mode == config.ProxyModeNftables,
+		Backend:        flannelBackend{Type: "vxlan"},
+	}
+	subnets := c.PodSubnets()
+	if len(subnets) == 0 {
+		return nil, errors.New("build flannel objects: flannel needs networking.podSubnet")
+	}
+	for _, s := range subnets {
+		if s.IP.To4() != nil {
+			n.Network, n.EnableIPv4 = s.String(), true
+		} else {
+			n.IPv6Network, n.EnableIPv6 = s.String(), true
+		}
+	}
+	out, err := json.MarshalIndent(n, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("build flannel objects: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// flannelDaemonSet runs flanneld on every node, whatever its taints, in
+// the host's network namespace, with the capabilities it needs to make
+// the VXLAN device, routes and rules. Two init containers first copy
+// flannel's CNI plugin into the node's /opt/cni/bin and the CNI
+// configuration into /etc/cni/net.d, where the container runtime finds
+// them. Only iptables mode mounts the xtables lock.
+func flannelDaemonSet(image, pluginImage string, iptables bool) *appsv1.DaemonSet {
+	hostPath := func(name, path string, t corev1.HostPathType) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptrTo(t)}}}
+	}
+	volumes := []corev1.Volume{
+		hostPath("run", flannelRunDir, corev1.HostPathDirectoryOrCreate),
+		hostPath("cni-plugin", cniBinDir, corev1.HostPathDirectoryOrCreate),
+		hostPath("cni", cniConfDir, corev1.HostPathDirectoryOrCreate),
+		{Name: "flannel-cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: FlannelConfigMap},
+		}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "run", MountPath: flannelRunDir},
+		{Name: "flannel-cfg", MountPath: flannelConfigDir, ReadOnly: true},
+	}
+	if iptables {
+		volumes = append(volumes, hostPath("xtables-lock", xtablesLockPath, corev1.HostPathFileOrCreate))
+		mounts = append(mounts, corev1.VolumeMount{Name: "xtables-lock", MountPath: xtablesLockPath})
+	}
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}}
+	}
+	health := func(path string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(flannelHealthPort), Host: "127.0.0.1"}}
+	}
+	labels := appLabels(flannelAccount)
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "DaemonSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: FlannelName, Namespace: metav1.NamespaceSystem, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: labels},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					PriorityClassName: systemNodeCritical,
+					InitContainers: []corev1.Container{
+						{
+							Name: "install-cni-plugin", Image: pluginImage, ImagePullPolicy: corev1.PullIfNotPresent,
+							Command:      []string{"cp", "-f", flannelPlugin, cniBinDir + "/flannel"},
+							VolumeMounts: []corev1.VolumeMount{{Name: "cni-plugin", MountPath: cniBinDir}},
+						},
+						{
+							Name: "install-cni", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+							Command: []string{flannelInstConf, flannelConfigDir + "/" + FlannelCNIConfKey, flannelCNIConf},
+							VolumeMounts: []corev1.VolumeMount{
+								{Name: "cni", MountPath: cniConfDir},
+								{Name: "flannel-cfg", MountPath: flannelConfigDir, ReadOnly: true},
+							},
+						},
+					},
+					Containers: []corev1.Container{{
+						Name:            FlannelName,
+						Image:           image,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:         []string{flanneldBinary, "--ip-masq", "--kube-subnet-mgr", fmt.Sprintf("--healthz-port=%d", flannelHealthPort)},
+						Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU:    resource.MustParse("100m"),
+							corev1.ResourceMemory: resource.MustParse("50Mi"),
+						}},
+						LivenessProbe:  &corev1.Probe{ProbeHandler: health("/healthz"), InitialDelaySeconds: 10, PeriodSeconds: 30},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: health("/readyz"), PeriodSeconds: 10},
+						SecurityContext: &corev1.SecurityContext{
+							Privileged:   ptrTo(false),
+							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}},
+						},
+						VolumeMounts: mounts,
+					}},
+					HostNetwork:        true,
+					ServiceAccountName: flannelAccount,
+					Volumes:            volumes,
+					Tolerations:        []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					NodeSelector:       linuxOnly(),
+				},
+			},
+		},
+	}
+}
