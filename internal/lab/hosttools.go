@@ -3,6 +3,7 @@ package lab
 import (
 	"debug/elf"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,18 +41,31 @@ func nftFilesOf(nft string) (map[string]string, error) {
 		}
 		files[path] = path
 	}
-	f, err := elf.Open(nft)
+	libs, err := libraryFiles(nft)
 	if err != nil {
-		return nil, fmt.Errorf("%s is no ELF executable: %w", nft, err)
+		return nil, err
+	}
+	maps.Copy(files, libs)
+	return files, nil
+}
+
+// libraryFiles are the shared libraries the program at path loads, and
+// the dynamic loader, each at its path on the host, as ldd lists them:
+// none for a static program.
+func libraryFiles(path string) (map[string]string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s is no ELF executable: %w", path, err)
 	}
 	dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
 	_ = f.Close()
+	files := map[string]string{}
 	if !dynamic { // ldd fails on a static binary
 		return files, nil
 	}
-	out, err := exec.Command("ldd", nft).Output()
+	out, err := exec.Command("ldd", path).Output()
 	if err != nil {
-		return nil, fmt.Errorf("list the libraries of %s: ldd: %w", nft, err)
+		return nil, fmt.Errorf("list the libraries of %s: ldd: %w", path, err)
 	}
 	// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)", the loader
 	// as "/lib64/ld-linux-x86-64.so.2 (0x...)", the kernel's vDSO as
@@ -63,11 +77,61 @@ func nftFilesOf(nft string) (map[string]string, error) {
 			lib = strings.TrimSpace(target)
 		}
 		if strings.HasPrefix(lib, "not found") {
-			return nil, fmt.Errorf("%s needs a library ld.so cannot find: %s", nft, strings.TrimSpace(line))
+			return nil, fmt.Errorf("%s needs a library ld.so cannot find: %s", path, strings.TrimSpace(line))
 		}
 		lib, _, _ = strings.Cut(lib, " ")
 		if filepath.IsAbs(lib) {
 			files[lib] = lib
+		}
+	}
+	return files, nil
+}
+
+// hostIPTables is the host's iptables, which flannel's image holds at
+// the same path.
+const hostIPTables = "/usr/sbin/iptables"
+
+// iptablesNames are the names flanneld runs iptables by, each the same
+// multi-call program (Debian's xtables-nft-multi), which acts by the name
+// it is called.
+var iptablesNames = []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"}
+
+// iptablesFiles are what flanneld needs of iptables in its image: even in
+// nftables mode it runs iptables, to clean up what iptables mode left. The
+// image gets the host's program under each of iptablesNames in /usr/sbin,
+// with its libraries and loader and the extensions it loads at run time
+// from the directory beside libxtables.
+func iptablesFiles() (map[string]string, error) {
+	program, err := filepath.EvalSymlinks(hostIPTables)
+	if err != nil {
+		return nil, fmt.Errorf("flannel's image needs the host's iptables: %w (apt-get install iptables, or `make host-packages`)", err)
+	}
+	files, err := libraryFiles(program)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range iptablesNames {
+		files["/usr/sbin/"+name] = program
+	}
+	for lib := range maps.Clone(files) {
+		if !strings.Contains(filepath.Base(lib), "libxtables") {
+			continue
+		}
+		// Debian's libxtables, in /lib/<triplet> (/usr/lib/<triplet>
+		// merged), loads them from /usr/lib/<triplet>/xtables.
+		dir := filepath.Dir(lib)
+		if !strings.HasPrefix(dir, "/usr/") {
+			dir = "/usr" + dir
+		}
+		extensions, err := filepath.Glob(filepath.Join(dir, "xtables", "*.so"))
+		if err != nil {
+			return nil, err
+		}
+		if len(extensions) == 0 {
+			return nil, fmt.Errorf("iptables' extensions: none in %s/xtables (apt-get install --reinstall libxtables12)", dir)
+		}
+		for _, e := range extensions {
+			files[e] = e
 		}
 	}
 	return files, nil

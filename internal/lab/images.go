@@ -100,7 +100,8 @@ const localPathProvisioner = "local-path-provisioner"
 // never runs one version under another's name. kube-proxy's image also
 // holds the host's nft (see nftFiles). A busybox image is BusyBox's tree
 // (see busyboxImage), and local-path-provisioner's holds the binary where
-// upstream's does, /usr/bin, with its name as the command.
+// upstream's does, /usr/bin, with its name as the command. flannel's two
+// images are laid as flannelImage and flannelPluginImage say.
 func ResolveImage(binDir, ref string) (Image, error) {
 	parsed, err := name.ParseReference(ref, name.WithDefaultRegistry(""))
 	if err != nil {
@@ -109,8 +110,13 @@ func ResolveImage(binDir, ref string) (Image, error) {
 	repo := parsed.Context().RepositoryStr()
 	binary := repo[strings.LastIndex(repo, "/")+1:]
 	tag := parsed.Identifier()
-	if binary == "busybox" {
+	switch binary {
+	case "busybox":
 		return busyboxImage(binDir, ref)
+	case flannelRepo:
+		return flannelImage(binDir, ref, tag)
+	case flannelPluginRepo:
+		return flannelPluginImage(binDir, ref)
 	}
 	path := filepath.Join(binDir, binary)
 	if dir := minorDir(tag); dir != "" {

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/imagebundle"
 	"github.com/kubeboot/kubeboot/internal/lab"
 )
@@ -478,4 +481,56 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestFlannelImages: flannel's image holds flanneld and install-conf in
+// /opt/bin, flanneld its entrypoint, and the host's nft and iptables under
+// each name flanneld runs it by, with iptables' extensions; a flanneld of
+// another version is refused. The plugin's image is BusyBox's tree with
+// the plugin as /flannel.
+func TestFlannelImages(t *testing.T) {
+	for _, tool := range []string{lab.HostNft, "/usr/sbin/iptables"} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Fatalf("flannel's image needs %s: `make host-packages`", tool)
+		}
+	}
+	bin := t.TempDir()
+	flanneld := filepath.Join(bin, "flanneld")
+	// flanneld prints its version to stderr.
+	if err := os.WriteFile(flanneld, []byte("#!/bin/sh\necho v0.28.10 >&2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	installConf := writeBinary(t, bin, "install-conf", "")
+	img, err := lab.ResolveImage(bin, config.DefaultFlannelImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Files["/opt/bin/flanneld"] != flanneld || img.Files["/opt/bin/install-conf"] != installConf || img.Files[lab.HostNft] != lab.HostNft ||
+		!slices.Equal(img.Entrypoint, []string{"/opt/bin/flanneld"}) {
+		t.Errorf("image %+v, want flanneld and install-conf in /opt/bin and the host's nft", img)
+	}
+	for _, name := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables"} {
+		if img.Files["/usr/sbin/"+name] == "" {
+			t.Errorf("the image lacks /usr/sbin/%s", name)
+		}
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(img.Files)), func(p string) bool { return strings.HasSuffix(p, "/xtables/libxt_comment.so") }) {
+		t.Error("the image lacks iptables' extensions (libxt_comment.so)")
+	}
+
+	if _, err := lab.ResolveImage(bin, "ghcr.io/flannel-io/flannel:v0.27.0"); err == nil || !strings.Contains(err.Error(), "is v0.28.10, not v0.27.0") {
+		t.Errorf("flanneld of another version: %v", err)
+	}
+
+	if err := os.MkdirAll(filepath.Join(bin, "rootfs/busybox/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plugin := writeBinary(t, bin, "flannel-cni-plugin", "")
+	img, err = lab.ResolveImage(bin, config.DefaultFlannelPluginImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Files["/flannel"] != plugin || !slices.Equal(img.Trees, []string{filepath.Join(bin, "rootfs/busybox")}) {
+		t.Errorf("plugin image %+v, want BusyBox's tree and /flannel", img)
+	}
 }

@@ -132,7 +132,7 @@ func (l Lab) Machine(name string) (machine.Machine, error) {
 
 // machine is the i-th node's machine.
 func (l Lab) machine(i int) machine.Machine {
-	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.archive(), l.packageFile(), l.BinDir)
+	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.archive(), l.packageFile())
 	if _, err := os.Stat(l.kubeletLayer()); err == nil {
 		m.UsrLayers = append(m.UsrLayers, l.kubeletLayer())
 	}
@@ -185,14 +185,10 @@ func (l Lab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 	if err := hostKubeconfig(filepath.Join(first.Root(), "etc/kubernetes/admin.conf"), res.Kubeconfig, endpoint); err != nil {
 		return res, err
 	}
-	if err := l.routePods(ctx, first); err != nil {
-		return res, err
-	}
-	say("pod networks routed between the nodes")
 	// The StorageClass's provisioner rolls out while the addons do.
 	storage := make(chan error, 1)
 	go func() { storage <- applyStorage(ctx, first) }()
-	for _, addon := range []string{"deployment/coredns", "daemonset/kube-proxy"} {
+	for _, addon := range []string{"daemonset/kube-flannel", "deployment/coredns", "daemonset/kube-proxy"} {
 		if _, err := kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m"); err != nil {
 			return res, err
 		}
@@ -836,34 +832,6 @@ func kubectl(ctx context.Context, m machine.Machine, args ...string) ([]byte, er
 		return out, fmt.Errorf("node %s: kubectl %s: %w: %s", m.Name, strings.Join(args, " "), err, lastLines(string(out), 10))
 	}
 	return out, nil
-}
-
-// RoutePods routes the pod networks between the nodes, as Up does, for a
-// lab whose nodes its caller brought up (Boot): once the
-// controller-manager gave every node its pod CIDR, which it reads with
-// the first node's /etc/kubernetes/admin.conf.
-func (l Lab) RoutePods(ctx context.Context) error { return l.routePods(ctx, l.machine(0)) }
-
-// routePods waits until the controller-manager gave every node its pod
-// CIDR, then routes them between the nodes.
-func (l Lab) routePods(ctx context.Context, first machine.Machine) error {
-	podCIDRs := map[string][]string{}
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		out, err := kubectl(ctx, first, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR} {end}`)
-		if err != nil {
-			return false, nil // the API server may still be settling: poll again
-		}
-		for _, pair := range strings.Fields(string(out)) {
-			if name, cidr, _ := strings.Cut(pair, "="); cidr != "" {
-				podCIDRs[name] = []string{cidr}
-			}
-		}
-		return len(podCIDRs) == len(l.Cluster.Nodes), nil
-	})
-	if err != nil {
-		return fmt.Errorf("wait for every node's pod CIDR (have %v): %w", podCIDRs, err)
-	}
-	return l.Cluster.addPodRoutes(ctx, podCIDRs)
 }
 
 // hostKubeconfig writes admin.conf for this host: through the load

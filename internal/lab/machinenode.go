@@ -66,8 +66,9 @@ ExecStart=
 ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 `
 	// machineContainerdConfig is the node's /etc/containerd/config.toml:
-	// the systemd cgroup driver, the pinned sandbox image, and the pod
-	// network of the lab's CNI template. restrict_oom_score_adj: this host
+	// the systemd cgroup driver, the pinned sandbox image, and the CNI
+	// plugins' two directories (usrCNIDir); the pod network's
+	// configuration comes from its DaemonSet. restrict_oom_score_adj: this host
 	// forbids lowering a process's oom_score_adj, which runc otherwise does
 	// for every sandbox.
 	machineContainerdConfig = `version = 3
@@ -76,9 +77,8 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
   restrict_oom_score_adj = true
 
 [plugins.'io.containerd.cri.v1.runtime'.cni]
-  bin_dirs = ['/opt/cni/bin']
+  bin_dirs = ['/opt/cni/bin', '` + usrCNIDir + `']
   conf_dir = '/etc/cni/net.d'
-  conf_template = '/etc/containerd/cni.template'
 
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = 'io.containerd.runc.v2'
@@ -88,21 +88,6 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = '` + SandboxImage + `'
-`
-	// machineCNITemplate is the node's pod network, which containerd
-	// renders once the kubelet tells it the node's pod CIDRs: a bridge with
-	// the pods behind NAT, as the lab's other nodes have.
-	machineCNITemplate = `{
-  "cniVersion": "1.0.0",
-  "name": "kubeboot-lab",
-  "plugins": [
-    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-     "ipam": {"type": "host-local",
-              "ranges": [{{range $i, $r := .PodCIDRRanges}}{{if $i}}, {{end}}[{"subnet": "{{$r}}"}]{{end}}],
-              "routes": [{{range $i, $r := .Routes}}{{if $i}}, {{end}}{"dst": "{{$r}}"}{{end}}]}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
 `
 	// imagesUnit loads the lab's archive, kubeboot's image bundle, into
 	// containerd at a node's first boot with `kubeboot images import`, as
@@ -179,24 +164,37 @@ func checkPackage(path string) error {
 // names in the bin dir.
 var usrBinaries = []string{"kubelet", "kubeadm", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr"}
 
+// cniPlugins are the CNI plugins of a machine node's packages, by their
+// names in the bin dir's cni/: those flannel's plugin hands a pod to.
+var cniPlugins = []string{"bridge", "host-local", "loopback", "portmap"}
+
+// usrCNIDir is where a machine node's CNI plugins are, as Debian's
+// containernetworking-plugins installs them; containerd looks there and
+// in /opt/cni/bin, where flannel's DaemonSet installs its own plugin.
+const usrCNIDir = "/usr/lib/cni"
+
 // UsrLayer writes, under dir/usr, what a machine node's packages install
-// in /usr: the binaries of binDir in bin/, and containerd's and the
-// kubelet's units (with the kubeadm drop-in) in lib/systemd/system/.
+// in /usr: the binaries of binDir in bin/, its CNI plugins in lib/cni/,
+// and containerd's and the kubelet's units (with the kubeadm drop-in) in
+// lib/systemd/system/.
 // Every machine node of the lab lays it over the host's /usr; kubeboot
 // comes from its own package.
 func UsrLayer(dir, binDir string) (string, error) {
 	layer := filepath.Join(dir, "usr")
-	for _, d := range []string{"bin", "lib/systemd/system/kubelet.service.d"} {
+	for _, d := range []string{"bin", "lib/cni", "lib/systemd/system/kubelet.service.d"} {
 		if err := os.MkdirAll(filepath.Join(layer, d), 0o755); err != nil {
 			return "", err
 		}
 	}
 	sources := map[string]string{}
 	for _, name := range usrBinaries {
-		sources[name] = filepath.Join(binDir, name)
+		sources[filepath.Join("bin", name)] = filepath.Join(binDir, name)
 	}
-	for name, src := range sources {
-		if err := linkOrCopy(src, filepath.Join(layer, "bin", name)); err != nil {
+	for _, name := range cniPlugins {
+		sources[filepath.Join("lib/cni", name)] = filepath.Join(binDir, "cni", name)
+	}
+	for path, src := range sources {
+		if err := linkOrCopy(src, filepath.Join(layer, path)); err != nil {
 			return "", fmt.Errorf("the machine nodes' /usr: %w", err)
 		}
 	}
@@ -238,21 +236,20 @@ func linkOrCopy(src, dst string) error {
 
 // Machine is the cluster's i-th node as a machine: in dir/<node>, on the
 // node's network namespace, with the layer over its /usr, the images'
-// archive, kubeboot's package pkg, the CNI plugins of binDir and the
-// node's extra mounts.
-func (c *Cluster) Machine(i int, dir, layer, archive, pkg, binDir string) machine.Machine {
+// archive, kubeboot's package pkg and the node's extra mounts.
+func (c *Cluster) Machine(i int, dir, layer, archive, pkg string) machine.Machine {
 	name := c.Nodes[i].Name
 	readOnly, readWrite := c.Nodes[i].mounts()
 	return machine.Machine{
 		Name: name, Dir: filepath.Join(dir, name), NetNS: filepath.Join("/run/netns", c.Netns(name)),
 		UsrLayers: []string{layer},
-		Binds:     append([]string{archive + ":" + machineArchive, pkg + ":" + machinePackage, filepath.Join(binDir, "cni") + ":/opt/cni/bin"}, readOnly...),
+		Binds:     append([]string{archive + ":" + machineArchive, pkg + ":" + machinePackage}, readOnly...),
 		Shared:    readWrite,
 	}
 }
 
 // InstallNode writes onto a machine's disk what a provisioned node holds
-// before its first boot: containerd's configuration and the CNI template,
+// before its first boot: containerd's configuration,
 // containerd, the kubelet, the images' unit and the unit that installs
 // kubeboot's package enabled, and nodeFile, the node's one input, at
 // bootstrap.ConfigPath. A nil nodeFile is a node that another tool,
@@ -271,7 +268,6 @@ func InstallNode(m machine.Machine, nodeFile []byte) error {
 	}
 	files := []file{
 		{"etc/containerd/config.toml", []byte(machineContainerdConfig), 0o644},
-		{"etc/containerd/cni.template", []byte(machineCNITemplate), 0o644},
 		{"etc/systemd/system/kubeboot-lab-images.service", []byte(imagesUnit), 0o644},
 		{"etc/systemd/system/" + installUnit + ".service", []byte(installUnitText(nodeFile != nil)), 0o644},
 	}

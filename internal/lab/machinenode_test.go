@@ -13,14 +13,23 @@ import (
 )
 
 // TestMachineNodeIsInstalledAsAPackageWould: the layer holds the packages'
-// binaries and units where distributions put them, and a node's disk holds
-// containerd's configuration, the units enabled (the images' unit running
+// binaries, CNI plugins and units where distributions put them, and a
+// node's disk holds containerd's configuration (looking for CNI plugins
+// there too, and with no pod network of the lab's), the units enabled (the images' unit running
 // `kubeboot images import` after kubeboot's install) and its one file,
 // kept secret.
 func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	dir, binDir := t.TempDir(), t.TempDir()
 	for _, name := range []string{"kubelet", "kubeadm", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr"} {
 		if err := os.WriteFile(filepath.Join(binDir, name), []byte("#!/bin/sh\necho "+name+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(binDir, "cni"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"bridge", "host-local", "loopback", "portmap"} {
+		if err := os.WriteFile(filepath.Join(binDir, "cni", name), []byte("#!/bin/sh\necho "+name+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,6 +40,8 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	for path, want := range map[string]string{
 		"bin/kubelet":                                          "echo kubelet",
 		"bin/containerd-shim-runc-v2":                          "echo containerd-shim-runc-v2",
+		"lib/cni/bridge":                                       "echo bridge",
+		"lib/cni/portmap":                                      "echo portmap",
 		"lib/systemd/system/kubelet.service":                   "ExecStart=/usr/bin/kubelet\n",
 		"lib/systemd/system/containerd.service":                "ExecStart=/usr/bin/containerd\n",
 		"lib/systemd/system/kubelet.service.d/10-kubeadm.conf": "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n",
@@ -52,7 +63,8 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("the node's file: %v %v, want mode 0600", info, err)
 	}
-	if data, err := os.ReadFile(filepath.Join(root, "etc/containerd/config.toml")); err != nil || !strings.Contains(string(data), "SystemdCgroup = true") {
+	if data, err := os.ReadFile(filepath.Join(root, "etc/containerd/config.toml")); err != nil || !strings.Contains(string(data), "SystemdCgroup = true") ||
+		!strings.Contains(string(data), "bin_dirs = ['/opt/cni/bin', '/usr/lib/cni']") || strings.Contains(string(data), "conf_template") {
 		t.Errorf("containerd's config: %v\n%s", err, data)
 	}
 	if _, err := os.Stat(filepath.Join(layer, "bin/kubeboot")); err == nil {

@@ -169,25 +169,6 @@ func InNamespace(ctx context.Context, netns, binary string, args ...string) *exe
 	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + filepath.Join("/run/netns", netns), "--", binary}, args...)...)
 }
 
-// addPodRoutes routes, in every node's namespace, each other node's pod
-// CIDRs through that node's address, so pods on different nodes reach each
-// other; podCIDRs maps a node's name to its CIDRs.
-func (c *Cluster) addPodRoutes(ctx context.Context, podCIDRs map[string][]string) error {
-	for _, n := range c.Nodes {
-		for j, other := range c.Nodes {
-			if other.Name == n.Name {
-				continue
-			}
-			for _, cidr := range podCIDRs[other.Name] {
-				if err := ip(ctx, "-n", c.Netns(n.Name), "route", "replace", cidr, "via", c.Address(j).String()); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // removeNetnsDir removes netnsDir, which the lab made, once the lab's
 // namespaces were the last in it: `ip netns add` makes it a mount point
 // of its own, so it is unmounted first.

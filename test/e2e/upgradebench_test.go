@@ -117,10 +117,11 @@ func (f *kubeadmFleet) upWithKubeadm(t *testing.T) {
 		}
 		inMachineOK(t, m, args...)
 	}
-	// The pod networks routed between the nodes, as lab up routes them.
-	if err := f.l.RoutePods(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	// A pod network, as a kubeadm user installs one: kubeboot's flannel,
+	// through cp1's admin.conf.
+	writeFile(t, filepath.Join(f.m[0].Root(), "root/pod-network.yaml"),
+		"apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\nkubernetesVersion: v1.35.4\nnetworking: {podSubnet: 10.245.0.0/16}\n")
+	inMachineOK(t, f.m[0], "kubeboot", "init", "phase", "addon", "cni", "--config", "/root/pod-network.yaml")
 }
 
 // upgradeWithKubeadm upgrades the fleet as kubeadm's documentation does:

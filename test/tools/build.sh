@@ -17,6 +17,10 @@
 #                                                  containerd  (module ./containerd)
 #   <bin-dir>/cni/bridge host-local loopback portmap
 #                                                  CNI plugins (module ./cni)
+#   <bin-dir>/flanneld install-conf                flannel, the pod network, for the lab's flannel
+#                                                  image (module ./flannel; cgo, linked statically)
+#   <bin-dir>/flannel-cni-plugin                   flannel's CNI plugin, for the lab's flannel-cni-plugin
+#                                                  image (module ./cni/flannel)
 #   <bin-dir>/pause                                the lab's sandbox program (module ./pause)
 #   <bin-dir>/coredns                              CoreDNS     (module ./coredns)
 #   <bin-dir>/local-path-provisioner               the lab's default StorageClass
@@ -56,7 +60,7 @@ tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bin_dir=
 force=false
-lab_families=(family_etcd family_kubernetes_v1_36 family_crictl family_containerd family_cni family_pause family_coredns family_local_path_provisioner family_busybox family_agnhost_tree)
+lab_families=(family_etcd family_kubernetes_v1_36 family_crictl family_containerd family_cni family_flannel family_cni_flannel family_pause family_coredns family_local_path_provisioner family_busybox family_agnhost_tree)
 families=("${lab_families[@]}" family_kube_bench family_seaweedfs)
 for arg in "$@"; do
 	case $arg in
@@ -288,6 +292,26 @@ family_cni() {
 		host-local=github.com/containernetworking/plugins/plugins/ipam/host-local \
 		loopback=github.com/containernetworking/plugins/plugins/main/loopback \
 		portmap=github.com/containernetworking/plugins/plugins/meta/portmap
+}
+
+# flannel, whose image the lab lays from flanneld and install-conf, the
+# programs of flannel's own image. Its udp backend needs cgo on amd64; the
+# binary is linked statically, with Go's own resolver and user lookup, so
+# that the image needs no C library.
+family_flannel() {
+	local version
+	version=$(cd "$tools_dir/flannel" && module_field github.com/flannel-io/flannel '{{.Version}}')
+	CGO_ENABLED=1 build_tags="netgo osusergo" build_family flannel flannel "" github.com/flannel-io/flannel \
+		"-X github.com/flannel-io/flannel/pkg/version.Version=$version -extldflags -static" \
+		flanneld=github.com/flannel-io/flannel \
+		install-conf=github.com/flannel-io/flannel/cmd/install_conf
+}
+
+# flannel's CNI plugin, which the flannel-cni-plugin image holds as
+# /flannel and the flannel DaemonSet copies into each node's /opt/cni/bin.
+family_cni_flannel() {
+	build_family cni-flannel cni/flannel "" github.com/containernetworking/plugins "" \
+		flannel-cni-plugin=github.com/containernetworking/plugins/plugins/meta/flannel
 }
 
 # CoreDNS stamps only its git commit at link time; its version is a constant.
