@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,7 +75,18 @@ func runWaitBootstrap(ctx context.Context, s *Node) error {
 			path, timeout, last, bootstrap)}
 	}
 	s.Report.Infof("the kubelet holds its client certificate (%s); waiting for Node %s to be Ready", path, w.Node.Name)
-	node, err := phases.WatchNode(waitCtx, client, w.Node.Name, ready)
+	toldNetwork := false
+	node, err := phases.WatchNode(waitCtx, client, w.Node.Name, func(n *corev1.Node) bool {
+		if ready(n) {
+			return true
+		}
+		if why := waitsForNetwork(n); why != "" && !toldNetwork {
+			s.Report.Warnf("Node %s waits for a pod network (%s): kubeboot's flannel brings it up where the cluster's addons.cni.provider is flannel; "+
+				"with provider none, install your pod network, and the node becomes Ready", w.Node.Name, why)
+			toldNetwork = true
+		}
+		return false
+	})
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("wait for Node %q: %w", w.Node.Name, ctx.Err())
@@ -104,7 +116,22 @@ func notReady(node *corev1.Node, name string) string {
 	if c.Type == "" {
 		return "it has no Ready condition yet"
 	}
+	if why := waitsForNetwork(node); why != "" {
+		return fmt.Sprintf("it waits for a pod network (%s): is the cluster's pod network running (`kubectl -n kube-system get pods -o wide`)? "+
+			"With addons.cni.provider none, the cluster's pod network is yours to install", why)
+	}
 	return fmt.Sprintf("it is %s (%s: %s); a network plugin that is not ready is the usual cause", conditionStatus(c), c.Reason, c.Message)
+}
+
+// waitsForNetwork says what the kubelet reports when the Node is not
+// Ready only for want of a pod network (the runtime has no CNI
+// configuration, or its plugin fails), or "" otherwise.
+func waitsForNetwork(node *corev1.Node) string {
+	c := readyCondition(node)
+	if c.Status == corev1.ConditionTrue || !strings.Contains(c.Message, "NetworkReady=false") {
+		return ""
+	}
+	return c.Message
 }
 
 // conditionStatus says what a Ready condition's status means.

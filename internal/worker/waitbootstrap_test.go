@@ -124,15 +124,32 @@ func TestKubeletWaitBootstrapTimesOut(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 
-	// A Node that stays NotReady: the error says why.
+	// A Node that stays NotReady for want of a pod network: the wait says
+	// so at once, once, and the error says what to look at.
 	n = newWorker(t, nodeObject(false))
 	fakeKubeletClient(t, n)
 	n.writeKubeletConf(t, n.ca, "worker1")
 	n.w.Timeouts.TLSBootstrap.Duration = 300 * time.Millisecond
 	err = runPhases(t, n, KubeletWaitBootstrap)
 	if !errors.As(err, &timeout) || exit.Code(err) != exit.NotHealthy ||
-		!strings.Contains(err.Error(), "Node worker1 did not become Ready within 300ms (timeouts.tlsBootstrap): it is not Ready (KubeletNotReady: container runtime network not ready") {
+		!strings.Contains(err.Error(), "Node worker1 did not become Ready within 300ms (timeouts.tlsBootstrap): it waits for a pod network (container runtime network not ready") ||
+		!strings.Contains(err.Error(), "With addons.cni.provider none, the cluster's pod network is yours to install") {
 		t.Fatalf("got %v", err)
+	}
+	if out := n.out.String(); strings.Count(out, "Node worker1 waits for a pod network (container runtime network not ready") != 1 {
+		t.Errorf("the wait does not say once that the node waits for a pod network:\n%s", out)
+	}
+
+	// A Node NotReady for another reason: the error gives the kubelet's.
+	other := nodeObject(false)
+	other.Status.Conditions[0].Message = "PLEG is not healthy: pleg was last seen active 3m0s ago"
+	n = newWorker(t, other)
+	fakeKubeletClient(t, n)
+	n.writeKubeletConf(t, n.ca, "worker1")
+	n.w.Timeouts.TLSBootstrap.Duration = 300 * time.Millisecond
+	err = runPhases(t, n, KubeletWaitBootstrap)
+	if err == nil || !strings.Contains(err.Error(), "it is not Ready (KubeletNotReady: PLEG is not healthy") || strings.Contains(n.out.String(), "pod network") {
+		t.Fatalf("got %v\n%s", err, n.out.String())
 	}
 
 	// A Node never registered.
