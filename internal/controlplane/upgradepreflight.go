@@ -22,13 +22,17 @@ import (
 const snapshotHeadroom = 64 << 20
 
 // upgradePreflight refuses an upgrade whose own manifests
-// (addons.manifests) it could not apply, one that skips a minor version or goes
+// (addons.manifests) it could not apply, one that would lay flannel over
+// the cluster's own pod network (see phases.CheckPodNetwork), one that skips a minor version or goes
 // back one, one after which the kubelet installed would not match the
 // control plane (see checkKubeletSkew), one started on a control plane that is not healthy (a failure
 // could not be told apart from the upgrade's), and one without the disk
 // space for the etcd snapshot.
 func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*corev1.Pod) error {
 	if err := phases.CheckAddonManifests(ctx, s); err != nil {
+		return err
+	}
+	if err := phases.CheckPodNetwork(ctx, s); err != nil {
 		return err
 	}
 	if err := checkSkew(current[config.NameAPIServer], s.Config.KubernetesVersion); err != nil {
