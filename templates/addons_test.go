@@ -126,6 +126,20 @@ func TestFlannelNetwork(t *testing.T) {
 	if _, err := FlannelObjects(c); err == nil || !strings.Contains(err.Error(), "flannel needs networking.podSubnet") {
 		t.Errorf("without a pod subnet: %v", err)
 	}
+
+	// flanneld reaches the API server at the control-plane endpoint, not
+	// through the kubernetes Service, which needs kube-proxy.
+	objs, err := FlannelObjects(addonConfig(t, func(c *config.ClusterConfiguration) { c.ControlPlaneEndpoint = "[fd00::1]:7443" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range objs.DaemonSets[0].Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["KUBERNETES_SERVICE_HOST"] != "fd00::1" || env["KUBERNETES_SERVICE_PORT"] != "7443" {
+		t.Errorf("flanneld's API server: %v, want fd00::1 and 7443", env)
+	}
 }
 
 // TestKubeDNSAddress checks that kube-dns sits where every kubelet sends

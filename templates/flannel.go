@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +68,11 @@ func FlannelObjects(c *config.ClusterConfiguration) (Objects, error) {
 	if err != nil {
 		return Objects{}, err
 	}
+	endpoint, err := url.Parse(c.ControlPlaneURL())
+	if err != nil {
+		return Objects{}, fmt.Errorf("build flannel objects: %w", err)
+	}
+	apiServer := []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: endpoint.Hostname()}, {Name: "KUBERNETES_SERVICE_PORT", Value: endpoint.Port()}}
 	ns := metav1.NamespaceSystem
 	cm := configMapData(ns, FlannelConfigMap, map[string]string{
 		FlannelNetConfKey: string(netConf),
@@ -89,7 +95,7 @@ func FlannelObjects(c *config.ClusterConfiguration) (Objects, error) {
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
 			clusterRoleBinding(flannelAccount, flannelAccount, serviceAccountSubject(ns, flannelAccount)),
 		},
-		DaemonSets: []*appsv1.DaemonSet{flannelDaemonSet(cni.Image, cni.PluginImage, !nftables)},
+		DaemonSets: []*appsv1.DaemonSet{flannelDaemonSet(cni.Image, cni.PluginImage, !nftables, apiServer)},
 	}, nil
 }
 
@@ -153,8 +159,11 @@ func flannelNetConf(c *config.ClusterConfiguration) ([]byte, error) {
 // the VXLAN device, routes and rules. Two init containers first copy
 // flannel's CNI plugin into the node's /opt/cni/bin and the CNI
 // configuration into /etc/cni/net.d, where the container runtime finds
-// them. Only iptables mode mounts the xtables lock.
-func flannelDaemonSet(image, pluginImage string, iptables bool) *appsv1.DaemonSet {
+// them. Only iptables mode mounts the xtables lock. flanneld reaches the
+// API server at apiServer (KUBERNETES_SERVICE_HOST and _PORT: the
+// control-plane endpoint), as kube-proxy does, not through the kubernetes
+// Service, which only a running kube-proxy gives an address on the node.
+func flannelDaemonSet(image, pluginImage string, iptables bool, apiServer []corev1.EnvVar) *appsv1.DaemonSet {
 	hostPath := func(name, path string, t corev1.HostPathType) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptrTo(t)}}}
 	}
@@ -211,7 +220,7 @@ func flannelDaemonSet(image, pluginImage string, iptables bool) *appsv1.DaemonSe
 						Image:           image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
 						Command:         []string{flanneldBinary, "--ip-masq", "--kube-subnet-mgr", fmt.Sprintf("--healthz-port=%d", flannelHealthPort)},
-						Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
+						Env:             append([]corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")}, apiServer...),
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU:    resource.MustParse("100m"),
 							corev1.ResourceMemory: resource.MustParse("50Mi"),
