@@ -30,9 +30,10 @@ import (
 // nodeTemplate is the config of a test's control-plane node: every path
 // of kubeboot's under DIR, the node's directory, so that the test reads
 // them on the host; the kubelet's and containerd's own state stays on the
-// machine's disk, as on any node. The pod network is the lab's
-// (PODSUBNET). The addons are left out: these tests
-// are about the control plane (TestAddons and TestClusterLife run them).
+// machine's disk, as on any node. The pod network is kubeboot's flannel
+// (PODSUBNET), which makes the nodes Ready; CoreDNS and kube-proxy are
+// left out: these tests are about the control plane (TestAddons and
+// TestClusterLife run them).
 const nodeTemplate = `apiVersion: kubeboot.io/v1alpha1
 kind: ClusterConfiguration
 clusterName: e2e
