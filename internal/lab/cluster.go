@@ -39,6 +39,11 @@ type Cluster struct {
 	// Subnet is the nodes' network, an IPv4 /24: the hub is .1, the nodes
 	// .10, .11, ... in the order listed.
 	Subnet string `json:"subnet"`
+	// RoutedSubnets are more networks of nodes, each an IPv4 /24 on a
+	// bridge of its own in the hub, whose first address is its nodes'
+	// gateway: the hub routes between them and Subnet, as a router
+	// between racks does. A node names its network (ClusterNode.Subnet).
+	RoutedSubnets []string `json:"routedSubnets,omitempty"`
 	// PodSubnet is the cluster's pod network; each node's pods get a /24.
 	PodSubnet string `json:"podSubnet"`
 	// Nodes are the cluster's nodes; the first is a control-plane node.
@@ -93,6 +98,9 @@ type ClusterNode struct {
 	Role string `json:"role"`
 	// Join is how a worker joins: kubeboot (the default) or kubeadm.
 	Join string `json:"join,omitempty"`
+	// Subnet is the node's network: the cluster's subnet (the default)
+	// or one of its routedSubnets.
+	Subnet string `json:"subnet,omitempty"`
 	// Init is how the first node bootstraps the cluster: kubeboot (the
 	// default) or kubeadm, the real `kubeadm init`, which makes a lab of
 	// that one node, side by side with kubeboot's (make bench).
@@ -164,6 +172,23 @@ func (c *Cluster) validate() error {
 	if p, err := netip.ParsePrefix(c.PodSubnet); err != nil || !p.Addr().Is4() || p.Bits() > 16 || p.Masked() != p {
 		bad("podSubnet", "%q: want an IPv4 network of /16 or larger, like 10.244.0.0/16", c.PodSubnet)
 	}
+	for i, r := range c.RoutedSubnets {
+		field := fmt.Sprintf("routedSubnets[%d]", i)
+		p, err := netip.ParsePrefix(r)
+		if err != nil || !p.Addr().Is4() || p.Bits() != 24 || p.Masked() != p {
+			bad(field, "%q: want an IPv4 /24 network address, like 10.89.3.0/24", r)
+			continue
+		}
+		for j, other := range append([]string{c.Subnet, c.PodSubnet}, c.RoutedSubnets[:i]...) {
+			if o, err := netip.ParsePrefix(other); err == nil && o.Overlaps(p) {
+				name := [...]string{"subnet", "podSubnet"}[min(j, 1)]
+				if j >= 2 {
+					name = fmt.Sprintf("routedSubnets[%d]", j-2)
+				}
+				bad(field, "%q overlaps %s %s: give each network addresses of its own", r, name, other)
+			}
+		}
+	}
 	var names []string
 	controlPlanes := 0
 	for i := range c.Nodes {
@@ -186,6 +211,9 @@ func (c *Cluster) validate() error {
 		}
 		if msgs := validation.IsDNS1123Label(n.Name); len(msgs) > 0 {
 			bad(field+".name", "%q: want a lower-case DNS label, like cp1", n.Name)
+		}
+		if n.Subnet != "" && n.Subnet != c.Subnet && !slices.Contains(c.RoutedSubnets, n.Subnet) {
+			bad(field+".subnet", "%q is neither the lab's subnet nor one of its routedSubnets: add it to routedSubnets, or leave subnet out for %s", n.Subnet, c.Subnet)
 		}
 		if slices.Contains(names, n.Name) {
 			bad(field+".name", "%q is listed twice: give each node its own name", n.Name)
@@ -229,9 +257,33 @@ func (c *Cluster) HubAddress() netip.Addr {
 	return netip.MustParsePrefix(c.Subnet).Addr().Next()
 }
 
-// Address is the i-th node's address.
+// subnets are the lab's networks of nodes: its subnet, then its routed
+// subnets, each on the hub's bridge of the same index (br0, br1, ...).
+func (c *Cluster) subnets() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range append([]string{c.Subnet}, c.RoutedSubnets...) {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
+
+// subnetIndex is the index in subnets of the i-th node's network.
+func (c *Cluster) subnetIndex(i int) int {
+	if s := c.Nodes[i].Subnet; s != "" && s != c.Subnet {
+		return 1 + slices.Index(c.RoutedSubnets, s)
+	}
+	return 0
+}
+
+// Gateway is the i-th node's gateway: the hub's address on its network.
+func (c *Cluster) Gateway(i int) netip.Addr {
+	return c.subnets()[c.subnetIndex(i)].Addr().Next()
+}
+
+// Address is the i-th node's address: .10+i of its network, so that no
+// two nodes share the last byte, whatever network each is on.
 func (c *Cluster) Address(i int) netip.Addr {
-	a := netip.MustParsePrefix(c.Subnet).Addr().As4()
+	a := c.subnets()[c.subnetIndex(i)].Addr().As4()
 	a[3] = byte(10 + i)
 	return netip.AddrFrom4(a)
 }

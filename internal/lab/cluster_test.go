@@ -36,6 +36,10 @@ func TestLoadClusterErrors(t *testing.T) {
 		{"version", header + "kubernetesVersion: 1.35\nnodes: [{name: a, role: control-plane}]\n", `kubernetesVersion: "1.35": want a release like v1.35.4`},
 		{"init", header + "nodes: [{name: a, role: control-plane, init: kubeadmin}]\n", `nodes[0].init: "kubeadmin": want kubeboot or kubeadm`},
 		{"init of a second node", header + "nodes: [{name: a, role: control-plane}, {name: b, role: control-plane, init: kubeadm}]\n", "nodes[1].init: only the first node inits the cluster"},
+		{"routed subnet size", header + "routedSubnets: [10.89.3.0/23]\nnodes: [{name: a, role: control-plane}]\n", `routedSubnets[0]: "10.89.3.0/23": want an IPv4 /24`},
+		{"routed subnet overlaps", header + "routedSubnets: [10.89.0.0/24]\nnodes: [{name: a, role: control-plane}]\n", `routedSubnets[0]: "10.89.0.0/24" overlaps subnet 10.89.0.0/24`},
+		{"routed subnets overlap", header + "routedSubnets: [10.89.3.0/24, 10.89.3.0/24]\nnodes: [{name: a, role: control-plane}]\n", `routedSubnets[1]: "10.89.3.0/24" overlaps routedSubnets[0] 10.89.3.0/24`},
+		{"node subnet", header + "nodes: [{name: a, role: control-plane, subnet: 10.89.4.0/24}]\n", `nodes[0].subnet: "10.89.4.0/24" is neither the lab's subnet nor one of its routedSubnets`},
 		{"kubeadm init with workers", header + "nodes: [{name: a, role: control-plane, init: kubeadm}, {name: w, role: worker}]\n", "nodes[0].init: a cluster that kubeadm inits is that one node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,5 +61,24 @@ func TestJoins(t *testing.T) {
 	}
 	if c.Nodes[1].Join != lab.JoinKubeboot || c.Nodes[2].Join != lab.JoinKubeadm {
 		t.Errorf("joins %q and %q, want kubeboot (the default) and kubeadm", c.Nodes[1].Join, c.Nodes[2].Join)
+	}
+}
+
+// TestRoutedSubnets: a node on a routed subnet gets an address there, .10
+// plus its index as every node, and the hub's address on that subnet as
+// its gateway; the others stay on the lab's subnet.
+func TestRoutedSubnets(t *testing.T) {
+	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: 10.89.2.0/24\nroutedSubnets: [10.89.3.0/24]\n"+
+		"nodes: [{name: cp1, role: control-plane}, {name: w1, role: worker, subnet: 10.89.3.0/24}, {name: w2, role: worker, subnet: 10.89.2.0/24}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ address, gateway string }{{"10.89.2.10", "10.89.2.1"}, {"10.89.3.11", "10.89.3.1"}, {"10.89.2.12", "10.89.2.1"}} {
+		if got, gw := c.Address(i).String(), c.Gateway(i).String(); got != want.address || gw != want.gateway {
+			t.Errorf("node %d: address %s via %s, want %s via %s", i, got, gw, want.address, want.gateway)
+		}
+	}
+	if hub := c.HubAddress().String(); hub != "10.89.2.1" {
+		t.Errorf("the hub (load balancer) is on %s, want the lab's subnet's 10.89.2.1", hub)
 	}
 }

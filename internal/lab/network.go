@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,9 +42,12 @@ func (c *Cluster) checkHub() error {
 
 // SetUpNetwork creates the lab's network, all of it inside namespaces the
 // lab creates, so nothing is addressed in the host's: the hub namespace
-// (kb-<name>) holds the bridge, with the subnet's first address as the
-// nodes' gateway and the load balancer's; each node's namespace is set up
-// by SetUpNode. It refuses a hub that exists: that lab is still up.
+// (kb-<name>) holds a bridge per network of nodes (br0 for the subnet,
+// br1... for the routed subnets), each with its network's first address
+// as its nodes' gateway (br0's is also the load balancer's), and routes
+// between them, forwarding inside its own namespace; each node's
+// namespace is set up by SetUpNode. It refuses a hub that exists: that
+// lab is still up.
 func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 	hub := c.Hub()
 	if err := c.checkHub(); err != nil {
@@ -62,12 +66,21 @@ func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 	steps := [][]string{
 		{"netns", "add", hub},
 		{"-n", hub, "link", "set", "lo", "up"},
-		{"-n", hub, "link", "add", "br0", "type", "bridge"},
-		{"-n", hub, "addr", "add", c.HubAddress().String() + "/24", "dev", "br0"},
-		{"-n", hub, "link", "set", "br0", "up"},
+	}
+	for i, subnet := range c.subnets() {
+		br := fmt.Sprintf("br%d", i)
+		steps = append(steps,
+			[]string{"-n", hub, "link", "add", br, "type", "bridge"},
+			[]string{"-n", hub, "addr", "add", netip.PrefixFrom(subnet.Addr().Next(), subnet.Bits()).String(), "dev", br},
+			[]string{"-n", hub, "link", "set", br, "up"})
 	}
 	for _, step := range steps {
 		if err := ip(ctx, step...); err != nil {
+			return err
+		}
+	}
+	if len(c.RoutedSubnets) > 0 {
+		if err := enableForwarding(ctx, hub); err != nil {
 			return err
 		}
 	}
@@ -80,9 +93,9 @@ func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 }
 
 // SetUpNode creates the network namespace of the cluster's i-th node on
-// the hub's bridge: linked by a veth pair, with the node's address on
-// eth0, loopback up, a default route through the hub, and forwarding on,
-// as a node's installation sets it.
+// the hub's bridge of its network: linked by a veth pair, with the node's
+// address on eth0, loopback up, a default route through the hub, and
+// forwarding on, as a node's installation sets it.
 func (c *Cluster) SetUpNode(ctx context.Context, i int) error {
 	n, hub := c.Nodes[i], c.Hub()
 	ns := c.Netns(n.Name)
@@ -93,11 +106,11 @@ func (c *Cluster) SetUpNode(ctx context.Context, i int) error {
 	steps := [][]string{
 		{"netns", "add", ns},
 		{"-n", hub, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
-		{"-n", hub, "link", "set", veth, "master", "br0", "up"},
+		{"-n", hub, "link", "set", veth, "master", fmt.Sprintf("br%d", c.subnetIndex(i)), "up"},
 		{"-n", ns, "addr", "add", c.Address(i).String() + "/24", "dev", "eth0"},
 		{"-n", ns, "link", "set", "eth0", "up"},
 		{"-n", ns, "link", "set", "lo", "up"},
-		{"-n", ns, "route", "add", "default", "via", c.HubAddress().String()},
+		{"-n", ns, "route", "add", "default", "via", c.Gateway(i).String()},
 	}
 	for _, step := range steps {
 		if err := ip(ctx, step...); err != nil {

@@ -46,6 +46,7 @@ var testCosts = map[string]labCost{
 	"TestClusterLife":                 {133, 2*controlPlane + 2*worker},
 	"TestDay2":                        {111, controlPlane},
 	"TestLabKnobs":                    {62, controlPlane + worker},
+	"TestPodNetwork":                  {60, controlPlane + worker},
 	"TestKubeadmJoinsTheControlPlane": {60, 2 * controlPlane},
 	"TestLabUpDownUp":                 {60, controlPlane},
 	"TestSecurityHardening":           {50, controlPlane},
