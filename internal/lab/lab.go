@@ -577,11 +577,24 @@ func installFile(m machine.Machine, f nodeFile, hash string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, pin(f.kubeadm), 0o600)
+	if err := os.WriteFile(path, pin(f.kubeadm), 0o600); err != nil {
+		return err
+	}
+	if f.kubeboot == nil {
+		return nil
+	}
+	// The node kubeadm inits gets its pod network from kubeboot, as a
+	// kubeadm user installs one after init (runKubeadm).
+	return os.WriteFile(filepath.Join(m.Root(), podNetworkConfig), f.kubeboot, 0o600)
 }
 
 // kubeadmConfig is where a kubeadm node's configuration lies on its disk.
 const kubeadmConfig = "etc/kubernetes/kubeadm.yaml"
+
+// podNetworkConfig is where the node that kubeadm inits holds the
+// cluster's kubeboot configuration, whose addon/cni phase installs the
+// pod network once kubeadm init returned.
+const podNetworkConfig = "etc/kubernetes/kubeboot-pod-network.yaml"
 
 // installKubelet makes the layer of the kubelet of the cluster's release
 // when the bin dir has it apart, in v<major>.<minor>/ (the nodes are
@@ -783,9 +796,10 @@ func forwardEvents(r io.Reader, node string, events chan<- Event, converged chan
 
 // runKubeadm runs the real `kubeadm init` or `kubeadm join` in the
 // machine with its configuration, once it is installed (waitInstalled), as
-// an operator would. It sends an event of the node's
-// kubeadm phase when kubeadm starts and when it has returned, which time
-// it (make bench).
+// an operator would, and after init installs kubeboot's pod network
+// (`kubeboot init phase addon cni`), as an operator installs one. It sends
+// an event of the node's kubeadm phase when kubeadm starts and when it
+// has returned, which time it (make bench).
 func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan<- Event) error {
 	if err := waitInstalled(ctx, m); err != nil {
 		return err
@@ -796,6 +810,13 @@ func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan
 		return fmt.Errorf("kubeadm %s: %w: %s", verb, err, lastLines(string(out), 20))
 	}
 	say("kubeadm " + verb + " returned")
+	if verb != "init" {
+		return nil
+	}
+	if out, err := m.Output(ctx, "kubeboot", "init", "phase", "addon", "cni", "--config", "/"+podNetworkConfig); err != nil {
+		return fmt.Errorf("install the pod network: kubeboot init phase addon cni: %w: %s", err, lastLines(string(out), 20))
+	}
+	say("kubeboot's pod network installed")
 	return nil
 }
 
