@@ -226,7 +226,7 @@ func listFiles(dir string) string {
 
 // livePhases are the phases of init that start the kubelet or need a
 // running control plane: tests that run init without a kubelet skip them.
-const livePhases = "kubelet-start,wait,bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver"
+const livePhases = "kubelet-start,wait,bootstrap-admin,upload-config,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,addon/cni"
 
 // writePhases are the phases that write files. A run reports the certs
 // phase first when it has written its first file (preflight's event comes

@@ -87,6 +87,7 @@ func hostNetworkState(t *testing.T, lab string) netState {
 var nodeDirs = []string{
 	"/etc/kubernetes", "/var/lib/kubelet", "/etc/kubeboot",
 	"/var/lib/containerd", "/opt/containerd", "/run/containerd", "/run/nri",
+	"/etc/cni", "/opt/cni", "/run/flannel",
 }
 
 // nodeFiles lists which of nodeDirs exist on the host, and their entries.
