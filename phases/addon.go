@@ -22,35 +22,78 @@ var Addon = workflow.Phase[*Node]{
 	Subphases: []workflow.Phase[*Node]{AddonCNI, AddonCoreDNS, AddonKubeProxy, AddonManifests},
 }
 
-// AddonCNI applies flannel, the pod network (addons.cni.provider:
-// flannel): its DaemonSet, which installs the CNI plugin and its
-// configuration on every node, the ConfigMap holding the network,
-// ServiceAccount and RBAC.
-var AddonCNI = addonPart("addon/cni", "Install flannel, the pod network, on every node",
-	"addons.cni.provider: none: the pod network's", func(a config.Addons) bool { return a.CNI.Provider != config.CNIFlannel }, templates.FlannelObjects)
+// AddonCNI applies the pod network (addons.cni.provider: flannel):
+// flannel's DaemonSet, which installs the CNI plugin and its configuration
+// on every node, the ConfigMap holding the network, ServiceAccount and
+// RBAC; and kubeboot's NetworkPolicy enforcer, a DaemonSet running each
+// node's kubeboot, with its ServiceAccount and RBAC.
+var AddonCNI = addonPart("addon/cni", "Install flannel, the pod network, and kubeboot's NetworkPolicy enforcer on every node",
+	"addons.cni.provider: none: the pod network's", podNetworkAddon)
 
 // AddonCoreDNS applies CoreDNS: Deployment coredns behind Service kube-dns
 // at the kubelets' clusterDNS address, its Corefile, ServiceAccount and
 // RBAC.
 var AddonCoreDNS = addonPart("addon/coredns", "Install CoreDNS, the cluster DNS, behind Service kube-dns at the kubelets' clusterDNS address",
-	"addons.coreDNS.disabled: CoreDNS's", func(a config.Addons) bool { return a.CoreDNS.Disabled }, templates.CoreDNSObjects)
+	"addons.coreDNS.disabled: CoreDNS's", coreDNSAddon)
 
 // AddonKubeProxy applies kube-proxy: its DaemonSet, the ConfigMap holding
 // its KubeProxyConfiguration (which kubeadm join reads too), its
 // ServiceAccount and RBAC.
 var AddonKubeProxy = addonPart("addon/kube-proxy", "Install kube-proxy, the Service proxy, on every node",
-	"addons.kubeProxy.disabled: kube-proxy's", func(a config.Addons) bool { return a.KubeProxy.Disabled }, templates.KubeProxyObjects)
+	"addons.kubeProxy.disabled: kube-proxy's", kubeProxyAddon)
 
-// addonPart is the subphase of one addon: it applies the objects build
-// makes, unless off says the configuration turns the addon off, which it
-// reports as switchOff + " objects are neither created nor changed".
-func addonPart(name, short, switchOff string, off func(config.Addons) bool, build func(*config.ClusterConfiguration) (templates.Objects, error)) workflow.Phase[*Node] {
+// addon is one addon: whether the configuration turns it off, and the
+// objects it applies, built for the configuration and the node's kubeboot
+// binary (which kubeboot's own pods run).
+type addon struct {
+	off   func(config.Addons) bool
+	build func(*config.ClusterConfiguration, templates.Kubeboot) ([]templates.Objects, error)
+}
+
+// addons are the addons in the order the addon phase applies them.
+var addons = []addon{podNetworkAddon, coreDNSAddon, kubeProxyAddon}
+
+var (
+	podNetworkAddon = addon{
+		off: func(a config.Addons) bool { return a.CNI.Provider != config.CNIFlannel },
+		build: func(c *config.ClusterConfiguration, kb templates.Kubeboot) ([]templates.Objects, error) {
+			flannel, err := templates.FlannelObjects(c)
+			if err != nil {
+				return nil, err
+			}
+			enforcer, err := templates.NetworkPolicyObjects(c, kb)
+			return []templates.Objects{flannel, enforcer}, err
+		},
+	}
+	coreDNSAddon = addon{
+		off:   func(a config.Addons) bool { return a.CoreDNS.Disabled },
+		build: configOnly(templates.CoreDNSObjects),
+	}
+	kubeProxyAddon = addon{
+		off:   func(a config.Addons) bool { return a.KubeProxy.Disabled },
+		build: configOnly(templates.KubeProxyObjects),
+	}
+)
+
+// configOnly is the build of an addon whose objects need only the
+// configuration.
+func configOnly(build func(*config.ClusterConfiguration) (templates.Objects, error)) func(*config.ClusterConfiguration, templates.Kubeboot) ([]templates.Objects, error) {
+	return func(c *config.ClusterConfiguration, _ templates.Kubeboot) ([]templates.Objects, error) {
+		objs, err := build(c)
+		return []templates.Objects{objs}, err
+	}
+}
+
+// addonPart is the subphase of one addon: it applies its objects, unless
+// the configuration turns it off, which it reports as switchOff + "
+// objects are neither created nor changed".
+func addonPart(name, short, switchOff string, a addon) workflow.Phase[*Node] {
 	return workflow.Phase[*Node]{Name: name, Short: short, LiveOnly: true, Run: func(ctx context.Context, s *Node) error {
-		if off(s.Config.Addons) {
+		if a.off(s.Config.Addons) {
 			s.Report.Infof("%s objects are neither created nor changed", switchOff)
 			return nil
 		}
-		objs, err := build(s.Config)
+		sets, err := a.build(s.Config, s.System.Kubeboot)
 		if err != nil {
 			return err
 		}
@@ -58,6 +101,11 @@ func addonPart(name, short, switchOff string, off func(config.Addons) bool, buil
 		if err != nil {
 			return err
 		}
-		return applyObjects(ctx, s, client, objs)
+		for _, objs := range sets {
+			if err := applyObjects(ctx, s, client, objs); err != nil {
+				return err
+			}
+		}
+		return nil
 	}}
 }

@@ -57,6 +57,7 @@ func TestAddonPhase(t *testing.T) {
 	}
 	for _, line := range []string{"[addon/coredns] Deployment kube-system/coredns created", "[addon/kube-proxy] DaemonSet kube-system/kube-proxy created",
 		"[addon/cni] DaemonSet kube-system/kube-flannel created", "[addon/cni] ClusterRole flannel created",
+		"[addon/cni] DaemonSet kube-system/kubeboot-network-policy created", "[addon/cni] ClusterRole kubeboot-network-policy created",
 		"[addon/coredns] ServiceAccount kube-system/coredns created", "[addon/kube-proxy] ClusterRoleBinding kubeadm:node-proxier created"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("output lacks %q:\n%s", line, out)
@@ -113,6 +114,10 @@ func TestWaitAddonsRolledOut(t *testing.T) {
 			},
 			&appsv1.DaemonSet{
 				ObjectMeta: metav1.ObjectMeta{Name: "kube-flannel", Namespace: "kube-system", Generation: 1},
+				Status:     appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3},
+			},
+			&appsv1.DaemonSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "kubeboot-network-policy", Namespace: "kube-system", Generation: 1},
 				Status:     appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3},
 			},
 		}

@@ -24,7 +24,7 @@ const addonPollInterval = time.Second
 // pod) runs it and is available, and no old one is left. On timeout it
 // names each workload that is not, with its counts.
 func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) error {
-	deployments, daemonSets, err := addonWorkloads(s.Config)
+	deployments, daemonSets, err := addonWorkloads(s)
 	if err != nil || len(deployments)+len(daemonSets) == 0 {
 		return err // no addon on: nothing to wait for
 	}
@@ -68,14 +68,14 @@ func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) er
 }
 
 // addonWorkloads are the Deployments and DaemonSets of the addons on.
-func addonWorkloads(c *config.ClusterConfiguration) ([]*appsv1.Deployment, []*appsv1.DaemonSet, error) {
-	addons, err := enabledAddons(c)
+func addonWorkloads(s *Node) ([]*appsv1.Deployment, []*appsv1.DaemonSet, error) {
+	sets, err := enabledAddons(s)
 	if err != nil {
 		return nil, nil, err
 	}
 	var deployments []*appsv1.Deployment
 	var daemonSets []*appsv1.DaemonSet
-	for _, objs := range addons {
+	for _, objs := range sets {
 		deployments = append(deployments, objs.Deployments...)
 		daemonSets = append(daemonSets, objs.DaemonSets...)
 	}
@@ -83,26 +83,19 @@ func addonWorkloads(c *config.ClusterConfiguration) ([]*appsv1.Deployment, []*ap
 }
 
 // enabledAddons are the objects of each addon the configuration turns on.
-func enabledAddons(c *config.ClusterConfiguration) ([]templates.Objects, error) {
-	var addons []templates.Objects
-	for _, addon := range []struct {
-		off   bool
-		build func(*config.ClusterConfiguration) (templates.Objects, error)
-	}{
-		{c.Addons.CNI.Provider != config.CNIFlannel, templates.FlannelObjects},
-		{c.Addons.CoreDNS.Disabled, templates.CoreDNSObjects},
-		{c.Addons.KubeProxy.Disabled, templates.KubeProxyObjects},
-	} {
-		if addon.off {
+func enabledAddons(s *Node) ([]templates.Objects, error) {
+	var out []templates.Objects
+	for _, a := range addons {
+		if a.off(s.Config.Addons) {
 			continue
 		}
-		objs, err := addon.build(c)
+		sets, err := a.build(s.Config, s.System.Kubeboot)
 		if err != nil {
 			return nil, err
 		}
-		addons = append(addons, objs)
+		out = append(out, sets...)
 	}
-	return addons, nil
+	return out, nil
 }
 
 // deploymentPending says why d is not rolled out, or "" when it is.

@@ -38,13 +38,13 @@ func AddonDrift(ctx context.Context, s *Node) ([]Drift, error) {
 	if err != nil {
 		return nil, err
 	}
-	addons, err := enabledAddons(s.Config)
+	sets, err := enabledAddons(s)
 	if err != nil {
 		return nil, err
 	}
 	drifts := []Drift{}
 	run := applyRun{s: s, drifts: &drifts}
-	for _, objs := range addons {
+	for _, objs := range sets {
 		if err := run.all(ctx, client, objs); err != nil {
 			return nil, err
 		}

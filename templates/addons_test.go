@@ -465,3 +465,32 @@ func emptyFields(path string, v any) []string {
 	}
 	return out
 }
+
+// TestNetworkPolicyObjects: the enforcer's DaemonSet runs the node's
+// kubeboot (mounted read-only from its path) in the pause image, on the
+// host's network, as root with NET_ADMIN alone, at the control-plane
+// endpoint; its ServiceAccount may only read pods, namespaces and
+// policies.
+func TestNetworkPolicyObjects(t *testing.T) {
+	kb := Kubeboot{Binary: "/usr/bin/kubeboot", Version: "v1.2.3"}
+	objs, err := NetworkPolicyObjects(addonConfig(t, nil), kb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGoldenIn(t, "addons", "network-policy-default", objectsYAML(t, objs))
+	for _, rule := range objs.ClusterRoles[0].Rules {
+		if !slices.Equal(rule.Verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("the enforcer may %v %v", rule.Verbs, rule.Resources)
+		}
+	}
+	pod := objs.DaemonSets[0].Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != "registry.k8s.io/pause:"+config.PauseVersion || !slices.Equal(c.Command, []string{"/usr/bin/kubeboot", "network-policy", "--node-name=$(NODE_NAME)"}) ||
+		!pod.HostNetwork || *c.SecurityContext.RunAsUser != 0 || !slices.Equal(c.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) ||
+		c.VolumeMounts[0].MountPath != kb.Binary || !c.VolumeMounts[0].ReadOnly || pod.Volumes[0].HostPath.Path != kb.Binary {
+		t.Errorf("the enforcer's pod: %+v", pod)
+	}
+	if got := objs.DaemonSets[0].Spec.Template.Annotations[AnnotationKubebootVersion]; got != "v1.2.3" {
+		t.Errorf("the pod's kubeboot release %q, want v1.2.3: a new release must roll the DaemonSet", got)
+	}
+}

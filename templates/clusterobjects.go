@@ -199,16 +199,19 @@ func user(name string) rbacv1.Subject {
 	return rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}
 }
 
-// serviceAccountSubject has no apiGroup: the API server defaults one for
-// users and groups only, and stores a service account's as empty.
-func serviceAccountSubject(namespace, name string) rbacv1.Subject {
-	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: namespace}
+// serviceAccountSubject is a kube-system service account as a subject,
+// which has no apiGroup: the API server defaults one for users and groups
+// only, and stores a service account's as empty.
+func serviceAccountSubject(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: metav1.NamespaceSystem}
 }
 
-func serviceAccount(namespace, name string) *corev1.ServiceAccount {
+// serviceAccount is a service account of kube-system, where every addon's
+// is.
+func serviceAccount(name string) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem},
 	}
 }
 

@@ -76,7 +76,7 @@ func CoreDNSObjects(c *config.ClusterConfiguration) (Objects, error) {
 	}
 	ns := metav1.NamespaceSystem
 	return Objects{
-		ServiceAccounts: []*corev1.ServiceAccount{serviceAccount(ns, CoreDNSName)},
+		ServiceAccounts: []*corev1.ServiceAccount{serviceAccount(CoreDNSName)},
 		ConfigMaps: []*corev1.ConfigMap{
 			configMap(ns, CoreDNSName, CoreDNSConfigKey, []byte(corefile(c.Networking.DNSDomain))),
 		},
@@ -89,7 +89,7 @@ func CoreDNSObjects(c *config.ClusterConfiguration) (Objects, error) {
 			},
 		}},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
-			clusterRoleBinding(CoreDNSRole, CoreDNSRole, serviceAccountSubject(ns, CoreDNSName)),
+			clusterRoleBinding(CoreDNSRole, CoreDNSRole, serviceAccountSubject(CoreDNSName)),
 		},
 		Services:    []*corev1.Service{service},
 		Deployments: []*appsv1.Deployment{coreDNSDeployment(c.Addons.CoreDNS.Image, *c.Addons.CoreDNS.Replicas)},

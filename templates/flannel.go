@@ -68,11 +68,10 @@ func FlannelObjects(c *config.ClusterConfiguration) (Objects, error) {
 	if err != nil {
 		return Objects{}, err
 	}
-	endpoint, err := url.Parse(c.ControlPlaneURL())
+	apiServer, err := apiServerEnv(c)
 	if err != nil {
 		return Objects{}, fmt.Errorf("build flannel objects: %w", err)
 	}
-	apiServer := []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: endpoint.Hostname()}, {Name: "KUBERNETES_SERVICE_PORT", Value: endpoint.Port()}}
 	ns := metav1.NamespaceSystem
 	cm := configMapData(ns, FlannelConfigMap, map[string]string{
 		FlannelNetConfKey: string(netConf),
@@ -81,7 +80,7 @@ func FlannelObjects(c *config.ClusterConfiguration) (Objects, error) {
 	cm.Labels = appLabels(flannelAccount)
 	nftables := c.Addons.KubeProxy.Disabled || c.Addons.KubeProxy.Mode == config.ProxyModeNftables
 	return Objects{
-		ServiceAccounts: []*corev1.ServiceAccount{serviceAccount(ns, flannelAccount)},
+		ServiceAccounts: []*corev1.ServiceAccount{serviceAccount(flannelAccount)},
 		ConfigMaps:      []*corev1.ConfigMap{cm},
 		ClusterRoles: []*rbacv1.ClusterRole{{
 			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
@@ -93,10 +92,23 @@ func FlannelObjects(c *config.ClusterConfiguration) (Objects, error) {
 			},
 		}},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
-			clusterRoleBinding(flannelAccount, flannelAccount, serviceAccountSubject(ns, flannelAccount)),
+			clusterRoleBinding(flannelAccount, flannelAccount, serviceAccountSubject(flannelAccount)),
 		},
 		DaemonSets: []*appsv1.DaemonSet{flannelDaemonSet(cni.Image, cni.PluginImage, !nftables, apiServer)},
 	}, nil
+}
+
+// apiServerEnv points a pod's in-cluster client (client-go's, by
+// KUBERNETES_SERVICE_HOST and _PORT) at the control-plane endpoint, as
+// kube-proxy's kubeconfig does, rather than at the kubernetes Service,
+// which only a running kube-proxy gives an address on the node: the pod
+// network's pods must run before it.
+func apiServerEnv(c *config.ClusterConfiguration) ([]corev1.EnvVar, error) {
+	endpoint, err := url.Parse(c.ControlPlaneURL())
+	if err != nil {
+		return nil, err
+	}
+	return []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: endpoint.Hostname()}, {Name: "KUBERNETES_SERVICE_PORT", Value: endpoint.Port()}}, nil
 }
 
 // flannelCNIConfig is the node's CNI configuration: flannel's plugin,
@@ -160,9 +172,7 @@ func flannelNetConf(c *config.ClusterConfiguration) ([]byte, error) {
 // flannel's CNI plugin into the node's /opt/cni/bin and the CNI
 // configuration into /etc/cni/net.d, where the container runtime finds
 // them. Only iptables mode mounts the xtables lock. flanneld reaches the
-// API server at apiServer (KUBERNETES_SERVICE_HOST and _PORT: the
-// control-plane endpoint), as kube-proxy does, not through the kubernetes
-// Service, which only a running kube-proxy gives an address on the node.
+// API server with apiServer (see apiServerEnv).
 func flannelDaemonSet(image, pluginImage string, iptables bool, apiServer []corev1.EnvVar) *appsv1.DaemonSet {
 	hostPath := func(name, path string, t corev1.HostPathType) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptrTo(t)}}}

@@ -77,12 +77,12 @@ func KubeProxyObjects(c *config.ClusterConfiguration) (Objects, error) {
 	})
 	cm.Labels = map[string]string{"app": KubeProxyName}
 	return Objects{
-		ServiceAccounts: []*corev1.ServiceAccount{serviceAccount(ns, KubeProxyName)},
+		ServiceAccounts: []*corev1.ServiceAccount{serviceAccount(KubeProxyName)},
 		ConfigMaps:      []*corev1.ConfigMap{cm},
 		Roles:           []*rbacv1.Role{getConfigMapRole(ns, KubeProxyName, KubeProxyName)},
 		RoleBindings:    []*rbacv1.RoleBinding{roleBinding(ns, KubeProxyName, group(bootstraptoken.NodeGroup))},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
-			clusterRoleBinding(KubeProxyBinding, KubeProxyClusterRole, serviceAccountSubject(ns, KubeProxyName)),
+			clusterRoleBinding(KubeProxyBinding, KubeProxyClusterRole, serviceAccountSubject(KubeProxyName)),
 		},
 		DaemonSets: []*appsv1.DaemonSet{kubeProxyDaemonSet(p.Image, p.Mode == config.ProxyModeIPTables)},
 	}, nil

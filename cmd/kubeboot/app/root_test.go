@@ -58,7 +58,7 @@ func TestArgumentErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"nope"}, "kubeboot takes a subcommand: bootstrap, certs, completion, config, csr-approver, diff, etcd, images, init, join, lab, reset, token, upgrade, validate or version; got 1 argument (not shown, since it may be a secret): see kubeboot --help"},
+		{[]string{"nope"}, "kubeboot takes a subcommand: bootstrap, certs, completion, config, csr-approver, diff, etcd, images, init, join, lab, network-policy, reset, token, upgrade, validate or version; got 1 argument (not shown, since it may be a secret): see kubeboot --help"},
 		{[]string{"init", "a", "b"}, "kubeboot init takes no arguments, or a subcommand: phase; got 2 arguments (not shown, since one may be a secret): see kubeboot init --help"},
 		{[]string{"version", "a"}, "kubeboot version takes no arguments; got 1 argument"},
 		{[]string{"config", "validate"}, "kubeboot config validate takes what its usage line shows (kubeboot config validate FILE [flags]); got none: see kubeboot config validate --help"},

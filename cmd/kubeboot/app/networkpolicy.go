@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/netpol"
+	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// The network-policy controller's pace: a change is applied once the
+// changes that come with it have arrived, and the table is taken back
+// every minute from whoever changed it.
+const (
+	networkPolicySettle = 100 * time.Millisecond
+	networkPolicyResync = time.Minute
+)
+
+func newNetworkPolicyCommand(stderr io.Writer) *cobra.Command {
+	var node string
+	cmd := &cobra.Command{
+		Use:     templates.NetworkPolicyCommand,
+		Short:   "Enforce the cluster's NetworkPolicy on this node (the kubeboot-network-policy DaemonSet runs this)",
+		Example: examples("kubeboot network-policy --node-name w1"),
+		Long: "Watches the cluster's pods, namespaces and NetworkPolicies, with the pod's service account, and keeps the\n" +
+			"node's nftables table inet " + netpol.TableName + " to what they allow: a new connection to or from a pod\n" +
+			"of this node that a policy isolates passes only if a policy allows it; replies pass. The table is replaced\n" +
+			"whole, at once, after every change. Runs until SIGINT or SIGTERM, and leaves the table as it is: the node\n" +
+			"keeps enforcing while its pod restarts.",
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if node == "" {
+				return &exit.UsageError{Msg: "--node-name is required: the node whose pods to enforce for (the DaemonSet passes spec.nodeName)"}
+			}
+			report := output.NewReporter(stderr, false)
+			report.SetPhase(templates.NetworkPolicyCommand)
+			return runNetworkPolicy(cmd.Context(), node, report)
+		},
+	}
+	cmd.Flags().StringVar(&node, "node-name", "", "this node's name")
+	return cmd
+}
+
+// runNetworkPolicy runs the controller of node with the pod's in-cluster
+// client, applying through netlink in the network namespace it runs in
+// (the host's).
+func runNetworkPolicy(ctx context.Context, node string, report *output.Reporter) error {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return fmt.Errorf("the in-cluster client (this command runs in the %s pod): %w", templates.NetworkPolicyName, err)
+	}
+	cfg.UserAgent = templates.NetworkPolicyName
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	apply := func(v []netpol.Verdicts) error {
+		conn, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		return netpol.Apply(conn, v)
+	}
+	report.Infof("enforcing NetworkPolicy for the pods of node %s in table inet %s", node, netpol.TableName)
+	return netpol.New(client, node, apply, netpol.Options{
+		Settle: networkPolicySettle, Resync: networkPolicyResync,
+		Log: func(line string) { report.Infof("%s", line) },
+	}).Run(ctx)
+}

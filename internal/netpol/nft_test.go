@@ -1,0 +1,188 @@
+package netpol
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// testNet is three network namespaces of a test's own: pods a and b on
+// two subnets, and the node n forwarding between them, where the table
+// goes, as a node forwards between its pods.
+type testNet struct{ prefix string }
+
+func (n testNet) ns(name string) string { return n.prefix + name }
+
+// newTestNet makes a (10.99.1.2), b (10.99.2.2) and n between them, and
+// removes them when the test ends.
+func newTestNet(t *testing.T) testNet {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the enforcer's test makes network namespaces: run it as root, as make test does")
+	}
+	n := testNet{prefix: fmt.Sprintf("kbnp%d-", os.Getpid())}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, name := range []string{"n", "a", "b"} {
+		run("netns", "add", n.ns(name))
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", n.ns(name)).Run() })
+		run("-n", n.ns(name), "link", "set", "lo", "up")
+	}
+	for i, pod := range []string{"a", "b"} {
+		subnet := fmt.Sprintf("10.99.%d", i+1)
+		run("-n", n.ns("n"), "link", "add", "to-"+pod, "type", "veth", "peer", "name", "eth0", "netns", n.ns(pod))
+		run("-n", n.ns("n"), "addr", "add", subnet+".1/24", "dev", "to-"+pod)
+		run("-n", n.ns("n"), "link", "set", "to-"+pod, "up")
+		run("-n", n.ns(pod), "addr", "add", subnet+".2/24", "dev", "eth0")
+		run("-n", n.ns(pod), "link", "set", "eth0", "up")
+		run("-n", n.ns(pod), "route", "add", "default", "via", subnet+".1")
+	}
+	// Forwarding inside n's namespace only: /proc/sys/net is the writer's.
+	if out, err := exec.Command("ip", "netns", "exec", n.ns("n"), "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward").CombinedOutput(); err != nil {
+		t.Fatalf("forwarding in %s: %v: %s", n.ns("n"), err, out)
+	}
+	return n
+}
+
+// in runs f on a thread of its own in namespace name; the thread ends
+// with f, so no other code runs in that namespace.
+func (n testNet) in(t *testing.T, name string, f func()) {
+	t.Helper()
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		fd, err := unix.Open(filepath.Join("/run/netns", n.ns(name)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			_ = unix.Close(fd)
+		}
+		if err == nil {
+			f()
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("enter %s: %v", n.ns(name), err)
+	}
+}
+
+// apply replaces the table in n with the verdicts.
+func (n testNet) apply(t *testing.T, verdicts []Verdicts) {
+	t.Helper()
+	fd, err := unix.Open(filepath.Join("/run/netns", n.ns("n")), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	conn, err := nftables.New(nftables.WithNetNSFd(fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(conn, verdicts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listen serves TCP on each port in pod, answering every connection with
+// the port, until the test ends.
+func (n testNet) listen(t *testing.T, pod string, ports ...int) {
+	t.Helper()
+	for _, port := range ports {
+		var l net.Listener
+		var err error
+		n.in(t, pod, func() { l, err = net.Listen("tcp4", fmt.Sprintf(":%d", port)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = fmt.Fprintf(c, "%d\n", port)
+				_ = c.Close()
+			}
+		}()
+	}
+}
+
+// connects says whether a connection from pod to addr is answered.
+func (n testNet) connects(t *testing.T, pod, addr string) bool {
+	t.Helper()
+	var err error
+	n.in(t, pod, func() {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp4", addr, 400*time.Millisecond); err == nil {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			_, err = c.Read(make([]byte, 8))
+			_ = c.Close()
+		}
+	})
+	return err == nil
+}
+
+// TestApplyEnforces: the table replaced in the node's namespace decides,
+// packet by packet, what reaches an isolated pod and what an isolated pod
+// may reach: ports, peers, an ipBlock's exceptions, deny-all; replacing
+// it again takes the old rules away at once.
+func TestApplyEnforces(t *testing.T) {
+	n := newTestNet(t)
+	n.listen(t, "b", 8080, 8081)
+	n.listen(t, "a", 9090)
+	a := Pod{Namespace: "x", Name: "a", IPs: []netip.Addr{netip.MustParseAddr("10.99.1.2")}}
+	b := Pod{Namespace: "x", Name: "b", IPs: []netip.Addr{netip.MustParseAddr("10.99.2.2")}}
+	rules := func(r ...Rule) *[]Rule { return &r }
+	tcp := func(from, to uint16) PortRange { return PortRange{Protocol: corev1.ProtocolTCP, From: from, To: to} }
+	fromA := []netip.Prefix{netip.MustParsePrefix("10.99.1.2/32")}
+
+	for _, tt := range []struct {
+		name     string
+		verdicts []Verdicts
+		want     map[string]bool // "pod->addr": connects
+	}{
+		{"no policy", nil, map[string]bool{"a->10.99.2.2:8080": true, "a->10.99.2.2:8081": true, "b->10.99.1.2:9090": true}},
+		{"b admits a on 8080", []Verdicts{{Pod: b, Ingress: rules(Rule{Peers: fromA, Ports: []PortRange{tcp(8080, 8080)}})}},
+			map[string]bool{"a->10.99.2.2:8080": true, "a->10.99.2.2:8081": false, "b->10.99.1.2:9090": true}},
+		{"b admits a port range", []Verdicts{{Pod: b, Ingress: rules(Rule{Peers: fromA, Ports: []PortRange{tcp(8081, 8090)}})}},
+			map[string]bool{"a->10.99.2.2:8080": false, "a->10.99.2.2:8081": true}},
+		{"b admits a's subnet but a", []Verdicts{{Pod: b, Ingress: rules(Rule{Peers: []netip.Prefix{netip.MustParsePrefix("10.99.1.0/24")}, Except: fromA})}},
+			map[string]bool{"a->10.99.2.2:8080": false}},
+		{"b admits a's subnet", []Verdicts{{Pod: b, Ingress: rules(Rule{Peers: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16")}})}},
+			map[string]bool{"a->10.99.2.2:8080": true, "a->10.99.2.2:8081": true}},
+		{"b admits nothing", []Verdicts{{Pod: b, Ingress: rules()}},
+			map[string]bool{"a->10.99.2.2:8080": false, "b->10.99.1.2:9090": true}},
+		{"a may reach nothing: b's replies still pass", []Verdicts{{Pod: a, Egress: rules()}},
+			map[string]bool{"a->10.99.2.2:8080": false, "b->10.99.1.2:9090": true}},
+		{"a may reach b on UDP only", []Verdicts{{Pod: a, Egress: rules(Rule{Ports: []PortRange{{Protocol: corev1.ProtocolUDP}}})}},
+			map[string]bool{"a->10.99.2.2:8080": false}},
+		{"a may reach b on 8081", []Verdicts{{Pod: a, Egress: rules(Rule{Peers: []netip.Prefix{netip.MustParsePrefix("10.99.2.2/32")}, Ports: []PortRange{tcp(8081, 8081)}})}},
+			map[string]bool{"a->10.99.2.2:8080": false, "a->10.99.2.2:8081": true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n.apply(t, tt.verdicts)
+			for path, want := range tt.want {
+				from, to, _ := strings.Cut(path, "->")
+				if got := n.connects(t, from, to); got != want {
+					t.Errorf("%s connects: %v, want %v", path, got, want)
+				}
+			}
+		})
+	}
+}
