@@ -188,7 +188,7 @@ func (l Lab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 	// The StorageClass's provisioner rolls out while the addons do.
 	storage := make(chan error, 1)
 	go func() { storage <- applyStorage(ctx, first) }()
-	for _, addon := range []string{"daemonset/kube-flannel", "deployment/coredns", "daemonset/kube-proxy"} {
+	for _, addon := range []string{"daemonset/kube-flannel", "daemonset/kubeboot-network-policy", "deployment/coredns", "daemonset/kube-proxy"} {
 		if _, err := kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m"); err != nil {
 			return res, err
 		}

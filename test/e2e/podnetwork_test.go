@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,7 @@ import (
 // between them inside its own namespace. kubeboot's flannel gives each
 // node its slice of the pod subnet and joins them by VXLAN, so pods on
 // either reach each other by address and through a Service, with no route
-// the lab set.
+// the lab set; kubeboot's enforcer applies NetworkPolicy to them.
 func TestPodNetwork(t *testing.T) {
 	alongside(t)
 	c := startMachineCluster(t, "e2enet", "10.89.40.0/24", "10.241.0.0/16", `
@@ -68,4 +70,33 @@ routedSubnets: [10.89.41.0/24]
 		}
 		return err
 	})
+
+	// NetworkPolicy, enforced by kubeboot's enforcer on each node: a
+	// default deny of ingress cuts net-w1 off from net-cp1, a policy
+	// admitting pods labelled app=net on 8080 lets it through again, and
+	// with both deleted every connection passes.
+	c.kubectl(t, "-n", "kube-system", "rollout", "status", "daemonset/kubeboot-network-policy", "--timeout=120s")
+	reach := func(want bool, why string) {
+		t.Helper()
+		eventually(t, why, func() error {
+			_, err := c.kubectlErr(t, "exec", "net-cp1", "--", "curl", "-sS", "-m", "2", "http://"+ips["w1"]+":8080/hostname")
+			if (err == nil) != want {
+				return fmt.Errorf("net-cp1 -> net-w1: connected %v, want %v", err == nil, want)
+			}
+			return nil
+		})
+	}
+	writeFile(t, filepath.Join(c.root, "deny.yaml"), "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: default}\nspec:\n  podSelector: {}\n  policyTypes: [Ingress]\n")
+	writeFile(t, filepath.Join(c.root, "allow.yaml"), "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: allow, namespace: default}\nspec:\n  podSelector: {matchLabels: {app: net}}\n  ingress:\n  - from: [{podSelector: {matchLabels: {app: net}}}]\n    ports: [{port: 8080}]\n")
+	c.kubectl(t, "apply", "-f", filepath.Join(c.root, "deny.yaml"))
+	reach(false, "a default deny cutting net-w1 off")
+	c.kubectl(t, "apply", "-f", filepath.Join(c.root, "allow.yaml"))
+	reach(true, "the policy admitting app=net on 8080")
+	c.kubectl(t, "delete", "networkpolicy", "allow")
+	reach(false, "the default deny alone again")
+	c.kubectl(t, "delete", "networkpolicy", "deny")
+	reach(true, "every connection passing once the policies are gone")
+	if table := c.exec(t, "w1", "nft", "list", "table", "inet", "kubeboot-network-policy"); !strings.Contains(table, "chain forward") {
+		t.Errorf("w1 has no table inet kubeboot-network-policy:\n%s", table)
+	}
 }
