@@ -361,8 +361,8 @@ func (l Lab) bootAll(ctx context.Context) error {
 type nodeFile struct {
 	// kubeboot is its file at bootstrap.ConfigPath; kubeadm, for a
 	// node that the real kubeadm brings up, kubeadm's configuration at
-	// kubeadmConfig instead (a first node's kubeboot file then only names
-	// the images).
+	// kubeadmConfig instead (a first node's kubeboot file then names the
+	// images, and installs the pod network from podNetworkConfig).
 	kubeboot, kubeadm []byte
 }
 
@@ -525,7 +525,7 @@ func (l Lab) install(ctx context.Context, files []nodeFile) error {
 	first := l.machine(0)
 	if files[0].kubeadm != nil {
 		// kubeadm makes the CA; such a lab is that one node.
-		if err := installFile(first, nodeFile{kubeadm: files[0].kubeadm}, ""); err != nil {
+		if err := installFile(first, files[0], ""); err != nil {
 			return err
 		}
 		return preloadNode(store, first.Root())
