@@ -82,3 +82,28 @@ func TestRoutedSubnets(t *testing.T) {
 		t.Errorf("the hub (load balancer) is on %s, want the lab's subnet's 10.89.2.1", hub)
 	}
 }
+
+// TestExamplesLoad: every lab description in examples/ loads as written.
+func TestExamplesLoad(t *testing.T) {
+	paths, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	loaded := 0
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "kind: LabCluster") {
+			continue // a node's configuration, not a lab's
+		}
+		if _, err := lab.LoadCluster(path); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+		loaded++
+	}
+	if loaded < 3 {
+		t.Errorf("loaded %d lab descriptions, want examples/cluster.yaml, machines.yaml and racks.yaml at least", loaded)
+	}
+}
