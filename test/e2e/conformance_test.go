@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
@@ -34,7 +35,9 @@ var pullOnly = []string{
 // worker, each holding the tests' images (conformanceImages). Every
 // `[Conformance]` test but pullOnly runs, the parallel ones on three
 // processes, then the `[Serial]` ones alone ($KUBEBOOT_CONFORMANCE_FOCUS,
-// a regular expression, narrows them). ginkgo runs from this host in the
+// a regular expression, narrows them; $KUBEBOOT_CONFORMANCE_LABELS, a
+// ginkgo label filter, runs other tests than the `Conformance` ones, such
+// as NetworkPolicy's, `Feature:NetworkPolicy`). ginkgo runs from this host in the
 // control-plane node's network namespace. The test fails if a test failed
 // or a kubelet restarted meanwhile. It writes the JUnit reports to
 // $KUBEBOOT_CONFORMANCE_REPORTS (default .cache/conformance) and, when
@@ -105,12 +108,13 @@ func TestConformance(t *testing.T) {
 	for i, name := range pullOnly {
 		skip[i] = regexp.QuoteMeta(name)
 	}
+	labels := cmp.Or(os.Getenv("KUBEBOOT_CONFORMANCE_LABELS"), "Conformance")
 	runs := []struct {
 		name, labels string
 		procs        int
 	}{
-		{"parallel", "Conformance && !Serial", 3},
-		{"serial", "Conformance && Serial", 1},
+		{"parallel", "(" + labels + ") && !Serial", 3},
+		{"serial", "(" + labels + ") && Serial", 1},
 	}
 	var results []conformanceRun
 	for _, run := range runs {
@@ -161,7 +165,7 @@ func TestConformance(t *testing.T) {
 		t.Errorf("a kubelet restarted during the tests: before %q, after %q", before, after)
 	}
 	if path := os.Getenv("KUBEBOOT_CONFORMANCE_SUMMARY"); path != "" {
-		summary := conformanceSummary{Runs: results, Skipped: pullOnly, Started: start, Took: time.Since(start), Focus: os.Getenv("KUBEBOOT_CONFORMANCE_FOCUS")}
+		summary := conformanceSummary{Runs: results, Skipped: pullOnly, Started: start, Took: time.Since(start), Focus: os.Getenv("KUBEBOOT_CONFORMANCE_FOCUS"), Labels: labels}
 		if err := os.WriteFile(path, []byte(summary.markdown()), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -91,6 +91,9 @@ type conformanceSummary struct {
 	Started time.Time
 	Took    time.Duration
 	Focus   string
+	// Labels is the label filter of the tests run: Conformance, or
+	// another set (make conformance-netpol).
+	Labels string
 }
 
 func (s conformanceSummary) markdown() string {
@@ -100,8 +103,13 @@ func (s conformanceSummary) markdown() string {
 		passed += len(r.Passed)
 		failed += len(r.Failed)
 	}
-	fmt.Fprintf(&b, "# Conformance\n\n")
-	fmt.Fprintf(&b, "Kubernetes' own conformance tests (every `[Conformance]` test of e2e.test v1.36.3, `[Serial]` included) on a kubeboot lab, as `make conformance` runs them.\n")
+	if s.Labels == "" || s.Labels == "Conformance" {
+		fmt.Fprintf(&b, "# Conformance\n\n")
+		fmt.Fprintf(&b, "Kubernetes' own conformance tests (every `[Conformance]` test of e2e.test v1.36.3, `[Serial]` included) on a kubeboot lab, as `make conformance` runs them.\n")
+	} else {
+		fmt.Fprintf(&b, "# Kubernetes' tests labelled %s\n\n", s.Labels)
+		fmt.Fprintf(&b, "Every test of e2e.test v1.36.3 that the label filter `%s` selects, `[Serial]` included, on a kubeboot lab, as `make conformance-netpol` runs them.\n", s.Labels)
+	}
 	fmt.Fprintf(&b, "This file is written by that run (`test/e2e/conformance_test.go`); the JUnit reports are in `.cache/conformance/`.\n\n")
 	fmt.Fprintf(&b, "**%d passed, %d failed** of %d run, on %s, in %s in all (the lab's bring-up and image imports included).\n\n",
 		passed, failed, passed+failed, s.Started.UTC().Format("2006-01-02"), s.Took.Round(time.Second))
