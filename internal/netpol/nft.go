@@ -1,7 +1,9 @@
 package netpol
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -44,7 +46,7 @@ func Apply(conn *nftables.Conn, verdicts []Verdicts) error {
 			if dir.rules == nil {
 				continue
 			}
-			chain := conn.AddChain(&nftables.Chain{Name: fmt.Sprintf("%s %s/%s", dir.name, v.Pod.Namespace, v.Pod.Name), Table: t})
+			chain := conn.AddChain(&nftables.Chain{Name: chainName(dir.name, v.Pod), Table: t})
 			for _, ip := range v.Pod.IPs {
 				exprs := append(family(ip), matchAddr(ip, dir.source)...)
 				conn.AddRule(&nftables.Rule{Table: t, Chain: forward, Exprs: append(exprs, &expr.Verdict{Kind: expr.VerdictJump, Chain: chain.Name})})
@@ -61,6 +63,22 @@ func Apply(conn *nftables.Conn, verdicts []Verdicts) error {
 		return fmt.Errorf("replace nftables table inet %s: %w", TableName, err)
 	}
 	return nil
+}
+
+// maxChainName is the longest name the kernel gives a chain
+// (NFT_NAME_MAXLEN, less its terminating zero).
+const maxChainName = 255
+
+// chainName names a pod's chain of a direction after the pod, as `nft
+// list` shows it, or, for a pod whose name is too long for that, after a
+// hash of it.
+func chainName(direction string, pod Pod) string {
+	name := direction + " " + pod.Namespace + "/" + pod.Name
+	if len(name) <= maxChainName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(pod.Namespace + "/" + pod.Name))
+	return direction + " " + hex.EncodeToString(sum[:16])
 }
 
 // established matches the packets of connections already allowed, and

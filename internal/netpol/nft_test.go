@@ -17,15 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// testNet is three network namespaces of a test's own: pods a and b on
-// two subnets, and the node n forwarding between them, where the table
-// goes, as a node forwards between its pods.
+// testNet is network namespaces of a test's own: pods a and b on two
+// subnets, the node n routing between them, where the table goes, and
+// pods c and d on one bridge of n, as a node's pods are on its CNI bridge.
 type testNet struct{ prefix string }
 
 func (n testNet) ns(name string) string { return n.prefix + name }
 
-// newTestNet makes a (10.99.1.2), b (10.99.2.2) and n between them, and
-// removes them when the test ends.
+// newTestNet makes a (10.99.1.2), b (10.99.2.2), c (10.99.3.2) and d
+// (10.99.3.3) around n, and removes them when the test ends.
 func newTestNet(t *testing.T) testNet {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -38,7 +38,7 @@ func newTestNet(t *testing.T) testNet {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	for _, name := range []string{"n", "a", "b"} {
+	for _, name := range []string{"n", "a", "b", "c", "d"} {
 		run("netns", "add", n.ns(name))
 		t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", n.ns(name)).Run() })
 		run("-n", n.ns(name), "link", "set", "lo", "up")
@@ -51,6 +51,16 @@ func newTestNet(t *testing.T) testNet {
 		run("-n", n.ns(pod), "addr", "add", subnet+".2/24", "dev", "eth0")
 		run("-n", n.ns(pod), "link", "set", "eth0", "up")
 		run("-n", n.ns(pod), "route", "add", "default", "via", subnet+".1")
+	}
+	run("-n", n.ns("n"), "link", "add", "br0", "type", "bridge")
+	run("-n", n.ns("n"), "addr", "add", "10.99.3.1/24", "dev", "br0")
+	run("-n", n.ns("n"), "link", "set", "br0", "up")
+	for i, pod := range []string{"c", "d"} {
+		run("-n", n.ns("n"), "link", "add", "to-"+pod, "type", "veth", "peer", "name", "eth0", "netns", n.ns(pod))
+		run("-n", n.ns("n"), "link", "set", "to-"+pod, "master", "br0", "up")
+		run("-n", n.ns(pod), "addr", "add", fmt.Sprintf("10.99.3.%d/24", i+2), "dev", "eth0")
+		run("-n", n.ns(pod), "link", "set", "eth0", "up")
+		run("-n", n.ns(pod), "route", "add", "default", "via", "10.99.3.1")
 	}
 	// Forwarding inside n's namespace only: /proc/sys/net is the writer's.
 	if out, err := exec.Command("ip", "netns", "exec", n.ns("n"), "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward").CombinedOutput(); err != nil {
@@ -146,8 +156,10 @@ func TestApplyEnforces(t *testing.T) {
 	n := newTestNet(t)
 	n.listen(t, "b", 8080, 8081)
 	n.listen(t, "a", 9090)
+	n.listen(t, "d", 8080)
 	a := Pod{Namespace: "x", Name: "a", IPs: []netip.Addr{netip.MustParseAddr("10.99.1.2")}}
 	b := Pod{Namespace: "x", Name: "b", IPs: []netip.Addr{netip.MustParseAddr("10.99.2.2")}}
+	d := Pod{Namespace: "x", Name: "d", IPs: []netip.Addr{netip.MustParseAddr("10.99.3.3")}}
 	rules := func(r ...Rule) *[]Rule { return &r }
 	tcp := func(from, to uint16) PortRange { return PortRange{Protocol: corev1.ProtocolTCP, From: from, To: to} }
 	fromA := []netip.Prefix{netip.MustParsePrefix("10.99.1.2/32")}
@@ -157,7 +169,13 @@ func TestApplyEnforces(t *testing.T) {
 		verdicts []Verdicts
 		want     map[string]bool // "pod->addr": connects
 	}{
-		{"no policy", nil, map[string]bool{"a->10.99.2.2:8080": true, "a->10.99.2.2:8081": true, "b->10.99.1.2:9090": true}},
+		{"no policy", nil, map[string]bool{"a->10.99.2.2:8080": true, "a->10.99.2.2:8081": true, "b->10.99.1.2:9090": true, "c->10.99.3.3:8080": true}},
+		// Pods on one bridge: the bridge passes their packets through the
+		// forward hook (bridge-nf-call-iptables, a new namespace's default).
+		{"d admits nothing, on c's bridge too", []Verdicts{{Pod: d, Ingress: rules()}},
+			map[string]bool{"c->10.99.3.3:8080": false, "a->10.99.3.3:8080": false}},
+		{"d admits c", []Verdicts{{Pod: d, Ingress: rules(Rule{Peers: []netip.Prefix{netip.MustParsePrefix("10.99.3.2/32")}})}},
+			map[string]bool{"c->10.99.3.3:8080": true, "a->10.99.3.3:8080": false}},
 		{"b admits a on 8080", []Verdicts{{Pod: b, Ingress: rules(Rule{Peers: fromA, Ports: []PortRange{tcp(8080, 8080)}})}},
 			map[string]bool{"a->10.99.2.2:8080": true, "a->10.99.2.2:8081": false, "b->10.99.1.2:9090": true}},
 		{"b admits a port range", []Verdicts{{Pod: b, Ingress: rules(Rule{Peers: fromA, Ports: []PortRange{tcp(8081, 8090)}})}},
@@ -184,5 +202,18 @@ func TestApplyEnforces(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChainName: a pod's chain is named after it, or after a hash of it
+// when namespace and name together are longer than a chain's name may be.
+func TestChainName(t *testing.T) {
+	if got := chainName("ingress", Pod{Namespace: "x", Name: "web"}); got != "ingress x/web" {
+		t.Errorf("chainName = %q", got)
+	}
+	long := Pod{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("p", 253)}
+	other := Pod{Namespace: long.Namespace, Name: strings.Repeat("p", 252) + "q"}
+	if got := chainName("egress", long); len(got) > maxChainName || got == chainName("egress", other) || !strings.HasPrefix(got, "egress ") {
+		t.Errorf("long names: %q and %q", got, chainName("egress", other))
 	}
 }
