@@ -2,14 +2,10 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/netpol"
@@ -50,29 +46,12 @@ func newNetworkPolicyCommand(stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// runNetworkPolicy runs the controller of node with the pod's in-cluster
-// client, applying through netlink in the network namespace it runs in
-// (the host's).
+// runNetworkPolicy runs node's enforcer in its pod, logging through
+// report.
 func runNetworkPolicy(ctx context.Context, node string, report *output.Reporter) error {
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return fmt.Errorf("the in-cluster client (this command runs in the %s pod): %w", templates.NetworkPolicyName, err)
-	}
-	cfg.UserAgent = templates.NetworkPolicyName
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	apply := func(v []netpol.Verdicts) error {
-		conn, err := nftables.New()
-		if err != nil {
-			return err
-		}
-		return netpol.Apply(conn, v)
-	}
 	report.Infof("enforcing NetworkPolicy for the pods of node %s in table inet %s", node, netpol.TableName)
-	return netpol.New(client, node, apply, netpol.Options{
+	return netpol.RunInPod(ctx, node, templates.NetworkPolicyName, netpol.Options{
 		Settle: networkPolicySettle, Resync: networkPolicyResync,
 		Log: func(line string) { report.Infof("%s", line) },
-	}).Run(ctx)
+	})
 }
