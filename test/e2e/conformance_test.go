@@ -165,7 +165,8 @@ func TestConformance(t *testing.T) {
 		t.Errorf("a kubelet restarted during the tests: before %q, after %q", before, after)
 	}
 	if path := os.Getenv("KUBEBOOT_CONFORMANCE_SUMMARY"); path != "" {
-		summary := conformanceSummary{Runs: results, Skipped: pullOnly, Started: start, Took: time.Since(start), Focus: os.Getenv("KUBEBOOT_CONFORMANCE_FOCUS"), Labels: labels}
+		summary := conformanceSummary{Runs: results, Skipped: pullOnly, Started: start, Took: time.Since(start), Focus: os.Getenv("KUBEBOOT_CONFORMANCE_FOCUS"), Labels: labels,
+			Reports: ".cache/" + filepath.Base(reports) + "/"}
 		if err := os.WriteFile(path, []byte(summary.markdown()), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ type testResult struct {
 	Took         time.Duration
 }
 
-// readJUnit reads ginkgo's JUnit report: the `[Conformance]` tests it ran,
+// readJUnit reads ginkgo's JUnit report: the tests it ran,
 // passed or failed; tests the filters left out are counted in neither.
 func readJUnit(path string) (conformanceRun, error) {
 	data, err := os.ReadFile(path)
@@ -55,7 +55,9 @@ func readJUnit(path string) (conformanceRun, error) {
 	var run conformanceRun
 	for _, suite := range report.Suites {
 		for _, c := range suite.Cases {
-			if c.Skipped != nil || !strings.Contains(c.Name, "[Conformance]") {
+			// ginkgo's own nodes ([SynchronizedBeforeSuite], ...) name no
+			// SIG; every test does.
+			if c.Skipped != nil || !strings.HasPrefix(c.Name, "[It] [sig-") {
 				continue
 			}
 			r := testResult{Name: specName(c.Name), Took: time.Duration(c.Time * float64(time.Second))}
@@ -94,6 +96,9 @@ type conformanceSummary struct {
 	// Labels is the label filter of the tests run: Conformance, or
 	// another set (make conformance-netpol).
 	Labels string
+	// Reports is the directory of the JUnit reports, as the repository's
+	// root names it.
+	Reports string
 }
 
 func (s conformanceSummary) markdown() string {
@@ -110,7 +115,7 @@ func (s conformanceSummary) markdown() string {
 		fmt.Fprintf(&b, "# Kubernetes' tests labelled %s\n\n", s.Labels)
 		fmt.Fprintf(&b, "Every test of e2e.test v1.36.3 that the label filter `%s` selects, `[Serial]` included, on a kubeboot lab, as `make conformance-netpol` runs them.\n", s.Labels)
 	}
-	fmt.Fprintf(&b, "This file is written by that run (`test/e2e/conformance_test.go`); the JUnit reports are in `.cache/conformance/`.\n\n")
+	fmt.Fprintf(&b, "This file is written by that run (`test/e2e/conformance_test.go`); the JUnit reports are in `%s`.\n\n", s.Reports)
 	fmt.Fprintf(&b, "**%d passed, %d failed** of %d run, on %s, in %s in all (the lab's bring-up and image imports included).\n\n",
 		passed, failed, passed+failed, s.Started.UTC().Format("2006-01-02"), s.Took.Round(time.Second))
 	if s.Focus != "" {
