@@ -32,6 +32,18 @@ func newTestNet(t *testing.T) testNet {
 		t.Fatal("the enforcer's test makes network namespaces: run it as root, as make test does")
 	}
 	n := testNet{prefix: fmt.Sprintf("kbnp%d-", os.Getpid())}
+	// `ip netns add` makes /run/netns, a mount point of its own, where a
+	// fresh host has none: the test removes it again once it is empty, so
+	// the host is as it was (cleanups run last-registered first, after the
+	// namespaces' deletion).
+	if _, err := os.Stat(netnsDir); os.IsNotExist(err) {
+		t.Cleanup(func() {
+			if entries, err := os.ReadDir(netnsDir); err == nil && len(entries) == 0 {
+				_ = unix.Unmount(netnsDir, unix.MNT_DETACH)
+				_ = os.Remove(netnsDir)
+			}
+		})
+	}
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -69,6 +81,9 @@ func newTestNet(t *testing.T) testNet {
 	return n
 }
 
+// netnsDir is where `ip netns` keeps the namespaces it names.
+const netnsDir = "/run/netns"
+
 // in runs f on a thread of its own in namespace name; the thread ends
 // with f, so no other code runs in that namespace.
 func (n testNet) in(t *testing.T, name string, f func()) {
@@ -76,7 +91,7 @@ func (n testNet) in(t *testing.T, name string, f func()) {
 	done := make(chan error)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		fd, err := unix.Open(filepath.Join("/run/netns", n.ns(name)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(filepath.Join(netnsDir, n.ns(name)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
 			err = unix.Setns(fd, unix.CLONE_NEWNET)
 			_ = unix.Close(fd)
@@ -94,7 +109,7 @@ func (n testNet) in(t *testing.T, name string, f func()) {
 // apply replaces the table in n with the verdicts.
 func (n testNet) apply(t *testing.T, verdicts []Verdicts) {
 	t.Helper()
-	fd, err := unix.Open(filepath.Join("/run/netns", n.ns("n")), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(filepath.Join(netnsDir, n.ns("n")), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
