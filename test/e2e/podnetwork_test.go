@@ -44,11 +44,12 @@ routedSubnets: [10.89.41.0/24]
 	}
 
 	for _, node := range []string{"cp1", "w1"} {
-		c.kubectl(t, "run", "net-"+node, "--image", agnhostImage, "--image-pull-policy", "Never", "--labels", "app=net",
+		c.kubectl(t, "run", "net-"+node, "--image", agnhostImage, "--image-pull-policy", "Never", "--labels", "app=net,node="+node,
 			"--overrides", `{"spec":{"nodeName":"`+node+`"}}`, "--", "netexec", "--http-port=8080")
 	}
 	c.kubectl(t, "wait", "--for=condition=Ready", "pod/net-cp1", "pod/net-w1", "--timeout=120s")
-	c.kubectl(t, "expose", "pod", "net-w1", "--name", "net", "--port", "80", "--target-port", "8080")
+	// The Service selects net-w1 alone: both pods are app=net.
+	c.kubectl(t, "expose", "pod", "net-w1", "--name", "net", "--selector", "node=w1", "--port", "80", "--target-port", "8080")
 	ips := map[string]string{}
 	for _, node := range []string{"cp1", "w1"} {
 		ips[node] = c.kubectl(t, "get", "pod", "net-"+node, "-o", "jsonpath={.status.podIP}")
