@@ -83,13 +83,43 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	code := m.Run()
+	code := runDigested(m)
 	sharedRunDirs.remove()
 	if err := checkHost(hostBefore); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		code = 1
 	}
 	fmt.Fprintf(os.Stderr, "e2e: suite took %s\n", time.Since(start).Round(100*time.Millisecond))
+	return code
+}
+
+// runDigested runs the tests with their output passing through a
+// failureDigest, and prints the digest after them.
+func runDigested(m *testing.M) int {
+	stdout := os.Stdout
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	var digest failureDigest
+	done := make(chan struct{})
+	go func() {
+		digest.read(io.TeeReader(r, stdout))
+		close(done)
+	}()
+	os.Stdout = w
+	code := m.Run()
+	os.Stdout = stdout
+	_ = w.Close()
+	// A process a test left behind may hold the pipe open: there is then
+	// no digest.
+	select {
+	case <-done:
+		digest.write(stdout)
+	case <-time.After(5 * time.Second):
+		fmt.Fprintln(os.Stderr, "e2e: no digest of the failures: a process the tests started still holds their output")
+	}
 	return code
 }
 
