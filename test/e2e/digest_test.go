@@ -63,11 +63,10 @@ func (d *failureDigest) read(r io.Reader) {
 		if len(msg) > digestWidth {
 			msg = msg[:digestWidth] + "…"
 		}
-		kept := append(d.messages[current], msg)
-		if len(kept) > digestMessages {
-			kept = kept[1:]
+		d.messages[current] = append(d.messages[current], msg)
+		if kept := d.messages[current]; len(kept) > digestMessages {
+			d.messages[current] = kept[1:]
 		}
-		d.messages[current] = kept
 	}
 	_, _ = io.Copy(io.Discard, r)
 }
