@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/pki"
@@ -46,6 +47,9 @@ func ensurePKI(s *Node, names []string) error {
 	if err != nil {
 		return err
 	}
+	if err := useConfiguredCA(s.Config, have); err != nil {
+		return err
+	}
 	now := time.Now()
 	created, err := pki.Ensure(s.Config, have, now, names)
 	var renewed pki.Set
@@ -70,6 +74,24 @@ func ensurePKI(s *Node, names []string) error {
 	warnKeyMismatches(s, set, names)
 	warnKubeletRotation(s, set, names)
 	return writePKI(s, names, set)
+}
+
+// useConfiguredCA puts certificates.ca into have when the node holds no
+// cluster CA, and refuses a node whose CA is another.
+func useConfiguredCA(c *config.ClusterConfiguration, have pki.Set) error {
+	ca := c.Certificates.CA
+	if ca == nil {
+		return nil
+	}
+	pair := have.Certs[config.CertCA]
+	switch {
+	case len(pair.Cert) == 0 && len(pair.Key) == 0:
+		have.Certs[config.CertCA] = pki.KeyPair{Cert: []byte(ca.Cert), Key: []byte(ca.Key)}
+	case string(pair.Cert) != ca.Cert || string(pair.Key) != ca.Key:
+		return &exit.UsageError{Msg: fmt.Sprintf("certificates.ca is another CA than the one in %s: this node belongs to another cluster. "+
+			"Remove certificates.ca from the configuration to keep the node's CA, or `kubeboot reset` the node first", c.Certificates.Dir)}
+	}
+	return nil
 }
 
 // warnKubeletRotation warns about each of the named kubeconfigs that names

@@ -279,3 +279,43 @@ func TestPKIPhaseWarnsOfChangedKeyAlgorithm(t *testing.T) {
 		}
 	}
 }
+
+// TestPKIPhasesUseTheConfiguredCA: a node whose configuration carries
+// certificates.ca (a fleet's first node) gets that CA on its disk and
+// certificates it signed; a node whose disk holds another CA is refused,
+// and nothing of it changes.
+func TestPKIPhasesUseTheConfiguredCA(t *testing.T) {
+	s := manifestState(t, t.TempDir(), "v1.36.3")
+	var spec pki.CertSpec
+	for _, sp := range pki.CertSpecs(s.Config) {
+		if sp.Name == config.CertCA {
+			spec = sp
+		}
+	}
+	ca, err := pki.NewCA(spec)
+	must(t, err)
+	s.Config.Certificates.CA = &config.CertificateAuthority{Cert: string(ca.Cert), Key: string(ca.Key)}
+	must(t, runPKIPhases(s))
+	onDisk, err := os.ReadFile(s.Files.HostPath(s.Config.CertPath(config.CertCA)))
+	must(t, err)
+	if !bytes.Equal(onDisk, ca.Cert) {
+		t.Fatalf("ca.crt is not certificates.ca's cert")
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.Cert)
+	if _, err := parseCert(t, s, config.CertAPIServer).Verify(x509.VerifyOptions{Roots: roots}); err != nil {
+		t.Errorf("apiserver.crt is not signed by certificates.ca: %v", err)
+	}
+
+	other := manifestState(t, t.TempDir(), "v1.36.3")
+	must(t, runPKIPhases(other))
+	before := snapshot(t, other.Files.HostPath("/"))
+	again := manifestState(t, other.Files.HostPath("/"), "v1.36.3")
+	again.Config.Certificates.CA = s.Config.Certificates.CA
+	if err := runPKIPhases(again); err == nil || !strings.Contains(err.Error(), "certificates.ca is another CA than the one in /etc/kubernetes/pki") {
+		t.Fatalf("a node of another CA: %v", err)
+	}
+	if after := snapshot(t, other.Files.HostPath("/")); !maps.Equal(before, after) {
+		t.Error("the refused run changed the node's files")
+	}
+}

@@ -241,6 +241,20 @@ type Certificates struct {
 	// RenewBefore is the renewal window: a certificate expiring within it is
 	// not reused.
 	RenewBefore metav1.Duration `json:"renewBefore,omitempty"`
+	// CA is the cluster CA, made before the node, for a first node whose
+	// disk holds none: `kubeboot config fleet` writes it into the first
+	// control-plane node's file, so the other nodes' files can pin its
+	// hash before that node is up. The certs phase writes it to dir when
+	// dir holds no CA, and refuses a dir whose CA is another.
+	CA *CertificateAuthority `json:"ca,omitempty"`
+}
+
+// CertificateAuthority is a CA's certificate and private key, in PEM.
+type CertificateAuthority struct {
+	// Cert is the CA's certificate, PEM.
+	Cert string `json:"cert"`
+	// Key is the CA's private key, PEM.
+	Key string `json:"key"`
 }
 
 // Paths are the node directories kubeboot writes to.

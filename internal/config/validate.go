@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
@@ -384,7 +386,27 @@ func validateCertificates(p *field.Path, c Certificates) field.ErrorList {
 	case c.RenewBefore.Duration >= c.LeafValidity.Duration:
 		errs = append(errs, field.Invalid(p.Child("renewBefore"), c.RenewBefore.Duration.String(), "must be shorter than leafValidity, or every run would renew"))
 	}
+	if c.CA != nil {
+		errs = append(errs, validateCA(p.Child("ca"), *c.CA)...)
+	}
 	return errs
+}
+
+// validateCA wants a CA certificate and the private key of its public key.
+// No error shows the key.
+func validateCA(p *field.Path, ca CertificateAuthority) field.ErrorList {
+	pair, err := tls.X509KeyPair([]byte(ca.Cert), []byte(ca.Key))
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, Hidden, "want cert, a PEM certificate, and key, the PEM private key of that certificate, as `kubeboot config fleet` writes them: "+err.Error())}
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return field.ErrorList{field.Invalid(p.Child("cert"), Hidden, err.Error())}
+	}
+	if !cert.IsCA {
+		return field.ErrorList{field.Invalid(p.Child("cert"), cert.Subject.CommonName, "not a CA certificate: want the cluster CA's")}
+	}
+	return nil
 }
 
 func absolutePath(p *field.Path, path string) field.ErrorList {
