@@ -140,16 +140,29 @@ func (d Document) ControlPlane() *ClusterConfiguration {
 // empty document of env's first kind: for a ClusterConfiguration, the
 // defaults alone; for a worker's join, its command line alone.
 func Load(path string, env Env) (Document, error) {
-	kind, doc := env.kinds()[0], (*yaml.Node)(nil)
-	if path != "" {
-		data, err := readConfig(path)
-		if err != nil {
-			return Document{}, err
-		}
-		if doc, kind, err = parse(path, data, env.kinds()); err != nil {
-			return Document{}, err
-		}
+	if path == "" {
+		return decodeKind(path, env.kinds()[0], nil, env)
 	}
+	data, err := readConfig(path)
+	if err != nil {
+		return Document{}, err
+	}
+	return Parse(path, data, env)
+}
+
+// Parse is Load of a file's contents that are in memory already, such as
+// the node files `kubeboot config fleet` makes before it writes them;
+// file names them in errors.
+func Parse(file string, data []byte, env Env) (Document, error) {
+	doc, kind, err := parse(file, data, env.kinds())
+	if err != nil {
+		return Document{}, err
+	}
+	return decodeKind(file, kind, doc, env)
+}
+
+// decodeKind decodes, defaults and validates doc, of kind, from file.
+func decodeKind(path, kind string, doc *yaml.Node, env Env) (Document, error) {
 	switch kind {
 	case KindJoinConfiguration:
 		j, err := loadJoin(path, doc, env)

@@ -24,13 +24,15 @@ type referenceKind struct {
 }
 
 // referenceKinds are the documents the reference describes, in its order.
-// The lab's LabCluster is read from ../lab, whose package this one may not
-// import (it is below lab in the layers); its kind is lab.ClusterKind.
+// The lab's LabCluster is read from ../lab and the Fleet from ../fleet,
+// whose packages this one may not import (it is below them in the
+// layers); their kinds are lab.ClusterKind and fleet.Kind.
 var referenceKinds = []referenceKind{
 	{KindClusterConfiguration, "ClusterConfiguration", "."},
 	{KindJoinConfiguration, "JoinConfiguration", "."},
 	{KindWorkerConfiguration, "WorkerConfiguration", "."},
 	{"LabCluster", "Cluster", "../lab"},
+	{"Fleet", "Description", "../fleet"},
 }
 
 // simpleType is how the reference shows a type of another package.

@@ -1,0 +1,217 @@
+package fleet_test
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/fleet"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// example is the fleet the repository ships.
+const example = "../../examples/fleet.yaml"
+
+// generate loads path and generates its fleet into dir.
+func generate(t *testing.T, path, dir string) *fleet.Result {
+	t.Helper()
+	d, err := fleet.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fleet.Generate(d, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// state is each file under dir with its mode and modification time.
+func state(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if e.IsDir() {
+			data, err = nil, nil
+		}
+		files[strings.TrimPrefix(path, dir)] = info.Mode().String() + " " + info.ModTime().Format(time.RFC3339Nano) + " " + string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestGenerateExample: examples/fleet.yaml gives every node a file its
+// node loads as valid, of its kind, with the shared token, the first
+// control-plane node's carrying the CA that the others pin; secrets are
+// 0600. A second run changes no byte, and a node added to the
+// description gets its file alone.
+func TestGenerateExample(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fleet")
+	r := generate(t, example, dir)
+
+	caCert, err := os.ReadFile(filepath.Join(dir, fleet.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := pki.CACertHash(caCert)
+	if err != nil || r.CACertHash != hash {
+		t.Fatalf("the result's pin %q, the CA's %q (%v)", r.CACertHash, hash, err)
+	}
+	if pin, _ := os.ReadFile(filepath.Join(dir, fleet.CACertHashFile)); strings.TrimSpace(string(pin)) != hash {
+		t.Errorf("%s holds %q, want %s", fleet.CACertHashFile, pin, hash)
+	}
+	token, _ := os.ReadFile(filepath.Join(dir, fleet.TokenFile))
+	kinds := map[string]string{"cp1": config.KindClusterConfiguration, "cp2": config.KindJoinConfiguration, "cp3": config.KindJoinConfiguration,
+		"w1": config.KindWorkerConfiguration, "w2": config.KindWorkerConfiguration}
+	for name, kind := range kinds {
+		path := filepath.Join(dir, r.Nodes[name])
+		doc, err := config.Load(path, config.Env{Host: config.Host{Name: "other", Address: "192.0.2.1"}})
+		if err != nil {
+			t.Fatalf("node %s: %v", name, err)
+		}
+		if doc.Kind() != kind {
+			t.Errorf("node %s: a %s, want a %s", name, doc.Kind(), kind)
+		}
+		switch {
+		case doc.Cluster != nil:
+			c := doc.Cluster
+			if c.Node.Name != name || c.Node.AdvertiseAddress != "10.0.0.11" || c.Certificates.CA == nil || c.Certificates.CA.Cert != string(caCert) ||
+				len(c.BootstrapTokens) != 1 || c.BootstrapTokens[0].Token != strings.TrimSpace(string(token)) || c.ControlPlaneEndpoint != "10.0.0.100:6443" || c.ClusterName != "prod" {
+				t.Errorf("node %s: node %+v, endpoint %s, cluster %s, CA carried %v, tokens %d", name, c.Node, c.ControlPlaneEndpoint, c.ClusterName, c.Certificates.CA != nil, len(c.BootstrapTokens))
+			}
+		case doc.Join != nil:
+			j := doc.Join
+			if j.Certificates.CA != nil || j.Join.Discovery.Token != strings.TrimSpace(string(token)) || !slices.Equal(j.Join.Discovery.CACertHashes, []string{hash}) ||
+				j.Join.Discovery.APIServerEndpoint != "10.0.0.100:6443" || j.Join.CertificateKey == "" {
+				t.Errorf("node %s: %+v (CA carried: %v)", name, j.Join, j.Certificates.CA != nil)
+			}
+		case doc.Worker != nil:
+			w := doc.Worker
+			if w.Node.Name != name || !slices.Equal(w.Discovery.CACertHashes, []string{hash}) || w.Discovery.Token != strings.TrimSpace(string(token)) ||
+				fmt.Sprint(w.Kubelet.ExtraConfig["maxPods"]) != "200" {
+				t.Errorf("node %s: node %+v, discovery %+v, kubelet %+v", name, w.Node, w.Discovery, w.Kubelet)
+			}
+			if got := w.Node.Labels["disk"]; (name == "w2") != (got == "ssd") {
+				t.Errorf("node %s: label disk=%q: only w2's patch sets it", name, got)
+			}
+		}
+	}
+	for _, name := range []string{fleet.TokenFile, fleet.CertificateKeyFile, fleet.CAKeyFile, r.Nodes["cp1"], r.Nodes["w1"]} {
+		if info, err := os.Stat(filepath.Join(dir, name)); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", name, info.Mode(), err)
+		}
+	}
+
+	before := state(t, dir)
+	again := generate(t, example, dir)
+	if len(again.Written) != 0 {
+		t.Errorf("a second run wrote %v", again.Written)
+	}
+	if after := state(t, dir); !equal(before, after) {
+		t.Error("a second run changed the directory")
+	}
+
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(bigger, append(data, "- {name: w3, role: worker, address: 10.0.1.23}\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	added := generate(t, bigger, dir)
+	if want := []string{filepath.Join(fleet.NodesDir, "w3.yaml")}; !slices.Equal(added.Written, want) {
+		t.Errorf("with w3 added, the run wrote %v, want %v", added.Written, want)
+	}
+}
+
+// equal compares two directory states.
+func equal(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRefusals: a description the fleet cannot make files of is refused
+// with its file, field and fix, and nothing is written.
+func TestRefusals(t *testing.T) {
+	head := "apiVersion: kubeboot.io/v1alpha1\nkind: Fleet\n"
+	one := "nodes:\n- {name: cp1, role: control-plane, address: 10.0.0.11}\n"
+	tests := []struct {
+		name, text, want string
+	}{
+		{"another kind", "apiVersion: kubeboot.io/v1alpha1\nkind: LabCluster\n" + one, `apiVersion/kind: got "kubeboot.io/v1alpha1"/"LabCluster", want kubeboot.io/v1alpha1/Fleet`},
+		{"an unknown field", head + "clusters: {}\n" + one, `unknown field "clusters"`},
+		{"no control-plane node", head + "nodes:\n- {name: w1, role: worker, address: 10.0.0.21}\n", "nodes: no node has role control-plane"},
+		{"a name twice", head + one + "- {name: cp1, role: worker, address: 10.0.0.12}\n", `nodes[1].name: "cp1": named twice`},
+		{"a bad role", head + "nodes:\n- {name: cp1, role: master, address: 10.0.0.11}\n", `nodes[0].role: "master": want control-plane or worker`},
+		{"a bad address", head + "nodes:\n- {name: cp1, role: control-plane, address: cp1.example}\n", `nodes[0].address: "cp1.example": want the node's IP address`},
+		{"two control-plane nodes, no endpoint", head + one + "- {name: cp2, role: control-plane, address: 10.0.0.12}\n", "cluster.controlPlaneEndpoint: unset, with 2 control-plane nodes"},
+		{"a field the fleet sets", head + "cluster: {certificateKey: abc}\n" + one, "cluster.certificateKey: the fleet sets it: remove it"},
+		{"the CA", head + "cluster: {certificates: {ca: {cert: x, key: y}}}\n" + one, "cluster.certificates.ca: the fleet makes the CA once"},
+		{"a worker's discovery", head + "worker: {discovery: {}}\n" + one, "worker.discovery: the fleet sets it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "fleet.yaml")
+			if err := os.WriteFile(path, []byte(tt.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := fleet.Load(path)
+			if err == nil || !strings.Contains(err.Error(), path+": ") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want %q naming %s", err, tt.want, path)
+			}
+		})
+	}
+}
+
+// TestInvalidNodeFile: settings that would make a node's file invalid are
+// refused before anything is written, naming the node and the field.
+func TestInvalidNodeFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	text := "apiVersion: kubeboot.io/v1alpha1\nkind: Fleet\ncluster: {networking: {podSubnet: 10.244.0.1/16}}\n" +
+		"nodes:\n- {name: cp1, role: control-plane, address: 10.0.0.11}\n- {name: w1, role: worker, address: 10.0.0.21, patch: {kubelet: {configFile: kubelet.yaml}}}\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := fleet.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "fleet")
+	_, err = fleet.Generate(d, dir)
+	for _, want := range []string{
+		path + ": node cp1's file would be refused: networking.podSubnet: Invalid value: \"10.244.0.1/16\": has host bits set",
+		path + ": node w1's file would be refused: kubelet.configFile",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the refused run made %s (%v)", dir, err)
+	}
+}
