@@ -78,11 +78,24 @@ type outFile struct {
 	mode fs.FileMode
 }
 
-// Generate writes the fleet's files into dir: its secrets (made on the
-// first run, read back on the next ones) and every node's file, each
-// checked as the node will load it. It writes nothing unless every node's
-// file is valid, and rewrites no file that holds what it would write.
-func Generate(d *Description, dir string) (*Result, error) {
+// Plan is a fleet's files, made and checked, not yet written.
+type Plan struct {
+	dir string
+	// Token is the bootstrap token every node joins with.
+	Token string
+	// CACertHash is the CA's pin, as the joining nodes' caCertHashes
+	// name it.
+	CACertHash string
+	// Nodes are the nodes' files, by node name.
+	Nodes map[string][]byte
+	// files are every file of dir, in the order they are written.
+	files []outFile
+}
+
+// NewPlan makes the fleet's files for dir: its secrets (made on the first
+// run, read back from dir on the next ones) and every node's file, each
+// checked as the node will load it. It writes nothing.
+func NewPlan(d *Description, dir string) (*Plan, error) {
 	s, files, err := readSecrets(dir)
 	if err != nil {
 		return nil, err
@@ -105,22 +118,32 @@ func Generate(d *Description, dir string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	files = append(files,
+	p := &Plan{dir: dir, Token: s.token, CACertHash: s.hash, Nodes: map[string][]byte{}}
+	p.files = append(files,
 		outFile{CACertFile, s.ca.Cert, publicMode},
 		outFile{CAKeyFile, s.ca.Key, secretMode},
 		outFile{CACertHashFile, []byte(s.hash + "\n"), publicMode})
-	result := &Result{Dir: dir, CACertHash: s.hash, Nodes: map[string]string{}, Written: []string{}, Unchanged: []string{}}
 	for i, n := range d.Nodes {
-		files = append(files, nodes[i])
-		result.Nodes[n.Name] = nodes[i].name
+		p.files = append(p.files, nodes[i])
+		p.Nodes[n.Name] = nodes[i].data
 	}
-	for _, sub := range []string{dir, filepath.Join(dir, NodesDir)} {
+	return p, nil
+}
+
+// Write writes the plan's files into its directory, made if missing,
+// rewriting no file that holds what it would write.
+func (p *Plan) Write() (*Result, error) {
+	result := &Result{Dir: p.dir, CACertHash: p.CACertHash, Nodes: map[string]string{}, Written: []string{}, Unchanged: []string{}}
+	for name := range p.Nodes {
+		result.Nodes[name] = nodePath(name)
+	}
+	for _, sub := range []string{p.dir, filepath.Join(p.dir, NodesDir)} {
 		if err := os.MkdirAll(sub, dirMode); err != nil {
 			return nil, err
 		}
 	}
-	for _, f := range files {
-		path := filepath.Join(dir, f.name)
+	for _, f := range p.files {
+		path := filepath.Join(p.dir, f.name)
 		if same(path, f) {
 			result.Unchanged = append(result.Unchanged, f.name)
 			continue
@@ -132,6 +155,19 @@ func Generate(d *Description, dir string) (*Result, error) {
 	}
 	return result, nil
 }
+
+// Generate plans the fleet's files for dir and writes them: nothing is
+// written unless every node's file is valid.
+func Generate(d *Description, dir string) (*Result, error) {
+	p, err := NewPlan(d, dir)
+	if err != nil {
+		return nil, err
+	}
+	return p.Write()
+}
+
+// nodePath is a node's file, relative to the fleet's directory.
+func nodePath(name string) string { return filepath.Join(NodesDir, name+".yaml") }
 
 // same says whether path holds f already, with its mode.
 func same(path string, f outFile) bool {
@@ -234,20 +270,52 @@ func newCA(d *Description, s secrets) (pki.KeyPair, error) {
 // would be refused is.
 func (d *Description) nodeFiles(s secrets) ([]outFile, error) {
 	var files []outFile
-	var problems []error
+	invalid := &InvalidNodesError{}
 	for i, n := range d.Nodes {
 		data, err := d.nodeFile(i, s)
-		if err != nil {
-			problems = append(problems, err)
-			continue
+		var nodeErr *InvalidNodesError
+		switch {
+		case errors.As(err, &nodeErr):
+			invalid.Problems = append(invalid.Problems, nodeErr.Problems...)
+		case err != nil:
+			return nil, err
+		default:
+			files = append(files, outFile{nodePath(n.Name), data, secretMode})
 		}
-		files = append(files, outFile{filepath.Join(NodesDir, n.Name+".yaml"), data, secretMode})
 	}
-	if len(problems) > 0 {
-		return nil, &exit.UsageError{Msg: errors.Join(problems...).Error()}
+	if len(invalid.Problems) > 0 {
+		return nil, invalid
 	}
 	return files, nil
 }
+
+// InvalidNodesError says which nodes' files their nodes would refuse,
+// and why.
+type InvalidNodesError struct {
+	Problems []NodeProblem
+}
+
+// NodeProblem is one reason a node would refuse its file.
+type NodeProblem struct {
+	// Source is the fleet's description, Index the node's in its nodes.
+	Source string
+	Index  int
+	Node   string
+	// Problem is the field and what is wrong with it.
+	Problem string
+}
+
+// Error names the description, each node and the field to fix.
+func (e *InvalidNodesError) Error() string {
+	var lines []string
+	for _, p := range e.Problems {
+		lines = append(lines, fmt.Sprintf("%s: node %s's file would be refused: %s (set it in cluster, worker or nodes[%d].patch)", p.Source, p.Node, p.Problem, p.Index))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ExitCode makes the refusal a usage error, exit 2.
+func (e *InvalidNodesError) ExitCode() int { return exit.Usage }
 
 // nodeFile renders node i's file and loads it as the node will.
 func (d *Description) nodeFile(i int, s secrets) ([]byte, error) {
@@ -261,22 +329,22 @@ func (d *Description) nodeFile(i int, s secrets) ([]byte, error) {
 	return doc, nil
 }
 
-// load loads node i's file as the node will, naming the node and its
-// field in an error.
+// load loads node i's file as the node will; an InvalidNodesError names
+// the node and each field its node would refuse.
 func (d *Description) load(i int, doc []byte) (config.Document, error) {
 	n := d.Nodes[i]
-	loaded, err := config.Parse(filepath.Join(NodesDir, n.Name+".yaml"), doc, config.Env{Host: config.Host{Name: n.Name, Address: n.Address}})
+	loaded, err := config.Parse(nodePath(n.Name), doc, config.Env{Host: config.Host{Name: n.Name, Address: n.Address}})
 	var invalid *config.InvalidError
 	if errors.As(err, &invalid) {
-		var problems []string
+		e := &InvalidNodesError{}
 		for _, p := range invalid.Problems {
 			problem := p.Message
 			if p.Field != "" {
 				problem = p.Field + ": " + p.Message
 			}
-			problems = append(problems, fmt.Sprintf("%s: node %s's file would be refused: %s (set it in cluster, worker or nodes[%d].patch)", d.source, n.Name, problem, i))
+			e.Problems = append(e.Problems, NodeProblem{Source: d.source, Index: i, Node: n.Name, Problem: problem})
 		}
-		return loaded, errors.New(strings.Join(problems, "\n"))
+		return loaded, e
 	}
 	return loaded, err
 }

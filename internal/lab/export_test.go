@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"io"
-	"strings"
 )
 
 // NftFilesOf are the files kube-proxy's image would hold for the nft at
@@ -14,14 +13,17 @@ func NftFilesOf(path string) (map[string]string, error) { return nftFilesOf(path
 const HostNft = hostNft
 
 // NodeFiles are the lab's node files, each node's kubeboot file and
-// kubeadm's, with the CA's hash given.
-func (l Lab) NodeFiles(caHash string) (kubeboot, kubeadm []string, err error) {
-	files, err := l.nodeFiles()
-	for _, f := range files {
-		kubeboot = append(kubeboot, strings.ReplaceAll(string(f.kubeboot), caHashPlaceholder, caHash))
-		kubeadm = append(kubeadm, strings.ReplaceAll(string(f.kubeadm), caHashPlaceholder, caHash))
+// kubeadm's, and the CA's hash they pin.
+func (l Lab) NodeFiles() (kubeboot, kubeadm []string, caHash string, err error) {
+	files, plan, err := l.nodeFiles()
+	if err != nil {
+		return nil, nil, "", err
 	}
-	return kubeboot, kubeadm, err
+	for _, f := range files {
+		kubeboot = append(kubeboot, string(f.kubeboot))
+		kubeadm = append(kubeadm, string(f.kubeadm))
+	}
+	return kubeboot, kubeadm, plan.CACertHash, nil
 }
 
 // ForwardEvents is forwardEvents.

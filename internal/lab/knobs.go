@@ -14,8 +14,6 @@ import (
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-
-	"github.com/kubeboot/kubeboot/internal/config"
 )
 
 // featureGateName is how Kubernetes names its feature gates.
@@ -193,13 +191,15 @@ func (c *Cluster) withFeatureGates(cfg map[string]any) map[string]any {
 	return cfg
 }
 
-// patched is a control-plane node's configuration document with the
-// cluster's ClusterConfigurationPatch applied.
-func (c *Cluster) patched(doc map[string]any) (map[string]any, error) {
+// controlPlanePatch is every control-plane node's patch over the file the
+// fleet writes it: its taint (untainted in a lab without workers, so that
+// pods run on it) and the cluster's ClusterConfigurationPatch, nulls kept.
+func (c *Cluster) controlPlanePatch() (map[string]any, error) {
+	taint := map[string]any{"node": map[string]any{"controlPlaneTaint": c.hasWorkers()}}
 	if len(c.ClusterConfigurationPatch) == 0 {
-		return doc, nil
+		return taint, nil
 	}
-	original, err := json.Marshal(doc)
+	first, err := json.Marshal(taint)
 	if err != nil {
 		return nil, err
 	}
@@ -207,50 +207,10 @@ func (c *Cluster) patched(doc map[string]any) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: clusterConfigurationPatch: %w", c.source, err)
 	}
-	merged, err := jsonpatch.MergePatch(original, patch)
+	merged, err := jsonpatch.MergeMergePatches(first, patch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: clusterConfigurationPatch: %w", c.source, err)
 	}
 	out := map[string]any{}
 	return out, json.Unmarshal(merged, &out)
-}
-
-// checkControlPlaneFiles loads each control-plane node's kubeboot
-// configuration as the node will, so that a patch, a feature gate or a
-// runtime config that makes it invalid is refused before anything is set
-// up, naming the lab's fields rather than the node's file.
-func (l Lab) checkControlPlaneFiles(files []nodeFile) error {
-	c := l.Cluster
-	dir, err := os.MkdirTemp("", "kubeboot-lab-check-")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	// Any well-formed hash stands for the CA's, made later.
-	hash := "sha256:" + strings.Repeat("0", 64)
-	var errs []error
-	for _, i := range c.ControlPlanes() {
-		if files[i].kubeboot == nil || files[i].kubeadm != nil {
-			continue
-		}
-		path := filepath.Join(dir, c.Nodes[i].Name+".yaml")
-		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(files[i].kubeboot), caHashPlaceholder, hash)), 0o600); err != nil {
-			return err
-		}
-		_, err := config.Load(path, config.Env{Host: config.Host{Name: c.Nodes[i].Name, Address: c.Address(i).String()}})
-		var invalid *config.InvalidError
-		switch {
-		case errors.As(err, &invalid):
-			for _, p := range invalid.Problems {
-				problem := p.Message
-				if p.Field != "" {
-					problem = p.Field + ": " + p.Message
-				}
-				errs = append(errs, fmt.Errorf("%s: clusterConfigurationPatch, featureGates or runtimeConfig: node %s's configuration would be refused: %s", c.source, c.Nodes[i].Name, problem))
-			}
-		case err != nil:
-			return err
-		}
-	}
-	return errors.Join(errs...)
 }

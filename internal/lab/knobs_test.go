@@ -72,7 +72,7 @@ func TestNodeFilesCarryTheKnobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, _, err := lab.Lab{Cluster: c}.NodeFiles("sha256:00")
+	files, _, _, err := lab.Lab{Cluster: c}.NodeFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ nodes: [{name: cp1, role: control-plane, init: kubeadm}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, kubeadm, err := lab.Lab{Cluster: c}.NodeFiles("sha256:00")
+	_, kubeadm, _, err := lab.Lab{Cluster: c}.NodeFiles()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,20 +21,18 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/internal/bootstrap"
-	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
-	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
+	"github.com/kubeboot/kubeboot/internal/fleet"
 	"github.com/kubeboot/kubeboot/internal/machine"
-	"github.com/kubeboot/kubeboot/pki"
 )
 
 // Lab is a lab cluster on this host, whose nodes are machines (package
 // machine): its description, and what it is brought up with. Up brings
 // it up as a fleet of provisioned nodes comes up: every node's one file
-// is written onto its disk before any boots (a fresh bootstrap token and
-// certificate key, the cluster CA made beforehand on the first node's
-// disk, so the others pin its hash), all boot at once, and each brings
+// is written onto its disk before any boots, by the fleet's code (a
+// fresh bootstrap token and certificate key, the cluster CA made
+// beforehand and carried in the first node's file, so the others pin its
+// hash), all boot at once, and each brings
 // itself up through kubeboot's bootstrap unit (a kubeadm worker through
 // `kubeadm join`, run in it as an operator would); the lab only watches
 // them from outside. Boot brings it up as far as the boot, each node
@@ -48,7 +45,7 @@ type Lab struct {
 	BinDir string
 	// Kubeboot is the kubeboot binary the lab runs on this host (the
 	// nodes' images list, the import of their images into the preloaded
-	// store, the first node's certificates).
+	// store).
 	Kubeboot string
 	// Package is kubeboot's .deb (make package), which every node
 	// installs with dpkg at its first boot, as a provisioned node does.
@@ -156,18 +153,15 @@ func (l Lab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 	if err := l.checkNew(ctx); err != nil {
 		return res, err
 	}
-	files, err := l.nodeFiles()
+	files, plan, err := l.nodeFiles()
 	if err != nil {
-		return res, &InputError{Err: err}
-	}
-	if err := l.checkControlPlaneFiles(files); err != nil {
 		return res, &InputError{Err: err}
 	}
 	endpoint, err := l.setUp(ctx, say)
 	if err != nil {
 		return res, err
 	}
-	if err := l.install(ctx, files); err != nil {
+	if err := l.install(ctx, files, plan); err != nil {
 		return res, err
 	}
 	say("%d machines installed in %s", len(c.Nodes), c.Dir)
@@ -366,83 +360,90 @@ type nodeFile struct {
 	kubeboot, kubeadm []byte
 }
 
-// nodeFiles renders every node's file: the first control-plane node's
-// ClusterConfiguration, the others' JoinConfiguration, the workers'
-// WorkerConfiguration or kubeadm's JoinConfiguration, all with one fresh
-// token and certificate key. The CA hash is left as caHashPlaceholder
-// until the CA exists.
-func (l Lab) nodeFiles() ([]nodeFile, error) {
+// fleetDir is where the lab keeps its fleet's files and secrets, as
+// `kubeboot config fleet --out` writes a user's.
+func (l Lab) fleetDir() string { return filepath.Join(l.Cluster.Dir, "fleet") }
+
+// fleet is the lab as a fleet description: the nodes that kubeboot
+// brings up, with the lab's settings (its endpoint, pod subnet, knobs and
+// the machines' kubelet settings) and each control-plane node's patch.
+func (l Lab) fleet() (*fleet.Description, error) {
 	c := l.Cluster
-	token, err := bootstraptoken.Generate(rand.Reader)
+	cluster := map[string]any{
+		"clusterName":          c.Name,
+		"controlPlaneEndpoint": c.Endpoint().String(),
+		"networking":           map[string]any{"podSubnet": c.PodSubnet},
+		"kubelet":              map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)},
+		"addons":               map[string]any{"kubeProxy": map[string]any{"extraConfig": c.withFeatureGates(labKubeProxy)}},
+	}
+	c.setComponentArgs(cluster)
+	if c.KubernetesVersion != "" {
+		cluster["kubernetesVersion"] = c.KubernetesVersion
+	}
+	patch, err := c.controlPlanePatch()
 	if err != nil {
 		return nil, err
 	}
-	certKey, err := kubeadmcerts.Generate(rand.Reader)
-	if err != nil {
-		return nil, err
+	d := &fleet.Description{APIVersion: fleet.APIVersion, Kind: fleet.Kind, Cluster: cluster,
+		Worker: map[string]any{"kubelet": map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)}}}
+	for i, n := range c.Nodes {
+		if n.Join == JoinKubeadm {
+			continue // kubeadm's file, not kubeboot's
+		}
+		node := fleet.Node{Name: n.Name, Role: n.Role, Address: c.Address(i).String()}
+		if n.Role == RoleControlPlane {
+			node.Patch = patch
+		}
+		d.Nodes = append(d.Nodes, node)
 	}
-	endpoint := c.Endpoint().String()
-	discovery := map[string]any{"apiServerEndpoint": endpoint, "token": token.Value(), "caCertHashes": []string{caHashPlaceholder}}
+	return d, nil
+}
+
+// nodeFiles renders every node's file with the fleet's code (fleet.Plan,
+// as `kubeboot config fleet`): the first control-plane node's
+// ClusterConfiguration carrying the CA, the others' JoinConfiguration, the
+// workers' WorkerConfiguration or kubeadm's JoinConfiguration, all with
+// one fresh token and certificate key, pinning the CA. The plan writes
+// the fleet's secrets in the lab's dir once the lab is set up.
+func (l Lab) nodeFiles() ([]nodeFile, *fleet.Plan, error) {
+	c := l.Cluster
+	d, err := l.fleet()
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := fleet.NewPlan(d, l.fleetDir())
+	var invalid *fleet.InvalidNodesError
+	if errors.As(err, &invalid) {
+		var errs []error
+		for _, p := range invalid.Problems {
+			errs = append(errs, fmt.Errorf("%s: clusterConfigurationPatch, featureGates or runtimeConfig: node %s's configuration would be refused: %s", c.source, p.Node, p.Problem))
+		}
+		return nil, nil, errors.Join(errs...)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
 	files := make([]nodeFile, len(c.Nodes))
 	for i, n := range c.Nodes {
-		var doc map[string]any
+		files[i].kubeboot = plan.Nodes[n.Name]
 		switch {
-		case n.Role == RoleControlPlane:
-			doc = map[string]any{
-				"apiVersion":           "kubeboot.io/v1alpha1",
-				"kind":                 "ClusterConfiguration",
-				"clusterName":          c.Name,
-				"controlPlaneEndpoint": endpoint,
-				"node":                 map[string]any{"name": n.Name, "advertiseAddress": c.Address(i).String(), "controlPlaneTaint": c.hasWorkers()},
-				"networking":           map[string]any{"podSubnet": c.PodSubnet},
-				"bootstrapTokens":      []any{map[string]any{"token": token.Value()}},
-				"certificateKey":       certKey,
-				"kubelet":              map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)},
-				"addons":               map[string]any{"kubeProxy": map[string]any{"extraConfig": c.withFeatureGates(labKubeProxy)}},
-			}
-			c.setComponentArgs(doc)
-			if c.KubernetesVersion != "" {
-				doc["kubernetesVersion"] = c.KubernetesVersion
-			}
-			if i > 0 {
-				doc["kind"] = "JoinConfiguration"
-				doc["join"] = map[string]any{"certificateKey": certKey, "discovery": discovery}
-			}
-			if doc, err = c.patched(doc); err != nil {
-				return nil, err
-			}
-			if n.Init == JoinKubeadm {
-				if files[i].kubeadm, err = l.kubeadmInit(token.Value()); err != nil {
-					return nil, err
-				}
+		case n.Init == JoinKubeadm:
+			if files[i].kubeadm, err = l.kubeadmInit(plan.Token); err != nil {
+				return nil, nil, err
 			}
 		case n.Join == JoinKubeadm:
-			kubeadm, err := yaml.Marshal(map[string]any{
+			if files[i].kubeadm, err = yaml.Marshal(map[string]any{
 				"apiVersion": "kubeadm.k8s.io/v1beta4",
 				"kind":       "JoinConfiguration",
 				"discovery": map[string]any{"bootstrapToken": map[string]any{
-					"apiServerEndpoint": endpoint, "token": token.Value(), "caCertHashes": []string{caHashPlaceholder}}},
+					"apiServerEndpoint": c.Endpoint().String(), "token": plan.Token, "caCertHashes": []string{plan.CACertHash}}},
 				"nodeRegistration": map[string]any{"name": n.Name, "ignorePreflightErrors": kubeadmIgnored},
-			})
-			if err != nil {
-				return nil, err
+			}); err != nil {
+				return nil, nil, err
 			}
-			files[i].kubeadm = kubeadm
-			continue
-		default:
-			doc = map[string]any{
-				"apiVersion": "kubeboot.io/v1alpha1",
-				"kind":       "WorkerConfiguration",
-				"node":       map[string]any{"name": n.Name},
-				"discovery":  discovery,
-				"kubelet":    map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)},
-			}
-		}
-		if files[i].kubeboot, err = yaml.Marshal(doc); err != nil {
-			return nil, err
 		}
 	}
-	return files, nil
+	return files, plan, nil
 }
 
 // kubeadmIgnored are the preflight checks kubeadm fails on a lab machine:
@@ -501,16 +502,14 @@ func (l Lab) kubeadmInit(token string) ([]byte, error) {
 	return out, nil
 }
 
-// caHashPlaceholder stands for the CA's hash in the node files until the
-// CA is made.
-const caHashPlaceholder = "sha256:ca-hash-to-come"
-
 // install writes what the nodes share (their packages' layer and the
-// images' archive) and every node's disk: the first node's first, with its
-// certificates made beforehand (`kubeboot init phase certs --root`, as an
-// image builder would), then the others' files pinning that CA's hash.
-func (l Lab) install(ctx context.Context, files []nodeFile) error {
+// images' archive), the fleet's secrets in the lab's dir, and every
+// node's disk with its file.
+func (l Lab) install(ctx context.Context, files []nodeFile, plan *fleet.Plan) error {
 	c := l.Cluster
+	if _, err := plan.Write(); err != nil {
+		return err
+	}
 	// With another kubernetesVersion than kubeboot's default, the images
 	// of the default too, which an upgrade moves to, as a node image
 	// holds them.
@@ -522,35 +521,9 @@ func (l Lab) install(ctx context.Context, files []nodeFile) error {
 	if err != nil {
 		return err
 	}
-	first := l.machine(0)
-	if files[0].kubeadm != nil {
-		// kubeadm makes the CA; such a lab is that one node.
-		if err := installFile(first, files[0], ""); err != nil {
-			return err
-		}
-		return preloadNode(store, first.Root())
-	}
-	if err := InstallNode(first, files[0].kubeboot); err != nil {
-		return err
-	}
-	if err := preloadNode(store, first.Root()); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, l.Kubeboot, "init", "phase", "certs", "--config", filepath.Join(first.Root(), bootstrap.ConfigPath), "--root", first.Root())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("node %s: init phase certs --root: %w: %s", first.Name, err, lastLines(string(out), 10))
-	}
-	ca, err := os.ReadFile(filepath.Join(first.Root(), "etc/kubernetes/pki/ca.crt"))
-	if err != nil {
-		return err
-	}
-	hash, err := pki.CACertHash(ca)
-	if err != nil {
-		return err
-	}
-	for i := 1; i < len(c.Nodes); i++ {
+	for i := range c.Nodes {
 		m := l.machine(i)
-		if err := installFile(m, files[i], hash); err != nil {
+		if err := installFile(m, files[i]); err != nil {
 			return err
 		}
 		if err := preloadNode(store, m.Root()); err != nil {
@@ -560,12 +533,10 @@ func (l Lab) install(ctx context.Context, files []nodeFile) error {
 	return nil
 }
 
-// installFile installs a node with its file, kubeboot's or kubeadm's,
-// pinning the CA of hash.
-func installFile(m machine.Machine, f nodeFile, hash string) error {
-	pin := func(file []byte) []byte { return []byte(strings.ReplaceAll(string(file), caHashPlaceholder, hash)) }
+// installFile installs a node with its file, kubeboot's or kubeadm's.
+func installFile(m machine.Machine, f nodeFile) error {
 	if f.kubeadm == nil {
-		if err := InstallNode(m, pin(f.kubeboot)); err != nil {
+		if err := InstallNode(m, f.kubeboot); err != nil {
 			return fmt.Errorf("node %s: %w", m.Name, err)
 		}
 		return nil
@@ -577,7 +548,7 @@ func installFile(m machine.Machine, f nodeFile, hash string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, pin(f.kubeadm), 0o600); err != nil {
+	if err := os.WriteFile(path, f.kubeadm, 0o600); err != nil {
 		return err
 	}
 	if f.kubeboot == nil {

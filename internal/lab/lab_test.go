@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/pki"
 )
 
 // TestLabNodeFiles: a lab of machines gives each node one file that
@@ -25,9 +26,8 @@ func TestLabNodeFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hash := "sha256:" + strings.Repeat("ab", 32)
 	l := lab.Lab{Cluster: c}
-	kubeboot, kubeadm, err := l.NodeFiles(hash)
+	kubeboot, kubeadm, hash, err := l.NodeFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +46,13 @@ func TestLabNodeFiles(t *testing.T) {
 		case doc.Cluster != nil:
 			if doc.Cluster.ControlPlaneEndpoint != "10.89.0.1:6443" || doc.Cluster.KubernetesVersion != "v1.35.4" || doc.Cluster.Node.Name != name {
 				t.Errorf("%s: endpoint %q, release %q, name %q", name, doc.Cluster.ControlPlaneEndpoint, doc.Cluster.KubernetesVersion, doc.Cluster.Node.Name)
+			}
+			// The CA comes with the file, made by the fleet's code, and
+			// it is the one the other nodes pin.
+			if ca := doc.Cluster.Certificates.CA; ca == nil {
+				t.Errorf("%s's file carries no CA", name)
+			} else if got, err := pki.CACertHash([]byte(ca.Cert)); err != nil || got != hash {
+				t.Errorf("%s carries a CA of hash %s (%v), the others pin %s", name, got, err, hash)
 			}
 			// kube-proxy leaves the host's conntrack table alone.
 			if conntrack, _ := doc.Cluster.Addons.KubeProxy.ExtraConfig["conntrack"].(map[string]any); fmt.Sprint(conntrack["maxPerCore"]) != "0" {
@@ -72,7 +79,7 @@ func TestLabNodeFiles(t *testing.T) {
 	if len(tokens) != 1 || tokens[""] {
 		t.Errorf("the nodes' tokens: %v, want one", tokens)
 	}
-	again, _, err := l.NodeFiles(hash)
+	again, _, _, err := l.NodeFiles()
 	if err != nil || again[0] == kubeboot[0] {
 		t.Errorf("a second lab's first file is the first's: %v", err)
 	}
@@ -148,7 +155,7 @@ func TestLabKubeadmInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, kubeadm, err := lab.Lab{Cluster: c}.NodeFiles("")
+	_, kubeadm, _, err := lab.Lab{Cluster: c}.NodeFiles()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,21 +132,17 @@ func (r *report) bringUpSection(b *strings.Builder) {
 		w("| %s | %s / %s / %s | %s (%s–%s) |\n", t.name, fmtSeconds(wall.min), fmtSeconds(wall.median), fmtSeconds(wall.max),
 			fmtRatio(wall.median/durations(ka, initWall).median), fmtRatio(ratio.min), fmtRatio(ratio.max))
 	}
-	certs := r.commands.phases.jobs[2]
-	kaWall := durations(ka, initWall).median
-	w("\nkubeboot's node finds its certificates made: the lab makes cp1's CA and certificates on its disk before it boots (`kubeboot init phase certs --root`, as an image builder would), so that the other nodes' files pin the CA's hash; ")
-	w("kubeadm makes its own within its time. `%s` takes %s (median, above); were it all added to kubeboot's init, the ratio would be %s.\n\n",
-		certs.name, fmtSeconds(certs.wall().median), fmtRatio((durations(kb, initWall).median+certs.wall().median)/kaWall))
+	w("\nkubeboot's node is handed its CA in its file (`certificates.ca`, as `kubeboot config fleet` writes it, so that the other nodes' files pin its hash) and makes every other certificate within its time, as kubeadm makes all of its own.\n\n")
 	components := spanOf(firstNode, stageKubeletStart, firstNode, stageHealthy)
 	w("Where kubeboot's time goes (medians):\n\n")
 	writeRows(b, kb, []clusterRow{
-		{"unit start → kubelet restarted (load the file, preflight, kubeconfigs, the kubelet's config, the API server's files, manifests rendered, validated and written, kubelet-start's drop-in and restart)", spanOf(firstNode, stageStarted, firstNode, stageKubeletStart)},
+		{"unit start → kubelet restarted (load the file, preflight, certificates, kubeconfigs, the kubelet's config, the API server's files, manifests rendered, validated and written, kubelet-start's drop-in and restart)", spanOf(firstNode, stageStarted, firstNode, stageKubeletStart)},
 		{"of which unit start → preflight passed", spanOf(firstNode, stageStarted, firstNode, stageFirstEvent)},
 		{"kubelet restarted → all four components healthy (the kubelet, containerd and the components' own start)", components},
 		{"healthy → init returned (bootstrap-admin, upload-config, upload-certs, mark-control-plane, tokens, cluster-info, kubelet-finalize, CSR approver, addons)", afterHealthy},
 	})
 	w("kubeadm waits for the same kubelet and components; even if kubeboot took no time of its own, its init would be that wait, **%s** of kubeadm's init.\n\n",
-		fmtRatio(durations(kb, components).median/kaWall))
+		fmtRatio(durations(kb, components).median/durations(ka, initWall).median))
 }
 
 // joinSection writes kubeboot join beside kubeadm join of one worker.
