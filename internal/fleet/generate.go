@@ -118,11 +118,11 @@ func NewPlan(d *Description, dir string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{dir: dir, Token: s.token, CACertHash: s.hash, Nodes: map[string][]byte{}}
-	p.files = append(files,
+	files = append(files,
 		outFile{CACertFile, s.ca.Cert, publicMode},
 		outFile{CAKeyFile, s.ca.Key, secretMode},
 		outFile{CACertHashFile, []byte(s.hash + "\n"), publicMode})
+	p := &Plan{dir: dir, Token: s.token, CACertHash: s.hash, Nodes: map[string][]byte{}, files: files}
 	for i, n := range d.Nodes {
 		p.files = append(p.files, nodes[i])
 		p.Nodes[n.Name] = nodes[i].data
