@@ -96,6 +96,10 @@ type Plan struct {
 // run, read back from dir on the next ones) and every node's file, each
 // checked as the node will load it. It writes nothing.
 func NewPlan(d *Description, dir string) (*Plan, error) {
+	// A description made in code, as the lab's, is checked as one read.
+	if err := d.validate(); err != nil {
+		return nil, err
+	}
 	s, files, err := readSecrets(dir)
 	if err != nil {
 		return nil, err
