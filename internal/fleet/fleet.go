@@ -12,6 +12,7 @@ package fleet
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -68,6 +69,10 @@ type Node struct {
 	// Address is the node's IP address: a control-plane node's advertise
 	// address, a worker's node address.
 	Address string `json:"address"`
+	// MAC is the hardware address by which `kubeboot config serve` knows
+	// the machine, when it asks for its file by MAC address rather than
+	// by host name. Optional.
+	MAC string `json:"mac,omitempty"`
 	// Patch is a JSON merge patch (RFC 7386), written as YAML, of this
 	// node's file, applied over what the fleet writes: a field set
 	// replaces the fleet's (a list whole), a null removes it.
@@ -124,7 +129,7 @@ func (d *Description) validate() error {
 			bad("worker."+f, "the fleet sets it: remove it (a node's own settings go in its patch)")
 		}
 	}
-	names := map[string]bool{}
+	names, macs := map[string]bool{}, map[string]bool{}
 	controlPlanes := 0
 	for i, n := range d.Nodes {
 		field := fmt.Sprintf("nodes[%d]", i)
@@ -143,6 +148,14 @@ func (d *Description) validate() error {
 		}
 		if a, err := netip.ParseAddr(n.Address); err != nil || a.Zone() != "" {
 			bad(field+".address", "%q: want the node's IP address, like 10.0.0.11", n.Address)
+		}
+		if n.MAC != "" {
+			if hw, err := net.ParseMAC(n.MAC); err != nil || len(hw) != 6 || hw.String() != n.MAC {
+				bad(field+".mac", "%q: want a lower-case MAC address, like 52:54:00:12:34:56", n.MAC)
+			} else if macs[n.MAC] {
+				bad(field+".mac", "%q: given twice: each machine has its own", n.MAC)
+			}
+			macs[n.MAC] = true
 		}
 	}
 	switch {

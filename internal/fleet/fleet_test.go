@@ -119,6 +119,24 @@ func TestGenerateExample(t *testing.T) {
 		}
 	}
 
+	ca, err := fleet.ParseCA(caCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, file := range r.Nodes {
+		data, _ := os.ReadFile(filepath.Join(dir, file))
+		sig, _ := os.ReadFile(filepath.Join(dir, file+".sig"))
+		if err := fleet.Verify(ca, data, string(sig)); err != nil {
+			t.Errorf("node %s's signature: %v", name, err)
+		}
+		if err := fleet.Verify(ca, append(data, '#'), string(sig)); err == nil {
+			t.Errorf("node %s's signature verifies a changed file", name)
+		}
+	}
+	if macs, _ := os.ReadFile(filepath.Join(dir, fleet.MACsFile)); string(macs) != "52:54:00:00:01:21 w1\n52:54:00:00:01:22 w2\n" {
+		t.Errorf("%s: %q", fleet.MACsFile, macs)
+	}
+
 	before := state(t, dir)
 	again := generate(t, example, dir)
 	if len(again.Written) != 0 {
@@ -137,7 +155,7 @@ func TestGenerateExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	added := generate(t, bigger, dir)
-	if want := []string{filepath.Join(fleet.NodesDir, "w3.yaml")}; !slices.Equal(added.Written, want) {
+	if want := []string{filepath.Join(fleet.NodesDir, "w3.yaml"), filepath.Join(fleet.NodesDir, "w3.yaml.sig")}; !slices.Equal(added.Written, want) {
 		t.Errorf("with w3 added, the run wrote %v, want %v", added.Written, want)
 	}
 }
@@ -173,6 +191,8 @@ func TestRefusals(t *testing.T) {
 		{"a field the fleet sets", head + "cluster: {certificateKey: abc}\n" + one, "cluster.certificateKey: the fleet sets it: remove it"},
 		{"the CA", head + "cluster: {certificates: {ca: {cert: x, key: y}}}\n" + one, "cluster.certificates.ca: the fleet makes the CA once"},
 		{"a worker's discovery", head + "worker: {discovery: {}}\n" + one, "worker.discovery: the fleet sets it"},
+		{"a bad MAC", head + "nodes:\n- {name: cp1, role: control-plane, address: 10.0.0.11, mac: 52-54-00-00-01-21}\n", `nodes[0].mac: "52-54-00-00-01-21": want a lower-case MAC address`},
+		{"a MAC twice", head + "nodes:\n- {name: cp1, role: control-plane, address: 10.0.0.11, mac: \"52:54:00:00:01:21\"}\n- {name: w1, role: worker, address: 10.0.0.21, mac: \"52:54:00:00:01:21\"}\n", `nodes[1].mac: "52:54:00:00:01:21": given twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -38,7 +39,12 @@ const (
 	CACertHashFile = "ca-cert-hash"
 	// NodesDir holds every node's file, <name>.yaml, mode 0600: each
 	// holds the token, and the first control-plane node's the CA's key.
+	// Beside each is its signature by the CA, <name>.yaml.sig, which
+	// `config serve` sends with it.
 	NodesDir = "nodes"
+	// MACsFile lists the nodes that have a MAC address, a line
+	// "<mac> <name>" each, by which `config serve` finds a machine's file.
+	MACsFile = "macs"
 )
 
 // Modes of what Generate writes: everything but the CA's certificate and
@@ -127,10 +133,24 @@ func NewPlan(d *Description, dir string) (*Plan, error) {
 		outFile{CAKeyFile, s.ca.Key, secretMode},
 		outFile{CACertHashFile, []byte(s.hash + "\n"), publicMode})
 	p := &Plan{dir: dir, Token: s.token, CACertHash: s.hash, Nodes: map[string][]byte{}, files: files}
+	var macs []string
 	for i, n := range d.Nodes {
-		p.files = append(p.files, nodes[i])
+		previous, err := os.ReadFile(filepath.Join(dir, nodes[i].name+sigExt))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		sig, err := signature(s.ca, nodes[i].data, previous)
+		if err != nil {
+			return nil, err
+		}
+		p.files = append(p.files, nodes[i], outFile{nodes[i].name + sigExt, []byte(sig), publicMode})
 		p.Nodes[n.Name] = nodes[i].data
+		if n.MAC != "" {
+			macs = append(macs, n.MAC+" "+n.Name+"\n")
+		}
 	}
+	slices.Sort(macs)
+	p.files = append(p.files, outFile{MACsFile, []byte(strings.Join(macs, "")), publicMode})
 	return p, nil
 }
 

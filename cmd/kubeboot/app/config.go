@@ -1,26 +1,34 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
+	"net"
+	"net/http"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/fleet"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
-func newConfigCommand(d deps, stdout io.Writer) *cobra.Command {
+func newConfigCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd := groupCommand("config", "Print and check kubeboot configuration files")
 	cmd.Example = examples(
 		"kubeboot config print-defaults > cluster.yaml",
 		"kubeboot config validate cluster.yaml",
 		"kubeboot config fleet --cluster fleet.yaml --out /srv/fleet",
+		"kubeboot config serve --dir /srv/fleet --listen 10.0.0.2:8443",
 	)
-	cmd.AddCommand(newConfigFleetCommand(stdout), &cobra.Command{
+	cmd.AddCommand(newConfigFleetCommand(stdout), newConfigServeCommand(stdout, stderr), &cobra.Command{
 		Use:     "print-defaults",
 		Short:   "Print a ClusterConfiguration with every default filled in for this host",
 		Example: examples("kubeboot config print-defaults > cluster.yaml"),
@@ -107,4 +115,94 @@ func newConfigFleetCommand(stdout io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&opts.out, "out", "", "the directory of the fleet's files and secrets; made if missing")
 	addOutputFlag(cmd.Flags(), &opts.output)
 	return cmd
+}
+
+// configServeOptions are the flags of `kubeboot config serve`.
+type configServeOptions struct {
+	dir, listen string
+	names       []string
+	output      outputFormat
+}
+
+// newConfigServeCommand is `kubeboot config serve`.
+func newConfigServeCommand(stdout, stderr io.Writer) *cobra.Command {
+	opts := &configServeOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve --dir DIR --listen ADDR",
+		Short: "Serve a fleet's node files over TLS to the machines that boot without one, by MAC address or host name",
+		Example: examples(
+			"kubeboot config serve --dir /srv/fleet --listen 10.0.0.2:8443",
+			"kubeboot config serve --dir /srv/fleet --listen :8443 --name 10.0.0.2 --name boot.example -o json",
+		),
+		Long: "serve answers GET " + fleet.NodeFilePath + "?mac=<mac>&hostname=<name> with that machine's file of the fleet that\n" +
+			"`kubeboot config fleet` wrote into DIR (by its mac in the fleet's description, else by its name), and the\n" +
+			"file's signature by the fleet's CA. Its TLS certificate is issued by that CA at each start, for --listen's address\n" +
+			"and each --name, and sent with the CA's, so a machine booted with kubeboot.config=https://ADDR" + fleet.NodeFilePath + "?mac={mac}\n" +
+			"and kubeboot.config-ca-hash=<DIR/ca-cert-hash> trusts it and nothing else. It reads DIR at every request, logs\n" +
+			"every file it serves and every machine it has none for, and runs until interrupted.",
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return opts.run(cmd.Context(), stdout, stderr)
+		},
+	}
+	flags := cmd.Flags()
+	flags.StringVar(&opts.dir, "dir", "", "the fleet's directory, as `kubeboot config fleet --out` wrote it")
+	flags.StringVar(&opts.listen, "listen", "", "the address and port to serve on, like 10.0.0.2:8443")
+	flags.StringArrayVar(&opts.names, "name", nil, "an address or DNS name the machines reach the server by, for its certificate (repeatable; default: --listen's address)")
+	addOutputFlag(flags, &opts.output)
+	return cmd
+}
+
+// run serves until ctx ends.
+func (o *configServeOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if o.dir == "" || o.listen == "" {
+		return &exit.UsageError{Msg: "--dir and --listen are required: kubeboot config serve --dir /srv/fleet --listen 10.0.0.2:8443"}
+	}
+	host, _, err := net.SplitHostPort(o.listen)
+	if err != nil {
+		return &exit.UsageError{Msg: fmt.Sprintf("--listen %q: want address:port, like 10.0.0.2:8443", o.listen)}
+	}
+	names := o.names
+	if ip := net.ParseIP(host); len(names) == 0 && ip != nil && !ip.IsUnspecified() {
+		names = []string{host}
+	}
+	if len(names) == 0 {
+		return &exit.UsageError{Msg: fmt.Sprintf("--listen %s names no address the machines reach: give them with --name, like --name 10.0.0.2", o.listen)}
+	}
+	tlsConfig, err := fleet.ServingTLS(o.dir, names)
+	if err != nil {
+		return err
+	}
+	listener, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	report := reporter(o.output, stdout, stderr)
+	server := &http.Server{
+		Handler:           fleet.Server{Dir: o.dir, Log: report.Infof},
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 10 * time.Second,
+		// The server's own complaints (a handshake a machine gave up) go
+		// out as warnings, in the same stream.
+		ErrorLog: log.New(warnings{report}, "", 0),
+	}
+	served := make(chan error, 1)
+	go func() { served <- server.ServeTLS(listener, "", "") }()
+	report.Infof("serving %s on https://%s%s for %s", o.dir, listener.Addr(), fleet.NodeFilePath, strings.Join(names, ", "))
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return server.Shutdown(shutdown)
+	}
+}
+
+// warnings writes each line it is given as a warning event.
+type warnings struct{ report *output.Reporter }
+
+func (w warnings) Write(p []byte) (int, error) {
+	w.report.Warnf("%s", strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -101,7 +101,7 @@ func newRootCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newInitCommand(d, stdout, stderr), newJoinCommand(d, stdout, stderr), newBootstrapCommand(d, stdout, stderr), newCertsCommand(d, stdout, stderr),
 		newDiffCommand(d, stdout, stderr), newResetCommand(d, stdout, stderr), newUpgradeCommand(d, stdout, stderr),
-		newLabCommand(stdout, stderr), newTokenCommand(d, stdout, stderr), newValidateCommand(stdout), newConfigCommand(d, stdout), newImagesCommand(d, stdout, stderr), newCSRApproverCommand(stderr), newNetworkPolicyCommand(stderr), newVersionCommand(d, stdout))
+		newLabCommand(stdout, stderr), newTokenCommand(d, stdout, stderr), newValidateCommand(stdout), newConfigCommand(d, stdout, stderr), newImagesCommand(d, stdout, stderr), newCSRApproverCommand(stderr), newNetworkPolicyCommand(stderr), newVersionCommand(d, stdout))
 	root.AddCommand(newEtcdCommand(d, stdout, stderr))
 	// Cobra's completion commands quote an argument they refuse: they
 	// refuse it as the others do.
