@@ -19,18 +19,20 @@ const ConfigPath = "/etc/kubeboot/node.yaml"
 // Unit is kubeboot-bootstrap.service, the systemd unit that brings
 // an unattended node up at boot from ConfigPath: a PXE or
 // cloud-init image installs the kubeboot package, which holds it (or
-// writes it with `kubeboot bootstrap unit`), places the node's file and
+// writes it with `kubeboot bootstrap unit`), places the node's file (or
+// boots with the kernel command line that says where to fetch it) and
 // enables it.
 const Unit = `# kubeboot-bootstrap.service, from the kubeboot package (kubeboot bootstrap
 # unit prints it too): brings this node up, unattended, from
 # ` + ConfigPath + ` (a ClusterConfiguration inits the cluster, a
 # WorkerConfiguration joins it), retrying until it converges; on a node that
-# has converged, a run changes nothing.
+# has converged, a run changes nothing. A machine whose disk holds no such
+# file fetches it first from the URL of the kernel command line's
+# kubeboot.config=, pinned by kubeboot.config-ca-hash= (kubeboot config serve).
 [Unit]
 Description=kubeboot: bring this node up from ` + ConfigPath + `
 Wants=network-online.target
 After=network-online.target containerd.service
-ConditionPathExists=` + ConfigPath + `
 
 [Service]
 Type=oneshot

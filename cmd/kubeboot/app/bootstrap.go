@@ -2,8 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +15,8 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/nodefile"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
@@ -24,6 +29,11 @@ type bootstrapOptions struct {
 	output     outputFormat
 	preflight  preflightFlags
 	retry      time.Duration
+	// source is where the node's file comes from when configPath holds
+	// none: --config-url and --config-ca-hash, or else the kernel
+	// command line's, read from kernelCmdline.
+	source        nodefile.Source
+	kernelCmdline string
 }
 
 // spec loads the node's configuration and returns its run and the
@@ -94,11 +104,62 @@ func (o *bootstrapOptions) run(ctx context.Context, stdout, stderr io.Writer) er
 		return do(ctx, r, run)
 	}
 	report := reporter(o.output, stdout, stderr)
+	if err := o.fetchNodeFile(ctx, report); err != nil {
+		return err
+	}
 	return bootstrap.Retry(ctx, o.retry, func(ctx context.Context) error {
 		return o.deps.execute(ctx, o.output, stdout, stderr, load, run)
 	}, func(n int, err error) {
 		report.Warnf("attempt %d failed (exit code %d): %v; retrying in %s", n, exit.Code(err), err, o.retry)
 	})
+}
+
+// fetchNodeFile fetches the node's file into --config's path when that
+// holds none, from --config-url or the kernel command line (see package
+// nodefile), retrying until it is served; nothing unverified is written.
+// With neither, it leaves the missing file to the configuration's load.
+func (o *bootstrapOptions) fetchNodeFile(ctx context.Context, report *output.Reporter) error {
+	if o.configPath == "" {
+		return nil
+	}
+	if _, err := os.Stat(o.configPath); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	src := o.source
+	if src.URL != "" || src.CAHash != "" {
+		if err := src.Check(); err != nil {
+			return err
+		}
+	} else {
+		cmdline, err := os.ReadFile(o.kernelCmdline)
+		if err != nil {
+			return fmt.Errorf("%s holds no file, and the kernel command line cannot be read: %w", o.configPath, err)
+		}
+		var found bool
+		if src, found, err = nodefile.FromCmdline(string(cmdline)); err != nil {
+			return err
+		}
+		if !found {
+			return &exit.UsageError{Msg: fmt.Sprintf("%s holds no file, and neither --config-url nor the kernel command line (%s) names where to fetch it: "+
+				"place the node's file there (`kubeboot config fleet` writes it), or boot with %s=<url> %s=<the fleet's CA pin>", o.configPath, o.kernelCmdline, nodefile.URLParam, nodefile.CAHashParam)}
+		}
+	}
+	machine, err := nodefile.DetectMachine()
+	if err != nil {
+		return err
+	}
+	report.Infof("%s holds no file: fetching this machine's (host name %s, MAC %s) from %s", o.configPath, machine.Hostname, machine.MAC, config.RedactedURL(src.Expand(machine)))
+	data, err := nodefile.Fetch(ctx, src, machine, func(err error, next time.Duration) {
+		report.Warnf("%v; retrying in %s", err, next)
+	})
+	if err != nil {
+		return err
+	}
+	if err := nodefile.Write(o.configPath, data); err != nil {
+		return err
+	}
+	report.Infof("wrote %s (%d bytes): signed by the fleet's CA %s, and this machine's", o.configPath, len(data), src.CAHash)
+	return nil
 }
 
 func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
@@ -120,6 +181,9 @@ func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addOutputFlag(flags, &opts.output)
 	opts.preflight.add(flags)
 	flags.DurationVar(&opts.retry, "retry-interval", 10*time.Second, "how long to wait after a failed attempt before the next")
+	flags.StringVar(&opts.source.URL, "config-url", "", "when --config's file is missing: fetch it from this https URL ({mac} and {hostname} stand for this machine's), as `kubeboot config serve` serves it (default: the kernel command line's kubeboot.config=)")
+	flags.StringVar(&opts.source.CAHash, "config-ca-hash", "", "with --config-url: the fleet CA's pin, sha256:<hex>, that the server's certificate and the file's signature must chain to (default: the kernel command line's kubeboot.config-ca-hash=)")
+	flags.StringVar(&opts.kernelCmdline, "kernel-cmdline", "/proc/cmdline", "where the kernel command line is read, for kubeboot.config= and kubeboot.config-ca-hash=")
 	cmd.AddCommand(&cobra.Command{
 		Use:     "unit",
 		Short:   "Print the systemd unit that runs bootstrap at boot from " + bootstrap.ConfigPath,

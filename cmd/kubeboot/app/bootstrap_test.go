@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +122,8 @@ func TestBootstrapJoinsAControlPlaneNode(t *testing.T) {
 }
 
 // TestBootstrapUnit: the unit runs bootstrap on the configuration's path,
-// once the network and containerd are up, only where that file exists.
+// once the network and containerd are up, whether that file exists or is
+// to be fetched.
 func TestBootstrapUnit(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "bootstrap", "unit")
 	if code != 0 {
@@ -129,12 +131,47 @@ func TestBootstrapUnit(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ExecStart=/usr/bin/kubeboot bootstrap --config /etc/kubeboot/node.yaml -o json",
-		"ConditionPathExists=/etc/kubeboot/node.yaml",
 		"After=network-online.target containerd.service",
 		"Type=oneshot", "RemainAfterExit=yes", "WantedBy=multi-user.target",
 	} {
 		if !strings.Contains(stdout, want+"\n") {
 			t.Errorf("the unit lacks %q:\n%s", want, stdout)
 		}
+	}
+	if strings.Contains(stdout, "ConditionPathExists") {
+		t.Errorf("the unit runs only where the file exists:\n%s", stdout)
+	}
+}
+
+// TestBootstrapFetchRefusals: a machine whose --config file is missing is
+// refused, exit 2 and no retry, when nothing says where to fetch its file,
+// when the URL is not HTTPS or the pin is malformed; nothing is written.
+func TestBootstrapFetchRefusals(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "etc/kubeboot/node.yaml")
+	cmdline := writeFile(t, dir, "cmdline", "BOOT_IMAGE=/vmlinuz ro quiet\n")
+	pin := "sha256:" + strings.Repeat("ab", 32)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", nil, "holds no file, and neither --config-url nor the kernel command line (" + cmdline + ") names where to fetch it"},
+		{"plain HTTP", []string{"--config-url", "http://10.0.0.1/v1/node-file", "--config-ca-hash", pin}, "is not https://host[:port]/path"},
+		{"no pin", []string{"--config-url", "https://10.0.0.1/v1/node-file"}, `the CA's pin "" is not sha256:<64 hex digits>`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, append([]string{"bootstrap", "--config", path, "--kernel-cmdline", cmdline, "--retry-interval", "1ms"}, tt.args...)...)
+			if code != exit.Usage || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "attempt") {
+				t.Errorf("exit %d, want 2 with %q:\n%s", code, tt.want, stderr)
+			}
+			if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+				t.Errorf("the refused run made %s", filepath.Dir(path))
+			}
+		})
+	}
+	bad := writeFile(t, dir, "bad-cmdline", "ro kubeboot.config=https://10.0.0.1/v1/node-file kubeboot.config-ca-hash=sha256:12\n")
+	if code, _, stderr := runCLI(t, "bootstrap", "--config", path, "--kernel-cmdline", bad); code != exit.Usage || !strings.Contains(stderr, "the kernel command line's kubeboot.config= and kubeboot.config-ca-hash=") {
+		t.Errorf("a bad pin on the kernel command line: exit %d:\n%s", code, stderr)
 	}
 }
