@@ -211,6 +211,12 @@ type Inputs struct {
 	ImageConfigs [][]byte
 	// Images are more images the nodes hold, such as a workload's.
 	Images []Image
+	// Cmdlines are kernel command lines, in the order of the nodes, for
+	// nodes given no file: such a node boots from the network, its
+	// bootstrap unit enabled to fetch its file as its command line says
+	// (InstallFetchingNode). "" (or missing) leaves the node as Files
+	// says.
+	Cmdlines []string
 }
 
 // Boot brings the lab up for a caller that brings its nodes up itself,
@@ -245,7 +251,11 @@ func (l Lab) Boot(ctx context.Context, in Inputs) error {
 			file = in.Files[i]
 		}
 		m := l.machine(i)
-		if err := InstallNode(m, file); err != nil {
+		install := func() error { return InstallNode(m, file) }
+		if i < len(in.Cmdlines) && in.Cmdlines[i] != "" && file == nil {
+			install = func() error { return InstallFetchingNode(m, in.Cmdlines[i]) }
+		}
+		if err := install(); err != nil {
 			return fmt.Errorf("node %s: %w", m.Name, err)
 		}
 		if err := preloadNode(store, m.Root()); err != nil {

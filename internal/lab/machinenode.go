@@ -257,9 +257,37 @@ func (c *Cluster) Machine(i int, dir, layer, archive, pkg string) machine.Machin
 // bootstrap unit enabled, but the static pod path
 // /etc/kubernetes/manifests that kubeadm's packages make.
 func InstallNode(m machine.Machine, nodeFile []byte) error {
+	return installNode(m, nodeFile, "")
+}
+
+// InstallFetchingNode writes onto a machine's disk what a machine booted
+// from the network holds: InstallNode's, with kubeboot's bootstrap unit
+// enabled but no node file, which the unit fetches as cmdline, the
+// machine's kernel command line, says (kubeboot.config=,
+// kubeboot.config-ca-hash=). A machine of the lab sees the host's
+// /proc/cmdline, so cmdline goes to CmdlinePath, which a drop-in of the
+// unit names to bootstrap's --kernel-cmdline.
+func InstallFetchingNode(m machine.Machine, cmdline string) error {
+	return installNode(m, nil, cmdline)
+}
+
+// CmdlinePath is where a fetching node of the lab holds the kernel
+// command line it stands for.
+const CmdlinePath = "/etc/kubeboot/cmdline"
+
+// cmdlineDropIn has the bootstrap unit read CmdlinePath for the kernel's
+// command line.
+const cmdlineDropIn = `[Service]
+ExecStart=
+ExecStart=/usr/bin/kubeboot bootstrap --config ` + bootstrap.ConfigPath + ` -o json --kernel-cmdline ` + CmdlinePath + `
+`
+
+// installNode is InstallNode, or with a cmdline InstallFetchingNode.
+func installNode(m machine.Machine, nodeFile []byte, cmdline string) error {
 	if err := m.Prepare(); err != nil {
 		return err
 	}
+	fetching := cmdline != ""
 	etc := filepath.Join(m.Root(), "etc")
 	type file struct {
 		path    string
@@ -269,7 +297,7 @@ func InstallNode(m machine.Machine, nodeFile []byte) error {
 	files := []file{
 		{"etc/containerd/config.toml", []byte(machineContainerdConfig), 0o644},
 		{"etc/systemd/system/kubeboot-lab-images.service", []byte(imagesUnit), 0o644},
-		{"etc/systemd/system/" + installUnit + ".service", []byte(installUnitText(nodeFile != nil)), 0o644},
+		{"etc/systemd/system/" + installUnit + ".service", []byte(installUnitText(nodeFile != nil || fetching)), 0o644},
 	}
 	units := map[string]string{
 		"containerd.service":          "/usr/lib/systemd/system/containerd.service",
@@ -277,14 +305,20 @@ func InstallNode(m machine.Machine, nodeFile []byte) error {
 		"kubeboot-lab-images.service": "../kubeboot-lab-images.service",
 		installUnit + ".service":      "../" + installUnit + ".service",
 	}
-	if nodeFile != nil {
+	switch {
+	case nodeFile != nil:
 		// It may hold the bootstrap token.
 		files = append(files, file{bootstrap.ConfigPath, nodeFile, 0o600})
-	} else if err := os.MkdirAll(filepath.Join(etc, "kubernetes/manifests"), 0o755); err != nil {
+	case fetching:
+		files = append(files, file{CmdlinePath, []byte(cmdline + "\n"), 0o644},
+			file{"etc/systemd/system/kubeboot-bootstrap.service.d/lab-cmdline.conf", []byte(cmdlineDropIn), 0o644})
+	default:
 		// The kubelet's package makes the static pod path for kubeadm,
 		// whose join does not; a kubelet without it logs an error every
 		// second.
-		return err
+		if err := os.MkdirAll(filepath.Join(etc, "kubernetes/manifests"), 0o755); err != nil {
+			return err
+		}
 	}
 	for _, f := range files {
 		path := filepath.Join(m.Root(), f.path)

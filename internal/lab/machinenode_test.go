@@ -137,6 +137,28 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "etc/kubernetes/manifests")); err == nil {
 		t.Error("a kubeboot node's disk has /etc/kubernetes/manifests before kubeboot made it")
 	}
+
+	// A machine booted from the network holds no file: its bootstrap unit,
+	// enabled at its first boot, reads the command line the lab gives it.
+	fetching := machine.Machine{Name: "w3", Dir: filepath.Join(dir, "w3")}
+	cmdline := "kubeboot.config=https://10.89.0.1:8443/v1/node-file?hostname={hostname} kubeboot.config-ca-hash=sha256:00"
+	if err := lab.InstallFetchingNode(fetching, cmdline); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(fetching.Root(), "etc/kubeboot/node.yaml")); err == nil {
+		t.Error("a machine booted from the network has a node file")
+	}
+	if got, err := os.ReadFile(filepath.Join(fetching.Root(), lab.CmdlinePath)); err != nil || string(got) != cmdline+"\n" {
+		t.Errorf("its command line: %v %q", err, got)
+	}
+	dropIn, err := os.ReadFile(filepath.Join(fetching.Root(), "etc/systemd/system/kubeboot-bootstrap.service.d/lab-cmdline.conf"))
+	if err != nil || !strings.Contains(string(dropIn), "ExecStart=\nExecStart=/usr/bin/kubeboot bootstrap --config /etc/kubeboot/node.yaml -o json --kernel-cmdline /etc/kubeboot/cmdline\n") {
+		t.Errorf("its bootstrap unit's drop-in: %v\n%s", err, dropIn)
+	}
+	if install, err := os.ReadFile(filepath.Join(fetching.Root(), "etc/systemd/system/kubeboot-lab-install.service")); err != nil ||
+		!strings.Contains(string(install), "enable --now --no-block kubeboot-bootstrap.service") {
+		t.Errorf("its install unit does not enable the bootstrap unit: %v\n%s", err, install)
+	}
 }
 
 // fakePackage is a file that starts as a .deb does, for the tests that

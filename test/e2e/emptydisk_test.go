@@ -1,0 +1,187 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
+	"github.com/kubeboot/kubeboot/internal/lab"
+	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
+)
+
+// TestEmptyDiskFleet: machines whose disks hold only the OS and kubeboot's
+// package boot with a kernel command line that names `kubeboot config
+// serve` on the lab's network and the fleet CA's pin, fetch their files
+// (written by `kubeboot config fleet`) and come up as a cluster: cp1
+// inits, w1 joins. A third machine, x1, then meets each failure in turn,
+// and each ends with its reason in x1's journal and no node file on its
+// disk: no file for it on the server and an unreachable server are
+// retried, another CA's server, a changed file and another node's file
+// stop the unit at once.
+func TestEmptyDiskFleet(t *testing.T) {
+	alongside(t)
+	l := newBootLab(t, "pxe", "10.89.244.0/24", "10.246.0.0/16", "\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: x1, role: worker}\n")
+	c := l.Cluster
+	hub := c.HubAddress().String()
+	fleetDir := writeFleet(t, l.root, "fleet", fmt.Sprintf(`cluster:
+  clusterName: pxe
+  controlPlaneEndpoint: %[1]s
+  networking: {podSubnet: %[2]s}
+  kubelet:
+    extraConfig:%[3]s
+  addons: {kubeProxy: {extraConfig: {conntrack: {maxPerCore: 0}}}}
+worker:
+  kubelet:
+    extraConfig:%[3]s
+nodes:
+- {name: cp1, role: control-plane, address: %[4]s}
+- {name: w1, role: worker, address: %[5]s}
+- {name: w9, role: worker, address: 10.89.244.99}
+`, c.Endpoint(), c.PodSubnet, strings.ReplaceAll(kubeletSettings, "\n", "\n  "), c.Address(0), c.Address(1)))
+	pin := strings.TrimSpace(string(readFile(t, filepath.Join(fleetDir, "ca-cert-hash"))))
+	cmdline := func(port int, query string) string {
+		return fmt.Sprintf("ro quiet kubeboot.config=https://%s:%d/v1/node-file?%s kubeboot.config-ca-hash=%s", hub, port, query, pin)
+	}
+	byMachine := cmdline(8443, "mac={mac}&hostname={hostname}")
+	start := time.Now()
+	l.boot(t, lab.Inputs{Cmdlines: []string{byMachine, byMachine, byMachine}, ImageConfigs: [][]byte{readFile(t, filepath.Join(fleetDir, "nodes/cp1.yaml"))}})
+	// The machines' bootstrap units retry meanwhile: nothing serves yet.
+	served := serveFleet(t, c, fleetDir, hub+":8443")
+
+	cp1, w1, x1 := l.machine(t, "cp1"), l.machine(t, "w1"), l.machine(t, "x1")
+	waitBootstrapped(t, cp1)
+	waitBootstrapped(t, w1)
+	t.Logf("TIMING: two empty-disk machines booted, fetched their files and came up: %s", time.Since(start).Round(time.Millisecond))
+	waitMachine(t, cp1, "cp1 and w1 Ready", func(out string) bool { return out == "cp1=True w1=True" },
+		"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+	for _, m := range []machine.Machine{cp1, w1} {
+		journal := inMachine(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-bootstrap")
+		if !strings.Contains(journal, "wrote "+bootstrap.ConfigPath) || !strings.Contains(journal, "signed by the fleet's CA "+pin) {
+			t.Errorf("%s's journal does not say it fetched its file:\n%s", m.Name, testsupport.LastLines(journal, 15))
+		}
+		if got, want := readFile(t, filepath.Join(m.Root(), bootstrap.ConfigPath)), readFile(t, filepath.Join(fleetDir, "nodes", m.Name+".yaml")); string(got) != string(want) {
+			t.Errorf("%s's node file is not its fleet file", m.Name)
+		}
+	}
+	for _, want := range []string{`hostname="cp1": served nodes/cp1.yaml`, `hostname="w1": served nodes/w1.yaml`, `hostname="x1": no node of the fleet has that MAC address or name`} {
+		if !strings.Contains(served.String(), want) {
+			t.Errorf("config serve's log lacks %q:\n%s", want, served.String())
+		}
+	}
+
+	// x1 is no node of the fleet: the server has none of its file.
+	x1Case(t, x1, byMachine, "404 Not Found: no node file for", false)
+	x1Case(t, x1, cmdline(8449, "hostname={hostname}"), "connection refused", false)
+	other := writeFleet(t, l.root, "other", "nodes:\n- {name: x1, role: control-plane, address: "+c.Address(2).String()+"}\n")
+	serveFleet(t, c, other, hub+":8445")
+	x1Case(t, x1, cmdline(8445, "hostname={hostname}"), "the server's certificate was not issued by the CA that "+pin+" pins", true)
+	w9 := filepath.Join(fleetDir, "nodes/w9.yaml")
+	writeFile(t, w9, string(readFile(t, w9))+"# changed after config fleet\n")
+	x1Case(t, x1, cmdline(8443, "hostname=w9"), "the node file is not signed by the fleet's CA", true)
+	x1Case(t, x1, cmdline(8443, "hostname=w1"), "the file is for the node at "+c.Address(1).String()+", which is none of this machine's addresses", true)
+}
+
+// writeFleet writes a fleet description of nodes (with the cluster and
+// worker settings it names) and its files with `kubeboot config fleet`
+// into dir/name, and returns that directory.
+func writeFleet(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	desc := filepath.Join(dir, name+".yaml")
+	writeFile(t, desc, "apiVersion: kubeboot.io/v1alpha1\nkind: Fleet\n"+body)
+	out := filepath.Join(dir, name)
+	if r := runCommand(t, kubebootBin, "config", "fleet", "--cluster", desc, "--out", out); r.code != 0 {
+		t.Fatalf("config fleet: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	return out
+}
+
+// syncBuffer is an output that a process writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// serveFleet runs `kubeboot config serve` of dir in the lab's hub, on
+// listen, until the test ends, and returns its log.
+func serveFleet(t *testing.T, c *lab.Cluster, dir, listen string) *syncBuffer {
+	t.Helper()
+	log := &syncBuffer{}
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+c.Hub(), "--", kubebootBin, "config", "serve", "--dir", dir, "--listen", listen)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(log.String(), "serving "+dir), nil
+	})
+	if err != nil {
+		t.Fatalf("config serve of %s on %s did not start:\n%s", dir, listen, log.String())
+	}
+	return log
+}
+
+// x1Case gives x1 cmdline as its kernel command line, runs its bootstrap
+// unit again and waits for want in its
+// journal: at once, the unit failed, when final; else among the retries,
+// after which the unit is stopped. Either way x1's disk holds no node
+// file and nothing else new in /etc/kubeboot.
+func x1Case(t *testing.T, x1 machine.Machine, cmdline, want string, final bool) {
+	t.Helper()
+	since := inMachine(t, x1, "date", "+@%s")
+	writeFile(t, filepath.Join(x1.Root(), lab.CmdlinePath), cmdline+"\n")
+	inMachine(t, x1, "systemctl", "restart", "--no-block", "kubeboot-bootstrap")
+	waitMachine(t, x1, fmt.Sprintf("%q in x1's journal", want), func(out string) bool { return strings.Contains(out, want) },
+		"journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-bootstrap", "--since", since)
+	state := inMachine(t, x1, "sh", "-c", "systemctl is-failed kubeboot-bootstrap || true")
+	if final {
+		waitMachine(t, x1, "x1's bootstrap unit to fail", func(out string) bool { return out == "failed" }, "sh", "-c", "systemctl is-failed kubeboot-bootstrap || true")
+	} else {
+		if state == "failed" {
+			t.Errorf("x1's bootstrap unit gave up on %q, want retries", want)
+		}
+		inMachine(t, x1, "systemctl", "stop", "kubeboot-bootstrap")
+	}
+	entries, err := os.ReadDir(filepath.Join(x1.Root(), "etc/kubeboot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "cmdline" {
+		t.Errorf("after %q, x1's /etc/kubeboot holds %v, want its cmdline alone", want, names)
+	}
+	if _, err := os.Stat(filepath.Join(x1.Root(), "var/lib/kubelet/config.yaml")); err == nil {
+		t.Errorf("after %q, x1's kubelet is configured", want)
+	}
+}
