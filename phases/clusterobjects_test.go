@@ -47,8 +47,9 @@ func TestUploadConfig(t *testing.T) {
 		must(t, err)
 		binding, err := client.RbacV1().RoleBindings("kube-system").Get(ctx, name, metav1.GetOptions{})
 		must(t, err)
-		if len(role.Rules) != 1 || role.Rules[0].Verbs[0] != "get" || len(binding.Subjects) != 2 ||
-			binding.Subjects[0].Name != "system:bootstrappers:kubeadm:default-node-token" || binding.Subjects[1].Name != "system:nodes" {
+		if len(role.Rules) != 1 || role.Rules[0].Verbs[0] != "get" || len(binding.Subjects) != 3 ||
+			binding.Subjects[0].Name != "system:bootstrappers:kubeadm:default-node-token" || binding.Subjects[1].Name != "system:bootstrappers:kubeboot:node-bound" ||
+			binding.Subjects[2].Name != "system:nodes" {
 			t.Errorf("%s: role %+v, binding %+v", name, role.Rules, binding.Subjects)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
+	"github.com/kubeboot/kubeboot/internal/csrapprover"
 )
 
 // The cluster objects that make the control plane joinable, with kubeadm's
@@ -90,7 +91,7 @@ const KubernetesVersionAnnotation = "kubeboot.io/kubernetes-version"
 // release version, and the roles that let joining nodes (their bootstrap
 // tokens) and joined nodes read each of the two.
 func UploadConfigObjects(version string, clusterConfig, kubeletConfig []byte) Objects {
-	readers := []rbacv1.Subject{group(bootstraptoken.NodeGroup), group(NodesGroup)}
+	readers := []rbacv1.Subject{group(bootstraptoken.NodeGroup), group(csrapprover.BoundGroup), group(NodesGroup)}
 	kubelet := configMap(metav1.NamespaceSystem, KubeletConfigName, KubeletConfigKey, kubeletConfig)
 	kubelet.Annotations = map[string]string{KubernetesVersionAnnotation: version}
 	return Objects{
@@ -113,7 +114,9 @@ func UploadConfigObjects(version string, clusterConfig, kubeletConfig []byte) Ob
 // bootstrap token of NodeGroup may post a node client CSR, which the
 // controller-manager then approves; a node may renew its client
 // certificate; and the token may get Nodes, so that a join can check its
-// node name is free.
+// node name is free. A node-bound token (csrapprover.BoundGroup) may do
+// as much but for the controller-manager's approval: kubeboot's approver
+// decides its CSR.
 func BootstrapTokenRBAC() Objects {
 	return Objects{
 		ClusterRoles: []*rbacv1.ClusterRole{{
@@ -122,10 +125,10 @@ func BootstrapTokenRBAC() Objects {
 			Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"nodes"}}},
 		}},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
-			clusterRoleBinding(BindingKubeletBootstrap, "system:node-bootstrapper", group(bootstraptoken.NodeGroup)),
+			clusterRoleBinding(BindingKubeletBootstrap, "system:node-bootstrapper", group(bootstraptoken.NodeGroup), group(csrapprover.BoundGroup)),
 			clusterRoleBinding(BindingNodeAutoapproveBootstrap, "system:certificates.k8s.io:certificatesigningrequests:nodeclient", group(bootstraptoken.NodeGroup)),
 			clusterRoleBinding(BindingNodeAutoapproveRotation, "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", group(NodesGroup)),
-			clusterRoleBinding(RoleGetNodes, RoleGetNodes, group(bootstraptoken.NodeGroup)),
+			clusterRoleBinding(RoleGetNodes, RoleGetNodes, group(bootstraptoken.NodeGroup), group(csrapprover.BoundGroup)),
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/csrapprover"
 )
 
 // objectsYAML renders objects as one YAML document each, in apply order.
@@ -235,15 +237,24 @@ func TestNodeJoinGrants(t *testing.T) {
 	for _, b := range BootstrapTokenRBAC().ClusterRoleBindings {
 		bindings[b.Name] = b
 	}
-	for name, want := range map[string][2]string{
-		"kubeadm:kubelet-bootstrap":                     {"system:node-bootstrapper", bootstraptoken.NodeGroup},
+	// A node-bound token may do what a cluster-wide one may, but for the
+	// controller-manager's approval of its CSR, which kubeboot's approver
+	// decides.
+	for name, want := range map[string][]string{
+		"kubeadm:kubelet-bootstrap":                     {"system:node-bootstrapper", bootstraptoken.NodeGroup, csrapprover.BoundGroup},
 		"kubeadm:node-autoapprove-bootstrap":            {"system:certificates.k8s.io:certificatesigningrequests:nodeclient", bootstraptoken.NodeGroup},
 		"kubeadm:node-autoapprove-certificate-rotation": {"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes"},
-		"kubeadm:get-nodes":                             {"kubeadm:get-nodes", bootstraptoken.NodeGroup},
+		"kubeadm:get-nodes":                             {"kubeadm:get-nodes", bootstraptoken.NodeGroup, csrapprover.BoundGroup},
 	} {
 		b := bindings[name]
-		if b == nil || b.RoleRef.Name != want[0] || len(b.Subjects) != 1 || b.Subjects[0].Name != want[1] || b.Subjects[0].Kind != "Group" {
-			t.Errorf("binding %s = %+v, want role %s for group %s", name, b, want[0], want[1])
+		var groups []string
+		for _, s := range b.Subjects {
+			if s.Kind == "Group" {
+				groups = append(groups, s.Name)
+			}
+		}
+		if b == nil || b.RoleRef.Name != want[0] || !slices.Equal(groups, want[1:]) || len(b.Subjects) != len(groups) {
+			t.Errorf("binding %s = %+v, want role %s for groups %v", name, b, want[0], want[1:])
 		}
 	}
 	info := ClusterInfoObjects(nil, nil)

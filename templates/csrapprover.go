@@ -54,10 +54,11 @@ func CSRApprover(cfg *config.ClusterConfiguration, kb Kubeboot) (*corev1.Pod, er
 }
 
 // CSRApproverRBAC is what the approver, as user, may do: read and watch
-// CSRs and Nodes (a serving certificate must name its Node's addresses),
-// and update the approval of a CSR, which the API server allows only to
-// whoever may approve for the CSR's signer: kubernetes.io/kubelet-serving
-// alone. It may neither create nor delete CSRs, nor change a CSR's status.
+// CSRs and Nodes (a serving certificate must name its Node's addresses, a
+// node-bound join needs its Node not to exist yet), and update the
+// approval of a CSR, which the API server allows only to whoever may
+// approve for the CSR's signer: kubernetes.io/kubelet-serving and
+// kubernetes.io/kube-apiserver-client-kubelet alone. It may neither create nor delete CSRs, nor change a CSR's status.
 func CSRApproverRBAC(subject string) Objects {
 	read := []string{"get", "list", "watch"}
 	return Objects{
@@ -68,7 +69,7 @@ func CSRApproverRBAC(subject string) Objects {
 				{Verbs: read, APIGroups: []string{certificatesv1.GroupName}, Resources: []string{"certificatesigningrequests"}},
 				{Verbs: []string{"update"}, APIGroups: []string{certificatesv1.GroupName}, Resources: []string{"certificatesigningrequests/approval"}},
 				{Verbs: []string{"approve"}, APIGroups: []string{certificatesv1.GroupName}, Resources: []string{"signers"},
-					ResourceNames: []string{certificatesv1.KubeletServingSignerName}},
+					ResourceNames: []string{certificatesv1.KubeletServingSignerName, certificatesv1.KubeAPIServerClientKubeletSignerName}},
 				{Verbs: read, APIGroups: []string{""}, Resources: []string{"nodes"}},
 			},
 		}},

@@ -148,7 +148,7 @@ func TestAllCSRApprover(t *testing.T) {
 }
 
 // TestCSRApproverRBAC checks what the approver may do: read CSRs and
-// Nodes, update approvals, approve for the kubelet-serving signer alone.
+// Nodes, update approvals, approve for the kubelet-serving and kubelet client signers alone.
 func TestCSRApproverRBAC(t *testing.T) {
 	objs := CSRApproverRBAC("kubeboot:csr-approver")
 	var rules []string
@@ -158,7 +158,7 @@ func TestCSRApproverRBAC(t *testing.T) {
 	want := []string{
 		"get,list,watch certificates.k8s.io/certificatesigningrequests ",
 		"update certificates.k8s.io/certificatesigningrequests/approval ",
-		"approve certificates.k8s.io/signers kubernetes.io/kubelet-serving",
+		"approve certificates.k8s.io/signers kubernetes.io/kubelet-serving,kubernetes.io/kube-apiserver-client-kubelet",
 		"get,list,watch /nodes ",
 	}
 	if diff := cmp.Diff(want, rules); diff != "" {

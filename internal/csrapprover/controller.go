@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	certificateslisters "k8s.io/client-go/listers/certificates/v1"
@@ -42,8 +41,9 @@ type Options struct {
 	Resync time.Duration
 }
 
-// Controller decides every undecided kubernetes.io/kubelet-serving CSR by
-// Decide, through the approval subresource. It needs no leader election:
+// Controller decides every undecided kubernetes.io/kubelet-serving CSR, and
+// every kubelet client CSR of a node-bound token, by Decide, through the
+// approval subresource. It needs no leader election:
 // the rule is a function of the CSR and its Node, so two approvers reach
 // the same decision, and an update of the approval carries the
 // resourceVersion read, so of two concurrent ones the API server takes the
@@ -76,16 +76,15 @@ func (c *Controller) Ready() bool { return c.ready.Load() }
 // rather than a cache when it is decided, since a denial is final and a
 // Node's addresses may have changed just before its kubelet asked.
 func (c *Controller) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(c.client, c.opts.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", certificatesv1.KubeletServingSignerName).String()
-		}))
+	// Every CSR is watched, a cluster has few: a field selector takes one
+	// signer, and the approver decides two.
+	factory := informers.NewSharedInformerFactory(c.client, c.opts.Resync)
 	csrs := factory.Certificates().V1().CertificateSigningRequests()
 	informer := csrs.Informer()
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "csr-approver"})
 	enqueue := func(obj any) {
-		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && !decided(csr) {
+		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && Decide(csr, nil).Verdict != Ignore {
 			queue.Add(csr.Name)
 		}
 	}
@@ -143,19 +142,19 @@ func (c *Controller) decide(ctx context.Context, lister certificateslisters.Cert
 	if err != nil {
 		return fmt.Errorf("get CertificateSigningRequest %q: %w", name, err)
 	}
-	// Only a CSR that passes every check but the Node's is worth a read of
-	// the Node.
-	d := Decide(csr, nil)
-	if d.Reason == ReasonNodeNotFound {
-		node, err := c.client.CoreV1().Nodes().Get(ctx, NodeName(csr), metav1.GetOptions{})
+	// The Node is read from the API server, not a cache: a node-bound
+	// token's CSR is approved only while its Node does not exist.
+	var node *corev1.Node
+	if name := Node(csr); name != "" && !decided(csr) {
+		node, err = c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
+			node = nil
 		case err != nil:
-			return fmt.Errorf("get Node %q: %w", NodeName(csr), err)
-		default:
-			d = Decide(csr, node)
+			return fmt.Errorf("get Node %q: %w", name, err)
 		}
 	}
+	d := Decide(csr, node)
 	if d.Verdict == Ignore {
 		return nil
 	}

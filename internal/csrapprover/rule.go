@@ -1,9 +1,12 @@
 // Package csrapprover owns kubeboot's approver of kubelet serving
-// certificates. Kubernetes approves no kubernetes.io/kubelet-serving
+// certificates, and of the client certificates of node-bound joins.
+// Kubernetes approves no kubernetes.io/kubelet-serving
 // CertificateSigningRequest by itself, so a kubelet with serverTLSBootstrap
 // never gets a serving certificate the API server can verify unless
-// something approves it. The package holds the rule that tells a node's
-// honest request for a serving certificate of its own from any other
+// something approves it. A node-bound bootstrap token (BoundGroup) is not
+// bound to the controller-manager's approval of client CSRs: its node's
+// CSR is approved here, for that node's name alone, once. The package
+// holds the rules that tell a node's honest request from any other
 // (Decide), and the controller that watches CSRs and approves or denies
 // them through the approval subresource (Controller). It never prints and
 // never touches disk: decisions go to the caller's log function.
@@ -33,6 +36,41 @@ const (
 	NodesGroup = "system:nodes"
 )
 
+// The groups of a node-bound bootstrap token, which joins one node alone:
+// such a token is in BoundGroup, which may post a kubelet's client CSR but
+// is not bound to the controller-manager's approval, and in its node's
+// group, BoundNodeGroup(name). The approver approves its CSR for that
+// node's name alone, once.
+const (
+	BoundGroup           = "system:bootstrappers:kubeboot:node-bound"
+	boundNodeGroupPrefix = "system:bootstrappers:kubeboot:node:"
+)
+
+// BoundNodeGroup is the group of the token bound to node name. A group
+// holds no dot, a node name no colon: the name's dots become colons.
+func BoundNodeGroup(name string) string {
+	return boundNodeGroupPrefix + strings.ReplaceAll(name, ".", ":")
+}
+
+// BoundNode is the node a CSR's requester is bound to: the node of its
+// BoundNodeGroup, when it is in BoundGroup; bound is false for any other
+// requester, and name "" for a bound one whose groups name no node or
+// more than one.
+func BoundNode(csr *certificatesv1.CertificateSigningRequest) (name string, bound bool) {
+	if !slices.Contains(csr.Spec.Groups, BoundGroup) {
+		return "", false
+	}
+	for _, g := range csr.Spec.Groups {
+		if node, ok := strings.CutPrefix(g, boundNodeGroupPrefix); ok {
+			if name != "" {
+				return "", true
+			}
+			name = strings.ReplaceAll(node, ":", ".")
+		}
+	}
+	return name, true
+}
+
 // Verdict is what the approver does with a CSR.
 type Verdict string
 
@@ -61,6 +99,11 @@ const (
 	ReasonNoSAN             = "NoSAN"
 	ReasonNodeNotFound      = "NodeNotFound"
 	ReasonSANNotNodeAddress = "SANNotNodeAddress"
+	// The reasons of a node-bound token's client CSR.
+	ReasonBoundApproved     = "KubebootNodeBoundJoin"
+	ReasonBoundNoNode       = "BoundTokenNamesNoNode"
+	ReasonBoundNodeMismatch = "BoundTokenOfAnotherNode"
+	ReasonBoundNodeExists   = "BoundNodeJoinedAlready"
 )
 
 // Decision is the verdict on one CSR and why, as the condition's reason
@@ -105,11 +148,12 @@ func NodeName(csr *certificatesv1.CertificateSigningRequest) string {
 	return name
 }
 
-// Decide applies the approval rule to csr, given the Node it names (nil
-// when there is none). A CSR of another signer than
-// kubernetes.io/kubelet-serving, or one approved or denied already, is
-// ignored. Any other CSR is approved only when all of these hold, and
-// denied, naming the first that fails, otherwise:
+// Decide applies the approval rules to csr, given the Node it needs (see
+// Node; nil when there is none). A CSR approved or denied already, or of
+// another signer than kubernetes.io/kubelet-serving and
+// kubernetes.io/kube-apiserver-client-kubelet, is ignored; a client CSR
+// is decided by decideBoundClient. A serving CSR is approved only when
+// all of these hold, and denied, naming the first that fails, otherwise:
 //   - its requester is a node: user system:node:<name>, in group system:nodes;
 //   - its request is a PEM certificate request with a valid signature,
 //     whose subject is exactly CN=system:node:<name>, O=system:nodes, for
@@ -123,12 +167,91 @@ func NodeName(csr *certificatesv1.CertificateSigningRequest) string {
 //     InternalDNS or ExternalDNS (DNS names compared case-insensitively).
 //     The SANs may be a subset of those addresses, not necessarily all.
 func Decide(csr *certificatesv1.CertificateSigningRequest, node *corev1.Node) Decision {
-	if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName {
-		return Decision{Verdict: Ignore, Message: fmt.Sprintf("signer %s is not %s", csr.Spec.SignerName, certificatesv1.KubeletServingSignerName)}
-	}
 	if decided(csr) {
 		return Decision{Verdict: Ignore, Message: "approved or denied already"}
 	}
+	switch csr.Spec.SignerName {
+	case certificatesv1.KubeletServingSignerName:
+		return decideServing(csr, node)
+	case certificatesv1.KubeAPIServerClientKubeletSignerName:
+		return decideBoundClient(csr, node)
+	}
+	return Decision{Verdict: Ignore, Message: fmt.Sprintf("signer %s is neither %s nor %s", csr.Spec.SignerName, certificatesv1.KubeletServingSignerName, certificatesv1.KubeAPIServerClientKubeletSignerName)}
+}
+
+// Node is the Node a decision on csr needs, "" when it needs none: the
+// requesting node of a serving CSR, the bound node of a node-bound
+// token's client CSR.
+func Node(csr *certificatesv1.CertificateSigningRequest) string {
+	switch csr.Spec.SignerName {
+	case certificatesv1.KubeletServingSignerName:
+		return NodeName(csr)
+	case certificatesv1.KubeAPIServerClientKubeletSignerName:
+		name, _ := BoundNode(csr)
+		return name
+	}
+	return ""
+}
+
+// clientUsages are the usages a kubelet client certificate may have:
+// client auth and digital signature always, and key encipherment, which
+// the kubelet asks for with an RSA key.
+var clientUsages = []certificatesv1.KeyUsage{
+	certificatesv1.UsageDigitalSignature,
+	certificatesv1.UsageKeyEncipherment,
+	certificatesv1.UsageClientAuth,
+}
+
+// decideBoundClient decides a kubelet client CSR, given the Node of its
+// bound name (nil when there is none). Only a CSR of a node-bound token
+// is decided: the controller-manager approves a cluster-wide token's, and
+// a node's renewal of its own. It is approved only when all of these
+// hold, and denied, naming the first that fails, otherwise:
+//   - the token's groups name one node;
+//   - its request is a PEM certificate request with a valid signature,
+//     whose subject is exactly CN=system:node:<that node>, O=system:nodes;
+//   - its usages are client auth and digital signature, and optionally
+//     key encipherment, and it asks for no SAN;
+//   - no Node of that name exists: the token joins its node once, and a
+//     node that is reset joins again once its Node is deleted.
+func decideBoundClient(csr *certificatesv1.CertificateSigningRequest, node *corev1.Node) Decision {
+	name, bound := BoundNode(csr)
+	if !bound {
+		return Decision{Verdict: Ignore, Message: fmt.Sprintf("requested by %s, whose token is bound to no node", csr.Spec.Username)}
+	}
+	if name == "" {
+		return deny(ReasonBoundNoNode, "requested by %s in %s, whose groups name no node (or more than one) in %s<node>", csr.Spec.Username, BoundGroup, boundNodeGroupPrefix)
+	}
+	req, err := parseRequest(csr.Spec.Request)
+	if err != nil {
+		return deny(ReasonBadRequest, "%v", err)
+	}
+	if cn := req.Subject.CommonName; cn != NodeUserPrefix+name {
+		return deny(ReasonBoundNodeMismatch, "requested by %s with the token bound to node %s, for %q: a node-bound token joins its own node alone", csr.Spec.Username, name, cn)
+	}
+	if !slices.Equal(req.Subject.Organization, []string{NodesGroup}) || len(req.Subject.Names) != 2 {
+		return deny(ReasonSubjectMismatch, "subject %q is not CN=%s%s, O=%s", req.Subject, NodeUserPrefix, name, NodesGroup)
+	}
+	for _, u := range csr.Spec.Usages {
+		if !slices.Contains(clientUsages, u) {
+			return deny(ReasonForbiddenUsage, "usage %q is not one of a kubelet client certificate (%s)", u, joinUsages(clientUsages))
+		}
+	}
+	if !slices.Contains(csr.Spec.Usages, certificatesv1.UsageClientAuth) {
+		return deny(ReasonForbiddenUsage, "usages %s lack %q", joinUsages(csr.Spec.Usages), certificatesv1.UsageClientAuth)
+	}
+	if len(req.DNSNames) > 0 || len(req.IPAddresses) > 0 || len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
+		return deny(ReasonForbiddenSAN, "asks for SANs, which a kubelet client certificate never has")
+	}
+	if node != nil && node.Name == name {
+		return deny(ReasonBoundNodeExists, "requested by %s with the token bound to node %s, whose Node exists: the token joined it already; delete the Node to join it again", csr.Spec.Username, name)
+	}
+	return Decision{Verdict: Approve, Reason: ReasonBoundApproved,
+		Message: fmt.Sprintf("kubeboot csr-approver: node %s's client certificate, asked with the token bound to it", name)}
+}
+
+// decideServing decides a kubelet serving CSR, as Decide says.
+func decideServing(csr *certificatesv1.CertificateSigningRequest, node *corev1.Node) Decision {
 	name := NodeName(csr)
 	if name == "" {
 		return deny(ReasonNotANode, "requested by %s, not by a node (user %s<name> in group %s)", csr.Spec.Username, NodeUserPrefix, NodesGroup)

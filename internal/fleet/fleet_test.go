@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/csrapprover"
 	"github.com/kubeboot/kubeboot/internal/fleet"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -80,6 +81,8 @@ func TestGenerateExample(t *testing.T) {
 	token, _ := os.ReadFile(filepath.Join(dir, fleet.TokenFile))
 	kinds := map[string]string{"cp1": config.KindClusterConfiguration, "cp2": config.KindJoinConfiguration, "cp3": config.KindJoinConfiguration,
 		"w1": config.KindWorkerConfiguration, "w2": config.KindWorkerConfiguration}
+	// The first node's init creates each worker's token, bound to it.
+	bound, workerTokens := map[string]string{}, map[string]string{}
 	for name, kind := range kinds {
 		path := filepath.Join(dir, r.Nodes[name])
 		doc, err := config.Load(path, config.Env{Host: config.Host{Name: "other", Address: "192.0.2.1"}})
@@ -93,8 +96,11 @@ func TestGenerateExample(t *testing.T) {
 		case doc.Cluster != nil:
 			c := doc.Cluster
 			if c.Node.Name != name || c.Node.AdvertiseAddress != "10.0.0.11" || c.Certificates.CA == nil || c.Certificates.CA.Cert != string(caCert) ||
-				len(c.BootstrapTokens) != 1 || c.BootstrapTokens[0].Token != strings.TrimSpace(string(token)) || c.ControlPlaneEndpoint != "10.0.0.100:6443" || c.ClusterName != "prod" {
+				len(c.BootstrapTokens) != 3 || c.BootstrapTokens[0].Token != strings.TrimSpace(string(token)) || c.ControlPlaneEndpoint != "10.0.0.100:6443" || c.ClusterName != "prod" {
 				t.Errorf("node %s: node %+v, endpoint %s, cluster %s, CA carried %v, tokens %d", name, c.Node, c.ControlPlaneEndpoint, c.ClusterName, c.Certificates.CA != nil, len(c.BootstrapTokens))
+			}
+			for _, bt := range c.BootstrapTokens[1:] {
+				bound[bt.Token] = strings.Join(bt.Groups, " ")
 			}
 		case doc.Join != nil:
 			j := doc.Join
@@ -104,7 +110,8 @@ func TestGenerateExample(t *testing.T) {
 			}
 		case doc.Worker != nil:
 			w := doc.Worker
-			if w.Node.Name != name || !slices.Equal(w.Discovery.CACertHashes, []string{hash}) || w.Discovery.Token != strings.TrimSpace(string(token)) ||
+			workerTokens[name] = w.Discovery.Token
+			if w.Node.Name != name || !slices.Equal(w.Discovery.CACertHashes, []string{hash}) || w.Discovery.Token == strings.TrimSpace(string(token)) ||
 				fmt.Sprint(w.Kubelet.ExtraConfig["maxPods"]) != "200" {
 				t.Errorf("node %s: node %+v, discovery %+v, kubelet %+v", name, w.Node, w.Discovery, w.Kubelet)
 			}
@@ -113,7 +120,12 @@ func TestGenerateExample(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{fleet.TokenFile, fleet.CertificateKeyFile, fleet.CAKeyFile, r.Nodes["cp1"], r.Nodes["w1"]} {
+	for _, w := range []string{"w1", "w2"} {
+		if got, want := bound[workerTokens[w]], csrapprover.BoundGroup+" "+csrapprover.BoundNodeGroup(w); got != want {
+			t.Errorf("%s's token is in groups %q in cp1's file, want %q", w, got, want)
+		}
+	}
+	for _, name := range []string{fleet.TokenFile, fleet.NodeTokensFile, fleet.CertificateKeyFile, fleet.CAKeyFile, r.Nodes["cp1"], r.Nodes["w1"]} {
 		if info, err := os.Stat(filepath.Join(dir, name)); err != nil || info.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v, want mode 0600", name, info.Mode(), err)
 		}
@@ -155,7 +167,8 @@ func TestGenerateExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	added := generate(t, bigger, dir)
-	if want := []string{filepath.Join(fleet.NodesDir, "w3.yaml"), filepath.Join(fleet.NodesDir, "w3.yaml.sig")}; !slices.Equal(added.Written, want) {
+	// w3's token goes to the first node's file, whose init creates it.
+	if want := []string{fleet.NodeTokensFile, "nodes/cp1.yaml", "nodes/cp1.yaml.sig", "nodes/w3.yaml", "nodes/w3.yaml.sig"}; !slices.Equal(added.Written, want) {
 		t.Errorf("with w3 added, the run wrote %v, want %v", added.Written, want)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/csrapprover"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
 	"github.com/kubeboot/kubeboot/pki"
@@ -31,6 +32,9 @@ const (
 	// CertificateKeyFile holds the key of the kubeadm-certs Secret, from
 	// which the joining control-plane nodes fetch the cluster secrets.
 	CertificateKeyFile = "certificate-key"
+	// NodeTokensFile holds each worker's node-bound token, a line
+	// "<name> <token>" each.
+	NodeTokensFile = "node-tokens"
 	// CACertFile and CAKeyFile are the cluster CA, made once.
 	CACertFile = "ca.crt"
 	CAKeyFile  = "ca.key"
@@ -71,7 +75,9 @@ type Result struct {
 
 // secrets are what the fleet's nodes share.
 type secrets struct {
-	token          string
+	token string
+	// nodeTokens are the workers' node-bound tokens, by node name.
+	nodeTokens     map[string]string
 	certificateKey string
 	ca             pki.KeyPair
 	hash           string
@@ -106,7 +112,7 @@ func NewPlan(d *Description, dir string) (*Plan, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	s, files, err := readSecrets(dir)
+	s, files, err := readSecrets(dir, d)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +212,7 @@ func same(path string, f outFile) bool {
 // readSecrets reads the secrets a run before this one left in dir; the
 // token and certificate key it lacks are made, and returned as files to
 // write. A CA it lacks is left for the caller to make.
-func readSecrets(dir string) (secrets, []outFile, error) {
+func readSecrets(dir string, d *Description) (secrets, []outFile, error) {
 	var s secrets
 	var fresh []outFile
 	read := func(name string) ([]byte, error) {
@@ -234,6 +240,19 @@ func readSecrets(dir string) (secrets, []outFile, error) {
 	if _, err := bootstraptoken.Parse(s.token); err != nil {
 		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s: not a bootstrap token: remove the file for a new one, and make every node's file anew", filepath.Join(dir, TokenFile))}
 	}
+	nodeTokens, err := read(NodeTokensFile)
+	if err != nil {
+		return s, nil, err
+	}
+	if s.nodeTokens, err = workerTokens(d, string(nodeTokens)); err != nil {
+		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s: %v: remove the file for new tokens, and make every node's file anew", filepath.Join(dir, NodeTokensFile), err)}
+	}
+	var lines []string
+	for name, token := range s.nodeTokens {
+		lines = append(lines, name+" "+token+"\n")
+	}
+	slices.Sort(lines)
+	fresh = append(fresh, outFile{NodeTokensFile, []byte(strings.Join(lines, "")), secretMode})
 	key, err := read(CertificateKeyFile)
 	if err != nil {
 		return s, nil, err
@@ -269,6 +288,39 @@ func readSecrets(dir string) (secrets, []outFile, error) {
 		s.ca = pki.KeyPair{Cert: cert, Key: caKey}
 	}
 	return s, fresh, nil
+}
+
+// workerTokens are the node-bound tokens of d's workers: the ones listed
+// ("<name> <token>" lines, as NodeTokensFile holds them) kept, a new one
+// for a worker not listed; a node no longer in d loses its token.
+func workerTokens(d *Description, listed string) (map[string]string, error) {
+	old := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(listed), "\n") {
+		if line == "" {
+			continue
+		}
+		name, token, ok := strings.Cut(line, " ")
+		if _, err := bootstraptoken.Parse(token); !ok || err != nil {
+			return nil, fmt.Errorf("a line is no \"<node> <token>\"")
+		}
+		old[name] = token
+	}
+	tokens := map[string]string{}
+	for _, n := range d.Nodes {
+		if n.Role != RoleWorker {
+			continue
+		}
+		if token, ok := old[n.Name]; ok {
+			tokens[n.Name] = token
+			continue
+		}
+		t, err := bootstraptoken.Generate(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		tokens[n.Name] = t.Value()
+	}
+	return tokens, nil
 }
 
 // newCA makes the cluster CA as the first control-plane node's
@@ -379,22 +431,29 @@ func (d *Description) load(i int, doc []byte) (config.Document, error) {
 // WorkerConfiguration, each with the node's patch applied.
 func (d *Description) document(i int, s secrets) ([]byte, error) {
 	n := d.Nodes[i]
-	discovery := map[string]any{"apiServerEndpoint": d.endpoint(), "token": s.token, "caCertHashes": []string{s.hash}}
-	var doc map[string]any
-	var err error
+	part := d.Cluster
 	if n.Role == RoleWorker {
-		doc, err = clone(d.Worker)
+		part = d.Worker
+	}
+	doc, err := clone(part)
+	if err != nil {
+		return nil, err
+	}
+	discovery := map[string]any{"apiServerEndpoint": d.endpoint(), "token": s.token, "caCertHashes": []string{s.hash}}
+	if n.Role == RoleWorker {
+		// A worker joins with the token bound to it alone.
+		discovery["token"] = s.nodeTokens[n.Name]
 		doc["kind"] = config.KindWorkerConfiguration
 		doc["node"] = map[string]any{"name": n.Name, "address": n.Address}
 		doc["discovery"] = discovery
 	} else {
-		doc, err = clone(d.Cluster)
 		doc["kind"] = config.KindClusterConfiguration
 		doc["node"] = map[string]any{"name": n.Name, "advertiseAddress": n.Address}
 		doc["controlPlaneEndpoint"] = d.endpoint()
 		doc["bootstrapTokens"] = []any{map[string]any{"token": s.token}}
 		doc["certificateKey"] = s.certificateKey
 		if i == d.first() {
+			doc["bootstrapTokens"] = d.bootstrapTokens(s)
 			if s.ca.Cert != nil {
 				certs, _ := doc["certificates"].(map[string]any)
 				if certs == nil {
@@ -407,9 +466,6 @@ func (d *Description) document(i int, s secrets) ([]byte, error) {
 			doc["kind"] = config.KindJoinConfiguration
 			doc["join"] = map[string]any{"certificateKey": s.certificateKey, "discovery": discovery}
 		}
-	}
-	if err != nil {
-		return nil, err
 	}
 	doc["apiVersion"] = APIVersion
 	merged, err := json.Marshal(doc)
@@ -426,6 +482,27 @@ func (d *Description) document(i int, s secrets) ([]byte, error) {
 		}
 	}
 	return yaml.JSONToYAML(merged)
+}
+
+// bootstrapTokens are the tokens the first control-plane node's init
+// creates: the cluster-wide one, which the control-plane nodes and a stock
+// `kubeadm join` join with, then each worker's, bound to it alone
+// (csrapprover.BoundGroup): a CSR asked with it for any other name is
+// denied, and it joins its node once. A worker added to the fleet thus
+// changes the first node's file too, whose init creates its token.
+func (d *Description) bootstrapTokens(s secrets) []any {
+	tokens := []any{map[string]any{"token": s.token}}
+	for _, n := range d.Nodes {
+		if n.Role != RoleWorker {
+			continue
+		}
+		tokens = append(tokens, map[string]any{
+			"token":       s.nodeTokens[n.Name],
+			"description": "kubeboot config fleet: joins node " + n.Name + " alone",
+			"groups":      []string{csrapprover.BoundGroup, csrapprover.BoundNodeGroup(n.Name)},
+		})
+	}
+	return tokens
 }
 
 // clone deep-copies a part of the description, which stays as read.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/csrapprover"
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -17,7 +18,8 @@ import (
 // TestLabNodeFiles: a lab of machines gives each node one file that
 // kubeboot loads as it stands (the first control-plane node inits, the
 // second joins with the certificate key, a worker joins), all through the
-// cluster's endpoint with one fresh token pinning the CA, and kubeadm's
+// cluster's endpoint with one fresh cluster-wide token pinning the CA (a
+// kubeboot worker with its own, bound to it), and kubeadm's
 // worker a JoinConfiguration of the same; another lab draws another token.
 func TestLabNodeFiles(t *testing.T) {
 	desc := writeDescription(t, header+"subnet: 10.89.0.0/24\npodSubnet: 10.245.0.0/16\nkubernetesVersion: v1.35.4\n"+
@@ -70,14 +72,22 @@ func TestLabNodeFiles(t *testing.T) {
 		if !strings.Contains(kubeboot[i], hash) && i > 0 {
 			t.Errorf("%s's file does not pin the CA:\n%s", name, kubeboot[i])
 		}
-		tokens[regexp.MustCompile(`[a-z0-9]{6}\.[a-z0-9]{16}`).FindString(kubeboot[i])] = true
+		if i < 2 {
+			tokens[regexp.MustCompile(`[a-z0-9]{6}\.[a-z0-9]{16}`).FindString(kubeboot[i])] = true
+		}
 	}
 	if !strings.Contains(kubeadm[3], "kind: JoinConfiguration") || !strings.Contains(kubeadm[3], "apiVersion: kubeadm.k8s.io/v1beta4") || !strings.Contains(kubeadm[3], hash) || kubeboot[3] != "" {
 		t.Errorf("kubeadm's worker is given:\n%s\nand kubeboot's file %q", kubeadm[3], kubeboot[3])
 	}
 	tokens[regexp.MustCompile(`[a-z0-9]{6}\.[a-z0-9]{16}`).FindString(kubeadm[3])] = true
+	// One cluster-wide token, first in each file; the kubeboot worker's own
+	// is bound to it, and listed in cp1's for its init to create.
 	if len(tokens) != 1 || tokens[""] {
 		t.Errorf("the nodes' tokens: %v, want one", tokens)
+	}
+	w1Token := regexp.MustCompile(`token: ([a-z0-9]{6}\.[a-z0-9]{16})`).FindStringSubmatch(kubeboot[2])
+	if w1Token == nil || tokens[w1Token[1]] || !strings.Contains(kubeboot[0], "- "+csrapprover.BoundNodeGroup("w1")+"\n  token: "+w1Token[1]+"\n") {
+		t.Errorf("w1's token %v is not bound to it in cp1's file:\n%s", w1Token, kubeboot[0])
 	}
 	again, _, _, err := l.NodeFiles()
 	if err != nil || again[0] == kubeboot[0] {

@@ -4,6 +4,13 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,7 +33,8 @@ import (
 // package boot with a kernel command line that names `kubeboot config
 // serve` on the lab's network and the fleet CA's pin, fetch their files
 // (written by `kubeboot config fleet`) and come up as a cluster: cp1
-// inits, w1 joins. A third machine, x1, then meets each failure in turn,
+// inits, w1 joins with the token bound to it (checkNodeBound). A third
+// machine, x1, then meets each failure in turn,
 // and each ends with its reason in x1's journal and no node file on its
 // disk: no file for it on the server and an unreachable server are
 // retried, another CA's server, a changed file and another node's file
@@ -81,6 +89,8 @@ nodes:
 			t.Errorf("config serve's log lacks %q:\n%s", want, served.String())
 		}
 	}
+
+	checkNodeBound(t, cp1, fleetDir, c.Endpoint().String())
 
 	// x1 is no node of the fleet: the server has none of its file.
 	x1Case(t, x1, byMachine, "404 Not Found: no node file for", false)
@@ -184,4 +194,58 @@ func x1Case(t *testing.T, x1 machine.Machine, cmdline, want string, final bool) 
 	if _, err := os.Stat(filepath.Join(x1.Root(), "var/lib/kubelet/config.yaml")); err == nil {
 		t.Errorf("after %q, x1's kubelet is configured", want)
 	}
+}
+
+// checkNodeBound: w1 joined with its node-bound token, whose client
+// certificate kubeboot's approver approved; a CSR asked with w9's token for
+// another name, and one asked with w1's again once w1 exists, are denied
+// and logged.
+func checkNodeBound(t *testing.T, cp1 machine.Machine, fleetDir, endpoint string) {
+	t.Helper()
+	tokens := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(readFile(t, filepath.Join(fleetDir, "node-tokens")))), "\n") {
+		name, token, _ := strings.Cut(line, " ")
+		tokens[name] = token
+	}
+	admin := []string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}
+	w1ID, _, _ := strings.Cut(tokens["w1"], ".")
+	got := inMachine(t, cp1, append(admin, "get", "csr", "-o", `jsonpath={range .items[?(@.spec.username=="system:bootstrap:`+w1ID+`")]}{.status.conditions[0].reason} {end}`)...)
+	if got != "KubebootNodeBoundJoin" {
+		t.Errorf("w1's client CSR, asked with its bound token: %q, want approved as KubebootNodeBoundJoin", got)
+	}
+	for _, tc := range []struct{ csr, token, cn, reason string }{
+		{"bound-stolen", tokens["w9"], "system:node:w7", "BoundTokenOfAnotherNode"},
+		{"bound-again", tokens["w1"], "system:node:w1", "BoundNodeJoinedAlready"},
+	} {
+		writeFile(t, filepath.Join(cp1.Root(), "root", tc.csr+".yaml"), csrManifest(t, tc.csr, tc.cn))
+		inMachine(t, cp1, "kubectl", "--kubeconfig", "/dev/null", "--server", "https://"+endpoint, "--certificate-authority", "/etc/kubernetes/pki/ca.crt",
+			"--token", tc.token, "create", "-f", "/root/"+tc.csr+".yaml")
+		waitMachine(t, cp1, "CSR "+tc.csr+" denied", func(out string) bool { return out == "Denied/"+tc.reason },
+			append(admin, "get", "csr", tc.csr, "-o", "jsonpath={.status.conditions[0].type}/{.status.conditions[0].reason}")...)
+	}
+	waitMachine(t, cp1, "the approver's log of the refusals", func(out string) bool {
+		return strings.Contains(out, "denied CSR bound-stolen") && strings.Contains(out, "denied CSR bound-again")
+	}, append(admin, "-n", "kube-system", "logs", "kubeboot-csr-approver-cp1")...)
+}
+
+// csrManifest is a kubelet's client CSR for cn, as a manifest.
+func csrManifest(t *testing.T, name, cn string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	return fmt.Sprintf(`apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata: {name: %s}
+spec:
+  request: %s
+  signerName: kubernetes.io/kube-apiserver-client-kubelet
+  usages: [digital signature, client auth]
+`, name, request)
 }
