@@ -21,6 +21,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/internal/csrapprover"
 )
 
 // applied names every object init applies: kind, namespace, name.
@@ -175,23 +177,32 @@ func checkObjects(t *testing.T, n *node, tokenID string) {
 	if kc["kind"] != "KubeletConfiguration" || kc["address"] != nil || kc["healthzBindAddress"] != "127.0.0.1" || kc["containerRuntimeEndpoint"] != nil {
 		t.Errorf("kubelet-config holds node-specific fields or is no KubeletConfiguration: %v", kc)
 	}
+	// kubeadm's grants, and a node-bound token's beside a cluster-wide
+	// one's, but for the controller-manager's approval of its CSR.
+	names := func(subjects []rbacv1.Subject) []string {
+		var out []string
+		for _, s := range subjects {
+			out = append(out, s.Kind+":"+s.Name)
+		}
+		return out
+	}
 	for _, name := range []string{"kubeadm:nodes-kubeadm-config", "kubeadm:kubelet-config"} {
 		var rb rbacv1.RoleBinding
 		get(t, n, &rb, "rolebinding", "kube-system", name)
-		if rb.RoleRef.Name != name || len(rb.Subjects) != 2 || rb.Subjects[0].Name != nodeGroup || rb.Subjects[1].Name != "system:nodes" {
-			t.Errorf("RoleBinding %s: %+v %+v", name, rb.RoleRef, rb.Subjects)
+		if want := []string{"Group:" + nodeGroup, "Group:" + csrapprover.BoundGroup, "Group:system:nodes"}; rb.RoleRef.Name != name || !slices.Equal(names(rb.Subjects), want) {
+			t.Errorf("RoleBinding %s: %+v %+v, want subjects %v", name, rb.RoleRef, rb.Subjects, want)
 		}
 	}
-	for name, want := range map[string][2]string{
-		"kubeadm:kubelet-bootstrap":                     {"system:node-bootstrapper", nodeGroup},
-		"kubeadm:node-autoapprove-bootstrap":            {"system:certificates.k8s.io:certificatesigningrequests:nodeclient", nodeGroup},
-		"kubeadm:node-autoapprove-certificate-rotation": {"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes"},
-		"kubeadm:get-nodes":                             {"kubeadm:get-nodes", nodeGroup},
+	for name, want := range map[string][]string{
+		"kubeadm:kubelet-bootstrap":                     {"system:node-bootstrapper", "Group:" + nodeGroup, "Group:" + csrapprover.BoundGroup},
+		"kubeadm:node-autoapprove-bootstrap":            {"system:certificates.k8s.io:certificatesigningrequests:nodeclient", "Group:" + nodeGroup},
+		"kubeadm:node-autoapprove-certificate-rotation": {"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "Group:system:nodes"},
+		"kubeadm:get-nodes":                             {"kubeadm:get-nodes", "Group:" + nodeGroup, "Group:" + csrapprover.BoundGroup},
 	} {
 		var crb rbacv1.ClusterRoleBinding
 		get(t, n, &crb, "clusterrolebinding", "", name)
-		if crb.RoleRef.Name != want[0] || len(crb.Subjects) != 1 || crb.Subjects[0].Name != want[1] {
-			t.Errorf("ClusterRoleBinding %s: %+v %+v", name, crb.RoleRef, crb.Subjects)
+		if crb.RoleRef.Name != want[0] || !slices.Equal(names(crb.Subjects), want[1:]) {
+			t.Errorf("ClusterRoleBinding %s: %+v %+v, want subjects %v", name, crb.RoleRef, crb.Subjects, want[1:])
 		}
 	}
 	var rb rbacv1.RoleBinding
