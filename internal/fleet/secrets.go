@@ -1,0 +1,162 @@
+package fleet
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
+	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
+	"github.com/kubeboot/kubeboot/pki"
+)
+
+// secrets are what the fleet's nodes share.
+type secrets struct {
+	token string
+	// nodeTokens are the workers' node-bound tokens, by node name.
+	nodeTokens     map[string]string
+	certificateKey string
+	ca             pki.KeyPair
+	hash           string
+}
+
+// readSecrets reads the secrets a run before this one left in dir; the
+// token and certificate key it lacks are made, and returned as files to
+// write. A CA it lacks is left for the caller to make.
+func readSecrets(dir string, d *Description) (secrets, []outFile, error) {
+	var s secrets
+	var fresh []outFile
+	read := func(name string) ([]byte, error) {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return data, err
+	}
+	token, err := read(TokenFile)
+	if err != nil {
+		return s, nil, err
+	}
+	if token == nil {
+		t, err := bootstraptoken.Generate(rand.Reader)
+		if err != nil {
+			return s, nil, err
+		}
+		token = []byte(t.Value())
+		fresh = append(fresh, outFile{TokenFile, []byte(t.Value() + "\n"), secretMode})
+	} else {
+		fresh = append(fresh, outFile{TokenFile, token, secretMode})
+	}
+	s.token = strings.TrimSpace(string(token))
+	if _, err := bootstraptoken.Parse(s.token); err != nil {
+		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s: not a bootstrap token: remove the file for a new one, and make every node's file anew", filepath.Join(dir, TokenFile))}
+	}
+	nodeTokens, err := read(NodeTokensFile)
+	if err != nil {
+		return s, nil, err
+	}
+	if s.nodeTokens, err = workerTokens(d, string(nodeTokens)); err != nil {
+		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s: %v: remove the file for new tokens, and make every node's file anew", filepath.Join(dir, NodeTokensFile), err)}
+	}
+	var lines []string
+	for name, token := range s.nodeTokens {
+		lines = append(lines, name+" "+token+"\n")
+	}
+	slices.Sort(lines)
+	fresh = append(fresh, outFile{NodeTokensFile, []byte(strings.Join(lines, "")), secretMode})
+	key, err := read(CertificateKeyFile)
+	if err != nil {
+		return s, nil, err
+	}
+	if key == nil {
+		k, err := kubeadmcerts.Generate(rand.Reader)
+		if err != nil {
+			return s, nil, err
+		}
+		key = []byte(k + "\n")
+	}
+	fresh = append(fresh, outFile{CertificateKeyFile, key, secretMode})
+	s.certificateKey = strings.TrimSpace(string(key))
+	if _, err := kubeadmcerts.ParseKey(s.certificateKey); err != nil {
+		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s: not a certificate key (64 hex digits): remove the file for a new one, and make every node's file anew", filepath.Join(dir, CertificateKeyFile))}
+	}
+	cert, err := read(CACertFile)
+	if err != nil {
+		return s, nil, err
+	}
+	caKey, err := read(CAKeyFile)
+	if err != nil {
+		return s, nil, err
+	}
+	switch {
+	case cert == nil && caKey == nil:
+	case cert == nil || caKey == nil:
+		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s holds one of %s and %s: restore the other, or remove both (and the cluster's nodes) for a new CA", dir, CACertFile, CAKeyFile)}
+	default:
+		if _, err := tls.X509KeyPair(cert, caKey); err != nil {
+			return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s and %s in %s are no certificate and its key: %v", CACertFile, CAKeyFile, dir, err)}
+		}
+		s.ca = pki.KeyPair{Cert: cert, Key: caKey}
+	}
+	return s, fresh, nil
+}
+
+// workerTokens are the node-bound tokens of d's workers: the ones listed
+// ("<name> <token>" lines, as NodeTokensFile holds them) kept, a new one
+// for a worker not listed; a node no longer in d loses its token.
+func workerTokens(d *Description, listed string) (map[string]string, error) {
+	old := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(listed), "\n") {
+		if line == "" {
+			continue
+		}
+		name, token, ok := strings.Cut(line, " ")
+		if _, err := bootstraptoken.Parse(token); !ok || err != nil {
+			return nil, fmt.Errorf("a line is no \"<node> <token>\"")
+		}
+		old[name] = token
+	}
+	tokens := map[string]string{}
+	for _, n := range d.Nodes {
+		if n.Role != RoleWorker {
+			continue
+		}
+		if token, ok := old[n.Name]; ok {
+			tokens[n.Name] = token
+			continue
+		}
+		t, err := bootstraptoken.Generate(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		tokens[n.Name] = t.Value()
+	}
+	return tokens, nil
+}
+
+// newCA makes the cluster CA as the first control-plane node's
+// configuration says (its key algorithm and validity).
+func newCA(d *Description, s secrets) (pki.KeyPair, error) {
+	doc, err := d.document(d.first(), s)
+	if err != nil {
+		return pki.KeyPair{}, err
+	}
+	cfg, err := d.load(d.first(), doc)
+	if err != nil {
+		return pki.KeyPair{}, err
+	}
+	for _, spec := range pki.CertSpecs(cfg.ControlPlane()) {
+		if spec.Name == config.CertCA {
+			return pki.NewCA(spec)
+		}
+	}
+	return pki.KeyPair{}, fmt.Errorf("no CA among the certificates")
+}
