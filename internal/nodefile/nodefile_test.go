@@ -10,13 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/fleet"
 	"github.com/kubeboot/kubeboot/internal/nodefile"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 )
 
 // fleetText is a fleet of a control-plane node and two workers, one known
@@ -51,36 +51,18 @@ func newFleet(t *testing.T) (dir, pin string) {
 
 // serve runs `config serve`'s handler over TLS on the loopback, with a
 // certificate of dir's CA, and returns its base URL and its log.
-func serve(t *testing.T, dir string) (string, *serverLog) {
+func serve(t *testing.T, dir string) (string, *testsupport.SyncBuffer) {
 	t.Helper()
-	log := &serverLog{}
+	log := &testsupport.SyncBuffer{}
 	cfg, err := fleet.ServingTLS(dir, []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(fleet.Server{Dir: dir, Log: log.add})
+	srv := httptest.NewUnstartedServer(fleet.Server{Dir: dir, Log: func(format string, args ...any) { _, _ = fmt.Fprintf(log, format+"\n", args...) }})
 	srv.TLS = cfg
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.URL, log
-}
-
-// serverLog is what the server logged, one line per request.
-type serverLog struct {
-	mu    sync.Mutex
-	lines strings.Builder
-}
-
-func (l *serverLog) add(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines.WriteString(fmt.Sprintf(format, args...) + "\n")
-}
-
-func (l *serverLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lines.String()
 }
 
 // machine is w1, by its MAC address, host name and address.

@@ -1,6 +1,7 @@
 // Package testsupport holds the helpers that the tests of several packages
 // and the test suites share, once: a free port of the host's loopback, the
-// last lines of an output, and the files of a gzipped tar archive. Only
+// last lines of an output, the files of a gzipped tar archive, and an
+// output buffer safe to write and read at once. Only
 // tests use it (their _test.go files and the suites under test/); it
 // imports the standard library alone.
 package testsupport
@@ -13,6 +14,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -66,4 +68,25 @@ func ReadTarGz(t testing.TB, path string) map[string]string {
 		}
 		files[h.Name] = string(data)
 	}
+}
+
+// SyncBuffer is an output that a process or a goroutine writes while the
+// test reads it.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

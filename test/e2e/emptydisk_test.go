@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -118,29 +117,11 @@ func writeFleet(t *testing.T, dir, name, body string) string {
 	return out
 }
 
-// syncBuffer is an output that a process writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // serveFleet runs `kubeboot config serve` of dir in the lab's hub, on
 // listen, until the test ends, and returns its log.
-func serveFleet(t *testing.T, c *lab.Cluster, dir, listen string) *syncBuffer {
+func serveFleet(t *testing.T, c *lab.Cluster, dir, listen string) *testsupport.SyncBuffer {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &testsupport.SyncBuffer{}
 	cmd := exec.Command("nsenter", "--net=/run/netns/"+c.Hub(), "--", kubebootBin, "config", "serve", "--dir", dir, "--listen", listen)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

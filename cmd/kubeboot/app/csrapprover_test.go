@@ -1,14 +1,12 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,24 +26,6 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `
 
-// syncBuffer is a bytes.Buffer safe for the reporter and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestCSRApproverCommand runs the approver without an API server: its
 // /healthz answers at once and /readyz not, it stops cleanly when its
 // context ends (SIGTERM), and it exits 0 when its kubeconfig is renewed.
@@ -62,7 +42,7 @@ func TestCSRApproverCommand(t *testing.T) {
 			dir := t.TempDir()
 			path := writeFile(t, dir, "csr-approver.conf", unreachableKubeconfig)
 			opts := &csrApproverOptions{kubeconfig: path, bindAddress: "127.0.0.1", healthPort: testsupport.FreePort(t), recheck: 10 * time.Millisecond}
-			var log syncBuffer
+			var log testsupport.SyncBuffer
 			report := output.NewReporter(&log, false)
 			report.SetPhase("csr-approver")
 			ctx, cancel := context.WithCancel(context.Background())

@@ -45,7 +45,7 @@ func TestEtcdSnapshotSchedule(t *testing.T) {
 	cmdCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan int, 1)
-	var cmdStderr syncBuffer
+	var cmdStderr testsupport.SyncBuffer
 	go func() {
 		var stdout strings.Builder
 		done <- runArgs(cmdCtx, newDeps(""), []string{"etcd", "snapshot", "schedule", "--endpoint", endpoint, "--cacert", tlsFiles.CA, "--cert", tlsFiles.Cert, "--key", tlsFiles.Key,
@@ -101,7 +101,7 @@ func TestEtcdSnapshotSchedule(t *testing.T) {
 	}
 
 	// A round that fails (etcd gone) shows as FAILING.
-	var log syncBuffer
+	var log testsupport.SyncBuffer
 	broken := &snapshot.Schedule{Endpoint: fmt.Sprintf("https://127.0.0.1:%d", testsupport.FreePort(t)), TLS: tlsFiles, Dir: dir, Interval: time.Hour, Keep: 2,
 		Log: output.NewReporter(&log, false).Infof}
 	if st := broken.Once(ctx); st.OK() {
