@@ -12,16 +12,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/internal/fleet"
 	"github.com/kubeboot/kubeboot/internal/inputfile"
 )
 
 // ClusterKind is the kind of a lab description.
 const ClusterKind = "LabCluster"
 
-// The roles of a lab cluster's nodes.
+// The roles of a lab cluster's nodes: a fleet's, since the lab is brought
+// up as one.
 const (
-	RoleControlPlane = "control-plane"
-	RoleWorker       = "worker"
+	RoleControlPlane = fleet.RoleControlPlane
+	RoleWorker       = fleet.RoleWorker
 )
 
 // Cluster is a lab description: the nodes of one cluster on this machine.
