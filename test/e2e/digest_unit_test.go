@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"errors"
+	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -41,5 +44,41 @@ FAIL
 `
 	if got.String() != want {
 		t.Errorf("digest:\n%s\nwant:\n%s", got.String(), want)
+	}
+}
+
+// failingWriter fails every write, as stdout does on a full disk.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestDigestDrainsWhenOutputFails: when the suite's own output fails, the
+// digest still reads the tests' output to its end, so a process writing it
+// neither blocks nor dies of SIGPIPE, and the failure is kept to report.
+func TestDigestDrainsWhenOutputFails(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &drainingWriter{w: failingWriter{}}
+	done := make(chan struct{})
+	go func() {
+		var d failureDigest
+		d.read(io.TeeReader(r, out))
+		_ = r.Close()
+		close(done)
+	}()
+	// Far more than a pipe's buffer: the writes block unless the digest
+	// goes on reading.
+	line := strings.Repeat("x", 1023) + "\n"
+	for range 1024 {
+		if _, err := io.WriteString(w, line); err != nil {
+			t.Fatalf("write to the tests' output: %v", err)
+		}
+	}
+	_ = w.Close()
+	<-done
+	if out.err == nil || !strings.Contains(out.err.Error(), "no space left") {
+		t.Errorf("the output's failure is not kept: %v", out.err)
 	}
 }

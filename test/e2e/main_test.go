@@ -103,9 +103,10 @@ func runDigested(m *testing.M) int {
 		return 1
 	}
 	var digest failureDigest
+	out := &drainingWriter{w: stdout}
 	done := make(chan struct{})
 	go func() {
-		digest.read(io.TeeReader(r, stdout))
+		digest.read(io.TeeReader(r, out))
 		close(done)
 	}()
 	os.Stdout = w
@@ -120,7 +121,28 @@ func runDigested(m *testing.M) int {
 	case <-time.After(5 * time.Second):
 		fmt.Fprintln(os.Stderr, "e2e: no digest of the failures: a process the tests started still holds their output")
 	}
+	if out.err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: some of the tests' output was lost: %v\n", out.err)
+		code = 1
+	}
 	return code
+}
+
+// drainingWriter passes writes on to w until one fails, and then takes
+// and drops the rest: the tests' output pipe must always be read, or a
+// process writing to it would block, or die of SIGPIPE once its reader
+// is gone (as on a full disk).
+type drainingWriter struct {
+	w   io.Writer
+	err error
+}
+
+// Write passes p on to w unless a write has failed before; it never fails.
+func (d *drainingWriter) Write(p []byte) (int, error) {
+	if d.err == nil {
+		_, d.err = d.w.Write(p)
+	}
+	return len(p), nil
 }
 
 // checkEnvironment fails, never skips, when the suite cannot run here.
