@@ -46,6 +46,9 @@ const (
 	CreatedByInitConfig = "init-config"
 	// CreatedByTokenCreate marks a token of `kubeboot token create`.
 	CreatedByTokenCreate = "token-create"
+	// CreatedByConfigFleet marks a worker's node-bound token that
+	// `kubeboot config fleet --kubeconfig` made in the running cluster.
+	CreatedByConfigFleet = "config-fleet"
 )
 
 // initTokenDescription describes the token init generates, unless the
@@ -133,14 +136,28 @@ func tokenInfo(t bootstraptoken.Token, spec config.BootstrapTokenSpec, descripti
 }
 
 // applyGivenToken applies the Secret of a token given in the
-// configuration, by server-side apply. A Secret of the token that exists
-// keeps its expiry while that has not passed and lies within the ttl, so
-// a re-run changes nothing; a Secret of its ID that holds another token,
-// or no token, is refused rather than replaced.
+// configuration (ApplyToken) and reports what it did.
 func applyGivenToken(ctx context.Context, s *Node, client kubernetes.Interface, spec config.BootstrapTokenSpec, now time.Time) (bootstraptoken.Info, error) {
-	token, err := bootstraptoken.Parse(spec.Token)
+	info, verb, err := ApplyToken(ctx, client, spec, CreatedByInitConfig, now)
 	if err != nil {
 		return bootstraptoken.Info{}, err
+	}
+	s.Report.Infof("Secret %s/%s %s: token %s of the configuration, valid until %s", bootstraptoken.Namespace, bootstraptoken.SecretName(info.Token.ID), verb, info.Token.ID, info.Expires.Format(time.RFC3339))
+	return info, nil
+}
+
+// ApplyToken applies the Secret of a token given in full (spec.Token,
+// its ttl, usages and groups defaulted as a loaded configuration's are),
+// by server-side apply, labelled createdBy, and returns it and the verb
+// of apply ("created", "updated", "unchanged"). A Secret of the token that
+// exists keeps its expiry while that has not passed and lies within the
+// ttl, so a re-run changes nothing, and one that has expired is made valid
+// for the ttl again; a Secret of its ID that holds another token, or no
+// token, is refused rather than replaced.
+func ApplyToken(ctx context.Context, client kubernetes.Interface, spec config.BootstrapTokenSpec, createdBy string, now time.Time) (bootstraptoken.Info, string, error) {
+	token, err := bootstraptoken.Parse(spec.Token)
+	if err != nil {
+		return bootstraptoken.Info{}, "", err
 	}
 	secrets := client.CoreV1().Secrets(bootstraptoken.Namespace)
 	name := bootstraptoken.SecretName(token.ID)
@@ -149,27 +166,26 @@ func applyGivenToken(ctx context.Context, s *Node, client kubernetes.Interface, 
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return bootstraptoken.Info{}, fmt.Errorf("get Secret %q: %w", bootstraptoken.Namespace+"/"+name, err)
+		return bootstraptoken.Info{}, "", fmt.Errorf("get Secret %q: %w", bootstraptoken.Namespace+"/"+name, err)
 	default:
 		old, err := bootstraptoken.FromSecret(have)
 		if err != nil {
-			return bootstraptoken.Info{}, fmt.Errorf("the token's Secret exists and is not a token kubeboot can read (%w): delete it (`kubeboot token delete %s`) or give another token (`kubeboot token generate`)", err, token.ID)
+			return bootstraptoken.Info{}, "", fmt.Errorf("the token's Secret exists and is not a token kubeboot can read (%w): delete it (`kubeboot token delete %s`) or give another token (`kubeboot token generate`)", err, token.ID)
 		}
 		if old.Token != token {
-			return bootstraptoken.Info{}, fmt.Errorf("the Secret %s/%s holds another token with the ID %s: delete it (`kubeboot token delete %s`) or give another token (`kubeboot token generate`)",
+			return bootstraptoken.Info{}, "", fmt.Errorf("the Secret %s/%s holds another token with the ID %s: delete it (`kubeboot token delete %s`) or give another token (`kubeboot token generate`)",
 				bootstraptoken.Namespace, name, token.ID, token.ID)
 		}
 		if old.Expires.After(now) && !old.Expires.After(expires) {
 			expires = old.Expires
 		}
 	}
-	info := tokenInfo(token, spec, spec.Description, CreatedByInitConfig, expires)
+	info := tokenInfo(token, spec, spec.Description, createdBy, expires)
 	verb, err := apply(ctx, secrets, bootstraptoken.Secret(info), nil)
 	if err != nil {
-		return bootstraptoken.Info{}, err
+		return bootstraptoken.Info{}, "", err
 	}
-	s.Report.Infof("Secret %s/%s %s: token %s of the configuration, valid until %s", bootstraptoken.Namespace, name, verb, token.ID, info.Expires.Format(time.RFC3339))
-	return info, nil
+	return info, verb, nil
 }
 
 // findInitToken finds the token an earlier init generated as spec says
