@@ -4,10 +4,13 @@
 // joining nodes pin. It is `kubeboot config fleet`, and what the lab's
 // machines get their files from.
 //
-// Generate keeps the secrets in the output directory and reuses them, so
-// a second run changes no byte and a node added to the description gets
-// only its own file. It writes through atomicfile, so a crash leaves
-// every file whole, old or new.
+// A Plan keeps the secrets in the output directory and reuses them, so a
+// second run changes no byte and a node added to the description gets
+// only its own file: the first control-plane node's file, with which that
+// node has run init, keeps listing the workers' tokens it listed, and a
+// worker added later is one to admit, its token made in the running
+// cluster (package tokens). A plan writes through atomicfile, so a crash
+// leaves every file whole, old or new.
 package fleet
 
 import (

@@ -26,7 +26,11 @@ func generate(t *testing.T, path, dir string) *fleet.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := fleet.Generate(d, dir)
+	p, err := fleet.NewPlan(d, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Write()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,10 +170,44 @@ func TestGenerateExample(t *testing.T) {
 	if err := os.WriteFile(bigger, append(data, "- {name: w3, role: worker, address: 10.0.1.23}\n"...), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if len(again.ToAdmit) != 0 {
+		t.Errorf("every worker's token is in cp1's file, yet %v are to admit", again.ToAdmit)
+	}
 	added := generate(t, bigger, dir)
-	// w3's token goes to the first node's file, whose init creates it.
-	if want := []string{fleet.NodeTokensFile, "nodes/cp1.yaml", "nodes/cp1.yaml.sig", "nodes/w3.yaml", "nodes/w3.yaml.sig"}; !slices.Equal(added.Written, want) {
+	// cp1's file, with which cp1 has run init, stays as it was: w3's token
+	// is made in the running cluster instead.
+	if want := []string{fleet.NodeTokensFile, "nodes/w3.yaml", "nodes/w3.yaml.sig"}; !slices.Equal(added.Written, want) {
 		t.Errorf("with w3 added, the run wrote %v, want %v", added.Written, want)
+	}
+	if !slices.Equal(added.ToAdmit, []string{"w3"}) {
+		t.Errorf("with w3 added, %v are to admit, want [w3]", added.ToAdmit)
+	}
+	d, err := fleet.Load(bigger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fleet.NewPlan(d, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w3, _ := os.ReadFile(filepath.Join(dir, added.Nodes["w3"]))
+	for _, w := range p.Workers {
+		if w.InFirstFile != (w.Node != "w3") || w.Token.TTL == nil || w.Token.TTL.Duration != 7*24*time.Hour ||
+			!slices.Equal(w.Token.Groups, []string{csrapprover.BoundGroup, csrapprover.BoundNodeGroup(w.Node)}) {
+			t.Errorf("worker %s's token: in cp1's file %v, %+v", w.Node, w.InFirstFile, w.Token)
+		}
+		if w.Node == "w3" && !strings.Contains(string(w3), w.Token.Token) {
+			t.Error("w3's token to admit is not the one its file holds")
+		}
+	}
+
+	// Once cp1's file is gone (before the cluster is made), it is written
+	// anew, listing every worker.
+	if err := os.Remove(filepath.Join(dir, r.Nodes["cp1"])); err != nil {
+		t.Fatal(err)
+	}
+	if anew := generate(t, bigger, dir); len(anew.ToAdmit) != 0 || !slices.Contains(anew.Written, "nodes/cp1.yaml") {
+		t.Errorf("cp1's file made anew: wrote %v, %v to admit", anew.Written, anew.ToAdmit)
 	}
 }
 
@@ -235,7 +273,7 @@ func TestInvalidNodeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "fleet")
-	_, err = fleet.Generate(d, dir)
+	_, err = fleet.NewPlan(d, dir)
 	for _, want := range []string{
 		path + ": node cp1's file would be refused: networking.podSubnet: Invalid value: \"10.244.0.1/16\": has host bits set",
 		path + ": node w1's file would be refused: kubelet.configFile",

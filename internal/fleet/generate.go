@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kubeboot/kubeboot/internal/atomicfile"
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
@@ -39,7 +40,7 @@ const (
 	MACsFile = "macs"
 )
 
-// Modes of what Generate writes: everything but the CA's certificate and
+// Modes of what a plan writes: everything but the CA's certificate and
 // its pin is a secret.
 const (
 	dirMode    fs.FileMode = 0o700
@@ -47,7 +48,7 @@ const (
 	publicMode fs.FileMode = 0o644
 )
 
-// Result is what Generate did.
+// Result is what Plan.Write did.
 type Result struct {
 	// Dir is the output directory.
 	Dir string `json:"dir"`
@@ -55,13 +56,29 @@ type Result struct {
 	CACertHash string `json:"caCertHash"`
 	// Nodes are the nodes' files, by node name, relative to Dir.
 	Nodes map[string]string `json:"nodes"`
-	// Written are the files Generate wrote, relative to Dir; Unchanged
+	// Written are the files written, relative to Dir; Unchanged
 	// the ones that already held what it would write.
 	Written   []string `json:"written"`
 	Unchanged []string `json:"unchanged"`
+	// ToAdmit are the workers whose tokens the first control-plane node's
+	// file does not list, added after it was written: each joins once its
+	// token is made in the running cluster (`config fleet --kubeconfig`).
+	ToAdmit []string `json:"toAdmit"`
 }
 
-// outFile is one file Generate writes.
+// WorkerToken is a worker's node-bound bootstrap token.
+type WorkerToken struct {
+	// Node is the worker's name.
+	Node string
+	// Token is the token as the first control-plane node's init creates
+	// it: its ttl, usages and groups defaulted as that node's file loads.
+	Token config.BootstrapTokenSpec
+	// InFirstFile says whether the first control-plane node's file lists
+	// the token, so that its init creates it.
+	InFirstFile bool
+}
+
+// outFile is one file a plan writes.
 type outFile struct {
 	name string
 	data []byte
@@ -78,6 +95,9 @@ type Plan struct {
 	CACertHash string
 	// Nodes are the nodes' files, by node name.
 	Nodes map[string][]byte
+	// Workers are the workers' node-bound tokens, in the description's
+	// order.
+	Workers []WorkerToken
 	// files are every file of dir, in the order they are written.
 	files []outFile
 }
@@ -108,7 +128,14 @@ func NewPlan(d *Description, dir string) (*Plan, error) {
 	if s.hash, err = pki.CACertHash(s.ca.Cert); err != nil {
 		return nil, err
 	}
+	if s.inFirstFile, err = listedInFirstFile(dir, d, s); err != nil {
+		return nil, err
+	}
 	nodes, err := d.nodeFiles(s)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := d.workerTokens(s)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +143,7 @@ func NewPlan(d *Description, dir string) (*Plan, error) {
 		outFile{CACertFile, s.ca.Cert, publicMode},
 		outFile{CAKeyFile, s.ca.Key, secretMode},
 		outFile{CACertHashFile, []byte(s.hash + "\n"), publicMode})
-	p := &Plan{dir: dir, Token: s.token, CACertHash: s.hash, Nodes: map[string][]byte{}, files: files}
+	p := &Plan{dir: dir, Token: s.token, CACertHash: s.hash, Nodes: map[string][]byte{}, Workers: workers, files: files}
 	var macs []string
 	for i, n := range d.Nodes {
 		previous, err := os.ReadFile(filepath.Join(dir, nodes[i].name+sigExt))
@@ -145,6 +172,12 @@ func (p *Plan) Write() (*Result, error) {
 	for name := range p.Nodes {
 		result.Nodes[name] = nodePath(name)
 	}
+	result.ToAdmit = []string{}
+	for _, w := range p.Workers {
+		if !w.InFirstFile {
+			result.ToAdmit = append(result.ToAdmit, w.Node)
+		}
+	}
 	for _, sub := range []string{p.dir, filepath.Join(p.dir, NodesDir)} {
 		if err := os.MkdirAll(sub, dirMode); err != nil {
 			return nil, err
@@ -162,16 +195,6 @@ func (p *Plan) Write() (*Result, error) {
 		result.Written = append(result.Written, f.name)
 	}
 	return result, nil
-}
-
-// Generate plans the fleet's files for dir and writes them: nothing is
-// written unless every node's file is valid.
-func Generate(d *Description, dir string) (*Result, error) {
-	p, err := NewPlan(d, dir)
-	if err != nil {
-		return nil, err
-	}
-	return p.Write()
 }
 
 // nodePath is a node's file, relative to the fleet's directory.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -160,12 +161,13 @@ func (d *Description) document(i int, s secrets) ([]byte, error) {
 // creates: the cluster-wide one, which the control-plane nodes and a stock
 // `kubeadm join` join with, then each worker's, bound to it alone
 // (csrapprover.BoundGroup): a CSR asked with it for any other name is
-// denied, and it joins its node once. A worker added to the fleet thus
-// changes the first node's file too, whose init creates its token.
+// denied, and it joins its node once. A worker added to the fleet after
+// that file was written is left out (secrets.inFirstFile), so that the
+// file stays as it was.
 func (d *Description) bootstrapTokens(s secrets) []any {
 	tokens := []any{map[string]any{"token": s.token}}
 	for _, n := range d.Nodes {
-		if n.Role != RoleWorker {
+		if n.Role != RoleWorker || s.inFirstFile != nil && !s.inFirstFile[n.Name] {
 			continue
 		}
 		tokens = append(tokens, map[string]any{
@@ -175,6 +177,33 @@ func (d *Description) bootstrapTokens(s secrets) []any {
 		})
 	}
 	return tokens
+}
+
+// workerTokens are the workers' node-bound tokens as the first
+// control-plane node's file, listing them all, loads them.
+func (d *Description) workerTokens(s secrets) ([]WorkerToken, error) {
+	all := s
+	all.inFirstFile = nil
+	doc, err := d.document(d.first(), all)
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := d.load(d.first(), doc)
+	if err != nil {
+		return nil, err
+	}
+	var workers []WorkerToken
+	for _, n := range d.Nodes {
+		if n.Role != RoleWorker {
+			continue
+		}
+		i := slices.IndexFunc(loaded.Cluster.BootstrapTokens, func(t config.BootstrapTokenSpec) bool { return t.Token == s.nodeTokens[n.Name] })
+		if i < 0 {
+			return nil, fmt.Errorf("node %s's token is not among the first control-plane node's", n.Name)
+		}
+		workers = append(workers, WorkerToken{Node: n.Name, Token: loaded.Cluster.BootstrapTokens[i], InFirstFile: s.inFirstFile == nil || s.inFirstFile[n.Name]})
+	}
+	return workers, nil
 }
 
 // clone deep-copies a part of the description, which stays as read.

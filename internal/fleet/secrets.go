@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
@@ -22,7 +24,10 @@ import (
 type secrets struct {
 	token string
 	// nodeTokens are the workers' node-bound tokens, by node name.
-	nodeTokens     map[string]string
+	nodeTokens map[string]string
+	// inFirstFile are the workers whose tokens the first control-plane
+	// node's file lists (see listedInFirstFile); nil when all are.
+	inFirstFile    map[string]bool
 	certificateKey string
 	ca             pki.KeyPair
 	hash           string
@@ -140,6 +145,40 @@ func workerTokens(d *Description, listed string) (map[string]string, error) {
 		tokens[n.Name] = t.Value()
 	}
 	return tokens, nil
+}
+
+// listedInFirstFile are the workers whose tokens the first control-plane
+// node's file, as a run before this one wrote it into dir, lists; nil when
+// there is none yet, whose file then lists every worker's. That file stays
+// as it was when a worker is added: its node has run init with it already,
+// and a worker added later gets its token in the running cluster instead
+// (`kubeboot config fleet --kubeconfig`).
+func listedInFirstFile(dir string, d *Description, s secrets) (map[string]bool, error) {
+	data, err := os.ReadFile(filepath.Join(dir, nodePath(d.Nodes[d.first()].Name)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var first struct {
+		BootstrapTokens []struct {
+			Token string `json:"token"`
+		} `json:"bootstrapTokens"`
+	}
+	if err := yaml.Unmarshal(data, &first); err != nil {
+		// A file that is no longer one is made anew, listing every worker.
+		return nil, nil
+	}
+	listed := map[string]bool{}
+	for _, t := range first.BootstrapTokens {
+		for name, token := range s.nodeTokens {
+			if t.Token == token {
+				listed[name] = true
+			}
+		}
+	}
+	return listed, nil
 }
 
 // newCA makes the cluster CA as the first control-plane node's

@@ -42,7 +42,11 @@ func newFleet(t *testing.T) (dir, pin string) {
 		t.Fatal(err)
 	}
 	dir = filepath.Join(t.TempDir(), "fleet")
-	r, err := fleet.Generate(d, dir)
+	p, err := fleet.NewPlan(d, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Write()
 	if err != nil {
 		t.Fatal(err)
 	}

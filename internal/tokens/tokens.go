@@ -5,6 +5,8 @@
 // secrets; delete tokens by ID or by the whole token. They change objects
 // in the cluster, never the node's files. A token's secret is in the
 // result of Create and nowhere else: no progress line, no error, no list.
+// AdmitWorkers is `kubeboot config fleet --kubeconfig`: it makes a fleet's
+// workers' node-bound tokens in the running cluster.
 // The tokens' format and Secret are package bootstraptoken's; their
 // create, list and delete through the API, which init's bootstrap-token
 // phase shares, are package phases'.

@@ -8,16 +8,19 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/fleet"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/tokens"
 )
 
 func newConfigCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
@@ -28,7 +31,7 @@ func newConfigCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		"kubeboot config fleet --cluster fleet.yaml --out /srv/fleet",
 		"kubeboot config serve --dir /srv/fleet --listen 10.0.0.2:8443",
 	)
-	cmd.AddCommand(newConfigFleetCommand(stdout), newConfigServeCommand(stdout, stderr), &cobra.Command{
+	cmd.AddCommand(newConfigFleetCommand(d, stdout), newConfigServeCommand(stdout, stderr), &cobra.Command{
 		Use:     "print-defaults",
 		Short:   "Print a ClusterConfiguration with every default filled in for this host",
 		Example: examples("kubeboot config print-defaults > cluster.yaml"),
@@ -66,12 +69,19 @@ func newConfigCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 
 // configFleetOptions are the flags of `kubeboot config fleet`.
 type configFleetOptions struct {
-	cluster, out string
-	output       outputFormat
+	cluster, out, kubeconfig string
+	output                   outputFormat
+}
+
+// configFleetResult is what `kubeboot config fleet -o json` prints: what
+// was written and, with --kubeconfig, each worker's admission.
+type configFleetResult struct {
+	*fleet.Result
+	Admitted []tokens.Admission `json:"admitted,omitempty"`
 }
 
 // newConfigFleetCommand is `kubeboot config fleet`.
-func newConfigFleetCommand(stdout io.Writer) *cobra.Command {
+func newConfigFleetCommand(d deps, stdout io.Writer) *cobra.Command {
 	opts := &configFleetOptions{}
 	cmd := &cobra.Command{
 		Use:   "fleet --cluster FILE --out DIR",
@@ -79,42 +89,97 @@ func newConfigFleetCommand(stdout io.Writer) *cobra.Command {
 		Example: examples(
 			"kubeboot config fleet --cluster examples/fleet.yaml --out /srv/fleet",
 			"kubeboot config fleet --cluster fleet.yaml --out /srv/fleet -o json",
+			"kubeboot config fleet --cluster fleet.yaml --out /srv/fleet --kubeconfig admin.conf",
 		),
 		Long: "fleet reads a Fleet (examples/fleet.yaml: the cluster's settings and its nodes) and writes into DIR every\n" +
 			"node's file, nodes/<name>.yaml (mode 0600): the first control-plane node's ClusterConfiguration, carrying the\n" +
 			"cluster CA, the other control-plane nodes' JoinConfiguration and the workers' WorkerConfiguration, pinning that\n" +
-			"CA. The secrets they share are made on the first run and kept in DIR: bootstrap-token, certificate-key, ca.crt and\n" +
-			"ca.key (0600), and ca-cert-hash, the pin. A second run changes no byte; a node added to the description gets its\n" +
-			"file alone. Every node's file is checked as its node will load it, and nothing is written unless all are valid.",
+			"CA. The secrets they share are made on the first run and kept in DIR: bootstrap-token, certificate-key, node-tokens,\n" +
+			"ca.crt and ca.key (0600), and ca-cert-hash, the pin. A second run changes no byte; a node added to the description\n" +
+			"gets its file alone. Every node's file is checked as its node will load it, and nothing is written unless all are\n" +
+			"valid.\n\n" +
+			"Each worker joins with a token bound to it alone, which the first control-plane node's init creates. A worker\n" +
+			"added after that node's file was written is not in it: --kubeconfig (an administrator's kubeconfig of the running\n" +
+			"cluster) makes its token there, and makes an expired token of a worker that has not joined valid again.",
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.cluster == "" || opts.out == "" {
 				return &exit.UsageError{Msg: "--cluster and --out are required: kubeboot config fleet --cluster fleet.yaml --out DIR"}
 			}
-			d, err := fleet.Load(opts.cluster)
-			if err != nil {
-				return err
-			}
-			r, err := fleet.Generate(d, opts.out)
+			r, err := opts.run(cmd.Context(), d)
 			if err != nil {
 				return err
 			}
 			if opts.output == "json" {
 				return json.NewEncoder(stdout).Encode(r)
 			}
-			for _, name := range r.Written {
-				if _, err := fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(r.Dir, name)); err != nil {
-					return err
-				}
-			}
-			_, err = fmt.Fprintf(stdout, "%d files written, %d unchanged; the nodes pin the CA %s\n", len(r.Written), len(r.Unchanged), r.CACertHash)
-			return err
+			return r.print(stdout)
 		},
 	}
 	cmd.Flags().StringVar(&opts.cluster, "cluster", "", "the fleet's description (kind Fleet)")
 	cmd.Flags().StringVar(&opts.out, "out", "", "the directory of the fleet's files and secrets; made if missing")
+	cmd.Flags().StringVar(&opts.kubeconfig, "kubeconfig", "", "an administrator's kubeconfig of the running cluster, in which to make the tokens of the workers that have not joined")
 	addOutputFlag(cmd.Flags(), &opts.output)
 	return cmd
+}
+
+// run writes the fleet's files and, with --kubeconfig, admits its workers.
+// The kubeconfig is read before anything is written, so a bad one changes
+// nothing.
+func (o *configFleetOptions) run(ctx context.Context, d deps) (*configFleetResult, error) {
+	var client kubernetes.Interface
+	if o.kubeconfig != "" {
+		data, err := os.ReadFile(o.kubeconfig)
+		if err != nil {
+			return nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig: %v", err)}
+		}
+		if client, err = d.adminClient(data); err != nil {
+			return nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", o.kubeconfig, err)}
+		}
+	}
+	desc, err := fleet.Load(o.cluster)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := fleet.NewPlan(desc, o.out)
+	if err != nil {
+		return nil, err
+	}
+	written, err := plan.Write()
+	if err != nil {
+		return nil, err
+	}
+	r := &configFleetResult{Result: written}
+	if client != nil {
+		if r.Admitted, err = tokens.AdmitWorkers(ctx, client, plan.Workers, time.Now()); err != nil {
+			return nil, fmt.Errorf("the fleet's files are written; admit its workers in the cluster of --kubeconfig %s: %w", o.kubeconfig, err)
+		}
+	}
+	return r, nil
+}
+
+// print says what was written and, worker by worker, what became of the
+// tokens of the ones added after the first node's file.
+func (r *configFleetResult) print(w io.Writer) error {
+	var lines []string
+	for _, name := range r.Written {
+		lines = append(lines, "wrote "+filepath.Join(r.Dir, name))
+	}
+	lines = append(lines, fmt.Sprintf("%d files written, %d unchanged; the nodes pin the CA %s", len(r.Written), len(r.Unchanged), r.CACertHash))
+	for _, a := range r.Admitted {
+		if a.Result == tokens.Joined {
+			lines = append(lines, fmt.Sprintf("worker %s has joined: its token %s is spent", a.Node, a.TokenID))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("worker %s: token %s %s in the cluster, valid until %s", a.Node, a.TokenID, a.Result, a.Expires.Format(time.RFC3339)))
+	}
+	if r.Admitted == nil {
+		for _, name := range r.ToAdmit {
+			lines = append(lines, fmt.Sprintf("worker %s joins once its token is in the cluster: the first control-plane node's file, written before it, does not list it; run this again with --kubeconfig (an administrator's kubeconfig)", name))
+		}
+	}
+	_, err := fmt.Fprintln(w, strings.Join(lines, "\n"))
+	return err
 }
 
 // configServeOptions are the flags of `kubeboot config serve`.
