@@ -91,7 +91,7 @@ func runBootstrapToken(ctx context.Context, s *Node) error {
 		s.Report.Warnf("none of bootstrapTokens can join a node (that needs the usages authentication and signing and the group %s): no join command; make a token with `kubeboot token create`", bootstraptoken.NodeGroup)
 		return nil
 	}
-	s.JoinCommand = JoinCommand(s.Config, join.Token, hash)
+	s.JoinCommand = JoinCommand(JoinEndpoint(s.Config), join.Token, hash)
 	s.Report.Infof("the join command, with token %s, comes last: on stdout, or as the JSON result's joinCommand", join.Token.ID)
 	return nil
 }
@@ -308,8 +308,8 @@ func CAHash(s *Node) (string, error) {
 // JoinCommand is the command that joins a node with token: the cluster's
 // endpoint, the token, and the pin of the cluster CA that the node checks
 // the CA it discovers against.
-func JoinCommand(c *config.ClusterConfiguration, token bootstraptoken.Token, caHash string) string {
-	return fmt.Sprintf("kubeboot join %s --token %s --discovery-token-ca-cert-hash %s", JoinEndpoint(c), token.Value(), caHash)
+func JoinCommand(endpoint string, token bootstraptoken.Token, caHash string) string {
+	return fmt.Sprintf("kubeboot join %s --token %s --discovery-token-ca-cert-hash %s", endpoint, token.Value(), caHash)
 }
 
 // JoinEndpoint is the host:port joining nodes reach the cluster at: the

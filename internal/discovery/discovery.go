@@ -6,7 +6,9 @@
 // takes the CA and server of a discovery kubeconfig and reads cluster-info
 // over TLS verified with that CA. Apart from those HTTPS requests and the
 // read of the discovery file it is pure: it writes nothing, prints
-// nothing, and the token's secret is in none of its errors.
+// nothing, and the token's secret is in none of its errors. Published
+// reads the same facts with an administrator's client, for the commands
+// that print a join command from any machine.
 package discovery
 
 import (

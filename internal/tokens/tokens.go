@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -23,35 +24,75 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/discovery"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
 )
 
-// Cluster is what the token operations work on: a control-plane node's
-// configuration, files and reporter, and an API client with admin.conf's
-// identity.
+// Cluster is what the token operations work on: an API client with an
+// administrator's identity, and what a join command and a discovery file
+// name of the cluster.
 type Cluster struct {
-	// Node is the control-plane node the operations run on.
-	Node *phases.Node
-	// Client reaches the API server as admin.conf's user.
+	// Client reaches the API server as an administrator.
 	Client kubernetes.Interface
+	// Report is where the operations say what they did.
+	Report *output.Reporter
+	// Name is the cluster's name, as a discovery file names it.
+	Name string
+	// Endpoint is the host:port joining nodes reach the API at.
+	Endpoint string
+	// CA is the cluster CA's certificate, which joining nodes pin.
+	CA []byte
+	// TTL is how long a new token stays valid unless told otherwise.
+	TTL time.Duration
 }
 
-// Connect reads the node's admin.conf and builds its API client with
-// newClient.
+// Connect reads a control-plane node's admin.conf and builds its API
+// client with newClient; the cluster is as the node's configuration and
+// CA say.
 func Connect(s *phases.Node, newClient func(kubeconfig []byte) (kubernetes.Interface, error)) (Cluster, error) {
 	path := s.Config.KubeconfigPath(config.KubeconfigAdmin)
 	kubeconfig, err := s.Files.ReadFile(path)
 	if err != nil {
-		return Cluster{}, fmt.Errorf("read %q (the token commands use admin.conf; pass the node's --config): %w", path, err)
+		return Cluster{}, fmt.Errorf("read %q (the token commands use admin.conf; pass the node's --config, or --kubeconfig): %w", path, err)
 	}
 	client, err := newClient(kubeconfig)
 	if err != nil {
 		return Cluster{}, fmt.Errorf("load %q: %w", path, err)
 	}
-	return Cluster{Node: s, Client: client}, nil
+	caPath := s.Config.CertPath(config.CertCA)
+	ca, err := s.Files.ReadFile(caPath)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("read %q (run `kubeboot init phase certs` first): %w", caPath, err)
+	}
+	return Cluster{Client: client, Report: s.Report, Name: s.Config.ClusterName, Endpoint: phases.JoinEndpoint(s.Config), CA: ca,
+		TTL: s.Config.BootstrapToken.TTL.Duration}, nil
+}
+
+// ConnectKubeconfig builds the API client of an administrator's
+// kubeconfig, from any machine, with newClient; the cluster is as it
+// publishes itself to joining nodes: the endpoint and CA of the
+// cluster-info ConfigMap in kube-public, its name as kube-system's
+// kubeadm-config says (else config.DefaultClusterName). A new token is
+// valid for config.DefaultBootstrapTokenTTL unless told otherwise.
+func ConnectKubeconfig(ctx context.Context, path string, newClient func(kubeconfig []byte) (kubernetes.Interface, error), report *output.Reporter) (Cluster, error) {
+	kubeconfig, err := os.ReadFile(path)
+	if err != nil {
+		return Cluster{}, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig: %v", err)}
+	}
+	client, err := newClient(kubeconfig)
+	if err != nil {
+		return Cluster{}, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", path, err)}
+	}
+	published, err := discovery.Published(ctx, client)
+	if err != nil {
+		return Cluster{}, err
+	}
+	return Cluster{Client: client, Report: report, Name: published.Name, Endpoint: published.Endpoint(), CA: published.CA,
+		TTL: config.DefaultBootstrapTokenTTL}, nil
 }
 
 // CreateOptions say how Create makes a token, and what becomes of its
@@ -94,39 +135,34 @@ type Created struct {
 // without the secret. When the discovery file cannot be written, the
 // token is deleted again: a token nobody got is a credential for nothing.
 func Create(ctx context.Context, c Cluster, opts CreateOptions, now time.Time) (Created, error) {
-	s := c.Node
-	hash, err := phases.CAHash(s)
+	hash, err := pki.CACertHash(c.CA)
 	if err != nil {
-		return Created{}, err
-	}
-	ca, err := s.Files.ReadFile(s.Config.CertPath(config.CertCA))
-	if err != nil {
-		return Created{}, err
+		return Created{}, fmt.Errorf("the cluster CA: %w", err)
 	}
 	ttl := opts.TTL
 	if ttl == 0 {
-		ttl = s.Config.BootstrapToken.TTL.Duration
+		ttl = c.TTL
 	}
 	info, err := phases.CreateToken(ctx, c.Client, ttl, opts.Description, phases.CreatedByTokenCreate, now)
 	if err != nil {
 		return Created{}, err
 	}
 	expires := info.Expires.Format(time.RFC3339)
-	s.Report.Infof("Secret %s/%s created: token %s, valid until %s", bootstraptoken.Namespace, bootstraptoken.SecretName(info.Token.ID), info.Token.ID, expires)
-	res := Created{ID: info.Token.ID, Token: info.Token.Value(), Expires: info.Expires, JoinCommand: phases.JoinCommand(s.Config, info.Token, hash)}
+	c.Report.Infof("Secret %s/%s created: token %s, valid until %s", bootstraptoken.Namespace, bootstraptoken.SecretName(info.Token.ID), info.Token.ID, expires)
+	res := Created{ID: info.Token.ID, Token: info.Token.Value(), Expires: info.Expires, JoinCommand: phases.JoinCommand(c.Endpoint, info.Token, hash)}
 	if opts.DiscoveryContent {
-		if res.Discovery, err = discoveryKubeconfig(s.Config, ca, info.Token); err != nil {
+		if res.Discovery, err = c.discoveryKubeconfig(info.Token); err != nil {
 			return Created{}, err
 		}
 	}
 	if opts.DiscoveryFile != "" {
-		if res.DiscoveryFile, err = writeDiscoveryFile(s.Config, opts.DiscoveryFile, ca, info.Token); err != nil {
+		if res.DiscoveryFile, err = c.writeDiscoveryFile(opts.DiscoveryFile, info.Token); err != nil {
 			if delErr := phases.DeleteToken(context.WithoutCancel(ctx), c.Client, info.Token.ID); delErr != nil {
 				err = errors.Join(err, delErr)
 			}
 			return Created{}, err
 		}
-		s.Report.Infof("wrote the discovery file %s (mode 0600); the token in it expires at %s", res.DiscoveryFile, expires)
+		c.Report.Infof("wrote the discovery file %s (mode 0600); the token in it expires at %s", res.DiscoveryFile, expires)
 	}
 	return res, nil
 }
@@ -143,19 +179,19 @@ func CheckDiscoveryFile(path string) error {
 
 // discoveryKubeconfig is the kubeconfig of `join --discovery-file` for
 // token: the cluster's CA and endpoint, and the token.
-func discoveryKubeconfig(c *config.ClusterConfiguration, ca []byte, token bootstraptoken.Token) ([]byte, error) {
-	return pki.DiscoveryKubeconfig(c.ClusterName, c.ControlPlaneURL(), ca, token.Value())
+func (c Cluster) discoveryKubeconfig(token bootstraptoken.Token) ([]byte, error) {
+	return pki.DiscoveryKubeconfig(c.Name, "https://"+c.Endpoint, c.CA, token.Value())
 }
 
 // writeDiscoveryFile writes the kubeconfig of `join --discovery-file`
 // atomically, mode 0600, and returns its absolute path. Its directory,
 // which is not kubeboot's, is created private if it is missing.
-func writeDiscoveryFile(c *config.ClusterConfiguration, path string, ca []byte, token bootstraptoken.Token) (string, error) {
+func (c Cluster) writeDiscoveryFile(path string, token bootstraptoken.Token) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", &exit.UsageError{Msg: "--discovery-file " + path + ": " + err.Error()}
 	}
-	data, err := discoveryKubeconfig(c, ca, token)
+	data, err := c.discoveryKubeconfig(token)
 	if err != nil {
 		return "", err
 	}
@@ -192,7 +228,7 @@ func List(ctx context.Context, c Cluster) ([]Listed, error) {
 		return nil, err
 	}
 	for _, p := range problems {
-		c.Node.Report.Warnf("%v", p)
+		c.Report.Warnf("%v", p)
 	}
 	rows := make([]Listed, len(tokens))
 	for i, t := range tokens {
@@ -230,7 +266,7 @@ func Delete(ctx context.Context, c Cluster, ids []string) ([]string, error) {
 			return deleted, err
 		}
 		deleted = append(deleted, id)
-		c.Node.Report.Infof("Secret %s/%s deleted: token %s", bootstraptoken.Namespace, bootstraptoken.SecretName(id), id)
+		c.Report.Infof("Secret %s/%s deleted: token %s", bootstraptoken.Namespace, bootstraptoken.SecretName(id), id)
 	}
 	return deleted, nil
 }

@@ -32,6 +32,13 @@ import (
 // returned buffer.
 func cluster(t *testing.T) (tokens.Cluster, *fake.Clientset, *bytes.Buffer) {
 	t.Helper()
+	c, _, client, reported := clusterOfNode(t)
+	return c, client, reported
+}
+
+// clusterOfNode is cluster, with its node.
+func clusterOfNode(t *testing.T) (tokens.Cluster, *phases.Node, *fake.Clientset, *bytes.Buffer) {
+	t.Helper()
 	root := t.TempDir()
 	s := phasestest.NewNode(t, root, config.DefaultKubernetesVersion)
 	var reported bytes.Buffer
@@ -61,7 +68,7 @@ func cluster(t *testing.T) (tokens.Cluster, *fake.Clientset, *bytes.Buffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, client, &reported
+	return c, s, client, &reported
 }
 
 // secrets lists the token Secrets of client.
@@ -98,7 +105,7 @@ func TestConnectNeedsAdminConf(t *testing.T) {
 // TestCreate: the token, its join command and its expiry (the
 // configuration's ttl by default), reported without the secret.
 func TestCreate(t *testing.T) {
-	c, client, reported := cluster(t)
+	c, node, client, reported := clusterOfNode(t)
 	now := time.Now()
 	res, err := tokens.Create(context.Background(), c, tokens.CreateOptions{Description: "test"}, now)
 	if err != nil {
@@ -108,14 +115,14 @@ func TestCreate(t *testing.T) {
 	if err != nil || token.ID != res.ID {
 		t.Fatalf("created %+v: %v", res, err)
 	}
-	if want := now.Add(c.Node.Config.BootstrapToken.TTL.Duration); res.Expires.Sub(want).Abs() > time.Second {
+	if want := now.Add(node.Config.BootstrapToken.TTL.Duration); res.Expires.Sub(want).Abs() > time.Second {
 		t.Errorf("expires %s, want %s", res.Expires, want)
 	}
-	hash, err := phases.CAHash(c.Node)
+	hash, err := phases.CAHash(node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := phases.JoinCommand(c.Node.Config, token, hash); res.JoinCommand != want {
+	if want := phases.JoinCommand(phases.JoinEndpoint(node.Config), token, hash); res.JoinCommand != want {
 		t.Errorf("join command %q, want %q", res.JoinCommand, want)
 	}
 	if res.DiscoveryFile != "" || res.Discovery != nil {
@@ -143,7 +150,7 @@ func TestCreate(t *testing.T) {
 // CA, the endpoint and the token; one that cannot be written leaves no
 // token behind.
 func TestCreateDiscovery(t *testing.T) {
-	c, client, reported := cluster(t)
+	c, node, client, reported := clusterOfNode(t)
 	check := func(data []byte, token string) {
 		t.Helper()
 		kubeconfig, err := clientcmd.Load(data)
@@ -154,8 +161,8 @@ func TestCreateDiscovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ca := phasestest.HostFile(t, c.Node, c.Node.Config.CertPath(config.CertCA))
-		if rest.Host != c.Node.Config.ControlPlaneURL() || rest.BearerToken != token || !bytes.Equal(rest.CAData, ca) {
+		ca := phasestest.HostFile(t, node, node.Config.CertPath(config.CertCA))
+		if rest.Host != node.Config.ControlPlaneURL() || rest.BearerToken != token || !bytes.Equal(rest.CAData, ca) {
 			t.Errorf("discovery file: host %s, token matches %v, CA matches %v", rest.Host, rest.BearerToken == token, bytes.Equal(rest.CAData, ca))
 		}
 	}
@@ -266,5 +273,72 @@ func TestIDs(t *testing.T) {
 	_, err = tokens.IDs([]string{"abcdef", "abcdef.0123456789ABCDEF"})
 	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "argument 2 is neither") || strings.Contains(err.Error(), "0123456789") {
 		t.Errorf("a mistyped token: %v", err)
+	}
+}
+
+// TestConnectKubeconfig: from an administrator's kubeconfig on any
+// machine, a token's join command names the endpoint and CA pin the
+// cluster publishes in cluster-info, its discovery file the cluster's
+// name from kubeadm-config, and it is valid for the default ttl.
+func TestConnectKubeconfig(t *testing.T) {
+	ca, err := pki.NewCA(pki.CertSpec{Name: "ca", CN: "kubernetes", Algorithm: config.ECDSAP256, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := pki.DiscoveryKubeconfig("", "https://10.0.0.100:6443", ca.Cert, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "cluster-info"}, Data: map[string]string{"kubeconfig": string(info)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"}, Data: map[string]string{"ClusterConfiguration": "clusterName: prod\n"}},
+	)
+	kubeconfig := filepath.Join(t.TempDir(), "admin.conf")
+	if err := os.WriteFile(kubeconfig, []byte("from the admin's machine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var reported bytes.Buffer
+	c, err := tokens.ConnectKubeconfig(context.Background(), kubeconfig, func(data []byte) (kubernetes.Interface, error) {
+		if string(data) != "from the admin's machine" {
+			t.Errorf("the client was built from %q", data)
+		}
+		return client, nil
+	}, output.NewReporter(&reported, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	res, err := tokens.Create(context.Background(), c, tokens.CreateOptions{DiscoveryContent: true}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := pki.CACertHash(ca.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "kubeboot join 10.0.0.100:6443 --token " + res.Token + " --discovery-token-ca-cert-hash " + hash; res.JoinCommand != want {
+		t.Errorf("join command %q, want %q", res.JoinCommand, want)
+	}
+	if want := now.Add(config.DefaultBootstrapTokenTTL); res.Expires.Sub(want).Abs() > time.Second {
+		t.Errorf("expires %s, want %s", res.Expires, want)
+	}
+	discovery, err := clientcmd.Load(res.Discovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cluster := discovery.Clusters["prod"]; cluster == nil || cluster.Server != "https://10.0.0.100:6443" || !bytes.Equal(cluster.CertificateAuthorityData, ca.Cert) {
+		t.Errorf("discovery file's clusters: %+v", discovery.Clusters)
+	}
+	if !strings.Contains(reported.String(), "Secret kube-system/bootstrap-token-"+res.ID+" created") {
+		t.Errorf("reported %q", reported.String())
+	}
+
+	_, err = tokens.ConnectKubeconfig(context.Background(), kubeconfig, func([]byte) (kubernetes.Interface, error) { return fake.NewClientset(), nil }, output.NewReporter(&reported, false))
+	if err == nil || !strings.Contains(err.Error(), "kube-public/cluster-info") {
+		t.Errorf("a cluster without cluster-info: %v", err)
+	}
+	_, err = tokens.ConnectKubeconfig(context.Background(), filepath.Join(t.TempDir(), "missing"), nil, output.NewReporter(&reported, false))
+	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "--kubeconfig: open ") {
+		t.Errorf("a missing kubeconfig: %v", err)
 	}
 }

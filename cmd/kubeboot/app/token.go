@@ -20,19 +20,27 @@ import (
 )
 
 // The token commands change objects in the cluster, not the node's files,
-// so they take no node lock; token generate only prints a new token. They talk to the API server with admin.conf.
+// so they take no node lock; token generate only prints a new token. They
+// talk to the API server with the node's admin.conf, or with --kubeconfig
+// from any machine.
 // A token's secret is printed once, in the result of token create, and
 // nowhere else: no progress line, no JSON event, no list.
 
 // tokenOptions are the flags every token subcommand shares.
 type tokenOptions struct {
-	deps       deps
-	configPath string
+	deps                   deps
+	configPath, kubeconfig string
 }
 
-// open loads the configuration and connects to the cluster with
-// admin.conf.
-func (o *tokenOptions) open(report *output.Reporter) (tokens.Cluster, error) {
+// open connects to the cluster: with --kubeconfig, from any machine; else
+// as the node's configuration says, with its admin.conf.
+func (o *tokenOptions) open(ctx context.Context, report *output.Reporter) (tokens.Cluster, error) {
+	if o.kubeconfig != "" {
+		if o.configPath != "" {
+			return tokens.Cluster{}, &exit.UsageError{Msg: "--config and --kubeconfig: give one, the node's configuration (on a control-plane node) or an administrator's kubeconfig"}
+		}
+		return tokens.ConnectKubeconfig(ctx, o.kubeconfig, o.deps.adminClient, report)
+	}
 	r, err := o.deps.nodeSpec(o.configPath, "")
 	if err != nil {
 		return tokens.Cluster{}, err
@@ -72,8 +80,10 @@ func newTokenCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	cmd.Example = examples(
 		"kubeboot token create --print-join-command --config cluster.yaml",
 		"kubeboot token list --config cluster.yaml",
+		"kubeboot token create --print-join-command --kubeconfig admin.conf",
 	)
 	addConfigFlag(cmd.PersistentFlags(), &shared.configPath)
+	cmd.PersistentFlags().StringVar(&shared.kubeconfig, "kubeconfig", "", "an administrator's kubeconfig, to manage the tokens from any machine instead of a control-plane node (the join command then names the endpoint and CA of the cluster's kube-public/cluster-info)")
 
 	createOpts := &tokenCreateOptions{tokenOptions: shared}
 	create := &cobra.Command{
@@ -184,7 +194,7 @@ func runTokenCommand(ctx context.Context, name string, format outputFormat, stdo
 }
 
 func (o *tokenCreateOptions) run(ctx context.Context, report *output.Reporter, stdout io.Writer) (any, error) {
-	cluster, err := o.open(report)
+	cluster, err := o.open(ctx, report)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +242,7 @@ func (o *tokenCreateOptions) checkDiscoveryFile() error {
 }
 
 func (o *tokenListOptions) run(ctx context.Context, report *output.Reporter, stdout io.Writer) (any, error) {
-	cluster, err := o.open(report)
+	cluster, err := o.open(ctx, report)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +274,7 @@ func printTokens(w io.Writer, rows []tokens.Listed, now time.Time) error {
 }
 
 func (o *tokenDeleteOptions) run(ctx context.Context, report *output.Reporter, ids []string) (any, error) {
-	cluster, err := o.open(report)
+	cluster, err := o.open(ctx, report)
 	if err != nil {
 		return nil, err
 	}

@@ -370,3 +370,16 @@ func TestTokenCommandsNeverEchoATokenArgument(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenKubeconfigOrConfig: the token commands take the node's
+// configuration or an administrator's kubeconfig, not both, and a
+// kubeconfig that cannot be read is a usage error naming it.
+func TestTokenKubeconfigOrConfig(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "admin.conf")
+	if code, _, stderr := runCLI(t, "token", "list", "--config", "cluster.yaml", "--kubeconfig", missing); code != 2 || !strings.Contains(stderr, "--config and --kubeconfig: give one") {
+		t.Errorf("both: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "token", "create", "--kubeconfig", missing); code != 2 || !strings.Contains(stderr, "--kubeconfig: open "+missing) {
+		t.Errorf("a missing kubeconfig: exit %d: %s", code, stderr)
+	}
+}
