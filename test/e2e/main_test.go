@@ -5,11 +5,13 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -168,5 +170,68 @@ func checkEnvironment() error {
 	if _, err := exec.LookPath("runc"); err != nil {
 		return fmt.Errorf("runc is not installed: the lab's containerd runs containers with it (apt-get install runc)")
 	}
+	return checkFreeSpace()
+}
+
+// The suite's use of the disk, measured on 2026-11-29: the labs' image
+// cache in the bin dir (5 archives and their preloaded stores) takes 9.7
+// GiB once made, and the machines' disks in the temp dir add up to 3.3
+// GiB at the peak. Short of space, every lab fails at once.
+const (
+	imageCacheGiB = 10
+	machinesGiB   = 4
+)
+
+// checkFreeSpace fails when the disk lacks room for the machines and for
+// the part of the image cache not made yet, naming what is short.
+func checkFreeSpace() error {
+	cache := filepath.Join(binDir, ".lab-images")
+	// What the cache takes on disk, as du counts it: each file's blocks,
+	// once however many links it has.
+	var cached int64
+	seen := map[uint64]bool{}
+	_ = filepath.WalkDir(cache, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && !seen[st.Ino] {
+				seen[st.Ino] = true
+				cached += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	// What each filesystem must hold: the two dirs may share one.
+	type need struct {
+		dir   string
+		bytes int64
+	}
+	needs := map[uint64]*need{}
+	for dir, bytes := range map[string]int64{os.TempDir(): machinesGiB << 30, binDir: max(0, imageCacheGiB<<30-cached)} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(dir, &st); err != nil {
+			return fmt.Errorf("free space in %s: %w", dir, err)
+		}
+		if n := needs[st.Dev]; n != nil {
+			n.bytes += bytes
+			continue
+		}
+		needs[st.Dev] = &need{dir, bytes}
+	}
+	for _, n := range needs {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(n.dir, &st); err != nil {
+			return fmt.Errorf("free space in %s: %w", n.dir, err)
+		}
+		// Bavail leaves out root's reserve, which the suite cannot count on.
+		if free := int64(st.Bavail) * st.Bsize; free < n.bytes {
+			return fmt.Errorf("the filesystem of %s has %.1f GiB free, the suite needs %.1f GiB (its machines' disks in %s, and the labs' image cache in %s, which holds %.1f GiB of the %d it takes once made): free some space, such as old clones and `go clean -cache`",
+				n.dir, gib(free), gib(n.bytes), os.TempDir(), cache, gib(cached), imageCacheGiB)
+		}
+	}
 	return nil
 }
+
+// gib is bytes in GiB.
+func gib(bytes int64) float64 { return float64(bytes) / (1 << 30) }
