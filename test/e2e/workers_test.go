@@ -182,8 +182,17 @@ spec:
 // written.
 func checkRefusedJoins(t *testing.T, c *machineCluster, m machine.Machine) {
 	valid := createToken(t, c)
-	deleted := createToken(t, c)
-	c.exec(t, "cp1", "kubeboot", "token", "delete", deleted.id, "--config", bootstrap.ConfigPath)
+	endpoint := "10.89.8.10:6443"
+	// From the host, through the lab's kubeconfig (its server on this
+	// host's loopback), the join command still names the cluster's
+	// endpoint and CA, as cluster-info publishes them.
+	deleted := createTokenFromHost(t, c)
+	if deleted.endpoint != endpoint || deleted.hash != valid.hash {
+		t.Errorf("token create --kubeconfig: join command to %s pinning %s, want %s pinning %s", deleted.endpoint, deleted.hash, endpoint, valid.hash)
+	}
+	if r := runCommand(t, kubebootBin, "token", "delete", deleted.id, "--kubeconfig", c.kubeconfig); r.code != 0 {
+		t.Fatalf("token delete --kubeconfig: exit %d: %s", r.code, r.stderr)
+	}
 	// A token Secret that expired a minute ago: the bootstrapsigner does
 	// not sign cluster-info for it.
 	expiredID, expiredSecret := "e2eexp", "0123456789abcdef"
@@ -202,7 +211,6 @@ func checkRefusedJoins(t *testing.T, c *machineCluster, m machine.Machine) {
 		}
 		return nil
 	})
-	endpoint := "10.89.8.10:6443"
 	for _, tc := range []struct {
 		name, endpoint, token, hash, node, want string
 	}{
@@ -247,19 +255,37 @@ timeouts: {discovery: 5s}
 	}
 }
 
-// clusterToken is a bootstrap token and the CA's hash.
-type clusterToken struct{ id, token, hash string }
+// clusterToken is a bootstrap token, the endpoint and the CA's hash of
+// its join command.
+type clusterToken struct{ id, token, endpoint, hash string }
 
 // createToken creates a token on the first node with kubeboot token create.
 func createToken(t *testing.T, c *machineCluster) clusterToken {
 	t.Helper()
-	fields := strings.Fields(c.exec(t, "cp1", "kubeboot", "token", "create", "--config", bootstrap.ConfigPath, "--print-join-command"))
+	return joinCommandToken(t, c.exec(t, "cp1", "kubeboot", "token", "create", "--config", bootstrap.ConfigPath, "--print-join-command"))
+}
+
+// createTokenFromHost creates a token from this host with the lab's
+// kubeconfig, as an administrator does from their machine.
+func createTokenFromHost(t *testing.T, c *machineCluster) clusterToken {
+	t.Helper()
+	r := runCommand(t, kubebootBin, "token", "create", "--print-join-command", "--kubeconfig", c.kubeconfig)
+	if r.code != 0 {
+		t.Fatalf("token create --kubeconfig: exit %d: %s", r.code, r.stderr)
+	}
+	return joinCommandToken(t, r.stdout)
+}
+
+// joinCommandToken reads the token, endpoint and pin of a join command.
+func joinCommandToken(t *testing.T, command string) clusterToken {
+	t.Helper()
+	fields := strings.Fields(command)
 	i, j := slices.Index(fields, "--token"), slices.Index(fields, "--discovery-token-ca-cert-hash")
-	if i < 0 || j < 0 || i+1 >= len(fields) || j+1 >= len(fields) {
+	if len(fields) < 3 || i < 0 || j < 0 || i+1 >= len(fields) || j+1 >= len(fields) {
 		t.Fatalf("token create printed no join command: %q", fields)
 	}
 	token := fields[i+1]
-	return clusterToken{id: strings.SplitN(token, ".", 2)[0], token: token, hash: fields[j+1]}
+	return clusterToken{id: strings.SplitN(token, ".", 2)[0], token: token, endpoint: fields[2], hash: fields[j+1]}
 }
 
 // checkKubeadmCommands runs the real kubeadm's certs check-expiration and
