@@ -10,11 +10,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,13 +39,14 @@ import (
 // and each ends with its reason in x1's journal and no node file on its
 // disk: no file for it on the server and an unreachable server are
 // retried, another CA's server, a changed file and another node's file
-// stop the unit at once.
+// stop the unit at once. Last, x1 is added to the fleet (addWorker) and
+// joins with its own node-bound token, made in the running cluster.
 func TestEmptyDiskFleet(t *testing.T) {
 	alongside(t)
 	l := newBootLab(t, "pxe", "10.89.244.0/24", "10.246.0.0/16", "\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: x1, role: worker}\n")
 	c := l.Cluster
 	hub := c.HubAddress().String()
-	fleetDir := writeFleet(t, l.root, "fleet", fmt.Sprintf(`cluster:
+	description := fmt.Sprintf(`cluster:
   clusterName: pxe
   controlPlaneEndpoint: %[1]s
   networking: {podSubnet: %[2]s}
@@ -57,7 +60,8 @@ nodes:
 - {name: cp1, role: control-plane, address: %[4]s}
 - {name: w1, role: worker, address: %[5]s}
 - {name: w9, role: worker, address: 10.89.244.99}
-`, c.Endpoint(), c.PodSubnet, strings.ReplaceAll(kubeletSettings, "\n", "\n  "), c.Address(0), c.Address(1)))
+`, c.Endpoint(), c.PodSubnet, strings.ReplaceAll(kubeletSettings, "\n", "\n  "), c.Address(0), c.Address(1))
+	fleetDir := writeFleet(t, l.root, "fleet", description)
 	pin := strings.TrimSpace(string(readFile(t, filepath.Join(fleetDir, "ca-cert-hash"))))
 	cmdline := func(port int, query string) string {
 		return fmt.Sprintf("ro quiet kubeboot.config=https://%s:%d/v1/node-file?%s kubeboot.config-ca-hash=%s", hub, port, query, pin)
@@ -101,6 +105,66 @@ nodes:
 	writeFile(t, w9, string(readFile(t, w9))+"# changed after config fleet\n")
 	x1Case(t, x1, cmdline(8443, "hostname=w9"), "the node file is not signed by the fleet's CA", true)
 	x1Case(t, x1, cmdline(8443, "hostname=w1"), "the file is for the node at "+c.Address(1).String()+", which is none of this machine's addresses", true)
+
+	addWorker(t, l, fleetDir, description+"- {name: x1, role: worker, address: "+c.Address(2).String()+"}\n")
+	writeFile(t, filepath.Join(x1.Root(), lab.CmdlinePath), byMachine+"\n")
+	// The failures above left the unit failed, and past systemd's limit of
+	// starts in a row.
+	inMachine(t, x1, "systemctl", "reset-failed", "kubeboot-bootstrap")
+	inMachine(t, x1, "systemctl", "restart", "--no-block", "kubeboot-bootstrap")
+	waitBootstrapped(t, x1)
+	x1ID, _, _ := strings.Cut(nodeTokens(t, fleetDir)["x1"], ".")
+	waitMachine(t, cp1, "x1 Ready, its client CSR approved as node-bound", func(out string) bool { return out == "True KubebootNodeBoundJoin" },
+		"sh", "-c", `kubectl --kubeconfig /etc/kubernetes/admin.conf get node x1 -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} ' && `+
+			`kubectl --kubeconfig /etc/kubernetes/admin.conf get csr -o jsonpath='{range .items[?(@.spec.username=="system:bootstrap:`+x1ID+`")]}{.status.conditions[0].reason} {end}'`)
+
+}
+
+// addWorker adds a worker to the running fleet, as its administrator
+// does: `config fleet` of the bigger description writes the new worker's
+// file alone (the first node's, with which it ran init, unchanged) and
+// says the worker is to admit; run again with --kubeconfig (cp1's
+// admin.conf, from the lab's hub, which reaches the API's endpoint), it
+// makes the worker's node-bound token in the cluster.
+func addWorker(t *testing.T, l *bootLab, fleetDir, description string) {
+	t.Helper()
+	desc := filepath.Join(l.root, "fleet-added.yaml")
+	writeFile(t, desc, "apiVersion: kubeboot.io/v1alpha1\nkind: Fleet\n"+description)
+	cp1File := readFile(t, filepath.Join(fleetDir, "nodes/cp1.yaml"))
+	r := runCommand(t, kubebootBin, "config", "fleet", "--cluster", desc, "--out", fleetDir, "-o", "json")
+	var added struct {
+		Written []string `json:"written"`
+		ToAdmit []string `json:"toAdmit"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &added) != nil {
+		t.Fatalf("config fleet with x1 added: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// w9's file, changed by hand above, is written anew too.
+	if want := []string{"node-tokens", "nodes/w9.yaml", "nodes/x1.yaml", "nodes/x1.yaml.sig"}; !slices.Equal(added.Written, want) || !slices.Equal(added.ToAdmit, []string{"x1"}) {
+		t.Errorf("config fleet with x1 added wrote %v, want %v; to admit %v, want [x1]", added.Written, want, added.ToAdmit)
+	}
+	if string(readFile(t, filepath.Join(fleetDir, "nodes/cp1.yaml"))) != string(cp1File) {
+		t.Error("adding x1 changed cp1's file")
+	}
+	kubeconfig := filepath.Join(l.machine(t, "cp1").Root(), "etc/kubernetes/admin.conf")
+	r = runCommand(t, "nsenter", "--net=/run/netns/"+l.Cluster.Hub(), "--", kubebootBin, "config", "fleet", "--cluster", desc, "--out", fleetDir, "--kubeconfig", kubeconfig)
+	for _, want := range []string{"worker x1: token " + strings.SplitN(nodeTokens(t, fleetDir)["x1"], ".", 2)[0] + " created in the cluster", "worker w1 has joined"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("config fleet --kubeconfig: exit %d, want %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+}
+
+// nodeTokens are the workers' node-bound tokens a fleet's directory
+// keeps, by node name.
+func nodeTokens(t *testing.T, fleetDir string) map[string]string {
+	t.Helper()
+	tokens := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(readFile(t, filepath.Join(fleetDir, "node-tokens")))), "\n") {
+		name, token, _ := strings.Cut(line, " ")
+		tokens[name] = token
+	}
+	return tokens
 }
 
 // writeFleet writes a fleet description of nodes (with the cluster and
@@ -183,11 +247,7 @@ func x1Case(t *testing.T, x1 machine.Machine, cmdline, want string, final bool) 
 // and logged.
 func checkNodeBound(t *testing.T, cp1 machine.Machine, fleetDir, endpoint string) {
 	t.Helper()
-	tokens := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(readFile(t, filepath.Join(fleetDir, "node-tokens")))), "\n") {
-		name, token, _ := strings.Cut(line, " ")
-		tokens[name] = token
-	}
+	tokens := nodeTokens(t, fleetDir)
 	admin := []string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}
 	w1ID, _, _ := strings.Cut(tokens["w1"], ".")
 	got := inMachine(t, cp1, append(admin, "get", "csr", "-o", `jsonpath={range .items[?(@.spec.username=="system:bootstrap:`+w1ID+`")]}{.status.conditions[0].reason} {end}`)...)
