@@ -57,6 +57,7 @@ func ensurePKI(s *Node, names []string) error {
 		if wrong := renewableNames(err); wrong != nil {
 			if renewed, err = pki.Renew(s.Config, have, now, wrong, false); err == nil {
 				s.Report.Infof("renewed %s", strings.Join(wrong, ", "))
+				s.Renewed = append(s.Renewed, wrong...)
 				created, err = pki.Ensure(s.Config, merge(have, renewed), now, names)
 			}
 		}
@@ -322,6 +323,52 @@ func hours(d time.Duration) string {
 // day prints a time as the date it falls on, in UTC.
 func day(t time.Time) string {
 	return t.UTC().Format(time.DateOnly)
+}
+
+// RenewsAt is when each certificate and kubeconfig that kubeboot renews
+// comes due, by name: certificates.renewBefore before its end. It leaves
+// out the CAs, a certificate whose CA's key is not here, the certificate
+// the kubelet rotates, and one that expires with its CA, which no renewal
+// extends.
+func RenewsAt(cfg *config.ClusterConfiguration, list []pki.Expiration) map[string]time.Time {
+	ends := map[string]time.Time{}
+	for _, e := range list {
+		if e.CA == "" {
+			ends[e.Name] = e.NotAfter
+		}
+	}
+	at := map[string]time.Time{}
+	for _, e := range list {
+		if e.CA != "" && !e.External && e.File == "" && !e.Missing && e.Err == nil && e.NotAfter.Before(ends[e.CA]) {
+			at[e.Name] = e.NotAfter.Add(-cfg.Certificates.RenewBefore.Duration)
+		}
+	}
+	return at
+}
+
+// Due are the certificates and kubeconfigs of the node that have come due
+// at now (RenewsAt), by name in the order pki.Expirations lists them, and
+// when the next of the others comes due (zero when none is left).
+func Due(s *Node, now time.Time) ([]string, time.Time, error) {
+	have, err := ReadPKI(s)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	list := pki.Expirations(s.Config, have, now)
+	at := RenewsAt(s.Config, list)
+	var due []string
+	var next time.Time
+	for _, e := range list {
+		when, ok := at[e.Name]
+		switch {
+		case !ok:
+		case !when.After(now):
+			due = append(due, e.Name)
+		case next.IsZero() || when.Before(next):
+			next = when
+		}
+	}
+	return due, next, nil
 }
 
 // RenewCerts re-issues the named certificates and kubeconfigs (nil: every

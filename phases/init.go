@@ -10,7 +10,8 @@ import "github.com/kubeboot/kubeboot/internal/workflow"
 // after them, as in kubeadm. upload-certs, after upload-config as in
 // kubeadm, stores the cluster secrets for joining control-plane nodes when
 // asked to. csr-approver, kubeboot's own, lets the CSR
-// approver approve the serving certificates of joined nodes' kubelets.
+// approver approve the serving certificates of joined nodes' kubelets;
+// certs-renewal, kubeboot's own too, has systemd renew what comes due.
 // addon comes last, as in kubeadm: CoreDNS and kube-proxy, then the
 // user's own manifests (addons.manifests).
 var InitWorkflow = workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{
@@ -33,5 +34,6 @@ var InitWorkflow = workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{
 	ClusterInfo,
 	KubeletFinalize,
 	CSRApprover,
+	CertsRenewal,
 	Addon,
 }}

@@ -238,7 +238,7 @@ func TestAPIPhasesAreLiveOnly(t *testing.T) {
 		}
 	}
 	names := InitWorkflow.Names()
-	if got := strings.Join(names[len(names)-13:], ","); got != "bootstrap-admin,upload-config,upload-certs,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,addon,addon/cni,addon/coredns,addon/kube-proxy,addon/manifests" {
+	if got := strings.Join(names[len(names)-14:], ","); got != "bootstrap-admin,upload-config,upload-certs,mark-control-plane,bootstrap-token,cluster-info,kubelet-finalize,csr-approver,certs-renewal,addon,addon/cni,addon/coredns,addon/kube-proxy,addon/manifests" {
 		t.Errorf("init ends with %s", got)
 	}
 }

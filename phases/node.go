@@ -38,6 +38,10 @@ type Node struct {
 	// Snapshot is the etcd snapshot the run saved and verified, for the
 	// run's result; nil when it saved none.
 	Snapshot *etcd.SnapshotInfo
+	// Renewed are the certificates and kubeconfigs that existed and that
+	// this run renewed (Options.Renew), by name: the components that use
+	// them still run with the old ones (see pki.Restarts).
+	Renewed []string
 }
 
 // NewNode is the data of a run of run's workflow on the control-plane node

@@ -83,6 +83,11 @@ const (
 	DefaultCAValidity        = 10 * 365 * 24 * time.Hour
 	DefaultLeafValidity      = 365 * 24 * time.Hour
 	DefaultRenewBefore       = 30 * 24 * time.Hour
+	// DefaultRenewalInterval is certificates.scheduledRenewal's interval.
+	DefaultRenewalInterval = 12 * time.Hour
+	// MinRenewalInterval is the shortest: each run reads every
+	// certificate, and one that renews restarts the control plane.
+	MinRenewalInterval       = time.Minute
 	DefaultControlPlaneWait  = 4 * time.Minute
 	DefaultBootstrapTokenTTL = 24 * time.Hour
 	DefaultKubeletConfigFile = "/var/lib/kubelet/config.yaml"
@@ -152,6 +157,9 @@ func SetDefaults(c *ClusterConfiguration, host Host) {
 	setDuration(&c.Certificates.CAValidity, DefaultCAValidity)
 	setDuration(&c.Certificates.LeafValidity, DefaultLeafValidity)
 	setDuration(&c.Certificates.RenewBefore, DefaultRenewBefore)
+	if r := c.Certificates.ScheduledRenewal; r != nil {
+		setDuration(&r.Interval, DefaultRenewalInterval)
+	}
 	setString(&c.Paths.ManifestsDir, DefaultManifestsDir)
 	setString(&c.Paths.KubeconfigDir, DefaultKubeconfigDir)
 	setDuration(&c.Timeouts.ControlPlane, DefaultControlPlaneWait)

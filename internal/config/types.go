@@ -247,6 +247,21 @@ type Certificates struct {
 	// hash before that node is up. The certs phase writes it to dir when
 	// dir holds no CA, and refuses a dir whose CA is another.
 	CA *CertificateAuthority `json:"ca,omitempty"`
+	// ScheduledRenewal, when set, has the node's systemd run `kubeboot
+	// certs renew --due --restart` every interval: what is within
+	// RenewBefore of its end is renewed, and the components that use it
+	// restarted one at a time. Unset, renewal happens at each run of
+	// `kubeboot bootstrap` (every boot of a provisioned node), `init
+	// --renew` and `certs renew`.
+	ScheduledRenewal *ScheduledRenewal `json:"scheduledRenewal,omitempty"`
+}
+
+// ScheduledRenewal is how often a control-plane node renews what is due:
+// the kubeboot-certs-renew.timer that init and join write.
+type ScheduledRenewal struct {
+	// Interval is the time between two runs; the first is that long after
+	// the timer starts. At least 1m (default 12h).
+	Interval metav1.Duration `json:"interval,omitempty"`
 }
 
 // CertificateAuthority is a CA's certificate and private key, in PEM.

@@ -389,6 +389,9 @@ func validateCertificates(p *field.Path, c Certificates) field.ErrorList {
 	if c.CA != nil {
 		errs = append(errs, validateCA(p.Child("ca"), *c.CA)...)
 	}
+	if r := c.ScheduledRenewal; r != nil && r.Interval.Duration < MinRenewalInterval {
+		errs = append(errs, field.Invalid(p.Child("scheduledRenewal", "interval"), r.Interval.Duration.String(), "too short: at least 1m, like 12h"))
+	}
 	return errs
 }
 

@@ -168,3 +168,22 @@ func TestValidationErrorsHaveLines(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduledRenewal: off unless set, every 12h once set, and an
+// interval under a minute is refused with the fix.
+func TestScheduledRenewal(t *testing.T) {
+	off := New()
+	SetDefaults(off, testHost)
+	if off.Certificates.ScheduledRenewal != nil {
+		t.Fatal("a scheduled renewal without certificates.scheduledRenewal")
+	}
+	on := New()
+	on.Certificates.ScheduledRenewal = &ScheduledRenewal{}
+	SetDefaults(on, testHost)
+	if got := on.Certificates.ScheduledRenewal.Interval.Duration; got != 12*time.Hour {
+		t.Errorf("default interval %s, want 12h", got)
+	}
+	wantOneError(t, Validate(on), "")
+	on.Certificates.ScheduledRenewal.Interval.Duration = 30 * time.Second
+	wantOneError(t, Validate(on), `certificates.scheduledRenewal.interval: Invalid value: "30s": too short: at least 1m, like 12h`)
+}

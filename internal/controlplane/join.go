@@ -45,7 +45,7 @@ type JoinNode struct {
 // etcd-join, which waits for the etcd member it runs: earlier than in
 // init, whose first wait comes after write-manifests. As in init,
 // kubelet-finalize then points kubelet.conf at the certificate the kubelet
-// rotates.
+// rotates, and certs-renewal has systemd renew what comes due.
 var JoinWorkflow = workflow.Runner[*JoinNode]{Phases: []workflow.Phase[*JoinNode]{
 	DownloadCerts,
 	JoinPreflight,
@@ -63,6 +63,7 @@ var JoinWorkflow = workflow.Runner[*JoinNode]{Phases: []workflow.Phase[*JoinNode
 	initPhase(phases.Wait),
 	initPhase(phases.MarkControlPlane),
 	initPhase(phases.KubeletFinalize),
+	initPhase(phases.CertsRenewal),
 }}
 
 // initPhase is one of init's phases in the join, run on the joining node.

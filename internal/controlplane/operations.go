@@ -54,6 +54,28 @@ func CheckRenewNames(cfg *config.ClusterConfiguration, names []string) error {
 	return nil
 }
 
+// RenewDue is `kubeboot certs renew --due`, what the scheduled renewal
+// runs: it renews what is within certificates.renewBefore of its end
+// (phases.Due), then restarts the components that use it when restart is
+// set, or says which they are; with nothing due it says when the next is.
+func RenewDue(restart bool) workflow.Operation[*phases.Node] {
+	return workflow.Operation[*phases.Node]{Name: "certs renew", Run: func(ctx context.Context, s *phases.Node) error {
+		due, next, err := phases.Due(s, time.Now())
+		if err != nil {
+			return err
+		}
+		if len(due) == 0 {
+			when := "none is left to renew"
+			if !next.IsZero() {
+				when = "the next comes due on " + next.UTC().Format(time.RFC3339)
+			}
+			s.Report.Infof("nothing is within certificates.renewBefore (%s) of its end: %s", s.Config.Certificates.RenewBefore.Duration, when)
+			return nil
+		}
+		return Renew(due, false, restart).Run(ctx, s)
+	}}
+}
+
 // Renew is `kubeboot certs renew`: it re-issues the named certificates and
 // kubeconfigs (none: all) with the existing CAs, new keys too with
 // newKeys, then restarts the components that must load them when restart

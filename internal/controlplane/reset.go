@@ -81,6 +81,11 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 	if dropIn != "" {
 		res.Removed = append(res.Removed, dropIn)
 	}
+	units, err := phases.RemoveRenewalTimer(ctx, s.Run)
+	res.Removed = append(res.Removed, units...)
+	if err != nil {
+		return res, err
+	}
 	certs, err := phases.KubeletCerts(s.Run, c.Kubelet.CertDir)
 	if err != nil {
 		return res, err

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/grpc"
@@ -430,11 +432,13 @@ func TestResetDryRunSaysWouldRemove(t *testing.T) {
 
 // TestResetStopsTheKubelet: once the static pods have stopped, reset on a
 // control-plane node stops kubelet.service and removes kubeboot's drop-in
-// (then reloads systemd), as a worker's reset does.
+// (then reloads systemd), as a worker's reset does, and stops and removes
+// the scheduled renewal's timer and service.
 func TestResetStopsTheKubelet(t *testing.T) {
 	s := initialisedWith(t, func(c *config.ClusterConfiguration) {
 		c.Node.AdvertiseAddress = "127.0.0.94" // where no test listens
 		c.Timeouts.ControlPlane.Duration = 5 * time.Second
+		c.Certificates.ScheduledRenewal = &config.ScheduledRenewal{Interval: metav1.Duration{Duration: time.Hour}}
 	})
 	s.Options.Offline = false
 	must(t, os.MkdirAll(s.Files.HostPath(phases.SystemdRunDir), 0o755))
@@ -444,15 +448,19 @@ func TestResetStopsTheKubelet(t *testing.T) {
 	state := "active"
 	sys, calls := phasestest.FakeSystemd(&state)
 	s.System = sys
+	must(t, phasestest.Run(s, phases.CertsRenewal))
+	*calls = nil
 	res, err := resetNode(context.Background(), s, ResetOptions{Force: true})
 	must(t, err)
-	if got := strings.Join(*calls, ","); got != "is-active kubelet,stop kubelet,daemon-reload" {
+	if got := strings.Join(*calls, ","); got != "is-active kubelet,stop kubelet,daemon-reload,disable --now kubeboot-certs-renew.timer,daemon-reload" {
 		t.Errorf("systemctl calls %q", got)
 	}
-	if !slices.Contains(res.Removed, phases.SystemdDropIn) {
-		t.Errorf("removed %v, not the drop-in", res.Removed)
-	}
-	if _, err := os.Stat(s.Files.HostPath(phases.SystemdDropIn)); !os.IsNotExist(err) {
-		t.Errorf("the drop-in is still there: %v", err)
+	for _, path := range []string{phases.SystemdDropIn, phases.RenewalTimer, phases.RenewalService} {
+		if !slices.Contains(res.Removed, path) {
+			t.Errorf("removed %v, not %s", res.Removed, path)
+		}
+		if _, err := os.Stat(s.Files.HostPath(path)); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", path, err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/config"
@@ -75,6 +76,34 @@ func restartComponents(ctx context.Context, s *phases.Node, names []string) erro
 		s.Report.Warnf("restart the kubelet yourself (e.g. `systemctl restart kubelet`): it is not a static pod")
 	}
 	return nil
+}
+
+// RestartRenewed restarts, as restartComponents does, the components that
+// use what the run of s renewed (s.Renewed) and whose manifests it did not
+// write: the kubelet restarts a pod whose manifest changed by itself, and
+// the kubelet's own start files are the kubelet-start phase's. It is what
+// makes a converging run with Options.Renew (init --renew, and bootstrap
+// at every boot) leave no component on a certificate it replaced.
+func RestartRenewed(ctx context.Context, s *phases.Node) error {
+	names := renewedRestarts(s)
+	if len(names) == 0 {
+		return nil
+	}
+	s.Report.Infof("restarting what uses the renewed %s: %v", strings.Join(s.Renewed, ", "), names)
+	return restartComponents(ctx, s, names)
+}
+
+// renewedRestarts are the static pods RestartRenewed restarts, in start
+// order.
+func renewedRestarts(s *phases.Node) []string {
+	written := s.Files.Changes().Written
+	var names []string
+	for _, name := range pki.Restarts(s.Config, s.Renewed) {
+		if name != pki.Kubelet && !slices.Contains(written, s.Config.ManifestPath(name)) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // restartOne moves one manifest out and back, and waits for the new instance.

@@ -4,13 +4,16 @@ import (
 	"context"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
+	"github.com/kubeboot/kubeboot/phases/phasestest"
 )
 
 // schedulerTarget is how the stand-in scheduler on addr is checked.
@@ -64,5 +67,44 @@ func TestRestartOne(t *testing.T) {
 				t.Errorf("backup kept: %v; it stays only after a failed restart", backupKept)
 			}
 		})
+	}
+}
+
+// TestRenewedRestarts: a converging run with Options.Renew that renews
+// every leaf (all within renewBefore) restarts each component that uses
+// one, in start order, but not one whose manifest the run rewrote, which
+// the kubelet restarts itself, nor the kubelet.
+func TestRenewedRestarts(t *testing.T) {
+	// again converges a node initialised anew, as edit says.
+	again := func(edit func(*config.ClusterConfiguration)) *phases.Node {
+		s := phasestest.NewNode(t, initialised(t).Files.HostPath("/"), "v1.36.3")
+		s.Options.Offline, s.Options.Renew = true, true
+		// Every leaf, valid for a year, is within the window now.
+		s.Config.Certificates.LeafValidity.Duration = 2 * 365 * 24 * time.Hour
+		s.Config.Certificates.RenewBefore.Duration = 366 * 24 * time.Hour
+		edit(s.Config)
+		r := workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
+		if _, err := r.Run(context.Background(), s, nil); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	s := again(func(*config.ClusterConfiguration) {})
+	if !slices.Contains(s.Renewed, config.CertAPIServer) || !slices.Contains(s.Renewed, config.KubeconfigScheduler) {
+		t.Fatalf("renewed %v, want every leaf", s.Renewed)
+	}
+	if got, want := renewedRestarts(s), config.ComponentNames; !slices.Equal(got, want) {
+		t.Errorf("restarts %v, want %v", got, want)
+	}
+
+	s = again(func(c *config.ClusterConfiguration) { c.Scheduler.ExtraArgs = []config.Arg{{Name: "v", Value: "3"}} })
+	if got, want := renewedRestarts(s), []string{config.NameEtcd, config.NameAPIServer, config.NameControllerManager}; !slices.Equal(got, want) {
+		t.Errorf("with the scheduler's manifest rewritten: restarts %v, want %v", got, want)
+	}
+
+	s = again(func(c *config.ClusterConfiguration) { c.Certificates.RenewBefore.Duration = config.DefaultRenewBefore })
+	if len(s.Renewed) != 0 || len(renewedRestarts(s)) != 0 {
+		t.Errorf("nothing due: renewed %v, restarts %v", s.Renewed, renewedRestarts(s))
 	}
 }

@@ -93,6 +93,10 @@ type Options struct {
 	// UploadCerts makes init's upload-certs phase store the cluster
 	// secrets even without certificateKey, with a new key.
 	UploadCerts bool
+	// ConfigFile is the absolute path of the node's configuration file,
+	// as the run was given it; empty when it runs on the defaults. The
+	// scheduled renewal's unit names it.
+	ConfigFile string
 }
 
 // Run is the core every step of one run shares, whatever its workflow:

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/lab"
@@ -40,7 +41,10 @@ import (
 // disk: no file for it on the server and an unreachable server are
 // retried, another CA's server, a changed file and another node's file
 // stop the unit at once. Last, x1 is added to the fleet (addWorker) and
-// joins with its own node-bound token, made in the running cluster.
+// joins with its own node-bound token, made in the running cluster; cp1,
+// its certificates due, renews them at its bootstrap (checkBootRenewal),
+// then on the schedule of certificates.scheduledRenewal
+// (checkScheduledRenewal).
 func TestEmptyDiskFleet(t *testing.T) {
 	alongside(t)
 	l := newBootLab(t, "pxe", "10.89.244.0/24", "10.246.0.0/16", "\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: x1, role: worker}\n")
@@ -118,6 +122,114 @@ nodes:
 		"sh", "-c", `kubectl --kubeconfig /etc/kubernetes/admin.conf get node x1 -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} ' && `+
 			`kubectl --kubeconfig /etc/kubernetes/admin.conf get csr -o jsonpath='{range .items[?(@.spec.username=="system:bootstrap:`+x1ID+`")]}{.status.conditions[0].reason} {end}'`)
 
+	checkBootRenewal(t, cp1)
+	checkScheduledRenewal(t, cp1)
+}
+
+// editNodeFile sets fields of the certificates section of m's node file
+// (nil deletes one), as its administrator does.
+func editNodeFile(t *testing.T, m machine.Machine, certificates map[string]any) {
+	t.Helper()
+	path := filepath.Join(m.Root(), bootstrap.ConfigPath)
+	var doc map[string]any
+	if err := yaml.Unmarshal(readFile(t, path), &doc); err != nil {
+		t.Fatal(err)
+	}
+	certs, _ := doc["certificates"].(map[string]any)
+	for k, v := range certificates {
+		if v == nil {
+			delete(certs, k)
+			continue
+		}
+		certs[k] = v
+	}
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, string(data))
+}
+
+// rerunBootstrap runs m's bootstrap unit again, as at a boot, and fails
+// the test with its journal if it fails; it returns the journal since.
+func rerunBootstrap(t *testing.T, m machine.Machine, what string) string {
+	t.Helper()
+	since := inMachine(t, m, "date", "+@%s")
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	start := time.Now()
+	out, err := m.Output(ctx, "systemctl", "restart", "kubeboot-bootstrap")
+	journal := inMachine(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-bootstrap", "--since", since)
+	if err != nil {
+		t.Fatalf("bootstrap %s: %v: %s\n%s", what, err, out, testsupport.LastLines(journal, 30))
+	}
+	t.Logf("TIMING: bootstrap %s: %s", what, time.Since(start).Round(time.Millisecond))
+	return journal
+}
+
+// checkScheduledRenewal: with certificates.scheduledRenewal set, the
+// node's bootstrap installs the timer; once the certificates come due,
+// the timer's run renews them and restarts the control plane, each
+// component checked to serve its new certificate; without the setting,
+// the next bootstrap takes the timer away.
+func checkScheduledRenewal(t *testing.T, cp1 machine.Machine) {
+	t.Helper()
+	editNodeFile(t, cp1, map[string]any{"scheduledRenewal": map[string]any{"interval": "1m"}})
+	rerunBootstrap(t, cp1, "installing the renewal timer")
+	if got := inMachine(t, cp1, "sh", "-c", "systemctl is-active kubeboot-certs-renew.timer || true"); got != "active" {
+		t.Fatalf("kubeboot-certs-renew.timer is %q, want active", got)
+	}
+	// Every leaf, made valid for 8761h, is now within renewBefore of its end.
+	apiserverCert := filepath.Join(cp1.Root(), "etc/kubernetes/pki/apiserver.crt")
+	before := readFile(t, apiserverCert)
+	editNodeFile(t, cp1, map[string]any{"leafValidity": "8762h", "renewBefore": "8761h"})
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		out, err := cp1.Output(ctx, "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-certs-renew")
+		return err == nil && strings.Contains(string(out), "kube-scheduler restarted: a new instance is healthy"), nil
+	})
+	journal := inMachine(t, cp1, "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-certs-renew")
+	if err != nil {
+		t.Fatalf("the renewal timer renewed nothing in 4m:\n%s", testsupport.LastLines(journal, 30))
+	}
+	t.Logf("TIMING: certificates come due until the timer's run restarted the control plane: %s", time.Since(start).Round(time.Millisecond))
+	if string(readFile(t, apiserverCert)) == string(before) || !strings.Contains(journal, "kube-apiserver restarted: a new instance is healthy") {
+		t.Errorf("the timer's run did not renew the API server's certificate:\n%s", testsupport.LastLines(journal, 30))
+	}
+	waitMachine(t, cp1, "cp1, w1 and x1 Ready after the timer's restarts", func(out string) bool { return out == "cp1=True w1=True x1=True" },
+		"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+
+	editNodeFile(t, cp1, map[string]any{"scheduledRenewal": nil})
+	rerunBootstrap(t, cp1, "without a scheduled renewal")
+	for _, unit := range []string{"kubeboot-certs-renew.service", "kubeboot-certs-renew.timer"} {
+		if _, err := os.Stat(filepath.Join(cp1.Root(), "etc/systemd/system", unit)); !os.IsNotExist(err) {
+			t.Errorf("%s is left without certificates.scheduledRenewal: %v", unit, err)
+		}
+	}
+}
+
+// checkBootRenewal: a control-plane node whose certificates are due
+// renews them when its bootstrap unit runs, as at each boot, and restarts
+// each component that uses one (each then serving the new certificate, or
+// the run fails); the cluster goes on.
+func checkBootRenewal(t *testing.T, cp1 machine.Machine) {
+	t.Helper()
+	// Every leaf, made valid for 8760h, is within a renewBefore of
+	// 8760h30m of its end; the renewed ones, valid for 8761h, are not.
+	editNodeFile(t, cp1, map[string]any{"leafValidity": "8761h", "renewBefore": "8760h30m"})
+	apiserverCert := filepath.Join(cp1.Root(), "etc/kubernetes/pki/apiserver.crt")
+	before := readFile(t, apiserverCert)
+	journal := rerunBootstrap(t, cp1, "renewing every leaf and restarting the control plane")
+	for _, want := range []string{"renewed ", "restarting what uses the renewed ", "kube-apiserver restarted: a new instance is healthy"} {
+		if !strings.Contains(journal, want) {
+			t.Errorf("cp1's bootstrap journal lacks %q:\n%s", want, testsupport.LastLines(journal, 30))
+		}
+	}
+	if string(readFile(t, apiserverCert)) == string(before) {
+		t.Error("the API server's certificate was not renewed")
+	}
+	waitMachine(t, cp1, "cp1, w1 and x1 Ready after the restarts", func(out string) bool { return out == "cp1=True w1=True x1=True" },
+		"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
 }
 
 // addWorker adds a worker to the running fleet, as its administrator

@@ -237,7 +237,7 @@ func TestInitPhaseCommandsMatchRunner(t *testing.T) {
 	for _, c := range initCmd.Commands() {
 		got = append(got, c.Name())
 	}
-	want := []string{"addon", "apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
+	want := []string{"addon", "apiserver-config", "bootstrap-admin", "bootstrap-token", "certs", "certs-renewal", "cluster-info", "control-plane", "csr-approver", "etcd", "kubeconfig", "kubelet-config",
 		"kubelet-finalize", "kubelet-start", "mark-control-plane", "preflight", "upload-certs", "upload-config", "validate", "wait", "write-manifests"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("phase commands %v, want %v", got, want)
@@ -254,7 +254,7 @@ func TestJoinPhaseHelpListsJoinPhases(t *testing.T) {
 		t.Fatalf("join phase --help: exit %d: %s", code, stderr)
 	}
 	want := []string{"download-certs", "join-preflight", "preflight", "certs-import", "certs", "kubeconfig", "kubelet-config", "kubelet-start",
-		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "mark-control-plane", "kubelet-finalize"}
+		"apiserver-config", "etcd-join", "control-plane", "validate", "write-manifests", "wait", "mark-control-plane", "kubelet-finalize", "certs-renewal"}
 	if got := controlplane.JoinWorkflow.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("join phases %v, want %v", got, want)
 	}
@@ -416,6 +416,10 @@ func TestCertsCommands(t *testing.T) {
 		if r.Missing || r.External || r.Residual == "expired" {
 			t.Errorf("unexpected row %+v", r)
 		}
+		// Each leaf renews renewBefore (30 days) before its end; a CA never.
+		if renews := r.NotAfter.Sub(r.RenewsAt); (r.CA == "") != r.RenewsAt.IsZero() || r.CA != "" && renews != config.DefaultRenewBefore {
+			t.Errorf("%s renews at %s, %s before its end", r.Name, r.RenewsAt, renews)
+		}
 	}
 	apiserver := filepath.Join(root, "/etc/kubernetes/pki/apiserver.crt")
 	before, _ := os.ReadFile(apiserver)
@@ -436,6 +440,33 @@ func TestCertsCommands(t *testing.T) {
 	}
 	if code, _, stderr = runCLI(t, "certs", "renew", "ca", "--root", root); code != 1 || !strings.Contains(stderr, "does not renew CAs") {
 		t.Errorf("renewing a CA: code %d, stderr %q", code, stderr)
+	}
+
+	// --due renews only what has come due: nothing, with a year left.
+	before, _ = os.ReadFile(apiserver)
+	if code, _, stderr = runCLI(t, "certs", "renew", "--due", "--root", root); code != 0 || !strings.Contains(stderr, "nothing is within certificates.renewBefore (720h0m0s) of its end: the next comes due on ") {
+		t.Errorf("renew --due, nothing due: code %d, stderr %q", code, stderr)
+	}
+	if after, _ := os.ReadFile(apiserver); string(after) != string(before) {
+		t.Error("renew --due renewed a certificate a year from its end")
+	}
+	// With a window longer than what is left of every leaf, all renew.
+	due := filepath.Join(t.TempDir(), "due.yaml")
+	if err := os.WriteFile(due, []byte("apiVersion: kubeboot.io/v1alpha1\nkind: ClusterConfiguration\ncertificates: {leafValidity: 17520h, renewBefore: 8761h}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr = runCLI(t, "certs", "renew", "--due", "--root", root, "--config", due); code != 0 ||
+		!strings.Contains(stderr, "restart to load the new certificates: etcd, kube-apiserver, kube-controller-manager, kube-scheduler") {
+		t.Errorf("renew --due, all due: code %d, stderr %q", code, stderr)
+	}
+	if after, _ := os.ReadFile(apiserver); string(after) == string(before) {
+		t.Error("renew --due did not renew the API server's certificate, which had come due")
+	}
+	if code, _, stderr = runCLI(t, "certs", "renew", "--due", "apiserver", "--root", root); code != 2 || !strings.Contains(stderr, "no names with --due") {
+		t.Errorf("renew --due NAME: code %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr = runCLI(t, "certs", "renew", "--due", "--new-keys", "--root", root); code != 2 || !strings.Contains(stderr, "--due and --new-keys") {
+		t.Errorf("renew --due --new-keys: code %d, stderr %q", code, stderr)
 	}
 }
 

@@ -51,7 +51,7 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	if err != nil {
 		return runSpec{}, nil, err
 	}
-	options := workflow.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
+	options := workflow.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored(), ConfigFile: absConfig(o.configPath)}
 	if doc.Worker != nil {
 		r, err := workerRunSpec(doc.Worker, options)
 		return r, onWorker(worker.Bootstrap), err
@@ -63,6 +63,10 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 	if err := config.CheckPatchesDir(cluster, o.configPath, ""); err != nil {
 		return runSpec{}, nil, err
 	}
+	// A control-plane node renews, at each boot, what is due (within
+	// certificates.renewBefore of its end) or wrong, and restarts what
+	// uses it: an unattended node has nobody to run `certs renew`.
+	options.Renew = true
 	if doc.Join != nil {
 		return runSpec{config: cluster, join: &doc.Join.Join, options: options}, onControlPlaneJoin(joinControlPlane), nil
 	}
@@ -74,7 +78,11 @@ func (o *bootstrapOptions) spec() (runSpec, steps, error) {
 // once the cluster CA's key is on the node, after the kubeadm-certs Secret
 // may have expired.
 func joinControlPlane(ctx context.Context, n *controlplane.JoinNode) ([]string, error) {
-	return controlplane.JoinWorkflow.Run(ctx, n, nil)
+	ran, err := controlplane.JoinWorkflow.Run(ctx, n, nil)
+	if err != nil {
+		return ran, err
+	}
+	return ran, controlplane.RestartRenewed(ctx, n.Node)
 }
 
 // initNode inits the cluster. An unattended node's output goes to its
@@ -83,7 +91,10 @@ func joinControlPlane(ctx context.Context, n *controlplane.JoinNode) ([]string, 
 func initNode(ctx context.Context, n *phases.Node) ([]string, error) {
 	ran, err := phases.InitWorkflow.Run(ctx, n, nil)
 	n.JoinCommand = ""
-	return ran, err
+	if err != nil {
+		return ran, err
+	}
+	return ran, controlplane.RestartRenewed(ctx, n)
 }
 
 // run runs the node's workflow until it succeeds, an attempt fails in a

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/controlplane"
+	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/kubeadmcerts"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
@@ -41,6 +42,7 @@ type certsRenewOptions struct {
 	output  outputFormat
 	newKeys bool
 	restart bool
+	due     bool
 }
 
 func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
@@ -75,22 +77,35 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printExpirations(stdout, pki.Expirations(s.Config, have, time.Now()), checkOpts.output.json())
+			list := pki.Expirations(s.Config, have, time.Now())
+			return printExpirations(stdout, list, phases.RenewsAt(s.Config, list), checkOpts.output.json())
 		},
 	}
 	addOutputFlag(check.Flags(), &checkOpts.output)
 
 	renewOpts := &certsRenewOptions{certsOptions: shared}
 	renew := &cobra.Command{
-		Use:   "renew all|NAME...",
+		Use:   "renew all|NAME...|--due",
 		Short: "Re-issue certificates and kubeconfigs with the existing CAs, and say which components must restart",
 		Example: examples(
 			"kubeboot certs renew all --config cluster.yaml",
 			"kubeboot certs renew apiserver etcd/server --config cluster.yaml --restart",
 			"kubeboot certs renew admin.conf --config cluster.yaml --new-keys",
+			"kubeboot certs renew --due --restart --config cluster.yaml",
 		),
-		Args: usageArgs(cobra.MinimumNArgs(1)),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if renewOpts.due {
+				return argsTaking(cobra.NoArgs, "no names with --due: it renews what is within certificates.renewBefore of its end")(cmd, args)
+			}
+			return usageArgs(cobra.MinimumNArgs(1))(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, names []string) error {
+			if renewOpts.due {
+				if renewOpts.newKeys {
+					return &exit.UsageError{Msg: "--due and --new-keys: new keys are for the certificates you name (or all)"}
+				}
+				return d.execute(cmd.Context(), renewOpts.output, stdout, stderr, renewOpts.spec, onNode(controlplane.RenewDue(renewOpts.restart).Execute))
+			}
 			if len(names) == 1 && names[0] == "all" {
 				names = nil
 			}
@@ -107,6 +122,7 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	renew.Flags().BoolVar(&renewOpts.newKeys, "new-keys", false, "generate new private keys too")
+	renew.Flags().BoolVar(&renewOpts.due, "due", false, "renew only what is within certificates.renewBefore of its end (what certificates.scheduledRenewal runs); nothing due changes nothing")
 	renew.Flags().BoolVar(&renewOpts.restart, "restart", false, "then restart the affected static pods one at a time (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), each waited for until a new instance is healthy and serves its certificate file")
 	addOutputFlag(renew.Flags(), &renewOpts.output)
 	cmd.AddCommand(check, renew, newCertsExportCommand(shared, stdout, stderr), newCertificateKeyCommand(stdout))
@@ -125,12 +141,18 @@ type expirationRow struct {
 	File    string `json:"file,omitempty"`
 	Missing bool   `json:"missing,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// RenewsAt is when kubeboot renews it (phases.RenewsAt): at the first
+	// run after it of bootstrap, init --renew, certs renew --due or the
+	// scheduled renewal; zero for what kubeboot does not renew.
+	RenewsAt time.Time `json:"renewsAt,omitzero"`
 }
 
-func printExpirations(w io.Writer, list []pki.Expiration, asJSON bool) error {
+// printExpirations prints list, each with when it renews (renewsAt).
+func printExpirations(w io.Writer, list []pki.Expiration, renewsAt map[string]time.Time, asJSON bool) error {
 	rows := make([]expirationRow, len(list))
 	for i, e := range list {
-		rows[i] = expirationRow{Name: e.Name, NotAfter: e.NotAfter, Residual: residual(e), CA: e.CA, External: e.External, File: e.File, Missing: e.Missing}
+		rows[i] = expirationRow{Name: e.Name, NotAfter: e.NotAfter, Residual: residual(e), CA: e.CA, External: e.External, File: e.File, Missing: e.Missing,
+			RenewsAt: renewsAt[e.Name]}
 		if e.Err != nil {
 			rows[i].Error = e.Err.Error()
 		}
@@ -139,7 +161,7 @@ func printExpirations(w io.Writer, list []pki.Expiration, asJSON bool) error {
 		return json.NewEncoder(w).Encode(rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "CERTIFICATE\tEXPIRES\tRESIDUAL TIME\tCA\tEXTERNALLY MANAGED")
+	_, _ = fmt.Fprintln(tw, "CERTIFICATE\tEXPIRES\tRESIDUAL TIME\tRENEWS\tCA\tEXTERNALLY MANAGED")
 	for _, r := range rows {
 		expires := r.NotAfter.UTC().Format("Jan 02, 2006 15:04 UTC")
 		if r.NotAfter.IsZero() {
@@ -149,7 +171,11 @@ func printExpirations(w io.Writer, list []pki.Expiration, asJSON bool) error {
 		if r.File != "" {
 			name += " (" + r.File + ", rotated by the kubelet)"
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", name, expires, r.Residual, orDash(r.CA), r.External)
+		renews := "-"
+		if !r.RenewsAt.IsZero() {
+			renews = r.RenewsAt.UTC().Format("Jan 02, 2006 15:04 UTC")
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", name, expires, r.Residual, renews, orDash(r.CA), r.External)
 	}
 	return tw.Flush()
 }

@@ -104,6 +104,15 @@ func absRoot(root string) (string, error) {
 	return abs, nil
 }
 
+// absConfig is the configuration file's absolute path, for the units
+// that name it (workflow.Options.ConfigFile); empty for the defaults.
+func absConfig(path string) string {
+	if abs, err := filepath.Abs(path); err == nil && path != "" {
+		return abs
+	}
+	return path
+}
+
 // load loads the configuration file at path, of one of kinds (none: any).
 func (d deps) load(path string, kinds ...string) (config.Document, error) {
 	return config.Load(path, d.configEnv(kinds...))

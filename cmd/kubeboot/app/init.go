@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -49,6 +50,7 @@ func (o *initOptions) spec() (runSpec, error) {
 		Strict:                o.preflight.strict,
 		IgnorePreflightErrors: o.preflight.ignored(),
 		UploadCerts:           o.uploadCerts,
+		ConfigFile:            absConfig(o.configPath),
 	}}, nil
 }
 
@@ -71,7 +73,11 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 				return opts.spec()
 			}
 			return d.execute(cmd.Context(), opts.output, stdout, stderr, load, onInit(func(ctx context.Context, n *phases.Node) ([]string, error) {
-				return phases.InitWorkflow.Run(ctx, n, opts.skipPhases)
+				ran, err := phases.InitWorkflow.Run(ctx, n, opts.skipPhases)
+				if err != nil {
+					return ran, err
+				}
+				return ran, controlplane.RestartRenewed(ctx, n)
 			}))
 		},
 	}
@@ -81,7 +87,7 @@ func newInitCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	addOutputFlag(flags, &opts.output)
 	addRootFlag(flags, &opts.root)
 	opts.preflight.add(flags)
-	flags.BoolVar(&opts.renew, "renew", false, "re-issue certificates and kubeconfigs that exist but are wrong in a way renewal fixes (missing SAN, near expiry)")
+	flags.BoolVar(&opts.renew, "renew", false, "re-issue certificates and kubeconfigs that exist but are wrong in a way renewal fixes (missing SAN, within certificates.renewBefore of their end); a whole init then restarts, one at a time, the running components that use them")
 	flags.BoolVar(&opts.uploadCerts, "upload-certs", false, "store the cluster secrets in the kubeadm-certs Secret for two hours, encrypted with certificateKey or a new key printed once, for join --control-plane --certificate-key")
 	addSkipPhasesFlag(cmd, &opts.skipPhases, phases.InitWorkflow.Names())
 	cmd.AddCommand(phaseCommands("init", phaseEntries(phases.InitWorkflow), initPhaseExample, func(name string, sub *cobra.Command) {

@@ -88,7 +88,7 @@ func workerRunSpec(w *config.WorkerConfiguration, options workflow.Options) (run
 }
 
 func (o *joinOptions) phaseOptions() workflow.Options {
-	return workflow.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored()}
+	return workflow.Options{Strict: o.preflight.strict, IgnorePreflightErrors: o.preflight.ignored(), ConfigFile: absConfig(o.configPath)}
 }
 
 // names are the phases of the join --control-plane selects.
