@@ -6,12 +6,16 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/health"
@@ -73,15 +77,49 @@ func restartComponents(ctx context.Context, s *phases.Node, names []string) erro
 		}
 	}
 	if slices.Contains(names, pki.Kubelet) {
-		s.Report.Warnf("restart the kubelet yourself (e.g. `systemctl restart kubelet`): it is not a static pod")
+		return restartKubelet(ctx, s)
 	}
 	return nil
 }
 
+// restartKubelet restarts kubelet.service, which loads its serving
+// certificate and its kubeconfig only when it starts, and, when kubeboot
+// issues that certificate (security.verifyKubeletServingCerts), waits
+// until the kubelet serves the one on disk. Without systemd it says to.
+func restartKubelet(ctx context.Context, s *phases.Node) error {
+	if _, err := os.Stat(s.Files.HostPath(phases.SystemdRunDir)); err != nil {
+		s.Report.Warnf("restart the kubelet yourself (e.g. `systemctl restart kubelet`): this node does not run systemd")
+		return nil
+	}
+	if out, err := s.System.Systemctl(ctx, "restart", "kubelet"); err != nil {
+		return fmt.Errorf("systemctl restart kubelet: %w: %s (see `journalctl -u kubelet`)", err, strings.TrimSpace(string(out)))
+	}
+	if !config.On(s.Config.Security.VerifyKubeletServingCerts) {
+		s.Report.Infof("restarted kubelet.service")
+		return nil
+	}
+	host, port := phases.KubeletAddress(s.Config.Kubelet.ExtraConfig)
+	if host == "" {
+		host = s.Config.Node.AdvertiseAddress
+	}
+	t := health.Target{Component: pki.Kubelet, Endpoints: []string{"https://" + net.JoinHostPort(host, strconv.Itoa(port))},
+		CAFile: s.Config.CertPath(config.CertCA), ServerCertFile: s.Config.CertPath(config.CertKubeletServer)}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, s.Config.Timeouts.ControlPlane.Duration, true, func(ctx context.Context) (bool, error) {
+		last = checkServedCert(ctx, s, t)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the kubelet, restarted, does not serve %s within timeouts.controlPlane: %w", t.ServerCertFile, errors.Join(err, last))
+	}
+	s.Report.Infof("restarted kubelet.service: it serves %s", t.ServerCertFile)
+	return nil
+}
+
 // RestartRenewed restarts, as restartComponents does, the components that
-// use what the run of s renewed (s.Renewed) and whose manifests it did not
-// write: the kubelet restarts a pod whose manifest changed by itself, and
-// the kubelet's own start files are the kubelet-start phase's. It is what
+// use what the run of s renewed (s.Renewed): the static pods whose
+// manifests it did not write (the kubelet restarts a pod whose manifest
+// changed by itself), then the kubelet for its serving certificate. It is what
 // makes a converging run with Options.Renew (init --renew, and bootstrap
 // at every boot) leave no component on a certificate it replaced.
 func RestartRenewed(ctx context.Context, s *phases.Node) error {
@@ -93,13 +131,21 @@ func RestartRenewed(ctx context.Context, s *phases.Node) error {
 	return restartComponents(ctx, s, names)
 }
 
-// renewedRestarts are the static pods RestartRenewed restarts, in start
-// order.
+// renewedRestarts are what RestartRenewed restarts, in start order: the
+// static pods, then the kubelet when its serving certificate was renewed
+// (kubelet-start restarts it for the files it reads at start, its
+// kubeconfig among them; restarted before the static pods, it would be
+// slow to stop the first of them, minutes in the lab).
 func renewedRestarts(s *phases.Node) []string {
 	written := s.Files.Changes().Written
 	var names []string
 	for _, name := range pki.Restarts(s.Config, s.Renewed) {
-		if name != pki.Kubelet && !slices.Contains(written, s.Config.ManifestPath(name)) {
+		switch {
+		case name == pki.Kubelet:
+			if slices.Contains(s.Renewed, config.CertKubeletServer) {
+				names = append(names, name)
+			}
+		case !slices.Contains(written, s.Config.ManifestPath(name)):
 			names = append(names, name)
 		}
 	}

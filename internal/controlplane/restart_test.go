@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -11,9 +12,12 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/testsupport"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
+	"github.com/kubeboot/kubeboot/pki"
 )
 
 // schedulerTarget is how the stand-in scheduler on addr is checked.
@@ -73,7 +77,8 @@ func TestRestartOne(t *testing.T) {
 // TestRenewedRestarts: a converging run with Options.Renew that renews
 // every leaf (all within renewBefore) restarts each component that uses
 // one, in start order, but not one whose manifest the run rewrote, which
-// the kubelet restarts itself, nor the kubelet.
+// the kubelet restarts itself, and last the kubelet, for its serving
+// certificate.
 func TestRenewedRestarts(t *testing.T) {
 	// again converges a node initialised anew, as edit says.
 	again := func(edit func(*config.ClusterConfiguration)) *phases.Node {
@@ -94,17 +99,60 @@ func TestRenewedRestarts(t *testing.T) {
 	if !slices.Contains(s.Renewed, config.CertAPIServer) || !slices.Contains(s.Renewed, config.KubeconfigScheduler) {
 		t.Fatalf("renewed %v, want every leaf", s.Renewed)
 	}
-	if got, want := renewedRestarts(s), config.ComponentNames; !slices.Equal(got, want) {
+	if got, want := renewedRestarts(s), append(slices.Clone(config.ComponentNames), pki.Kubelet); !slices.Equal(got, want) {
 		t.Errorf("restarts %v, want %v", got, want)
 	}
 
 	s = again(func(c *config.ClusterConfiguration) { c.Scheduler.ExtraArgs = []config.Arg{{Name: "v", Value: "3"}} })
-	if got, want := renewedRestarts(s), []string{config.NameEtcd, config.NameAPIServer, config.NameControllerManager}; !slices.Equal(got, want) {
+	if got, want := renewedRestarts(s), []string{config.NameEtcd, config.NameAPIServer, config.NameControllerManager, pki.Kubelet}; !slices.Equal(got, want) {
 		t.Errorf("with the scheduler's manifest rewritten: restarts %v, want %v", got, want)
 	}
 
 	s = again(func(c *config.ClusterConfiguration) { c.Certificates.RenewBefore.Duration = config.DefaultRenewBefore })
 	if len(s.Renewed) != 0 || len(renewedRestarts(s)) != 0 {
 		t.Errorf("nothing due: renewed %v, restarts %v", s.Renewed, renewedRestarts(s))
+	}
+}
+
+// TestRestartKubelet: the kubelet, whose kubeconfig or serving
+// certificate a renewal replaced, is restarted through systemd; without
+// systemd the operator is told to; with kubeboot's serving certificate it
+// must then serve the one on disk.
+func TestRestartKubelet(t *testing.T) {
+	s := initialisedWith(t, func(c *config.ClusterConfiguration) {
+		off := false
+		c.Security.VerifyKubeletServingCerts = &off
+	})
+	s.Options.Offline = false
+	state := "active"
+	sys, calls := phasestest.FakeSystemd(&state)
+	s.System = sys
+	var out bytes.Buffer
+	s.Report = output.NewReporter(&out, false)
+	if err := restartComponents(context.Background(), s, []string{pki.Kubelet}); err != nil {
+		t.Fatal(err)
+	}
+	if len(*calls) > 0 || !strings.Contains(out.String(), "restart the kubelet yourself") {
+		t.Errorf("without systemd: ran %v\n%s", *calls, out.String())
+	}
+
+	if err := os.MkdirAll(s.Files.HostPath(phases.SystemdRunDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := restartComponents(context.Background(), s, []string{pki.Kubelet}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(*calls, []string{"restart kubelet"}) || !strings.Contains(out.String(), "restarted kubelet.service") {
+		t.Errorf("with systemd: ran %v\n%s", *calls, out.String())
+	}
+
+	// With its serving certificate kubeboot's, a kubelet that serves none
+	// fails the restart, within timeouts.controlPlane.
+	s.Config.Security.VerifyKubeletServingCerts = nil
+	s.Config.Timeouts.ControlPlane.Duration = 2 * time.Second
+	s.Config.Kubelet.ExtraConfig = map[string]any{"address": "127.0.0.1", "port": float64(testsupport.FreePort(t))}
+	err := restartComponents(context.Background(), s, []string{pki.Kubelet})
+	if err == nil || !strings.Contains(err.Error(), "does not serve "+s.Config.CertPath(config.CertKubeletServer)) {
+		t.Errorf("a kubelet serving nothing: %v", err)
 	}
 }

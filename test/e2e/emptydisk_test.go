@@ -122,8 +122,8 @@ nodes:
 		"sh", "-c", `kubectl --kubeconfig /etc/kubernetes/admin.conf get node x1 -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} ' && `+
 			`kubectl --kubeconfig /etc/kubernetes/admin.conf get csr -o jsonpath='{range .items[?(@.spec.username=="system:bootstrap:`+x1ID+`")]}{.status.conditions[0].reason} {end}'`)
 
-	checkBootRenewal(t, cp1)
-	checkScheduledRenewal(t, cp1)
+	checkBootRenewal(t, cp1, c.Address(0).String())
+	checkScheduledRenewal(t, cp1, c.Address(0).String())
 }
 
 // editNodeFile sets fields of the certificates section of m's node file
@@ -172,7 +172,7 @@ func rerunBootstrap(t *testing.T, m machine.Machine, what string) string {
 // the timer's run renews them and restarts the control plane, each
 // component checked to serve its new certificate; without the setting,
 // the next bootstrap takes the timer away.
-func checkScheduledRenewal(t *testing.T, cp1 machine.Machine) {
+func checkScheduledRenewal(t *testing.T, cp1 machine.Machine, address string) {
 	t.Helper()
 	editNodeFile(t, cp1, map[string]any{"scheduledRenewal": map[string]any{"interval": "1m"}})
 	rerunBootstrap(t, cp1, "installing the renewal timer")
@@ -186,16 +186,18 @@ func checkScheduledRenewal(t *testing.T, cp1 machine.Machine) {
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		out, err := cp1.Output(ctx, "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-certs-renew")
-		return err == nil && strings.Contains(string(out), "kube-scheduler restarted: a new instance is healthy"), nil
+		return err == nil && strings.Contains(string(out), "restarted kubelet.service: it serves"), nil
 	})
 	journal := inMachine(t, cp1, "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-certs-renew")
 	if err != nil {
 		t.Fatalf("the renewal timer renewed nothing in 4m:\n%s", testsupport.LastLines(journal, 30))
 	}
 	t.Logf("TIMING: certificates come due until the timer's run restarted the control plane: %s", time.Since(start).Round(time.Millisecond))
-	if string(readFile(t, apiserverCert)) == string(before) || !strings.Contains(journal, "kube-apiserver restarted: a new instance is healthy") {
-		t.Errorf("the timer's run did not renew the API server's certificate:\n%s", testsupport.LastLines(journal, 30))
+	if string(readFile(t, apiserverCert)) == string(before) || !strings.Contains(journal, "kube-apiserver restarted: a new instance is healthy") ||
+		!strings.Contains(journal, "restarted kubelet.service: it serves /etc/kubernetes/pki/kubelet-server.crt") {
+		t.Errorf("the timer's run did not renew and reload the API server's and the kubelet's certificates:\n%s", testsupport.LastLines(journal, 30))
 	}
+	checkKubeletServes(t, cp1, address)
 	waitMachine(t, cp1, "cp1, w1 and x1 Ready after the timer's restarts", func(out string) bool { return out == "cp1=True w1=True x1=True" },
 		"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
 
@@ -208,11 +210,20 @@ func checkScheduledRenewal(t *testing.T, cp1 machine.Machine) {
 	}
 }
 
+// checkKubeletServes: m's kubelet, on address, serves the serving
+// certificate on its disk (kubeboot's, renewed in place).
+func checkKubeletServes(t *testing.T, m machine.Machine, address string) {
+	t.Helper()
+	file := inMachine(t, m, "openssl", "x509", "-noout", "-fingerprint", "-sha256", "-in", "/etc/kubernetes/pki/kubelet-server.crt")
+	waitMachine(t, m, "the kubelet to serve "+file, func(out string) bool { return out == file },
+		"sh", "-c", "openssl s_client -connect "+address+":10250 </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256")
+}
+
 // checkBootRenewal: a control-plane node whose certificates are due
 // renews them when its bootstrap unit runs, as at each boot, and restarts
 // each component that uses one (each then serving the new certificate, or
 // the run fails); the cluster goes on.
-func checkBootRenewal(t *testing.T, cp1 machine.Machine) {
+func checkBootRenewal(t *testing.T, cp1 machine.Machine, address string) {
 	t.Helper()
 	// Every leaf, made valid for 8760h, is within a renewBefore of
 	// 8760h30m of its end; the renewed ones, valid for 8761h, are not.
@@ -220,7 +231,7 @@ func checkBootRenewal(t *testing.T, cp1 machine.Machine) {
 	apiserverCert := filepath.Join(cp1.Root(), "etc/kubernetes/pki/apiserver.crt")
 	before := readFile(t, apiserverCert)
 	journal := rerunBootstrap(t, cp1, "renewing every leaf and restarting the control plane")
-	for _, want := range []string{"renewed ", "restarting what uses the renewed ", "kube-apiserver restarted: a new instance is healthy"} {
+	for _, want := range []string{"renewed ", "restarting what uses the renewed ", "kube-apiserver restarted: a new instance is healthy", "restarted kubelet.service: it serves"} {
 		if !strings.Contains(journal, want) {
 			t.Errorf("cp1's bootstrap journal lacks %q:\n%s", want, testsupport.LastLines(journal, 30))
 		}
@@ -228,6 +239,7 @@ func checkBootRenewal(t *testing.T, cp1 machine.Machine) {
 	if string(readFile(t, apiserverCert)) == string(before) {
 		t.Error("the API server's certificate was not renewed")
 	}
+	checkKubeletServes(t, cp1, address)
 	waitMachine(t, cp1, "cp1, w1 and x1 Ready after the restarts", func(out string) bool { return out == "cp1=True w1=True x1=True" },
 		"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
 }
