@@ -23,10 +23,6 @@ const (
 	renewalTimerUnit = "kubeboot-certs-renew.timer"
 )
 
-// unitsMark starts every unit file kubeboot writes: reset and a run
-// without the setting remove only such a file.
-const unitsMark = "# Written by kubeboot"
-
 // CertsRenewal has the node's systemd renew what comes due on the
 // schedule certificates.scheduledRenewal sets: it writes RenewalService
 // and RenewalTimer, reloads systemd when they changed and enables and
@@ -102,7 +98,7 @@ After=kubelet.service
 [Service]
 Type=oneshot
 ExecStart=%s
-`, unitsMark, strings.Join(words, " "))
+`, unitMark, strings.Join(words, " "))
 	timer = fmt.Appendf(nil, `%s init: starts kubeboot-certs-renew.service every certificates.scheduledRenewal.interval.
 [Unit]
 Description=kubeboot: renew the node's certificates that come due, every %s
@@ -113,7 +109,7 @@ OnUnitInactiveSec=%d
 
 [Install]
 WantedBy=timers.target
-`, unitsMark, interval, int(interval.Seconds()), int(interval.Seconds()))
+`, unitMark, interval, int(interval.Seconds()), int(interval.Seconds()))
 	return service, timer
 }
 
@@ -131,7 +127,7 @@ func RemoveRenewalTimer(ctx context.Context, s *workflow.Run) ([]string, error) 
 		if err != nil {
 			return removed, fmt.Errorf("read %q: %w", path, err)
 		}
-		if !strings.HasPrefix(string(data), unitsMark) {
+		if !strings.HasPrefix(string(data), unitMark) {
 			s.Report.Warnf("left %s: kubeboot did not write it", path)
 			continue
 		}

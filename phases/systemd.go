@@ -22,6 +22,11 @@ import (
 // packages ship, so its ExecStart is the one that counts.
 const SystemdDropIn = "/etc/systemd/system/kubelet.service.d/20-kubeboot.conf"
 
+// unitMark starts every systemd unit file and drop-in kubeboot writes (a
+// KubeletUnit's Comment begins with it, less the "# "):
+// reset, and a run that no longer wants one, remove only such a file.
+const unitMark = "# Written by kubeboot"
+
 // SystemdRunDir exists when systemd is the init system (sd_booted(3)).
 const SystemdRunDir = "/run/systemd/system"
 
@@ -186,7 +191,7 @@ func StopKubelet(ctx context.Context, s *workflow.Run, host string, port int) (s
 	if err != nil {
 		return "", fmt.Errorf("read %q: %w", SystemdDropIn, err)
 	}
-	if !strings.HasPrefix(string(data), "# Written by kubeboot") {
+	if !strings.HasPrefix(string(data), unitMark) {
 		s.Report.Warnf("left %s: kubeboot did not write it", SystemdDropIn)
 		return "", nil
 	}

@@ -25,6 +25,9 @@ func initialised(t *testing.T) *phases.Node {
 	return initialisedWith(t, func(*config.ClusterConfiguration) {})
 }
 
+// renderNode is init's phases that write a node's files, offline.
+var renderNode = workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
+
 // initialisedWith is initialised with edit applied to the configuration
 // first.
 func initialisedWith(t *testing.T, edit func(*config.ClusterConfiguration)) *phases.Node {
@@ -32,8 +35,7 @@ func initialisedWith(t *testing.T, edit func(*config.ClusterConfiguration)) *pha
 	s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
 	edit(s.Config)
 	s.Options.Offline = true
-	r := workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
-	if _, err := r.Run(context.Background(), s, nil); err != nil {
+	if _, err := renderNode.Run(context.Background(), s, nil); err != nil {
 		t.Fatal(err)
 	}
 	return s

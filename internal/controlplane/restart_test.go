@@ -14,7 +14,6 @@ import (
 	"github.com/kubeboot/kubeboot/internal/health"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
-	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/pki"
@@ -88,8 +87,7 @@ func TestRenewedRestarts(t *testing.T) {
 		s.Config.Certificates.LeafValidity.Duration = 2 * 365 * 24 * time.Hour
 		s.Config.Certificates.RenewBefore.Duration = 366 * 24 * time.Hour
 		edit(s.Config)
-		r := workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Certs, phases.Kubeconfig, phases.KubeletConfig, phases.APIServerConfig, phases.Etcd, phases.ControlPlane, phases.Validate, phases.WriteManifests}}
-		if _, err := r.Run(context.Background(), s, nil); err != nil {
+		if _, err := renderNode.Run(context.Background(), s, nil); err != nil {
 			t.Fatal(err)
 		}
 		return s

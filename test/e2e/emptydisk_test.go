@@ -80,8 +80,7 @@ nodes:
 	waitBootstrapped(t, cp1)
 	waitBootstrapped(t, w1)
 	t.Logf("TIMING: two empty-disk machines booted, fetched their files and came up: %s", time.Since(start).Round(time.Millisecond))
-	waitMachine(t, cp1, "cp1 and w1 Ready", func(out string) bool { return out == "cp1=True w1=True" },
-		"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+	waitReady(t, cp1, "cp1=True w1=True")
 	for _, m := range []machine.Machine{cp1, w1} {
 		journal := inMachine(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-bootstrap")
 		if !strings.Contains(journal, "wrote "+bootstrap.ConfigPath) || !strings.Contains(journal, "signed by the fleet's CA "+pin) {
@@ -198,8 +197,7 @@ func checkScheduledRenewal(t *testing.T, cp1 machine.Machine, address string) {
 		t.Errorf("the timer's run did not renew and reload the API server's and the kubelet's certificates:\n%s", testsupport.LastLines(journal, 30))
 	}
 	checkKubeletServes(t, cp1, address)
-	waitMachine(t, cp1, "cp1, w1 and x1 Ready after the timer's restarts", func(out string) bool { return out == "cp1=True w1=True x1=True" },
-		"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+	waitReady(t, cp1, "cp1=True w1=True x1=True")
 
 	editNodeFile(t, cp1, map[string]any{"scheduledRenewal": nil})
 	rerunBootstrap(t, cp1, "without a scheduled renewal")
@@ -240,7 +238,14 @@ func checkBootRenewal(t *testing.T, cp1 machine.Machine, address string) {
 		t.Error("the API server's certificate was not renewed")
 	}
 	checkKubeletServes(t, cp1, address)
-	waitMachine(t, cp1, "cp1, w1 and x1 Ready after the restarts", func(out string) bool { return out == "cp1=True w1=True x1=True" },
+	waitReady(t, cp1, "cp1=True w1=True x1=True")
+}
+
+// waitReady waits until the Nodes' Ready conditions, as cp1's kubectl
+// lists them ("<name>=<status>" each), are want.
+func waitReady(t *testing.T, cp1 machine.Machine, want string) {
+	t.Helper()
+	waitMachine(t, cp1, want, func(out string) bool { return out == want },
 		"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
 }
 
