@@ -60,6 +60,13 @@ func (c *ClusterConfiguration) EtcdBeforeRestoreDir() string {
 	return c.Etcd.Local.DataDir + ".before-restore"
 }
 
+// EtcdLeftDir is where a control-plane node's join keeps the data of its
+// etcd member once the cluster no longer has the member (a restore made a
+// new cluster, or the member was removed), until it has joined again.
+func (c *ClusterConfiguration) EtcdLeftDir() string {
+	return c.Etcd.Local.DataDir + ".left"
+}
+
 // CertPath returns the node path of the certificate <name>.crt.
 func (c *ClusterConfiguration) CertPath(name string) string {
 	return filepath.Join(c.Certificates.Dir, name+".crt")

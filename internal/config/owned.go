@@ -139,6 +139,8 @@ func ownedPaths(c *ClusterConfiguration) []ownedPath {
 			"etcd restore removes it with everything in it before it writes the new data dir there")
 		t.beside(fieldEtcdDataDir, c.EtcdBeforeRestoreDir(), "the directory etcd restore keeps the old data dir in",
 			"etcd restore moves the old data dir there, then removes it with everything in it")
+		t.beside(fieldEtcdDataDir, c.EtcdLeftDir(), "the directory a rejoin keeps the data of a member its cluster left in",
+			"a control-plane join moves a left member's data dir there, then removes it with everything in it")
 		t.dir(fieldEtcdSnapshotsDir, c.Etcd.Local.SnapshotsDir, DefaultEtcdSnapshotsDir, "the etcd snapshot directory",
 			"it holds etcd snapshots, each with every Secret of the cluster")
 	}

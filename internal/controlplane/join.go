@@ -146,7 +146,9 @@ var CertsImport = workflow.Phase[*JoinNode]{Name: "certs-import", Short: "Write 
 // EtcdJoin adds this node's etcd member to the cluster as a learner,
 // starts it, waits until it is healthy and promotes it to a voter. A
 // member that does not come up or catch up in time is removed again, so the
-// cluster is left as it was.
+// cluster is left as it was. A node whose member the cluster no longer has
+// (a restore on another node made a new cluster) joins as a new member,
+// its old data moved aside (see leaveOldData).
 var EtcdJoin = workflow.Phase[*JoinNode]{Name: "etcd-join", Short: "Add this node's etcd member as a learner, start it and promote it", LiveOnly: true, Run: runEtcdJoin}
 
 func runEtcdJoin(ctx context.Context, s *JoinNode) error {
@@ -163,6 +165,13 @@ func runEtcdJoin(ctx context.Context, s *JoinNode) error {
 		return err
 	}
 	defer func() { _ = cli.Close() }()
+	cur, err := currentCluster(ctx, s, cli, endpoints)
+	if err != nil {
+		return err
+	}
+	if err := leaveOldData(ctx, s, cli, cur); err != nil {
+		return err
+	}
 	id, all, err := etcd.AddLearner(ctx, cli, c.Node.Name, etcd.PeerURL(c))
 	if err != nil {
 		return err
@@ -203,7 +212,7 @@ func runEtcdJoin(ctx context.Context, s *JoinNode) error {
 		}
 		s.Report.Infof("promoted etcd member %s to a voting member", c.Node.Name)
 	}
-	return nil
+	return removeLeftData(s.Node)
 }
 
 // waitLocalEtcd waits until this node's etcd member answers and knows

@@ -132,6 +132,14 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 		if err := rm(c.Etcd.Local.DataDir, true); err != nil {
 			return res, err
 		}
+		// The data of a member a rejoin left, which an interrupted join
+		// may have kept: it holds the cluster's Secrets too.
+		if err := checkOnlyEtcdData(s, c.EtcdLeftDir()); err != nil {
+			return res, err
+		}
+		if err := rm(c.EtcdLeftDir(), true); err != nil {
+			return res, err
+		}
 		if list, err := etcd.ListSnapshots(ctx, s.Files.HostPath(c.Etcd.Local.SnapshotsDir)); err == nil && len(list) > 0 {
 			res.Left = append(res.Left, fmt.Sprintf("the etcd snapshots in %s (%d): kept, they are the cluster's backups (`kubeboot etcd restore --snapshot` brings one back; remove them yourself)", c.Etcd.Local.SnapshotsDir, len(list)))
 		}

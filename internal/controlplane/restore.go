@@ -330,7 +330,7 @@ func startRestored(ctx context.Context, s *phases.Node, snapshot string) error {
 	if err := s.Files.Remove(phases.RestoreJournalPath(c)); err != nil {
 		return err
 	}
-	s.Report.Infof("the control plane runs on the restored data: etcd is a new one-member cluster; other control-plane nodes rejoin with `kubeboot reset --force` and `kubeboot join --control-plane`, and workers keep running")
+	s.Report.Infof("the control plane runs on the restored data: etcd is a new one-member cluster; other control-plane nodes rejoin by themselves at their next bootstrap (their boot) or `kubeboot join --control-plane`, and workers keep running")
 	return nil
 }
 

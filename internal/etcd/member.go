@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,14 @@ func AddLearner(ctx context.Context, cli *clientv3.Client, name, peerURL string)
 			}
 			id, members = m.ID, list.Members
 			return nil
+		}
+		// etcd takes one learner at a time, and refuses a second only
+		// once the add has gone through raft, where every refused
+		// attempt would compete with the other learner's promotion.
+		if i := slices.IndexFunc(list.Members, func(m *pb.Member) bool { return m.IsLearner }); i >= 0 {
+			other := list.Members[i]
+			return fmt.Errorf("%w: %s at %s; once it is a voter this one joins (a learner left by a failed join stays: remove it with `kubeboot etcd members remove %x`)",
+				errLearnerJoining, cmp.Or(other.Name, "one not started yet"), strings.Join(other.PeerURLs, ","), other.ID)
 		}
 		resp, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
 		if err != nil {
@@ -165,11 +174,16 @@ func WaitMember(ctx context.Context, cli *clientv3.Client, endpoint string, time
 	return &exit.TimeoutError{Msg: fmt.Sprintf("wait for local etcd member %s: not up after %s: %v (see `crictl logs` of etcd)", endpoint, timeout, last)}
 }
 
+// errLearnerJoining is AddLearner's refusal while another member is a
+// learner, which retryReconfig waits out.
+var errLearnerJoining = errors.New("another etcd member is joining as a learner")
+
 // retryReconfig runs a membership change, retrying while etcd refuses it
 // as unsafe for now: "unhealthy cluster" until every member has been
-// connected for a few seconds, as right after a join, or no leader during
-// an election. Other errors, and the last one after reconfigTimeout, are
-// returned.
+// connected for a few seconds, as right after a join, no leader during
+// an election, or another node's member joining as a learner (two nodes
+// that boot at once). Other errors, and the last one after
+// reconfigTimeout, are returned.
 func retryReconfig(ctx context.Context, op func(context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, retryInterval, reconfigTimeout, true, func(ctx context.Context) (bool, error) {
@@ -179,7 +193,7 @@ func retryReconfig(ctx context.Context, op func(context.Context) error) error {
 		switch {
 		case last == nil:
 			return true, nil
-		case !isEtcdError(last, rpctypes.ErrUnhealthy) && !isUnavailable(last):
+		case !isEtcdError(last, rpctypes.ErrUnhealthy) && !isEtcdError(last, rpctypes.ErrTooManyLearners) && !errors.Is(last, errLearnerJoining) && !isUnavailable(last):
 			return false, last
 		}
 		return false, nil

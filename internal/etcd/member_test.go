@@ -294,3 +294,34 @@ func (l *lines) Infof(format string, args ...any) { fmt.Fprintf(&l.Builder, form
 func (l *lines) Warnf(format string, args ...any) {
 	fmt.Fprintf(&l.Builder, "WARNING: "+format+"\n", args...)
 }
+
+// TestAddLearnerWaitsForAnotherLearner: etcd takes one learner at a time;
+// a second node's add waits while the first learner is there, rather than
+// failing, and goes through once it is gone.
+func TestAddLearnerWaitsForAnotherLearner(t *testing.T) {
+	m1, m2, m3 := newEtcdNode(t, "m1"), newEtcdNode(t, "m2"), newEtcdNode(t, "m3")
+	m1.start(t)
+	first, _, err := AddLearner(t.Context(), m1.cli(t), m2.name, m2.peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := make(chan error, 1)
+	go func() {
+		_, _, err := AddLearner(t.Context(), m1.cli(t), m3.name, m3.peer)
+		added <- err
+	}()
+	select {
+	case err := <-added:
+		t.Fatalf("a second learner's add returned while the first was there: %v", err)
+	case <-time.After(2 * retryInterval):
+	}
+	if err := RemoveMember(t.Context(), m1.cli(t), first); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-added; err != nil {
+		t.Fatalf("the second learner's add once the first was gone: %v", err)
+	}
+	if _, learners := members(t, m1.cli(t)); len(learners) != 1 || learners[0] != m3.peer {
+		t.Errorf("learners %v, want m3's %s alone", learners, m3.peer)
+	}
+}

@@ -14,10 +14,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	bundlepkg "github.com/kubeboot/kubeboot/internal/bundle"
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
@@ -365,8 +367,8 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
-	t.Run("quorum lost: node 1 restores the latest scheduled snapshot from S3, the others rejoin", func(t *testing.T) {
-		testRestoreFromS3(t, nodes, endpoint, bundle, bucket, haCheckMade)
+	t.Run("quorum lost: node 1 restores the latest scheduled snapshot from S3, the others rejoin by themselves", func(t *testing.T) {
+		testRestoreFromS3(t, nodes, endpoint, bucket, haCheckMade)
 	})
 
 	t.Run("reset on node 3 removes its etcd member; the cluster serves writes", func(t *testing.T) {
@@ -446,12 +448,12 @@ func scheduledCopies(t *testing.T, n *node) []remoteCopy {
 
 // testRestoreFromS3 is the disaster: the control planes of two of the
 // three nodes stop, so that etcd has no quorum; node 1 restores the newest copy
-// another node's snapshot schedule put in S3, and the other two rejoin
-// (reset --force, then join --control-plane). The
+// another node's snapshot schedule put in S3; the other two come back
+// and rejoin by themselves, through their bootstrap units. The
 // objects are as at the snapshot (ha-check, made at haCheckMade, is there,
 // though deleted before the disaster), etcd has three healthy voters again
 // and every API server answers.
-func testRestoreFromS3(t *testing.T, nodes []*node, endpoint, bundle string, bucket config.S3Storage, haCheckMade time.Time) {
+func testRestoreFromS3(t *testing.T, nodes []*node, endpoint string, bucket config.S3Storage, haCheckMade time.Time) {
 	first := nodes[0]
 	for _, n := range nodes {
 		eventually(t, "the snapshot pod of "+n.name+" Ready", func() error {
@@ -523,22 +525,58 @@ func testRestoreFromS3(t *testing.T, nodes []*node, endpoint, bundle string, buc
 		t.Errorf("dr-gone, made after the snapshot, after the restore: %v", err)
 	}
 
+	// Nodes 2 and 3 come back: their kubelets start the control planes
+	// they had, on the data of the cluster the restore replaced, of which
+	// the two members are a quorum; and each node's bootstrap unit runs,
+	// as at a boot, at the same time. Nobody resets them: each finds the
+	// restored cluster, leaves its old data and joins it again.
 	var endpoints []string
 	for i, n := range nodes {
 		endpoints = append(endpoints, etcdURL(n.addr))
 		if i == 0 {
 			continue
 		}
+		for _, name := range config.StaticPodNames {
+			if err := os.Rename(filepath.Join(n.root, name+".yaml.parked"), n.manifestPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+		}
 		n.haConfig(t, endpoint, endpoints[:i], bucket, nil)
-		start := time.Now()
-		if r := n.kubeboot(t, "reset", "--force", "--config", n.config); r.code != 0 {
-			t.Fatalf("reset --force of %s before its rejoin: exit %d:\n%s", n.name, r.code, r.stderr)
+		writeFile(t, filepath.Join(n.m.Root(), bootstrap.ConfigPath), string(readFile(t, n.config)))
+	}
+	eventually(t, "the old cluster's members on nodes 2 and 3 answer", func() error {
+		if r := first.etcdctl(t, endpoints[1:], "endpoint", "status"); r.code != 0 {
+			return errors.New(r.stderr)
 		}
-		r := n.join(t, "--certs-bundle", n.give(t, bundle), "--key-file", filepath.Join(n.root, "bundle.key"))
-		if r.code != 0 {
-			t.Fatalf("rejoin of %s: exit %d:\n%s\n%s", n.name, r.code, r.stderr, testsupport.LastLines(r.stdout, 30))
+		return nil
+	})
+	start = time.Now()
+	journals := make([]string, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes[1:] {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+			defer cancel()
+			since := time.Now().Add(-time.Second).Unix()
+			out, err := n.m.Output(ctx, "systemctl", "restart", "kubeboot-bootstrap")
+			journal, _ := n.m.Output(context.Background(), "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-bootstrap", "--since", fmt.Sprintf("@%d", since))
+			journals[i+1] = string(journal)
+			if err != nil {
+				journals[i+1] = fmt.Sprintf("%s\nthe unit failed: %v: %s", journal, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("TIMING: nodes 2 and 3 rejoin by their bootstrap units, at once: %s", time.Since(start).Round(time.Millisecond))
+	for i, n := range nodes[1:] {
+		journal := journals[i+1]
+		if strings.Contains(journal, "the unit failed") || !strings.Contains(journal, "the member joins again as a new one") ||
+			!strings.Contains(journal, "removed "+n.path("etcd")+".left") {
+			t.Errorf("the bootstrap of %s did not leave its old data and rejoin:\n%s", n.name, testsupport.LastLines(journal, 40))
 		}
-		t.Logf("TIMING: rejoin of %s (reset, join): %s", n.name, time.Since(start).Round(time.Millisecond))
+		if _, err := os.Stat(n.path("etcd") + ".left"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s's old etcd data is still there: %v", n.name, err)
+		}
 	}
 	if voters, learners := first.etcdMembers(t, endpoints); len(voters) != 3 || len(learners) != 0 {
 		t.Errorf("after the rejoins: voters %v, learners %v", voters, learners)

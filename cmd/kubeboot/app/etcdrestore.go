@@ -54,8 +54,10 @@ func newEtcdRestoreCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 			"leaves the old data dir or the complete new one: run the same command again to finish it.\n\n" +
 			"A snapshot given as s3://<bucket>/<key> is first downloaded from etcd.local.scheduledSnapshots.s3 into the snapshot\n" +
 			"dir (a copy already there that verifies is used as it is).\n\n" +
-			"It refuses while other etcd members answer (--force restores anyway): stop their control planes first. Afterwards they rejoin with `kubeboot reset --force` and\n" +
-			"`kubeboot join --control-plane`; workers keep running and need nothing: the CAs and tokens are the same.",
+			"It refuses while other etcd members answer (--force restores anyway): stop their control planes first. Afterwards they\n" +
+			"rejoin by themselves: their next bootstrap (the bootstrap unit, at boot) or `kubeboot join --control-plane` finds the\n" +
+			"restored cluster, moves the old member's data aside and joins it as a new member. Workers keep running and need\n" +
+			"nothing: the CAs and tokens are the same.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.snapshot != "" && !snapshot.IsS3URL(opts.snapshot) {
