@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -16,7 +18,9 @@ import (
 // kubeadm's upload-config does: kube-system/kubeadm-config (a kubeadm
 // ClusterConfiguration equivalent to kubeboot's) and kube-system/kubelet-config
 // (the cluster-wide KubeletConfiguration), each readable by bootstrap
-// tokens and nodes. A re-run applies the same objects, which the API
+// tokens and nodes; and kube-system/kubeboot-config, kubeboot's own
+// configuration without its secrets, for the commands an administrator
+// runs from any machine. A re-run applies the same objects, which the API
 // server leaves as they are.
 var UploadConfig = workflow.Phase[*Node]{
 	Name:     "upload-config",
@@ -34,11 +38,30 @@ func runUploadConfig(ctx context.Context, s *Node) error {
 	if err != nil {
 		return err
 	}
+	shared, err := s.Config.Shared()
+	if err != nil {
+		return err
+	}
 	client, err := APIClient(s)
 	if err != nil {
 		return err
 	}
-	return applyObjects(ctx, s, client, templates.UploadConfigObjects(s.Config.KubernetesVersion, kubeadm, kubelet))
+	return applyObjects(ctx, s, client, templates.UploadConfigObjects(s.Config.KubernetesVersion, kubeadm, kubelet, shared))
+}
+
+// SharedConfig reads the configuration the cluster keeps in
+// kube-system/kubeboot-config (see config.ClusterConfiguration.Shared),
+// defaulted for this machine (host).
+func SharedConfig(ctx context.Context, client kubernetes.Interface, host config.Host) (*config.ClusterConfiguration, error) {
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, templates.KubebootConfigName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("read %s: the cluster has none: it was made by a kubeboot older than this one, or by kubeadm; "+
+			"run this command on a control-plane node with its --config instead, or run `kubeboot upgrade apply` there once, which stores it", config.SharedSource)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", config.SharedSource, err)
+	}
+	return config.ParseShared([]byte(cm.Data[templates.KubebootConfigKey]), host)
 }
 
 // ClusterVersion is the kubernetesVersion of kube-system/kubeadm-config,

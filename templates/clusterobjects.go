@@ -22,10 +22,15 @@ import (
 
 // The ConfigMaps and their keys.
 const (
-	KubeadmConfigName    = "kubeadm-config"
-	KubeadmConfigKey     = "ClusterConfiguration"
-	KubeletConfigName    = "kubelet-config"
-	KubeletConfigKey     = "kubelet"
+	KubeadmConfigName = "kubeadm-config"
+	KubeadmConfigKey  = "ClusterConfiguration"
+	KubeletConfigName = "kubelet-config"
+	KubeletConfigKey  = "kubelet"
+	// KubebootConfigName is kubeboot's own: its shared configuration
+	// (config.ClusterConfiguration.Shared), which only administrators
+	// read.
+	KubebootConfigName   = "kubeboot-config"
+	KubebootConfigKey    = "ClusterConfiguration"
 	ClusterInfoName      = "cluster-info"
 	ClusterInfoKey       = "kubeconfig"
 	ClusterInfoNamespace = metav1.NamespacePublic
@@ -89,15 +94,18 @@ const KubernetesVersionAnnotation = "kubeboot.io/kubernetes-version"
 // kubeadm-config holding clusterConfig (see KubeadmClusterConfiguration),
 // kubelet-config holding kubeletConfig, the KubeletConfiguration of
 // release version, and the roles that let joining nodes (their bootstrap
-// tokens) and joined nodes read each of the two.
-func UploadConfigObjects(version string, clusterConfig, kubeletConfig []byte) Objects {
+// tokens) and joined nodes read each of the two; and kubeboot-config
+// holding shared, kubeboot's own configuration without its secrets, which
+// no role opens to anyone but administrators.
+func UploadConfigObjects(version string, clusterConfig, kubeletConfig, shared []byte) Objects {
 	readers := []rbacv1.Subject{group(bootstraptoken.NodeGroup), group(csrapprover.BoundGroup), group(NodesGroup)}
-	kubelet := configMap(metav1.NamespaceSystem, KubeletConfigName, KubeletConfigKey, kubeletConfig)
+	kubelet := systemConfigMap(KubeletConfigName, KubeletConfigKey, kubeletConfig)
 	kubelet.Annotations = map[string]string{KubernetesVersionAnnotation: version}
 	return Objects{
 		ConfigMaps: []*corev1.ConfigMap{
-			configMap(metav1.NamespaceSystem, KubeadmConfigName, KubeadmConfigKey, clusterConfig),
+			systemConfigMap(KubeadmConfigName, KubeadmConfigKey, clusterConfig),
 			kubelet,
+			systemConfigMap(KubebootConfigName, KubebootConfigKey, shared),
 		},
 		Roles: []*rbacv1.Role{
 			getConfigMapRole(metav1.NamespaceSystem, RoleNodesKubeadmConfig, KubeadmConfigName),
@@ -147,10 +155,10 @@ func ClusterInfoObjects(kubeconfig []byte, signatures map[string]string) Objects
 	}
 }
 
-// configMap holds one key. An apply of it owns that key only: other keys
-// stay with whoever wrote them.
-func configMap(namespace, name, key string, value []byte) *corev1.ConfigMap {
-	return configMapData(namespace, name, map[string]string{key: string(value)})
+// systemConfigMap is a ConfigMap of kube-system that holds one key. An
+// apply of it owns that key only: other keys stay with whoever wrote them.
+func systemConfigMap(name, key string, value []byte) *corev1.ConfigMap {
+	return configMapData(metav1.NamespaceSystem, name, map[string]string{key: string(value)})
 }
 
 // configMapData holds the keys of data, all of them owned by the apply.

@@ -101,7 +101,7 @@ func TestClusterObjectsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "upload-config", objectsYAML(t, UploadConfigObjects("v1.36.3", kubeadm, []byte("kind: KubeletConfiguration\n"))))
+	checkGolden(t, "upload-config", objectsYAML(t, UploadConfigObjects("v1.36.3", kubeadm, []byte("kind: KubeletConfiguration\n"), []byte("kind: ClusterConfiguration\n"))))
 	checkGolden(t, "bootstrap-token", objectsYAML(t, BootstrapTokenRBAC()))
 	checkGolden(t, "cluster-info", objectsYAML(t, ClusterInfoObjects([]byte("apiVersion: v1\nkind: Config\n"), nil)))
 	checkGolden(t, "csr-approver", objectsYAML(t, CSRApproverRBAC("kubeboot:csr-approver")))
@@ -175,7 +175,7 @@ func TestKubeadmClusterConfiguration(t *testing.T) {
 // TestObjectsAreWhatTheServerStores checks the fields the API server would
 // otherwise fill in, which would make every apply a change.
 func TestObjectsAreWhatTheServerStores(t *testing.T) {
-	all := []Objects{UploadConfigObjects("v1.36.3", []byte("a"), []byte("b")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c"), nil), CSRApproverRBAC("u")}
+	all := []Objects{UploadConfigObjects("v1.36.3", []byte("a"), []byte("b"), []byte("d")), BootstrapTokenRBAC(), ClusterInfoObjects([]byte("c"), nil), CSRApproverRBAC("u")}
 	for _, build := range []func(*config.ClusterConfiguration) (Objects, error){CoreDNSObjects, KubeProxyObjects} {
 		objs, err := build(newConfig(nil))
 		if err != nil {

@@ -74,11 +74,10 @@ func CoreDNSObjects(c *config.ClusterConfiguration) (Objects, error) {
 	if err != nil {
 		return Objects{}, err
 	}
-	ns := metav1.NamespaceSystem
 	return Objects{
 		ServiceAccounts: []*corev1.ServiceAccount{serviceAccount(CoreDNSName)},
 		ConfigMaps: []*corev1.ConfigMap{
-			configMap(ns, CoreDNSName, CoreDNSConfigKey, []byte(corefile(c.Networking.DNSDomain))),
+			systemConfigMap(CoreDNSName, CoreDNSConfigKey, []byte(corefile(c.Networking.DNSDomain))),
 		},
 		ClusterRoles: []*rbacv1.ClusterRole{{
 			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},

@@ -197,11 +197,17 @@ func containerChange(name string, containers []corev1.Container, images []string
 }
 
 // planSteps are the plan's commands in order: upgrade apply on this node
-// (self) first, then upgrade node on the other control-plane nodes, each
-// with its own configuration at the new version, then on every worker
-// whose kubelet is not at the target. On each node the operator installs
-// the kubelet of the target first, which the command restarts last.
+// (self) first, or on the first control-plane node when self is none (a
+// plan from an administrator's machine), then upgrade node on the other
+// control-plane nodes, each with its own configuration at the new
+// version, then on every worker whose kubelet is not at the target. On
+// each node the operator installs the kubelet of the target first, which
+// the command restarts last.
 func planSteps(plan UpgradePlan, self string) []string {
+	if i := slices.IndexFunc(plan.Nodes, func(n NodePlan) bool { return n.ControlPlane }); i >= 0 &&
+		!slices.ContainsFunc(plan.Nodes, func(n NodePlan) bool { return n.ControlPlane && n.Name == self }) {
+		self = plan.Nodes[i].Name
+	}
 	install := "install the kubelet " + plan.Target + ", then "
 	steps := []string{fmt.Sprintf("on %s: %skubeboot upgrade apply --config <this configuration> (its control plane, then kubeadm-config, kubelet-config and the addons, then its kubelet)", self, install)}
 	for _, n := range plan.Nodes {

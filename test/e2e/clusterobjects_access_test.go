@@ -109,9 +109,11 @@ func checkTokenGrants(t *testing.T, n *node, token string) {
 	for path, want := range map[string]int{
 		"/api/v1/namespaces/kube-system/configmaps/kubeadm-config": http.StatusOK,
 		"/api/v1/namespaces/kube-system/configmaps/kubelet-config": http.StatusOK,
-		"/api/v1/nodes/" + n.name:                                  http.StatusOK,
-		"/api/v1/namespaces/kube-system/secrets":                   http.StatusForbidden,
-		"/api/v1/nodes":                                            http.StatusForbidden,
+		// kubeboot's own configuration is for administrators alone.
+		"/api/v1/namespaces/kube-system/configmaps/kubeboot-config": http.StatusForbidden,
+		"/api/v1/nodes/" + n.name:                                   http.StatusOK,
+		"/api/v1/namespaces/kube-system/secrets":                    http.StatusForbidden,
+		"/api/v1/nodes":                                             http.StatusForbidden,
 	} {
 		req, err := http.NewRequest(http.MethodGet, n.apiURL(path), nil)
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 var applied = [][3]string{
 	{"configmap", "kube-system", "kubeadm-config"},
 	{"configmap", "kube-system", "kubelet-config"},
+	{"configmap", "kube-system", "kubeboot-config"},
 	{"configmap", "kube-public", "cluster-info"},
 	{"role", "kube-system", "kubeadm:nodes-kubeadm-config"},
 	{"role", "kube-system", "kubeadm:kubelet-config"},

@@ -524,6 +524,7 @@ func TestMachines(t *testing.T) {
 	t.Run("lab export logs collects the journals, the pods' logs and the cluster's dumps", func(t *testing.T) { checkLabExportLogs(t, c) })
 	t.Run("forged serving CSRs are denied", func(t *testing.T) { checkForgedCSRs(t, c) })
 	t.Run("kubeadm reads the cluster on its control plane", func(t *testing.T) { checkKubeadmCommands(t, c) })
+	t.Run("upgrade plan runs from the host with the lab's kubeconfig", func(t *testing.T) { checkPlanFromHost(t, c) })
 	t.Run("after lab reboot, the worker is Ready with its pod running again", func(t *testing.T) {
 		container := `jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].state.running.startedAt}`
 		before := inMachine(t, cp, append(kubectl, "get", "pod", "on-w1", "-o", container)...)

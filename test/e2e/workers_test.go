@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeboot/kubeboot/internal/bootstrap"
+	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/machine"
 )
 
@@ -274,6 +276,22 @@ func createTokenFromHost(t *testing.T, c *machineCluster) clusterToken {
 		t.Fatalf("token create --kubeconfig: exit %d: %s", r.code, r.stderr)
 	}
 	return joinCommandToken(t, r.stdout)
+}
+
+// checkPlanFromHost runs upgrade plan on the host, with the lab's
+// kubeconfig and no node's configuration: it plans from the configuration
+// the cluster keeps, with every node and upgrade apply on cp1 first.
+func checkPlanFromHost(t *testing.T, c *machineCluster) {
+	r := runCommand(t, kubebootBin, "upgrade", "plan", "v1.36.3", "--kubeconfig", c.kubeconfig, "-o", "json")
+	var plan controlplane.UpgradePlan
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &plan) != nil {
+		t.Fatalf("upgrade plan --kubeconfig: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	nodes := strings.Fields(c.kubectl(t, "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"))
+	if plan.Target != "v1.36.3" || len(plan.Nodes) != len(nodes) || len(plan.Steps) == 0 ||
+		!strings.HasPrefix(plan.Steps[0], "on cp1: ") || !strings.Contains(plan.Steps[0], "upgrade apply") {
+		t.Errorf("upgrade plan --kubeconfig: %+v; want v1.36.3, the nodes %v, and upgrade apply on cp1 first", plan, nodes)
+	}
 }
 
 // joinCommandToken reads the token, endpoint and pin of a join command.

@@ -1,23 +1,30 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // planOptions are the flags of `kubeboot upgrade plan`.
 type planOptions struct {
 	deps       deps
 	configPath string
+	// kubeconfig is --kubeconfig: plan from any machine, with the
+	// configuration the cluster keeps, instead of a node's --config.
+	kubeconfig string
 	output     outputFormat
 }
 
@@ -32,6 +39,7 @@ func newUpgradePlanCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		Example: examples(
 			"kubeboot upgrade plan --config cluster.yaml",
 			"kubeboot upgrade plan v1.36.3 --config cluster.yaml -o json",
+			"kubeboot upgrade plan v1.36.3 --kubeconfig admin.conf",
 		),
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,36 +48,34 @@ func newUpgradePlanCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	}
 	addConfigFlag(cmd.Flags(), &opts.configPath)
 	addOutputFlag(cmd.Flags(), &opts.output)
+	cmd.Flags().StringVar(&opts.kubeconfig, "kubeconfig", "", "an administrator's kubeconfig, to plan from any machine instead of a control-plane node: the configuration is the one the cluster keeps in kube-system/kubeboot-config (init and upgrade apply store it)")
 	return cmd
 }
 
 // run plans the upgrade to target (empty: the configuration's release)
-// and prints the plan.
+// and prints the plan. A VERSION kubeboot cannot render is refused before
+// the cluster is read.
 func (o *planOptions) run(cmd *cobra.Command, target string, stdout, stderr io.Writer) error {
-	r, err := o.deps.nodeSpec(o.configPath, "")
-	if err != nil {
-		return err
-	}
-	// VERSION's configuration is a copy: the loaded one stays as it is. A
-	// VERSION kubeboot cannot render is refused before the cluster is read.
-	next := r.config
 	if target != "" {
-		if next, err = r.config.AtKubernetesVersion(target); err != nil {
+		if _, err := config.ParseKubernetesVersion(target); err != nil {
 			return &exit.UsageError{Msg: fmt.Sprintf("upgrade plan VERSION %q: %v", target, err)}
 		}
 	}
-	s, err := o.deps.node(runSpec{config: next, options: r.options}, output.NewReporter(stderr, false), stdout)
+	report := output.NewReporter(stderr, false)
+	r, client, err := o.cluster(cmd.Context(), report)
 	if err != nil {
 		return err
 	}
-	path := next.KubeconfigPath(config.KubeconfigAdmin)
-	kubeconfig, err := s.Files.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read %q (upgrade plan reads the cluster with admin.conf; pass the node's --config): %w", path, err)
+	// VERSION's configuration is a copy: the loaded one stays as it is.
+	next := r.config
+	if target != "" {
+		if next, err = r.config.AtKubernetesVersion(target); err != nil {
+			return err
+		}
 	}
-	client, err := o.deps.adminClient(kubeconfig)
+	s, err := o.deps.node(runSpec{config: next, options: r.options}, report, stdout)
 	if err != nil {
-		return fmt.Errorf("load %q: %w", path, err)
+		return err
 	}
 	plan, err := controlplane.PlanUpgrade(cmd.Context(), s.Run, client, next)
 	if err != nil {
@@ -79,6 +85,41 @@ func (o *planOptions) run(cmd *cobra.Command, target string, stdout, stderr io.W
 		return json.NewEncoder(stdout).Encode(plan)
 	}
 	return printPlan(stdout, plan)
+}
+
+// cluster is the configuration to plan from and the client to read the
+// cluster with: with --kubeconfig, the configuration the cluster keeps;
+// else the node's --config and its admin.conf.
+func (o *planOptions) cluster(ctx context.Context, report *output.Reporter) (runSpec, kubernetes.Interface, error) {
+	if o.kubeconfig != "" {
+		if o.configPath != "" {
+			return runSpec{}, nil, &exit.UsageError{Msg: "--config and --kubeconfig: give one, the node's configuration (on a control-plane node) or an administrator's kubeconfig"}
+		}
+		kubeconfig, err := os.ReadFile(o.kubeconfig)
+		if err != nil {
+			return runSpec{}, nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig: %v", err)}
+		}
+		client, err := o.deps.adminClient(kubeconfig)
+		if err != nil {
+			return runSpec{}, nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", o.kubeconfig, err)}
+		}
+		c, err := phases.SharedConfig(ctx, client, o.deps.configEnv().Host)
+		return runSpec{config: c}, client, err
+	}
+	r, err := o.deps.nodeSpec(o.configPath, "")
+	if err != nil {
+		return runSpec{}, nil, err
+	}
+	path := r.config.KubeconfigPath(config.KubeconfigAdmin)
+	kubeconfig, err := o.deps.run(r, report, nil).Files.ReadFile(path)
+	if err != nil {
+		return runSpec{}, nil, fmt.Errorf("read %q (upgrade plan reads the cluster with admin.conf; pass the node's --config, or --kubeconfig): %w", path, err)
+	}
+	client, err := o.deps.adminClient(kubeconfig)
+	if err != nil {
+		return runSpec{}, nil, fmt.Errorf("load %q: %w", path, err)
+	}
+	return r, client, nil
 }
 
 // printPlan prints the plan as a table per node, the addons and the steps.

@@ -55,3 +55,67 @@ func TestUpgradePlan(t *testing.T) {
 		t.Errorf("upgrade plan without the v: exit %d, %q, %s", code, stdout, stderr)
 	}
 }
+
+// TestUpgradePlanFromAnAdminsMachine: with --kubeconfig, upgrade plan
+// reads the configuration the cluster keeps in kube-system/kubeboot-config
+// (its image repository is what the plan moves to) and names the first
+// control-plane node for upgrade apply. A cluster without it, a missing
+// kubeconfig and --config beside --kubeconfig are refused, each saying
+// what to do.
+func TestUpgradePlanFromAnAdminsMachine(t *testing.T) {
+	n := newTokenNode(t)
+	ctx := context.Background()
+	kubeconfig := writeFile(t, t.TempDir(), "admin.conf", "apiVersion: v1\nkind: Config\n")
+	for _, name := range []string{"cp-b", "cp-a"} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}}}
+		node.Status.NodeInfo.KubeletVersion = "v1.35.4"
+		apiserver := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-" + name, Namespace: "kube-system", Labels: map[string]string{"component": "kube-apiserver"}},
+			Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "kube-apiserver", Image: "registry.example.com/k8s/kube-apiserver:v1.35.4"}}}}
+		if _, err := n.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.client.CoreV1().Pods("kube-system").Create(ctx, apiserver, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	code, _, stderr := runCLIWith(t, n.deps, "upgrade", "plan", "v1.36.3", "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.Contains(stderr, "ConfigMap kube-system/kubeboot-config: the cluster has none") {
+		t.Errorf("upgrade plan --kubeconfig of a cluster without kubeboot-config: exit %d, %s", code, stderr)
+	}
+
+	c := config.New()
+	c.KubernetesVersion = "v1.35.4"
+	c.ImageRepository = "registry.example.com/k8s"
+	config.SetDefaults(c, config.Host{Name: "cp-b", Address: "10.0.0.12"})
+	shared, err := c.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeboot-config", Namespace: "kube-system"}, Data: map[string]string{"ClusterConfiguration": string(shared)}}
+	if _, err := n.client.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLIWith(t, n.deps, "upgrade", "plan", "v1.36.3", "--kubeconfig", kubeconfig, "-o", "json")
+	var plan controlplane.UpgradePlan
+	if code != 0 || json.Unmarshal([]byte(stdout), &plan) != nil {
+		t.Fatalf("upgrade plan --kubeconfig -o json: exit %d, %q, %s", code, stdout, stderr)
+	}
+	if len(plan.Nodes) != 2 || plan.Nodes[0].Components[1].To != "registry.example.com/k8s/kube-apiserver:v1.36.3" ||
+		len(plan.Steps) != 2 || !strings.HasPrefix(plan.Steps[0], "on cp-a: ") || !strings.Contains(plan.Steps[0], "upgrade apply") {
+		t.Errorf("plan %+v, want cp-a's upgrade apply first and the kept image repository", plan)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kubeconfig", kubeconfig, "--config", n.config}, "--config and --kubeconfig: give one"},
+		{[]string{"--kubeconfig", kubeconfig + ".missing"}, "--kubeconfig: open " + kubeconfig + ".missing"},
+	} {
+		code, _, stderr := runCLIWith(t, n.deps, append([]string{"upgrade", "plan"}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("upgrade plan %v: exit %d, %s; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
