@@ -158,7 +158,9 @@ func TestJoinAsLearnerThenPromote(t *testing.T) {
 		t.Fatalf("after promoting: voters %v, learners %v", voters, learners)
 	}
 	// Promoting a voter again is done, not an error: re-runs converge.
-	if err := PromoteLearner(t.Context(), m1.cli(t), id, time.Second, &progress); err != nil {
+	// (The two voters need each other for the request: under load that
+	// took more than a second.)
+	if err := PromoteLearner(t.Context(), m1.cli(t), id, 30*time.Second, &progress); err != nil {
 		t.Fatalf("second promote: %v", err)
 	}
 	// A member of that name with another peer URL is refused, not reused.
