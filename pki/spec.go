@@ -274,6 +274,24 @@ func Restarts(cfg *config.ClusterConfiguration, names []string) []string {
 	return out
 }
 
+// Loads returns, for each component that must restart to load a
+// certificate or kubeconfig (see Restarts), the node paths of those files.
+func Loads(cfg *config.ClusterConfiguration) map[string][]string {
+	loads := map[string][]string{}
+	add := func(path string, components []string) {
+		for _, c := range components {
+			loads[c] = append(loads[c], path)
+		}
+	}
+	for _, s := range CertSpecs(cfg) {
+		add(cfg.CertPath(s.Name), s.Restart)
+	}
+	for _, k := range KubeconfigSpecs(cfg) {
+		add(cfg.KubeconfigPath(k.Name), k.Client.Restart)
+	}
+	return loads
+}
+
 // allClientSpecs returns the certificate specs and the client certificate
 // specs of the kubeconfigs in one list.
 func allClientSpecs(cfg *config.ClusterConfiguration) []CertSpec {

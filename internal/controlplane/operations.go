@@ -58,21 +58,30 @@ func CheckRenewNames(cfg *config.ClusterConfiguration, names []string) error {
 // runs: it renews what is within certificates.renewBefore of its end
 // (phases.Due), then restarts the components that use it when restart is
 // set, or says which they are; with nothing due it says when the next is.
+// With restart, it also restarts each component still running since
+// before a file it loads changed (staleRestarts), which an earlier run
+// whose restarts failed partway left.
 func RenewDue(restart bool) workflow.Operation[*phases.Node] {
 	return workflow.Operation[*phases.Node]{Name: "certs renew", Run: func(ctx context.Context, s *phases.Node) error {
 		due, next, err := phases.Due(s, time.Now())
 		if err != nil {
 			return err
 		}
-		if len(due) == 0 {
+		if len(due) > 0 {
+			if err := Renew(due, false, restart).Run(ctx, s); err != nil {
+				return err
+			}
+		} else {
 			when := "none is left to renew"
 			if !next.IsZero() {
 				when = "the next comes due on " + next.UTC().Format(time.RFC3339)
 			}
 			s.Report.Infof("nothing is within certificates.renewBefore (%s) of its end: %s", s.Config.Certificates.RenewBefore.Duration, when)
+		}
+		if !restart {
 			return nil
 		}
-		return Renew(due, false, restart).Run(ctx, s)
+		return RestartRenewed(ctx, s)
 	}}
 }
 

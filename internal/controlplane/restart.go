@@ -117,18 +117,102 @@ func restartKubelet(ctx context.Context, s *phases.Node) error {
 }
 
 // RestartRenewed restarts, as restartComponents does, the components that
-// use what the run of s renewed (s.Renewed): the static pods whose
-// manifests it did not write (the kubelet restarts a pod whose manifest
-// changed by itself), then the kubelet for its serving certificate. It is what
-// makes a converging run with Options.Renew (init --renew, and bootstrap
-// at every boot) leave no component on a certificate it replaced.
+// use what the run of s renewed (s.Renewed), and those still running since
+// before a file they load last changed (staleRestarts: what an earlier
+// run whose restarts failed partway left): the static pods whose
+// manifests the run did not write (the kubelet restarts a pod whose
+// manifest changed by itself), then the kubelet for its serving
+// certificate. It is what makes a converging run with Options.Renew (init
+// --renew, and bootstrap at every boot) leave no component on a
+// certificate it replaced.
 func RestartRenewed(ctx context.Context, s *phases.Node) error {
-	names := renewedRestarts(s)
+	renewed := renewedRestarts(s)
+	stale, err := staleRestarts(s)
+	if err != nil {
+		return err
+	}
+	if len(renewed) > 0 {
+		s.Report.Infof("restarting what uses the renewed %s: %v", strings.Join(s.Renewed, ", "), renewed)
+	}
+	var names []string
+	for _, name := range append(config.ComponentNames, pki.Kubelet) {
+		if slices.Contains(renewed, name) {
+			names = append(names, name)
+		} else if slices.Contains(stale, name) {
+			s.Report.Infof("restarting %s: it runs since before a certificate or kubeconfig it loads changed", name)
+			names = append(names, name)
+		}
+	}
 	if len(names) == 0 {
 		return nil
 	}
-	s.Report.Infof("restarting what uses the renewed %s: %v", strings.Join(s.Renewed, ", "), names)
 	return restartComponents(ctx, s, names)
+}
+
+// staleRestarts are the components of this node, in start order, that run
+// a process started before a certificate or kubeconfig they load (see
+// pki.Loads; for the kubelet, its serving certificate) last changed on
+// disk, but the static pods whose manifests this run wrote (their kubelet
+// restarts them). A component that does not run, or whose process cannot
+// be seen, is not stale.
+func staleRestarts(s *phases.Node) ([]string, error) {
+	if s.Options.DryRun || s.Options.Offline {
+		return nil, nil
+	}
+	pods, _, err := phases.ManifestPods(s)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := health.Targets(s.Config, pods)
+	if err != nil {
+		return nil, err
+	}
+	host, port := phases.KubeletAddress(s.Config.Kubelet.ExtraConfig)
+	if host == "" {
+		host = s.Config.Node.AdvertiseAddress
+	}
+	targets = append(targets, health.Target{Component: pki.Kubelet, Endpoints: []string{"https://" + net.JoinHostPort(host, strconv.Itoa(port))}})
+	return staleOf(s, targets)
+}
+
+// staleOf is staleRestarts of the components that targets reach.
+func staleOf(s *phases.Node, targets []health.Target) ([]string, error) {
+	now, err := procnet.Now()
+	if err != nil {
+		return nil, err
+	}
+	wall := time.Now()
+	written := s.Files.Changes().Written
+	loads := pki.Loads(s.Config)
+	var stale []string
+	for _, t := range targets {
+		if t.External || slices.Contains(written, s.Config.ManifestPath(t.Component)) {
+			continue
+		}
+		p, err := instanceOf(t)
+		if err != nil {
+			continue
+		}
+		files := loads[t.Component]
+		if t.Component == pki.Kubelet {
+			// kubelet-finalize rewrites kubelet.conf under a running
+			// kubelet, to name the certificate it already rotated to:
+			// only its serving certificate needs a restart.
+			files = []string{s.Config.CertPath(config.CertKubeletServer)}
+		}
+		for _, path := range files {
+			info, err := os.Stat(s.Files.HostPath(path))
+			if err != nil {
+				continue
+			}
+			changed := procnet.Instant{BootID: now.BootID, SinceBoot: now.SinceBoot - wall.Sub(info.ModTime())}
+			if !p.StartedAfter(changed) {
+				stale = append(stale, t.Component)
+				break
+			}
+		}
+	}
+	return stale, nil
 }
 
 // renewedRestarts are what RestartRenewed restarts, in start order: the

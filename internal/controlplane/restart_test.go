@@ -154,3 +154,38 @@ func TestRestartKubelet(t *testing.T) {
 		t.Errorf("a kubelet serving nothing: %v", err)
 	}
 }
+
+// TestStaleRestarts: a component whose process started before a
+// certificate it loads was renewed is stale, whatever run renewed it, and
+// is not once restarted; one started after is not.
+func TestStaleRestarts(t *testing.T) {
+	s := initialised(t)
+	s.Options.Offline = false
+	s.Config.Timeouts.ControlPlane.Duration = 10 * time.Second
+	k := &fakeKubelet{addr: freeAddr(t)}
+	k.start(t, s)
+	host, port, _ := net.SplitHostPort(k.addr)
+	target := schedulerTarget(s, k.addr)
+	// Later runs on the node: the one that wrote the manifests is over.
+	later := func() *phases.Node {
+		n := phasestest.NewNode(t, s.Files.HostPath("/"), "v1.36.3")
+		n.Options.Offline = false
+		return n
+	}
+
+	if stale, err := staleOf(later(), []health.Target{target}); err != nil || len(stale) != 0 {
+		t.Fatalf("a scheduler started after its files: stale %v, %v", stale, err)
+	}
+	if _, err := phases.RenewCerts(later(), []string{config.CertScheduler}, false); err != nil {
+		t.Fatal(err)
+	}
+	if stale, err := staleOf(later(), []health.Target{target}); err != nil || !slices.Equal(stale, []string{config.NameScheduler}) {
+		t.Fatalf("a scheduler started before its certificate was renewed: stale %v, %v; want it", stale, err)
+	}
+	if err := restartOne(context.Background(), s, target, []phases.Listener{{Component: config.NameScheduler, Host: host, Port: port}}); err != nil {
+		t.Fatal(err)
+	}
+	if stale, err := staleOf(later(), []health.Target{target}); err != nil || len(stale) != 0 {
+		t.Errorf("the restarted scheduler: stale %v, %v", stale, err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/internal/bootstrap"
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/lab"
 	"github.com/kubeboot/kubeboot/internal/machine"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
@@ -220,7 +221,9 @@ func checkKubeletServes(t *testing.T, m machine.Machine, address string) {
 // checkBootRenewal: a control-plane node whose certificates are due
 // renews them when its bootstrap unit runs, as at each boot, and restarts
 // each component that uses one (each then serving the new certificate, or
-// the run fails); the cluster goes on.
+// the run fails); the cluster goes on. A component a renewal left running
+// on its old files is restarted by the next bootstrap, though nothing is
+// due then.
 func checkBootRenewal(t *testing.T, cp1 machine.Machine, address string) {
 	t.Helper()
 	// Every leaf, made valid for 8760h, is within a renewBefore of
@@ -239,6 +242,21 @@ func checkBootRenewal(t *testing.T, cp1 machine.Machine, address string) {
 	}
 	checkKubeletServes(t, cp1, address)
 	waitReady(t, cp1, "cp1=True w1=True x1=True")
+
+	// A renewal whose restart never came (a run that failed partway, or
+	// here certs renew without --restart): with nothing due, the next
+	// bootstrap finds the scheduler running since before its kubeconfig
+	// changed, and restarts it.
+	inMachine(t, cp1, "kubeboot", "certs", "renew", config.KubeconfigScheduler, "--config", bootstrap.ConfigPath)
+	journal = rerunBootstrap(t, cp1, "restarting the scheduler a renewal left on its old kubeconfig")
+	for _, want := range []string{"restarting kube-scheduler: it runs since before a certificate or kubeconfig it loads changed", "kube-scheduler restarted: a new instance is healthy"} {
+		if !strings.Contains(journal, want) {
+			t.Errorf("cp1's bootstrap journal lacks %q:\n%s", want, testsupport.LastLines(journal, 30))
+		}
+	}
+	if strings.Contains(journal, "kube-apiserver restarted") {
+		t.Errorf("the bootstrap restarted the API server, which was on its files already:\n%s", testsupport.LastLines(journal, 30))
+	}
 }
 
 // waitReady waits until the Nodes' Ready conditions, as cp1's kubectl
