@@ -41,12 +41,40 @@ func writeNode(tb testing.TB, root string) []nodeFile {
 		tb.Fatal(errs.ToAggregate())
 	}
 	w := &recordingWriter{AtomicWriter: &files.AtomicWriter{Root: root}}
-	s := &Node{Run: &workflow.Run{System: workflow.HostSystem("v0.0.0-test"), Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: workflow.Options{Offline: true}}, Config: c}
-	writers := workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
-	if _, err := writers.Run(context.Background(), s, nil); err != nil {
+	if _, err := writers.Run(context.Background(), offlineNode(c, w), nil); err != nil {
 		tb.Fatal(err)
 	}
 	return w.written
+}
+
+// writers are the phases that write a node's files, all but preflight and
+// the live ones.
+var writers = workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{Certs, Kubeconfig, KubeletConfig, Etcd, ControlPlane, Validate, WriteManifests}}
+
+// offlineNode is a quiet offline run of c writing through w.
+func offlineNode(c *config.ClusterConfiguration, w files.Writer) *Node {
+	return &Node{Run: &workflow.Run{System: workflow.HostSystem("v0.0.0-test"), Files: w, Report: output.NewReporter(&bytes.Buffer{}, false), Options: workflow.Options{Offline: true}}, Config: c}
+}
+
+// BenchmarkConvergedPhases runs the writing phases of init again on a node
+// they wrote: the work of a converged re-run but for the process's start,
+// which must read, check and compare every file and write none.
+func BenchmarkConvergedPhases(b *testing.B) {
+	root := b.TempDir()
+	writeNode(b, root)
+	c := config.New()
+	config.SetDefaults(c, config.Host{Name: "node1", Address: "10.0.0.10"})
+	b.ReportAllocs()
+	var w *files.AtomicWriter
+	for b.Loop() {
+		w = &files.AtomicWriter{Root: root}
+		if _, err := writers.Run(context.Background(), offlineNode(c, w), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if written := w.Changes().Written; len(written) > 0 {
+		b.Fatalf("a converged node was rewritten: %v", written)
+	}
 }
 
 // BenchmarkAtomicWriterUnchanged replays the writes of a whole node (PKI,

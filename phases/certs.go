@@ -101,6 +101,9 @@ func useConfiguredCA(c *config.ClusterConfiguration, have pki.Set) error {
 // the kubelet's work, so it is no reason to fail, but one this close to
 // its end says that the kubelet's rotation may be failing.
 func warnKubeletRotation(s *Node, set pki.Set, names []string) {
+	if !slices.ContainsFunc(names, func(n string) bool { return slices.Contains(pki.KubeconfigNames(s.Config), n) }) {
+		return // no kubeconfig among names: nothing to parse
+	}
 	window := s.Config.Certificates.RenewBefore.Duration
 	for _, e := range pki.Expirations(s.Config, set, time.Now()) {
 		if e.File == "" || e.Missing || e.Err != nil || e.Residual >= window || !slices.Contains(names, e.Name) {

@@ -17,7 +17,7 @@ func WriteStaged(s *Node, names ...string) error {
 		if err != nil {
 			return fmt.Errorf("read staged manifest %q: %w", stagedPath(s.Config, name), err)
 		}
-		if err := staticpod.Err([]staticpod.Result{staticpod.Validate(name+".yaml", data, s.Config.Node.Name)}); err != nil {
+		if err := staticpod.Err([]staticpod.Result{s.ValidateManifest(name+".yaml", data)}); err != nil {
 			return err
 		}
 		if err := s.Files.WriteFile(s.Config.ManifestPath(name), data, ManifestMode); err != nil {

@@ -149,7 +149,7 @@ func Render(s *Node, names ...string) error {
 		if err != nil {
 			return err
 		}
-		results = append(results, staticpod.Validate(m.Component+".yaml", data, s.Config.Node.Name))
+		results = append(results, s.ValidateManifest(m.Component+".yaml", data))
 		staged = append(staged, stagedManifest{component: m.Component, data: data})
 	}
 	if err := staticpod.Err(results); err != nil {
@@ -284,7 +284,7 @@ func stagedSet(s *Node) ([]stagedManifest, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read staged manifest %q: %w", path, err)
 		}
-		res := staticpod.Validate(name+".yaml", data, s.Config.Node.Name)
+		res := s.ValidateManifest(name+".yaml", data)
 		for _, w := range res.Warnings {
 			s.Report.Warnf("%s: %s", res.File, w)
 		}

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/staticpod"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -42,6 +44,32 @@ type Node struct {
 	// this run renewed (Options.Renew), by name: the components that use
 	// them still run with the old ones (see pki.Restarts).
 	Renewed []string
+	// validated are the manifests this run validated, by a hash of their
+	// file name and bytes (see ValidateManifest).
+	validated map[[sha256.Size]byte]staticpod.Result
+}
+
+// ValidateManifest is staticpod.Validate of the manifest file holding
+// data on this node, done once per run for the same bytes: render,
+// validate and write-manifests each check the manifests they are given,
+// since each may run alone, and a run of all three checks the same ones.
+func (s *Node) ValidateManifest(file string, data []byte) staticpod.Result {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(file), []byte(s.Config.Node.Name), data} {
+		_, _ = fmt.Fprintf(h, "%d:", len(part))
+		_, _ = h.Write(part)
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	if res, ok := s.validated[key]; ok {
+		return res
+	}
+	res := staticpod.Validate(file, data, s.Config.Node.Name)
+	if s.validated == nil {
+		s.validated = map[[sha256.Size]byte]staticpod.Result{}
+	}
+	s.validated[key] = res
+	return res
 }
 
 // NewNode is the data of a run of run's workflow on the control-plane node

@@ -99,8 +99,12 @@ func embeddedCert(kubeconfig []byte) ([]byte, error) {
 // which kubeboot never makes on its own.
 func ExpiringCAs(cfg *config.ClusterConfiguration, have Set, now time.Time) []Expiration {
 	var out []Expiration
-	for _, e := range Expirations(cfg, have, now) {
-		if e.CA == "" && !e.Missing && e.Err == nil && e.Residual < cfg.Certificates.RenewBefore.Duration {
+	for _, s := range CertSpecs(cfg) {
+		if s.Usage != UsageCA {
+			continue
+		}
+		e := expiration(Expiration{Name: s.Name, External: len(have.Certs[s.Name].Key) == 0}, have.Certs[s.Name].Cert, now)
+		if !e.Missing && e.Err == nil && e.Residual < cfg.Certificates.RenewBefore.Duration {
 			out = append(out, e)
 		}
 	}

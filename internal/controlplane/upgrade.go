@@ -276,7 +276,7 @@ func wantedPods(s *phases.Node) (map[string]*corev1.Pod, map[string][]byte, erro
 		if err != nil {
 			return nil, nil, err
 		}
-		results = append(results, staticpod.Validate(m.Component+".yaml", b, s.Config.Node.Name))
+		results = append(results, s.ValidateManifest(m.Component+".yaml", b))
 		pods[m.Component], data[m.Component] = m.Pod, b
 	}
 	return pods, data, staticpod.Err(results)
