@@ -165,11 +165,12 @@ func runEtcdJoin(ctx context.Context, s *JoinNode) error {
 		return err
 	}
 	defer func() { _ = cli.Close() }()
-	cur, err := currentCluster(ctx, s, cli, endpoints)
+	self := etcd.ClientURL(c)
+	cur, err := currentCluster(ctx, s, cli, endpoints, self)
 	if err != nil {
 		return err
 	}
-	if err := leaveOldData(ctx, s, cli, cur); err != nil {
+	if err := leaveOldData(ctx, s, cli, cur, self); err != nil {
 		return err
 	}
 	id, all, err := etcd.AddLearner(ctx, cli, c.Node.Name, etcd.PeerURL(c))

@@ -31,9 +31,9 @@ func localURL(t *testing.T) url.URL {
 }
 
 // startEmbeddedEtcd runs the member name over plain HTTP on loopback in
-// dir, at peer, until stop or the test's end, and returns a client of it.
-// A dir that a restore wrote starts the cluster the restore made.
-func startEmbeddedEtcd(t *testing.T, name, dir string, peer url.URL) (cli *clientv3.Client, stop func()) {
+// dir, at peer, until the test's end, and returns a client of it. A dir
+// that a restore wrote starts the cluster the restore made.
+func startEmbeddedEtcd(t *testing.T, name, dir string, peer url.URL) *clientv3.Client {
 	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir = name, dir
@@ -44,23 +44,16 @@ func startEmbeddedEtcd(t *testing.T, name, dir string, peer url.URL) (cli *clien
 	cfg.InitialCluster = name + "=" + peer.String()
 	e, err := embed.StartEtcd(cfg)
 	must(t, err)
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			e.Close()
-		}
-	}
-	t.Cleanup(stop)
+	t.Cleanup(e.Close)
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(30 * time.Second):
 		t.Fatalf("etcd in %s did not become ready", dir)
 	}
-	cli, err = clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	must(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
-	return cli, stop
+	return cli
 }
 
 // saveSnapshot writes the snapshot of the member behind cli to a file.
@@ -79,11 +72,12 @@ func saveSnapshot(t *testing.T, cli *clientv3.Client) string {
 
 // TestRejoinLeavesTheOldClustersData: a node whose etcd data is of the
 // cluster a restore on another node replaced finds the restored cluster,
-// though its old endpoint is named too, moves its data aside, drops its
-// etcd manifest and the membership the manifest recorded, and says why;
-// once it has joined again, the old data goes. A node whose member the
-// cluster has is left alone, and data with a file etcd did not write is
-// refused, moving nothing.
+// though its own member still answers for the old one, moves its data
+// aside, drops its etcd manifest and the membership the manifest recorded,
+// and says why; once it has joined again, the old data goes. While its
+// member does not answer, nothing moves; a node whose member the cluster
+// has is left alone, and data with a file etcd did not write is refused,
+// moving nothing.
 func TestRejoinLeavesTheOldClustersData(t *testing.T) {
 	s := initialisedWith(t, func(c *config.ClusterConfiguration) {
 		// A loopback address no test listens on: stopping etcd waits
@@ -98,36 +92,48 @@ func TestRejoinLeavesTheOldClustersData(t *testing.T) {
 	ctx := t.Context()
 	data := s.Files.HostPath(c.Etcd.Local.DataDir)
 
-	// This node's member, in the cluster before the restore; it stops,
-	// as the disaster stopped it.
-	oldCli, stopOld := startEmbeddedEtcd(t, c.Node.Name, data, localURL(t))
+	// This node's member, in the cluster before the restore, which comes
+	// back with the node.
+	oldCli := startEmbeddedEtcd(t, c.Node.Name, data, localURL(t))
+	self := oldCli.Endpoints()[0]
 	_, err := oldCli.Put(ctx, "/registry/kept", "v1")
 	must(t, err)
 	before, _, err := etcd.DataDirIdentity(data)
 	must(t, err)
 	snapshot := saveSnapshot(t, oldCli)
-	stopOld()
 
 	// Another node restores the snapshot: a new cluster of one.
 	peer := localURL(t)
 	restoredDir := filepath.Join(t.TempDir(), "restored")
 	must(t, etcd.Restore(ctx, snapshot, restoredDir, "cp1", peer.String()))
-	cli, _ := startEmbeddedEtcd(t, "cp1", restoredDir, peer)
+	cli := startEmbeddedEtcd(t, "cp1", restoredDir, peer)
 	restored, _, err := etcd.DataDirIdentity(restoredDir)
 	must(t, err)
 
 	j := &JoinNode{Node: s}
 	s.Membership = templates.EtcdMembership{InitialCluster: c.Node.Name + "=https://127.0.0.94:2380,cp1=https://127.0.0.95:2380"}
-	cur, err := currentCluster(ctx, j, cli, cli.Endpoints())
+	cur, err := currentCluster(ctx, j, cli, cli.Endpoints(), self)
 	must(t, err)
-	if cur.Cluster != restored.Cluster {
-		t.Fatalf("current cluster %s, want the restored %s", cur.Cluster, restored.Cluster)
+	if cur.Cluster != restored.Cluster || cur.Left[self] != before.Cluster {
+		t.Fatalf("current cluster %+v, want the restored %s, and this node's member left of %s", cur, restored.Cluster, before.Cluster)
+	}
+
+	// While this node's member does not answer, which cluster is newer
+	// cannot be told: nothing moves.
+	gone := "http://" + localURL(t).Host
+	unknown, err := currentCluster(ctx, j, cli, cli.Endpoints(), gone)
+	must(t, err)
+	if err := leaveOldData(ctx, j, cli, unknown, gone); err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("leaving data while this node's member does not answer: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "member")); err != nil {
+		t.Fatalf("the data moved: %v", err)
 	}
 
 	// Data etcd did not write is refused, and nothing moves.
 	foreign := filepath.Join(data, "notes.txt")
 	must(t, os.WriteFile(foreign, []byte("mine"), 0o600))
-	if err := leaveOldData(ctx, j, cli, cur); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "notes.txt") {
+	if err := leaveOldData(ctx, j, cli, cur, self); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "notes.txt") {
 		t.Fatalf("leaving data with a file of the user's: %v, want a usage error naming it", err)
 	}
 	if _, err := os.Stat(foreign); err != nil {
@@ -135,7 +141,7 @@ func TestRejoinLeavesTheOldClustersData(t *testing.T) {
 	}
 	must(t, os.Remove(foreign))
 
-	must(t, leaveOldData(ctx, j, cli, cur))
+	must(t, leaveOldData(ctx, j, cli, cur, self))
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Errorf("the data dir is still there: %v", err)
 	}
@@ -164,7 +170,7 @@ func TestRejoinLeavesTheOldClustersData(t *testing.T) {
 	must(t, os.Remove(own.Files.HostPath(own.Config.Etcd.Local.DataDir)))
 	must(t, os.Symlink(restoredDir, own.Files.HostPath(own.Config.Etcd.Local.DataDir)))
 	manifest := own.Files.HostPath(own.Config.ManifestPath(config.NameEtcd))
-	if err := leaveOldData(ctx, &JoinNode{Node: own}, cli, cur); err != nil {
+	if err := leaveOldData(ctx, &JoinNode{Node: own}, cli, cur, cli.Endpoints()[0]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(manifest); err != nil {

@@ -367,7 +367,7 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
-	t.Run("quorum lost: node 1 restores the latest scheduled snapshot from S3, the others rejoin by themselves", func(t *testing.T) {
+	t.Run("quorum lost: node 2 restores the latest scheduled snapshot from S3, the others rejoin by themselves", func(t *testing.T) {
 		testRestoreFromS3(t, nodes, endpoint, bucket, haCheckMade)
 	})
 
@@ -446,18 +446,21 @@ func scheduledCopies(t *testing.T, n *node) []remoteCopy {
 	return list
 }
 
-// testRestoreFromS3 is the disaster: the control planes of two of the
-// three nodes stop, so that etcd has no quorum; node 1 restores the newest copy
-// another node's snapshot schedule put in S3; the other two come back
-// and rejoin by themselves, through their bootstrap units. The
-// objects are as at the snapshot (ha-check, made at haCheckMade, is there,
-// though deleted before the disaster), etcd has three healthy voters again
-// and every API server answers.
+// testRestoreFromS3 is the disaster: the control planes of nodes 1 and 3
+// stop, so that etcd has no quorum; node 2 restores the newest copy
+// another node's snapshot schedule put in S3; nodes 1 and 3 come back on
+// their old data and rejoin by themselves, through their bootstrap units:
+// node 3 by its JoinConfiguration, node 1, whose ClusterConfiguration
+// founded the cluster, by joining the restored one instead. The objects
+// are as at the snapshot (ha-check, made at haCheckMade, is there, though
+// deleted before the disaster), etcd has three healthy voters again and
+// every API server answers.
 func testRestoreFromS3(t *testing.T, nodes []*node, endpoint string, bucket config.S3Storage, haCheckMade time.Time) {
-	first := nodes[0]
+	restorer := nodes[1]
+	others := []*node{nodes[0], nodes[2]}
 	for _, n := range nodes {
 		eventually(t, "the snapshot pod of "+n.name+" Ready", func() error {
-			out, err := first.kubectlErr(t, "get", "pod", "-n", "kube-system", config.NameEtcdSnapshots+"-"+n.name,
+			out, err := restorer.kubectlErr(t, "get", "pod", "-n", "kube-system", config.NameEtcdSnapshots+"-"+n.name,
 				"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 			if err == nil && out != "True" {
 				err = fmt.Errorf("Ready is %q", out)
@@ -467,7 +470,7 @@ func testRestoreFromS3(t *testing.T, nodes []*node, endpoint string, bucket conf
 	}
 	var chosen string
 	eventually(t, "a copy of every node's schedule in S3, and one taken after ha-check was made", func() error {
-		list := scheduledCopies(t, first)
+		list := scheduledCopies(t, restorer)
 		for _, n := range nodes {
 			if !slices.ContainsFunc(list, func(c remoteCopy) bool {
 				return strings.HasPrefix(c.URL, "s3://"+bucket.Bucket+"/ha/"+n.name+"/")
@@ -475,24 +478,24 @@ func testRestoreFromS3(t *testing.T, nodes []*node, endpoint string, bucket conf
 				return fmt.Errorf("no copy of %s's in %v", n.name, list)
 			}
 		}
-		// The newest of another node's copies: node 1's own are in its
+		// The newest of another node's copies: node 2's own are in its
 		// snapshot dir too, and this copy must come from S3.
-		i := slices.IndexFunc(list, func(c remoteCopy) bool { return !strings.Contains(c.URL, "/ha/"+first.name+"/") })
+		i := slices.IndexFunc(list, func(c remoteCopy) bool { return !strings.Contains(c.URL, "/ha/"+restorer.name+"/") })
 		if i < 0 || !list[i].Time.After(haCheckMade) {
 			return fmt.Errorf("no copy of another node's newer than ha-check: %v", list)
 		}
 		chosen = list[i].URL
 		return nil
 	})
-	first.kubectl(t, "create", "configmap", "dr-gone")
-	first.kubectl(t, "delete", "configmap", "ha-check")
+	restorer.kubectl(t, "create", "configmap", "dr-gone")
+	restorer.kubectl(t, "delete", "configmap", "ha-check")
 
-	// The disaster takes the control planes of nodes 2 and 3 down, as the
+	// The disaster takes the control planes of nodes 1 and 3 down, as the
 	// guide's restore begins: their manifests move out. (API servers left
 	// running without quorum would take the restoring node's kubelet, which
 	// reaches them through the endpoint, minutes of timeouts before it
 	// starts the restored control plane.)
-	for _, n := range nodes[1:] {
+	for _, n := range others {
 		for _, name := range config.StaticPodNames {
 			err := os.Rename(n.manifestPath(name), filepath.Join(n.root, name+".yaml.parked"))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -500,7 +503,7 @@ func testRestoreFromS3(t *testing.T, nodes []*node, endpoint string, bucket conf
 			}
 		}
 	}
-	for _, n := range nodes[1:] {
+	for _, n := range others {
 		eventually(t, "the control plane of "+n.name+" stopped", func() error {
 			if pids := n.componentPids(); len(pids) > 0 {
 				return fmt.Errorf("still runs %v", pids)
@@ -508,80 +511,89 @@ func testRestoreFromS3(t *testing.T, nodes []*node, endpoint string, bucket conf
 			return nil
 		})
 	}
-	if r := first.etcdctl(t, []string{etcdURL(first.addr)}, "endpoint", "health", "--command-timeout", "3s"); r.code == 0 {
-		t.Fatalf("etcd on node 1 still healthy with two of three members stopped: %s", r.stdout)
+	if r := restorer.etcdctl(t, []string{etcdURL(restorer.addr)}, "endpoint", "health", "--command-timeout", "3s"); r.code == 0 {
+		t.Fatalf("etcd on node 2 still healthy with two of three members stopped: %s", r.stdout)
 	}
 
 	start := time.Now()
-	progress, err := timedLines(first.command(t, context.Background(), "kubeboot", "etcd", "restore", "--snapshot", chosen, "--config", first.config))
+	progress, err := timedLines(restorer.command(t, context.Background(), "kubeboot", "etcd", "restore", "--snapshot", chosen, "--config", restorer.config))
 	if err != nil || !strings.Contains(progress, "downloading "+chosen) {
 		t.Fatalf("etcd restore --snapshot %s: %v:\n%s", chosen, err, progress)
 	}
 	t.Logf("TIMING: etcd restore from S3 (download, restore, control plane healthy): %s; its progress:\n%s", time.Since(start).Round(time.Millisecond), progress)
-	if v := first.kubectl(t, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}"); v != "v" {
+	if v := restorer.kubectl(t, "get", "configmap", "ha-check", "-o", "jsonpath={.data.k}"); v != "v" {
 		t.Errorf("ha-check after the restore: %q, want its value at the snapshot", v)
 	}
-	if _, err := first.kubectlErr(t, "get", "configmap", "dr-gone"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+	if _, err := restorer.kubectlErr(t, "get", "configmap", "dr-gone"); err == nil || !strings.Contains(err.Error(), "NotFound") {
 		t.Errorf("dr-gone, made after the snapshot, after the restore: %v", err)
 	}
 
-	// Nodes 2 and 3 come back: their kubelets start the control planes
+	// Nodes 1 and 3 come back: their kubelets start the control planes
 	// they had, on the data of the cluster the restore replaced, of which
 	// the two members are a quorum; and each node's bootstrap unit runs,
-	// as at a boot, at the same time. Nobody resets them: each finds the
-	// restored cluster, leaves its old data and joins it again.
+	// as at a boot, at the same time, from its file: node 1's the
+	// ClusterConfiguration it founded the cluster with, node 3's a
+	// JoinConfiguration. Nobody resets them: each finds the restored
+	// cluster, leaves its old data and joins it again.
 	var endpoints []string
-	for i, n := range nodes {
+	for _, n := range nodes {
 		endpoints = append(endpoints, etcdURL(n.addr))
-		if i == 0 {
-			continue
-		}
+	}
+	for _, n := range others {
 		for _, name := range config.StaticPodNames {
 			if err := os.Rename(filepath.Join(n.root, name+".yaml.parked"), n.manifestPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				t.Fatal(err)
 			}
 		}
-		n.haConfig(t, endpoint, endpoints[:i], bucket, nil)
+	}
+	nodes[0].haConfig(t, endpoint, nil, bucket, nil)
+	nodes[2].haConfig(t, endpoint, endpoints[:2], bucket, nil)
+	for _, n := range others {
 		writeFile(t, filepath.Join(n.m.Root(), bootstrap.ConfigPath), string(readFile(t, n.config)))
 	}
-	eventually(t, "the old cluster's members on nodes 2 and 3 answer", func() error {
-		if r := first.etcdctl(t, endpoints[1:], "endpoint", "status"); r.code != 0 {
+	eventually(t, "the old cluster's members on nodes 1 and 3 answer", func() error {
+		if r := restorer.etcdctl(t, []string{endpoints[0], endpoints[2]}, "endpoint", "status"); r.code != 0 {
 			return errors.New(r.stderr)
 		}
 		return nil
 	})
 	start = time.Now()
-	journals := make([]string, len(nodes))
+	journals := make([]string, len(others))
 	var wg sync.WaitGroup
-	for i, n := range nodes[1:] {
+	for i, n := range others {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 			defer cancel()
 			since := time.Now().Add(-time.Second).Unix()
 			out, err := n.m.Output(ctx, "systemctl", "restart", "kubeboot-bootstrap")
 			journal, _ := n.m.Output(context.Background(), "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-bootstrap", "--since", fmt.Sprintf("@%d", since))
-			journals[i+1] = string(journal)
+			journals[i] = string(journal)
 			if err != nil {
-				journals[i+1] = fmt.Sprintf("%s\nthe unit failed: %v: %s", journal, err, out)
+				journals[i] = fmt.Sprintf("%s\nthe unit failed: %v: %s", journal, err, out)
 			}
 		})
 	}
 	wg.Wait()
-	t.Logf("TIMING: nodes 2 and 3 rejoin by their bootstrap units, at once: %s", time.Since(start).Round(time.Millisecond))
-	for i, n := range nodes[1:] {
-		journal := journals[i+1]
-		if strings.Contains(journal, "the unit failed") || !strings.Contains(journal, "the member joins again as a new one") ||
-			!strings.Contains(journal, "removed "+n.path("etcd")+".left") {
-			t.Errorf("the bootstrap of %s did not leave its old data and rejoin:\n%s", n.name, testsupport.LastLines(journal, 40))
+	t.Logf("TIMING: nodes 1 and 3 rejoin by their bootstrap units, at once: %s", time.Since(start).Round(time.Millisecond))
+	for i, n := range others {
+		journal := journals[i]
+		wants := []string{"the member joins again as a new one", "removed " + n.path("etcd") + ".left"}
+		if n == nodes[0] {
+			wants = append(wants, "this node joins it as a control-plane node instead of founding a cluster")
+		}
+		for _, want := range wants {
+			if strings.Contains(journal, "the unit failed") || !strings.Contains(journal, want) {
+				t.Errorf("the bootstrap of %s did not leave its old data and rejoin (%q):\n%s", n.name, want, testsupport.LastLines(journal, 40))
+			}
 		}
 		if _, err := os.Stat(n.path("etcd") + ".left"); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s's old etcd data is still there: %v", n.name, err)
 		}
 	}
-	if voters, learners := first.etcdMembers(t, endpoints); len(voters) != 3 || len(learners) != 0 {
+	if voters, learners := restorer.etcdMembers(t, endpoints); len(voters) != 3 || len(learners) != 0 {
 		t.Errorf("after the rejoins: voters %v, learners %v", voters, learners)
 	}
-	if r := first.etcdctl(t, endpoints, "endpoint", "health"); r.code != 0 {
+	if r := restorer.etcdctl(t, endpoints, "endpoint", "health"); r.code != 0 {
 		t.Errorf("etcd endpoint health after the rejoins: %s%s", r.stdout, r.stderr)
 	}
 	for _, n := range nodes {

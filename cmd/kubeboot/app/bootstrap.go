@@ -85,10 +85,19 @@ func joinControlPlane(ctx context.Context, n *controlplane.JoinNode) ([]string, 
 	return ran, controlplane.RestartRenewed(ctx, n.Node)
 }
 
-// initNode inits the cluster. An unattended node's output goes to its
-// journal, so the join command, which holds a bootstrap token, is left
-// out of the result.
+// initNode inits the cluster, or, when a restore on another control-plane
+// node has replaced the cluster whose etcd data this node holds
+// (controlplane.LeftCluster), joins the restored one with the files on the
+// node. An unattended node's output goes to its journal, so the join
+// command, which holds a bootstrap token, is left out of the result.
 func initNode(ctx context.Context, n *phases.Node) ([]string, error) {
+	left, err := controlplane.LeftCluster(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	if left {
+		return joinControlPlane(ctx, &controlplane.JoinNode{Node: n, Join: &config.Join{}})
+	}
 	ran, err := phases.InitWorkflow.Run(ctx, n, nil)
 	n.JoinCommand = ""
 	if err != nil {
