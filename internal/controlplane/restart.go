@@ -98,12 +98,7 @@ func restartKubelet(ctx context.Context, s *phases.Node) error {
 		s.Report.Infof("restarted kubelet.service")
 		return nil
 	}
-	host, port := phases.KubeletAddress(s.Config.Kubelet.ExtraConfig)
-	if host == "" {
-		host = s.Config.Node.AdvertiseAddress
-	}
-	t := health.Target{Component: pki.Kubelet, Endpoints: []string{"https://" + net.JoinHostPort(host, strconv.Itoa(port))},
-		CAFile: s.Config.CertPath(config.CertCA), ServerCertFile: s.Config.CertPath(config.CertKubeletServer)}
+	t := kubeletTarget(s)
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, time.Second, s.Config.Timeouts.ControlPlane.Duration, true, func(ctx context.Context) (bool, error) {
 		last = checkServedCert(ctx, s, t)
@@ -167,12 +162,18 @@ func staleRestarts(s *phases.Node) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return staleOf(s, append(targets, kubeletTarget(s)))
+}
+
+// kubeletTarget is how this node's kubelet is checked: its serving
+// address, and the certificate kubeboot issues it.
+func kubeletTarget(s *phases.Node) health.Target {
 	host, port := phases.KubeletAddress(s.Config.Kubelet.ExtraConfig)
 	if host == "" {
 		host = s.Config.Node.AdvertiseAddress
 	}
-	targets = append(targets, health.Target{Component: pki.Kubelet, Endpoints: []string{"https://" + net.JoinHostPort(host, strconv.Itoa(port))}})
-	return staleOf(s, targets)
+	return health.Target{Component: pki.Kubelet, Endpoints: []string{"https://" + net.JoinHostPort(host, strconv.Itoa(port))},
+		CAFile: s.Config.CertPath(config.CertCA), ServerCertFile: s.Config.CertPath(config.CertKubeletServer)}
 }
 
 // staleOf is staleRestarts of the components that targets reach.

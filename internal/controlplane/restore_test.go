@@ -4,20 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"io"
 	"maps"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
@@ -30,40 +23,10 @@ import (
 // streams it (with its integrity hash).
 func snapshotOfRealEtcd(t *testing.T) string {
 	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Name = "m1"
-	cfg.Dir = filepath.Join(t.TempDir(), "m1")
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	free := func() url.URL {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		must(t, err)
-		defer func() { _ = l.Close() }()
-		return url.URL{Scheme: "http", Host: l.Addr().String()}
-	}
-	client, peer := free(), free()
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName("m1")
-	e, err := embed.StartEtcd(cfg)
+	cli := startEmbeddedEtcd(t, "m1", filepath.Join(t.TempDir(), "m1"), localURL(t))
+	_, err := cli.Put(t.Context(), "/registry/kept", "v1")
 	must(t, err)
-	defer e.Close()
-	<-e.Server.ReadyNotify()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	must(t, err)
-	defer func() { _ = cli.Close() }()
-	ctx := t.Context()
-	_, err = cli.Put(ctx, "/registry/kept", "v1")
-	must(t, err)
-	stream, err := cli.Snapshot(ctx)
-	must(t, err)
-	defer func() { _ = stream.Close() }()
-	path := filepath.Join(t.TempDir(), "snapshot.db")
-	f, err := os.Create(path)
-	must(t, err)
-	_, err = io.Copy(f, stream)
-	must(t, err)
-	must(t, f.Close())
-	return path
+	return saveSnapshot(t, cli)
 }
 
 // TestRestoreRefusesACorruptSnapshot: a truncated snapshot is refused (a

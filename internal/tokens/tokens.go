@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -72,21 +71,12 @@ func Connect(s *phases.Node, newClient func(kubeconfig []byte) (kubernetes.Inter
 		TTL: s.Config.BootstrapToken.TTL.Duration}, nil
 }
 
-// ConnectKubeconfig builds the API client of an administrator's
-// kubeconfig, from any machine, with newClient; the cluster is as it
-// publishes itself to joining nodes: the endpoint and CA of the
-// cluster-info ConfigMap in kube-public, its name as kube-system's
+// ConnectClient is the cluster behind an administrator's client, from any
+// machine: as it publishes itself to joining nodes, the endpoint and CA of
+// the cluster-info ConfigMap in kube-public, its name as kube-system's
 // kubeadm-config says (else config.DefaultClusterName). A new token is
 // valid for config.DefaultBootstrapTokenTTL unless told otherwise.
-func ConnectKubeconfig(ctx context.Context, path string, newClient func(kubeconfig []byte) (kubernetes.Interface, error), report *output.Reporter) (Cluster, error) {
-	kubeconfig, err := os.ReadFile(path)
-	if err != nil {
-		return Cluster{}, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig: %v", err)}
-	}
-	client, err := newClient(kubeconfig)
-	if err != nil {
-		return Cluster{}, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", path, err)}
-	}
+func ConnectClient(ctx context.Context, client kubernetes.Interface, report *output.Reporter) (Cluster, error) {
 	published, err := discovery.Published(ctx, client)
 	if err != nil {
 		return Cluster{}, err

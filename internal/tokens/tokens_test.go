@@ -276,11 +276,11 @@ func TestIDs(t *testing.T) {
 	}
 }
 
-// TestConnectKubeconfig: from an administrator's kubeconfig on any
-// machine, a token's join command names the endpoint and CA pin the
-// cluster publishes in cluster-info, its discovery file the cluster's
+// TestConnectClient: with an administrator's client on any machine, a
+// token's join command names the endpoint and CA pin the cluster
+// publishes in cluster-info, its discovery file the cluster's
 // name from kubeadm-config, and it is valid for the default ttl.
-func TestConnectKubeconfig(t *testing.T) {
+func TestConnectClient(t *testing.T) {
 	ca, err := pki.NewCA(pki.CertSpec{Name: "ca", CN: "kubernetes", Algorithm: config.ECDSAP256, Validity: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -293,17 +293,8 @@ func TestConnectKubeconfig(t *testing.T) {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "cluster-info"}, Data: map[string]string{"kubeconfig": string(info)}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"}, Data: map[string]string{"ClusterConfiguration": "clusterName: prod\n"}},
 	)
-	kubeconfig := filepath.Join(t.TempDir(), "admin.conf")
-	if err := os.WriteFile(kubeconfig, []byte("from the admin's machine"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	var reported bytes.Buffer
-	c, err := tokens.ConnectKubeconfig(context.Background(), kubeconfig, func(data []byte) (kubernetes.Interface, error) {
-		if string(data) != "from the admin's machine" {
-			t.Errorf("the client was built from %q", data)
-		}
-		return client, nil
-	}, output.NewReporter(&reported, false))
+	c, err := tokens.ConnectClient(context.Background(), client, output.NewReporter(&reported, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,12 +324,8 @@ func TestConnectKubeconfig(t *testing.T) {
 		t.Errorf("reported %q", reported.String())
 	}
 
-	_, err = tokens.ConnectKubeconfig(context.Background(), kubeconfig, func([]byte) (kubernetes.Interface, error) { return fake.NewClientset(), nil }, output.NewReporter(&reported, false))
+	_, err = tokens.ConnectClient(context.Background(), fake.NewClientset(), output.NewReporter(&reported, false))
 	if err == nil || !strings.Contains(err.Error(), "kube-public/cluster-info") {
 		t.Errorf("a cluster without cluster-info: %v", err)
-	}
-	_, err = tokens.ConnectKubeconfig(context.Background(), filepath.Join(t.TempDir(), "missing"), nil, output.NewReporter(&reported, false))
-	if exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "--kubeconfig: open ") {
-		t.Errorf("a missing kubeconfig: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -129,12 +128,9 @@ func newConfigFleetCommand(d deps, stdout io.Writer) *cobra.Command {
 func (o *configFleetOptions) run(ctx context.Context, d deps) (*configFleetResult, error) {
 	var client kubernetes.Interface
 	if o.kubeconfig != "" {
-		data, err := os.ReadFile(o.kubeconfig)
-		if err != nil {
-			return nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig: %v", err)}
-		}
-		if client, err = d.adminClient(data); err != nil {
-			return nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", o.kubeconfig, err)}
+		var err error
+		if client, err = d.kubeconfigClient(o.kubeconfig); err != nil {
+			return nil, err
 		}
 	}
 	desc, err := fleet.Load(o.cluster)

@@ -75,7 +75,7 @@ func TestConfigFleetAdmitsAnAddedWorker(t *testing.T) {
 	}
 
 	missing := filepath.Join(t.TempDir(), "admin.conf")
-	if code, _, stderr := runCLI(t, "config", "fleet", "--cluster", bigger, "--out", dir, "--kubeconfig", missing); code != 2 || !strings.Contains(stderr, "--kubeconfig: open "+missing) {
+	if code, _, stderr := runCLI(t, "config", "fleet", "--cluster", bigger, "--out", dir, "--kubeconfig", missing); code != 2 || !strings.Contains(stderr, "--kubeconfig: stat "+missing) {
 		t.Fatalf("a missing kubeconfig: exit %d: %s", code, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "nodes/w3.yaml")); !os.IsNotExist(err) {

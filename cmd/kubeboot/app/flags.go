@@ -9,9 +9,11 @@ import (
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
@@ -168,4 +170,31 @@ func (d deps) loadJoin(path string, discovery config.Discovery, certificateKey s
 	env.JoinDiscovery, env.JoinCertificateKey = &discovery, certificateKey
 	doc, err := config.Load(path, env)
 	return doc.Join, err
+}
+
+// kubeconfigClient is the API client of an administrator's kubeconfig at
+// path (--kubeconfig), for the commands that act on the cluster from any
+// machine. The file is read as a configuration is, within bounds (no
+// FIFO, no oversized or overly nested YAML); one that cannot be read, or
+// that no client can be built from, is a usage error naming it.
+func (d deps) kubeconfigClient(path string) (kubernetes.Interface, error) {
+	data, err := inputfile.ReadYAML(path, inputfile.ConfigLimit, inputfile.ConfigNodes)
+	if err != nil {
+		return nil, &exit.UsageError{Msg: "--kubeconfig: " + err.Error()}
+	}
+	client, err := d.adminClient(data)
+	if err != nil {
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", path, err)}
+	}
+	return client, nil
+}
+
+// configOrKubeconfig refuses --config beside --kubeconfig: a command that
+// acts on the cluster takes the node's configuration (on a control-plane
+// node) or an administrator's kubeconfig, not both.
+func configOrKubeconfig(configPath, kubeconfig string) error {
+	if configPath != "" && kubeconfig != "" {
+		return &exit.UsageError{Msg: "--config and --kubeconfig: give one, the node's configuration (on a control-plane node) or an administrator's kubeconfig"}
+	}
+	return nil
 }

@@ -15,10 +15,8 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
-	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
-	"github.com/kubeboot/kubeboot/phases"
 )
 
 // resetOptions are the flags of `kubeboot reset`.
@@ -53,12 +51,8 @@ func (o *resetOptions) spec() (runSpec, error) {
 		return runSpec{}, &exit.UsageError{Msg: "--delete-node resets a worker (--config of its WorkerConfiguration); remove a control-plane node's Node with kubectl once its reset is done"}
 	}
 	if o.deleteNode && o.kubeconfig != "" {
-		kubeconfig, err := inputfile.ReadYAML(o.kubeconfig, inputfile.ConfigLimit, inputfile.ConfigNodes)
-		if err != nil {
-			return runSpec{}, &exit.UsageError{Msg: "--kubeconfig: " + err.Error()}
-		}
-		if o.nodeClient, err = phases.NewClient(kubeconfig, ""); err != nil {
-			return runSpec{}, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", o.kubeconfig, err)}
+		if o.nodeClient, err = o.deps.kubeconfigClient(o.kubeconfig); err != nil {
+			return runSpec{}, err
 		}
 	}
 	return runSpec{config: doc.ControlPlane(), worker: doc.Worker, root: root, dryRun: o.dryRun,

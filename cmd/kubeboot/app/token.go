@@ -36,10 +36,14 @@ type tokenOptions struct {
 // as the node's configuration says, with its admin.conf.
 func (o *tokenOptions) open(ctx context.Context, report *output.Reporter) (tokens.Cluster, error) {
 	if o.kubeconfig != "" {
-		if o.configPath != "" {
-			return tokens.Cluster{}, &exit.UsageError{Msg: "--config and --kubeconfig: give one, the node's configuration (on a control-plane node) or an administrator's kubeconfig"}
+		if err := configOrKubeconfig(o.configPath, o.kubeconfig); err != nil {
+			return tokens.Cluster{}, err
 		}
-		return tokens.ConnectKubeconfig(ctx, o.kubeconfig, o.deps.adminClient, report)
+		client, err := o.deps.kubeconfigClient(o.kubeconfig)
+		if err != nil {
+			return tokens.Cluster{}, err
+		}
+		return tokens.ConnectClient(ctx, client, report)
 	}
 	r, err := o.deps.nodeSpec(o.configPath, "")
 	if err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/bootstraptoken"
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/tokens"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -379,7 +381,35 @@ func TestTokenKubeconfigOrConfig(t *testing.T) {
 	if code, _, stderr := runCLI(t, "token", "list", "--config", "cluster.yaml", "--kubeconfig", missing); code != 2 || !strings.Contains(stderr, "--config and --kubeconfig: give one") {
 		t.Errorf("both: exit %d: %s", code, stderr)
 	}
-	if code, _, stderr := runCLI(t, "token", "create", "--kubeconfig", missing); code != 2 || !strings.Contains(stderr, "--kubeconfig: open "+missing) {
+	if code, _, stderr := runCLI(t, "token", "create", "--kubeconfig", missing); code != 2 || !strings.Contains(stderr, "--kubeconfig: stat "+missing) {
 		t.Errorf("a missing kubeconfig: exit %d: %s", code, stderr)
+	}
+}
+
+// TestKubeconfigClient: --kubeconfig's client is built from the file's
+// bytes; a FIFO is refused before it is read (no command blocks on it),
+// and a file no client can be built from is a usage error naming it.
+func TestKubeconfigClient(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "admin.conf", "from the admin's machine")
+	d := newDeps("")
+	var built string
+	d.adminClient = func(data []byte) (kubernetes.Interface, error) {
+		built = string(data)
+		return fake.NewClientset(), nil
+	}
+	if _, err := d.kubeconfigClient(path); err != nil || built != "from the admin's machine" {
+		t.Errorf("client built from %q: %v", built, err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.kubeconfigClient(fifo); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "--kubeconfig: ") {
+		t.Errorf("a FIFO as --kubeconfig: %v", err)
+	}
+	d.adminClient = func([]byte) (kubernetes.Interface, error) { return nil, errors.New("no cluster in it") }
+	if _, err := d.kubeconfigClient(path); exit.Code(err) != exit.Usage || !strings.Contains(err.Error(), "--kubeconfig "+path+": no cluster in it") {
+		t.Errorf("a kubeconfig no client is built from: %v", err)
 	}
 }

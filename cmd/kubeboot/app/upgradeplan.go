@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -92,16 +91,12 @@ func (o *planOptions) run(cmd *cobra.Command, target string, stdout, stderr io.W
 // else the node's --config and its admin.conf.
 func (o *planOptions) cluster(ctx context.Context, report *output.Reporter) (runSpec, kubernetes.Interface, error) {
 	if o.kubeconfig != "" {
-		if o.configPath != "" {
-			return runSpec{}, nil, &exit.UsageError{Msg: "--config and --kubeconfig: give one, the node's configuration (on a control-plane node) or an administrator's kubeconfig"}
+		if err := configOrKubeconfig(o.configPath, o.kubeconfig); err != nil {
+			return runSpec{}, nil, err
 		}
-		kubeconfig, err := os.ReadFile(o.kubeconfig)
+		client, err := o.deps.kubeconfigClient(o.kubeconfig)
 		if err != nil {
-			return runSpec{}, nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig: %v", err)}
-		}
-		client, err := o.deps.adminClient(kubeconfig)
-		if err != nil {
-			return runSpec{}, nil, &exit.UsageError{Msg: fmt.Sprintf("--kubeconfig %s: %v", o.kubeconfig, err)}
+			return runSpec{}, nil, err
 		}
 		c, err := phases.SharedConfig(ctx, client, o.deps.configEnv().Host)
 		return runSpec{config: c}, client, err

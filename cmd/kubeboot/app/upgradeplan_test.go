@@ -111,7 +111,7 @@ func TestUpgradePlanFromAnAdminsMachine(t *testing.T) {
 		want string
 	}{
 		{[]string{"--kubeconfig", kubeconfig, "--config", n.config}, "--config and --kubeconfig: give one"},
-		{[]string{"--kubeconfig", kubeconfig + ".missing"}, "--kubeconfig: open " + kubeconfig + ".missing"},
+		{[]string{"--kubeconfig", kubeconfig + ".missing"}, "--kubeconfig: stat " + kubeconfig + ".missing"},
 	} {
 		code, _, stderr := runCLIWith(t, n.deps, append([]string{"upgrade", "plan"}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
