@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // featureGateName is how Kubernetes names its feature gates.
@@ -127,7 +129,7 @@ func (c *Cluster) checkFeatureGates(ctx context.Context, binDir string) error {
 	if !errors.As(err, &exitErr) {
 		return fmt.Errorf("check the feature gates with %s: %w", apiServer, err)
 	}
-	reason := lastLines(string(out), 1)
+	reason := output.LastLines(string(out), 1)
 	if _, after, ok := strings.Cut(reason, "err="); ok {
 		reason = strings.Trim(after, `"`)
 	}

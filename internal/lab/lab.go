@@ -24,6 +24,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/fleet"
 	"github.com/kubeboot/kubeboot/internal/machine"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // Lab is a lab cluster on this host, whose nodes are machines (package
@@ -788,14 +789,14 @@ func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan
 	say := func(msg string) { events <- Event{Node: m.Name, Phase: "kubeadm", Level: "info", Msg: msg} }
 	say("kubeadm " + verb + " --config /" + kubeadmConfig)
 	if out, err := m.Output(ctx, "kubeadm", verb, "--config", "/"+kubeadmConfig); err != nil {
-		return fmt.Errorf("kubeadm %s: %w: %s", verb, err, lastLines(string(out), 20))
+		return fmt.Errorf("kubeadm %s: %w: %s", verb, err, output.LastLines(string(out), 20))
 	}
 	say("kubeadm " + verb + " returned")
 	if verb != "init" {
 		return nil
 	}
 	if out, err := m.Output(ctx, "kubeboot", "init", "phase", "addon", "cni", "--config", "/"+podNetworkConfig); err != nil {
-		return fmt.Errorf("install the pod network: kubeboot init phase addon cni: %w: %s", err, lastLines(string(out), 20))
+		return fmt.Errorf("install the pod network: kubeboot init phase addon cni: %w: %s", err, output.LastLines(string(out), 20))
 	}
 	say("kubeboot's pod network installed")
 	return nil
@@ -831,7 +832,7 @@ func waitInstalled(ctx context.Context, m machine.Machine) error {
 func kubectl(ctx context.Context, m machine.Machine, args ...string) ([]byte, error) {
 	out, err := m.Output(ctx, append([]string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}, args...)...)
 	if err != nil {
-		return out, fmt.Errorf("node %s: kubectl %s: %w: %s", m.Name, strings.Join(args, " "), err, lastLines(string(out), 10))
+		return out, fmt.Errorf("node %s: kubectl %s: %w: %s", m.Name, strings.Join(args, " "), err, output.LastLines(string(out), 10))
 	}
 	return out, nil
 }
@@ -962,10 +963,4 @@ func (l Lab) handOver(marker string) error {
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
-}
-
-// lastLines is the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/hostcontainerd"
+	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // A node image holds its images already unpacked in containerd's store,
@@ -53,7 +54,7 @@ func preload(ctx context.Context, binDir, kubeboot, archive string) (string, err
 		return "", fmt.Errorf("preload the lab's images: %w", stopErr)
 	}
 	if err != nil {
-		return "", fmt.Errorf("preload the lab's images: %s: %w: %s", strings.Join(argv, " "), err, lastLines(string(out), 10))
+		return "", fmt.Errorf("preload the lab's images: %s: %w: %s", strings.Join(argv, " "), err, output.LastLines(string(out), 10))
 	}
 	if err := atomicfile.Move(root, store); err != nil {
 		if _, statErr := os.Stat(store); statErr == nil {
@@ -78,7 +79,7 @@ func preloadNode(store, machineRoot string) error {
 		return err
 	}
 	if out, err := exec.Command("cp", "-a", "--link", store+"/.", dst).CombinedOutput(); err != nil {
-		return fmt.Errorf("preload the images of %s: cp: %w: %s", machineRoot, err, lastLines(string(out), 5))
+		return fmt.Errorf("preload the images of %s: cp: %w: %s", machineRoot, err, output.LastLines(string(out), 5))
 	}
 	err := filepath.WalkDir(store, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() || !strings.HasSuffix(path, ".db") {
@@ -89,7 +90,7 @@ func preloadNode(store, machineRoot string) error {
 			return err
 		}
 		if out, err := exec.Command("cp", "-a", path, target).CombinedOutput(); err != nil {
-			return fmt.Errorf("cp: %w: %s", err, lastLines(string(out), 5))
+			return fmt.Errorf("cp: %w: %s", err, output.LastLines(string(out), 5))
 		}
 		return nil
 	})

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,4 +130,11 @@ func (r *Reporter) PrintResult(res any) {
 	defer r.mu.Unlock()
 	line, _ := json.Marshal(map[string]any{"result": res})
 	_, _ = fmt.Fprintf(r.out, "%s\n", line)
+}
+
+// LastLines is the last n lines of s, without its final newline: the end
+// of a command's output, for a message.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
