@@ -84,6 +84,12 @@ type Kubelet struct {
 	// ExtraConfig holds KubeletConfiguration fields that override the
 	// generated ones, such as {failSwapOn: false}.
 	ExtraConfig map[string]any `json:"extraConfig,omitempty"`
+	// InstallCommand is what `kubeboot upgrade cluster` runs on each node,
+	// before that node's upgrade, to install the kubelet of the new
+	// release: the node's package manager, or a copy from a staged path.
+	// Its environment holds KUBERNETES_VERSION, the release (like
+	// v1.36.3). Empty: the kubelet is installed on every node beforehand.
+	InstallCommand []string `json:"installCommand,omitempty"`
 }
 
 // NodeRegistration is the identity of the node kubeboot runs on.

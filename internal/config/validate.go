@@ -54,6 +54,7 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	errs = append(errs, absolutePath(field.NewPath("kubelet", "configFile"), c.Kubelet.ConfigFile)...)
 	errs = append(errs, absolutePath(field.NewPath("kubelet", "certDir"), c.Kubelet.CertDir)...)
 	errs = append(errs, validateCRIEndpoint(c.Kubelet.ContainerRuntimeEndpoint)...)
+	errs = append(errs, validateInstallCommand(c.Kubelet.InstallCommand)...)
 	errs = append(errs, validateSecurity(field.NewPath("security"), c.Security)...)
 	errs = append(errs, validatePolicy(c)...)
 	if c.Timeouts.ControlPlane.Duration <= 0 {
@@ -67,6 +68,25 @@ func Validate(c *ClusterConfiguration) field.ErrorList {
 	}
 	errs = append(errs, validateAddons(field.NewPath("addons"), c.Addons, c.Networking.PodSubnet)...)
 	return errs
+}
+
+// validateInstallCommand accepts an empty kubelet.installCommand or one
+// whose program is an absolute path, as systemd runs it, and whose
+// arguments are not empty.
+func validateInstallCommand(argv []string) field.ErrorList {
+	path := field.NewPath("kubelet", "installCommand")
+	if len(argv) == 0 {
+		return nil
+	}
+	if !filepath.IsAbs(argv[0]) {
+		return field.ErrorList{field.Invalid(path.Index(0), argv[0], "want the program's absolute path, like /usr/bin/apt-get or /bin/sh")}
+	}
+	for i, arg := range argv[1:] {
+		if arg == "" {
+			return field.ErrorList{field.Invalid(path.Index(i+1), arg, "want no empty argument")}
+		}
+	}
+	return nil
 }
 
 // validateCRIEndpoint accepts a unix socket URL, as the kubelet's

@@ -111,6 +111,10 @@ func TestValidate(t *testing.T) {
 			`kubelet.configFile: Invalid value: "/etc/passwd": a system file: kubeboot overwrites it and, on reset, removes it; use a file of its own such as /var/lib/kubelet/config.yaml`}},
 		{"system dir as kubelet config", func(c *ClusterConfiguration) { c.Kubelet.ConfigFile = "/usr/bin" }, []string{`kubelet.configFile: Invalid value: "/usr/bin": a system file`}},
 		{"relative kubelet cert dir", func(c *ClusterConfiguration) { c.Kubelet.CertDir = "pki" }, []string{`kubelet.certDir: Invalid value: "pki": must be an absolute path`}},
+		{"kubelet install command by name", func(c *ClusterConfiguration) { c.Kubelet.InstallCommand = []string{"apt-get", "install", "kubelet"} },
+			[]string{`kubelet.installCommand[0]: Invalid value: "apt-get": want the program's absolute path, like /usr/bin/apt-get or /bin/sh`}},
+		{"kubelet install command with an empty argument", func(c *ClusterConfiguration) { c.Kubelet.InstallCommand = []string{"/bin/sh", "-c", ""} },
+			[]string{`kubelet.installCommand[2]: Invalid value: "": want no empty argument`}},
 		{"kubelet cert dir as manifest dir", func(c *ClusterConfiguration) { c.Kubelet.CertDir = "/etc/kubernetes/manifests" }, []string{
 			`kubelet.certDir: Invalid value: "/etc/kubernetes/manifests": /etc/kubernetes/manifests would be both the kubelet's certificate directory and the manifest directory (paths.manifestsDir); give it a directory of its own such as /var/lib/kubelet/pki`}},
 		{"root as kubeconfig dir", func(c *ClusterConfiguration) { c.Paths.KubeconfigDir = "/" }, []string{`paths.kubeconfigDir: Invalid value: "/": a system directory`}},

@@ -2,13 +2,17 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
+	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/nodefile"
 	"github.com/kubeboot/kubeboot/internal/worker"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 )
@@ -19,10 +23,29 @@ type upgradeOptions struct {
 	configPath string
 	output     outputFormat
 	timeout    time.Duration
+	// version is --kubernetes-version: the release a control-plane node's
+	// file is moved to before the upgrade, as `upgrade cluster` runs it.
+	version string
+}
+
+// moveFile moves the control-plane node's file to --kubernetes-version,
+// when given, before it is loaded.
+func (o *upgradeOptions) moveFile() error {
+	if o.version == "" {
+		return nil
+	}
+	if _, err := config.ParseKubernetesVersion(o.version); err != nil {
+		return &exit.UsageError{Msg: fmt.Sprintf("--kubernetes-version %q: %v", o.version, err)}
+	}
+	_, err := nodefile.SetKubernetesVersion(o.configPath, o.version)
+	return err
 }
 
 // spec loads the node's new configuration, whichever kind: a joined node upgrades too.
 func (o *upgradeOptions) spec() (runSpec, error) {
+	if err := o.moveFile(); err != nil {
+		return runSpec{}, err
+	}
 	cfg, err := o.deps.loadNode(o.configPath)
 	if err != nil {
 		return runSpec{}, err
@@ -42,6 +65,7 @@ func newUpgradeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 		"kubeboot upgrade plan --config cluster.yaml",
 		"kubeboot upgrade apply --config cluster.yaml",
 		"kubeboot upgrade node --config worker.yaml",
+		"kubeboot upgrade cluster v1.36.3 --kubeconfig admin.conf",
 	)
 	apply := &cobra.Command{
 		Use:   "apply",
@@ -57,9 +81,16 @@ func newUpgradeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	}
 	addConfigFlag(apply.Flags(), &opts.configPath)
 	addOutputFlag(apply.Flags(), &opts.output)
+	addVersionFlag(apply.Flags(), &opts.version)
 	apply.Flags().DurationVar(&opts.timeout, "timeout", 0, "how long to wait for each new instance to be healthy, and again for the previous one after a rollback (default: timeouts.controlPlane, which the manifests' probes also use)")
-	cmd.AddCommand(apply, newUpgradeNodeCommand(d, stdout, stderr), newUpgradePlanCommand(d, stdout, stderr))
+	cmd.AddCommand(apply, newUpgradeNodeCommand(d, stdout, stderr), newUpgradePlanCommand(d, stdout, stderr),
+		newUpgradeClusterCommand(d, stdout, stderr), newUpgradeOnNodeCommand(stdout))
 	return cmd
+}
+
+// addVersionFlag adds --kubernetes-version to upgrade apply and node.
+func addVersionFlag(flags *pflag.FlagSet, version *string) {
+	flags.StringVar(version, "kubernetes-version", "", "on a control-plane node: first move --config's file to this release, its kubernetesVersion line replaced (or one added after its kind line), every other line kept; as `upgrade cluster` runs it")
 }
 
 // nodeSpec loads the configuration of a node after the first, whichever
@@ -69,7 +100,17 @@ func (o *upgradeOptions) nodeSpec() (runSpec, error) {
 	if err != nil {
 		return runSpec{}, err
 	}
+	if doc.Worker != nil && o.version != "" {
+		return runSpec{}, &exit.UsageError{Msg: fmt.Sprintf("%s is a worker's file, which names no release: its kubelet moves to the cluster's; leave --kubernetes-version out", o.configPath)}
+	}
 	if cfg := doc.ControlPlane(); cfg != nil {
+		if err := o.moveFile(); err != nil {
+			return runSpec{}, err
+		}
+		if doc, err = o.deps.load(o.configPath, config.KindJoinConfiguration, config.KindClusterConfiguration); err != nil {
+			return runSpec{}, err
+		}
+		cfg = doc.ControlPlane()
 		if err := config.CheckPatchesDir(cfg, o.configPath, ""); err != nil {
 			return runSpec{}, err
 		}
@@ -102,6 +143,7 @@ func newUpgradeNodeCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	}
 	addConfigFlag(cmd.Flags(), &opts.configPath)
 	addOutputFlag(cmd.Flags(), &opts.output)
+	addVersionFlag(cmd.Flags(), &opts.version)
 	cmd.Flags().DurationVar(&opts.timeout, "timeout", 0, "how long to wait for each new instance to be healthy, and for the restarted kubelet (default: timeouts.controlPlane on a control-plane node, timeouts.tlsBootstrap on a worker)")
 	return cmd
 }
