@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/kubeboot/kubeboot/internal/output"
 )
 
 // OnNode is a node's own part of `upgrade cluster`, which the upgrade pod
@@ -45,6 +43,9 @@ type Host struct {
 	SystemdRun, Systemctl, Booted string
 	// Kubeboot is the node's kubeboot binary.
 	Kubeboot string
+	// Kubeadm is kubeadm's binary, and KubeadmJoined the file `kubeadm
+	// join` leaves on a worker: the kubelet flags kubeadm's drop-in reads.
+	Kubeadm, KubeadmJoined string
 	// LogDir holds each unit's output, which OnNode then prints.
 	LogDir string
 	// Poll is how often a unit an earlier run started is looked at.
@@ -54,7 +55,8 @@ type Host struct {
 // NodeHost is Host on a node: systemd's tools in /usr/bin, and the units'
 // output in /run/kubeboot.
 func NodeHost(kubeboot string) Host {
-	return Host{SystemdRun: "/usr/bin/systemd-run", Systemctl: "/usr/bin/systemctl", Booted: "/run/systemd/system", Kubeboot: kubeboot, LogDir: "/run/kubeboot", Poll: 2 * time.Second}
+	return Host{SystemdRun: "/usr/bin/systemd-run", Systemctl: "/usr/bin/systemctl", Booted: "/run/systemd/system", Kubeboot: kubeboot,
+		Kubeadm: "/usr/bin/kubeadm", KubeadmJoined: "/var/lib/kubelet/kubeadm-flags.env", LogDir: "/run/kubeboot", Poll: 2 * time.Second}
 }
 
 // Unit names of the node's upgrade.
@@ -77,11 +79,15 @@ func EnterRoot(root string) error {
 
 // Run upgrades the node: the install command with KUBERNETES_VERSION in its
 // environment, then `kubeboot upgrade apply|node`, printing each one's
-// output to out. A node kubeboot did not bring up, or one without
+// output to out. A worker without the node's file, but with kubeadm and
+// the kubelet flags `kubeadm join` writes, was joined by kubeadm: it runs
+// `kubeadm upgrade node` instead, then restarts the kubelet, as kubeadm's
+// documentation says. Any other node without the file, or one without
 // systemd, is refused before anything runs.
 func (o OnNode) Run(ctx context.Context, h Host, out io.Writer) error {
-	if _, err := os.Stat(o.Config); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("this node has no %s: kubeboot did not bring it up (a node joined with `kubeadm join`?); upgrade it with `kubeadm upgrade node` on it, or name the file every node has with upgrade cluster --node-config", o.Config)
+	argv, what, err := o.upgrade(h)
+	if err != nil {
+		return err
 	}
 	for _, path := range []string{h.SystemdRun, h.Systemctl, h.Booted} {
 		if _, err := os.Stat(path); err != nil {
@@ -93,18 +99,42 @@ func (o OnNode) Run(ctx context.Context, h Host, out io.Writer) error {
 			return fmt.Errorf("the kubelet's install command (kubelet.installCommand): %w", err)
 		}
 	}
-	verb := "node"
-	if o.Apply {
-		verb = "apply"
-	}
-	argv := []string{h.Kubeboot, "upgrade", verb, "--config", o.Config, "-o", "json"}
-	if o.ControlPlane {
-		argv = append(argv, "--kubernetes-version", o.Version)
-	}
 	if err := h.unit(ctx, upgradeUnit, nil, argv, out); err != nil {
-		return fmt.Errorf("kubeboot upgrade %s: %w", verb, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
+	if argv[0] != h.Kubeadm {
+		return nil
+	}
+	for _, args := range [][]string{{"daemon-reload"}, {"restart", "kubelet"}} {
+		if msg, err := exec.CommandContext(ctx, h.Systemctl, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("systemctl %s, after kubeadm upgrade node: %w: %s", strings.Join(args, " "), err, msg)
+		}
+	}
+	_, _ = fmt.Fprintln(out, "restarted kubelet.service")
 	return nil
+}
+
+// upgrade is the node's upgrade command and what to call it: kubeboot's
+// on a node it brought up, kubeadm's on a worker kubeadm joined.
+func (o OnNode) upgrade(h Host) (argv []string, what string, err error) {
+	if _, err := os.Stat(o.Config); !errors.Is(err, fs.ErrNotExist) {
+		verb := "node"
+		if o.Apply {
+			verb = "apply"
+		}
+		argv := []string{h.Kubeboot, "upgrade", verb, "--config", o.Config, "-o", "json"}
+		if o.ControlPlane {
+			argv = append(argv, "--kubernetes-version", o.Version)
+		}
+		return argv, "kubeboot upgrade " + verb, nil
+	}
+	_, kubeadm := os.Stat(h.Kubeadm)
+	_, joined := os.Stat(h.KubeadmJoined)
+	if o.ControlPlane || kubeadm != nil || joined != nil {
+		return nil, "", fmt.Errorf("this node has no %s, nor is it a worker with kubeadm (%s) that `kubeadm join` joined (%s): "+
+			"bring it up with kubeboot, or name the file every node has with upgrade cluster --node-config", o.Config, h.Kubeadm, h.KubeadmJoined)
+	}
+	return []string{h.Kubeadm, "upgrade", "node"}, "kubeadm upgrade node (this worker has no " + o.Config + ": `kubeadm join` joined it)", nil
 }
 
 // unit runs argv as the transient unit name with env, once any run of it an
@@ -122,7 +152,12 @@ func (h Host) unit(ctx context.Context, name string, env, argv []string, out io.
 	for _, e := range env {
 		args = append(args, "--setenv="+e)
 	}
-	args = append(append(args, "--"), argv...)
+	args = append(args, "--")
+	for _, arg := range argv {
+		// The service manager expands $VAR and ${VAR} in a unit's
+		// command, and takes $$ for $: the command runs as given.
+		args = append(args, strings.ReplaceAll(arg, "$", "$$"))
+	}
 	// Not bound to ctx: the unit goes on when this process is stopped,
 	// and a later run waits for it.
 	runErr := exec.Command(h.SystemdRun, args...).Run()
@@ -132,7 +167,7 @@ func (h Host) unit(ctx context.Context, name string, env, argv []string, out io.
 	}
 	_, _ = out.Write(logged)
 	if runErr != nil {
-		return fmt.Errorf("%s failed (%w); its last lines:\n%s", name, runErr, output.LastLines(string(logged), 15))
+		return fmt.Errorf("%s failed (%w); its output is above", name, runErr)
 	}
 	return nil
 }

@@ -26,11 +26,17 @@ while [ "$1" != "--" ]; do
   shift
 done
 shift
+# The service manager's expansion of a unit's command: $$ is $.
+n=$#
+while [ $n -gt 0 ]; do
+  a=$(printf '%s' "$1" | sed 's/\$\$/$/g'); shift; set -- "$@" "$a"; n=$((n-1))
+done
 env $envs "$@" > "$log" 2>&1
 `
 
 // fakeSystemctl says a unit is active while the file "running" exists.
 const fakeSystemctl = `#!/bin/sh
+echo "systemctl $*" >> "$(dirname "$0")/calls"
 if [ -e "$(dirname "$0")/running" ]; then echo active; else echo inactive; fi
 `
 
@@ -40,6 +46,7 @@ func fakeHost(t *testing.T) (clusterupgrade.Host, string) {
 	dir := t.TempDir()
 	for name, script := range map[string]string{
 		"systemd-run": fakeSystemdRun, "systemctl": fakeSystemctl,
+		"kubeadm": "#!/bin/sh\necho kubeadm \"$@\"\n",
 		"kubeboot": "#!/bin/sh\necho kubeboot \"$@\"\nif [ -e \"$(dirname \"$0\")/fail\" ]; then echo 'upgrade apply: etcd did not become healthy; rolled back'; exit 1; fi\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
@@ -47,15 +54,16 @@ func fakeHost(t *testing.T) (clusterupgrade.Host, string) {
 		}
 	}
 	return clusterupgrade.Host{SystemdRun: filepath.Join(dir, "systemd-run"), Systemctl: filepath.Join(dir, "systemctl"),
-		Booted: dir, Kubeboot: filepath.Join(dir, "kubeboot"), LogDir: filepath.Join(dir, "log"), Poll: time.Millisecond}, dir
+		Booted: dir, Kubeboot: filepath.Join(dir, "kubeboot"), Kubeadm: filepath.Join(dir, "kubeadm"), KubeadmJoined: filepath.Join(dir, "kubeadm-flags.env"), LogDir: filepath.Join(dir, "log"), Poll: time.Millisecond}, dir
 }
 
 // TestOnNode: the install command runs with KUBERNETES_VERSION, then the
 // node's kubeboot upgrade (apply on the first control-plane node, its
 // file moved to the release), each a transient unit whose output is
-// printed; a failure says what failed with the unit's last lines; a
-// unit an earlier run left running is waited for; a node without the
-// file is refused, naming kubeadm's own command.
+// printed; a failure says what failed after the unit's output; a
+// unit an earlier run left running is waited for; a worker kubeadm
+// joined runs kubeadm upgrade node and the kubelet's restart; any other
+// node without the file is refused.
 func TestOnNode(t *testing.T) {
 	h, dir := fakeHost(t)
 	config := filepath.Join(dir, "node.yaml")
@@ -74,7 +82,7 @@ func TestOnNode(t *testing.T) {
 	}
 	calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
 	if !strings.Contains(string(calls), "--unit=kubeboot-upgrade-kubelet --wait --collect") || !strings.Contains(string(calls), "--setenv=KUBERNETES_VERSION=v1.36.3") ||
-		!strings.Contains(string(calls), "--unit=kubeboot-upgrade-node --wait --collect") {
+		!strings.Contains(string(calls), "--unit=kubeboot-upgrade-node --wait --collect") || !strings.Contains(string(calls), "the kubelet $$KUBERNETES_VERSION") {
 		t.Errorf("systemd-run calls:\n%s", calls)
 	}
 
@@ -86,8 +94,9 @@ func TestOnNode(t *testing.T) {
 		worker := clusterupgrade.OnNode{Config: config, Version: "v1.36.3"}
 		var out bytes.Buffer
 		err := worker.Run(context.Background(), h, &out)
-		if err == nil || !strings.Contains(err.Error(), "kubeboot upgrade node: kubeboot-upgrade-node failed (exit status 1); its last lines:\nkubeboot upgrade node --config "+config+" -o json\nupgrade apply: etcd did not become healthy; rolled back") {
-			t.Errorf("err %v", err)
+		if err == nil || err.Error() != "kubeboot upgrade node: kubeboot-upgrade-node failed (exit status 1); its output is above" ||
+			out.String() != "kubeboot upgrade node --config "+config+" -o json\nupgrade apply: etcd did not become healthy; rolled back\n" {
+			t.Errorf("err %v, output:\n%s", err, out.String())
 		}
 	})
 	t.Run("a unit an earlier run left", func(t *testing.T) {
@@ -113,10 +122,29 @@ func TestOnNode(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	})
-	t.Run("a node kubeboot did not bring up", func(t *testing.T) {
-		err := (clusterupgrade.OnNode{Config: filepath.Join(dir, "none.yaml"), Version: "v1.36.3"}).Run(context.Background(), h, &out)
-		if err == nil || !strings.Contains(err.Error(), "kubeboot did not bring it up (a node joined with `kubeadm join`?); upgrade it with `kubeadm upgrade node` on it") {
-			t.Errorf("err %v", err)
+	t.Run("a worker kubeadm joined", func(t *testing.T) {
+		worker := clusterupgrade.OnNode{Config: filepath.Join(dir, "none.yaml"), Version: "v1.36.3"}
+		var out bytes.Buffer
+		err := worker.Run(context.Background(), h, &out)
+		if err == nil || !strings.Contains(err.Error(), "nor is it a worker with kubeadm") || out.Len() != 0 {
+			t.Fatalf("without kubeadm's flags file: err %v, output %q", err, out.String())
+		}
+		if err := os.WriteFile(h.KubeadmJoined, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(dir, "calls")); err != nil {
+			t.Fatal(err)
+		}
+		if err := worker.Run(context.Background(), h, &out); err != nil || out.String() != "kubeadm upgrade node\nrestarted kubelet.service\n" {
+			t.Fatalf("err %v, output:\n%s", err, out.String())
+		}
+		calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+		if !strings.HasSuffix(string(calls), "systemctl daemon-reload\nsystemctl restart kubelet\n") {
+			t.Errorf("calls:\n%s", calls)
+		}
+		cp := clusterupgrade.OnNode{Config: filepath.Join(dir, "none.yaml"), Version: "v1.36.3", ControlPlane: true}
+		if err := cp.Run(context.Background(), h, &out); err == nil || !strings.Contains(err.Error(), "bring it up with kubeboot") {
+			t.Errorf("a control-plane node without the file: err %v", err)
 		}
 	})
 }
