@@ -39,6 +39,9 @@ type Node struct {
 	Name string `json:"name"`
 	// ControlPlane says that it runs the control plane.
 	ControlPlane bool `json:"controlPlane"`
+	// Current says that it runs the release already, kubelet and static
+	// pods: it is left alone, unless a stopped run left it midway.
+	Current bool `json:"-"`
 }
 
 // Options are an upgrade's settings.
@@ -244,7 +247,8 @@ func (u *Upgrade) upgradeNode(ctx context.Context, res *NodeResult, apply bool) 
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if u.step(name).Step == StepDone && atVersion(node, u.opts.Version) {
+	step := u.step(name).Step
+	if (step == StepDone || (step == "" && res.Current)) && atVersion(node, u.opts.Version) {
 		res.Outcome = "already at the release"
 		report("upgraded already: Ready at %s", u.opts.Version)
 		return nil

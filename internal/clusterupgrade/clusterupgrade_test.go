@@ -46,6 +46,13 @@ func node(name string, cp, unschedulable bool) *corev1.Node {
 	return n
 }
 
+// current is a worker at the release already.
+func current(name string) *corev1.Node {
+	n := node(name, false, false)
+	n.Status.NodeInfo.KubeletVersion = "v1.36.3"
+	return n
+}
+
 func pod(ns, name, nodeName string, owner *metav1.OwnerReference, annotations map[string]string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + name), Annotations: annotations}, Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	if owner != nil {
@@ -145,7 +152,7 @@ func (l *lab) unschedulable(t *testing.T, name string) bool {
 	return n.Spec.Unschedulable
 }
 
-var fleet = []clusterupgrade.Node{{Name: "cp1", ControlPlane: true}, {Name: "cp2", ControlPlane: true}, {Name: "w1"}, {Name: "w2"}, {Name: "w3"}}
+var fleet = []clusterupgrade.Node{{Name: "cp1", ControlPlane: true}, {Name: "cp2", ControlPlane: true}, {Name: "w1"}, {Name: "w2"}, {Name: "w3"}, {Name: "w4", Current: true}}
 
 func options() clusterupgrade.Options {
 	return clusterupgrade.Options{Version: "v1.36.3", Nodes: fleet, NodeConfig: "/etc/kubeboot/node.yaml",
@@ -158,6 +165,7 @@ func fleetObjects() []runtime.Object {
 	return []runtime.Object{
 		node("cp1", true, false), node("cp2", true, false), node("w1", false, false), node("w2", false, false),
 		node("w3", false, true), // cordoned by its administrator
+		current("w4"),
 		pod("default", "web-a", "w1", replicaSet, nil),
 		pod("kube-system", "kube-proxy-w1", "w1", daemonSet, nil),
 		pod("kube-system", "kube-apiserver-cp1", "cp1", nil, map[string]string{"kubernetes.io/config.mirror": "x"}),
@@ -175,15 +183,16 @@ func run(l *lab, opts clusterupgrade.Options) (clusterupgrade.Result, string, er
 // with upgrade apply, then the workers; each cordoned, drained (its
 // DaemonSet's and static pods left), upgraded by a pod bound to it that
 // runs the node's kubeboot with the install command, and uncordoned,
-// except a node its administrator had cordoned; the state says done.
+// except a node its administrator had cordoned; a node at the release
+// already is left alone; the state says done.
 func TestUpgradeCluster(t *testing.T) {
 	l := newLab(t, fleetObjects()...)
 	res, out, err := run(l, options())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if got := l.createdOn(); !slices.Equal(got[:2], []string{"cp1", "cp2"}) || len(got) != 5 {
-		t.Errorf("upgrade pods on %v, want cp1, cp2, then the workers", got)
+	if got := l.createdOn(); !slices.Equal(got[:2], []string{"cp1", "cp2"}) || len(got) != 5 || slices.Contains(got, "w4") {
+		t.Errorf("upgrade pods on %v, want cp1, cp2, then the workers but w4", got)
 	}
 	first := l.created[0].Spec.Containers[0]
 	wantArgs := []string{"--node-config", "/etc/kubeboot/node.yaml", "--kubernetes-version", "v1.36.3", "--apply", "--control-plane", "--", "/bin/sh", "-c", "install kubelet"}
@@ -211,7 +220,7 @@ func TestUpgradeCluster(t *testing.T) {
 		}
 	}
 	pods, _ := l.client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: templates.UpgradePodLabel})
-	if len(pods.Items) != 0 || len(res.Nodes) != 5 || res.Nodes[4].Outcome != "upgraded" {
+	if len(pods.Items) != 0 || len(res.Nodes) != 6 || res.Nodes[4].Outcome != "upgraded" || res.Nodes[5].Outcome != "already at the release" {
 		t.Errorf("%d upgrade pods left; result %+v", len(pods.Items), res)
 	}
 	// Again: every node is done, and nothing runs.

@@ -384,7 +384,7 @@ func (l Lab) fleet() (*fleet.Description, error) {
 		"clusterName":          c.Name,
 		"controlPlaneEndpoint": c.Endpoint().String(),
 		"networking":           map[string]any{"podSubnet": c.PodSubnet},
-		"kubelet":              map[string]any{"extraConfig": c.withFeatureGates(machineKubelet)},
+		"kubelet":              map[string]any{"extraConfig": c.withFeatureGates(machineKubelet), "installCommand": kubeletInstall},
 		"addons":               map[string]any{"kubeProxy": map[string]any{"extraConfig": c.withFeatureGates(labKubeProxy)}},
 	}
 	c.setComponentArgs(cluster)
@@ -596,8 +596,44 @@ func (l Lab) installKubelet() error {
 	return linkOrCopy(src, filepath.Join(l.kubeletLayer(), "bin", "kubelet"))
 }
 
+// stagedKubelets is where every machine node finds the kubelet of each
+// release the bin dir holds, in <minor>/kubelet (v1.36/kubelet), as a
+// package repository would serve it: what the lab's
+// kubelet.installCommand installs (kubeletInstall).
+const stagedKubelets = "/usr/lib/kubeboot-lab/kubelet"
+
+// kubeletInstall is the lab's kubelet.installCommand: the staged kubelet
+// of KUBERNETES_VERSION's minor installed over /usr/bin/kubelet, as the
+// node's package manager would.
+var kubeletInstall = []string{"/bin/sh", "-c", "install -m 0755 " + stagedKubelets + "/${KUBERNETES_VERSION%.*}/kubelet /usr/bin/kubelet.new && mv /usr/bin/kubelet.new /usr/bin/kubelet"}
+
+// stageKubelets puts, in the nodes' /usr layer, the bin dir's own kubelet
+// (of kubeboot's default release) and the kubelet of each other release
+// it holds in v<major>.<minor>/, under stagedKubelets.
+func (l Lab) stageKubelets() error {
+	kubelets := map[string]string{minorDir(config.DefaultKubernetesVersion): filepath.Join(l.BinDir, "kubelet")}
+	others, err := filepath.Glob(filepath.Join(l.BinDir, "v1.*", "kubelet"))
+	if err != nil {
+		return err
+	}
+	for _, path := range others {
+		kubelets[filepath.Base(filepath.Dir(path))] = path
+	}
+	for minor, src := range kubelets {
+		dir := filepath.Join(l.usrLayer(), strings.TrimPrefix(stagedKubelets, "/usr/"), minor)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := linkOrCopy(src, filepath.Join(dir, "kubelet")); err != nil {
+			return fmt.Errorf("stage the kubelet %s: %w", src, err)
+		}
+	}
+	return nil
+}
+
 // installShared writes what the nodes share: their packages' layer,
-// kubeboot's package, the kubelet of the cluster's release, and the
+// kubeboot's package, the kubelet of the cluster's release and the staged
+// kubelets of every release, and the
 // archive of the images configs name (`kubeboot images list`), refs and
 // extra, which it preloads into a containerd store (preload) and links
 // where the nodes see it. It returns the store.
@@ -609,6 +645,9 @@ func (l Lab) installShared(ctx context.Context, configs [][]byte, refs []string,
 		return "", fmt.Errorf("kubeboot's package: %w", err)
 	}
 	if err := l.installKubelet(); err != nil {
+		return "", err
+	}
+	if err := l.stageKubelets(); err != nil {
 		return "", err
 	}
 	archive, err := l.images(ctx, configs, refs, extra)

@@ -3,12 +3,14 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -101,6 +103,9 @@ type fleet struct {
 	cl *lab.Cluster
 	// m are the machines, in the order of their names.
 	m []machine.Machine
+	// kubeconfig is the lab's kubeconfig on the host, through its load
+	// balancer: an administrator's machine.
+	kubeconfig string
 }
 
 // kubebootFleet brings the fleet up with `kubeboot lab up --cluster`: every
@@ -114,7 +119,7 @@ func kubebootFleet(t *testing.T) (*machineCluster, *fleet) {
 		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}
 	t.Logf("TIMING: lab up --cluster of the four machines at v1.35.4 (all booted at once, addons rolled out): %s", r.took.Round(time.Millisecond))
-	f := &fleet{cl: c.lab.Cluster}
+	f := &fleet{cl: c.lab.Cluster, kubeconfig: c.kubeconfig}
 	for _, n := range f.cl.Nodes {
 		f.m = append(f.m, c.machine(t, n.Name))
 	}
@@ -144,11 +149,65 @@ func (f *fleet) waitNodes(t *testing.T, version string) {
 	f.kubectlWait(t, "every node to be Ready at "+version, func(out string) bool { return out == want }, "get", "nodes", "-o", nodeVersions)
 }
 
-// probeService runs two pods on w2 behind a Service and probes its
-// ClusterIP from w1 until the probe is stopped.
+// spreadWeb is two web pods spread over the workers behind a Service,
+// ready once they answer and answering for a while once evicted, with a
+// budget that keeps one of them up through any drain.
+const spreadWeb = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+          - {weight: 100, podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}}
+      containers:
+      - name: web
+        image: %q
+        imagePullPolicy: Never
+        args: [netexec, --http-port=8080]
+        readinessProbe: {httpGet: {path: /hostname, port: 8080}, periodSeconds: 1}
+        # Served until every kube-proxy has dropped the endpoint, as a
+        # workload that drains well does.
+        lifecycle: {preStop: {sleep: {seconds: 3}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+`
+
+// debugPod is a pod without a controller on cp1, as a user's debugging
+// pod would be.
+const debugPod = `apiVersion: v1
+kind: Pod
+metadata: {name: debug, namespace: default}
+spec:
+  nodeName: cp1
+  tolerations: [{operator: Exists}]
+  containers:
+  - {name: debug, image: %q, imagePullPolicy: Never, args: [pause]}
+`
+
+// probeService runs two pods spread over the workers behind a Service,
+// with a PodDisruptionBudget, and probes its ClusterIP from w1 until the
+// probe is stopped.
 func (f *fleet) probeService(t *testing.T) *serviceProbe {
 	t.Helper()
-	writeFile(t, filepath.Join(f.m[0].Root(), "root/web.yaml"), fmt.Sprintf(webManifest, agnhostImage, "w2"))
+	writeFile(t, filepath.Join(f.m[0].Root(), "root/web.yaml"), fmt.Sprintf(spreadWeb, agnhostImage))
 	f.kubectl(t, "apply", "-f", "/root/web.yaml")
 	f.kubectl(t, "rollout", "status", "deployment/web", "--timeout=180s")
 	clusterIP := f.kubectl(t, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
@@ -169,30 +228,53 @@ func checkProbe(t *testing.T, probe *serviceProbe, what string, took time.Durati
 	}
 }
 
-// upgradeWithKubeboot upgrades the fleet as upgrade plan says: on each
-// node the kubelet of v1.36.3 installed, then upgrade apply on cp1 (its
-// file moved to v1.36.3), upgrade node on cp2 (its file moved to v1.36.3)
-// and on each worker. It returns how long the whole took.
-func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
+// upgradeCluster upgrades the fleet with `kubeboot upgrade cluster
+// v1.36.3` from the host, through the lab's kubeconfig: a first run is
+// killed (SIGKILL) while cp2's upgrade pod runs, and a second takes up
+// there, waiting for that pod. The lab's kubelet.installCommand installs
+// each node's kubelet. It returns how long the whole took.
+func (f *fleet) upgradeCluster(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for i, m := range f.m {
-		verb := "node"
-		if i == 0 {
-			verb = "apply"
-		}
-		if f.cl.Nodes[i].Role == lab.RoleControlPlane {
-			path := filepath.Join(m.Root(), bootstrap.ConfigPath)
-			writeFile(t, path, strings.Replace(string(readFile(t, path)), "kubernetesVersion: v1.35.4\n", "kubernetesVersion: v1.36.3\n", 1))
-		}
-		installKubelet(t, m)
-		step := time.Now()
-		code, out := kubebootIn(m, "upgrade", verb, "--config", bootstrap.ConfigPath, "-o", "json")
-		if code != 0 {
-			t.Fatalf("upgrade %s on %s: exit %d:\n%s", verb, m.Name, code, out)
-		}
-		t.Logf("TIMING: upgrade %s on %s: %s; its last events:\n%s", verb, m.Name, time.Since(step).Round(time.Millisecond), testsupport.LastLines(out, 5))
+	args := []string{"upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig, "-o", "json"}
+	first := exec.Command(kubebootBin, args...)
+	stdout, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	var stderr strings.Builder
+	first.Stderr = &stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(15*time.Minute, func() { _ = first.Process.Kill() })
+	defer timer.Stop()
+	killed := false
+	var events []string
+	for scanner := bufio.NewScanner(stdout); scanner.Scan(); {
+		events = append(events, scanner.Text())
+		if !killed && strings.Contains(scanner.Text(), `"node":"cp2"`) && strings.Contains(scanner.Text(), "upgrading on the node") {
+			_ = first.Process.Kill()
+			killed = true
+		}
+	}
+	_ = first.Wait()
+	if !killed {
+		t.Fatalf("the first upgrade cluster ended before cp2's upgrade pod started (%s):\n%s\n%s", first.ProcessState, strings.Join(events, "\n"), stderr.String())
+	}
+	t.Logf("TIMING: the first upgrade cluster, SIGKILLed while cp2's upgrade pod ran: %s; its last events:\n%s", time.Since(start).Round(time.Millisecond), strings.Join(events[max(0, len(events)-4):], "\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	r := run(t, ctx, exec.CommandContext(ctx, kubebootBin, args...))
+	if r.code != 0 {
+		t.Fatalf("upgrade cluster again: exit %d:\n%s\n%s", r.code, testsupport.LastLines(r.stdout, 30), r.stderr)
+	}
+	for _, want := range []string{"resuming the upgrade to v1.36.3", "waiting for pod kube-system/kubeboot-upgrade-cp2, which a stopped run started", `"outcome":"already at the release"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the second upgrade cluster does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	t.Logf("TIMING: the second upgrade cluster, which took up at cp2: %s; its result:\n%s", r.took.Round(time.Millisecond), testsupport.LastLines(r.stdout, 1))
 	return time.Since(start)
 }
 
@@ -202,10 +284,12 @@ func (f *fleet) upgradeWithKubeboot(t *testing.T) time.Duration {
 // boots at once and forms the cluster at v1.35.4 with no value copied
 // between nodes, the second control-plane node with the secrets of
 // kubeadm-certs; its pod network, logs, exec and port-forward work
-// (checkPodNetwork). Then the whole
-// cluster moves to v1.36.3 as upgrade plan says, while a Service is
-// probed from w1 (upgradeWithKubeboot), after a worker's upgrade was
-// refused while the control plane still ran v1.35.4. Every node then
+// (checkPodNetwork). Then, after a worker's upgrade was refused while
+// the control plane still ran v1.35.4, and upgrade cluster refused to
+// drain a pod without a controller, the whole cluster moves to v1.36.3
+// with `upgrade cluster` from the host, killed once and resumed, each
+// node drained, while a Service whose pods the drains move is probed from
+// w1 (upgradeCluster). Every node then
 // reports v1.36.3, and so do kubeadm-config and kubelet-config. Last, w2
 // is reset, its Node deleted, and it joins again, Ready with a new client
 // certificate.
@@ -257,9 +341,23 @@ func TestClusterLife(t *testing.T) {
 			t.Errorf("after the refusal w1's kubelet is %s", got)
 		}
 	})
-	took := f.upgradeWithKubeboot(t)
+	// checkPodNetwork's pods have no controller: a drain would lose them.
+	f.kubectl(t, "delete", "pod", "web-w1", "web-w2")
+	t.Run("a drain refuses a pod without a controller, before anything changes", func(t *testing.T) {
+		writeFile(t, filepath.Join(cp1.Root(), "root/debug.yaml"), fmt.Sprintf(debugPod, agnhostImage))
+		f.kubectl(t, "apply", "-f", "/root/debug.yaml")
+		r := runCommand(t, kubebootBin, "upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig)
+		if r.code != 1 || !strings.Contains(r.stderr, "cp1: drain: pods without a controller would be lost, which nothing brings back: default/debug") {
+			t.Errorf("upgrade cluster with a bare pod on cp1: exit %d:\n%s", r.code, r.stderr)
+		}
+		if got := f.kubectl(t, "get", "node", "cp1", "-o", "jsonpath={.spec.unschedulable}/{.status.nodeInfo.kubeletVersion}"); got != "/v1.35.4" {
+			t.Errorf("after the refusal cp1 is unschedulable/kubelet %q, want schedulable at v1.35.4", got)
+		}
+		f.kubectl(t, "delete", "pod", "debug", "--grace-period=1")
+	})
+	took := f.upgradeCluster(t)
 	stopped = true
-	checkProbe(t, probe, "the whole cluster's upgrade v1.35.4 -> v1.36.3 (2 control-plane nodes, 2 workers)", took)
+	checkProbe(t, probe, "upgrade cluster v1.35.4 -> v1.36.3 (2 control-plane nodes, 2 workers, each drained; killed once and resumed)", took)
 
 	t.Run("every node, kubeadm-config and kubelet-config say v1.36.3", func(t *testing.T) {
 		if got := f.kubectl(t, "get", "nodes", "-o", nodeVersions); got != "cp1=v1.36.3/True cp2=v1.36.3/True w1=v1.36.3/True w2=v1.36.3/True" {

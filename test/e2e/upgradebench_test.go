@@ -125,7 +125,7 @@ func (f *kubeadmFleet) upWithKubeadm(t *testing.T) {
 }
 
 // upgradeWithKubeadm upgrades the fleet as kubeadm's documentation does:
-// on each node the kubelet of v1.36.3 installed, then `kubeadm upgrade
+// on each node, drained first and uncordoned last, the kubelet of v1.36.3 installed, then `kubeadm upgrade
 // apply` on cp1, `kubeadm upgrade node` on the others, each followed by
 // the kubelet's restart and a wait until its Node reports v1.36.3 and is
 // Ready (what kubeboot's upgrade waits for by itself). It returns how
@@ -134,6 +134,7 @@ func (f *kubeadmFleet) upgradeWithKubeadm(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for i, m := range f.m {
+		f.kubectl(t, "drain", m.Name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m")
 		installKubelet(t, m)
 		if i == 0 {
 			inMachineOK(t, m, "kubeadm", "upgrade", "apply", "v1.36.3", "--yes", "--ignore-preflight-errors", kubeadmIgnored)
@@ -143,13 +144,14 @@ func (f *kubeadmFleet) upgradeWithKubeadm(t *testing.T) time.Duration {
 		inMachineOK(t, m, "sh", "-c", "systemctl daemon-reload && systemctl restart kubelet")
 		f.kubectlWait(t, m.Name+"'s kubelet at v1.36.3", func(out string) bool { return out == "v1.36.3/True" },
 			"get", "node", m.Name, "-o", `jsonpath={.status.nodeInfo.kubeletVersion}/{.status.conditions[?(@.type=="Ready")].status}`)
+		f.kubectl(t, "uncordon", m.Name)
 	}
 	return time.Since(start)
 }
 
 // TestUpgradeBench times the whole-cluster upgrade of the fleet, v1.35.4
 // to v1.36.3 on two control-plane nodes and two workers, with kubeboot's
-// sequence (upgradeWithKubeboot) and kubeadm's (upgradeWithKubeadm), each
+// `upgrade cluster` (upgradeCluster, killed once and resumed) and kubeadm's (upgradeWithKubeadm), each
 // on a fleet of its own brought up by the same tool, in alternating order
 // over $KUBEBOOT_BENCH_ROUNDS rounds (default 1), while a Service is
 // probed. Each measurement is a line "BENCH cluster-upgrade TOOL SECONDS
@@ -174,7 +176,7 @@ func TestUpgradeBench(t *testing.T) {
 				var upgrade func(*testing.T) time.Duration
 				if tool == "kubeboot" {
 					_, f = kubebootFleet(t)
-					upgrade = f.upgradeWithKubeboot
+					upgrade = f.upgradeCluster
 				} else {
 					k := newKubeadmFleet(t)
 					k.upWithKubeadm(t)

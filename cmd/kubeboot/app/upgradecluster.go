@@ -99,7 +99,7 @@ func (o *clusterUpgradeOptions) run(cmd *cobra.Command, version string, stdout, 
 	}
 	var names []string
 	for _, n := range plan.Nodes {
-		opts.Nodes = append(opts.Nodes, clusterupgrade.Node{Name: n.Name, ControlPlane: n.ControlPlane})
+		opts.Nodes = append(opts.Nodes, clusterupgrade.Node{Name: n.Name, ControlPlane: n.ControlPlane, Current: current(n, opts.Version)})
 		names = append(names, n.Name)
 	}
 	report.Infof("upgrading to %s, in this order: %s", opts.Version, strings.Join(names, ", "))
@@ -116,6 +116,17 @@ func (o *clusterUpgradeOptions) run(cmd *cobra.Command, version string, stdout, 
 		report.PrintResult(out)
 	}
 	return err
+}
+
+// current says whether the plan leaves node as it is: its kubelet at
+// version and each static pod's image as the release renders it.
+func current(node controlplane.NodePlan, version string) bool {
+	for _, c := range node.Components {
+		if (c.Name == "kubelet" && c.From != version) || c.From != c.To {
+			return false
+		}
+	}
+	return true
 }
 
 // onNodeOptions are the flags of `kubeboot upgrade on-node`, which the
