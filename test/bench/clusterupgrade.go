@@ -89,12 +89,11 @@ func (r *clusterUpgradeResults) markdown(b *strings.Builder) {
 	w("Measured at kubeboot %s on %s (`go run ./test/bench -only %s` measures this section alone and replaces it here). ", r.commit, r.measured.Format("2006-01-02 15:04 MST"), clusterUpgradeOnly)
 	w("test/e2e's `TestUpgradeBench` (build tag `bench`) brings up the fleet of `TestClusterLife` with each tool: four lab machines (systemd, containerd and the kubelet as services), ")
 	w("two control-plane nodes behind the lab's load balancer and two workers, at v1.35.4: kubeboot's from their files at boot, kubeadm's with `kubeadm init --upload-certs` and `kubeadm join` (`--control-plane --certificate-key` on cp2). ")
-	w("Then it times the upgrade of the whole cluster to v1.36.3, node by node, cp1 first, as each tool's documentation says: ")
-	w("on each node the kubelet of v1.36.3 installed (its binary written over `/usr/bin/kubelet`, as a package manager does), then ")
-	w("kubeboot's `upgrade apply` on cp1 and `upgrade node` on the others, which restart the kubelet and wait for its Node themselves; ")
-	w("kubeadm's `upgrade apply v1.36.3 --yes` on cp1 and `upgrade node` on the others, each followed by `systemctl daemon-reload && systemctl restart kubelet` and a wait until the Node reports v1.36.3 and is Ready. ")
-	w("Neither drains a node. kubeadm also renews the control plane's certificates (its default), kubeboot saves an etcd snapshot on each control-plane node. ")
-	w("%d round(s), each a fresh fleet per tool, the tools' order alternating; a Service with two pods on w2 is probed from w1 through its ClusterIP every 100 ms throughout.\n\n", r.rounds)
+	w("Then it times the upgrade of the whole cluster to v1.36.3, each node drained (`--ignore-daemonsets --delete-emptydir-data`) and uncordoned, cp1 first, as each tool's documentation says: ")
+	w("kubeboot's one command from the host, `kubeboot upgrade cluster v1.36.3 --kubeconfig <the lab's>`, whose pod on each node installs the kubelet of v1.36.3 (the lab's `kubelet.installCommand`, a staged binary written over `/usr/bin/kubelet`) and runs `upgrade apply` on cp1 and `upgrade node` on the others; ")
+	w("kubeadm's by script: on each node `kubectl drain`, the same kubelet written over `/usr/bin/kubelet`, `kubeadm upgrade apply v1.36.3 --yes` on cp1 and `upgrade node` on the others, `systemctl daemon-reload && systemctl restart kubelet`, a wait until the Node reports v1.36.3 and is Ready, and `kubectl uncordon`. ")
+	w("kubeadm also renews the control plane's certificates (its default), kubeboot saves an etcd snapshot on each control-plane node. ")
+	w("%d round(s), each a fresh fleet per tool, the tools' order alternating; a Service with two pods spread over the workers, behind a PodDisruptionBudget of `minAvailable: 1`, is probed from w1 through its ClusterIP every 100 ms throughout.\n\n", r.rounds)
 	w("| sequence | wall min / median / max | ratio to kubeadm | the Service's longest gap (max) |\n|---|---|---|---|\n")
 	ref := summarize(r.took["kubeadm"]).median
 	for _, tool := range []string{"kubeboot", "kubeadm"} {

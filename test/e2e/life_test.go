@@ -229,11 +229,25 @@ func checkProbe(t *testing.T, probe *serviceProbe, what string, took time.Durati
 }
 
 // upgradeCluster upgrades the fleet with `kubeboot upgrade cluster
+// v1.36.3` from the host, through the lab's kubeconfig, in one run. The
+// lab's kubelet.installCommand installs each node's kubelet. It returns
+// how long it took.
+func (f *fleet) upgradeCluster(t *testing.T) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	r := run(t, ctx, exec.CommandContext(ctx, kubebootBin, "upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig))
+	if r.code != 0 {
+		t.Fatalf("upgrade cluster: exit %d:\n%s", r.code, testsupport.LastLines(r.stderr, 30))
+	}
+	return r.took
+}
+
+// upgradeClusterKilled upgrades the fleet with `kubeboot upgrade cluster
 // v1.36.3` from the host, through the lab's kubeconfig: a first run is
 // killed (SIGKILL) while cp2's upgrade pod runs, and a second takes up
-// there, waiting for that pod. The lab's kubelet.installCommand installs
-// each node's kubelet. It returns how long the whole took.
-func (f *fleet) upgradeCluster(t *testing.T) time.Duration {
+// there, waiting for that pod. It returns how long the whole took.
+func (f *fleet) upgradeClusterKilled(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
 	args := []string{"upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig, "-o", "json"}
@@ -289,7 +303,7 @@ func (f *fleet) upgradeCluster(t *testing.T) time.Duration {
 // drain a pod without a controller, the whole cluster moves to v1.36.3
 // with `upgrade cluster` from the host, killed once and resumed, each
 // node drained, while a Service whose pods the drains move is probed from
-// w1 (upgradeCluster). Every node then
+// w1 (upgradeClusterKilled). Every node then
 // reports v1.36.3, and so do kubeadm-config and kubelet-config. Last, w2
 // is reset, its Node deleted, and it joins again, Ready with a new client
 // certificate.
@@ -355,7 +369,7 @@ func TestClusterLife(t *testing.T) {
 		}
 		f.kubectl(t, "delete", "pod", "debug", "--grace-period=1")
 	})
-	took := f.upgradeCluster(t)
+	took := f.upgradeClusterKilled(t)
 	stopped = true
 	checkProbe(t, probe, "upgrade cluster v1.35.4 -> v1.36.3 (2 control-plane nodes, 2 workers, each drained; killed once and resumed)", took)
 

@@ -151,7 +151,7 @@ func (f *kubeadmFleet) upgradeWithKubeadm(t *testing.T) time.Duration {
 
 // TestUpgradeBench times the whole-cluster upgrade of the fleet, v1.35.4
 // to v1.36.3 on two control-plane nodes and two workers, with kubeboot's
-// `upgrade cluster` (upgradeCluster, killed once and resumed) and kubeadm's (upgradeWithKubeadm), each
+// `upgrade cluster` (upgradeCluster) and kubeadm's (upgradeWithKubeadm), each
 // on a fleet of its own brought up by the same tool, in alternating order
 // over $KUBEBOOT_BENCH_ROUNDS rounds (default 1), while a Service is
 // probed. Each measurement is a line "BENCH cluster-upgrade TOOL SECONDS
