@@ -266,12 +266,16 @@ func (u *Upgrade) upgradeNode(ctx context.Context, res *NodeResult, apply bool) 
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	u.report.Event(output.Event{Phase: name, Level: output.LevelError, Msg: err.Error(), Fields: map[string]any{"node": name, "step": StepFailed}})
-	if u.step(name).Cordoned {
+	cordoned := u.step(name).Cordoned
+	if cordoned {
 		if uerr := u.cordon(ctx, name, false); uerr != nil {
 			err = errors.Join(err, uerr)
+		} else {
+			cordoned = false
 		}
 	}
-	if serr := u.setStep(ctx, name, func(n *NodeState) { n.Step, n.Cordoned = StepFailed, false }); serr != nil {
+	// A node left cordoned stays this upgrade's to uncordon.
+	if serr := u.setStep(ctx, name, func(n *NodeState) { n.Step, n.Cordoned = StepFailed, cordoned }); serr != nil {
 		err = errors.Join(err, serr)
 	}
 	return fmt.Errorf("%s: %w; the upgrade stopped there: fix the node, then run `kubeboot upgrade cluster %s` again to take it up", name, err, u.opts.Version)
@@ -285,7 +289,7 @@ func (u *Upgrade) upgradeSteps(ctx context.Context, node *corev1.Node, apply boo
 		if err := u.removePod(ctx, name); err != nil {
 			return err
 		}
-		ours := !node.Spec.Unschedulable
+		ours := !node.Spec.Unschedulable || u.step(name).Cordoned
 		if err := u.setStep(ctx, name, func(n *NodeState) { n.Step, n.Cordoned = StepCordoned, ours }); err != nil {
 			return err
 		}
