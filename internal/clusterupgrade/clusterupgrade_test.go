@@ -336,3 +336,19 @@ func TestUpgradeClusterRefusesAnotherUnfinishedRelease(t *testing.T) {
 		t.Fatalf("err %v; pods on %v", err, l.createdOn())
 	}
 }
+
+// TestUpgradeClusterUncordonsWhatItCordoned: a node a failed run left
+// cordoned (its uncordon failed too) is uncordoned by the next, though it
+// is unschedulable when that run begins.
+func TestUpgradeClusterUncordonsWhatItCordoned(t *testing.T) {
+	objects := fleetObjects()
+	objects[2] = node("w1", false, true)
+	state, _ := json.Marshal(clusterupgrade.State{Version: "v1.36.3", Nodes: map[string]clusterupgrade.NodeState{"w1": {Step: clusterupgrade.StepFailed, Cordoned: true}}})
+	l := newLab(t, append(objects, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: clusterupgrade.StateName}, Data: map[string]string{"state": string(state)}})...)
+	if _, out, err := run(l, options()); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if l.unschedulable(t, "w1") || !l.unschedulable(t, "w3") {
+		t.Errorf("w1 cordoned %v (want uncordoned), w3 cordoned %v (want its administrator's cordon kept)", l.unschedulable(t, "w1"), l.unschedulable(t, "w3"))
+	}
+}
