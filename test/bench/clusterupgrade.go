@@ -15,7 +15,7 @@ import (
 // alone, and its heading is where that run puts it in the report.
 const (
 	clusterUpgradeOnly    = "cluster-upgrade"
-	clusterUpgradeHeading = "## Whole-cluster upgrade: kubeboot's sequence beside kubeadm's"
+	clusterUpgradeHeading = "## Whole-cluster upgrade: upgrade cluster beside kubeadm's procedure"
 	// clusterUpgradeBefore is the heading the section goes before when a
 	// report without it gets it.
 	clusterUpgradeBefore = etcdSnapshotHeading
