@@ -55,6 +55,9 @@ type Options struct {
 	NodeConfig string
 	// Install is kubelet.installCommand, which each node runs first.
 	Install []string
+	// KubeadmIgnorePreflightErrors is passed to `kubeadm upgrade node` on
+	// the workers kubeadm joined.
+	KubeadmIgnorePreflightErrors string
 	// Image is the image of kubeboot's own pods, which the upgrade pods run.
 	Image string
 	// Kubeboot is the nodes' kubeboot binary.
@@ -351,6 +354,9 @@ func (u *Upgrade) runPod(ctx context.Context, node *corev1.Node, apply bool, rep
 	if _, cp := node.Labels["node-role.kubernetes.io/control-plane"]; cp {
 		args = append(args, "--control-plane")
 	}
+	if u.opts.KubeadmIgnorePreflightErrors != "" {
+		args = append(args, "--kubeadm-ignore-preflight-errors", u.opts.KubeadmIgnorePreflightErrors)
+	}
 	if len(u.opts.Install) > 0 {
 		args = append(append(args, "--"), u.opts.Install...)
 	}
@@ -405,7 +411,7 @@ func podStatus(p *corev1.Pod) string {
 
 // podLog is the end of pod's log, or why it could not be read.
 func (u *Upgrade) podLog(ctx context.Context, pod string) string {
-	lines := int64(30)
+	lines := int64(50)
 	data, err := u.client.CoreV1().Pods(metav1.NamespaceSystem).GetLogs(pod, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
 	if err != nil {
 		return fmt.Sprintf("(its log cannot be read: %v)", err)

@@ -156,7 +156,7 @@ var fleet = []clusterupgrade.Node{{Name: "cp1", ControlPlane: true}, {Name: "cp2
 
 func options() clusterupgrade.Options {
 	return clusterupgrade.Options{Version: "v1.36.3", Nodes: fleet, NodeConfig: "/etc/kubeboot/node.yaml",
-		Install: []string{"/bin/sh", "-c", "install kubelet"}, Image: "registry.k8s.io/pause:3.10.2",
+		Install: []string{"/bin/sh", "-c", "install kubelet"}, Image: "registry.k8s.io/pause:3.10.2", KubeadmIgnorePreflightErrors: "SystemVerification",
 		Kubeboot:       templates.Kubeboot{Binary: "/usr/bin/kubeboot", Version: "v0.0.0-test"},
 		MaxUnavailable: 2, DrainTimeout: 200 * time.Millisecond, NodeTimeout: 5 * time.Second, Poll: time.Millisecond}
 }
@@ -195,7 +195,8 @@ func TestUpgradeCluster(t *testing.T) {
 		t.Errorf("upgrade pods on %v, want cp1, cp2, then the workers but w4", got)
 	}
 	first := l.created[0].Spec.Containers[0]
-	wantArgs := []string{"--node-config", "/etc/kubeboot/node.yaml", "--kubernetes-version", "v1.36.3", "--apply", "--control-plane", "--", "/bin/sh", "-c", "install kubelet"}
+	wantArgs := []string{"--node-config", "/etc/kubeboot/node.yaml", "--kubernetes-version", "v1.36.3", "--apply", "--control-plane",
+		"--kubeadm-ignore-preflight-errors", "SystemVerification", "--", "/bin/sh", "-c", "install kubelet"}
 	if !slices.Equal(first.Args, wantArgs) || first.Command[0] != "/host/usr/bin/kubeboot" || !*first.SecurityContext.Privileged || l.created[0].Spec.NodeName != "cp1" {
 		t.Errorf("cp1's pod runs %q %q", first.Command, first.Args)
 	}

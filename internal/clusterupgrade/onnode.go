@@ -32,6 +32,9 @@ type OnNode struct {
 	ControlPlane bool
 	// Install is kubelet.installCommand, run first; empty: none.
 	Install []string
+	// KubeadmIgnorePreflightErrors is what `kubeadm upgrade node`, on a
+	// worker kubeadm joined, is told to ignore (--ignore-preflight-errors).
+	KubeadmIgnorePreflightErrors string
 }
 
 // Host is what OnNode runs on the node: systemd's tools and the node's
@@ -134,7 +137,11 @@ func (o OnNode) upgrade(h Host) (argv []string, what string, err error) {
 		return nil, "", fmt.Errorf("this node has no %s, nor is it a worker with kubeadm (%s) that `kubeadm join` joined (%s): "+
 			"bring it up with kubeboot, or name the file every node has with upgrade cluster --node-config", o.Config, h.Kubeadm, h.KubeadmJoined)
 	}
-	return []string{h.Kubeadm, "upgrade", "node"}, "kubeadm upgrade node (this worker has no " + o.Config + ": `kubeadm join` joined it)", nil
+	argv = []string{h.Kubeadm, "upgrade", "node"}
+	if o.KubeadmIgnorePreflightErrors != "" {
+		argv = append(argv, "--ignore-preflight-errors="+o.KubeadmIgnorePreflightErrors)
+	}
+	return argv, "kubeadm upgrade node (this worker has no " + o.Config + ": `kubeadm join` joined it)", nil
 }
 
 // unit runs argv as the transient unit name with env, once any run of it an

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kubeboot/kubeboot/internal/bootstrap"
 	"github.com/kubeboot/kubeboot/internal/clusterupgrade"
@@ -29,6 +30,7 @@ type clusterUpgradeOptions struct {
 	maxUnavailable int
 	drainTimeout   time.Duration
 	nodeTimeout    time.Duration
+	kubeadmIgnore  string
 }
 
 // newUpgradeClusterCommand is `kubeboot upgrade cluster VERSION`: every
@@ -55,6 +57,7 @@ func newUpgradeClusterCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	flags.IntVar(&opts.maxUnavailable, "max-unavailable", 1, "how many workers are drained and upgraded at once")
 	flags.DurationVar(&opts.drainTimeout, "drain-timeout", 5*time.Minute, "how long a node's drain may take; a PodDisruptionBudget that blocks it longer stops the upgrade, naming the pod")
 	flags.DurationVar(&opts.nodeTimeout, "node-timeout", 15*time.Minute, "how long a node's upgrade may take, and again its wait to be Ready at VERSION")
+	addKubeadmIgnoreFlag(flags, &opts.kubeadmIgnore)
 	return cmd
 }
 
@@ -96,6 +99,7 @@ func (o *clusterUpgradeOptions) run(cmd *cobra.Command, version string, stdout, 
 		Version: next.KubernetesVersion, NodeConfig: o.nodeConfig, Install: next.Kubelet.InstallCommand,
 		Image: next.CSRApprover.Image, Kubeboot: templates.Kubeboot{Binary: o.nodeKubeboot, Version: s.System.Kubeboot.Version},
 		MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout, NodeTimeout: o.nodeTimeout,
+		KubeadmIgnorePreflightErrors: o.kubeadmIgnore,
 	}
 	var names []string
 	for _, n := range plan.Nodes {
@@ -127,6 +131,11 @@ func current(node controlplane.NodePlan, version string) bool {
 		}
 	}
 	return true
+}
+
+// addKubeadmIgnoreFlag adds --kubeadm-ignore-preflight-errors.
+func addKubeadmIgnoreFlag(flags *pflag.FlagSet, value *string) {
+	flags.StringVar(value, "kubeadm-ignore-preflight-errors", "", "on a worker `kubeadm join` joined: the checks `kubeadm upgrade node` ignores (its --ignore-preflight-errors), like SystemVerification on a cgroup v1 host")
 }
 
 // onNodeOptions are the flags of `kubeboot upgrade on-node`, which the
@@ -164,5 +173,6 @@ func newUpgradeOnNodeCommand(stdout io.Writer) *cobra.Command {
 	flags.StringVar(&opts.node.Version, "kubernetes-version", "", "the release the node moves to")
 	flags.BoolVar(&opts.node.Apply, "apply", false, "run upgrade apply: the first control-plane node")
 	flags.BoolVar(&opts.node.ControlPlane, "control-plane", false, "the node runs the control plane: move its file to the release")
+	addKubeadmIgnoreFlag(flags, &opts.node.KubeadmIgnorePreflightErrors)
 	return cmd
 }
