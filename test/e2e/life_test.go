@@ -86,6 +86,10 @@ func clientSerial(t *testing.T, m machine.Machine) string {
 	return ""
 }
 
+// lifeNodesWithKubeadm are lifeNodes and a third worker, w3, that stock
+// `kubeadm join` joins.
+var lifeNodesWithKubeadm = strings.Replace(lifeNodes, "kubernetesVersion:", "- {name: w3, role: worker, join: kubeadm}\nkubernetesVersion:", 1)
+
 // lifeNodes are the machines of a cluster's life, at v1.35.4.
 const lifeNodes = `
 - {name: cp1, role: control-plane}
@@ -111,14 +115,14 @@ type fleet struct {
 // kubebootFleet brings the fleet up with `kubeboot lab up --cluster`: every
 // node's file written before any boots, all booted at once, each brought
 // up by kubeboot's bootstrap unit.
-func kubebootFleet(t *testing.T) (*machineCluster, *fleet) {
+func kubebootFleet(t *testing.T, nodes string) (*machineCluster, *fleet) {
 	t.Helper()
-	c := startMachineCluster(t, "life", "10.89.242.0/24", "10.245.0.0/16", lifeNodes)
+	c := startMachineCluster(t, "life", "10.89.242.0/24", "10.245.0.0/16", nodes)
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb)
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}
-	t.Logf("TIMING: lab up --cluster of the four machines at v1.35.4 (all booted at once, addons rolled out): %s", r.took.Round(time.Millisecond))
+	t.Logf("TIMING: lab up --cluster of the machines at v1.35.4 (all booted at once, addons rolled out): %s", r.took.Round(time.Millisecond))
 	f := &fleet{cl: c.lab.Cluster, kubeconfig: c.kubeconfig}
 	for _, n := range f.cl.Nodes {
 		f.m = append(f.m, c.machine(t, n.Name))
@@ -145,8 +149,17 @@ const nodeVersions = `jsonpath={range .items[*]}{.metadata.name}={.status.nodeIn
 // waitNodes waits until every node is Ready with the kubelet of version.
 func (f *fleet) waitNodes(t *testing.T, version string) {
 	t.Helper()
-	want := strings.NewReplacer("V", version).Replace("cp1=V/True cp2=V/True w1=V/True w2=V/True")
-	f.kubectlWait(t, "every node to be Ready at "+version, func(out string) bool { return out == want }, "get", "nodes", "-o", nodeVersions)
+	f.kubectlWait(t, "every node to be Ready at "+version, func(out string) bool { return out == f.atVersion(version) }, "get", "nodes", "-o", nodeVersions)
+}
+
+// atVersion is what nodeVersions shows when every node is Ready with the
+// kubelet of version.
+func (f *fleet) atVersion(version string) string {
+	var want []string
+	for _, n := range f.cl.Nodes {
+		want = append(want, n.Name+"="+version+"/True")
+	}
+	return strings.Join(want, " ")
 }
 
 // spreadWeb is two web pods spread over the workers behind a Service,
@@ -228,21 +241,6 @@ func checkProbe(t *testing.T, probe *serviceProbe, what string, took time.Durati
 	}
 }
 
-// upgradeCluster upgrades the fleet with `kubeboot upgrade cluster
-// v1.36.3` from the host, through the lab's kubeconfig, in one run. The
-// lab's kubelet.installCommand installs each node's kubelet. It returns
-// how long it took.
-func (f *fleet) upgradeCluster(t *testing.T) time.Duration {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	r := run(t, ctx, exec.CommandContext(ctx, kubebootBin, "upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig))
-	if r.code != 0 {
-		t.Fatalf("upgrade cluster: exit %d:\n%s", r.code, testsupport.LastLines(r.stderr, 30))
-	}
-	return r.took
-}
-
 // upgradeClusterKilled upgrades the fleet with `kubeboot upgrade cluster
 // v1.36.3` from the host, through the lab's kubeconfig: a first run is
 // killed (SIGKILL) while cp2's upgrade pod runs, and a second takes up
@@ -250,7 +248,8 @@ func (f *fleet) upgradeCluster(t *testing.T) time.Duration {
 func (f *fleet) upgradeClusterKilled(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
-	args := []string{"upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig, "-o", "json"}
+	// This host's cgroups are v1: kubeadm's system verification refuses them.
+	args := []string{"upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig, "-o", "json", "--kubeadm-ignore-preflight-errors", "SystemVerification"}
 	first := exec.Command(kubebootBin, args...)
 	stdout, err := first.StdoutPipe()
 	if err != nil {
@@ -292,8 +291,8 @@ func (f *fleet) upgradeClusterKilled(t *testing.T) time.Duration {
 	return time.Since(start)
 }
 
-// TestClusterLife: a fleet of two control-plane nodes and two workers,
-// which `lab up --cluster` provisions with every file written before any
+// TestClusterLife: a fleet of two control-plane nodes and two workers
+// (and w3, a worker stock `kubeadm join` joins), which `lab up --cluster` provisions with every file written before any
 // node is up (a fresh token and certificate key, the CA made beforehand),
 // boots at once and forms the cluster at v1.35.4 with no value copied
 // between nodes, the second control-plane node with the secrets of
@@ -303,14 +302,14 @@ func (f *fleet) upgradeClusterKilled(t *testing.T) time.Duration {
 // drain a pod without a controller, the whole cluster moves to v1.36.3
 // with `upgrade cluster` from the host, killed once and resumed, each
 // node drained, while a Service whose pods the drains move is probed from
-// w1 (upgradeClusterKilled). Every node then
-// reports v1.36.3, and so do kubeadm-config and kubelet-config. Last, w2
+// w1 (upgradeClusterKilled); w3 is upgraded by `kubeadm upgrade node`
+// in its upgrade pod. Every node then reports v1.36.3, and so do kubeadm-config and kubelet-config. Last, w2
 // is reset, its Node deleted, and it joins again, Ready with a new client
 // certificate.
 func TestClusterLife(t *testing.T) {
 	alongside(t)
-	c, f := kubebootFleet(t)
-	cp1, cp2, w1, w2 := f.m[0], f.m[1], f.m[2], f.m[3]
+	c, f := kubebootFleet(t, lifeNodesWithKubeadm)
+	cp1, cp2, w1, w2, w3 := f.m[0], f.m[1], f.m[2], f.m[3], f.m[4]
 	f.waitNodes(t, "v1.35.4")
 	certKey := regexp.MustCompile(`certificateKey: ([0-9a-f]{64})`).FindStringSubmatch(string(readFile(t, filepath.Join(cp1.Root(), bootstrap.ConfigPath))))
 	if certKey == nil {
@@ -335,8 +334,9 @@ func TestClusterLife(t *testing.T) {
 			t.Fatalf("upgrade plan: exit %d:\n%s", code, out)
 		}
 		want := []string{"on cp1: install the kubelet v1.36.3, then kubeboot upgrade apply", "on cp2: install the kubelet v1.36.3, then kubeboot upgrade node",
-			"on w1: install the kubelet v1.36.3, then kubeboot upgrade node", "on w2: install the kubelet v1.36.3, then kubeboot upgrade node"}
-		if len(plan.Nodes) != 4 || plan.ClusterVersion != "v1.35.4" || len(plan.Steps) != len(want) {
+			"on w1: install the kubelet v1.36.3, then kubeboot upgrade node", "on w2: install the kubelet v1.36.3, then kubeboot upgrade node",
+			"on w3: install the kubelet v1.36.3, then "}
+		if len(plan.Nodes) != 5 || plan.ClusterVersion != "v1.35.4" || len(plan.Steps) != len(want) {
 			t.Fatalf("plan: %+v", plan)
 		}
 		for i, w := range want {
@@ -371,11 +371,15 @@ func TestClusterLife(t *testing.T) {
 	})
 	took := f.upgradeClusterKilled(t)
 	stopped = true
-	checkProbe(t, probe, "upgrade cluster v1.35.4 -> v1.36.3 (2 control-plane nodes, 2 workers, each drained; killed once and resumed)", took)
+	checkProbe(t, probe, "upgrade cluster v1.35.4 -> v1.36.3 (2 control-plane nodes, 3 workers of which kubeadm joined one, each drained; killed once and resumed)", took)
 
 	t.Run("every node, kubeadm-config and kubelet-config say v1.36.3", func(t *testing.T) {
-		if got := f.kubectl(t, "get", "nodes", "-o", nodeVersions); got != "cp1=v1.36.3/True cp2=v1.36.3/True w1=v1.36.3/True w2=v1.36.3/True" {
+		if got := f.kubectl(t, "get", "nodes", "-o", nodeVersions); got != f.atVersion("v1.36.3") {
 			t.Errorf("the nodes: %s", got)
+		}
+		// w3, which kubeadm joined, was upgraded by kubeadm.
+		if got := inMachine(t, w3, "cat", "/run/kubeboot/kubeboot-upgrade-node.log"); !strings.Contains(got, "[upgrade]") || !strings.Contains(got, "successfully") {
+			t.Errorf("w3's upgrade unit's output:\n%s", got)
 		}
 		if got := f.kubectl(t, "-n", "kube-system", "get", "configmap", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}"); !strings.Contains(got, "kubernetesVersion: v1.36.3\n") {
 			t.Errorf("kubeadm-config:\n%s", got)

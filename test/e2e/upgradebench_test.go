@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -149,6 +151,21 @@ func (f *kubeadmFleet) upgradeWithKubeadm(t *testing.T) time.Duration {
 	return time.Since(start)
 }
 
+// upgradeCluster upgrades the fleet with `kubeboot upgrade cluster
+// v1.36.3` from the host, through the lab's kubeconfig, in one run. The
+// lab's kubelet.installCommand installs each node's kubelet. It returns
+// how long it took.
+func (f *fleet) upgradeCluster(t *testing.T) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	r := run(t, ctx, exec.CommandContext(ctx, kubebootBin, "upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig))
+	if r.code != 0 {
+		t.Fatalf("upgrade cluster: exit %d:\n%s", r.code, testsupport.LastLines(r.stderr, 30))
+	}
+	return r.took
+}
+
 // TestUpgradeBench times the whole-cluster upgrade of the fleet, v1.35.4
 // to v1.36.3 on two control-plane nodes and two workers, with kubeboot's
 // `upgrade cluster` (upgradeCluster) and kubeadm's (upgradeWithKubeadm), each
@@ -175,7 +192,7 @@ func TestUpgradeBench(t *testing.T) {
 				var f *fleet
 				var upgrade func(*testing.T) time.Duration
 				if tool == "kubeboot" {
-					_, f = kubebootFleet(t)
+					_, f = kubebootFleet(t, lifeNodes)
 					upgrade = f.upgradeCluster
 				} else {
 					k := newKubeadmFleet(t)
