@@ -120,9 +120,14 @@ type Upgrade struct {
 	client kubernetes.Interface
 	opts   Options
 	report *output.Reporter
-	// mu guards state, which the workers upgraded at once share.
+	// mu guards state and version, which the workers upgraded at once
+	// share.
 	mu    sync.Mutex
 	state State
+	// stored says that the state's ConfigMap exists, and version is its
+	// resourceVersion as this run last read or wrote it.
+	stored  bool
+	version string
 }
 
 // New is an upgrade of the cluster client reaches, with opts.
@@ -186,6 +191,7 @@ func (u *Upgrade) loadState(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read kube-system/%s, the upgrade's state: %w", StateName, err)
 	}
+	u.stored, u.version = true, cm.ResourceVersion
 	var s State
 	if err := json.Unmarshal([]byte(cm.Data[stateKey]), &s); err != nil {
 		return fmt.Errorf("kube-system/%s: its %s does not parse (%w): delete the ConfigMap once no upgrade runs, then run again", StateName, stateKey, err)
@@ -217,17 +223,35 @@ func (u *Upgrade) setStep(ctx context.Context, node string, change func(*NodeSta
 		return err
 	}
 	cms := u.client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: StateName, Namespace: metav1.NamespaceSystem}, Data: map[string]string{stateKey: string(data)}}
-	return retryAPI(ctx, u.opts.Poll, func() error {
-		_, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: StateName, Namespace: metav1.NamespaceSystem, ResourceVersion: u.version}, Data: map[string]string{stateKey: string(data)}}
+	var changed error
+	err = retryAPI(ctx, u.opts.Poll, func() error {
+		var written *corev1.ConfigMap
+		var err error
+		if !u.stored {
+			written, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		} else {
+			written, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			// Ours, if a write whose answer was lost made it.
+			if now, gerr := cms.Get(ctx, StateName, metav1.GetOptions{}); gerr == nil && now.Data[stateKey] == string(data) {
+				written, err = now, nil
+			} else {
+				changed = fmt.Errorf("kube-system/%s changed under this run: another `upgrade cluster` runs; let it finish, or stop it, then run again", StateName)
+				return nil
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("record %s's step in kube-system/%s: %w", node, StateName, err)
 		}
+		u.stored, u.version = true, written.ResourceVersion
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return changed
 }
 
 // step is node's recorded step.

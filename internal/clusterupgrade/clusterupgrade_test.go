@@ -353,3 +353,20 @@ func TestUpgradeClusterUncordonsWhatItCordoned(t *testing.T) {
 		t.Errorf("w1 cordoned %v (want uncordoned), w3 cordoned %v (want its administrator's cordon kept)", l.unschedulable(t, "w1"), l.unschedulable(t, "w3"))
 	}
 }
+
+// TestUpgradeClusterRefusesASecondRun: a run whose state another run
+// changed (its update refused as a conflict, the state not what it wrote)
+// stops at that step, before it touches another node.
+func TestUpgradeClusterRefusesASecondRun(t *testing.T) {
+	l := newLab(t, fleetObjects()...)
+	l.client.PrependReactor("update", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), clusterupgrade.StateName, nil)
+	})
+	_, out, err := run(l, options())
+	if err == nil || !strings.Contains(err.Error(), "kube-system/kubeboot-upgrade-cluster changed under this run: another `upgrade cluster` runs") || len(l.createdOn()) != 0 {
+		t.Fatalf("err %v; upgrade pods on %v\n%s", err, l.createdOn(), out)
+	}
+	if l.unschedulable(t, "cp2") {
+		t.Error("cp2 was cordoned")
+	}
+}
