@@ -359,7 +359,7 @@ func TestUpgradeClusterUncordonsWhatItCordoned(t *testing.T) {
 // stops at that step, before it touches another node.
 func TestUpgradeClusterRefusesASecondRun(t *testing.T) {
 	l := newLab(t, fleetObjects()...)
-	l.client.PrependReactor("update", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+	l.client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), clusterupgrade.StateName, nil)
 	})
 	_, out, err := run(l, options())
