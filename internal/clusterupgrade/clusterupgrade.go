@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/internal/nodepod"
 	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/templates"
 )
@@ -225,7 +225,7 @@ func (u *Upgrade) setStep(ctx context.Context, node string, change func(*NodeSta
 	cms := u.client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: StateName, Namespace: metav1.NamespaceSystem, ResourceVersion: u.version}, Data: map[string]string{stateKey: string(data)}}
 	var changed error
-	err = retryAPI(ctx, u.opts.Poll, func() error {
+	err = nodepod.Retry(ctx, u.opts.Poll, func() error {
 		var written *corev1.ConfigMap
 		var err error
 		if !u.stored {
@@ -370,7 +370,6 @@ func podName(node string) string { return templates.UpgradePodPrefix + node }
 // runPod runs node's upgrade pod, or waits for the one a stopped run
 // started, until it ends, and fails with its output when it failed.
 func (u *Upgrade) runPod(ctx context.Context, node *corev1.Node, apply bool, report func(string, ...any)) error {
-	pods := u.client.CoreV1().Pods(metav1.NamespaceSystem)
 	args := []string{"--node-config", u.opts.NodeConfig, "--kubernetes-version", u.opts.Version}
 	if apply {
 		args = append(args, "--apply")
@@ -385,83 +384,21 @@ func (u *Upgrade) runPod(ctx context.Context, node *corev1.Node, apply bool, rep
 		args = append(append(args, "--"), u.opts.Install...)
 	}
 	pod := templates.UpgradePod(node.Name, u.opts.Image, u.opts.Kubeboot, args)
-	existing, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create the upgrade pod kube-system/%s: %w", pod.Name, err)
-		}
-		report("upgrading on the node: pod kube-system/%s", pod.Name)
-	case err != nil:
+	if err := u.pods().Run(ctx, pod, "the upgrade", report); err != nil {
 		return err
-	default:
-		report("waiting for pod kube-system/%s, which a stopped run started (%s)", pod.Name, existing.Status.Phase)
 	}
-	deadline := time.Now().Add(u.opts.NodeTimeout)
-	for {
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			// The API server may be the one the node restarts.
-		case p.Status.Phase == corev1.PodSucceeded:
-			report("upgraded on the node")
-			return nil
-		case p.Status.Phase == corev1.PodFailed:
-			return fmt.Errorf("the upgrade on the node failed (pod kube-system/%s, kept for its logs):\n%s", pod.Name, u.podLog(ctx, pod.Name))
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the upgrade pod kube-system/%s did not end within --node-timeout %s (%s): is the node up?", pod.Name, u.opts.NodeTimeout, podStatus(p))
-		}
-		if err := sleep(ctx, u.opts.Poll); err != nil {
-			return err
-		}
-	}
+	report("upgraded on the node")
+	return nil
 }
 
-// podStatus says why a pod is where it is.
-func podStatus(p *corev1.Pod) string {
-	if p == nil {
-		return "not read"
-	}
-	for _, c := range p.Status.ContainerStatuses {
-		if c.State.Waiting != nil {
-			return fmt.Sprintf("%s, %s: %s", p.Status.Phase, c.State.Waiting.Reason, c.State.Waiting.Message)
-		}
-	}
-	return string(p.Status.Phase)
-}
-
-// podLog is the end of pod's log, or why it could not be read.
-func (u *Upgrade) podLog(ctx context.Context, pod string) string {
-	lines := int64(50)
-	data, err := u.client.CoreV1().Pods(metav1.NamespaceSystem).GetLogs(pod, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
-	if err != nil {
-		return fmt.Sprintf("(its log cannot be read: %v)", err)
-	}
-	return strings.TrimRight(string(data), "\n")
+// pods runs the upgrade pods.
+func (u *Upgrade) pods() nodepod.Runner {
+	return nodepod.Runner{Client: u.client, Poll: u.opts.Poll, Timeout: u.opts.NodeTimeout}
 }
 
 // removePod deletes node's upgrade pod, if any, and waits until it is gone.
 func (u *Upgrade) removePod(ctx context.Context, node string) error {
-	pods := u.client.CoreV1().Pods(metav1.NamespaceSystem)
-	return retryAPI(ctx, u.opts.Poll, func() error {
-		p, err := pods.Get(ctx, podName(node), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			return fmt.Errorf("the upgrade pod kube-system/%s still runs (%s): wait for it to end", p.Name, p.Status.Phase)
-		}
-		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		return fmt.Errorf("the upgrade pod kube-system/%s is being deleted", p.Name)
-	})
+	return u.pods().Remove(ctx, metav1.NamespaceSystem, podName(node))
 }
 
 // waitReady waits until node's Node is Ready with the kubelet of the
@@ -480,7 +417,7 @@ func (u *Upgrade) waitReady(ctx context.Context, name string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the Node was not Ready at %s within --node-timeout %s (%s)", u.opts.Version, u.opts.NodeTimeout, last)
 		}
-		if err := sleep(ctx, u.opts.Poll); err != nil {
+		if err := nodepod.Sleep(ctx, u.opts.Poll); err != nil {
 			return err
 		}
 	}
@@ -499,29 +436,4 @@ func readyStatus(node *corev1.Node) corev1.ConditionStatus {
 		}
 	}
 	return corev1.ConditionUnknown
-}
-
-// retryAPI runs call until it succeeds, for as long as 30 polls: a control-plane
-// node's upgrade restarts the API server that may answer.
-func retryAPI(ctx context.Context, poll time.Duration, call func() error) error {
-	var err error
-	for range 30 {
-		if err = call(); err == nil {
-			return nil
-		}
-		if serr := sleep(ctx, poll); serr != nil {
-			return errors.Join(err, serr)
-		}
-	}
-	return err
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

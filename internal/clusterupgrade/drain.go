@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubeboot/kubeboot/internal/nodepod"
 )
 
 // mirrorAnnotation marks the API's copy of a static pod.
@@ -21,7 +23,7 @@ const mirrorAnnotation = "kubernetes.io/config.mirror"
 // cordon marks the Node name unschedulable (on) or schedulable again.
 func (u *Upgrade) cordon(ctx context.Context, name string, on bool) error {
 	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on)
-	return retryAPI(ctx, u.opts.Poll, func() error {
+	return nodepod.Retry(ctx, u.opts.Poll, func() error {
 		if _, err := u.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("set %s's spec.unschedulable to %t: %w", name, on, err)
 		}
@@ -95,7 +97,7 @@ func (u *Upgrade) evict(ctx context.Context, p corev1.Pod, deadline time.Time, r
 			report("pod %s/%s cannot be evicted yet (%v); trying again until --drain-timeout", p.Namespace, p.Name, err)
 			said = true
 		}
-		if err := sleep(ctx, u.opts.Poll); err != nil {
+		if err := nodepod.Sleep(ctx, u.opts.Poll); err != nil {
 			return err
 		}
 	}
@@ -112,7 +114,7 @@ func (u *Upgrade) waitGone(ctx context.Context, p corev1.Pod, deadline time.Time
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pod %s/%s, evicted, was still there at --drain-timeout %s", p.Namespace, p.Name, u.opts.DrainTimeout)
 		}
-		if err := sleep(ctx, u.opts.Poll); err != nil {
+		if err := nodepod.Sleep(ctx, u.opts.Poll); err != nil {
 			return err
 		}
 	}

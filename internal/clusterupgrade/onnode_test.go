@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/clusterupgrade"
+	"github.com/kubeboot/kubeboot/internal/nodepod"
 )
 
 // fakeSystemdRun runs the command after -- with the --setenv values, its
@@ -42,7 +43,7 @@ if [ -e "$(dirname "$0")/running" ]; then echo active; else echo inactive; fi
 
 // fakeHost is a Host of fake systemd tools and a fake kubeboot in dir,
 // which prints its arguments and fails when the file "fail" exists.
-func fakeHost(t *testing.T) (clusterupgrade.Host, string) {
+func fakeHost(t *testing.T) (nodepod.Host, string) {
 	dir := t.TempDir()
 	for name, script := range map[string]string{
 		"systemd-run": fakeSystemdRun, "systemctl": fakeSystemctl,
@@ -53,7 +54,7 @@ func fakeHost(t *testing.T) (clusterupgrade.Host, string) {
 			t.Fatal(err)
 		}
 	}
-	return clusterupgrade.Host{SystemdRun: filepath.Join(dir, "systemd-run"), Systemctl: filepath.Join(dir, "systemctl"),
+	return nodepod.Host{SystemdRun: filepath.Join(dir, "systemd-run"), Systemctl: filepath.Join(dir, "systemctl"),
 		Booted: dir, Kubeboot: filepath.Join(dir, "kubeboot"), Kubeadm: filepath.Join(dir, "kubeadm"), KubeadmJoined: filepath.Join(dir, "kubeadm-flags.env"), LogDir: filepath.Join(dir, "log"), Poll: time.Millisecond}, dir
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/controlplane"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/nodepod"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/templates"
@@ -160,11 +161,11 @@ func newUpgradeOnNodeCommand(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			opts.node.Install = args
-			if err := clusterupgrade.EnterRoot(opts.root); err != nil {
+			if err := nodepod.EnterRoot(opts.root); err != nil {
 				return err
 			}
 			kubeboot := strings.TrimPrefix(self, strings.TrimSuffix(opts.root, "/"))
-			return opts.node.Run(cmd.Context(), clusterupgrade.NodeHost(kubeboot), stdout)
+			return opts.node.Run(cmd.Context(), nodepod.NodeHost(kubeboot), stdout)
 		},
 	}
 	flags := cmd.Flags()
