@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/kubeboot/kubeboot/internal/bundle"
 	"github.com/kubeboot/kubeboot/internal/config"
 )
@@ -129,16 +131,24 @@ func OpenRotation(cfg *config.ClusterConfiguration, files map[string][]byte, caK
 	}
 	for name, pair := range r.CAs {
 		pair.Key = private[rotationFile(name)]
-		if _, err := parseAuthority(pair); err != nil {
-			return Rotation{}, fmt.Errorf("the rotation's %s: %w", name, err)
-		}
 		r.CAs[name] = pair
 	}
 	r.ServiceAccount.Private = private[rotationSAPub]
-	if err := CheckServiceAccountKey(r.ServiceAccount); err != nil {
-		return Rotation{}, fmt.Errorf("the rotation's service-account key: %w", err)
+	return r, CheckRotation(r)
+}
+
+// CheckRotation fails unless each of r's keys is its certificate's, or
+// its public key's.
+func CheckRotation(r Rotation) error {
+	for name, pair := range r.CAs {
+		if _, err := parseAuthority(pair); err != nil {
+			return fmt.Errorf("the rotation's %s: %w", name, err)
+		}
 	}
-	return r, nil
+	if err := CheckServiceAccountKey(r.ServiceAccount); err != nil {
+		return fmt.Errorf("the rotation's service-account key: %w", err)
+	}
+	return nil
 }
 
 // Bundle is the PEM bundle of first's blocks followed by those of others
@@ -321,4 +331,65 @@ func SignedBy(cert, ca []byte) bool {
 	}
 	issuer, err := parseCert(ca)
 	return err == nil && c.CheckSignatureFrom(issuer) == nil
+}
+
+// KubeconfigCA is the CA data of data's current context: what a
+// kubeconfig trusts.
+func KubeconfigCA(data []byte) ([]byte, error) {
+	cluster, _, err := currentContext(data)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.CertificateAuthorityData, nil
+}
+
+// WithKubeconfigCA is the kubeconfig data with its current context's CA
+// data replaced by ca, and nothing else changed.
+func WithKubeconfigCA(data, ca []byte) ([]byte, error) {
+	c, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse: %w", err)
+	}
+	if _, _, err := currentContext(data); err != nil {
+		return nil, err
+	}
+	c.Clusters[c.Contexts[c.CurrentContext].Cluster].CertificateAuthorityData = ca
+	return clientcmd.Write(*c)
+}
+
+// KubeconfigCert is the client certificate data's current context embeds,
+// or nil.
+func KubeconfigCert(data []byte) []byte {
+	_, user, err := currentContext(data)
+	if err != nil {
+		return nil
+	}
+	return user.ClientCertificateData
+}
+
+// RotationStep is a node's step of a CA rotation.
+type RotationStep string
+
+// A node's steps of a CA rotation, in order: trust the new CAs beside the
+// old, sign with the new (a control-plane node, which reissues its
+// certificates), have the kubelet's certificates signed by the new, and
+// trust the new alone.
+const (
+	RotationTrust   RotationStep = "trust"
+	RotationReissue RotationStep = "reissue"
+	RotationKubelet RotationStep = "kubelet"
+	RotationDrop    RotationStep = "drop"
+)
+
+// RotationSteps are the steps in order.
+var RotationSteps = []RotationStep{RotationTrust, RotationReissue, RotationKubelet, RotationDrop}
+
+// RotationClusterCA is the new cluster CA's certificate of Files' output,
+// all that a worker, which trusts no other CA, reads of it.
+func RotationClusterCA(files map[string][]byte) ([]byte, error) {
+	cert := files[rotationFile(config.CertCA)]
+	if _, err := parseCert(cert); err != nil {
+		return nil, fmt.Errorf("the rotation's %s: %w", rotationFile(config.CertCA), err)
+	}
+	return cert, nil
 }
