@@ -11,14 +11,12 @@ package clusterupgrade
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -29,9 +27,6 @@ import (
 
 // StateName is the ConfigMap in kube-system that holds an upgrade's state.
 const StateName = "kubeboot-upgrade-cluster"
-
-// stateKey is the key of StateName's data that holds the State.
-const stateKey = "state"
 
 // Node is one node to upgrade, in the plan's order.
 type Node struct {
@@ -120,14 +115,12 @@ type Upgrade struct {
 	client kubernetes.Interface
 	opts   Options
 	report *output.Reporter
-	// mu guards state and version, which the workers upgraded at once
-	// share.
+	// mu guards state and its record, which the workers upgraded at
+	// once share.
 	mu    sync.Mutex
 	state State
-	// stored says that the state's ConfigMap exists, and version is its
-	// resourceVersion as this run last read or wrote it.
-	stored  bool
-	version string
+	// record keeps state in the ConfigMap StateName.
+	record *nodepod.Record
 }
 
 // New is an upgrade of the cluster client reaches, with opts.
@@ -138,7 +131,8 @@ func New(client kubernetes.Interface, opts Options, report *output.Reporter) *Up
 	if opts.Poll <= 0 {
 		opts.Poll = 2 * time.Second
 	}
-	return &Upgrade{client: client, opts: opts, report: report}
+	return &Upgrade{client: client, opts: opts, report: report,
+		record: &nodepod.Record{Client: client, Name: StateName, Command: "upgrade cluster", Poll: opts.Poll}}
 }
 
 // Run upgrades every node not done yet, stopping at the first that fails.
@@ -184,17 +178,10 @@ func (u *Upgrade) Run(ctx context.Context) (Result, error) {
 // of another release is taken over only when every node it names is done.
 func (u *Upgrade) loadState(ctx context.Context) error {
 	u.state = State{Version: u.opts.Version, Nodes: map[string]NodeState{}}
-	cm, err := u.client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, StateName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read kube-system/%s, the upgrade's state: %w", StateName, err)
-	}
-	u.stored, u.version = true, cm.ResourceVersion
 	var s State
-	if err := json.Unmarshal([]byte(cm.Data[stateKey]), &s); err != nil {
-		return fmt.Errorf("kube-system/%s: its %s does not parse (%w): delete the ConfigMap once no upgrade runs, then run again", StateName, stateKey, err)
+	found, err := u.record.Load(ctx, &s)
+	if err != nil || !found {
+		return err
 	}
 	if s.Version == u.opts.Version {
 		if s.Nodes != nil {
@@ -218,40 +205,7 @@ func (u *Upgrade) setStep(ctx context.Context, node string, change func(*NodeSta
 	n := u.state.Nodes[node]
 	change(&n)
 	u.state.Nodes[node] = n
-	data, err := json.Marshal(u.state)
-	if err != nil {
-		return err
-	}
-	cms := u.client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: StateName, Namespace: metav1.NamespaceSystem, ResourceVersion: u.version}, Data: map[string]string{stateKey: string(data)}}
-	var changed error
-	err = nodepod.Retry(ctx, u.opts.Poll, func() error {
-		var written *corev1.ConfigMap
-		var err error
-		if !u.stored {
-			written, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-		} else {
-			written, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		}
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			// Ours, if a write whose answer was lost made it.
-			if now, gerr := cms.Get(ctx, StateName, metav1.GetOptions{}); gerr == nil && now.Data[stateKey] == string(data) {
-				written, err = now, nil
-			} else {
-				changed = fmt.Errorf("kube-system/%s changed under this run: another `upgrade cluster` runs; let it finish, or stop it, then run again", StateName)
-				return nil
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("record %s's step in kube-system/%s: %w", node, StateName, err)
-		}
-		u.stored, u.version = true, written.ResourceVersion
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return changed
+	return u.record.Save(ctx, u.state)
 }
 
 // step is node's recorded step.
@@ -384,7 +338,7 @@ func (u *Upgrade) runPod(ctx context.Context, node *corev1.Node, apply bool, rep
 		args = append(append(args, "--"), u.opts.Install...)
 	}
 	pod := templates.UpgradePod(node.Name, u.opts.Image, u.opts.Kubeboot, args)
-	if err := u.pods().Run(ctx, pod, "the upgrade", report); err != nil {
+	if err := u.pods().Run(ctx, pod, "upgrade", report); err != nil {
 		return err
 	}
 	report("upgraded on the node")

@@ -30,16 +30,16 @@ type Runner struct {
 
 // Run creates pod, or waits for the one of its name a stopped run
 // created, until it ends; a pod that fails is kept, and its log quoted in
-// the error. what says what the pod does, for the messages.
+// the error. what names what the pod does ("upgrade"), for the messages.
 func (r Runner) Run(ctx context.Context, pod *corev1.Pod, what string, report func(string, ...any)) error {
 	pods := r.Client.CoreV1().Pods(pod.Namespace)
 	existing, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create the pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			return fmt.Errorf("create the %s pod %s/%s: %w", what, pod.Namespace, pod.Name, err)
 		}
-		report("%s on the node: pod %s/%s", what, pod.Namespace, pod.Name)
+		report("the %s runs on the node: pod %s/%s", what, pod.Namespace, pod.Name)
 	case err != nil:
 		return err
 	default:
@@ -56,10 +56,10 @@ func (r Runner) Run(ctx context.Context, pod *corev1.Pod, what string, report fu
 		case p.Status.Phase == corev1.PodSucceeded:
 			return nil
 		case p.Status.Phase == corev1.PodFailed:
-			return fmt.Errorf("%s on the node failed (pod %s/%s, kept for its logs):\n%s", what, pod.Namespace, pod.Name, r.Log(ctx, pod.Namespace, pod.Name))
+			return fmt.Errorf("the %s on the node failed (pod %s/%s, kept for its logs):\n%s", what, pod.Namespace, pod.Name, r.Log(ctx, pod.Namespace, pod.Name))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the pod %s/%s did not end within --node-timeout %s (%s): is the node up?", pod.Namespace, pod.Name, r.Timeout, Status(p))
+			return fmt.Errorf("the %s pod %s/%s did not end within --node-timeout %s (%s): is the node up?", what, pod.Namespace, pod.Name, r.Timeout, Status(p))
 		}
 		if err := Sleep(ctx, r.Poll); err != nil {
 			return err
