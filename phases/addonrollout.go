@@ -41,7 +41,7 @@ func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) er
 				pending = append(pending, fmt.Sprintf("Deployment %s/%s: %v", want.Namespace, want.Name, err))
 				continue
 			}
-			if why := deploymentPending(d); why != "" {
+			if why := DeploymentPending(d); why != "" {
 				pending = append(pending, fmt.Sprintf("Deployment %s/%s: %s", d.Namespace, d.Name, why))
 			}
 		}
@@ -51,7 +51,7 @@ func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) er
 				pending = append(pending, fmt.Sprintf("DaemonSet %s/%s: %v", want.Namespace, want.Name, err))
 				continue
 			}
-			if why := daemonSetPending(ds); why != "" {
+			if why := DaemonSetPending(ds); why != "" {
 				pending = append(pending, fmt.Sprintf("DaemonSet %s/%s: %s", ds.Namespace, ds.Name, why))
 			}
 		}
@@ -98,8 +98,8 @@ func enabledAddons(s *Node) ([]templates.Objects, error) {
 	return out, nil
 }
 
-// deploymentPending says why d is not rolled out, or "" when it is.
-func deploymentPending(d *appsv1.Deployment) string {
+// DeploymentPending says why d is not rolled out, or "" when it is.
+func DeploymentPending(d *appsv1.Deployment) string {
 	want := int32(1)
 	if d.Spec.Replicas != nil {
 		want = *d.Spec.Replicas
@@ -118,8 +118,8 @@ func deploymentPending(d *appsv1.Deployment) string {
 	return ""
 }
 
-// daemonSetPending says why ds is not rolled out, or "" when it is.
-func daemonSetPending(ds *appsv1.DaemonSet) string {
+// DaemonSetPending says why ds is not rolled out, or "" when it is.
+func DaemonSetPending(ds *appsv1.DaemonSet) string {
 	st := ds.Status
 	switch {
 	case st.ObservedGeneration < ds.Generation:
@@ -168,4 +168,22 @@ func ControlPlanesBehind(ctx context.Context, s *Node) ([]string, error) {
 		}
 	}
 	return behind, nil
+}
+
+// StatefulSetPending says why ss is not rolled out, or "" when it is.
+func StatefulSetPending(ss *appsv1.StatefulSet) string {
+	want := int32(1)
+	if ss.Spec.Replicas != nil {
+		want = *ss.Spec.Replicas
+	}
+	st := ss.Status
+	switch {
+	case st.ObservedGeneration < ss.Generation:
+		return "the controller has not seen the current spec yet"
+	case st.UpdatedReplicas < want:
+		return fmt.Sprintf("%d of %d replicas updated", st.UpdatedReplicas, want)
+	case st.ReadyReplicas < want:
+		return fmt.Sprintf("%d of %d replicas ready", st.ReadyReplicas, want)
+	}
+	return ""
 }

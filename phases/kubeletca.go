@@ -101,7 +101,7 @@ func RenewKubeletClientCert(ctx context.Context, s *workflow.Run, kubeconfig str
 		return false, err
 	}
 	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
-	name, uid, err := csr.RequestCertificate(client, request, "", certificatesv1.KubeAPIServerClientKubeletSignerName, nil, usages, key)
+	name, uid, err := csr.RequestCertificateWithContext(ctx, client, request, "", certificatesv1.KubeAPIServerClientKubeletSignerName, nil, usages, key)
 	if err != nil {
 		return false, fmt.Errorf("request the kubelet's client certificate: %w", err)
 	}

@@ -125,7 +125,7 @@ func newCertsCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	renew.Flags().BoolVar(&renewOpts.due, "due", false, "renew only what is within certificates.renewBefore of its end (what certificates.scheduledRenewal runs); nothing due changes nothing")
 	renew.Flags().BoolVar(&renewOpts.restart, "restart", false, "then restart the affected static pods one at a time (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), each waited for until a new instance is healthy and serves its certificate file")
 	addOutputFlag(renew.Flags(), &renewOpts.output)
-	cmd.AddCommand(check, renew, newCertsExportCommand(shared, stdout, stderr), newCertificateKeyCommand(stdout))
+	cmd.AddCommand(check, renew, newCertsExportCommand(shared, stdout, stderr), newCertificateKeyCommand(stdout), newRotateCACommand(shared, stdout, stderr))
 	return cmd
 }
 
