@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +79,8 @@ func ensurePKI(s *Node, names []string) error {
 }
 
 // useConfiguredCA puts certificates.ca into have when the node holds no
-// cluster CA, and refuses a node whose CA is another.
+// cluster CA, and refuses a node whose CA (the first of its ca.crt) is
+// another.
 func useConfiguredCA(c *config.ClusterConfiguration, have pki.Set) error {
 	ca := c.Certificates.CA
 	if ca == nil {
@@ -88,7 +90,9 @@ func useConfiguredCA(c *config.ClusterConfiguration, have pki.Set) error {
 	switch {
 	case len(pair.Cert) == 0 && len(pair.Key) == 0:
 		have.Certs[config.CertCA] = pki.KeyPair{Cert: []byte(ca.Cert), Key: []byte(ca.Key)}
-	case string(pair.Cert) != ca.Cert || string(pair.Key) != ca.Key:
+	case !bytes.Equal(pki.First(pair.Cert), pki.First([]byte(ca.Cert))) || string(pair.Key) != ca.Key:
+		// During a CA rotation the node's ca.crt holds two CAs, the one
+		// with its key first.
 		return &exit.UsageError{Msg: fmt.Sprintf("certificates.ca is another CA than the one in %s: this node belongs to another cluster. "+
 			"Remove certificates.ca from the configuration to keep the node's CA, or `kubeboot reset` the node first", c.Certificates.Dir)}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/output"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
 	"github.com/kubeboot/kubeboot/pki"
@@ -34,6 +35,18 @@ func TestRotationSteps(t *testing.T) {
 	public, err := pki.PublicRotation(s.Config, files)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// withCA is the node, its configuration naming ca as certificates.ca,
+	// as the first node's file of a fleet does.
+	withCA := func(ca pki.KeyPair) *phases.Node {
+		t.Helper()
+		c := *s.Config
+		c.Certificates.CA = &config.CertificateAuthority{Cert: string(ca.Cert), Key: string(ca.Key)}
+		n, err := phases.NewNode(phasestest.NewRun(root, output.NewReporter(&bytes.Buffer{}, false)), &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 	converges := func(step string) {
 		t.Helper()
@@ -78,6 +91,9 @@ func TestRotationSteps(t *testing.T) {
 		t.Fatalf("TrustRotation again = %v, %v; want nothing written", wrote, err)
 	}
 	converges("trust")
+	if err := phasestest.Run(withCA(old), phases.Certs); err != nil {
+		t.Fatalf("after trust, a node whose file names the old CA is refused: %v", err)
+	}
 
 	// Drop before reissue is refused.
 	if _, err := phases.DropRotation(s, public); err == nil || !strings.Contains(err.Error(), "reissue") {
@@ -114,6 +130,12 @@ func TestRotationSteps(t *testing.T) {
 		t.Fatalf("ReissueRotation again = %v, %v; want nothing written", wrote, err)
 	}
 	converges("reissue")
+	if err := phasestest.Run(withCA(rot.CAs[config.CertCA]), phases.Certs); err != nil {
+		t.Fatalf("after reissue, a node whose file names the new CA is refused: %v", err)
+	}
+	if err := phasestest.Run(withCA(old), phases.Certs); err == nil || !strings.Contains(err.Error(), "certificates.ca is another CA") {
+		t.Fatalf("after reissue, a node whose file names the old CA: %v", err)
+	}
 
 	// Drop: the new CA alone, the stash gone.
 	if wrote, err := phases.DropRotation(s, public); err != nil || !wrote {

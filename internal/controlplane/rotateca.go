@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/nodefile"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/pki"
@@ -18,8 +19,11 @@ import (
 // instance is healthy; or, at the kubelet step, the kubelet's client
 // certificate from the new CA (phases.RenewKubeletClientCert) and the
 // kubelet's restart. Each step may run again: what is done is left as it
-// is, and the restarts prove the node works with it.
-func RotateCA(step pki.RotationStep, files map[string][]byte, timeout time.Duration) workflow.Operation[*phases.Node] {
+// is, and the restarts prove the node works with it. At the reissue step,
+// the node's file (nodeFile), when its certificates.ca is the CA rotated
+// out, is moved to the new one (nodefile.ReplaceCA), so that the node's
+// next bootstrap takes the node's CA for its own.
+func RotateCA(step pki.RotationStep, files map[string][]byte, timeout time.Duration, nodeFile string) workflow.Operation[*phases.Node] {
 	return workflow.Operation[*phases.Node]{Name: "certs rotate-ca", Run: func(ctx context.Context, s *phases.Node) error {
 		rot, err := pki.PublicRotation(s.Config, files)
 		if err != nil {
@@ -29,7 +33,9 @@ func RotateCA(step pki.RotationStep, files map[string][]byte, timeout time.Durat
 		case pki.RotationTrust:
 			_, err = phases.TrustRotation(s, rot)
 		case pki.RotationReissue:
-			_, err = phases.ReissueRotation(s, files)
+			if _, err = phases.ReissueRotation(s, files); err == nil {
+				err = keepFileCA(s, nodeFile)
+			}
 		case pki.RotationDrop:
 			_, err = phases.DropRotation(s, rot)
 		case pki.RotationKubelet:
@@ -65,4 +71,30 @@ func rotateKubelet(ctx context.Context, s *phases.Node, ca []byte, timeout time.
 		}
 	}
 	return phases.RestartKubeletReady(ctx, s.Run, client, s.Config.Node.Name, servingDir, ca, timeout)
+}
+
+// keepFileCA moves the certificates.ca of the node's file to the cluster
+// CA the node signs with, when it names another.
+func keepFileCA(s *phases.Node, nodeFile string) error {
+	configured := s.Config.Certificates.CA
+	if configured == nil || nodeFile == "" {
+		return nil
+	}
+	cert, err := s.Files.ReadFile(s.Config.CertPath(config.CertCA))
+	if err != nil {
+		return err
+	}
+	key, err := s.Files.ReadFile(s.Config.KeyPath(config.CertCA))
+	if err != nil {
+		return err
+	}
+	next := config.CertificateAuthority{Cert: string(pki.First(cert)), Key: string(key)}
+	if *configured == next {
+		return nil
+	}
+	changed, err := nodefile.ReplaceCA(nodeFile, *configured, next)
+	if changed {
+		s.Report.Infof("%s: certificates.ca is the new cluster CA", nodeFile)
+	}
+	return err
 }

@@ -266,7 +266,7 @@ func (f *fleet) upgradeClusterKilled(t *testing.T) time.Duration {
 	var events []string
 	for scanner := bufio.NewScanner(stdout); scanner.Scan(); {
 		events = append(events, scanner.Text())
-		if !killed && strings.Contains(scanner.Text(), `"node":"cp2"`) && strings.Contains(scanner.Text(), "upgrading on the node") {
+		if !killed && strings.Contains(scanner.Text(), `"node":"cp2"`) && strings.Contains(scanner.Text(), "runs on the node") {
 			_ = first.Process.Kill()
 			killed = true
 		}
@@ -433,4 +433,11 @@ func TestClusterLife(t *testing.T) {
 			t.Errorf("w2's kubelet kept its client certificate (serial %s) across the reset", before)
 		}
 	})
+
+	old := readFile(t, filepath.Join(cp1.Root(), "etc/kubernetes/pki/ca.crt"))
+	probe = f.probeAgain(t)
+	took = f.rotateCAKilled(t)
+	checkProbe(t, probe, "certs rotate-ca (2 control-plane nodes, 3 workers of which kubeadm joined one; killed once and resumed)", took)
+	t.Run("every node trusts the new CAs alone", func(t *testing.T) { f.checkRotated(t, old) })
+	t.Run("kubeadm join and kubeboot join with the new pin", func(t *testing.T) { f.joinWithNewPin(t, old) })
 }

@@ -208,7 +208,7 @@ func newRotateCAStepCommand(shared *certsOptions, stdout, stderr io.Writer) *cob
 				if r.worker != nil {
 					return onWorker(worker.RotateCA(step, files, opts.timeout).Execute)(ctx, r, run)
 				}
-				return onNode(controlplane.RotateCA(step, files, opts.timeout).Execute)(ctx, r, run)
+				return onNode(controlplane.RotateCA(step, files, opts.timeout, opts.configPath).Execute)(ctx, r, run)
 			}
 			return opts.deps.execute(cmd.Context(), opts.output, stdout, stderr, opts.spec, steps)
 		},
