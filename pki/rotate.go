@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeboot/kubeboot/internal/bundle"
 	"github.com/kubeboot/kubeboot/internal/config"
@@ -333,28 +334,52 @@ func SignedBy(cert, ca []byte) bool {
 	return err == nil && c.CheckSignatureFrom(issuer) == nil
 }
 
-// KubeconfigCA is the CA data of data's current context: what a
-// kubeconfig trusts.
+// KubeconfigCA is the CA data of data's current context's cluster, or of
+// its one cluster when it has no context, as cluster-info's kubeconfig:
+// what a kubeconfig trusts.
 func KubeconfigCA(data []byte) ([]byte, error) {
-	cluster, _, err := currentContext(data)
+	c, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse: %w", err)
+	}
+	cluster, err := trustedCluster(c)
 	if err != nil {
 		return nil, err
 	}
 	return cluster.CertificateAuthorityData, nil
 }
 
-// WithKubeconfigCA is the kubeconfig data with its current context's CA
-// data replaced by ca, and nothing else changed.
+// WithKubeconfigCA is the kubeconfig data with the CA data KubeconfigCA
+// reads replaced by ca, and nothing else changed.
 func WithKubeconfigCA(data, ca []byte) ([]byte, error) {
 	c, err := clientcmd.Load(data)
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse: %w", err)
 	}
-	if _, _, err := currentContext(data); err != nil {
+	cluster, err := trustedCluster(c)
+	if err != nil {
 		return nil, err
 	}
-	c.Clusters[c.Contexts[c.CurrentContext].Cluster].CertificateAuthorityData = ca
+	cluster.CertificateAuthorityData = ca
 	return clientcmd.Write(*c)
+}
+
+// trustedCluster is c's current context's cluster, or its one cluster
+// when it has no current context.
+func trustedCluster(c *clientcmdapi.Config) (*clientcmdapi.Cluster, error) {
+	if c.CurrentContext == "" && len(c.Clusters) == 1 {
+		for _, cluster := range c.Clusters {
+			return cluster, nil
+		}
+	}
+	context := c.Contexts[c.CurrentContext]
+	if context == nil {
+		return nil, fmt.Errorf("has no context %q", c.CurrentContext)
+	}
+	if cluster := c.Clusters[context.Cluster]; cluster != nil {
+		return cluster, nil
+	}
+	return nil, errors.New("its current context names a missing cluster")
 }
 
 // KubeconfigCert is the client certificate data's current context embeds,

@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"encoding/base64"
 	"slices"
 	"strings"
 	"testing"
@@ -127,5 +128,37 @@ func TestRotationFiles(t *testing.T) {
 	delete(files, "etcd-ca.crt")
 	if _, err := PublicRotation(cfg, files); err == nil || !strings.Contains(err.Error(), "etcd-ca.crt") {
 		t.Fatalf("a rotation without etcd-ca.crt: %v", err)
+	}
+}
+
+// TestKubeconfigCA: a kubeconfig's CA is its current context's cluster's,
+// or the one cluster's of one without a context, as cluster-info's.
+func TestKubeconfigCA(t *testing.T) {
+	cfg := testConfig(t, nil)
+	ca, err := NewCA(CertSpecs(cfg)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewCA(CertSpecs(cfg)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := IssueKubeconfig(KubeconfigSpecs(cfg)[0], ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterInfo := []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n    server: https://10.0.0.5:6443\n    certificate-authority-data: " +
+		base64.StdEncoding.EncodeToString(ca.Cert) + "\ncontexts: null\ncurrent-context: \"\"\nusers: null\n")
+	for name, data := range map[string][]byte{"admin.conf": admin, "cluster-info": clusterInfo} {
+		if got, err := KubeconfigCA(data); err != nil || !bytes.Equal(got, ca.Cert) {
+			t.Fatalf("%s: KubeconfigCA = %v", name, err)
+		}
+		moved, err := WithKubeconfigCA(data, Bundle(ca.Cert, other.Cert))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := KubeconfigCA(moved); err != nil || !bytes.Equal(got, Bundle(ca.Cert, other.Cert)) {
+			t.Fatalf("%s: after WithKubeconfigCA, KubeconfigCA = %v", name, err)
+		}
 	}
 }

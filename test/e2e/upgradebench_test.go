@@ -166,13 +166,29 @@ func (f *fleet) upgradeCluster(t *testing.T) time.Duration {
 	return r.took
 }
 
+// rotateCA rotates the fleet's CAs with `kubeboot certs rotate-ca` from the
+// host, through the lab's kubeconfig, in one run. It returns how long it
+// took.
+func (f *fleet) rotateCA(t *testing.T) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	r := run(t, ctx, exec.CommandContext(ctx, kubebootBin, "certs", "rotate-ca", "--kubeconfig", f.kubeconfig))
+	if r.code != 0 {
+		t.Fatalf("certs rotate-ca: exit %d:\n%s", r.code, testsupport.LastLines(r.stderr, 30))
+	}
+	return r.took
+}
+
 // TestUpgradeBench times the whole-cluster upgrade of the fleet, v1.35.4
 // to v1.36.3 on two control-plane nodes and two workers, with kubeboot's
 // `upgrade cluster` (upgradeCluster) and kubeadm's (upgradeWithKubeadm), each
 // on a fleet of its own brought up by the same tool, in alternating order
 // over $KUBEBOOT_BENCH_ROUNDS rounds (default 1), while a Service is
 // probed. Each measurement is a line "BENCH cluster-upgrade TOOL SECONDS
-// GAP-SECONDS" on stdout, which `make bench` reads. Not part of `make
+// GAP-SECONDS" on stdout, which `make bench` reads; on kubeboot's fleet,
+// upgraded, `certs rotate-ca` follows, its line "BENCH rotate-ca
+// kubeboot SECONDS GAP-SECONDS" (kubeadm has no CA rotation). Not part of `make
 // test`: build tag bench.
 func TestUpgradeBench(t *testing.T) {
 	rounds := 1
@@ -205,6 +221,12 @@ func TestUpgradeBench(t *testing.T) {
 				_, _, gap := probe.stop()
 				f.waitNodes(t, "v1.36.3")
 				fmt.Printf("BENCH cluster-upgrade %s %.1f %.1f\n", tool, took.Seconds(), gap.Seconds())
+				if tool == "kubeboot" {
+					probe := f.probeAgain(t)
+					took := f.rotateCA(t)
+					_, _, gap := probe.stop()
+					fmt.Printf("BENCH rotate-ca %s %.1f %.1f\n", tool, took.Seconds(), gap.Seconds())
+				}
 			})
 		}
 	}
