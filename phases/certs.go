@@ -286,8 +286,9 @@ func pkiFiles(c *config.ClusterConfiguration, set pki.Set, names []string) []pki
 }
 
 // writePKI makes the disk hold set: new material is written, keys before
-// their certificates; unchanged files are left alone but a looser mode is
-// tightened.
+// their certificates, and with the cluster CA its first certificate alone
+// as ca-signer.crt (config.CertCASigner); unchanged files are left alone
+// but a looser mode is tightened.
 func writePKI(s *Node, names []string, set pki.Set) error {
 	dirs := []string{s.Config.Certificates.Dir}
 	if s.Config.Etcd.Local != nil {
@@ -305,6 +306,11 @@ func writePKI(s *Node, names []string, set pki.Set) error {
 		}
 	}
 	files := pkiFiles(s.Config, set, names)
+	if ca := set.Certs[config.CertCA].Cert; slices.Contains(names, config.CertCA) && len(ca) > 0 {
+		// The controller-manager's signing certificate, written after
+		// ca.crt: the first of it.
+		files = append(files, pkiFile{s.Config.CertPath(config.CertCASigner), pki.First(ca), pki.ModeCert})
+	}
 	for _, certs := range []bool{false, true} {
 		for _, f := range files {
 			if (f.mode == pki.ModeCert) != certs {

@@ -21,7 +21,7 @@ import (
 // key and the rest is taken up from it, since the key the rotation's keys
 // were wrapped to is gone by then.
 func RotationStash(c *config.ClusterConfiguration) string {
-	return filepath.Join(c.Certificates.Dir, "rotate-ca.json")
+	return filepath.Join(c.Certificates.Dir, config.RotationStash)
 }
 
 // TrustRotation makes the node trust rot's CAs and service-account key

@@ -64,6 +64,9 @@ func TestRotationSteps(t *testing.T) {
 		}
 	}
 	caFile := func() []byte { return phasestest.HostFile(t, s, s.Config.CertPath(config.CertCA)) }
+	// The controller-manager signs with ca-signer.crt, which takes one
+	// certificate: the first of ca.crt.
+	signer := func() []byte { return phasestest.HostFile(t, s, s.Config.CertPath(config.CertCASigner)) }
 	admin := func() []byte {
 		data := phasestest.HostFile(t, s, s.Config.KubeconfigPath(config.KubeconfigAdmin))
 		ca, err := pki.KubeconfigCA(data)
@@ -79,6 +82,9 @@ func TestRotationSteps(t *testing.T) {
 	}
 	if !bytes.Equal(pki.First(caFile()), old.Cert) || !pki.Holds(caFile(), rot.CAs[config.CertCA].Cert) {
 		t.Fatal("ca.crt does not hold the old CA first and the new one after it")
+	}
+	if !bytes.Equal(signer(), old.Cert) {
+		t.Fatal("after trust, ca-signer.crt is not the old CA alone")
 	}
 	if !pki.Holds(admin(), rot.CAs[config.CertCA].Cert) || !bytes.Equal(pki.First(admin()), old.Cert) {
 		t.Fatal("admin.conf does not trust both CAs, the old first")
@@ -106,6 +112,9 @@ func TestRotationSteps(t *testing.T) {
 	}
 	if !bytes.Equal(pki.First(caFile()), rot.CAs[config.CertCA].Cert) || !pki.Holds(caFile(), old.Cert) {
 		t.Fatal("ca.crt does not hold the new CA first and the old one after it")
+	}
+	if !bytes.Equal(signer(), rot.CAs[config.CertCA].Cert) {
+		t.Fatal("after reissue, ca-signer.crt is not the new CA alone")
 	}
 	if key := phasestest.HostFile(t, s, s.Config.KeyPath(config.CertCA)); !bytes.Equal(key, rot.CAs[config.CertCA].Key) {
 		t.Fatal("ca.key is not the new CA's")

@@ -28,7 +28,7 @@ func ControllerManager(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"authorization-kubeconfig", kubeconfig},
 		{"bind-address", loopbackAddress(advertise)},
 		{"client-ca-file", cfg.CertPath(config.CertCA)},
-		{"cluster-signing-cert-file", cfg.CertPath(config.CertCA)},
+		{"cluster-signing-cert-file", cfg.CertPath(config.CertCASigner)},
 		{"cluster-signing-key-file", cfg.KeyPath(config.CertCA)},
 		{"controllers", "*," + strings.Join(JoinControllers, ",")},
 		{"kubeconfig", kubeconfig},

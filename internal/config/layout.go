@@ -30,6 +30,16 @@ const (
 	CertKubeletServer = "kubelet-server"
 	// KeyServiceAccount is the service-account signing pair: sa.key and sa.pub.
 	KeyServiceAccount = "sa"
+	// CertCASigner is the cluster CA's certificate alone, ca-signer.crt,
+	// which kubeboot keeps beside ca.crt: what the controller-manager
+	// signs with (its --cluster-signing-cert-file takes exactly one
+	// certificate, while ca.crt holds two during a CA rotation, the one
+	// that signs first). It has no key of its own: ca.key is its key.
+	CertCASigner = "ca-signer"
+	// RotationStash is the file, in Certificates.Dir, where a
+	// control-plane node keeps the new CAs' keys during a CA rotation,
+	// from its reissue step to its drop step.
+	RotationStash = "rotate-ca.json"
 )
 
 // The kubeconfig file names in Paths.KubeconfigDir.

@@ -107,6 +107,8 @@ func ownedPaths(c *ClusterConfiguration) []ownedPath {
 		t.derived(fieldCertificatesDir, name+".crt", "the certificate "+name+".crt", "", false, in...)
 		t.derived(fieldCertificatesDir, name+".key", "the private key "+name+".key", "", false, in...)
 	}
+	t.derived(fieldCertificatesDir, CertCASigner+".crt", "the controller-manager's signing certificate", "", false, pki)
+	t.derived(fieldCertificatesDir, RotationStash, "the new CAs' keys of a CA rotation under way", "", false, pki)
 	t.derived(fieldCertificatesDir, KeyServiceAccount+".key", "the service-account signing key", "", false, pki)
 	t.derived(fieldCertificatesDir, KeyServiceAccount+".pub", "the service-account public key", "", false, pki)
 	t.derived(fieldCertificatesDir, FileEncryptionConfig, "the encryption key of Secrets", "", false, pki)

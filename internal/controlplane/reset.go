@@ -390,10 +390,13 @@ func removeIfEmpty(s *phases.Node, res *resetResult, dir string) error {
 }
 
 // resetPKI removes every certificate, key and the encryption configuration,
-// then the PKI directories when nothing else is in them.
+// the controller-manager's signing certificate and what a CA rotation
+// stopped midway left (phases.RotationStash), then the PKI directories
+// when nothing else is in them.
 func resetPKI(s *phases.Node, res *resetResult) error {
 	c := s.Config
-	pkiDir := ownedDir{dir: c.Certificates.Dir, files: []string{c.KeyPath(config.KeyServiceAccount), c.PublicKeyPath(config.KeyServiceAccount), c.EncryptionConfigPath()}}
+	pkiDir := ownedDir{dir: c.Certificates.Dir, files: []string{c.KeyPath(config.KeyServiceAccount), c.PublicKeyPath(config.KeyServiceAccount), c.EncryptionConfigPath(),
+		c.CertPath(config.CertCASigner), phases.RotationStash(c)}}
 	etcdDir := ownedDir{dir: filepath.Dir(c.CertPath(config.CertEtcdCA))}
 	for _, spec := range pki.CertSpecs(c) {
 		for _, path := range []string{c.CertPath(spec.Name), c.KeyPath(spec.Name)} {
