@@ -247,8 +247,8 @@ func KubeconfigSpecs(cfg *config.ClusterConfiguration) []KubeconfigSpec {
 	}
 	if cfg.CSRApproverEnabled() {
 		// Like the controller manager, the approver talks to its own node's
-		// API server. It restarts itself when this file changes, so a
-		// renewal names nothing to restart.
+		// API server. It is no component of Restarts: the renewal restarts
+		// its static pod itself (controlplane's restartCSRApprover).
 		specs = append(specs, kubeconfig(config.KubeconfigCSRApprover, local, CSRApproverUser, CSRApproverGroup, ""))
 	}
 	return specs

@@ -95,13 +95,23 @@ func Renew(names []string, newKeys, restart bool) workflow.Operation[*phases.Nod
 			return err
 		}
 		components, err := phases.RenewCerts(s, names, newKeys)
-		if err != nil || len(components) == 0 {
+		if err != nil {
 			return err
 		}
+		approver := s.Config.CSRApproverEnabled() && (names == nil || slices.Contains(names, config.KubeconfigCSRApprover))
+		if len(components) == 0 && !approver {
+			return nil
+		}
 		if !restart {
+			if approver {
+				components = append(components, config.NameCSRApprover)
+			}
 			s.Report.Infof("restart to load the new certificates: %s (or re-run with --restart)", strings.Join(components, ", "))
 			return nil
 		}
-		return restartComponents(ctx, s, components)
+		if err := restartComponents(ctx, s, components); err != nil || !approver {
+			return err
+		}
+		return restartCSRApprover(ctx, s)
 	}}
 }

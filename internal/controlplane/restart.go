@@ -82,6 +82,31 @@ func restartComponents(ctx context.Context, s *phases.Node, names []string) erro
 	return nil
 }
 
+// restartCSRApprover restarts the CSR approver's static pod, as
+// restartComponents restarts a component, and waits for a new instance
+// to answer /healthz: the approver reads its kubeconfig only when it
+// starts, and the file, mounted alone into its pod, is not replaced there
+// when kubeboot replaces it on the node. Without the approver nothing is
+// done.
+func restartCSRApprover(ctx context.Context, s *phases.Node) error {
+	if !s.Config.CSRApproverEnabled() || s.Options.DryRun || s.Options.Offline {
+		return nil
+	}
+	path := s.Config.ManifestPath(config.NameCSRApprover)
+	data, err := s.Files.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read manifest %q: %w", path, err)
+	}
+	pod, err := phases.DecodePod(path, data)
+	if err != nil {
+		return err
+	}
+	flags := health.CommandFlags(pod, config.NameCSRApprover)
+	t := health.Target{Component: config.NameCSRApprover, Paths: []string{"/healthz"},
+		Endpoints: []string{"http://" + net.JoinHostPort(flags["bind-address"], flags["health-port"])}}
+	return restartOne(ctx, s, t, phases.PodListeners(s, []templates.Manifest{{Component: config.NameCSRApprover, Pod: pod}}))
+}
+
 // restartKubelet restarts kubelet.service, which loads its serving
 // certificate and its kubeconfig only when it starts, and, when kubeboot
 // issues that certificate (security.verifyKubeletServingCerts), waits
@@ -138,10 +163,15 @@ func RestartRenewed(ctx context.Context, s *phases.Node) error {
 			names = append(names, name)
 		}
 	}
-	if len(names) == 0 {
-		return nil
+	if len(names) > 0 {
+		if err := restartComponents(ctx, s, names); err != nil {
+			return err
+		}
 	}
-	return restartComponents(ctx, s, names)
+	if slices.Contains(s.Renewed, config.KubeconfigCSRApprover) {
+		return restartCSRApprover(ctx, s)
+	}
+	return nil
 }
 
 // staleRestarts are the components of this node, in start order, that run
@@ -274,7 +304,11 @@ func restartOne(ctx context.Context, s *phases.Node, t health.Target, listeners 
 	if err := waitInstance(ctx, s, t, startedAfter(back), timeout); err != nil {
 		return fmt.Errorf("restart %s: %w", name, err)
 	}
-	s.Report.Infof("%s restarted: a new instance is healthy and serves %s", name, t.ServerCertFile)
+	if t.ServerCertFile == "" {
+		s.Report.Infof("%s restarted: a new instance is healthy", name)
+	} else {
+		s.Report.Infof("%s restarted: a new instance is healthy and serves %s", name, t.ServerCertFile)
+	}
 	return s.Files.Remove(backup)
 }
 

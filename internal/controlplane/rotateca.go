@@ -15,8 +15,8 @@ import (
 // RotateCA is a control-plane node's step of `certs rotate-ca`, with the
 // rotation's files (pki.Rotation.Files): the files the step changes
 // (phases.TrustRotation, ReissueRotation, DropRotation), then the restart
-// of every component and the kubelet, each waited for until a new
-// instance is healthy; or, at the kubelet step, the kubelet's client
+// of every component, the kubelet and the CSR approver, each waited for
+// until a new instance is healthy; or, at the kubelet step, the kubelet's client
 // certificate from the new CA (phases.RenewKubeletClientCert) and the
 // kubelet's restart. Each step may run again: what is done is left as it
 // is, and the restarts prove the node works with it. At the reissue step,
@@ -46,7 +46,10 @@ func RotateCA(step pki.RotationStep, files map[string][]byte, timeout time.Durat
 		if err != nil {
 			return err
 		}
-		return restartComponents(ctx, s, append(append([]string(nil), config.ComponentNames...), pki.Kubelet))
+		if err := restartComponents(ctx, s, append(append([]string(nil), config.ComponentNames...), pki.Kubelet)); err != nil {
+			return err
+		}
+		return restartCSRApprover(ctx, s)
 	}}
 }
 
