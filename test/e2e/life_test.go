@@ -303,9 +303,15 @@ func (f *fleet) upgradeClusterKilled(t *testing.T) time.Duration {
 // with `upgrade cluster` from the host, killed once and resumed, each
 // node drained, while a Service whose pods the drains move is probed from
 // w1 (upgradeClusterKilled); w3 is upgraded by `kubeadm upgrade node`
-// in its upgrade pod. Every node then reports v1.36.3, and so do kubeadm-config and kubelet-config. Last, w2
+// in its upgrade pod. Every node then reports v1.36.3, and so do kubeadm-config and kubelet-config. Then w2
 // is reset, its Node deleted, and it joins again, Ready with a new client
-// certificate.
+// certificate. Last, `certs rotate-ca` from the host replaces the CAs
+// and the service-account key (refused first while w3 is down, naming
+// it), killed once during cp2's reissue and resumed, with the Service
+// probed (rotateCAKilled); every node, cluster-info and the host's
+// kubeconfig then trust the new CA alone (checkRotated), and w3 with
+// `kubeadm join` and w2 with `kubeboot join` join again with its pin,
+// the old pin refused (joinWithNewPin).
 func TestClusterLife(t *testing.T) {
 	alongside(t)
 	c, f := kubebootFleet(t, lifeNodesWithKubeadm)
@@ -435,6 +441,7 @@ func TestClusterLife(t *testing.T) {
 	})
 
 	old := readFile(t, filepath.Join(cp1.Root(), "etc/kubernetes/pki/ca.crt"))
+	t.Run("certs rotate-ca refuses to start while a node is down, naming it", func(t *testing.T) { f.rotateCANodeDown(t, w3) })
 	probe = f.probeAgain(t)
 	took = f.rotateCAKilled(t)
 	checkProbe(t, probe, "certs rotate-ca (2 control-plane nodes, 3 workers of which kubeadm joined one; killed once and resumed)", took)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/bootstrap"
+	"github.com/kubeboot/kubeboot/internal/machine"
 	"github.com/kubeboot/kubeboot/internal/testsupport"
 	"github.com/kubeboot/kubeboot/pki"
 )
@@ -28,6 +29,30 @@ func (f *fleet) probeAgain(t *testing.T) *serviceProbe {
 	t.Helper()
 	clusterIP := f.kubectl(t, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
 	return newServiceProbe("/run/netns/"+f.cl.Netns("w1"), "http://"+clusterIP+"/hostname")
+}
+
+// rotateCANodeDown stops m's kubelet until its Node is not Ready, has
+// `certs rotate-ca` refuse, naming it, with nothing changed, then starts
+// the kubelet again and waits for the Node to be Ready.
+func (f *fleet) rotateCANodeDown(t *testing.T, m machine.Machine) {
+	t.Helper()
+	inMachine(t, m, "systemctl", "stop", "kubelet")
+	f.kubectlWait(t, m.Name+" to be not Ready", func(out string) bool { return out != "True" },
+		"get", "node", m.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	before := readFile(t, f.kubeconfig)
+	r := runCommand(t, kubebootBin, "certs", "rotate-ca", "--kubeconfig", f.kubeconfig)
+	if r.code != 1 || !strings.Contains(r.stderr, "node "+m.Name+" is not Ready: every node takes part in a CA rotation") {
+		t.Errorf("certs rotate-ca with %s down: exit %d:\n%s", m.Name, r.code, r.stderr)
+	}
+	if got := f.kubectl(t, "-n", "kube-system", "get", "configmaps,secrets", "-o", "name"); strings.Contains(got, "kubeboot-rotate-ca") {
+		t.Errorf("a refused rotation left its state or its Secret: %s", got)
+	}
+	if after := readFile(t, f.kubeconfig); !bytes.Equal(after, before) {
+		t.Error("a refused rotation changed the kubeconfig")
+	}
+	inMachine(t, m, "systemctl", "start", "kubelet")
+	f.kubectlWait(t, m.Name+" to be Ready again", func(out string) bool { return out == "True" },
+		"get", "node", m.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 }
 
 // rotateCAKilled rotates the fleet's CAs with `kubeboot certs rotate-ca`
