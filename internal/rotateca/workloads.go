@@ -37,7 +37,8 @@ func (w workload) String() string { return w.kind + " " + w.namespace + "/" + w.
 
 // restartPods restarts, once every namespace's kube-root-ca.crt holds
 // the new CA, every Deployment, DaemonSet and StatefulSet whose pods
-// mount a service-account token, and waits until each has rolled out:
+// mount a service-account token, kube-system's first, and waits until
+// each has rolled out:
 // their new pods trust the new CA (read once by most clients, at their
 // start) and hold tokens of the key signing then. A pod no controller
 // owns is named, for its owner to delete.
@@ -53,28 +54,57 @@ func (r *Rotation) restartPods(ctx context.Context, step string) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range list {
-		if err := r.restart(ctx, w, value); err != nil {
-			return err
-		}
-	}
 	if err := r.nameBarePods(ctx); err != nil {
 		return err
 	}
-	r.report.Infof("restarting %d workloads so that their pods trust the new CA and hold new tokens", len(list))
-	return r.wait(ctx, r.opts.RolloutTimeout, "the restarted workloads to roll out", func() (string, error) {
-		var pending []string
-		for _, w := range list {
-			why, err := r.pending(ctx, w)
-			if err != nil {
-				return "", err
-			}
-			if why != "" {
-				pending = append(pending, w.String()+": "+why)
+	// The cluster's own first (the pod network, kube-proxy, CoreDNS),
+	// rolled out before the rest: a Service's endpoints that move while
+	// kube-proxy restarts are not followed until it is back.
+	var system, rest []workload
+	for _, w := range list {
+		if w.namespace == metav1.NamespaceSystem {
+			system = append(system, w)
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	for _, group := range [][]workload{system, rest} {
+		if len(group) == 0 {
+			continue
+		}
+		for _, w := range group {
+			if err := r.restart(ctx, w, value); err != nil {
+				return err
 			}
 		}
-		return strings.Join(pending, "; "), nil
-	})
+		r.report.Infof("restarting %s, so that their pods trust the new CA and hold new tokens", workloadNames(group))
+		err := r.wait(ctx, r.opts.RolloutTimeout, "the restarted workloads to roll out", func() (string, error) {
+			var pending []string
+			for _, w := range group {
+				why, err := r.pending(ctx, w)
+				if err != nil {
+					return "", err
+				}
+				if why != "" {
+					pending = append(pending, w.String()+": "+why)
+				}
+			}
+			return strings.Join(pending, "; "), nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// workloadNames lists workloads, for messages.
+func workloadNames(list []workload) string {
+	var out []string
+	for _, w := range list {
+		out = append(out, w.String())
+	}
+	return strings.Join(out, ", ")
 }
 
 // rootCAPending names the namespaces whose kube-root-ca.crt does not hold

@@ -100,7 +100,14 @@ func (f *fleet) rotateCAKilled(t *testing.T) time.Duration {
 			t.Errorf("the second certs rotate-ca does not say %q:\n%s", want, r.stdout)
 		}
 	}
-	t.Logf("TIMING: the second certs rotate-ca, which took up at cp2's reissue: %s; its result:\n%s", r.took.Round(time.Millisecond), testsupport.LastLines(r.stdout, 1))
+	var steps []string
+	for line := range strings.Lines(strings.Join(events, "\n") + "\n" + r.stdout) {
+		if strings.Contains(line, `"msg":"started"`) || strings.Contains(line, `"msg":"done in `) || strings.Contains(line, "restarting ") {
+			steps = append(steps, strings.TrimSpace(line))
+		}
+	}
+	t.Logf("TIMING: the second certs rotate-ca, which took up at cp2's reissue: %s; its result:\n%s\nthe steps of both runs:\n%s",
+		r.took.Round(time.Millisecond), testsupport.LastLines(r.stdout, 1), strings.Join(steps, "\n"))
 	return time.Since(start)
 }
 
