@@ -433,6 +433,8 @@ type serviceProbe struct {
 	// gapEnd is when the longest gap ended, and why its last probe failed.
 	gapEnd    time.Time
 	gapReason string
+	// failed are the first failures, each with its time.
+	failed []string
 }
 
 func newServiceProbe(netns, url string) *serviceProbe {
@@ -450,6 +452,9 @@ func newServiceProbe(netns, url string) *serviceProbe {
 			p.probes++
 			out, err := exec.Command("nsenter", "--net="+netns, "--", "curl", "-sS", "--max-time", "1", url).CombinedOutput()
 			if err != nil || !strings.HasPrefix(string(out), "web-") {
+				if p.failures < 400 {
+					p.failed = append(p.failed, time.Now().UTC().Format("15:04:05.0")+" "+strings.TrimSpace(string(out)))
+				}
 				p.failures++
 				if gap := time.Since(lastAnswer); gap > p.gap {
 					p.gap, p.gapEnd, p.gapReason = gap, time.Now(), strings.TrimSpace(string(out))

@@ -237,7 +237,8 @@ func checkProbe(t *testing.T, probe *serviceProbe, what string, took time.Durati
 	t.Logf("TIMING: %s: %s; the Service answered %d of %d probes, longest gap %s",
 		what, took.Round(time.Millisecond), probes-failures, probes, gap.Round(time.Millisecond))
 	if gap > 0 {
-		t.Logf("the longest gap ended at %s; its last failure: %s", probe.gapEnd.UTC().Format("15:04:05.0"), probe.gapReason)
+		t.Logf("the longest gap ended at %s; its last failure: %s; the failures:\n%s", probe.gapEnd.UTC().Format("15:04:05.0"), probe.gapReason,
+			testsupport.LastLines(strings.Join(probe.failed, "\n"), 60))
 	}
 	if probes < 100 || gap > 30*time.Second {
 		t.Errorf("the Service's longest gap during %s was %s over %d probes (last failure: %s)", what, gap, probes, probe.gapReason)
