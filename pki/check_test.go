@@ -53,6 +53,9 @@ func TestCheck(t *testing.T) {
 	shortCA := mustNewCA(t, withValidity(caSpec, 48*time.Hour))
 	clamped := mustIssue(t, apiServer, shortCA)
 	clampedExpiry := mustParseCert(t, clamped.Cert).NotAfter
+	// Issued after good, maybe on the next day: its own end is the one it names.
+	short := mustIssue(t, withValidity(apiServer, 24*time.Hour), shortCA)
+	shortCert := mustParseCert(t, short.Cert)
 	tests := []struct {
 		name string
 		spec CertSpec
@@ -77,8 +80,8 @@ func TestCheck(t *testing.T) {
 		{name: "clamped to its CA, within the window: no renewal extends it", spec: apiServer, pair: clamped, ca: shortCA.Cert, now: issued},
 		{name: "clamped to its CA and expired", spec: apiServer, pair: clamped, ca: shortCA.Cert, now: clampedExpiry,
 			want: &CheckError{File: "apiserver.crt", Problems: []string{"expired on " + day(clampedExpiry)}, Renewable: true}},
-		{name: "shorter than its CA, within the window", spec: apiServer, pair: mustIssue(t, withValidity(apiServer, 24*time.Hour), shortCA), ca: shortCA.Cert, now: issued,
-			want: &CheckError{File: "apiserver.crt", Problems: []string{"expires " + day(issued.Add(24*time.Hour)) + ", within the renewal window of 720h"}, Renewable: true}},
+		{name: "shorter than its CA, within the window", spec: apiServer, pair: short, ca: shortCA.Cert, now: issued,
+			want: &CheckError{File: "apiserver.crt", Problems: []string{"expires " + day(shortCert.NotAfter) + ", within the renewal window of 720h"}, Renewable: true}},
 		{name: "not yet valid", spec: apiServer, pair: good, ca: ca.Cert, now: cert.NotBefore.Add(-time.Second),
 			want: &CheckError{File: "apiserver.crt", Problems: []string{"is not valid before " + cert.NotBefore.UTC().Format(time.RFC3339) + ": check the clock"}}},
 		{name: "not signed by the CA", spec: apiServer, pair: good, ca: otherCA.Cert, now: issued,
