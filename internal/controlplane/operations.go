@@ -102,16 +102,13 @@ func Renew(names []string, newKeys, restart bool) workflow.Operation[*phases.Nod
 		if len(components) == 0 && !approver {
 			return nil
 		}
+		if approver {
+			components = append(components, config.NameCSRApprover)
+		}
 		if !restart {
-			if approver {
-				components = append(components, config.NameCSRApprover)
-			}
 			s.Report.Infof("restart to load the new certificates: %s (or re-run with --restart)", strings.Join(components, ", "))
 			return nil
 		}
-		if err := restartComponents(ctx, s, components); err != nil || !approver {
-			return err
-		}
-		return restartCSRApprover(ctx, s)
+		return restartComponents(ctx, s, components)
 	}}
 }

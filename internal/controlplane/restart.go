@@ -27,7 +27,12 @@ import (
 
 // restartComponents restarts the named components one at a time, in start
 // order (etcd, kube-apiserver, kube-controller-manager, kube-scheduler),
-// and returns once each is healthy again as a new instance.
+// then the CSR approver (config.NameCSRApprover, see restartCSRApprover)
+// and the kubelet (pki.Kubelet) last, and returns once each is healthy
+// again as a new instance. The kubelet goes last because one that has just
+// started does not stop a static pod whose manifest goes in its first
+// second until two minutes later: it waits for the pod's volumes, which it
+// never mounts for a pod on its way out (kubelet v1.36.3, measured).
 //
 // A static pod is restarted by moving its manifest out of the manifest dir
 // and back, byte for byte: the kubelet stops the pod when the file goes and
@@ -73,6 +78,11 @@ func restartComponents(ctx context.Context, s *phases.Node, names []string) erro
 		}
 		listeners := phases.PodListeners(s, []templates.Manifest{{Component: name, Pod: pods[name]}})
 		if err := restartOne(ctx, s, targets[i], listeners); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(names, config.NameCSRApprover) {
+		if err := restartCSRApprover(ctx, s); err != nil {
 			return err
 		}
 	}
@@ -163,15 +173,13 @@ func RestartRenewed(ctx context.Context, s *phases.Node) error {
 			names = append(names, name)
 		}
 	}
-	if len(names) > 0 {
-		if err := restartComponents(ctx, s, names); err != nil {
-			return err
-		}
-	}
 	if slices.Contains(s.Renewed, config.KubeconfigCSRApprover) {
-		return restartCSRApprover(ctx, s)
+		names = append(names, config.NameCSRApprover)
 	}
-	return nil
+	if len(names) == 0 {
+		return nil
+	}
+	return restartComponents(ctx, s, names)
 }
 
 // staleRestarts are the components of this node, in start order, that run

@@ -155,6 +155,35 @@ func TestRestartKubelet(t *testing.T) {
 	}
 }
 
+// TestRestartApproverBeforeKubelet: the CSR approver restarts before the
+// kubelet, whatever order the names come in, so that a kubelet that has
+// just started never sees the approver's manifest go: an approver whose
+// manifest is missing fails the restart before the kubelet is touched.
+func TestRestartApproverBeforeKubelet(t *testing.T) {
+	s := initialisedWith(t, func(c *config.ClusterConfiguration) {
+		on, off := true, false
+		c.CSRApprover.Enabled, c.Security.VerifyKubeletServingCerts = &on, &off
+	})
+	s.Options.Offline = false
+	state := "active"
+	sys, calls := phasestest.FakeSystemd(&state)
+	s.System = sys
+	if err := os.MkdirAll(s.Files.HostPath(phases.SystemdRunDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manifest := s.Config.ManifestPath(config.NameCSRApprover)
+	if err := os.Remove(s.Files.HostPath(manifest)); err != nil {
+		t.Fatal(err)
+	}
+	err := restartComponents(context.Background(), s, []string{pki.Kubelet, config.NameCSRApprover})
+	if err == nil || !strings.Contains(err.Error(), manifest) {
+		t.Errorf("restart with the approver's manifest missing: %v", err)
+	}
+	if len(*calls) > 0 {
+		t.Errorf("the kubelet was restarted before the approver: ran %v", *calls)
+	}
+}
+
 // TestStaleRestarts: a component whose process started before a
 // certificate it loads was renewed is stale, whatever run renewed it, and
 // is not once restarted; one started after is not.

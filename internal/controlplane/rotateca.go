@@ -15,7 +15,7 @@ import (
 // RotateCA is a control-plane node's step of `certs rotate-ca`, with the
 // rotation's files (pki.Rotation.Files): the files the step changes
 // (phases.TrustRotation, ReissueRotation, DropRotation), then the restart
-// of every component, the kubelet and the CSR approver, each waited for
+// of every component, the CSR approver and the kubelet, each waited for
 // until a new instance is healthy; or, at the kubelet step, the kubelet's client
 // certificate from the new CA (phases.RenewKubeletClientCert) and the
 // kubelet's restart. Each step may run again: what is done is left as it
@@ -46,10 +46,7 @@ func RotateCA(step pki.RotationStep, files map[string][]byte, timeout time.Durat
 		if err != nil {
 			return err
 		}
-		if err := restartComponents(ctx, s, append(append([]string(nil), config.ComponentNames...), pki.Kubelet)); err != nil {
-			return err
-		}
-		return restartCSRApprover(ctx, s)
+		return restartComponents(ctx, s, append(append([]string(nil), config.ComponentNames...), config.NameCSRApprover, pki.Kubelet))
 	}}
 }
 
