@@ -13,6 +13,13 @@ import (
 	"github.com/kubeboot/kubeboot/templates"
 )
 
+// ResetLeavesPodBridge is what reset says of the pod network's interfaces: a node
+// joined again may get another pod range, and the bridge left on the old
+// one then refuses the new pods (flannel: "cni0 already has an IP address
+// different from ...") or gives them addresses no other node routes to.
+const ResetLeavesPodBridge = "the pod network's interfaces (flannel's cni0 and flannel.1): before this node joins again, " +
+	"`ip link delete cni0; ip link delete flannel.1; rm -rf /var/lib/cni/networks/cbr0`, or its new pods may get addresses of its old pod range, which no node routes to"
+
 // CheckPodNetwork refuses to add flannel to a running cluster that has
 // another pod network: upgrade apply's preflight. flannel became the
 // default pod network (addons.cni.provider) after clusters had been made

@@ -147,6 +147,7 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 	res.Left = append(res.Left,
 		"the kubelet's own state but its certificates, and the manifest dir "+c.Paths.ManifestsDir+"; a kubelet that kubelet.service does not run stays running",
 		"CNI configuration (/etc/cni/net.d), iptables and IPVS rules: kubeboot does not own them",
+		phases.ResetLeavesPodBridge,
 		"the audit logs in "+c.Security.Audit.LogDir)
 	return res, nil
 }

@@ -206,8 +206,8 @@ func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
 			if len(res.Removed) < 5 || !slices.Equal(res.Removed[:5], wantFirst) {
 				t.Errorf("the manifests must go first, etcd's last, removed: %v", res.Removed)
 			}
-			if !strings.Contains(strings.Join(res.Left, "\n"), "kubelet") {
-				t.Errorf("reset does not say it left the kubelet: %v", res.Left)
+			if left := strings.Join(res.Left, "\n"); !strings.Contains(left, "kubelet") || !strings.Contains(left, "ip link delete cni0") {
+				t.Errorf("reset does not say it left the kubelet and the pod bridge: %v", res.Left)
 			}
 		})
 	}

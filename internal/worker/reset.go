@@ -93,6 +93,7 @@ func resetWorker(ctx context.Context, s *Node, deleteNode bool) error {
 	}
 	for _, left := range []string{
 		"/etc/cni/net.d and /var/lib/cni: the CNI plugin's configuration and state, its own",
+		phases.ResetLeavesPodBridge,
 		"the container runtime's pods and containers: `crictl rmp --all --force` removes them",
 		"the rest of the kubelet's directory, " + filepath.Dir(certDir) + ": the kubelet's own state",
 	} {

@@ -72,7 +72,7 @@ func TestWorkerReset(t *testing.T) {
 			t.Errorf("reset removed %s, not kubeboot's: %v", kept, err)
 		}
 	}
-	if out := n.out.String(); !strings.Contains(out, "left /etc/cni/net.d") || !strings.Contains(out, "left the Node object: `kubectl delete node worker1`") {
+	if out := n.out.String(); !strings.Contains(out, "left /etc/cni/net.d") || !strings.Contains(out, "ip link delete cni0") || !strings.Contains(out, "left the Node object: `kubectl delete node worker1`") {
 		t.Errorf("reset does not say what it left:\n%s", out)
 	}
 

@@ -425,6 +425,9 @@ func TestClusterLife(t *testing.T) {
 		if got := inMachine(t, w2, "sh", "-c", "systemctl is-active kubelet || true"); got == "active" {
 			t.Errorf("after the reset w2's kubelet is %s", got)
 		}
+		// As reset says: the node may get another pod range, which the
+		// bridge of the old one would refuse.
+		inMachine(t, w2, "sh", "-c", "ip link delete cni0; ip link delete flannel.1; rm -rf /var/lib/cni/networks/cbr0")
 		// Its Node is still Ready for a while: join refuses the name of a
 		// Ready Node it holds no credential of, as kubeadm's does, until an
 		// administrator deletes it.
