@@ -99,7 +99,12 @@ func TestListenerTellsInstancesApart(t *testing.T) {
 	if old.Running() {
 		t.Errorf("the exited %s is still running", old)
 	}
+	// Start times are truncated to a Tick, so an instant within a Tick of
+	// the old start cannot tell the two apart: wait past it.
 	since := now(t)
+	for ; since.SinceBoot <= old.Start.SinceBoot+Tick; since = now(t) {
+		time.Sleep(Tick)
+	}
 	listenInChild(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	next, err := Listener("127.0.0.1", port)
 	if err != nil {
