@@ -2,7 +2,10 @@ package phases
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,15 +13,68 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
+	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
-// ResetLeavesPodBridge is what reset says of the pod network's interfaces: a node
-// joined again may get another pod range, and the bridge left on the old
-// one then refuses the new pods (flannel: "cni0 already has an IP address
-// different from ...") or gives them addresses no other node routes to.
-const ResetLeavesPodBridge = "the pod network's interfaces (flannel's cni0 and flannel.1): before this node joins again, " +
-	"`ip link delete cni0; ip link delete flannel.1; rm -rf /var/lib/cni/networks/cbr0`, or its new pods may get addresses of its old pod range, which no node routes to"
+// ResetPodNetwork removes, after the kubelet has stopped, what kubeboot's
+// pod network left on the node: its interfaces (templates.FlannelLinks),
+// the pod addresses handed out (templates.FlannelIPAMDir), flanneld's
+// subnet file and the CNI configuration. A node joined again may get
+// another pod range, and a bridge left on the old one refuses the new
+// pods (flannel's plugin: "cni0 already has an IP address different from
+// ...") or gives them addresses no other node routes to. It does so only
+// when the CNI configuration is the one kubeboot's flannel writes
+// (templates.FlannelCNIConfig): otherwise the pod network is someone
+// else's and what it left is said to be left. It says which interfaces
+// it deleted and returns the paths it removed and what it left; a dry run
+// removes nothing, and a run on another machine's files (Offline) deletes
+// no interface of this one.
+func ResetPodNetwork(s *workflow.Run) (removed, left []string, err error) {
+	conf := templates.FlannelCNIConfPath
+	data, err := s.Files.ReadFile(conf)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, []string{"/etc/cni/net.d and /var/lib/cni: no pod network of kubeboot's is configured on this node (no " + conf + "); the CNI plugin's own state is its own"}, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("read %s: %w", conf, err)
+	case string(data) != templates.FlannelCNIConfig:
+		return nil, []string{conf + ", cni0, flannel.1 and /var/lib/cni: the CNI configuration is not the one kubeboot's flannel writes, so the pod network is not kubeboot's. " +
+			"Before this node joins again under another pod range, remove its bridge and address records (flannel: `ip link delete cni0; ip link delete flannel.1; rm -rf " + templates.FlannelIPAMDir + "`)"}, nil
+	}
+	for _, name := range templates.FlannelLinks() {
+		if s.Options.Offline {
+			// The files are another machine's; the interfaces are this one's.
+			left = append(left, "the network interface "+name+" of the machine whose files --root names: `ip link delete "+name+"` there removes it")
+			continue
+		}
+		if s.Options.DryRun {
+			s.Report.Infof("would delete the network interface %s, if there is one", name)
+			continue
+		}
+		deleted, err := s.System.DeleteLink(name)
+		if err != nil {
+			return removed, left, err
+		}
+		if deleted {
+			s.Report.Infof("deleted the network interface %s", name)
+		}
+	}
+	for _, path := range []string{templates.FlannelIPAMDir, templates.FlannelSubnetFile, conf} {
+		if _, err := os.Lstat(s.Files.HostPath(path)); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := s.Files.RemoveAll(path); err != nil {
+			return removed, left, err
+		}
+		removed = append(removed, path)
+		// A dry run's writer has said "would remove" already.
+		if !s.Options.DryRun {
+			s.Report.Infof("removed %s", path)
+		}
+	}
+	return removed, left, nil
+}
 
 // CheckPodNetwork refuses to add flannel to a running cluster that has
 // another pod network: upgrade apply's preflight. flannel became the

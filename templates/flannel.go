@@ -44,14 +44,28 @@ const (
 // The node's paths the flannel DaemonSet writes: the CNI plugin, its
 // configuration, and the subnet file flanneld leaves for the plugin.
 const (
-	cniBinDir       = "/opt/cni/bin"
-	cniConfDir      = "/etc/cni/net.d"
-	flannelCNIConf  = cniConfDir + "/10-flannel.conflist"
-	flannelRunDir   = "/run/flannel"
+	cniBinDir  = "/opt/cni/bin"
+	cniConfDir = "/etc/cni/net.d"
+	// FlannelCNIConfPath is where the DaemonSet writes FlannelCNIConfig.
+	FlannelCNIConfPath = cniConfDir + "/10-flannel.conflist"
+	flannelRunDir      = "/run/flannel"
+	// FlannelSubnetFile is the file flanneld writes the node's pod
+	// subnet to, which flannel's CNI plugin reads.
+	FlannelSubnetFile = flannelRunDir + "/subnet.env"
+	// FlannelIPAMDir is where the host-local IPAM plugin, to which
+	// flannel's plugin hands the addresses, records the node's pod
+	// addresses: its default directory under the network's name (cbr0,
+	// FlannelCNIConfig's).
+	FlannelIPAMDir  = "/var/lib/cni/networks/cbr0"
 	flannelPlugin   = "/flannel"
 	flanneldBinary  = "/opt/bin/flanneld"
 	flannelInstConf = "/opt/bin/install-conf"
 )
+
+// FlannelLinks are the network interfaces the pod network makes on a
+// node: the bridge plugin's default bridge, to which flannel's plugin
+// hands the pods, and flanneld's VXLAN devices (VNI 1) of each family.
+func FlannelLinks() []string { return []string{"cni0", "flannel.1", "flannel-v6.1"} }
 
 // FlannelObjects are the objects of the flannel addon: its ServiceAccount
 // with the ClusterRole that lets flanneld read its pod and the nodes and
@@ -75,7 +89,7 @@ func FlannelObjects(c *config.ClusterConfiguration) (Objects, error) {
 	ns := metav1.NamespaceSystem
 	cm := configMapData(ns, FlannelConfigMap, map[string]string{
 		FlannelNetConfKey: string(netConf),
-		FlannelCNIConfKey: flannelCNIConfig,
+		FlannelCNIConfKey: FlannelCNIConfig,
 	})
 	cm.Labels = appLabels(flannelAccount)
 	nftables := c.Addons.KubeProxy.Disabled || c.Addons.KubeProxy.Mode == config.ProxyModeNftables
@@ -111,11 +125,11 @@ func apiServerEnv(c *config.ClusterConfiguration) ([]corev1.EnvVar, error) {
 	return []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: endpoint.Hostname()}, {Name: "KUBERNETES_SERVICE_PORT", Value: endpoint.Port()}}, nil
 }
 
-// flannelCNIConfig is the node's CNI configuration: flannel's plugin,
+// FlannelCNIConfig is the node's CNI configuration: flannel's plugin,
 // which hands the pod to the bridge plugin with the node's subnet from
 // the file flanneld writes, then portmap for hostPort. Spec 0.3.1, which
 // every release of flannel's plugin accepts.
-const flannelCNIConfig = `{
+const FlannelCNIConfig = `{
   "name": "cbr0",
   "cniVersion": "0.3.1",
   "plugins": [
@@ -218,7 +232,7 @@ func flannelDaemonSet(image, pluginImage string, iptables bool, apiServer []core
 						},
 						{
 							Name: "install-cni", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-							Command: []string{flannelInstConf, flannelConfigDir + "/" + FlannelCNIConfKey, flannelCNIConf},
+							Command: []string{flannelInstConf, flannelConfigDir + "/" + FlannelCNIConfKey, FlannelCNIConfPath},
 							VolumeMounts: []corev1.VolumeMount{
 								{Name: "cni", MountPath: cniConfDir},
 								{Name: "flannel-cfg", MountPath: flannelConfigDir, ReadOnly: true},

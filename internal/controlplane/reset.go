@@ -44,7 +44,7 @@ type resetResult struct {
 // control plane's, then etcd's, each time until the kubelet has stopped
 // the components: their ports closed and their processes gone), then the
 // kubelet's certificates, the kubeconfigs, configuration, PKI and etcd
-// data.
+// data, and last kubeboot's pod network (phases.ResetPodNetwork).
 func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetResult, error) {
 	c := s.Config
 	var res resetResult
@@ -144,10 +144,14 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 			res.Left = append(res.Left, fmt.Sprintf("the etcd snapshots in %s (%d): kept, they are the cluster's backups (`kubeboot etcd restore --snapshot` brings one back; remove them yourself)", c.Etcd.Local.SnapshotsDir, len(list)))
 		}
 	}
+	removed, left, err := phases.ResetPodNetwork(s.Run)
+	res.Removed, res.Left = append(res.Removed, removed...), append(res.Left, left...)
+	if err != nil {
+		return res, err
+	}
 	res.Left = append(res.Left,
 		"the kubelet's own state but its certificates, and the manifest dir "+c.Paths.ManifestsDir+"; a kubelet that kubelet.service does not run stays running",
-		"CNI configuration (/etc/cni/net.d), iptables and IPVS rules: kubeboot does not own them",
-		phases.ResetLeavesPodBridge,
+		"iptables, nftables and IPVS rules: kubeboot does not own them",
 		"the audit logs in "+c.Security.Audit.LogDir)
 	return res, nil
 }

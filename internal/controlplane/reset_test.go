@@ -28,6 +28,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // regularFiles lists the regular files under the node's root.
@@ -187,6 +188,17 @@ func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(certDir, "kubelet-client-2026-11-27-10-00-00.pem"), []byte("pair"), 0o600))
 			must(t, os.Symlink(filepath.Join(c.Kubelet.CertDir, "kubelet-client-2026-11-27-10-00-00.pem"), filepath.Join(certDir, "kubelet-client-current.pem")))
 			must(t, os.WriteFile(filepath.Join(certDir, "kubelet.crt"), []byte("cert"), 0o600))
+			// The pod network kubeboot's flannel made on the node.
+			for path, data := range map[string]string{templates.FlannelCNIConfPath: templates.FlannelCNIConfig, templates.FlannelSubnetFile: "FLANNEL_SUBNET=10.244.0.1/24\n"} {
+				must(t, os.MkdirAll(filepath.Dir(s.Files.HostPath(path)), 0o755))
+				must(t, os.WriteFile(s.Files.HostPath(path), []byte(data), 0o644))
+			}
+			links := map[string]bool{"cni0": true}
+			s.System.DeleteLink = func(name string) (bool, error) {
+				had := links[name]
+				delete(links, name)
+				return had, nil
+			}
 			res, err := resetNode(context.Background(), s, tt.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -206,8 +218,11 @@ func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
 			if len(res.Removed) < 5 || !slices.Equal(res.Removed[:5], wantFirst) {
 				t.Errorf("the manifests must go first, etcd's last, removed: %v", res.Removed)
 			}
-			if left := strings.Join(res.Left, "\n"); !strings.Contains(left, "kubelet") || !strings.Contains(left, "ip link delete cni0") {
-				t.Errorf("reset does not say it left the kubelet and the pod bridge: %v", res.Left)
+			if len(links) > 0 {
+				t.Errorf("the pod network's interfaces %v are still there", links)
+			}
+			if left := strings.Join(res.Left, "\n"); !strings.Contains(left, "kubelet") || !strings.Contains(left, "iptables") {
+				t.Errorf("reset does not say it left the kubelet and the packet filter's rules: %v", res.Left)
 			}
 		})
 	}

@@ -30,9 +30,9 @@ const defaultKubeletCertDir = "/var/lib/kubelet/pki"
 // again has stopped; then it removes the files the join wrote or the
 // kubelet wrote for it: kubelet.conf, bootstrap-kubelet.conf, the
 // kubelet's configuration, the cluster CA and the kubelet's certificates
-// and keys. Nothing else is touched, and it says what it left: the CNI
-// plugin's state, the runtime's pods and the rest of the kubelet's
-// directory.
+// and keys, and kubeboot's pod network (phases.ResetPodNetwork). Nothing
+// else is touched, and it says what it left: the packet filter's rules,
+// the runtime's pods and the rest of the kubelet's directory.
 func Reset(deleteNode bool) workflow.Operation[*Node] {
 	return workflow.Operation[*Node]{Name: "reset", Run: func(ctx context.Context, s *Node) error {
 		return resetWorker(ctx, s, deleteNode)
@@ -91,12 +91,17 @@ func resetWorker(ctx context.Context, s *Node, deleteNode bool) error {
 			s.Report.Infof("removed %s", dir)
 		}
 	}
-	for _, left := range []string{
-		"/etc/cni/net.d and /var/lib/cni: the CNI plugin's configuration and state, its own",
-		phases.ResetLeavesPodBridge,
+	// The pod network goes once the kubelet that would start pods on it
+	// has stopped.
+	_, left, err := phases.ResetPodNetwork(s.Run)
+	if err != nil {
+		return err
+	}
+	for _, left := range append(left,
+		"iptables, nftables and IPVS rules: kubeboot does not own them",
 		"the container runtime's pods and containers: `crictl rmp --all --force` removes them",
-		"the rest of the kubelet's directory, " + filepath.Dir(certDir) + ": the kubelet's own state",
-	} {
+		"the rest of the kubelet's directory, "+filepath.Dir(certDir)+": the kubelet's own state",
+	) {
 		s.Report.Infof("left %s", left)
 	}
 	if !deleteNode {

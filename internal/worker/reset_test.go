@@ -17,6 +17,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/phases"
 	"github.com/kubeboot/kubeboot/phases/phasestest"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 // TestWorkerReset: reset on a joined worker stops kubelet.service, removes
@@ -41,8 +42,17 @@ func TestWorkerReset(t *testing.T) {
 	unit, err := Kubelet(n.s)
 	must(t, err)
 	mustWrite(t, n.host(phases.SystemdDropIn), unit.DropIn("/usr/bin/kubelet"), 0o644)
+	// The pod network kubeboot's flannel made on the node.
+	mustWrite(t, n.host(templates.FlannelCNIConfPath), []byte(templates.FlannelCNIConfig), 0o644)
+	mustWrite(t, n.host(templates.FlannelIPAMDir+"/10.244.1.5"), []byte("a pod's"), 0o644)
+	links := map[string]bool{"cni0": true, "flannel.1": true}
 	state := "active"
 	sys, calls := phasestest.FakeSystemd(&state)
+	sys.DeleteLink = func(name string) (bool, error) {
+		had := links[name]
+		delete(links, name)
+		return had, nil
+	}
 	n.s.System = sys
 
 	// A dry run stops nothing and removes nothing.
@@ -51,8 +61,8 @@ func TestWorkerReset(t *testing.T) {
 	before := phasestest.Snapshot(t, n.host("/"))
 	_, err = Reset(false).Execute(context.Background(), dry)
 	must(t, err)
-	if after := phasestest.Snapshot(t, n.host("/")); !cmp.Equal(before, after) || len(*calls) > 0 {
-		t.Fatalf("a dry run ran systemctl %v or changed files: %s", *calls, cmp.Diff(before, after))
+	if after := phasestest.Snapshot(t, n.host("/")); !cmp.Equal(before, after) || len(*calls) > 0 || len(links) != 2 {
+		t.Fatalf("a dry run ran systemctl %v, deleted interfaces (left %v) or changed files: %s", *calls, links, cmp.Diff(before, after))
 	}
 
 	_, err = Reset(false).Execute(context.Background(), n.s)
@@ -62,7 +72,8 @@ func TestWorkerReset(t *testing.T) {
 	}
 	w := n.w
 	for _, gone := range []string{phases.SystemdDropIn, w.KubeconfigPath(config.KubeconfigKubelet), w.KubeconfigPath(config.KubeconfigBootstrapKubelet),
-		w.Kubelet.ConfigFile, w.CAPath(), "/var/lib/kubelet/pki/kubelet-client-current.pem", rotated, "/var/lib/kubelet/pki/kubelet.crt", w.Paths.ManifestsDir} {
+		w.Kubelet.ConfigFile, w.CAPath(), "/var/lib/kubelet/pki/kubelet-client-current.pem", rotated, "/var/lib/kubelet/pki/kubelet.crt", w.Paths.ManifestsDir,
+		templates.FlannelCNIConfPath, templates.FlannelIPAMDir} {
 		if _, err := os.Lstat(n.host(gone)); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", gone, err)
 		}
@@ -72,8 +83,11 @@ func TestWorkerReset(t *testing.T) {
 			t.Errorf("reset removed %s, not kubeboot's: %v", kept, err)
 		}
 	}
-	if out := n.out.String(); !strings.Contains(out, "left /etc/cni/net.d") || !strings.Contains(out, "ip link delete cni0") || !strings.Contains(out, "left the Node object: `kubectl delete node worker1`") {
-		t.Errorf("reset does not say what it left:\n%s", out)
+	if len(links) > 0 {
+		t.Errorf("the pod network's interfaces %v are still there", links)
+	}
+	if out := n.out.String(); !strings.Contains(out, "deleted the network interface cni0") || !strings.Contains(out, "left iptables") || !strings.Contains(out, "left the Node object: `kubectl delete node worker1`") {
+		t.Errorf("reset does not say what it removed and left:\n%s", out)
 	}
 
 	// A re-run changes nothing; a drop-in of someone else's stays, and so

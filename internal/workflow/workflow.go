@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vishvananda/netlink"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/exit"
@@ -280,6 +281,9 @@ type System struct {
 	// Kubeboot is the kubeboot binary that the CSR approver's and the
 	// scheduled snapshots' static pods run.
 	Kubeboot templates.Kubeboot
+	// DeleteLink deletes the node's network interface name, saying
+	// whether there was one: reset removes the pod network's with it.
+	DeleteLink func(name string) (bool, error)
 }
 
 // HostSystem is this machine's systemctl and PATH, and the running
@@ -303,5 +307,22 @@ func HostSystem(version string) System {
 			out, err := exec.CommandContext(ctx, path, "--version").Output()
 			return string(out), err
 		},
+		DeleteLink: deleteLink,
 	}
+}
+
+// deleteLink deletes the network interface name of this process's
+// network namespace, if there is one.
+func deleteLink(name string) (bool, error) {
+	link, err := netlink.LinkByName(name)
+	if _, missing := errors.AsType[netlink.LinkNotFoundError](err); missing {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("find the network interface %s: %w", name, err)
+	}
+	if err := netlink.LinkDel(link); err != nil {
+		return false, fmt.Errorf("delete the network interface %s: %w", name, err)
+	}
+	return true, nil
 }

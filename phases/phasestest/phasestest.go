@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -62,9 +63,10 @@ var Kubeboot = templates.Kubeboot{Binary: "/usr/bin/kubeboot", Version: "v0.0.0-
 // machine without systemd or a kubelet on its PATH, with Kubeboot.
 func NewRun(root string, report *output.Reporter) *workflow.Run {
 	return &workflow.Run{Files: &files.AtomicWriter{Root: root}, Report: report, System: workflow.System{
-		Systemctl: func(context.Context, ...string) ([]byte, error) { return nil, errors.New("this test has no systemd") },
-		LookPath:  func(file string) (string, error) { return "", &exec.Error{Name: file, Err: exec.ErrNotFound} },
-		Kubeboot:  Kubeboot,
+		Systemctl:  func(context.Context, ...string) ([]byte, error) { return nil, errors.New("this test has no systemd") },
+		LookPath:   func(file string) (string, error) { return "", &exec.Error{Name: file, Err: exec.ErrNotFound} },
+		DeleteLink: noLinks,
+		Kubeboot:   Kubeboot,
 	}}
 }
 
@@ -172,7 +174,8 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 // FakeSystemd is a fake systemd for a run's System: kubelet.service is in
 // *state ("active" or another state, which a restart makes "active") and
 // enabled, the kubelet is /usr/bin/kubelet of
-// config.DefaultKubernetesVersion, and kubeboot Kubeboot. It also returns the
+// config.DefaultKubernetesVersion, kubeboot Kubeboot, and no network
+// interface may be deleted. It also returns the
 // systemctl commands run, each as its space-joined arguments.
 func FakeSystemd(state *string) (workflow.System, *[]string) {
 	calls := &[]string{}
@@ -195,7 +198,13 @@ func FakeSystemd(state *string) (workflow.System, *[]string) {
 		Version: func(context.Context, string) (string, error) {
 			return "Kubernetes " + config.DefaultKubernetesVersion + "\n", nil
 		},
-		Kubeboot: Kubeboot}, calls
+		DeleteLink: noLinks, Kubeboot: Kubeboot}, calls
+}
+
+// noLinks is the DeleteLink of a test that has no network interfaces to
+// delete.
+func noLinks(name string) (bool, error) {
+	return false, fmt.Errorf("delete the network interface %s: this test has none", name)
 }
 
 // ServeImages serves a CRI image service on the unix socket sock until the
