@@ -14,7 +14,7 @@ import (
 )
 
 // OnNode is a node's own part of `upgrade cluster`, which the upgrade pod
-// runs inside the node's root (EnterRoot): the kubelet's install command,
+// runs inside the node's root (nodepod.Enter): the kubelet's install command,
 // then the node's kubeboot upgrade, each as a transient systemd unit, so
 // that the kubelet's restart, which stops nothing outside its pods, does
 // not stop it either.

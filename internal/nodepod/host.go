@@ -30,23 +30,26 @@ type Host struct {
 	Poll time.Duration
 }
 
-// NodeHost is Host on a node: systemd's tools in /usr/bin, and the units'
-// output in /run/kubeboot.
-func NodeHost(kubeboot string) Host {
-	return Host{SystemdRun: "/usr/bin/systemd-run", Systemctl: "/usr/bin/systemctl", Booted: "/run/systemd/system", Kubeboot: kubeboot,
-		Kubeadm: "/usr/bin/kubeadm", KubeadmJoined: "/var/lib/kubelet/kubeadm-flags.env", LogDir: "/run/kubeboot", Poll: 2 * time.Second}
-}
-
-// EnterRoot makes root the process's root directory, as the pod
-// sees the node's root under it; "/" changes nothing.
-func EnterRoot(root string) error {
-	if root == "/" {
-		return nil
+// Enter makes root, where the pod sees the node's root, the process's
+// root directory ("/" changes nothing), and returns the node's Host:
+// systemd's tools in /usr/bin, the units' output in /run/kubeboot, and as
+// its kubeboot this binary, which the pod runs from the node's root.
+func Enter(root string) (Host, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return Host{}, err
 	}
-	if err := syscall.Chroot(root); err != nil {
-		return fmt.Errorf("enter the node's root %s (the pod runs privileged, with the node's / mounted there): %w", root, err)
+	if root != "/" {
+		if err := syscall.Chroot(root); err != nil {
+			return Host{}, fmt.Errorf("enter the node's root %s (the pod runs privileged, with the node's / mounted there): %w", root, err)
+		}
+		if err := os.Chdir("/"); err != nil {
+			return Host{}, err
+		}
 	}
-	return os.Chdir("/")
+	return Host{SystemdRun: "/usr/bin/systemd-run", Systemctl: "/usr/bin/systemctl", Booted: "/run/systemd/system",
+		Kubeboot: strings.TrimPrefix(self, strings.TrimSuffix(root, "/")),
+		Kubeadm:  "/usr/bin/kubeadm", KubeadmJoined: "/var/lib/kubelet/kubeadm-flags.env", LogDir: "/run/kubeboot", Poll: 2 * time.Second}, nil
 }
 
 // CheckSystemd fails unless systemd runs the node, with its tools there,

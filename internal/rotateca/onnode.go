@@ -18,7 +18,7 @@ import (
 const stepUnit = "kubeboot-rotate-ca"
 
 // OnNode is a node's own part of a step of `certs rotate-ca`, which the
-// rotation's pod runs inside the node's root (nodepod.EnterRoot): the
+// rotation's pod runs inside the node's root (nodepod.Enter): the
 // rotation's files, read from the pod's Secret volume before, are put
 // under the units' directory, and `kubeboot certs rotate-ca step` runs on
 // them and the node's file as a transient systemd unit, which restarting

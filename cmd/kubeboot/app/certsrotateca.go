@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,15 +95,10 @@ func (o *rotateCAOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	}
 	res, err := r.Run(ctx)
 	if o.output.json() {
-		out := struct {
+		report.PrintResult(struct {
 			rotateca.Result
-			Error    string `json:"error,omitempty"`
-			ExitCode int    `json:"exitCode"`
-		}{Result: res}
-		if err != nil {
-			out.Error, out.ExitCode = err.Error(), exit.Code(err)
-		}
-		report.PrintResult(out)
+			failure
+		}{res, failureOf(err)})
 	}
 	return err
 }
@@ -131,18 +124,14 @@ func newRotateCAOnNodeCommand(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			opts.node.Step = step
-			self, err := os.Executable()
-			if err != nil {
-				return err
-			}
 			if opts.node.Files, err = rotateca.ReadFiles(opts.files); err != nil {
 				return err
 			}
-			if err := nodepod.EnterRoot(opts.root); err != nil {
+			host, err := nodepod.Enter(opts.root)
+			if err != nil {
 				return err
 			}
-			kubeboot := strings.TrimPrefix(self, strings.TrimSuffix(opts.root, "/"))
-			return opts.node.Run(cmd.Context(), nodepod.NodeHost(kubeboot), stdout)
+			return opts.node.Run(cmd.Context(), host, stdout)
 		},
 	}
 	flags := cmd.Flags()

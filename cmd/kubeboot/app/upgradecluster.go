@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -110,15 +109,10 @@ func (o *clusterUpgradeOptions) run(cmd *cobra.Command, version string, stdout, 
 	report.Infof("upgrading to %s, in this order: %s", opts.Version, strings.Join(names, ", "))
 	res, err := clusterupgrade.New(client, opts, report).Run(ctx)
 	if o.output.json() {
-		out := struct {
+		report.PrintResult(struct {
 			clusterupgrade.Result
-			Error    string `json:"error,omitempty"`
-			ExitCode int    `json:"exitCode"`
-		}{Result: res}
-		if err != nil {
-			out.Error, out.ExitCode = err.Error(), exit.Code(err)
-		}
-		report.PrintResult(out)
+			failure
+		}{res, failureOf(err)})
 	}
 	return err
 }
@@ -156,16 +150,12 @@ func newUpgradeOnNodeCommand(stdout io.Writer) *cobra.Command {
 		Short:  "Run in upgrade cluster's pod on a node: install the kubelet, then upgrade the node, each as a transient systemd unit",
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			self, err := os.Executable()
+			opts.node.Install = args
+			host, err := nodepod.Enter(opts.root)
 			if err != nil {
 				return err
 			}
-			opts.node.Install = args
-			if err := nodepod.EnterRoot(opts.root); err != nil {
-				return err
-			}
-			kubeboot := strings.TrimPrefix(self, strings.TrimSuffix(opts.root, "/"))
-			return opts.node.Run(cmd.Context(), nodepod.NodeHost(kubeboot), stdout)
+			return opts.node.Run(cmd.Context(), host, stdout)
 		},
 	}
 	flags := cmd.Flags()

@@ -109,6 +109,22 @@ func (r runSpec) node(run *workflow.Run) (*phases.Node, error) {
 	return phases.NewNode(run, r.config)
 }
 
+// failure ends the -o json result of a command that acts on the cluster
+// (upgrade cluster, certs rotate-ca), as workflow.Result's fields end a
+// node's: the error, if any, and the exit code.
+type failure struct {
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exitCode"`
+}
+
+// failureOf is the failure of err; nil is success.
+func failureOf(err error) failure {
+	if err == nil {
+		return failure{}
+	}
+	return failure{Error: err.Error(), ExitCode: exit.Code(err)}
+}
+
 // reporter prints progress for people to stderr, or JSON events to stdout;
 // it redraws in place on a terminal.
 func reporter(format outputFormat, stdout, stderr io.Writer) *output.Reporter {
