@@ -254,31 +254,9 @@ func (f *fleet) upgradeClusterKilled(t *testing.T) time.Duration {
 	start := time.Now()
 	// This host's cgroups are v1: kubeadm's system verification refuses them.
 	args := []string{"upgrade", "cluster", "v1.36.3", "--kubeconfig", f.kubeconfig, "-o", "json", "--kubeadm-ignore-preflight-errors", "SystemVerification"}
-	first := exec.Command(kubebootBin, args...)
-	stdout, err := first.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	first.Stderr = &stderr
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	timer := time.AfterFunc(15*time.Minute, func() { _ = first.Process.Kill() })
-	defer timer.Stop()
-	killed := false
-	var events []string
-	for scanner := bufio.NewScanner(stdout); scanner.Scan(); {
-		events = append(events, scanner.Text())
-		if !killed && strings.Contains(scanner.Text(), `"node":"cp2"`) && strings.Contains(scanner.Text(), "runs on the node") {
-			_ = first.Process.Kill()
-			killed = true
-		}
-	}
-	_ = first.Wait()
-	if !killed {
-		t.Fatalf("the first upgrade cluster ended before cp2's upgrade pod started (%s):\n%s\n%s", first.ProcessState, strings.Join(events, "\n"), stderr.String())
-	}
+	events := killedAt(t, args, 15*time.Minute, "cp2's upgrade pod started", func(line string) bool {
+		return strings.Contains(line, `"node":"cp2"`) && strings.Contains(line, "runs on the node")
+	})
 	t.Logf("TIMING: the first upgrade cluster, SIGKILLed while cp2's upgrade pod ran: %s; its last events:\n%s", time.Since(start).Round(time.Millisecond), strings.Join(events[max(0, len(events)-4):], "\n"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -293,6 +271,40 @@ func (f *fleet) upgradeClusterKilled(t *testing.T) time.Duration {
 	}
 	t.Logf("TIMING: the second upgrade cluster, which took up at cp2: %s; its result:\n%s", r.took.Round(time.Millisecond), testsupport.LastLines(r.stdout, 1))
 	return time.Since(start)
+}
+
+// killedAt runs kubeboot with args, which print -o json events, and
+// kills it (SIGKILL) at the first event at matches; it returns the events
+// printed until then. It fails the test when the run ends before, or
+// within limit has not come to, what at looks for: what.
+func killedAt(t *testing.T, args []string, limit time.Duration, what string, at func(line string) bool) []string {
+	t.Helper()
+	cmd := exec.Command(kubebootBin, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(limit, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	killed := false
+	var events []string
+	for scanner := bufio.NewScanner(stdout); scanner.Scan(); {
+		events = append(events, scanner.Text())
+		if !killed && at(scanner.Text()) {
+			_ = cmd.Process.Kill()
+			killed = true
+		}
+	}
+	_ = cmd.Wait()
+	if !killed {
+		t.Fatalf("kubeboot %s ended before %s (%s):\n%s\n%s", strings.Join(args[:2], " "), what, cmd.ProcessState, strings.Join(events, "\n"), stderr.String())
+	}
+	return events
 }
 
 // TestClusterLife: a fleet of two control-plane nodes and two workers

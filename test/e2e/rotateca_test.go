@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
@@ -63,31 +62,9 @@ func (f *fleet) rotateCAKilled(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
 	args := []string{"certs", "rotate-ca", "--kubeconfig", f.kubeconfig, "-o", "json"}
-	first := exec.Command(kubebootBin, args...)
-	stdout, err := first.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	first.Stderr = &stderr
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	timer := time.AfterFunc(20*time.Minute, func() { _ = first.Process.Kill() })
-	defer timer.Stop()
-	killed := false
-	var events []string
-	for scanner := bufio.NewScanner(stdout); scanner.Scan(); {
-		events = append(events, scanner.Text())
-		if line := scanner.Text(); !killed && strings.Contains(line, `"node":"cp2"`) && strings.Contains(line, `"step":"reissue"`) && strings.Contains(line, "runs on the node") {
-			_ = first.Process.Kill()
-			killed = true
-		}
-	}
-	_ = first.Wait()
-	if !killed {
-		t.Fatalf("the first certs rotate-ca ended before cp2's reissue pod started (%s):\n%s\n%s", first.ProcessState, strings.Join(events, "\n"), stderr.String())
-	}
+	events := killedAt(t, args, 20*time.Minute, "cp2's reissue pod started", func(line string) bool {
+		return strings.Contains(line, `"node":"cp2"`) && strings.Contains(line, `"step":"reissue"`) && strings.Contains(line, "runs on the node")
+	})
 	t.Logf("TIMING: the first certs rotate-ca, SIGKILLed while cp2's reissue pod ran: %s", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
