@@ -30,6 +30,10 @@ type Host struct {
 	Poll time.Duration
 }
 
+// LogDir is where a node's units write their output (Host.Unit): it stays
+// on the node when the pod's log cannot be read.
+const LogDir = "/run/kubeboot"
+
 // Enter makes root, where the pod sees the node's root, the process's
 // root directory ("/" changes nothing), and returns the node's Host:
 // systemd's tools in /usr/bin, the units' output in /run/kubeboot, and as
@@ -49,7 +53,7 @@ func Enter(root string) (Host, error) {
 	}
 	return Host{SystemdRun: "/usr/bin/systemd-run", Systemctl: "/usr/bin/systemctl", Booted: "/run/systemd/system",
 		Kubeboot: strings.TrimPrefix(self, strings.TrimSuffix(root, "/")),
-		Kubeadm:  "/usr/bin/kubeadm", KubeadmJoined: "/var/lib/kubelet/kubeadm-flags.env", LogDir: "/run/kubeboot", Poll: 2 * time.Second}, nil
+		Kubeadm:  "/usr/bin/kubeadm", KubeadmJoined: "/var/lib/kubelet/kubeadm-flags.env", LogDir: LogDir, Poll: 2 * time.Second}, nil
 }
 
 // CheckSystemd fails unless systemd runs the node, with its tools there,

@@ -85,7 +85,7 @@ func (r Runner) Log(ctx context.Context, namespace, pod string) string {
 	lines := int64(50)
 	data, err := r.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
 	if err != nil {
-		return fmt.Sprintf("(its log cannot be read: %v)", err)
+		return fmt.Sprintf("(its log cannot be read: %v; on the node, its units' output is in %s)", err, LogDir)
 	}
 	return strings.TrimRight(string(data), "\n")
 }
