@@ -200,7 +200,9 @@ func containerChange(name string, containers []corev1.Container, images []string
 // (self) first, or on the first control-plane node when self is none (a
 // plan from an administrator's machine), then upgrade node on the other
 // control-plane nodes, each with its own configuration at the new
-// version, then on every worker whose kubelet is not at the target. On
+// version, then on every worker whose kubelet is not at the target (or
+// kubeadm's upgrade node, on one kubeadm joined, which the cluster's
+// objects do not tell apart). On
 // each node the operator installs the kubelet of the target first, which
 // the command restarts last.
 func planSteps(plan UpgradePlan, self string) []string {
@@ -217,7 +219,7 @@ func planSteps(plan UpgradePlan, self string) []string {
 	}
 	for _, n := range plan.Nodes {
 		if !n.ControlPlane && n.Components[0].From != plan.Target {
-			steps = append(steps, fmt.Sprintf("on %s: %skubeboot upgrade node --config <its WorkerConfiguration>", n.Name, install))
+			steps = append(steps, fmt.Sprintf("on %s: %skubeboot upgrade node --config <its WorkerConfiguration> (on a worker `kubeadm join` joined: kubeadm upgrade node, then restart the kubelet)", n.Name, install))
 		}
 	}
 	return steps

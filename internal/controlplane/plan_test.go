@@ -78,7 +78,7 @@ func TestPlanUpgrade(t *testing.T) {
 	want := []string{
 		"on node1: install the kubelet v1.36.3, then kubeboot upgrade apply --config",
 		"on node2: install the kubelet v1.36.3, then kubeboot upgrade node --config <its configuration at v1.36.3>",
-		"on worker1: install the kubelet v1.36.3, then kubeboot upgrade node --config <its WorkerConfiguration>",
+		"on worker1: install the kubelet v1.36.3, then kubeboot upgrade node --config <its WorkerConfiguration> (on a worker `kubeadm join` joined: kubeadm upgrade node, then restart the kubelet)",
 	}
 	if len(plan.Steps) != len(want) || !strings.HasPrefix(plan.Steps[0], want[0]) || plan.Steps[1] != want[1] || plan.Steps[2] != want[2] {
 		t.Errorf("steps:\n%s", steps)
