@@ -33,34 +33,64 @@ func TrustRotation(s *Node, rot pki.Rotation) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	set := pki.Set{Certs: map[string]pki.KeyPair{}, Kubeconfigs: map[string][]byte{}}
-	var names []string
-	for _, name := range pki.RotatedCAs(s.Config) {
-		cur := have.Certs[name].Cert
-		if len(cur) == 0 {
-			return false, fmt.Errorf("%s is missing: this node has no %s to rotate", s.Config.CertPath(name), name)
-		}
-		if trusted := pki.Bundle(cur, rot.CAs[name].Cert); !bytes.Equal(trusted, cur) {
-			set.Certs[name] = pki.KeyPair{Cert: trusted}
-			names = append(names, name)
-		}
-	}
-	if trusted := pki.Bundle(have.ServiceAccount.Public, rot.ServiceAccount.Public); !bytes.Equal(trusted, have.ServiceAccount.Public) {
-		set.ServiceAccount.Public = trusted
-		names = append(names, config.KeyServiceAccount)
-	}
-	kubeconfigs, err := kubeconfigsTrusting(s, have, func(ca []byte) []byte { return pki.Bundle(ca, rot.CAs[config.CertCA].Cert) })
+	set, names, err := retrust(s, have, trustRule{
+		ca: func(name string, cur []byte) ([]byte, error) {
+			if len(cur) == 0 {
+				return nil, fmt.Errorf("%s is missing: this node has no %s to rotate", s.Config.CertPath(name), name)
+			}
+			return pki.Bundle(cur, rot.CAs[name].Cert), nil
+		},
+		saPublic:     func(cur []byte) []byte { return pki.Bundle(cur, rot.ServiceAccount.Public) },
+		kubeconfigCA: func(cur []byte) []byte { return pki.Bundle(cur, rot.CAs[config.CertCA].Cert) },
+	})
 	if err != nil {
 		return false, err
 	}
-	maps.Copy(set.Kubeconfigs, kubeconfigs)
-	names = append(names, slices.Sorted(maps.Keys(kubeconfigs))...)
 	if len(names) == 0 {
 		s.Report.Infof("the node trusts the new CAs already")
 		return false, nil
 	}
 	s.Report.Infof("trusting the new CAs beside the old: %v", names)
 	return true, writePKI(s, names, merge(have, set))
+}
+
+// trustRule is how a rotation step changes what the node trusts, each
+// from what the node has.
+type trustRule struct {
+	// ca is the certificates of the CA file name.
+	ca func(name string, cur []byte) ([]byte, error)
+	// saPublic is sa.pub's keys.
+	saPublic func(cur []byte) []byte
+	// kubeconfigCA is a kubeconfig's CA data.
+	kubeconfigCA func(cur []byte) []byte
+}
+
+// retrust is what rule changes of the node's trust, from have: the files
+// in a set, and their names, the CAs first, in order.
+func retrust(s *Node, have pki.Set, rule trustRule) (pki.Set, []string, error) {
+	set := pki.Set{Certs: map[string]pki.KeyPair{}, Kubeconfigs: map[string][]byte{}}
+	var names []string
+	for _, name := range pki.RotatedCAs(s.Config) {
+		cur := have.Certs[name].Cert
+		want, err := rule.ca(name, cur)
+		if err != nil {
+			return pki.Set{}, nil, err
+		}
+		if !bytes.Equal(want, cur) {
+			set.Certs[name] = pki.KeyPair{Cert: want}
+			names = append(names, name)
+		}
+	}
+	if want := rule.saPublic(have.ServiceAccount.Public); !bytes.Equal(want, have.ServiceAccount.Public) {
+		set.ServiceAccount.Public = want
+		names = append(names, config.KeyServiceAccount)
+	}
+	kubeconfigs, err := kubeconfigsTrusting(s, have, rule.kubeconfigCA)
+	if err != nil {
+		return pki.Set{}, nil, err
+	}
+	maps.Copy(set.Kubeconfigs, kubeconfigs)
+	return set, append(names, slices.Sorted(maps.Keys(kubeconfigs))...), nil
 }
 
 // kubeconfigsTrusting is each of the node's kubeconfigs whose CA data
@@ -221,30 +251,21 @@ func DropRotation(s *Node, rot pki.Rotation) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	set := pki.Set{Certs: map[string]pki.KeyPair{}, Kubeconfigs: map[string][]byte{}}
-	var names []string
-	for _, name := range pki.RotatedCAs(s.Config) {
-		cur := have.Certs[name].Cert
-		first := pki.First(cur)
-		if !bytes.Equal(first, pki.First(rot.CAs[name].Cert)) {
-			return false, fmt.Errorf("%s does not have the new %s first: this node does not sign with it yet; the rotation's reissue step comes before this one", s.Config.CertPath(name), name)
-		}
-		if !bytes.Equal(first, cur) {
-			set.Certs[name] = pki.KeyPair{Cert: first}
-			names = append(names, name)
-		}
-	}
-	if first := pki.First(have.ServiceAccount.Public); !bytes.Equal(first, have.ServiceAccount.Public) {
-		set.ServiceAccount.Public = first
-		names = append(names, config.KeyServiceAccount)
-	}
 	ca := pki.First(have.Certs[config.CertCA].Cert)
-	kubeconfigs, err := kubeconfigsTrusting(s, have, func([]byte) []byte { return ca })
+	set, names, err := retrust(s, have, trustRule{
+		ca: func(name string, cur []byte) ([]byte, error) {
+			first := pki.First(cur)
+			if !bytes.Equal(first, pki.First(rot.CAs[name].Cert)) {
+				return nil, fmt.Errorf("%s does not have the new %s first: this node does not sign with it yet; the rotation's reissue step comes before this one", s.Config.CertPath(name), name)
+			}
+			return first, nil
+		},
+		saPublic:     pki.First,
+		kubeconfigCA: func([]byte) []byte { return ca },
+	})
 	if err != nil {
 		return false, err
 	}
-	maps.Copy(set.Kubeconfigs, kubeconfigs)
-	names = append(names, slices.Sorted(maps.Keys(kubeconfigs))...)
 	if len(names) > 0 {
 		s.Report.Infof("trusting the new CAs alone: %v", names)
 		if err := writePKI(s, names, merge(have, set)); err != nil {
