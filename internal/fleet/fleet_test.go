@@ -286,3 +286,63 @@ func TestInvalidNodeFile(t *testing.T) {
 		t.Errorf("the refused run made %s (%v)", dir, err)
 	}
 }
+
+// TestGenerateAfterCARotation: after `certs rotate-ca`, the cluster's new
+// CA copied into the fleet's directory makes every node's file anew: the
+// first node's carries it, the others pin it, all are signed with it,
+// and the token stays.
+func TestGenerateAfterCARotation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fleet")
+	before := generate(t, example, dir)
+	token, _ := os.ReadFile(filepath.Join(dir, fleet.TokenFile))
+	// Another fleet's CA stands for the rotated one.
+	other := filepath.Join(t.TempDir(), "other")
+	generate(t, example, other)
+	for _, name := range []string{fleet.CACertFile, fleet.CAKeyFile} {
+		data, err := os.ReadFile(filepath.Join(other, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := generate(t, example, dir)
+	caCert, _ := os.ReadFile(filepath.Join(dir, fleet.CACertFile))
+	hash, err := pki.CACertHash(caCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.CACertHash != hash || after.CACertHash == before.CACertHash {
+		t.Fatalf("the pin after the CA changed: %s, before %s, want the new CA's %s", after.CACertHash, before.CACertHash, hash)
+	}
+	ca, err := fleet.ParseCA(caCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, file := range after.Nodes {
+		data, _ := os.ReadFile(filepath.Join(dir, file))
+		sig, _ := os.ReadFile(filepath.Join(dir, file+".sig"))
+		if err := fleet.Verify(ca, data, string(sig)); err != nil {
+			t.Errorf("node %s's file is not signed by the new CA: %v", name, err)
+		}
+		doc, err := config.Load(filepath.Join(dir, file), config.Env{Host: config.Host{Name: "other", Address: "192.0.2.1"}})
+		if err != nil {
+			t.Fatalf("node %s: %v", name, err)
+		}
+		switch {
+		case doc.Cluster != nil:
+			if c := doc.Cluster; c.Certificates.CA == nil || c.Certificates.CA.Cert != string(caCert) || c.BootstrapTokens[0].Token != strings.TrimSpace(string(token)) {
+				t.Errorf("node %s does not carry the new CA with the same token", name)
+			}
+		case doc.Join != nil:
+			if !slices.Equal(doc.Join.Join.Discovery.CACertHashes, []string{hash}) {
+				t.Errorf("node %s pins %v, want %s", name, doc.Join.Join.Discovery.CACertHashes, hash)
+			}
+		case doc.Worker != nil:
+			if !slices.Equal(doc.Worker.Discovery.CACertHashes, []string{hash}) {
+				t.Errorf("node %s pins %v, want %s", name, doc.Worker.Discovery.CACertHashes, hash)
+			}
+		}
+	}
+}
