@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/internal/cri"
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
@@ -26,11 +28,14 @@ import (
 // ...") or gives them addresses no other node routes to. It does so only
 // when the CNI configuration is the one kubeboot's flannel writes
 // (templates.FlannelCNIConfig): otherwise the pod network is someone
-// else's and what it left is said to be left. It says which interfaces
-// it deleted and returns the paths it removed and what it left; a dry run
-// removes nothing, and a run on another machine's files (Offline) deletes
-// no interface of this one.
-func ResetPodNetwork(s *workflow.Run) (removed, left []string, err error) {
+// else's and what it left is said to be left. Pods still running on the
+// node, which the container runtime at runtimeEndpoint reports, keep it
+// all: their interfaces hang on the bridge, and a pod the kubelet adopts
+// when the node joins again would lose its network; reset says how to
+// remove them first. It says which interfaces it deleted and returns the
+// paths it removed and what it left; a dry run removes nothing, and a run
+// on another machine's files (Offline) deletes no interface of this one.
+func ResetPodNetwork(ctx context.Context, s *workflow.Run, runtimeEndpoint string) (removed, left []string, err error) {
 	conf := templates.FlannelCNIConfPath
 	data, err := s.Files.ReadFile(conf)
 	switch {
@@ -41,6 +46,14 @@ func ResetPodNetwork(s *workflow.Run) (removed, left []string, err error) {
 	case string(data) != templates.FlannelCNIConfig:
 		return nil, []string{conf + ", cni0, flannel.1 and /var/lib/cni: the CNI configuration is not the one kubeboot's flannel writes, so the pod network is not kubeboot's. " +
 			"Before this node joins again under another pod range, remove its bridge and address records (flannel: `ip link delete cni0; ip link delete flannel.1; rm -rf " + templates.FlannelIPAMDir + "`)"}, nil
+	}
+	if pods, err := runningPods(ctx, s, runtimeEndpoint); err != nil || len(pods) > 0 {
+		why := fmt.Sprintf("%d pods still run on it (%s)", len(pods), strings.Join(pods[:min(len(pods), 3)], ", "))
+		if err != nil {
+			why = "whether pods still run on it cannot be told (" + err.Error() + ")"
+		}
+		return nil, []string{"kubeboot's pod network (" + strings.Join(templates.FlannelLinks(), ", ") + ", " + templates.FlannelIPAMDir + ", " + conf + "): " + why +
+			". Once they are gone (`crictl rmp --all --force`), run reset again, which then removes the pod network: the node must lose it before it joins again under another pod range"}, nil
 	}
 	for _, name := range templates.FlannelLinks() {
 		if s.Options.Offline {
@@ -74,6 +87,49 @@ func ResetPodNetwork(s *workflow.Run) (removed, left []string, err error) {
 		}
 	}
 	return removed, left, nil
+}
+
+// RemovePods removes, once the kubelet has stopped, every pod the
+// container runtime at endpoint holds, with its containers, as kubeadm's
+// reset does: left running, they would hold the node's pod network, and a
+// kubelet that joins the node again would adopt them. A runtime whose
+// socket is missing runs none. It returns what it left: nothing, or on a
+// dry run or another machine's files (Offline) the pods.
+func RemovePods(ctx context.Context, s *workflow.Run, endpoint string) ([]string, error) {
+	if s.Options.Offline || s.Options.DryRun {
+		return []string{"the container runtime's pods: a dry run, or another machine's files, removes none"}, nil
+	}
+	runtime, err := cri.Dial(endpoint, s.Files.HostPath)
+	if errors.Is(err, cri.ErrNoRuntime) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = runtime.Close() }()
+	removed, err := runtime.RemovePods(ctx)
+	if len(removed) > 0 {
+		s.Report.Infof("removed the container runtime's pods (%d): %s", len(removed), strings.Join(removed, ", "))
+	}
+	return nil, err
+}
+
+// runningPods are the pods the runtime at endpoint runs; none when its
+// socket is missing (nothing runs there), or on a dry run or another
+// machine's files, where RemovePods removes none either.
+func runningPods(ctx context.Context, s *workflow.Run, endpoint string) ([]string, error) {
+	if s.Options.Offline || s.Options.DryRun {
+		return nil, nil
+	}
+	runtime, err := cri.Dial(endpoint, s.Files.HostPath)
+	if errors.Is(err, cri.ErrNoRuntime) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = runtime.Close() }()
+	return runtime.RunningPods(ctx)
 }
 
 // CheckPodNetwork refuses to add flannel to a running cluster that has

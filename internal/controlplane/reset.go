@@ -44,7 +44,9 @@ type resetResult struct {
 // control plane's, then etcd's, each time until the kubelet has stopped
 // the components: their ports closed and their processes gone), then the
 // kubelet's certificates, the kubeconfigs, configuration, PKI and etcd
-// data, and last kubeboot's pod network (phases.ResetPodNetwork).
+// data; the runtime's pods go once the kubelet has stopped
+// (phases.RemovePods), and last kubeboot's pod network
+// (phases.ResetPodNetwork).
 func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetResult, error) {
 	c := s.Config
 	var res resetResult
@@ -80,6 +82,11 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 	}
 	if dropIn != "" {
 		res.Removed = append(res.Removed, dropIn)
+	}
+	podsLeft, err := phases.RemovePods(ctx, s.Run, c.Kubelet.ContainerRuntimeEndpoint)
+	res.Left = append(res.Left, podsLeft...)
+	if err != nil {
+		return res, err
 	}
 	units, err := phases.RemoveRenewalTimer(ctx, s.Run)
 	res.Removed = append(res.Removed, units...)
@@ -144,7 +151,7 @@ func resetNode(ctx context.Context, s *phases.Node, opts ResetOptions) (resetRes
 			res.Left = append(res.Left, fmt.Sprintf("the etcd snapshots in %s (%d): kept, they are the cluster's backups (`kubeboot etcd restore --snapshot` brings one back; remove them yourself)", c.Etcd.Local.SnapshotsDir, len(list)))
 		}
 	}
-	removed, left, err := phases.ResetPodNetwork(s.Run)
+	removed, left, err := phases.ResetPodNetwork(ctx, s.Run, c.Kubelet.ContainerRuntimeEndpoint)
 	res.Removed, res.Left = append(res.Removed, removed...), append(res.Left, left...)
 	if err != nil {
 		return res, err

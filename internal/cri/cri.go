@@ -1,7 +1,7 @@
 // Package cri talks to the node's container runtime through the CRI, as the
 // kubelet does: whether it serves the CRI, which of the images a node needs
 // it holds, pulling the ones it lacks, a static pod's container log for a
-// diagnosis, and which static pods it still runs.
+// diagnosis, which pods it still runs, and removing them all at reset.
 package cri
 
 import (
@@ -211,6 +211,49 @@ func (c *Client) ReadyPods(ctx context.Context, pods []string) ([]string, error)
 		}
 	}
 	return ready, nil
+}
+
+// RunningPods lists every pod with a sandbox the runtime reports ready,
+// as namespace/name: the pods still running on the node, in whatever
+// namespace.
+func (c *Client) RunningPods(ctx context.Context) ([]string, error) {
+	resp, err := c.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes in container runtime %q: %w", c.endpoint, err)
+	}
+	var running []string
+	for _, sb := range resp.GetItems() {
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			running = append(running, sb.GetMetadata().GetNamespace()+"/"+sb.GetMetadata().GetName())
+		}
+	}
+	slices.Sort(running)
+	return running, nil
+}
+
+// RemovePods stops and removes every pod sandbox the runtime holds, with
+// its containers, as `crictl rmp --all --force` does, and returns the
+// pods removed, as namespace/name.
+func (c *Client) RemovePods(ctx context.Context) ([]string, error) {
+	resp, err := c.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes in container runtime %q: %w", c.endpoint, err)
+	}
+	var removed []string
+	for _, sb := range resp.GetItems() {
+		name := sb.GetMetadata().GetNamespace() + "/" + sb.GetMetadata().GetName()
+		if _, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
+			return removed, fmt.Errorf("stop pod %s in container runtime %q: %w", name, c.endpoint, err)
+		}
+		if _, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
+			return removed, fmt.Errorf("remove pod %s in container runtime %q: %w", name, c.endpoint, err)
+		}
+		removed = append(removed, name)
+	}
+	slices.Sort(removed)
+	return removed, nil
 }
 
 // Version asks the runtime for its name and version, the CRI's first call:

@@ -25,14 +25,15 @@ const defaultKubeletCertDir = "/var/lib/kubelet/pki"
 
 // Reset is `kubeboot reset` on a worker: it undoes the worker's join.
 // It stops kubelet.service and removes kubeboot's drop-in (see
-// phases.StopKubelet); with deleteNode, it deletes the node's Node object
-// through the run's API client, once the kubelet that would register it
-// again has stopped; then it removes the files the join wrote or the
-// kubelet wrote for it: kubelet.conf, bootstrap-kubelet.conf, the
-// kubelet's configuration, the cluster CA and the kubelet's certificates
-// and keys, and kubeboot's pod network (phases.ResetPodNetwork). Nothing
-// else is touched, and it says what it left: the packet filter's rules,
-// the runtime's pods and the rest of the kubelet's directory.
+// phases.StopKubelet), then the runtime's pods (phases.RemovePods); with
+// deleteNode, it deletes the node's Node object through the run's API
+// client, once the kubelet that would register it again has stopped; then
+// it removes the files the join wrote or the kubelet wrote for it:
+// kubelet.conf, bootstrap-kubelet.conf, the kubelet's configuration, the
+// cluster CA and the kubelet's certificates and keys, and last kubeboot's
+// pod network (phases.ResetPodNetwork). Nothing else is touched, and it
+// says what it left: the packet filter's rules and the rest of the
+// kubelet's directory.
 func Reset(deleteNode bool) workflow.Operation[*Node] {
 	return workflow.Operation[*Node]{Name: "reset", Run: func(ctx context.Context, s *Node) error {
 		return resetWorker(ctx, s, deleteNode)
@@ -51,6 +52,10 @@ func resetWorker(ctx context.Context, s *Node, deleteNode bool) error {
 	}
 	if dropIn != "" && !s.Options.DryRun {
 		s.Report.Infof("removed %s", dropIn)
+	}
+	podsLeft, err := phases.RemovePods(ctx, s.Run, w.Kubelet.ContainerRuntimeEndpoint)
+	if err != nil {
+		return err
 	}
 	if deleteNode {
 		if err := deleteNodeObject(ctx, s); err != nil {
@@ -93,13 +98,12 @@ func resetWorker(ctx context.Context, s *Node, deleteNode bool) error {
 	}
 	// The pod network goes once the kubelet that would start pods on it
 	// has stopped.
-	_, left, err := phases.ResetPodNetwork(s.Run)
+	_, left, err := phases.ResetPodNetwork(ctx, s.Run, w.Kubelet.ContainerRuntimeEndpoint)
 	if err != nil {
 		return err
 	}
-	for _, left := range append(left,
+	for _, left := range append(append(podsLeft, left...),
 		"iptables, nftables and IPVS rules: kubeboot does not own them",
-		"the container runtime's pods and containers: `crictl rmp --all --force` removes them",
 		"the rest of the kubelet's directory, "+filepath.Dir(certDir)+": the kubelet's own state",
 	) {
 		s.Report.Infof("left %s", left)

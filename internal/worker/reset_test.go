@@ -54,6 +54,7 @@ func TestWorkerReset(t *testing.T) {
 		return had, nil
 	}
 	n.s.System = sys
+	pods := phasestest.ServePods(t, n.host("/run/containerd/containerd.sock"), "default/web")
 
 	// A dry run stops nothing and removes nothing.
 	dry := NewNode(&workflow.Run{Files: &files.DryRunWriter{Root: n.host("/"), Report: n.s.Report, Stdout: io.Discard}, Report: n.s.Report,
@@ -61,8 +62,8 @@ func TestWorkerReset(t *testing.T) {
 	before := phasestest.Snapshot(t, n.host("/"))
 	_, err = Reset(false).Execute(context.Background(), dry)
 	must(t, err)
-	if after := phasestest.Snapshot(t, n.host("/")); !cmp.Equal(before, after) || len(*calls) > 0 || len(links) != 2 {
-		t.Fatalf("a dry run ran systemctl %v, deleted interfaces (left %v) or changed files: %s", *calls, links, cmp.Diff(before, after))
+	if after := phasestest.Snapshot(t, n.host("/")); !cmp.Equal(before, after) || len(*calls) > 0 || len(links) != 2 || len(pods()) != 1 {
+		t.Fatalf("a dry run ran systemctl %v, deleted interfaces (left %v), removed pods (left %v) or changed files: %s", *calls, links, pods(), cmp.Diff(before, after))
 	}
 
 	_, err = Reset(false).Execute(context.Background(), n.s)
@@ -83,8 +84,8 @@ func TestWorkerReset(t *testing.T) {
 			t.Errorf("reset removed %s, not kubeboot's: %v", kept, err)
 		}
 	}
-	if len(links) > 0 {
-		t.Errorf("the pod network's interfaces %v are still there", links)
+	if len(links) > 0 || len(pods()) > 0 {
+		t.Errorf("the pod network's interfaces %v or the runtime's pods %v are still there", links, pods())
 	}
 	if out := n.out.String(); !strings.Contains(out, "deleted the network interface cni0") || !strings.Contains(out, "left iptables") || !strings.Contains(out, "left the Node object: `kubectl delete node worker1`") {
 		t.Errorf("reset does not say what it removed and left:\n%s", out)

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,7 +150,8 @@ type FileState struct {
 	Content string
 }
 
-// Snapshot records every file under root, by path relative to root.
+// Snapshot records every file under root, by path relative to root (a
+// socket without content).
 func Snapshot(t testing.TB, root string) map[string]FileState {
 	t.Helper()
 	out := map[string]FileState{}
@@ -161,9 +163,14 @@ func Snapshot(t testing.TB, root string) map[string]FileState {
 		if err != nil {
 			return err
 		}
-		data, err := os.ReadFile(path)
+		var data []byte
+		if info.Mode().Type()&fs.ModeSocket == 0 {
+			if data, err = os.ReadFile(path); err != nil {
+				return err
+			}
+		}
 		out[strings.TrimPrefix(path, root)] = FileState{info.ModTime(), info.Mode(), string(data)}
-		return err
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +250,95 @@ type runtimeService struct {
 // Version names the fake runtime.
 func (runtimeService) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{RuntimeName: "phasestest", RuntimeVersion: "1.0"}, nil
+}
+
+// ServePods serves a CRI runtime service on the unix socket sock until the
+// test ends, holding the pods named (namespace/name), each in a ready
+// sandbox, which it stops and removes as told. It returns what it holds
+// then, as "namespace/name ready" or "namespace/name stopped".
+func ServePods(t testing.TB, sock string, pods ...string) func() []string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &podRuntime{ready: map[string]bool{}}
+	for _, p := range pods {
+		r.ready[p] = true
+	}
+	server := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(server, r)
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(l) }()
+	t.Cleanup(func() {
+		server.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("the runtime service on %s: %v", sock, err)
+		}
+	})
+	return func() []string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var held []string
+		for p, ready := range r.ready {
+			held = append(held, p+map[bool]string{true: " ready", false: " stopped"}[ready])
+		}
+		slices.Sort(held)
+		return held
+	}
+}
+
+// podRuntime is the CRI runtime service of ServePods: each pod's sandbox
+// ID is its namespace/name.
+type podRuntime struct {
+	runtimeService
+	mu sync.Mutex
+	// ready says, of each pod held, whether its sandbox is ready.
+	ready map[string]bool
+}
+
+// ListPodSandbox lists the pods held, filtered by state.
+func (r *podRuntime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	resp := &runtimeapi.ListPodSandboxResponse{}
+	for p, ready := range r.ready {
+		state := runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+		if ready {
+			state = runtimeapi.PodSandboxState_SANDBOX_READY
+		}
+		if want := req.GetFilter().GetState(); want != nil && want.GetState() != state {
+			continue
+		}
+		ns, name, _ := strings.Cut(p, "/")
+		resp.Items = append(resp.Items, &runtimeapi.PodSandbox{Id: p, State: state, Metadata: &runtimeapi.PodSandboxMetadata{Namespace: ns, Name: name}})
+	}
+	return resp, nil
+}
+
+// StopPodSandbox stops a pod's sandbox.
+func (r *podRuntime) StopPodSandbox(_ context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.ready[req.GetPodSandboxId()]; ok {
+		r.ready[req.GetPodSandboxId()] = false
+	}
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+// RemovePodSandbox removes a stopped pod's sandbox, and refuses a ready
+// one: kubeboot stops a pod before it removes it.
+func (r *podRuntime) RemovePodSandbox(_ context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ready[req.GetPodSandboxId()] {
+		return nil, fmt.Errorf("sandbox %s is running: stop it first", req.GetPodSandboxId())
+	}
+	delete(r.ready, req.GetPodSandboxId())
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 
 // imageService is the CRI image service of ServeImages.

@@ -438,9 +438,10 @@ func TestClusterLife(t *testing.T) {
 			t.Errorf("after the reset w2's kubelet is %s", got)
 		}
 		// The node gets another pod range when it joins again, which the
-		// bridge of the old one would refuse: reset removed the pod network.
+		// bridge of the old one would refuse: reset removed the pods, then
+		// the pod network.
 		if got := inMachine(t, w2, "sh", "-c", "ls -d /sys/class/net/cni0 /sys/class/net/flannel.1 /var/lib/cni/networks/cbr0 /etc/cni/net.d/10-flannel.conflist 2>/dev/null || true"); got != "" ||
-			!strings.Contains(out, "deleted the network interface flannel.1") {
+			!strings.Contains(out, "removed the container runtime's pods") || !strings.Contains(out, "deleted the network interface flannel.1") {
 			t.Errorf("after the reset w2 still has %q of its pod network; reset said:\n%s", got, out)
 		}
 		// Its Node is still Ready for a while: join refuses the name of a
