@@ -99,15 +99,7 @@ func RemovePods(ctx context.Context, s *workflow.Run, endpoint string) ([]string
 	if s.Options.Offline || s.Options.DryRun {
 		return []string{"the container runtime's pods: a dry run, or another machine's files, removes none"}, nil
 	}
-	runtime, err := cri.Dial(endpoint, s.Files.HostPath)
-	if errors.Is(err, cri.ErrNoRuntime) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = runtime.Close() }()
-	removed, err := runtime.RemovePods(ctx)
+	removed, err := withRuntime(s, endpoint, func(c *cri.Client) ([]string, error) { return c.RemovePods(ctx) })
 	if len(removed) > 0 {
 		s.Report.Infof("removed the container runtime's pods (%d): %s", len(removed), strings.Join(removed, ", "))
 	}
@@ -121,6 +113,13 @@ func runningPods(ctx context.Context, s *workflow.Run, endpoint string) ([]strin
 	if s.Options.Offline || s.Options.DryRun {
 		return nil, nil
 	}
+	return withRuntime(s, endpoint, func(c *cri.Client) ([]string, error) { return c.RunningPods(ctx) })
+}
+
+// withRuntime calls pods with a client of the runtime at endpoint and
+// returns the pods it returns; a runtime whose socket is missing runs
+// none.
+func withRuntime(s *workflow.Run, endpoint string, pods func(*cri.Client) ([]string, error)) ([]string, error) {
 	runtime, err := cri.Dial(endpoint, s.Files.HostPath)
 	if errors.Is(err, cri.ErrNoRuntime) {
 		return nil, nil
@@ -129,7 +128,7 @@ func runningPods(ctx context.Context, s *workflow.Run, endpoint string) ([]strin
 		return nil, err
 	}
 	defer func() { _ = runtime.Close() }()
-	return runtime.RunningPods(ctx)
+	return pods(runtime)
 }
 
 // CheckPodNetwork refuses to add flannel to a running cluster that has
