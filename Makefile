@@ -95,7 +95,7 @@ fuzz:
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/bundle
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) ./templates
 
-## bench: kubeboot side by side with kubeadm and the micro-benchmarks, written to docs/benchmarks.md (~90 min, estimated: the cluster jobs on lab machines ~35, the whole-cluster upgrade on machines ~35; raw go test -bench output for benchstat in .cache/bench)
+## bench: kubeboot side by side with kubeadm and the micro-benchmarks, written to docs/benchmarks.md (~100 min, estimated: the cluster jobs on lab machines ~35, the whole-cluster upgrade and CA rotation on machines ~43; raw go test -bench output for benchstat in .cache/bench)
 bench: package binaries
 	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -package $(BIN)/kubeboot.deb -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 
