@@ -221,6 +221,16 @@ func noLinks(name string) (bool, error) {
 // checks can tell.
 func ServeImages(t testing.TB, sock string, names ...string) {
 	t.Helper()
+	serveCRI(t, sock, func(server *grpc.Server) {
+		runtimeapi.RegisterImageServiceServer(server, imageService{names: names})
+		runtimeapi.RegisterRuntimeServiceServer(server, runtimeService{})
+	})
+}
+
+// serveCRI serves on the unix socket sock, until the test ends, the CRI
+// services register registers.
+func serveCRI(t testing.TB, sock string, register func(*grpc.Server)) {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -229,14 +239,13 @@ func ServeImages(t testing.TB, sock string, names ...string) {
 		t.Fatal(err)
 	}
 	server := grpc.NewServer()
-	runtimeapi.RegisterImageServiceServer(server, imageService{names: names})
-	runtimeapi.RegisterRuntimeServiceServer(server, runtimeService{})
+	register(server)
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(l) }()
 	t.Cleanup(func() {
 		server.Stop()
 		if err := <-served; err != nil {
-			t.Errorf("the image service on %s: %v", sock, err)
+			t.Errorf("the CRI services on %s: %v", sock, err)
 		}
 	})
 }
@@ -258,27 +267,11 @@ func (runtimeService) Version(context.Context, *runtimeapi.VersionRequest) (*run
 // then, as "namespace/name ready" or "namespace/name stopped".
 func ServePods(t testing.TB, sock string, pods ...string) func() []string {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &podRuntime{ready: map[string]bool{}}
 	for _, p := range pods {
 		r.ready[p] = true
 	}
-	server := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(server, r)
-	served := make(chan error, 1)
-	go func() { served <- server.Serve(l) }()
-	t.Cleanup(func() {
-		server.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("the runtime service on %s: %v", sock, err)
-		}
-	})
+	serveCRI(t, sock, func(server *grpc.Server) { runtimeapi.RegisterRuntimeServiceServer(server, r) })
 	return func() []string {
 		r.mu.Lock()
 		defer r.mu.Unlock()
