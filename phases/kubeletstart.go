@@ -33,14 +33,14 @@ func KubeletStart[D workflow.Data](unit func(D) (KubeletUnit, error)) workflow.P
 // kubeletArgs are the kubelet's flags on a control-plane node: its
 // configuration, its kubeconfig, the directory of the client certificate
 // it rotates, its node name (the Node mark-control-plane waits for) and
-// its node IP, the advertise address.
+// its node IPs, the advertise address and the secondary one.
 func kubeletArgs(c *config.ClusterConfiguration) []string {
 	return []string{
 		"--config=" + c.Kubelet.ConfigFile,
 		"--kubeconfig=" + c.KubeconfigPath(config.KubeconfigKubelet),
 		"--cert-dir=" + c.Kubelet.CertDir,
 		"--hostname-override=" + c.Node.Name,
-		"--node-ip=" + c.Node.AdvertiseAddress,
+		"--node-ip=" + config.NodeIPFlag(c.Node.AdvertiseAddress, c.Node.SecondaryAddress),
 	}
 }
 

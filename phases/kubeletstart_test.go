@@ -114,3 +114,19 @@ func TestInitKubeletStartLeavesAnotherKubelet(t *testing.T) {
 		t.Errorf("systemctl calls (-want +got):\n%s; wrote %v\n%s", diff, s.Files.Changes().Written, out)
 	}
 }
+
+// TestKubeletStartDualStack: a dual-stack control-plane node's kubelet
+// reports both of its addresses, the advertise address first.
+func TestKubeletStartDualStack(t *testing.T) {
+	state := "inactive"
+	sys, _ := phasestest.FakeSystemd(&state)
+	s, out := kubeletNode(t, t.TempDir(), testsupport.FreePort(t))
+	s.System = sys
+	s.Config.Node.SecondaryAddress = "fd00:89::10"
+	if err := phasestest.Run(s, phases.KubeletStart(phases.ControlPlaneKubelet)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "--hostname-override=node1 --node-ip=10.0.0.10,fd00:89::10,") {
+		t.Errorf("the kubelet's flags lack both node IPs:\n%s", out)
+	}
+}

@@ -139,3 +139,13 @@ func validateControlPlaneRegistration(c *ClusterConfiguration) field.ErrorList {
 	}
 	return errs
 }
+
+// NodeIPFlag is the value of the kubelet's --node-ip flag for a node's
+// address and its secondary one: the address alone, or both joined by a
+// comma, the address first, as a dual-stack kubelet takes them.
+func NodeIPFlag(address, secondary string) string {
+	if secondary == "" {
+		return address
+	}
+	return address + "," + secondary
+}

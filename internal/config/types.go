@@ -99,6 +99,11 @@ type NodeRegistration struct {
 	// AdvertiseAddress is the IP the API server and etcd advertise (default:
 	// the address of the default route's interface, or 127.0.0.1 without one).
 	AdvertiseAddress string `json:"advertiseAddress,omitempty"`
+	// SecondaryAddress is the node's IP of the other family, on a
+	// dual-stack cluster: the kubelet reports both as the Node's
+	// addresses (--node-ip=advertiseAddress,secondaryAddress), so that
+	// host-network pods get both. Empty: the Node has one address.
+	SecondaryAddress string `json:"secondaryAddress,omitempty"`
 	// ControlPlaneTaint makes init's mark-control-plane phase taint the
 	// node node-role.kubernetes.io/control-plane:NoSchedule, so that
 	// ordinary workloads stay off it. false keeps the taint off (and takes

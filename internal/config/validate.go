@@ -172,7 +172,29 @@ func validateNode(p *field.Path, n NodeRegistration) field.ErrorList {
 	case ip.IsUnspecified():
 		errs = append(errs, field.Invalid(p.Child("advertiseAddress"), n.AdvertiseAddress, "must be a routable address, not the unspecified one"))
 	}
-	return errs
+	return append(errs, validateSecondaryAddress(p, "advertiseAddress", n.AdvertiseAddress, n.SecondaryAddress)...)
+}
+
+// validateSecondaryAddress accepts no secondary address, or one of the
+// other IP family than the node's address (the field named primary),
+// which the kubelet takes as its second node IP.
+func validateSecondaryAddress(p *field.Path, primary, address, secondary string) field.ErrorList {
+	if secondary == "" {
+		return nil
+	}
+	s := net.ParseIP(secondary)
+	a := net.ParseIP(address)
+	switch {
+	case s == nil:
+		return field.ErrorList{field.Invalid(p.Child("secondaryAddress"), secondary, "want an IP address of this node of the other family than "+primary+", or leave it out")}
+	case s.IsUnspecified() || s.IsLoopback():
+		return field.ErrorList{field.Invalid(p.Child("secondaryAddress"), secondary, "the kubelet refuses an unspecified or loopback node IP: use an address other nodes reach this node at")}
+	case address == "":
+		return field.ErrorList{field.Required(p.Child(primary), "a secondaryAddress needs the node's first address too: set "+primary)}
+	case a != nil && isIPv4(a) == isIPv4(s):
+		return field.ErrorList{field.Invalid(p.Child("secondaryAddress"), secondary, "of the same IP family as "+primary+" ("+address+"): a dual-stack node has one address of each family")}
+	}
+	return nil
 }
 
 func validateEndpoint(p *field.Path, endpoint string) field.ErrorList {

@@ -16,6 +16,7 @@ func TestValidate(t *testing.T) {
 		{"dual-stack is valid", func(c *ClusterConfiguration) {
 			c.Networking.ServiceSubnet = "10.96.0.0/16,fd00:10:96::/112"
 			c.Networking.PodSubnet = "10.244.0.0/16,fd00:10:244::/56"
+			c.Node.SecondaryAddress = "fd00:89::10"
 		}, nil},
 		{"bad CIDR", func(c *ClusterConfiguration) { c.Networking.ServiceSubnet = "10.96.0.0/33" }, []string{"networking.serviceSubnet: Invalid value: \"10.96.0.0/33\": want a CIDR"}},
 		{"host bits set", func(c *ClusterConfiguration) { c.Networking.PodSubnet = "10.244.0.1/16" }, []string{"networking.podSubnet: Invalid value: \"10.244.0.1/16\": has host bits set: use 10.244.0.0/16"}},
@@ -45,6 +46,10 @@ func TestValidate(t *testing.T) {
 		{"bad node name", func(c *ClusterConfiguration) { c.Node.Name = "Node_1" }, []string{"node.name"}},
 		{"bad advertise address", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "10.0.0" }, []string{"node.advertiseAddress: Invalid value: \"10.0.0\": want an IP address"}},
 		{"unspecified advertise address", func(c *ClusterConfiguration) { c.Node.AdvertiseAddress = "0.0.0.0" }, []string{"not the unspecified one"}},
+		{"secondary address of the same family", func(c *ClusterConfiguration) { c.Node.SecondaryAddress = "10.0.0.11" }, []string{
+			`node.secondaryAddress: Invalid value: "10.0.0.11": of the same IP family as advertiseAddress`}},
+		{"secondary address not an IP", func(c *ClusterConfiguration) { c.Node.SecondaryAddress = "fd00::x" }, []string{`node.secondaryAddress: Invalid value: "fd00::x": want an IP address`}},
+		{"loopback secondary address", func(c *ClusterConfiguration) { c.Node.SecondaryAddress = "::1" }, []string{`node.secondaryAddress: Invalid value: "::1": the kubelet refuses`}},
 		{"bad endpoint port", func(c *ClusterConfiguration) { c.ControlPlaneEndpoint = "lb.example:70000" }, []string{"controlPlaneEndpoint: Invalid value: \"70000\": port must be between 1 and 65535"}},
 		{"bad endpoint host", func(c *ClusterConfiguration) { c.ControlPlaneEndpoint = "lb_1:6443" }, []string{"controlPlaneEndpoint: Invalid value: \"lb_1:6443\": want host or host:port"}},
 		{"bad bind port", func(c *ClusterConfiguration) { c.APIServer.BindPort = 70000 }, []string{"apiServer.bindPort"}},

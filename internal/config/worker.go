@@ -69,6 +69,10 @@ type WorkerRegistration struct {
 	// Address is the node's IP, which the kubelet reports (--node-ip);
 	// empty lets the kubelet choose, as kubeadm does.
 	Address string `json:"address,omitempty"`
+	// SecondaryAddress is the node's IP of the other family, on a
+	// dual-stack cluster: the kubelet reports both as the Node's
+	// addresses (--node-ip=address,secondaryAddress). It needs address.
+	SecondaryAddress string `json:"secondaryAddress,omitempty"`
 	// Labels are the Node's own labels, which the kubelet sets itself
 	// (--node-labels). The kubelet may set no label under kubernetes.io or
 	// k8s.io but those of node.kubernetes.io, kubelet.kubernetes.io and
@@ -232,6 +236,7 @@ func ValidateWorker(w *WorkerConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(p, a, "the kubelet refuses an unspecified or loopback node IP: use an address other nodes reach this node at"))
 		}
 	}
+	errs = append(errs, validateSecondaryAddress(field.NewPath("node"), "address", w.Node.Address, w.Node.SecondaryAddress)...)
 	errs = append(errs, validateNodeRegistration(field.NewPath("node"), w.Node.Labels, w.Node.Taints)...)
 	errs = append(errs, validateDiscovery(field.NewPath("discovery"), w.Discovery)...)
 	errs = append(errs, absolutePath(field.NewPath("certificates", "dir"), w.Certificates.Dir)...)

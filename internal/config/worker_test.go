@@ -85,6 +85,8 @@ func TestLoadWorkerRefuses(t *testing.T) {
 		{"file and endpoint", workerHeader + "discovery: {file: /d.conf, apiServerEndpoint: a:1}\n", "discovery.apiServerEndpoint: Forbidden"},
 		{"relative file", workerHeader + "discovery: {file: d.conf}\n", "discovery.file: Invalid value: \"d.conf\": must be an absolute path"},
 		{"loopback address", workerHeader + token + "node: {address: 127.0.0.5}\n", "node.address: Invalid value: \"127.0.0.5\": the kubelet refuses"},
+		{"secondary address without address", workerHeader + token + "node: {secondaryAddress: 'fd00:89::20'}\n", "node.address: Required value: a secondaryAddress needs the node's first address too: set address"},
+		{"secondary address of the same family", workerHeader + token + "node: {address: 'fd00:89::20', secondaryAddress: 'fd00:89::21'}\n", `node.secondaryAddress: Invalid value: "fd00:89::21": of the same IP family as address (fd00:89::20)`},
 		{"zero timeout", workerHeader + token + "timeouts: {tlsBootstrap: 0s}\n", "timeouts.tlsBootstrap: Invalid value: \"0s\": must be positive"},
 		{"system dir", workerHeader + token + "certificates: {dir: /etc}\n", "certificates.dir: Invalid value: \"/etc\": a system directory"},
 		{"kubelet extraConfig of the wrong type", workerHeader + token + "kubelet: {extraConfig: {failSwapOn: notabool}}\n", `kubelet.extraConfig.failSwapOn: Invalid value: "string": wrong type: the kubelet wants bool`},

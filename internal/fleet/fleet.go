@@ -72,6 +72,10 @@ type Node struct {
 	// Address is the node's IP address: a control-plane node's advertise
 	// address, a worker's node address.
 	Address string `json:"address"`
+	// SecondaryAddress is the node's IP address of the other family, on
+	// a dual-stack cluster: its file's node.secondaryAddress, the
+	// kubelet's second node IP. Optional.
+	SecondaryAddress string `json:"secondaryAddress,omitempty"`
 	// MAC is the hardware address by which `kubeboot config serve` knows
 	// the machine, when it asks for its file by MAC address rather than
 	// by host name. Optional.
@@ -149,8 +153,14 @@ func (d *Description) validate() error {
 		default:
 			bad(field+".role", "%q: want %s or %s", n.Role, RoleControlPlane, RoleWorker)
 		}
-		if a, err := netip.ParseAddr(n.Address); err != nil || a.Zone() != "" {
+		a, err := netip.ParseAddr(n.Address)
+		if err != nil || a.Zone() != "" {
 			bad(field+".address", "%q: want the node's IP address, like 10.0.0.11", n.Address)
+		}
+		if n.SecondaryAddress != "" {
+			if s, err := netip.ParseAddr(n.SecondaryAddress); err != nil || s.Zone() != "" || s.Is4() == a.Is4() {
+				bad(field+".secondaryAddress", "%q: want the node's IP address of the other family than its address, like fd00:89::11, or leave it out", n.SecondaryAddress)
+			}
 		}
 		if n.MAC != "" {
 			if hw, err := net.ParseMAC(n.MAC); err != nil || len(hw) != 6 || hw.String() != n.MAC {

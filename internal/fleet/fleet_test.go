@@ -242,6 +242,8 @@ func TestRefusals(t *testing.T) {
 		{"a field the fleet sets", head + "cluster: {certificateKey: abc}\n" + one, "cluster.certificateKey: the fleet sets it: remove it"},
 		{"the CA", head + "cluster: {certificates: {ca: {cert: x, key: y}}}\n" + one, "cluster.certificates.ca: the fleet makes the CA once"},
 		{"a worker's discovery", head + "worker: {discovery: {}}\n" + one, "worker.discovery: the fleet sets it"},
+		{"a secondary address of the same family", head + "nodes:\n- {name: cp1, role: control-plane, address: 10.0.0.11, secondaryAddress: 10.0.0.12}\n",
+			`nodes[0].secondaryAddress: "10.0.0.12": want the node's IP address of the other family than its address`},
 		{"a bad MAC", head + "nodes:\n- {name: cp1, role: control-plane, address: 10.0.0.11, mac: 52-54-00-00-01-21}\n", `nodes[0].mac: "52-54-00-00-01-21": want a lower-case MAC address`},
 		{"a MAC twice", head + "nodes:\n- {name: cp1, role: control-plane, address: 10.0.0.11, mac: \"52:54:00:00:01:21\"}\n- {name: w1, role: worker, address: 10.0.0.21, mac: \"52:54:00:00:01:21\"}\n", `nodes[1].mac: "52:54:00:00:01:21": given twice`},
 	}
@@ -256,6 +258,37 @@ func TestRefusals(t *testing.T) {
 				t.Fatalf("got %v, want %q naming %s", err, tt.want, path)
 			}
 		})
+	}
+}
+
+// TestGenerateDualStack: a dual-stack fleet's nodes get both of their
+// addresses in their files, which their nodes load as valid.
+func TestGenerateDualStack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	text := "apiVersion: kubeboot.io/v1alpha1\nkind: Fleet\n" +
+		"cluster: {networking: {podSubnet: '10.244.0.0/16,fd10:244::/56', serviceSubnet: '10.96.0.0/12,fd10:96::/112'}}\n" +
+		"nodes:\n- {name: cp1, role: control-plane, address: 10.0.0.11, secondaryAddress: 'fd00:89::11'}\n" +
+		"- {name: w1, role: worker, address: 10.0.0.21, secondaryAddress: 'fd00:89::21'}\n- {name: w2, role: worker, address: 10.0.0.22}\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "fleet")
+	r := generate(t, path, dir)
+	got := map[string]string{}
+	for name, file := range r.Nodes {
+		doc, err := config.Load(filepath.Join(dir, file), config.Env{Host: config.Host{Name: "other", Address: "192.0.2.1"}})
+		if err != nil {
+			t.Fatalf("node %s: %v", name, err)
+		}
+		if c := doc.Cluster; c != nil {
+			got[name] = c.Node.AdvertiseAddress + " " + c.Node.SecondaryAddress
+		} else {
+			got[name] = doc.Worker.Node.Address + " " + doc.Worker.Node.SecondaryAddress
+		}
+	}
+	want := map[string]string{"cp1": "10.0.0.11 fd00:89::11", "w1": "10.0.0.21 fd00:89::21", "w2": "10.0.0.22 "}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the nodes' addresses: got %v, want %v", got, want)
 	}
 }
 

@@ -117,11 +117,11 @@ func (d *Description) document(i int, s secrets) ([]byte, error) {
 		// A worker joins with the token bound to it alone.
 		discovery["token"] = s.nodeTokens[n.Name]
 		doc["kind"] = config.KindWorkerConfiguration
-		doc["node"] = map[string]any{"name": n.Name, "address": n.Address}
+		doc["node"] = n.registration("address")
 		doc["discovery"] = discovery
 	} else {
 		doc["kind"] = config.KindClusterConfiguration
-		doc["node"] = map[string]any{"name": n.Name, "advertiseAddress": n.Address}
+		doc["node"] = n.registration("advertiseAddress")
 		doc["controlPlaneEndpoint"] = d.endpoint()
 		doc["bootstrapTokens"] = []any{map[string]any{"token": s.token}}
 		doc["certificateKey"] = s.certificateKey
@@ -155,6 +155,17 @@ func (d *Description) document(i int, s secrets) ([]byte, error) {
 		}
 	}
 	return yaml.JSONToYAML(merged)
+}
+
+// registration is the node section of n's file: its name, its address
+// under the key of its kind of file (a worker's address, a control-plane
+// node's advertiseAddress) and, on a dual-stack node, its secondary one.
+func (n Node) registration(addressKey string) map[string]any {
+	r := map[string]any{"name": n.Name, addressKey: n.Address}
+	if n.SecondaryAddress != "" {
+		r["secondaryAddress"] = n.SecondaryAddress
+	}
+	return r
 }
 
 // bootstrapTokens are the tokens the first control-plane node's init

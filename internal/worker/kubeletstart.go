@@ -9,7 +9,7 @@ import (
 // bootstrap credential, the kubeconfig the bootstrap writes, its
 // configuration, its node name (always given, so that the Node the join
 // checks and waits for is the one the kubelet registers) and, when set,
-// its node IP and the labels it registers the Node with (node.labels).
+// its node IPs and the labels it registers the Node with (node.labels).
 func kubeletArgs(w *config.WorkerConfiguration) []string {
 	args := []string{
 		"--bootstrap-kubeconfig=" + w.KubeconfigPath(config.KubeconfigBootstrapKubelet),
@@ -18,7 +18,7 @@ func kubeletArgs(w *config.WorkerConfiguration) []string {
 		"--hostname-override=" + w.Node.Name,
 	}
 	if w.Node.Address != "" {
-		args = append(args, "--node-ip="+w.Node.Address)
+		args = append(args, "--node-ip="+config.NodeIPFlag(w.Node.Address, w.Node.SecondaryAddress))
 	}
 	if len(w.Node.Labels) > 0 {
 		args = append(args, "--node-labels="+config.NodeLabelsFlag(w.Node.Labels))

@@ -197,6 +197,11 @@ func TestKubeletArgs(t *testing.T) {
 	if got := kubeletArgs(n.w); got[len(got)-1] != "--node-ip=10.0.0.21" {
 		t.Errorf("with node.address: %v", got)
 	}
+	// A dual-stack node gives the kubelet both of its addresses.
+	n.w.Node.SecondaryAddress = "fd00:89::21"
+	if got := kubeletArgs(n.w); got[len(got)-1] != "--node-ip=10.0.0.21,fd00:89::21" {
+		t.Errorf("with node.secondaryAddress: %v", got)
+	}
 	// node.labels are the kubelet's --node-labels, in a stable order.
 	n.w.Node.Labels = map[string]string{"tier": "db", "example.com/pool": "gpu", "node.kubernetes.io/exclude-from-external-load-balancers": ""}
 	if got := kubeletArgs(n.w); got[len(got)-1] != "--node-labels=example.com/pool=gpu,node.kubernetes.io/exclude-from-external-load-balancers=,tier=db" {
