@@ -39,7 +39,10 @@ type Cluster struct {
 	// Dir holds every node's files, in <dir>/<node>.
 	Dir string `json:"dir"`
 	// Subnet is the nodes' network, an IPv4 /24: the hub is .1, the nodes
-	// .10, .11, ... in the order listed.
+	// .10, .11, ... in the order listed. A dual-stack lab lists an IPv6
+	// /64 after it, comma-separated: the hub is ::1 there, the nodes ::a,
+	// ::b, ...; every node then has an address of each family, which its
+	// kubelet reports (node.secondaryAddress).
 	Subnet string `json:"subnet"`
 	// RoutedSubnets are more networks of nodes, each an IPv4 /24 on a
 	// bridge of its own in the hub, whose first address is its nodes'
@@ -47,7 +50,13 @@ type Cluster struct {
 	// between racks does. A node names its network (ClusterNode.Subnet).
 	RoutedSubnets []string `json:"routedSubnets,omitempty"`
 	// PodSubnet is the cluster's pod network; each node's pods get a /24.
+	// A dual-stack lab lists an IPv6 network of /48 to /63 after it, of
+	// which each node's pods get a /64.
 	PodSubnet string `json:"podSubnet"`
+	// ServiceSubnet is the cluster's Service range (default: kubeboot's,
+	// 10.96.0.0/12). A dual-stack lab lists an IPv4 and an IPv6 range,
+	// like 10.96.0.0/12,fd10:96::/112, and its Services may have both.
+	ServiceSubnet string `json:"serviceSubnet,omitempty"`
 	// Nodes are the cluster's nodes; the first is a control-plane node.
 	Nodes []ClusterNode `json:"nodes"`
 	// KubernetesVersion is the control plane's release (default: kubeboot's
@@ -168,11 +177,28 @@ func (c *Cluster) validate() error {
 	if !filepath.IsAbs(c.Dir) || filepath.Clean(c.Dir) == "/" {
 		bad("dir", "%q: want an absolute directory of the lab's own, like /tmp/kubeboot-cluster", c.Dir)
 	}
-	if p, err := netip.ParsePrefix(c.Subnet); err != nil || !p.Addr().Is4() || p.Bits() != 24 || p.Masked() != p {
-		bad("subnet", "%q: want an IPv4 /24 network address, like 10.89.0.0/24", c.Subnet)
+	subnets, ok := families(c.Subnet)
+	if !ok || !network(subnets[0], 24, 24) || len(subnets) == 2 && !network(subnets[1], 64, 64) {
+		bad("subnet", "%q: want an IPv4 /24 network address, like 10.89.0.0/24, and for a dual-stack lab an IPv6 /64 after it, like 10.89.0.0/24,fd89::/64", c.Subnet)
 	}
-	if p, err := netip.ParsePrefix(c.PodSubnet); err != nil || !p.Addr().Is4() || p.Bits() > 16 || p.Masked() != p {
-		bad("podSubnet", "%q: want an IPv4 network of /16 or larger, like 10.244.0.0/16", c.PodSubnet)
+	dual := ok && len(subnets) == 2
+	pods, ok := families(c.PodSubnet)
+	if !ok || !network(pods[0], 1, 16) || len(pods) == 2 && !network(pods[1], 48, 63) || (len(pods) == 2) != dual {
+		want := "an IPv4 network of /16 or larger, like 10.244.0.0/16"
+		if dual {
+			want += ", and after it an IPv6 network of /48 to /63 (each node's pods get a /64), like 10.244.0.0/16,fd10:244::/56: the subnet is dual-stack"
+		}
+		bad("podSubnet", "%q: want %s", c.PodSubnet, want)
+	}
+	if services, ok := families(c.ServiceSubnet); c.ServiceSubnet != "" && !ok || dual && len(services) != 2 || !dual && len(services) == 2 {
+		want := "an IPv4 range, like 10.96.0.0/12, or leave it out for that one"
+		if dual {
+			want = "an IPv4 and an IPv6 range, like 10.96.0.0/12,fd10:96::/112: the subnet is dual-stack"
+		}
+		bad("serviceSubnet", "%q: want %s", c.ServiceSubnet, want)
+	}
+	if dual && len(c.RoutedSubnets) > 0 {
+		bad("routedSubnets", "a dual-stack lab has one subnet: remove routedSubnets, or the subnet's IPv6 network")
 	}
 	for i, r := range c.RoutedSubnets {
 		field := fmt.Sprintf("routedSubnets[%d]", i)
@@ -182,7 +208,7 @@ func (c *Cluster) validate() error {
 			continue
 		}
 		for j, other := range append([]string{c.Subnet, c.PodSubnet}, c.RoutedSubnets[:i]...) {
-			if o, err := netip.ParsePrefix(other); err == nil && o.Overlaps(p) {
+			if overlap(other, r) {
 				name := [...]string{"subnet", "podSubnet"}[min(j, 1)]
 				if j >= 2 {
 					name = fmt.Sprintf("routedSubnets[%d]", j-2)
@@ -214,8 +240,8 @@ func (c *Cluster) validate() error {
 		if msgs := validation.IsDNS1123Label(n.Name); len(msgs) > 0 {
 			bad(field+".name", "%q: want a lower-case DNS label, like cp1", n.Name)
 		}
-		if n.Subnet != "" && n.Subnet != c.Subnet && !slices.Contains(c.RoutedSubnets, n.Subnet) {
-			bad(field+".subnet", "%q is neither the lab's subnet nor one of its routedSubnets: add it to routedSubnets, or leave subnet out for %s", n.Subnet, c.Subnet)
+		if n.Subnet != "" && n.Subnet != c.mainSubnet() && !slices.Contains(c.RoutedSubnets, n.Subnet) {
+			bad(field+".subnet", "%q is neither the lab's subnet nor one of its routedSubnets: add it to routedSubnets, or leave subnet out for %s", n.Subnet, c.mainSubnet())
 		}
 		if slices.Contains(names, n.Name) {
 			bad(field+".name", "%q is listed twice: give each node its own name", n.Name)
@@ -253,17 +279,62 @@ func (c *Cluster) Hub() string { return "kb-" + c.Name }
 // Netns is a node's network namespace (a file in /run/netns).
 func (c *Cluster) Netns(node string) string { return "kb-" + c.Name + "-" + node }
 
+// families parses a list of one CIDR, or two of different families
+// (IPv4 first), comma-separated; ok is false for anything else.
+func families(list string) (prefixes []netip.Prefix, ok bool) {
+	for s := range strings.SplitSeq(list, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || p.Masked() != p {
+			return nil, false
+		}
+		prefixes = append(prefixes, p)
+	}
+	ok = len(prefixes) == 1 && prefixes[0].Addr().Is4() ||
+		len(prefixes) == 2 && prefixes[0].Addr().Is4() && prefixes[1].Addr().Is6() && !prefixes[1].Addr().Is4In6()
+	return prefixes, ok
+}
+
+// network says whether p is a network of its family, IPv4 for a bits
+// range within 32, of bits between shortest and longest.
+func network(p netip.Prefix, shortest, longest int) bool {
+	return p.Addr().Is4() == (longest <= 32) && p.Bits() >= shortest && p.Bits() <= longest
+}
+
+// mainSubnet is the subnet's IPv4 network, the nodes' network in the
+// hub's br0 (a dual-stack lab's IPv6 network is on it too).
+func (c *Cluster) mainSubnet() string {
+	v4, _, _ := strings.Cut(c.Subnet, ",")
+	return strings.TrimSpace(v4)
+}
+
+// subnet6 is a dual-stack lab's IPv6 network of nodes; ok is false in an
+// IPv4 lab.
+func (c *Cluster) subnet6() (p netip.Prefix, ok bool) {
+	_, v6, ok := strings.Cut(c.Subnet, ",")
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	return netip.MustParsePrefix(strings.TrimSpace(v6)), true
+}
+
+// DualStack says whether the lab's nodes, pods and Services have
+// addresses of both families.
+func (c *Cluster) DualStack() bool {
+	_, ok := c.subnet6()
+	return ok
+}
+
 // HubAddress is the hub's address on the bridge, the subnet's first: the
 // nodes' gateway and the load balancer's address.
 func (c *Cluster) HubAddress() netip.Addr {
-	return netip.MustParsePrefix(c.Subnet).Addr().Next()
+	return netip.MustParsePrefix(c.mainSubnet()).Addr().Next()
 }
 
 // subnets are the lab's networks of nodes: its subnet, then its routed
 // subnets, each on the hub's bridge of the same index (br0, br1, ...).
 func (c *Cluster) subnets() []netip.Prefix {
 	var out []netip.Prefix
-	for _, s := range append([]string{c.Subnet}, c.RoutedSubnets...) {
+	for _, s := range append([]string{c.mainSubnet()}, c.RoutedSubnets...) {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
@@ -271,7 +342,7 @@ func (c *Cluster) subnets() []netip.Prefix {
 
 // subnetIndex is the index in subnets of the i-th node's network.
 func (c *Cluster) subnetIndex(i int) int {
-	if s := c.Nodes[i].Subnet; s != "" && s != c.Subnet {
+	if s := c.Nodes[i].Subnet; s != "" && s != c.mainSubnet() {
 		return 1 + slices.Index(c.RoutedSubnets, s)
 	}
 	return 0
@@ -288,6 +359,19 @@ func (c *Cluster) Address(i int) netip.Addr {
 	a := c.subnets()[c.subnetIndex(i)].Addr().As4()
 	a[3] = byte(10 + i)
 	return netip.AddrFrom4(a)
+}
+
+// Address6 is a dual-stack lab's IPv6 address of the i-th node: ::a+i of
+// the subnet's IPv6 network, the same host part as its IPv4 address; ok
+// is false in an IPv4 lab.
+func (c *Cluster) Address6(i int) (a netip.Addr, ok bool) {
+	p, ok := c.subnet6()
+	if !ok {
+		return netip.Addr{}, false
+	}
+	b := p.Addr().As16()
+	b[15] = byte(10 + i)
+	return netip.AddrFrom16(b), true
 }
 
 // NodeDir is where a node's files live.

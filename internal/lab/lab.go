@@ -383,7 +383,7 @@ func (l Lab) fleet() (*fleet.Description, error) {
 	cluster := map[string]any{
 		"clusterName":          c.Name,
 		"controlPlaneEndpoint": c.Endpoint().String(),
-		"networking":           map[string]any{"podSubnet": c.PodSubnet},
+		"networking":           c.networking(),
 		"kubelet":              map[string]any{"extraConfig": c.withFeatureGates(machineKubelet), "installCommand": kubeletInstall},
 		"addons":               map[string]any{"kubeProxy": map[string]any{"extraConfig": c.withFeatureGates(labKubeProxy)}},
 	}
@@ -402,6 +402,9 @@ func (l Lab) fleet() (*fleet.Description, error) {
 			continue // kubeadm's file, not kubeboot's
 		}
 		node := fleet.Node{Name: n.Name, Role: n.Role, Address: c.Address(i).String()}
+		if a, ok := c.Address6(i); ok {
+			node.SecondaryAddress = a.String()
+		}
 		if n.Role == RoleControlPlane {
 			node.Patch = patch
 		}
@@ -448,7 +451,7 @@ func (l Lab) nodeFiles() ([]nodeFile, *fleet.Plan, error) {
 				"kind":       "JoinConfiguration",
 				"discovery": map[string]any{"bootstrapToken": map[string]any{
 					"apiServerEndpoint": c.Endpoint().String(), "token": plan.Token, "caCertHashes": []string{plan.CACertHash}}},
-				"nodeRegistration": map[string]any{"name": n.Name, "ignorePreflightErrors": kubeadmIgnored},
+				"nodeRegistration": c.kubeadmRegistration(i),
 			}); err != nil {
 				return nil, nil, err
 			}
@@ -474,7 +477,7 @@ func (l Lab) kubeadmInit(token string) ([]byte, error) {
 	if version == "" {
 		version = config.DefaultKubernetesVersion
 	}
-	registration := map[string]any{"name": c.Nodes[0].Name, "ignorePreflightErrors": kubeadmIgnored}
+	registration := c.kubeadmRegistration(0)
 	if !c.hasWorkers() {
 		registration["taints"] = []string{}
 	}
@@ -489,7 +492,7 @@ func (l Lab) kubeadmInit(token string) ([]byte, error) {
 		"kubernetesVersion":    version,
 		"controlPlaneEndpoint": c.Endpoint().String(),
 		"encryptionAlgorithm":  "ECDSA-P256",
-		"networking":           map[string]any{"podSubnet": c.PodSubnet},
+		"networking":           c.networking(),
 	}
 	c.setComponentArgs(cluster)
 	docs := []map[string]any{{
@@ -511,6 +514,27 @@ func (l Lab) kubeadmInit(token string) ([]byte, error) {
 		out = append(out, data...)
 	}
 	return out, nil
+}
+
+// networking is the cluster's address ranges, in kubeboot's and kubeadm's
+// configuration alike: the pod subnet and, when set, the Service range.
+func (c *Cluster) networking() map[string]any {
+	n := map[string]any{"podSubnet": c.PodSubnet}
+	if c.ServiceSubnet != "" {
+		n["serviceSubnet"] = c.ServiceSubnet
+	}
+	return n
+}
+
+// kubeadmRegistration is kubeadm's nodeRegistration of the i-th node: its
+// name, the preflight checks a lab machine fails, and in a dual-stack lab
+// both of its addresses for the kubelet's --node-ip.
+func (c *Cluster) kubeadmRegistration(i int) map[string]any {
+	r := map[string]any{"name": c.Nodes[i].Name, "ignorePreflightErrors": kubeadmIgnored}
+	if a, ok := c.Address6(i); ok {
+		r["kubeletExtraArgs"] = []any{map[string]any{"name": "node-ip", "value": c.Address(i).String() + "," + a.String()}}
+	}
+	return r
 }
 
 // install writes what the nodes share (their packages' layer and the

@@ -178,6 +178,38 @@ func TestLabKubeadmInit(t *testing.T) {
 	}
 }
 
+// TestDualStackNodeFiles: a dual-stack lab gives every node both of its
+// addresses and the cluster both families' ranges, in kubeboot's files
+// and kubeadm's alike.
+func TestDualStackNodeFiles(t *testing.T) {
+	c, err := lab.LoadCluster(writeDescription(t, header+"subnet: '10.89.0.0/24,fd89:0:0:7::/64'\n"+
+		"podSubnet: '10.245.0.0/16,fd10:245::/56'\nserviceSubnet: '10.96.0.0/12,fd10:96::/112'\n"+
+		"nodes: [{name: cp1, role: control-plane}, {name: w1, role: worker}, {name: w2, role: worker, join: kubeadm}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := c.Address6(1); !c.DualStack() || !ok || a.String() != "fd89:0:0:7::b" || c.Address(1).String() != "10.89.0.11" {
+		t.Errorf("w1's addresses: %v %v (%v), dual-stack %v", c.Address(1), a, ok, c.DualStack())
+	}
+	kubeboot, kubeadm, _, err := lab.Lab{Cluster: c}.NodeFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]string{
+		{"advertiseAddress: 10.89.0.10", "secondaryAddress: fd89:0:0:7::a", "podSubnet: 10.245.0.0/16,fd10:245::/56", "serviceSubnet: 10.96.0.0/12,fd10:96::/112"},
+		{"address: 10.89.0.11", "secondaryAddress: fd89:0:0:7::b"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(kubeboot[i], w) {
+				t.Errorf("node %d's file lacks %q:\n%s", i, w, kubeboot[i])
+			}
+		}
+	}
+	if !strings.Contains(kubeadm[2], "- name: node-ip\n    value: 10.89.0.12,fd89:0:0:7::c") {
+		t.Errorf("kubeadm's JoinConfiguration lacks both node IPs:\n%s", kubeadm[2])
+	}
+}
+
 // TestLabUpRefusesALabNotBroughtDown: a node's disk left by an
 // earlier lab of the description is refused, by Up (naming the fix) and
 // by Boot, before anything is set up.

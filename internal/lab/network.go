@@ -74,6 +74,10 @@ func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 			[]string{"-n", hub, "addr", "add", netip.PrefixFrom(subnet.Addr().Next(), subnet.Bits()).String(), "dev", br},
 			[]string{"-n", hub, "link", "set", br, "up"})
 	}
+	if p, ok := c.subnet6(); ok {
+		// Without duplicate address detection, the address serves at once.
+		steps = append(steps, []string{"-n", hub, "addr", "add", netip.PrefixFrom(p.Addr().Next(), p.Bits()).String(), "dev", "br0", "nodad"})
+	}
 	for _, step := range steps {
 		if err := ip(ctx, step...); err != nil {
 			return err
@@ -94,8 +98,9 @@ func (c *Cluster) SetUpNetwork(ctx context.Context) error {
 
 // SetUpNode creates the network namespace of the cluster's i-th node on
 // the hub's bridge of its network: linked by a veth pair, with the node's
-// address on eth0, loopback up, a default route through the hub, and
-// forwarding on, as a node's installation sets it.
+// address on eth0 (in a dual-stack lab, one of each family), loopback up,
+// a default route through the hub (one per family), and forwarding on, as
+// a node's installation sets it.
 func (c *Cluster) SetUpNode(ctx context.Context, i int) error {
 	n, hub := c.Nodes[i], c.Hub()
 	ns := c.Netns(n.Name)
@@ -111,6 +116,13 @@ func (c *Cluster) SetUpNode(ctx context.Context, i int) error {
 		{"-n", ns, "link", "set", "eth0", "up"},
 		{"-n", ns, "link", "set", "lo", "up"},
 		{"-n", ns, "route", "add", "default", "via", c.Gateway(i).String()},
+	}
+	if a, ok := c.Address6(i); ok {
+		// flanneld takes the IPv6 address of the default route's link.
+		p, _ := c.subnet6()
+		steps = append(steps,
+			[]string{"-n", ns, "addr", "add", netip.PrefixFrom(a, p.Bits()).String(), "dev", "eth0", "nodad"},
+			[]string{"-n", ns, "-6", "route", "add", "default", "via", p.Addr().Next().String()})
 	}
 	for _, step := range steps {
 		if err := ip(ctx, step...); err != nil {

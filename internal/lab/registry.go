@@ -140,12 +140,20 @@ func registered(e Entry, field string) string {
 	return e.PodSubnet
 }
 
-// overlap says whether two CIDRs share an address; one that does not
-// parse shares none.
+// overlap says whether two lists of CIDRs (comma-separated, as a
+// dual-stack lab's) share an address; one that does not parse shares
+// none.
 func overlap(a, b string) bool {
-	pa, errA := netip.ParsePrefix(a)
-	pb, errB := netip.ParsePrefix(b)
-	return errA == nil && errB == nil && pa.Overlaps(pb)
+	for x := range strings.SplitSeq(a, ",") {
+		for y := range strings.SplitSeq(b, ",") {
+			px, errX := netip.ParsePrefix(strings.TrimSpace(x))
+			py, errY := netip.ParsePrefix(strings.TrimSpace(y))
+			if errX == nil && errY == nil && px.Overlaps(py) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // register writes the lab's entry into the registry, whole or not at all

@@ -37,11 +37,16 @@ func registeredLab(t *testing.T, registry string, e lab.Entry) {
 // by Up and by Boot alike; nothing is written to the registry.
 func TestLabUpRefusesACollision(t *testing.T) {
 	registry := filepath.Join(t.TempDir(), "labs")
-	registeredLab(t, registry, lab.Entry{Name: "other", Dir: "/tmp/kb-other", Subnet: "10.89.5.0/24", PodSubnet: "10.250.0.0/16", HostPorts: []int{8080, 8443}})
+	registeredLab(t, registry, lab.Entry{Name: "other", Dir: "/tmp/kb-other", Subnet: "10.89.5.0/24,fd89:5::/64", PodSubnet: "10.250.0.0/16,fd10:250::/56", HostPorts: []int{8080, 8443}})
 	for _, tc := range []struct{ name, text, want string }{
 		{"name", "name: other\ndir: /tmp/kb-x\nsubnet: 10.89.6.0/24\npodSubnet: 10.251.0.0/16\n", `name: "other" collides with lab other, which is up`},
 		{"dir", "name: x\ndir: /tmp/kb-other/\nsubnet: 10.89.6.0/24\npodSubnet: 10.251.0.0/16\n", `dir: "/tmp/kb-other/" collides with lab other`},
-		{"subnet", "name: x\ndir: /tmp/kb-x\nsubnet: 10.89.5.0/24\npodSubnet: 10.251.0.0/16\n", `subnet: "10.89.5.0/24" collides with lab other, which is up (/labs/other.yaml, subnet 10.89.5.0/24)`},
+		{"subnet", "name: x\ndir: /tmp/kb-x\nsubnet: 10.89.5.0/24\npodSubnet: 10.251.0.0/16\n", `subnet: "10.89.5.0/24" collides with lab other, which is up (/labs/other.yaml, subnet 10.89.5.0/24,fd89:5::/64)`},
+		// A dual-stack lab's IPv6 networks collide as its IPv4 ones do.
+		{"IPv6 subnet", "name: x\ndir: /tmp/kb-x\nsubnet: '10.89.6.0/24,fd89:5::/64'\npodSubnet: '10.251.0.0/16,fd10:251::/56'\nserviceSubnet: '10.96.0.0/12,fd10:96::/112'\n",
+			`subnet: "10.89.6.0/24,fd89:5::/64" collides with lab other`},
+		{"IPv6 pod subnet", "name: x\ndir: /tmp/kb-x\nsubnet: '10.89.6.0/24,fd89:6::/64'\npodSubnet: '10.251.0.0/16,fd10:250:0:80::/57'\nserviceSubnet: '10.96.0.0/12,fd10:96::/112'\n",
+			`podSubnet: "10.251.0.0/16,fd10:250:0:80::/57" collides with lab other`},
 		{"pod subnet", "name: x\ndir: /tmp/kb-x\nsubnet: 10.89.6.0/24\npodSubnet: 10.250.0.0/15\n", `podSubnet: "10.250.0.0/15" collides with lab other`},
 		{"host port", "name: x\ndir: /tmp/kb-x\nsubnet: 10.89.6.0/24\npodSubnet: 10.251.0.0/16\nportMappings: [{hostPort: 9000, nodePort: 30000}, {hostPort: 8443, nodePort: 30001}]\n",
 			"portMappings[1].hostPort: 8443 collides with lab other, which is up (/labs/other.yaml) and maps it: choose another hostPort"},

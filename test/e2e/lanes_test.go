@@ -47,6 +47,7 @@ var testCosts = map[string]labCost{
 	"TestDay2":                        {111, controlPlane},
 	"TestLabKnobs":                    {62, controlPlane + worker},
 	"TestPodNetwork":                  {60, controlPlane + worker},
+	"TestDualStackLab":                {60, controlPlane + worker},
 	"TestEmptyDiskFleet":              {30, controlPlane + 2*worker},
 	"TestKubeadmJoinsTheControlPlane": {60, 2 * controlPlane},
 	"TestLabUpDownUp":                 {60, controlPlane},
