@@ -14,7 +14,7 @@ FUZZTIME ?= 10m
 # (any other package's test binary rejects it).
 GOLDEN_PKGS = $(shell git grep -l 'Bool."update"' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
-.PHONY: build package test unit e2e conformance conformance-netpol lint golden bench fuzz binaries lab-binaries host-packages lab lab-down release clean
+.PHONY: build package test unit e2e conformance conformance-netpol conformance-dualstack lint golden bench fuzz binaries lab-binaries host-packages lab lab-down release clean
 
 ## build: compile kubeboot into bin/kubeboot
 build:
@@ -56,6 +56,14 @@ conformance-netpol: binaries
 	bash test/tools/build-e2e-test.sh $(K8S_BIN)
 	KUBEBOOT_E2E_TEST=$(K8S_BIN)/e2e.test KUBEBOOT_CONFORMANCE_LABELS='Feature:NetworkPolicy && !Feature:SCTPConnectivity' KUBEBOOT_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' KUBEBOOT_BIN_DIR=$(K8S_BIN) \
 		KUBEBOOT_CONFORMANCE_REPORTS=$(CACHE)/conformance-netpol KUBEBOOT_CONFORMANCE_SUMMARY=$(if $(CONFORMANCE_FOCUS),$(CACHE)/conformance-netpol/summary.md,$(CURDIR)/docs/conformance-netpol.md) \
+		$(GO) test -count=1 -timeout 5h -tags 'e2e conformance' -v -run '^TestConformance$$' ./test/e2e/
+
+## conformance-dualstack: Kubernetes' own dual-stack tests (every e2e.test v1.36.3 test labelled Feature:IPv6DualStack; not the SCTP ones) on the conformance lab made dual-stack (as examples/dualstack.yaml: every node, pod and Service of both families); the summary in docs/conformance-dualstack.md; outside make test
+conformance-dualstack: binaries
+	bash test/tools/build.sh $(K8S_BIN) --conformance
+	bash test/tools/build-e2e-test.sh $(K8S_BIN)
+	KUBEBOOT_E2E_TEST=$(K8S_BIN)/e2e.test KUBEBOOT_CONFORMANCE_DUALSTACK=1 KUBEBOOT_CONFORMANCE_LABELS='Feature:IPv6DualStack && !Feature:SCTPConnectivity' KUBEBOOT_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' KUBEBOOT_BIN_DIR=$(K8S_BIN) \
+		KUBEBOOT_CONFORMANCE_REPORTS=$(CACHE)/conformance-dualstack KUBEBOOT_CONFORMANCE_SUMMARY=$(if $(CONFORMANCE_FOCUS),$(CACHE)/conformance-dualstack/summary.md,$(CURDIR)/docs/conformance-dualstack.md) \
 		$(GO) test -count=1 -timeout 5h -tags 'e2e conformance' -v -run '^TestConformance$$' ./test/e2e/
 
 ## binaries: build (or reuse) the pinned etcd, Kubernetes (v1.36 and, for the upgrade test, v1.35), crictl, kube-bench, containerd, CNI plugins, pause and SeaweedFS (weed, the tests' S3 server)

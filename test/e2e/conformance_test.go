@@ -37,9 +37,11 @@ var pullOnly = []string{
 // processes, then the `[Serial]` ones alone ($KUBEBOOT_CONFORMANCE_FOCUS,
 // a regular expression, narrows them; $KUBEBOOT_CONFORMANCE_LABELS, a
 // ginkgo label filter, runs other tests than the `Conformance` ones, such
-// as NetworkPolicy's, `Feature:NetworkPolicy`). ginkgo runs from this host in the
+// as NetworkPolicy's, `Feature:NetworkPolicy`; with
+// $KUBEBOOT_CONFORMANCE_DUALSTACK=1 the lab is dual-stack, for the
+// `Feature:IPv6DualStack` tests). ginkgo runs from this host in the
 // control-plane node's network namespace. The test fails if a test failed
-// or a kubelet restarted meanwhile. It writes the JUnit reports to
+// or skipped itself while running, or a kubelet restarted meanwhile. It writes the JUnit reports to
 // $KUBEBOOT_CONFORMANCE_REPORTS (default .cache/conformance) and, when
 // $KUBEBOOT_CONFORMANCE_SUMMARY names a file, the summary to it. It is not
 // part of `make test`: `make conformance` builds what it needs and runs it.
@@ -71,19 +73,24 @@ func TestConformance(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	c := startMachineCluster(t, "mc", "10.89.241.0/24", "10.245.0.0/16",
-		"\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: w2, role: worker, join: kubeadm}\n")
+	subnet, podSubnet, nodes := "10.89.241.0/24", "10.245.0.0/16", "\n- {name: cp1, role: control-plane}\n- {name: w1, role: worker}\n- {name: w2, role: worker, join: kubeadm}\n"
+	dualStack := os.Getenv("KUBEBOOT_CONFORMANCE_DUALSTACK") == "1"
+	if dualStack {
+		subnet, podSubnet = subnet+",fd89:0:0:241::/64", podSubnet+",fd10:245::/56"
+		nodes += "serviceSubnet: 10.96.0.0/12,fd10:96::/112\n"
+	}
+	c := startMachineCluster(t, "mc", subnet, podSubnet, nodes)
 	r := runCommand(t, kubebootBin, "lab", "up", "--cluster", c.desc, "--bin-dir", binDir, "--package", kubebootDeb)
 	if r.code != 0 {
 		t.Fatalf("lab up --cluster exited %d:\n%s", r.code, testsupport.LastLines(r.stderr, 40))
 	}
 	interrupted()
-	nodes := []machine.Machine{c.machine(t, "cp1"), c.machine(t, "w1"), c.machine(t, "w2")}
+	machines := []machine.Machine{c.machine(t, "cp1"), c.machine(t, "w1"), c.machine(t, "w2")}
 	archive, err := lab.Archive(filepath.Join(binDir, ".lab-images"), conformanceImages(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range nodes {
+	for _, m := range machines {
 		if err := os.MkdirAll(filepath.Join(m.Root(), "root"), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +104,7 @@ func TestConformance(t *testing.T) {
 	// Each kubelet's process and systemd's count of its restarts.
 	restarts := func() string {
 		var out []string
-		for _, m := range nodes {
+		for _, m := range machines {
 			out = append(out, m.Name+": "+strings.ReplaceAll(inMachine(t, m, "systemctl", "show", "kubelet", "-p", "MainPID", "-p", "NRestarts", "--value"), "\n", " "))
 		}
 		return strings.Join(out, "; ")
@@ -127,7 +134,10 @@ func TestConformance(t *testing.T) {
 			args = append(args, "--focus", focus)
 		}
 		args = append(args, e2eTest, "--",
-			"--kubeconfig="+filepath.Join(nodes[0].Root(), "etc/kubernetes/admin.conf"), "--provider=skeleton")
+			"--kubeconfig="+filepath.Join(machines[0].Root(), "etc/kubernetes/admin.conf"), "--provider=skeleton",
+			// The nodes pods are scheduled to, which the tests that need
+			// several ask for (SkipUnlessNodeCountIsAtLeast).
+			"--num-nodes="+strconv.Itoa(len(machines)-1))
 		// ginkgo's output goes to a log beside the report as it comes.
 		logPath := filepath.Join(reports, run.name+".log")
 		log, err := os.Create(logPath)
@@ -153,9 +163,12 @@ func TestConformance(t *testing.T) {
 		}
 		res.Name, res.Took = run.name, took
 		results = append(results, res)
-		t.Logf("TIMING: the %s conformance tests (log %s): %s, %d passed, %d failed", run.name, logPath, took.Round(time.Second), len(res.Passed), len(res.Failed))
+		t.Logf("TIMING: the %s conformance tests (log %s): %s, %d passed, %d failed, %d skipped while running", run.name, logPath, took.Round(time.Second), len(res.Passed), len(res.Failed), len(res.SkippedRunning))
 		for _, f := range res.Failed {
 			t.Errorf("%s failed: %s", f.Name, firstLine(f.Reason))
+		}
+		for _, f := range res.SkippedRunning {
+			t.Errorf("%s skipped itself while running: %s", f.Name, firstLine(f.Reason))
 		}
 		if err != nil && len(res.Failed) == 0 {
 			t.Errorf("ginkgo's %s run failed without a failed test: %v\n%s", run.name, err, testsupport.LastLines(string(out), 60))
@@ -166,7 +179,7 @@ func TestConformance(t *testing.T) {
 	}
 	if path := os.Getenv("KUBEBOOT_CONFORMANCE_SUMMARY"); path != "" {
 		summary := conformanceSummary{Runs: results, Skipped: pullOnly, Started: start, Took: time.Since(start), Focus: os.Getenv("KUBEBOOT_CONFORMANCE_FOCUS"), Labels: labels,
-			Reports: ".cache/" + filepath.Base(reports) + "/"}
+			Reports: ".cache/" + filepath.Base(reports) + "/", Target: filepath.Base(reports), DualStack: dualStack}
 		if err := os.WriteFile(path, []byte(summary.markdown()), 0o644); err != nil {
 			t.Fatal(err)
 		}
