@@ -216,7 +216,8 @@ func (u *Upgrade) step(node string) NodeState {
 }
 
 // upgradeNode takes node through its steps from the one recorded: cordon,
-// drain, the upgrade pod, Ready at the release, uncordon. A failure
+// drain, the upgrade pod, Ready at the release (and for a control-plane
+// node, a controller-manager leading again), uncordon. A failure
 // uncordons a node this upgrade cordoned: `upgrade apply` and `upgrade
 // node` have rolled back what they changed.
 func (u *Upgrade) upgradeNode(ctx context.Context, res *NodeResult, apply bool) error {
@@ -303,6 +304,11 @@ func (u *Upgrade) upgradeSteps(ctx context.Context, node *corev1.Node, apply boo
 			return err
 		}
 		report("Ready at %s", u.opts.Version)
+		if _, cp := node.Labels["node-role.kubernetes.io/control-plane"]; cp {
+			if err := u.waitControllersLed(ctx, report); err != nil {
+				return err
+			}
+		}
 		if u.step(name).Cordoned {
 			if err := u.cordon(ctx, name, false); err != nil {
 				return err

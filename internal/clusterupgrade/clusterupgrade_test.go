@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -368,5 +369,45 @@ func TestUpgradeClusterRefusesASecondRun(t *testing.T) {
 	}
 	if l.unschedulable(t, "cp2") {
 		t.Error("cp2 was cordoned")
+	}
+}
+
+// TestUpgradeClusterWaitsForTheControllers: after a control-plane node's
+// upgrade, no worker is drained until a controller-manager renews its
+// Lease: one that stopped with the node keeps it, and nobody would move
+// the drained pods' endpoints. A Lease never renewed stops the upgrade at
+// that node, naming it; renewed, the next run goes on.
+func TestUpgradeClusterWaitsForTheControllers(t *testing.T) {
+	holder, renewed := "cp1_0123", metav1.NewMicroTime(time.Now().Add(-time.Minute))
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-controller-manager"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renewed}}
+	l := newLab(t, append(fleetObjects(), lease)...)
+	opts := options()
+	opts.NodeTimeout = 300 * time.Millisecond
+	_, out, err := run(l, opts)
+	if err == nil || !strings.Contains(err.Error(), "cp1: no kube-controller-manager renewed the Lease kube-system/kube-controller-manager within --node-timeout 300ms (held by cp1_0123)") {
+		t.Fatalf("err %v\n%s", err, out)
+	}
+	if got := l.createdOn(); !slices.Equal(got, []string{"cp1"}) || len(l.evicted) > 0 {
+		t.Errorf("upgrade pods on %v, evicted %v: nothing may move before the controllers run", got, l.evicted)
+	}
+
+	// A controller-manager that leads renews its Lease every few seconds.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+			cur, err := l.client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-controller-manager", metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			now := metav1.NowMicro()
+			cur.Spec.RenewTime = &now
+			_, _ = l.client.CoordinationV1().Leases("kube-system").Update(ctx, cur, metav1.UpdateOptions{})
+		}
+	}()
+	if _, out, err := run(l, opts); err != nil || strings.Count(out, "the controllers run: cp1_0123 leads the controller-manager") != 2 {
+		t.Fatalf("with the Lease renewed: %v\n%s", err, out)
 	}
 }
