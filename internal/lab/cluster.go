@@ -178,12 +178,12 @@ func (c *Cluster) validate() error {
 		bad("dir", "%q: want an absolute directory of the lab's own, like /tmp/kubeboot-cluster", c.Dir)
 	}
 	subnets, ok := families(c.Subnet)
-	if !ok || !network(subnets[0], 24, 24) || len(subnets) == 2 && !network(subnets[1], 64, 64) {
+	if !ok || !sized(subnets[0], 24, 24) || len(subnets) == 2 && !sized(subnets[1], 64, 64) {
 		bad("subnet", "%q: want an IPv4 /24 network address, like 10.89.0.0/24, and for a dual-stack lab an IPv6 /64 after it, like 10.89.0.0/24,fd89::/64", c.Subnet)
 	}
 	dual := ok && len(subnets) == 2
 	pods, ok := families(c.PodSubnet)
-	if !ok || !network(pods[0], 1, 16) || len(pods) == 2 && !network(pods[1], 48, 63) || (len(pods) == 2) != dual {
+	if !ok || !sized(pods[0], 1, 16) || len(pods) == 2 && !sized(pods[1], 48, 63) || (len(pods) == 2) != dual {
 		want := "an IPv4 network of /16 or larger, like 10.244.0.0/16"
 		if dual {
 			want += ", and after it an IPv6 network of /48 to /63 (each node's pods get a /64), like 10.244.0.0/16,fd10:244::/56: the subnet is dual-stack"
@@ -294,10 +294,9 @@ func families(list string) (prefixes []netip.Prefix, ok bool) {
 	return prefixes, ok
 }
 
-// network says whether p is a network of its family, IPv4 for a bits
-// range within 32, of bits between shortest and longest.
-func network(p netip.Prefix, shortest, longest int) bool {
-	return p.Addr().Is4() == (longest <= 32) && p.Bits() >= shortest && p.Bits() <= longest
+// sized says whether p's prefix is between shortest and longest bits.
+func sized(p netip.Prefix, shortest, longest int) bool {
+	return p.Bits() >= shortest && p.Bits() <= longest
 }
 
 // mainSubnet is the subnet's IPv4 network, the nodes' network in the
@@ -315,13 +314,6 @@ func (c *Cluster) subnet6() (p netip.Prefix, ok bool) {
 		return netip.Prefix{}, false
 	}
 	return netip.MustParsePrefix(strings.TrimSpace(v6)), true
-}
-
-// DualStack says whether the lab's nodes, pods and Services have
-// addresses of both families.
-func (c *Cluster) DualStack() bool {
-	_, ok := c.subnet6()
-	return ok
 }
 
 // HubAddress is the hub's address on the bridge, the subnet's first: the
