@@ -129,13 +129,26 @@ func TestGenerateExample(t *testing.T) {
 			t.Errorf("%s's token is in groups %q in cp1's file, want %q", w, got, want)
 		}
 	}
-	for _, name := range []string{fleet.TokenFile, fleet.NodeTokensFile, fleet.CertificateKeyFile, fleet.CAKeyFile, r.Nodes["cp1"], r.Nodes["w1"]} {
+	for _, name := range []string{fleet.TokenFile, fleet.NodeTokensFile, fleet.CertificateKeyFile, fleet.CAKeyFile, fleet.ConfigCAKeyFile, r.Nodes["cp1"], r.Nodes["w1"]} {
 		if info, err := os.Stat(filepath.Join(dir, name)); err != nil || info.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v, want mode 0600", name, info.Mode(), err)
 		}
 	}
 
-	ca, err := fleet.ParseCA(caCert)
+	// The files are signed by the fleet's config CA, a CA of its own,
+	// whose pin is the machines'.
+	configCert, err := os.ReadFile(filepath.Join(dir, fleet.ConfigCACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configHash, err := pki.CACertHash(configCert)
+	if err != nil || r.ConfigCAHash != configHash || configHash == hash {
+		t.Fatalf("the result's config CA pin %q, the config CA's %q (%v), the cluster CA's %s", r.ConfigCAHash, configHash, err, hash)
+	}
+	if pin, _ := os.ReadFile(filepath.Join(dir, fleet.ConfigCAHashFile)); strings.TrimSpace(string(pin)) != configHash {
+		t.Errorf("%s holds %q, want %s", fleet.ConfigCAHashFile, pin, configHash)
+	}
+	ca, err := fleet.ParseCA(configCert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,8 +335,8 @@ func TestInvalidNodeFile(t *testing.T) {
 
 // TestGenerateAfterCARotation: after `certs rotate-ca`, the cluster's new
 // CA copied into the fleet's directory makes every node's file anew: the
-// first node's carries it, the others pin it, all are signed with it,
-// and the token stays.
+// first node's carries it, the others pin it, and the token stays; the
+// files are still signed by the config CA, whose pin the machines keep.
 func TestGenerateAfterCARotation(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fleet")
 	before := generate(t, example, dir)
@@ -349,7 +362,11 @@ func TestGenerateAfterCARotation(t *testing.T) {
 	if after.CACertHash != hash || after.CACertHash == before.CACertHash {
 		t.Fatalf("the pin after the CA changed: %s, before %s, want the new CA's %s", after.CACertHash, before.CACertHash, hash)
 	}
-	ca, err := fleet.ParseCA(caCert)
+	if after.ConfigCAHash != before.ConfigCAHash {
+		t.Errorf("the machines' pin changed with the cluster CA: %s, before %s", after.ConfigCAHash, before.ConfigCAHash)
+	}
+	configCert, _ := os.ReadFile(filepath.Join(dir, fleet.ConfigCACertFile))
+	ca, err := fleet.ParseCA(configCert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +374,7 @@ func TestGenerateAfterCARotation(t *testing.T) {
 		data, _ := os.ReadFile(filepath.Join(dir, file))
 		sig, _ := os.ReadFile(filepath.Join(dir, file+".sig"))
 		if err := fleet.Verify(ca, data, string(sig)); err != nil {
-			t.Errorf("node %s's file is not signed by the new CA: %v", name, err)
+			t.Errorf("node %s's file is not signed by the config CA: %v", name, err)
 		}
 		doc, err := config.Load(filepath.Join(dir, file), config.Env{Host: config.Host{Name: "other", Address: "192.0.2.1"}})
 		if err != nil {

@@ -30,18 +30,27 @@ const (
 	// CACertHashFile holds the CA's pin, sha256:<hex>, as the joining
 	// nodes' caCertHashes name it.
 	CACertHashFile = "ca-cert-hash"
+	// ConfigCACertFile and ConfigCAKeyFile are the fleet's config CA, made
+	// once and apart from the cluster's: it signs the nodes' files and
+	// issues the serving certificate of `config serve`, so that a rotation
+	// of the cluster CA leaves the machines' pin as it was.
+	ConfigCACertFile = "config-ca.crt"
+	ConfigCAKeyFile  = "config-ca.key"
+	// ConfigCAHashFile holds the config CA's pin, sha256:<hex>, which a
+	// machine that fetches its file is given as kubeboot.config-ca-hash=.
+	ConfigCAHashFile = "config-ca-hash"
 	// NodesDir holds every node's file, <name>.yaml, mode 0600: each
 	// holds the token, and the first control-plane node's the CA's key.
-	// Beside each is its signature by the CA, <name>.yaml.sig, which
-	// `config serve` sends with it.
+	// Beside each is its signature by the config CA, <name>.yaml.sig,
+	// which `config serve` sends with it.
 	NodesDir = "nodes"
 	// MACsFile lists the nodes that have a MAC address, a line
 	// "<mac> <name>" each, by which `config serve` finds a machine's file.
 	MACsFile = "macs"
 )
 
-// Modes of what a plan writes: everything but the CA's certificate and
-// its pin is a secret.
+// Modes of what a plan writes: everything but the CAs' certificates and
+// their pins is a secret.
 const (
 	dirMode    fs.FileMode = 0o700
 	secretMode fs.FileMode = 0o600
@@ -54,6 +63,9 @@ type Result struct {
 	Dir string `json:"dir"`
 	// CACertHash is the CA's pin.
 	CACertHash string `json:"caCertHash"`
+	// ConfigCAHash is the config CA's pin, the machines'
+	// kubeboot.config-ca-hash=.
+	ConfigCAHash string `json:"configCAHash"`
 	// Nodes are the nodes' files, by node name, relative to Dir.
 	Nodes map[string]string `json:"nodes"`
 	// Written are the files written, relative to Dir; Unchanged
@@ -93,6 +105,9 @@ type Plan struct {
 	// CACertHash is the CA's pin, as the joining nodes' caCertHashes
 	// name it.
 	CACertHash string
+	// ConfigCAHash is the config CA's pin, as the machines that fetch
+	// their files are given it.
+	ConfigCAHash string
 	// Nodes are the nodes' files, by node name.
 	Nodes map[string][]byte
 	// Workers are the workers' node-bound tokens, in the description's
@@ -128,6 +143,15 @@ func NewPlan(d *Description, dir string) (*Plan, error) {
 	if s.hash, err = pki.CACertHash(s.ca.Cert); err != nil {
 		return nil, err
 	}
+	if s.configCA.Cert == nil {
+		if s.configCA, err = pki.NewCA(configCASpec); err != nil {
+			return nil, err
+		}
+	}
+	configHash, err := pki.CACertHash(s.configCA.Cert)
+	if err != nil {
+		return nil, err
+	}
 	if s.inFirstFile, err = listedInFirstFile(dir, d, s); err != nil {
 		return nil, err
 	}
@@ -142,15 +166,18 @@ func NewPlan(d *Description, dir string) (*Plan, error) {
 	files = append(files,
 		outFile{CACertFile, s.ca.Cert, publicMode},
 		outFile{CAKeyFile, s.ca.Key, secretMode},
-		outFile{CACertHashFile, []byte(s.hash + "\n"), publicMode})
-	p := &Plan{dir: dir, Token: s.token, CACertHash: s.hash, Nodes: map[string][]byte{}, Workers: workers, files: files}
+		outFile{CACertHashFile, []byte(s.hash + "\n"), publicMode},
+		outFile{ConfigCACertFile, s.configCA.Cert, publicMode},
+		outFile{ConfigCAKeyFile, s.configCA.Key, secretMode},
+		outFile{ConfigCAHashFile, []byte(configHash + "\n"), publicMode})
+	p := &Plan{dir: dir, Token: s.token, CACertHash: s.hash, ConfigCAHash: configHash, Nodes: map[string][]byte{}, Workers: workers, files: files}
 	var macs []string
 	for i, n := range d.Nodes {
 		previous, err := os.ReadFile(filepath.Join(dir, nodes[i].name+sigExt))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		sig, err := signature(s.ca, nodes[i].data, previous)
+		sig, err := signature(s.configCA, nodes[i].data, previous)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +195,7 @@ func NewPlan(d *Description, dir string) (*Plan, error) {
 // Write writes the plan's files into its directory, made if missing,
 // rewriting no file that holds what it would write.
 func (p *Plan) Write() (*Result, error) {
-	result := &Result{Dir: p.dir, CACertHash: p.CACertHash, Nodes: map[string]string{}, Written: []string{}, Unchanged: []string{}}
+	result := &Result{Dir: p.dir, CACertHash: p.CACertHash, ConfigCAHash: p.ConfigCAHash, Nodes: map[string]string{}, Written: []string{}, Unchanged: []string{}}
 	for name := range p.Nodes {
 		result.Nodes[name] = nodePath(name)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -31,21 +32,19 @@ type secrets struct {
 	certificateKey string
 	ca             pki.KeyPair
 	hash           string
+	// configCA signs the nodes' files and issues config serve's
+	// certificate.
+	configCA pki.KeyPair
 }
 
 // readSecrets reads the secrets a run before this one left in dir; the
 // token and certificate key it lacks are made, and returned as files to
-// write. A CA it lacks is left for the caller to make.
+// write. A CA it lacks (the cluster's, the config CA) is left for the
+// caller to make.
 func readSecrets(dir string, d *Description) (secrets, []outFile, error) {
 	var s secrets
 	var fresh []outFile
-	read := func(name string) ([]byte, error) {
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return data, err
-	}
+	read := func(name string) ([]byte, error) { return readOptional(dir, name) }
 	token, err := read(TokenFile)
 	if err != nil {
 		return s, nil, err
@@ -93,26 +92,52 @@ func readSecrets(dir string, d *Description) (secrets, []outFile, error) {
 	if _, err := kubeadmcerts.ParseKey(s.certificateKey); err != nil {
 		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s: not a certificate key (64 hex digits): remove the file for a new one, and make every node's file anew", filepath.Join(dir, CertificateKeyFile))}
 	}
-	cert, err := read(CACertFile)
-	if err != nil {
+	if s.ca, err = readCA(dir, CACertFile, CAKeyFile, "(and the cluster's nodes) for a new CA"); err != nil {
 		return s, nil, err
 	}
-	caKey, err := read(CAKeyFile)
-	if err != nil {
+	if s.configCA, err = readCA(dir, ConfigCACertFile, ConfigCAKeyFile, "for a new config CA, and give the machines its pin (config-ca-hash)"); err != nil {
 		return s, nil, err
-	}
-	switch {
-	case cert == nil && caKey == nil:
-	case cert == nil || caKey == nil:
-		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s holds one of %s and %s: restore the other, or remove both (and the cluster's nodes) for a new CA", dir, CACertFile, CAKeyFile)}
-	default:
-		if _, err := tls.X509KeyPair(cert, caKey); err != nil {
-			return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s and %s in %s are no certificate and its key: %v", CACertFile, CAKeyFile, dir, err)}
-		}
-		s.ca = pki.KeyPair{Cert: cert, Key: caKey}
 	}
 	return s, fresh, nil
 }
+
+// readCA reads a CA's certificate and key from dir, both or neither (an
+// empty KeyPair); fresh is what removing both makes anew.
+func readCA(dir, certFile, keyFile, fresh string) (pki.KeyPair, error) {
+	cert, err := readOptional(dir, certFile)
+	if err != nil {
+		return pki.KeyPair{}, err
+	}
+	key, err := readOptional(dir, keyFile)
+	if err != nil {
+		return pki.KeyPair{}, err
+	}
+	switch {
+	case cert == nil && key == nil:
+		return pki.KeyPair{}, nil
+	case cert == nil || key == nil:
+		return pki.KeyPair{}, &exit.UsageError{Msg: fmt.Sprintf("%s holds one of %s and %s: restore the other, or remove both %s", dir, certFile, keyFile, fresh)}
+	}
+	if _, err := tls.X509KeyPair(cert, key); err != nil {
+		return pki.KeyPair{}, &exit.UsageError{Msg: fmt.Sprintf("%s and %s in %s are no certificate and its key: %v", certFile, keyFile, dir, err)}
+	}
+	return pki.KeyPair{Cert: cert, Key: key}, nil
+}
+
+// readOptional reads the file name of dir; one that does not exist reads
+// as nil.
+func readOptional(dir, name string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
+// configCASpec is the fleet's config CA: ECDSA P-256, valid ten years,
+// as long as the machines keep its pin.
+var configCASpec = pki.CertSpec{Name: "config-ca", CN: "kubeboot-fleet-config", Usage: pki.UsageCA,
+	Algorithm: config.ECDSAP256, Validity: 10 * 365 * 24 * time.Hour}
 
 // workerTokens are the node-bound tokens of d's workers: the ones listed
 // ("<name> <token>" lines, as NodeTokensFile holds them) kept, a new one

@@ -102,18 +102,18 @@ const serveValidity = 365 * 24 * time.Hour
 
 // ServingTLS is the TLS configuration of `config serve`: a serving
 // certificate for names (IP addresses or DNS names), issued by the
-// fleet's CA at each start, sent with the CA's certificate so that a
-// machine can check it against the CA's pin.
+// fleet's config CA at each start, sent with the config CA's certificate
+// so that a machine can check it against the config CA's pin.
 func ServingTLS(dir string, names []string) (*tls.Config, error) {
-	cert, err := os.ReadFile(filepath.Join(dir, CACertFile))
+	cert, err := os.ReadFile(filepath.Join(dir, ConfigCACertFile))
 	if err != nil {
-		return nil, fmt.Errorf("%s: read the fleet's CA (run `kubeboot config fleet --out %s` first): %w", dir, dir, err)
+		return nil, fmt.Errorf("%s: read the fleet's config CA (run `kubeboot config fleet --out %s` first): %w", dir, dir, err)
 	}
-	key, err := os.ReadFile(filepath.Join(dir, CAKeyFile))
+	key, err := os.ReadFile(filepath.Join(dir, ConfigCAKeyFile))
 	if err != nil {
-		return nil, fmt.Errorf("%s: read the fleet's CA key: %w", dir, err)
+		return nil, fmt.Errorf("%s: read the fleet's config CA key: %w", dir, err)
 	}
-	spec := pki.CertSpec{Name: "config-serve", CN: "kubeboot-config-serve", Usage: pki.UsageServer, CA: config.CertCA,
+	spec := pki.CertSpec{Name: "config-serve", CN: "kubeboot-config-serve", Usage: pki.UsageServer, CA: configCASpec.Name,
 		Algorithm: config.ECDSAP256, Validity: serveValidity}
 	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {

@@ -15,8 +15,8 @@ import (
 )
 
 // SignatureHeader is the HTTP header in which `kubeboot config serve`
-// sends a node file's signature: the fleet CA's, base64, as the file's
-// .sig beside it holds it.
+// sends a node file's signature: the fleet's config CA's, base64, as the
+// file's .sig beside it holds it.
 const SignatureHeader = "Kubeboot-Signature"
 
 // sigExt names a node file's signature: nodes/<name>.yaml.sig.
@@ -67,7 +67,7 @@ func signature(ca pki.KeyPair, data []byte, previous []byte) (string, error) {
 	return sig + "\n", err
 }
 
-// ParseCA parses a PEM certificate, the fleet CA's.
+// ParseCA parses a PEM certificate, the fleet's config CA's.
 func ParseCA(certPEM []byte) (*x509.Certificate, error) {
 	block, _ := pem.Decode(certPEM)
 	if block == nil || block.Type != "CERTIFICATE" {

@@ -1,9 +1,9 @@
 // Package nodefile fetches a node's file for a machine whose disk holds
 // none: from the URL given on kubeboot's command line or the kernel's
 // (kubeboot.config=), where {mac} and {hostname} stand for the machine's,
-// over HTTPS from a server whose certificate the fleet's CA issued (the CA
-// pinned by its hash, kubeboot.config-ca-hash=), with the fleet CA's
-// signature of the file (`kubeboot config serve` serves both). Nothing
+// over HTTPS from a server whose certificate the fleet's config CA issued
+// (that CA pinned by its hash, kubeboot.config-ca-hash=), with the config
+// CA's signature of the file (`kubeboot config serve` serves both). Nothing
 // unverified is returned, and a file its node would refuse, or that
 // names another machine's address, is refused without a retry.
 package nodefile
@@ -49,8 +49,8 @@ type Source struct {
 	// URL is an https URL, in which {mac} and {hostname} stand for the
 	// machine's.
 	URL string
-	// CAHash pins the fleet's CA: sha256:<hex> of its public key, as the
-	// nodes' caCertHashes.
+	// CAHash pins the fleet's config CA: sha256:<hex> of its public key,
+	// in the form of the nodes' caCertHashes.
 	CAHash string
 }
 
@@ -80,7 +80,7 @@ func (s Source) check(where string) error {
 		return &exit.UsageError{Msg: fmt.Sprintf("%s: the node file's URL %s is not https://host[:port]/path: the file holds secrets and is fetched over HTTPS alone", where, config.RedactedURL(s.URL))}
 	}
 	if !strings.HasPrefix(s.CAHash, "sha256:") || len(s.CAHash) != len("sha256:")+64 {
-		return &exit.UsageError{Msg: fmt.Sprintf("%s: the CA's pin %q is not sha256:<64 hex digits>: give the fleet's, from `kubeboot config fleet` (its ca-cert-hash)", where, s.CAHash)}
+		return &exit.UsageError{Msg: fmt.Sprintf("%s: the CA's pin %q is not sha256:<64 hex digits>: give the fleet's, from `kubeboot config fleet` (its config-ca-hash)", where, s.CAHash)}
 	}
 	return nil
 }
@@ -230,7 +230,7 @@ func fetchOnce(ctx context.Context, target, caHash string) ([]byte, error) {
 		return nil, &exit.UsageError{Msg: fmt.Sprintf("%s: the node file is over %d bytes", config.RedactedURL(target), maxSize)}
 	}
 	if err := fleet.Verify(ca, body, resp.Header.Get(fleet.SignatureHeader)); err != nil {
-		return nil, &exit.UsageError{Msg: fmt.Sprintf("%s: the node file is not signed by the fleet's CA (%v): it was changed after `kubeboot config fleet` wrote it; write it again with config fleet", config.RedactedURL(target), err)}
+		return nil, &exit.UsageError{Msg: fmt.Sprintf("%s: the node file is not signed by the fleet's config CA (%v): it was changed after `kubeboot config fleet` wrote it; write it again with config fleet", config.RedactedURL(target), err)}
 	}
 	return body, nil
 }
@@ -254,7 +254,7 @@ func verifyPinned(cs tls.ConnectionState, host, caHash string) (*x509.Certificat
 		roots := x509.NewCertPool()
 		roots.AddCert(cert)
 		if _, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: host}); err != nil {
-			return nil, &pinError{fmt.Sprintf("the server's certificate is not the fleet CA's for this address: %v", err)}
+			return nil, &pinError{fmt.Sprintf("the server's certificate is not the fleet config CA's for this address: %v", err)}
 		}
 		return cert, nil
 	}

@@ -30,7 +30,7 @@ nodes:
 `
 
 // newFleet writes a fleet's files into a directory of its own and
-// returns it with its CA's pin.
+// returns it with its config CA's pin, the machines'.
 func newFleet(t *testing.T) (dir, pin string) {
 	t.Helper()
 	desc := filepath.Join(t.TempDir(), "fleet.yaml")
@@ -50,7 +50,7 @@ func newFleet(t *testing.T) (dir, pin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir, r.CACertHash
+	return dir, r.ConfigCAHash
 }
 
 // serve runs `config serve`'s handler over TLS on the loopback, with a
@@ -122,7 +122,7 @@ func TestFetch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "nodes/w1.yaml"), append(want, "# changed\n"...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	refused("a changed file", byName, machine, "the node file is not signed by the fleet's CA")
+	refused("a changed file", byName, machine, "the node file is not signed by the fleet's config CA")
 
 	unknown := machine
 	unknown.Hostname, unknown.MAC = "w9", "52:54:00:00:00:99"

@@ -67,7 +67,7 @@ nodes:
 - {name: w9, role: worker, address: 10.89.244.99}
 `, c.Endpoint(), c.PodSubnet, strings.ReplaceAll(kubeletSettings, "\n", "\n  "), c.Address(0), c.Address(1))
 	fleetDir := writeFleet(t, l.root, "fleet", description)
-	pin := strings.TrimSpace(string(readFile(t, filepath.Join(fleetDir, "ca-cert-hash"))))
+	pin := strings.TrimSpace(string(readFile(t, filepath.Join(fleetDir, "config-ca-hash"))))
 	cmdline := func(port int, query string) string {
 		return fmt.Sprintf("ro quiet kubeboot.config=https://%s:%d/v1/node-file?%s kubeboot.config-ca-hash=%s", hub, port, query, pin)
 	}
@@ -84,7 +84,7 @@ nodes:
 	waitReady(t, cp1, "cp1=True w1=True")
 	for _, m := range []machine.Machine{cp1, w1} {
 		journal := inMachine(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "kubeboot-bootstrap")
-		if !strings.Contains(journal, "wrote "+bootstrap.ConfigPath) || !strings.Contains(journal, "signed by the fleet's CA "+pin) {
+		if !strings.Contains(journal, "wrote "+bootstrap.ConfigPath) || !strings.Contains(journal, "signed by the fleet's config CA "+pin) {
 			t.Errorf("%s's journal does not say it fetched its file:\n%s", m.Name, testsupport.LastLines(journal, 15))
 		}
 		if got, want := readFile(t, filepath.Join(m.Root(), bootstrap.ConfigPath)), readFile(t, filepath.Join(fleetDir, "nodes", m.Name+".yaml")); string(got) != string(want) {
@@ -107,7 +107,7 @@ nodes:
 	x1Case(t, x1, cmdline(8445, "hostname={hostname}"), "the server's certificate was not issued by the CA that "+pin+" pins", true)
 	w9 := filepath.Join(fleetDir, "nodes/w9.yaml")
 	writeFile(t, w9, string(readFile(t, w9))+"# changed after config fleet\n")
-	x1Case(t, x1, cmdline(8443, "hostname=w9"), "the node file is not signed by the fleet's CA", true)
+	x1Case(t, x1, cmdline(8443, "hostname=w9"), "the node file is not signed by the fleet's config CA", true)
 	x1Case(t, x1, cmdline(8443, "hostname=w1"), "the file is for the node at "+c.Address(1).String()+", which is none of this machine's addresses", true)
 
 	addWorker(t, l, fleetDir, description+"- {name: x1, role: worker, address: "+c.Address(2).String()+"}\n")

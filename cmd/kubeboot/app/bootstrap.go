@@ -161,7 +161,7 @@ func (o *bootstrapOptions) fetchNodeFile(ctx context.Context, report *output.Rep
 		}
 		if !found {
 			return &exit.UsageError{Msg: fmt.Sprintf("%s holds no file, and neither --config-url nor the kernel command line (%s) names where to fetch it: "+
-				"place the node's file there (`kubeboot config fleet` writes it), or boot with %s=<url> %s=<the fleet's CA pin>", o.configPath, o.kernelCmdline, nodefile.URLParam, nodefile.CAHashParam)}
+				"place the node's file there (`kubeboot config fleet` writes it), or boot with %s=<url> %s=<the fleet's config-ca-hash>", o.configPath, o.kernelCmdline, nodefile.URLParam, nodefile.CAHashParam)}
 		}
 	}
 	machine, err := nodefile.DetectMachine()
@@ -178,7 +178,7 @@ func (o *bootstrapOptions) fetchNodeFile(ctx context.Context, report *output.Rep
 	if err := nodefile.Write(o.configPath, data); err != nil {
 		return err
 	}
-	report.Infof("wrote %s (%d bytes): signed by the fleet's CA %s, and this machine's", o.configPath, len(data), src.CAHash)
+	report.Infof("wrote %s (%d bytes): signed by the fleet's config CA %s, and this machine's", o.configPath, len(data), src.CAHash)
 	return nil
 }
 
@@ -202,7 +202,7 @@ func newBootstrapCommand(d deps, stdout, stderr io.Writer) *cobra.Command {
 	opts.preflight.add(flags)
 	flags.DurationVar(&opts.retry, "retry-interval", 10*time.Second, "how long to wait after a failed attempt before the next")
 	flags.StringVar(&opts.source.URL, "config-url", "", "when --config's file is missing: fetch it from this https URL ({mac} and {hostname} stand for this machine's), as `kubeboot config serve` serves it (default: the kernel command line's kubeboot.config=)")
-	flags.StringVar(&opts.source.CAHash, "config-ca-hash", "", "with --config-url: the fleet CA's pin, sha256:<hex>, that the server's certificate and the file's signature must chain to (default: the kernel command line's kubeboot.config-ca-hash=)")
+	flags.StringVar(&opts.source.CAHash, "config-ca-hash", "", "with --config-url: the fleet's config CA's pin, sha256:<hex> (config fleet's config-ca-hash), that the server's certificate and the file's signature must chain to (default: the kernel command line's kubeboot.config-ca-hash=)")
 	flags.StringVar(&opts.kernelCmdline, "kernel-cmdline", "/proc/cmdline", "where the kernel command line is read, for kubeboot.config= and kubeboot.config-ca-hash=")
 	cmd.AddCommand(&cobra.Command{
 		Use:     "unit",

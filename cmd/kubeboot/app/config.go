@@ -94,7 +94,10 @@ func newConfigFleetCommand(d deps, stdout io.Writer) *cobra.Command {
 			"node's file, nodes/<name>.yaml (mode 0600): the first control-plane node's ClusterConfiguration, carrying the\n" +
 			"cluster CA, the other control-plane nodes' JoinConfiguration and the workers' WorkerConfiguration, pinning that\n" +
 			"CA. The secrets they share are made on the first run and kept in DIR: bootstrap-token, certificate-key, node-tokens,\n" +
-			"ca.crt and ca.key (0600), and ca-cert-hash, the pin. A second run changes no byte; a node added to the description\n" +
+			"ca.crt and ca.key (0600), and ca-cert-hash, the pin; and the fleet's config CA, which signs the node files and\n" +
+			"issues config serve's certificate, apart from the cluster's so that a rotation of that one leaves the machines'\n" +
+			"pin alone: config-ca.crt, config-ca.key (0600) and config-ca-hash, the pin a machine that fetches its file is\n" +
+			"given (kubeboot.config-ca-hash=). A second run changes no byte; a node added to the description\n" +
 			"gets its file alone. Every node's file is checked as its node will load it, and nothing is written unless all are\n" +
 			"valid.\n\n" +
 			"Each worker joins with a token bound to it alone, which the first control-plane node's init creates. A worker\n" +
@@ -161,7 +164,7 @@ func (r *configFleetResult) print(w io.Writer) error {
 	for _, name := range r.Written {
 		lines = append(lines, "wrote "+filepath.Join(r.Dir, name))
 	}
-	lines = append(lines, fmt.Sprintf("%d files written, %d unchanged; the nodes pin the CA %s", len(r.Written), len(r.Unchanged), r.CACertHash))
+	lines = append(lines, fmt.Sprintf("%d files written, %d unchanged; the nodes pin the CA %s, the machines that fetch their files the config CA %s", len(r.Written), len(r.Unchanged), r.CACertHash, r.ConfigCAHash))
 	for _, a := range r.Admitted {
 		if a.Result == tokens.Joined {
 			lines = append(lines, fmt.Sprintf("worker %s has joined: its token %s is spent", a.Node, a.TokenID))
@@ -197,9 +200,9 @@ func newConfigServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		),
 		Long: "serve answers GET " + fleet.NodeFilePath + "?mac=<mac>&hostname=<name> with that machine's file of the fleet that\n" +
 			"`kubeboot config fleet` wrote into DIR (by its mac in the fleet's description, else by its name), and the\n" +
-			"file's signature by the fleet's CA. Its TLS certificate is issued by that CA at each start, for --listen's address\n" +
-			"and each --name, and sent with the CA's, so a machine booted with kubeboot.config=https://ADDR" + fleet.NodeFilePath + "?mac={mac}\n" +
-			"and kubeboot.config-ca-hash=<DIR/ca-cert-hash> trusts it and nothing else. It reads DIR at every request, logs\n" +
+			"file's signature by the fleet's config CA. Its TLS certificate is issued by that CA at each start, for --listen's\n" +
+			"address and each --name, and sent with the CA's, so a machine booted with kubeboot.config=https://ADDR" + fleet.NodeFilePath + "?mac={mac}\n" +
+			"and kubeboot.config-ca-hash=<DIR/config-ca-hash> trusts it and nothing else. It reads DIR at every request, logs\n" +
 			"every file it serves and every machine it has none for, and runs until interrupted.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {

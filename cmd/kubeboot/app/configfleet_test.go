@@ -23,7 +23,7 @@ import (
 func TestConfigFleet(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fleet")
 	code, stdout, stderr := runCLI(t, "config", "fleet", "--cluster", "../../../examples/fleet.yaml", "--out", dir)
-	if code != 0 || !strings.Contains(stdout, "wrote "+filepath.Join(dir, "nodes/cp1.yaml")) || !strings.Contains(stdout, "17 files written, 0 unchanged; the nodes pin the CA sha256:") {
+	if code != 0 || !strings.Contains(stdout, "wrote "+filepath.Join(dir, "nodes/cp1.yaml")) || !strings.Contains(stdout, "20 files written, 0 unchanged; the nodes pin the CA sha256:") {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, "config", "fleet", "--cluster", "../../../examples/fleet.yaml", "--out", dir, "-o", "json")
