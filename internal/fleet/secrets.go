@@ -44,8 +44,7 @@ type secrets struct {
 func readSecrets(dir string, d *Description) (secrets, []outFile, error) {
 	var s secrets
 	var fresh []outFile
-	read := func(name string) ([]byte, error) { return readOptional(dir, name) }
-	token, err := read(TokenFile)
+	token, err := readOptional(dir, TokenFile)
 	if err != nil {
 		return s, nil, err
 	}
@@ -63,7 +62,7 @@ func readSecrets(dir string, d *Description) (secrets, []outFile, error) {
 	if _, err := bootstraptoken.Parse(s.token); err != nil {
 		return s, nil, &exit.UsageError{Msg: fmt.Sprintf("%s: not a bootstrap token: remove the file for a new one, and make every node's file anew", filepath.Join(dir, TokenFile))}
 	}
-	nodeTokens, err := read(NodeTokensFile)
+	nodeTokens, err := readOptional(dir, NodeTokensFile)
 	if err != nil {
 		return s, nil, err
 	}
@@ -76,7 +75,7 @@ func readSecrets(dir string, d *Description) (secrets, []outFile, error) {
 	}
 	slices.Sort(lines)
 	fresh = append(fresh, outFile{NodeTokensFile, []byte(strings.Join(lines, "")), secretMode})
-	key, err := read(CertificateKeyFile)
+	key, err := readOptional(dir, CertificateKeyFile)
 	if err != nil {
 		return s, nil, err
 	}
