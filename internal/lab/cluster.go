@@ -81,6 +81,13 @@ type Cluster struct {
 	// replaces the lab's (a list whole), a null removes it. Example:
 	// {apiServer: {certSANs: [lab.example]}}.
 	ClusterConfigurationPatch map[string]any `json:"clusterConfigurationPatch,omitempty"`
+	// Images are images every node holds from its first boot besides the
+	// lab's own, each built from the bin dir as those are (ResolveImage):
+	// the images of objects in addons.manifests, such as a pod network of
+	// your own beside addons.cni.provider none in the
+	// clusterConfigurationPatch. Example:
+	// [docker.io/cloudnativelabs/kube-router:v2.1.0] (build.sh --bench).
+	Images []string `json:"images,omitempty"`
 	// PortMappings forward ports of this host's loopback to a NodePort of
 	// the cluster: a connection to 127.0.0.1:hostPort goes to nodePort
 	// of one of the nodes, round-robin, through the lab's load balancer.

@@ -101,7 +101,8 @@ const localPathProvisioner = "local-path-provisioner"
 // holds the host's nft (see nftFiles). A busybox image is BusyBox's tree
 // (see busyboxImage), and local-path-provisioner's holds the binary where
 // upstream's does, /usr/bin, with its name as the command. flannel's two
-// images are laid as flannelImage and flannelPluginImage say.
+// images are laid as flannelImage and flannelPluginImage say, and
+// kube-router's as kubeRouterImage says.
 func ResolveImage(binDir, ref string) (Image, error) {
 	parsed, err := name.ParseReference(ref, name.WithDefaultRegistry(""))
 	if err != nil {
@@ -117,6 +118,8 @@ func ResolveImage(binDir, ref string) (Image, error) {
 		return flannelImage(binDir, ref, tag)
 	case flannelPluginRepo:
 		return flannelPluginImage(binDir, ref)
+	case kubeRouterRepo:
+		return kubeRouterImage(binDir, ref, tag)
 	}
 	path := filepath.Join(binDir, binary)
 	if dir := minorDir(tag); dir != "" {

@@ -534,3 +534,36 @@ func TestFlannelImages(t *testing.T) {
 		t.Errorf("plugin image %+v, want BusyBox's tree and /flannel", img)
 	}
 }
+
+// TestKubeRouterImage: kube-router's image is BusyBox's tree, then the
+// tree of its tools, with the binary as its entrypoint; a missing tree
+// names build.sh --bench, and a binary of another version is refused.
+func TestKubeRouterImage(t *testing.T) {
+	bin := t.TempDir()
+	// kube-router prints its version to stderr.
+	binary := filepath.Join(bin, "kube-router")
+	if err := os.WriteFile(binary, []byte("#!/bin/sh\necho \"Running $0 version v2.1.0, built on , go1.26.8\" >&2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(bin, "rootfs/busybox/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const ref = "docker.io/cloudnativelabs/kube-router:v2.1.0"
+	if _, err := lab.ResolveImage(bin, ref); err == nil || !strings.Contains(err.Error(), "rootfs/kube-router") || !strings.Contains(err.Error(), "--bench") {
+		t.Errorf("without its tree: %v, want the tree and build.sh --bench named", err)
+	}
+	if err := os.MkdirAll(filepath.Join(bin, "rootfs/kube-router/usr/sbin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := lab.ResolveImage(bin, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(bin, "rootfs/busybox"), filepath.Join(bin, "rootfs/kube-router")}
+	if !slices.Equal(img.Trees, want) || img.Files["/usr/local/bin/kube-router"] != binary || !slices.Equal(img.Entrypoint, []string{"/usr/local/bin/kube-router"}) || img.Cmd != nil {
+		t.Errorf("image %+v, want the trees %v and the binary as its entrypoint", img, want)
+	}
+	if _, err := lab.ResolveImage(bin, "docker.io/cloudnativelabs/kube-router:v2.0.1"); err == nil || !strings.Contains(err.Error(), "not version v2.0.1") {
+		t.Errorf("kube-router of another version: %v", err)
+	}
+}

@@ -13,8 +13,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
+	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/output"
 )
 
@@ -30,8 +32,8 @@ var runtimeConfigKey = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*(/[a-z0-9][a-z0-9
 var reservedPaths = []string{"/usr", "/proc", "/sys", "/dev", "/opt/cni/bin", machineArchive}
 
 // validateKnobs names the field and the fix of every problem of the
-// cluster's feature gates, runtime config, patch, port mappings and
-// nodes' extra mounts.
+// cluster's feature gates, runtime config, patch, images, port mappings
+// and nodes' extra mounts.
 func (c *Cluster) validateKnobs() []error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -56,6 +58,11 @@ func (c *Cluster) validateKnobs() []error {
 	for _, key := range []string{"apiVersion", "kind"} {
 		if _, ok := c.ClusterConfigurationPatch[key]; ok {
 			bad("clusterConfigurationPatch."+key, "the lab sets it: remove it from the patch")
+		}
+	}
+	for i, ref := range c.Images {
+		if _, err := name.ParseReference(ref, name.WithDefaultRegistry("")); err != nil || ref == "" {
+			bad(fmt.Sprintf("images[%d]", i), "%q: want an image reference with its tag, like docker.io/cloudnativelabs/kube-router:v2.1.0", ref)
 		}
 	}
 	mapped := map[int]bool{}
@@ -215,4 +222,25 @@ func (c *Cluster) controlPlanePatch() (map[string]any, error) {
 	}
 	out := map[string]any{}
 	return out, json.Unmarshal(merged, &out)
+}
+
+// ownPodNetwork says whether the clusterConfigurationPatch sets
+// addons.cni.provider none: the pod network is then the user's own, from
+// addons.manifests, and kubeboot's flannel and NetworkPolicy enforcer are
+// not installed.
+func (c *Cluster) ownPodNetwork() bool {
+	addons, _ := c.ClusterConfigurationPatch["addons"].(map[string]any)
+	cni, _ := addons["cni"].(map[string]any)
+	return cni["provider"] == config.CNINone
+}
+
+// addonRollouts are the addons whose rollout Up waits for, in
+// kube-system: kubeboot's pod network and NetworkPolicy enforcer unless
+// the pod network is the user's own, then CoreDNS and kube-proxy.
+func (c *Cluster) addonRollouts() []string {
+	rollouts := []string{"daemonset/kube-flannel", "daemonset/kubeboot-network-policy"}
+	if c.ownPodNetwork() {
+		rollouts = nil
+	}
+	return append(rollouts, "deployment/coredns", "daemonset/kube-proxy")
 }

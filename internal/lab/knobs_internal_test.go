@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,6 +36,29 @@ func TestCheckFeatureGates(t *testing.T) {
 			t.Errorf("%v: %v", tc.gates, err)
 		case tc.want != "" && (!errors.As(err, &refused) || !strings.Contains(err.Error(), "lab.yaml: "+tc.want)):
 			t.Errorf("%v: %v, want an InputError with %q", tc.gates, err, tc.want)
+		}
+	}
+}
+
+// TestAddonRollouts: Up waits for kubeboot's pod network and enforcer
+// unless the patch makes the pod network the user's own (provider none),
+// and for CoreDNS and kube-proxy always.
+func TestAddonRollouts(t *testing.T) {
+	own := map[string]any{"addons": map[string]any{"cni": map[string]any{"provider": "none"}, "manifests": []any{"/etc/kubeboot/manifests"}}}
+	flannel := map[string]any{"addons": map[string]any{"cni": map[string]any{"provider": "flannel"}}}
+	for _, tc := range []struct {
+		name  string
+		patch map[string]any
+		want  []string
+	}{
+		{"no patch", nil, []string{"daemonset/kube-flannel", "daemonset/kubeboot-network-policy", "deployment/coredns", "daemonset/kube-proxy"}},
+		{"flannel named", flannel, []string{"daemonset/kube-flannel", "daemonset/kubeboot-network-policy", "deployment/coredns", "daemonset/kube-proxy"}},
+		{"other fields", map[string]any{"apiServer": map[string]any{"certSANs": []any{"x"}}}, []string{"daemonset/kube-flannel", "daemonset/kubeboot-network-policy", "deployment/coredns", "daemonset/kube-proxy"}},
+		{"own pod network", own, []string{"deployment/coredns", "daemonset/kube-proxy"}},
+	} {
+		c := &Cluster{ClusterConfigurationPatch: tc.patch}
+		if got := c.addonRollouts(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -28,6 +28,8 @@ func TestKnobErrors(t *testing.T) {
 		{"runtime value", "runtimeConfig: {api/alpha: \"on\"}\n" + cp, `runtimeConfig.api/alpha: "on": want "true" or "false"`},
 		{"patch kind", "clusterConfigurationPatch: {kind: JoinConfiguration}\n" + cp, "clusterConfigurationPatch.kind: the lab sets it"},
 		{"patch of kubeadm's", "clusterConfigurationPatch: {apiServer: {certSANs: [x]}}\nnodes: [{name: a, role: control-plane, init: kubeadm}]\n", "clusterConfigurationPatch: it patches kubeboot's configuration, and kubeadm inits this lab"},
+		{"image", "images: [\"Kube Router:v2\"]\n" + cp, `images[0]: "Kube Router:v2": want an image reference with its tag`},
+		{"empty image", "images: [\"\"]\n" + cp, `images[0]: "": want an image reference`},
 		{"host port", "portMappings: [{hostPort: 70000, nodePort: 30080}]\n" + cp, "portMappings[0].hostPort: 70000: want a port of this host's loopback"},
 		{"host port twice", "portMappings: [{hostPort: 8080, nodePort: 30080}, {hostPort: 8080, nodePort: 30081}]\n" + cp, "portMappings[1].hostPort: 8080 is mapped twice"},
 		{"node port", "portMappings: [{hostPort: 8080, nodePort: 80}]\n" + cp, "portMappings[0].nodePort: 80: want a NodePort, 30000 to 32767"},

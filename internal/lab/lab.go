@@ -183,7 +183,7 @@ func (l Lab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 	// The StorageClass's provisioner rolls out while the addons do.
 	storage := make(chan error, 1)
 	go func() { storage <- applyStorage(ctx, first) }()
-	for _, addon := range []string{"daemonset/kube-flannel", "daemonset/kubeboot-network-policy", "deployment/coredns", "daemonset/kube-proxy"} {
+	for _, addon := range c.addonRollouts() {
 		if _, err := kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m"); err != nil {
 			return res, err
 		}
@@ -552,7 +552,8 @@ func (l Lab) install(ctx context.Context, files []nodeFile, plan *fleet.Plan) er
 	if v := c.KubernetesVersion; v != "" {
 		configs = append(configs, bytes.ReplaceAll(files[0].kubeboot, []byte("kubernetesVersion: "+v+"\n"), nil))
 	}
-	store, err := l.installShared(ctx, configs, []string{SandboxImage, AgnhostImage, LocalPathProvisionerImage, BusyboxImage}, nil)
+	refs := append([]string{SandboxImage, AgnhostImage, LocalPathProvisionerImage, BusyboxImage}, c.Images...)
+	store, err := l.installShared(ctx, configs, refs, nil)
 	if err != nil {
 		return err
 	}
