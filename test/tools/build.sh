@@ -50,7 +50,7 @@
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 <bin-dir> [--lab | --with-v1.35] [--conformance] [--force]" >&2
+	echo "usage: $0 <bin-dir> [--lab | --with-v1.35] [--conformance] [--bench] [--force]" >&2
 	exit 2
 }
 
@@ -67,6 +67,7 @@ for arg in "$@"; do
 	--lab) families=("${lab_families[@]}") ;;
 	--with-v1.35) families+=(family_kubernetes_v1_35 family_coredns_v1_13) ;;
 	--conformance) families+=(family_conformance_trees family_sample_apiserver family_nnp) ;;
+	--bench) families+=(family_kube_router family_kube_router_tree) ;;
 	--force) force=true ;;
 	-h | --help) usage ;;
 	-*) echo "build.sh: unknown flag $arg" >&2; usage ;;
@@ -330,6 +331,20 @@ family_local_path_provisioner() {
 		local-path-provisioner=github.com/rancher/local-path-provisioner
 }
 
+# kube-router, the pod network make bench measures beside kubeboot's flannel
+# (--bench): routes between the nodes by BGP, and its own NetworkPolicy. The
+# module proxy serves it only at v2.1.0, which has reported flaws, so
+# kubeboot never installs it; the bench runs it as a user's own CNI
+# (addons.cni none and addons.manifests). Its release build stamps the
+# version, which lab.ResolveImage checks.
+family_kube_router() {
+	local version
+	version=$(cd "$tools_dir/kube-router" && module_field github.com/cloudnativelabs/kube-router/v2 '{{.Version}}')
+	build_family kube-router kube-router "" github.com/cloudnativelabs/kube-router/v2 \
+		"-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$version" \
+		kube-router=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+}
+
 # The CoreDNS kubeadm v1.35 pins, for a v1.35 lab cluster and the upgrade
 # test. The lab looks up an image's binary in the v<major>.<minor>/ of its
 # tag (v1.13/ for coredns:v1.13.1), as it does the v1.35 set's.
@@ -512,6 +527,25 @@ family_agnhost_tree() {
 	local fingerprint
 	fingerprint=$(printf '%s\n' "$(declare -f make_agnhost_tree unpack_debs deb_closure)" "$maintainer_packages" "${agnhost_packages[@]}" | sha256sum | cut -d' ' -f1)
 	build_tree agnhost-tree "$fingerprint" "$bin_dir/rootfs/agnhost" make_agnhost_tree
+}
+
+# What kube-router runs besides itself (--bench), from Debian's packages:
+# ipset, ip (iproute2) and iptables, whose names its maintainer scripts would have linked
+# to the nftables backend, as the host's are. The lab's kube-router image is
+# this tree laid on BusyBox's (whose sh its CNI installer runs), with the
+# binary (see lab.ResolveImage).
+make_kube_router_tree() {
+	local tree=$1/tree name
+	unpack_debs "$tree" ipset iptables iproute2
+	for name in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+		ln -sf xtables-nft-multi "$tree/usr/sbin/$name"
+	done
+}
+
+family_kube_router_tree() {
+	local fingerprint
+	fingerprint=$(printf '%s\n' "$(declare -f make_kube_router_tree unpack_debs deb_closure)" "$maintainer_packages" | sha256sum | cut -d' ' -f1)
+	build_tree kube-router-tree "$fingerprint" "$bin_dir/rootfs/kube-router" make_kube_router_tree
 }
 
 # The conformance tests' images that are not the lab's (--conformance):
