@@ -103,8 +103,9 @@ fuzz:
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/bundle
 	$(GO) test -timeout 0 -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) ./templates
 
-## bench: kubeboot side by side with kubeadm and the micro-benchmarks, written to docs/benchmarks.md (~100 min, estimated: the cluster jobs on lab machines ~35, the whole-cluster upgrade and CA rotation on machines ~43; raw go test -bench output for benchstat in .cache/bench)
+## bench: kubeboot side by side with kubeadm, its pod network beside kube-router (build.sh --bench builds it) and the micro-benchmarks, written to docs/benchmarks.md (~100 min, estimated: the cluster jobs on lab machines ~35, the whole-cluster upgrade and CA rotation on machines ~43; raw go test -bench output for benchstat in .cache/bench)
 bench: package binaries
+	bash test/tools/build.sh $(K8S_BIN) --lab --bench
 	$(GO) run ./test/bench -kubeboot $(BIN)/kubeboot -package $(BIN)/kubeboot.deb -bin-dir $(K8S_BIN) -go $(GO) -out docs/benchmarks.md -raw $(CACHE)/bench
 
 ## lab: bring up a lab of three machines from examples/machines.yaml: a control-plane node and two workers (one joined by kubeadm), systemd as PID 1, containerd and the kubelet as its services, kubeboot installed from its .deb

@@ -9,7 +9,8 @@
 // beside etcdctl and etcdutl, and replaces that section of -out; with
 // -only cluster-upgrade, only the whole-cluster upgrade beside kubeadm's
 // (test/e2e's TestUpgradeBench on lab machines); with -only image-import,
-// only `kubeboot images import` of a bundle beside `ctr images import`.
+// only `kubeboot images import` of a bundle beside `ctr images import`;
+// with -only pod-network, only kubeboot's pod network beside kube-router.
 //
 // The machine is small and shared (two cores, often an end-to-end suite
 // running beside), so absolute times drift from one run to the next. Every
@@ -34,6 +35,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -52,6 +55,9 @@ type options struct {
 	// upgradeRounds is how many fleets per tool the whole-cluster upgrade
 	// brings up and upgrades.
 	upgradeRounds int
+	// podNetworkRounds is how many labs per candidate the pod network's
+	// section brings up.
+	podNetworkRounds int
 }
 
 func main() {
@@ -69,11 +75,12 @@ func main() {
 	flag.IntVar(&o.clusterWarmup, "cluster-warmup", 1, "untimed rounds of the cluster jobs first")
 	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
 	flag.IntVar(&o.waitCount, "wait-count", 3, "go test -count of BenchmarkWaitDetection (20 iterations each)")
-	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+", "+clusterUpgradeOnly+", "+usableOnly+" or "+imageImportOnly)
+	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+", "+clusterUpgradeOnly+", "+usableOnly+", "+imageImportOnly+" or "+podNetworkOnly)
 	flag.IntVar(&o.etcdRuns, "etcd-runs", 5, "timed rounds of the etcd snapshot saves and restores")
 	flag.IntVar(&o.etcdWarmup, "etcd-warmup", 1, "untimed rounds of the etcd snapshot saves and restores first")
 	flag.IntVar(&o.etcdMiB, "etcd-mib", 100, "database size in MiB the etcd snapshot section fills etcd to")
 	flag.IntVar(&o.upgradeRounds, "upgrade-rounds", 2, "fleets per tool the whole-cluster upgrade brings up and upgrades, the tools' order alternating")
+	flag.IntVar(&o.podNetworkRounds, "pod-network-rounds", 3, "labs per pod network the pod network's section brings up, the candidates' order rotating")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
@@ -82,11 +89,14 @@ func main() {
 }
 
 func run(o options) error {
-	if o.only != "" && o.only != etcdSnapshotOnly && o.only != clusterUpgradeOnly && o.only != usableOnly && o.only != imageImportOnly {
-		return fmt.Errorf("-only %q: the sections that run alone are %q, %q, %q and %q", o.only, etcdSnapshotOnly, clusterUpgradeOnly, usableOnly, imageImportOnly)
+	if sections := []string{etcdSnapshotOnly, clusterUpgradeOnly, usableOnly, imageImportOnly, podNetworkOnly}; o.only != "" && !slices.Contains(sections, o.only) {
+		return fmt.Errorf("-only %q: the sections that run alone are %s", o.only, strings.Join(sections, ", "))
 	}
 	if o.upgradeRounds < 1 {
 		return fmt.Errorf("-upgrade-rounds %d: want at least 1", o.upgradeRounds)
+	}
+	if o.podNetworkRounds < 1 {
+		return fmt.Errorf("-pod-network-rounds %d: want at least 1", o.podNetworkRounds)
 	}
 	for _, p := range []*string{&o.kubeboot, &o.binDir, &o.out, &o.rawDir} {
 		abs, err := filepath.Abs(*p)
@@ -120,6 +130,8 @@ func run(o options) error {
 		return writeUsableOnly(ctx, o, work)
 	case imageImportOnly:
 		return writeImageImportOnly(ctx, o)
+	case podNetworkOnly:
+		return writePodNetworkOnly(ctx, o, work)
 	}
 
 	r := &report{started: time.Now().UTC(), opts: o}
@@ -140,6 +152,9 @@ func run(o options) error {
 		return err
 	}
 	if r.clusterUpgrade, err = measureClusterUpgrade(ctx, o); err != nil {
+		return err
+	}
+	if r.podNetwork, err = measurePodNetwork(ctx, o, work); err != nil {
 		return err
 	}
 	if r.etcdSnapshot, err = measureEtcdSnapshot(ctx, o, work); err != nil {

@@ -30,6 +30,7 @@ type report struct {
 	clusterUpgrade    *clusterUpgradeResults
 	etcdSnapshot      *etcdSnapshotResults
 	imageImport       *imageImportResults
+	podNetwork        podNetworkResults
 	// keygenShare is the percentage of BenchmarkPKI/rsa-2048's CPU time
 	// spent in rsa.GenerateKey.
 	keygenShare float64
@@ -125,6 +126,7 @@ func (r *report) markdown() string {
 	r.waitSection(&b)
 	r.clusterSection(&b)
 	r.clusterUpgrade.markdown(&b)
+	r.podNetwork.markdown(&b, "")
 	r.etcdSnapshot.markdown(&b)
 	r.imageImport.markdown(&b)
 	r.microSection(&b)
