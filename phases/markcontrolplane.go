@@ -30,7 +30,8 @@ import (
 // MarkControlPlane labels this node's Node node-role.kubernetes.io/control-plane
 // and, unless node.controlPlaneTaint is off, taints it
 // node-role.kubernetes.io/control-plane:NoSchedule, as kubeadm does. The
-// kubelet registers the Node, so the phase first waits for it. It applies
+// kubelet registers the Node, so the phase first waits for it, restarting
+// a kubelet that is late to register (PromptRegistration). It applies
 // node.labels and node.taints with them, writes only those labels and the
 // taints, and nothing when all are right already.
 var MarkControlPlane = workflow.Phase[*Node]{
@@ -48,6 +49,9 @@ func runMarkControlPlane(ctx context.Context, s *Node) error {
 		return err
 	}
 	name := s.Config.Node.Name
+	if err := PromptRegistration(ctx, s.Base(), client, name); err != nil {
+		return err
+	}
 	node, err := waitForNode(ctx, client, name, s.Config.Timeouts.ControlPlane.Duration)
 	if err != nil {
 		return fmt.Errorf("%w: is the kubelet running with --kubeconfig %s and node name %s? (`--skip-phases %s` leaves the node unmarked)",

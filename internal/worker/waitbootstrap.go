@@ -22,7 +22,8 @@ import (
 // KubeletWaitBootstrap waits, within timeouts.tlsBootstrap, for the
 // kubelet's TLS bootstrap to end (its kubelet.conf, with its own client
 // certificate) and then, watching the Node with that credential, for the
-// Node to be Ready. It then removes bootstrap-kubelet.conf, as kubeadm
+// Node to be Ready, restarting a kubelet that is late to register it
+// (phases.PromptRegistration). It then removes bootstrap-kubelet.conf, as kubeadm
 // does: the token is needed no more.
 var KubeletWaitBootstrap = workflow.Phase[*Node]{
 	Name:     "kubelet-wait-bootstrap",
@@ -75,6 +76,9 @@ func runWaitBootstrap(ctx context.Context, s *Node) error {
 			path, timeout, last, bootstrap)}
 	}
 	s.Report.Infof("the kubelet holds its client certificate (%s); waiting for Node %s to be Ready", path, w.Node.Name)
+	if err := phases.PromptRegistration(waitCtx, s.Base(), client, w.Node.Name); err != nil {
+		return err
+	}
 	toldNetwork := false
 	node, err := phases.WatchNode(waitCtx, client, w.Node.Name, func(n *corev1.Node) bool {
 		if ready(n) {
