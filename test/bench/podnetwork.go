@@ -79,8 +79,9 @@ type podNetworkRun struct {
 	// pod and node to node; podRTT and hostRTT the mean round trips.
 	podBits, hostBits float64
 	podRTT, hostRTT   time.Duration
-	// ready is each worker's time from its kubelet's start to Node Ready.
-	ready []time.Duration
+	// ready is each worker's time from its kubelet's start to Node Ready;
+	// certReady from its client certificate to Node Ready.
+	ready, certReady []time.Duration
 	// cpu is the pod network's pods' CPU per node while idle, in cores;
 	// memory their working set per node, in bytes; both the mean over
 	// the three nodes.
@@ -161,6 +162,7 @@ func (run *podNetworkRun) measure(ctx context.Context, o options, c podNetworkCa
 			return fmt.Errorf("node %s: lab up's events show no kubelet start and Node Ready", w)
 		}
 		run.ready = append(run.ready, d)
+		run.certReady = append(run.certReady, up.span(w, stageClientCert, w, stageNodeReady))
 	}
 	k := kubectlAt(o, kubeconfig)
 	if err := k.apply(ctx, iperfPods); err != nil {
@@ -422,7 +424,8 @@ func (r podNetworkResults) markdown(b *strings.Builder, measured string) {
 	w("its only release the module proxy serves. The traffic is iperf 2 in the lab's agnhost image, from w1 to w2: one TCP stream for %d s, and %d s of 100-byte requests sent back to back (`--bounceback`), ", throughputSeconds, roundTripSeconds)
 	w("between two pods (the pod network's path) and between two hostNetwork pods (the nodes' own veth path over the lab's bridge, with neither pod network's work on it). ")
 	w("CPU and memory are those of the pod network's pods on each node (the kubelet's summary API, CPU over %s with no traffic), the mean over the three nodes. ", idleWindow)
-	w("Node Ready is each worker's time from its kubelet's start (kubelet-start's event) to its Node Ready, which waits for the pod network's pod on it. Figures are median (min–max).\n\n")
+	w("Node Ready is each worker's time from its kubelet's start (kubelet-start's event) to its Node Ready, which waits for the pod network's pod on it; ")
+	w("until its client certificate, the kubelet waits for the control plane to sign it, the same for both. Figures are median (min–max).\n\n")
 	w("| | %s | %s | the nodes' own path |\n|---|---|---|---|\n", podNetworkCandidates[0].name, podNetworkCandidates[1].name)
 	var host podNetworkRuns
 	for _, c := range podNetworkCandidates {
@@ -445,15 +448,19 @@ func (r podNetworkResults) markdown(b *strings.Builder, measured string) {
 	row("memory per node (working set)", func(rs podNetworkRuns) string {
 		return fmtRange(rs.series(func(x podNetworkRun) float64 { return x.memory / (1 << 20) }), "%.1f", "MiB")
 	}, "-")
-	row("kubelet start to Node Ready, worker", func(rs podNetworkRuns) string {
-		var xs []float64
-		for _, x := range rs {
-			for _, d := range x.ready {
-				xs = append(xs, d.Seconds())
+	durations := func(f func(podNetworkRun) []time.Duration) func(podNetworkRuns) string {
+		return func(rs podNetworkRuns) string {
+			var xs []float64
+			for _, x := range rs {
+				for _, d := range f(x) {
+					xs = append(xs, d.Seconds())
+				}
 			}
+			return fmtRange(xs, "%.2f", "s")
 		}
-		return fmtRange(xs, "%.2f", "s")
-	}, "-")
+	}
+	row("kubelet start to Node Ready, worker", durations(func(x podNetworkRun) []time.Duration { return x.ready }), "-")
+	row("of which the client certificate to Node Ready", durations(func(x podNetworkRun) []time.Duration { return x.certReady }), "-")
 	row("a default-deny NetworkPolicy cut the pods off, its deletion let them through", func(rs podNetworkRuns) string {
 		n := 0
 		for _, x := range rs {

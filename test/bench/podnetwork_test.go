@@ -67,7 +67,7 @@ func TestPodNetworkDescription(t *testing.T) {
 func TestPodNetworkMarkdown(t *testing.T) {
 	run := func(pod, host float64, rtt time.Duration, enforced bool) podNetworkRun {
 		return podNetworkRun{podBits: pod, hostBits: host, podRTT: rtt, hostRTT: 50 * time.Microsecond,
-			ready: []time.Duration{2 * time.Second, 3 * time.Second}, cpu: 0.004, memory: 40 << 20, enforced: enforced}
+			ready: []time.Duration{2 * time.Second, 3 * time.Second}, certReady: []time.Duration{time.Second, time.Second}, cpu: 0.004, memory: 40 << 20, enforced: enforced}
 	}
 	r := podNetworkResults{
 		podNetworkCandidates[0].name: {run(2e9, 4e9, 100*time.Microsecond, true), run(3e9, 4e9, 100*time.Microsecond, true)},
@@ -83,6 +83,7 @@ func TestPodNetworkMarkdown(t *testing.T) {
 		"| CPU per node, idle | 4.0 millicores (4.0–4.0) |",
 		"| memory per node (working set) | 40.0 MiB (40.0–40.0) |",
 		"| kubelet start to Node Ready, worker | 2.50 s (2.00–3.00) |",
+		"| of which the client certificate to Node Ready | 1.00 s (1.00–1.00) |",
 		"| 2 of 2 rounds | 1 of 2 rounds | - |",
 	} {
 		if !strings.Contains(md, want) {
