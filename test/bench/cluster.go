@@ -259,17 +259,6 @@ func probeService(ctx context.Context, o options, kubeconfig, node string) (time
 // agnhostImage is the lab's agnhost (lab.AgnhostImage).
 const agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 
-// span is the time from stage a of node na to stage b of node nb; zero if
-// either is missing, which the tables show as such.
-func (r clusterRun) span(na, a, nb, b string) time.Duration {
-	ta, ok1 := r.nodes[na][a]
-	tb, ok2 := r.nodes[nb][b]
-	if !ok1 || !ok2 {
-		return 0
-	}
-	return tb.Sub(ta)
-}
-
 // workers are the run's worker nodes' names.
 func (r clusterRun) workers() []string {
 	var names []string

@@ -89,6 +89,17 @@ type labUp struct {
 	result *labResult
 }
 
+// span is the time from stage a of node na to stage b of node nb; zero if
+// either is missing, which the tables show as such.
+func (u labUp) span(na, a, nb, b string) time.Duration {
+	ta, ok1 := u.nodes[na][a]
+	tb, ok2 := u.nodes[nb][b]
+	if !ok1 || !ok2 {
+		return 0
+	}
+	return tb.Sub(ta)
+}
+
 // parseLabUp reads lab up's output and derives every node's stages.
 func parseLabUp(out []byte) (labUp, error) {
 	up := labUp{nodes: map[string]nodeStages{}, failed: map[string]int{}}

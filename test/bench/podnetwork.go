@@ -198,12 +198,6 @@ func (run *podNetworkRun) measure(ctx context.Context, o options, c podNetworkCa
 	return err
 }
 
-// span is the time from stage a of node na to stage b of node nb; zero
-// if either is missing.
-func (u labUp) span(na, a, nb, b string) time.Duration {
-	return clusterRun{labUp: u}.span(na, a, nb, b)
-}
-
 // iperfPods are the section's workload, in the default namespace: an
 // iperf server in a pod and one in w2's own network namespace, and a
 // client of each on w1.
