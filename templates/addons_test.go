@@ -115,7 +115,7 @@ func TestFlannelNetwork(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("net-conf.json (-want +got):\n%s", diff)
 			}
-			mounts := objs.DaemonSets[0].Spec.Template.Spec.Containers[0].VolumeMounts
+			mounts := flanneld(t, objs).VolumeMounts
 			if lock := slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool { return m.MountPath == xtablesLockPath }); lock == tt.want.EnableNFTables {
 				t.Errorf("xtables lock mounted: %v, with nftables %v", lock, tt.want.EnableNFTables)
 			}
@@ -134,11 +134,65 @@ func TestFlannelNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{}
-	for _, e := range objs.DaemonSets[0].Spec.Template.Spec.Containers[0].Env {
+	for _, e := range flanneld(t, objs).Env {
 		env[e.Name] = e.Value
 	}
 	if env["KUBERNETES_SERVICE_HOST"] != "fd00::1" || env["KUBERNETES_SERVICE_PORT"] != "7443" {
 		t.Errorf("flanneld's API server: %v, want fd00::1 and 7443", env)
+	}
+}
+
+// flanneld is the flannel DaemonSet's flanneld container.
+func flanneld(t *testing.T, objs Objects) corev1.Container {
+	t.Helper()
+	pod := objs.DaemonSets[0].Spec.Template.Spec
+	i := slices.IndexFunc(pod.InitContainers, func(c corev1.Container) bool { return c.Name == FlannelName })
+	if i < 0 {
+		t.Fatalf("no container %s among the init containers of DaemonSet %s", FlannelName, objs.DaemonSets[0].Name)
+	}
+	return pod.InitContainers[i]
+}
+
+// TestFlannelInstallsConfigLast: the CNI configuration, which turns the
+// node Ready, lands only once flanneld has written the subnet file that
+// flannel's plugin reads, so no pod put on the node in between fails its
+// sandbox: flanneld is a sidecar whose startup probe is its /readyz
+// (ready once the subnet file is written), and the init container that
+// writes the configuration follows it. The plugin is in place before.
+func TestFlannelInstallsConfigLast(t *testing.T) {
+	objs, err := FlannelObjects(addonConfig(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := objs.DaemonSets[0].Spec.Template.Spec
+	var names []string
+	for _, c := range pod.InitContainers {
+		names = append(names, c.Name)
+	}
+	if want := []string{"install-cni-plugin", FlannelName, "install-cni"}; !slices.Equal(names, want) {
+		t.Fatalf("init containers %v, want %v", names, want)
+	}
+	plugin, daemon, conf := pod.InitContainers[0], pod.InitContainers[1], pod.InitContainers[2]
+	if plugin.RestartPolicy != nil || conf.RestartPolicy != nil {
+		t.Errorf("the plugin's and the configuration's installers are sidecars: %v, %v", plugin.RestartPolicy, conf.RestartPolicy)
+	}
+	if daemon.RestartPolicy == nil || *daemon.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("flanneld's restartPolicy %v, want Always (a sidecar)", daemon.RestartPolicy)
+	}
+	if p := daemon.StartupProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.IntValue() != flannelHealthPort {
+		t.Errorf("flanneld's startup probe %+v, want its /readyz on port %d", p, flannelHealthPort)
+	}
+	if !slices.Contains(daemon.Command, "--kube-subnet-mgr") || !slices.ContainsFunc(daemon.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == flannelRunDir }) {
+		t.Errorf("flanneld %v does not write its subnet file into the node's %s: mounts %v", daemon.Command, flannelRunDir, daemon.VolumeMounts)
+	}
+	if got := conf.Command[len(conf.Command)-1]; got != FlannelCNIConfPath {
+		t.Errorf("the last init container writes %s, want %s", got, FlannelCNIConfPath)
+	}
+	if got := plugin.Command[len(plugin.Command)-1]; got != cniBinDir+"/flannel" {
+		t.Errorf("the first init container writes %s, want the plugin", got)
+	}
+	if len(pod.Containers) != 1 || pod.Containers[0].Image != config.DefaultKubebootPodImage(config.DefaultImageRepository) {
+		t.Errorf("containers %+v, want the pause image alone", pod.Containers)
 	}
 }
 

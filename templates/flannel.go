@@ -60,6 +60,9 @@ const (
 	flannelPlugin   = "/flannel"
 	flanneldBinary  = "/opt/bin/flanneld"
 	flannelInstConf = "/opt/bin/install-conf"
+	// defaultContainerAnnotation names the container kubectl logs and
+	// exec pick when none is given.
+	defaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 )
 
 // FlannelLinks are the network interfaces the pod network makes on a
@@ -108,7 +111,9 @@ func FlannelObjects(c *config.ClusterConfiguration) (Objects, error) {
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
 			clusterRoleBinding(flannelAccount, flannelAccount, serviceAccountSubject(flannelAccount)),
 		},
-		DaemonSets: []*appsv1.DaemonSet{flannelDaemonSet(cni.Image, cni.PluginImage, !nftables, apiServer)},
+		DaemonSets: []*appsv1.DaemonSet{flannelDaemonSet(flannelImages{
+			flannel: cni.Image, plugin: cni.PluginImage, pause: config.DefaultKubebootPodImage(c.ImageRepository),
+		}, !nftables, apiServer)},
 	}, nil
 }
 
@@ -180,14 +185,31 @@ func flannelNetConf(c *config.ClusterConfiguration) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
+// flannelImages are the images of the flannel DaemonSet's containers.
+type flannelImages struct {
+	// flannel holds flanneld and install-conf, plugin flannel's CNI
+	// plugin, and pause the pause image, which every node holds.
+	flannel, plugin, pause string
+}
+
 // flannelDaemonSet runs flanneld on every node, whatever its taints, in
 // the host's network namespace, with the capabilities it needs to make
-// the VXLAN device, routes and rules. Two init containers first copy
-// flannel's CNI plugin into the node's /opt/cni/bin and the CNI
-// configuration into /etc/cni/net.d, where the container runtime finds
-// them. Only iptables mode mounts the xtables lock. flanneld reaches the
-// API server with apiServer (see apiServerEnv).
-func flannelDaemonSet(image, pluginImage string, iptables bool, apiServer []corev1.EnvVar) *appsv1.DaemonSet {
+// the VXLAN device, routes and rules. Only iptables mode mounts the
+// xtables lock. flanneld reaches the API server with apiServer (see
+// apiServerEnv).
+//
+// The pod installs flannel's CNI plugin into the node's /opt/cni/bin
+// first, and the CNI configuration into /etc/cni/net.d last, once
+// flanneld has written the node's subnet file: the configuration is what
+// turns the node Ready (the runtime reports its network ready), and a pod
+// the scheduler then puts there would fail its sandbox without the
+// subnet file, and wait out the kubelet's 10 to 15 s backoff. So flanneld
+// runs as a sidecar (an init container that keeps running), which the
+// kubelet lets the next init container follow only once its startup
+// probe, flanneld's /readyz, passes: flanneld turns ready right after it
+// wrote the subnet file. The pod's one container is the pause image,
+// which holds it while flanneld runs.
+func flannelDaemonSet(images flannelImages, iptables bool, apiServer []corev1.EnvVar) *appsv1.DaemonSet {
 	hostPath := func(name, path string, t corev1.HostPathType) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptrTo(t)}}}
 	}
@@ -213,6 +235,27 @@ func flannelDaemonSet(image, pluginImage string, iptables bool, apiServer []core
 	health := func(path string) corev1.ProbeHandler {
 		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(flannelHealthPort), Host: "127.0.0.1"}}
 	}
+	flanneld := corev1.Container{
+		Name:            FlannelName,
+		Image:           images.flannel,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		RestartPolicy:   ptrTo(corev1.ContainerRestartPolicyAlways),
+		Command:         []string{flanneldBinary, "--ip-masq", "--kube-subnet-mgr", fmt.Sprintf("--healthz-port=%d", flannelHealthPort)},
+		Env:             append([]corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")}, apiServer...),
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("50Mi"),
+		}},
+		LivenessProbe: &corev1.Probe{ProbeHandler: health("/healthz"), InitialDelaySeconds: 10, PeriodSeconds: 30},
+		// flanneld's /readyz turns ready once, for good: a readiness probe
+		// after the startup probe would add nothing but its period.
+		StartupProbe: &corev1.Probe{ProbeHandler: health("/readyz"), PeriodSeconds: 1, FailureThreshold: 300},
+		SecurityContext: &corev1.SecurityContext{
+			Privileged:   ptrTo(false),
+			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}},
+		},
+		VolumeMounts: mounts,
+	}
 	labels := appLabels(flannelAccount)
 	return &appsv1.DaemonSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "DaemonSet"},
@@ -221,17 +264,19 @@ func flannelDaemonSet(image, pluginImage string, iptables bool, apiServer []core
 			Selector:       &metav1.LabelSelector{MatchLabels: labels},
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				// kubectl logs and exec pick flanneld, not the pause container.
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{defaultContainerAnnotation: FlannelName}},
 				Spec: corev1.PodSpec{
 					PriorityClassName: systemNodeCritical,
 					InitContainers: []corev1.Container{
 						{
-							Name: "install-cni-plugin", Image: pluginImage, ImagePullPolicy: corev1.PullIfNotPresent,
+							Name: "install-cni-plugin", Image: images.plugin, ImagePullPolicy: corev1.PullIfNotPresent,
 							Command:      []string{"cp", "-f", flannelPlugin, cniBinDir + "/flannel"},
 							VolumeMounts: []corev1.VolumeMount{{Name: "cni-plugin", MountPath: cniBinDir}},
 						},
+						flanneld,
 						{
-							Name: "install-cni", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+							Name: "install-cni", Image: images.flannel, ImagePullPolicy: corev1.PullIfNotPresent,
 							Command: []string{flannelInstConf, flannelConfigDir + "/" + FlannelCNIConfKey, FlannelCNIConfPath},
 							VolumeMounts: []corev1.VolumeMount{
 								{Name: "cni", MountPath: cniConfDir},
@@ -240,22 +285,15 @@ func flannelDaemonSet(image, pluginImage string, iptables bool, apiServer []core
 						},
 					},
 					Containers: []corev1.Container{{
-						Name:            FlannelName,
-						Image:           image,
-						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:         []string{flanneldBinary, "--ip-masq", "--kube-subnet-mgr", fmt.Sprintf("--healthz-port=%d", flannelHealthPort)},
-						Env:             append([]corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")}, apiServer...),
+						Name: "pause", Image: images.pause, ImagePullPolicy: corev1.PullIfNotPresent,
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU:    resource.MustParse("100m"),
-							corev1.ResourceMemory: resource.MustParse("50Mi"),
+							corev1.ResourceCPU:    resource.MustParse("1m"),
+							corev1.ResourceMemory: resource.MustParse("1Mi"),
 						}},
-						LivenessProbe:  &corev1.Probe{ProbeHandler: health("/healthz"), InitialDelaySeconds: 10, PeriodSeconds: 30},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: health("/readyz"), PeriodSeconds: 10},
 						SecurityContext: &corev1.SecurityContext{
-							Privileged:   ptrTo(false),
-							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}},
+							AllowPrivilegeEscalation: ptrTo(false),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
-						VolumeMounts: mounts,
 					}},
 					HostNetwork:        true,
 					ServiceAccountName: flannelAccount,
