@@ -211,7 +211,10 @@ func coreDNSDeployment(image string, replicas int32) *appsv1.Deployment {
 			SuccessThreshold:    1,
 			FailureThreshold:    5,
 		},
-		ReadinessProbe: &corev1.Probe{ProbeHandler: httpGet("/ready", "readiness-probe")},
+		// Every 2 s, as k3s probes it, not the default 10 s: a pod that
+		// answers its first probe too early (its Kubernetes plugin not yet
+		// synced) turns Ready 2 s later, not 10.
+		ReadinessProbe: &corev1.Probe{ProbeHandler: httpGet("/ready", "readiness-probe"), PeriodSeconds: 2},
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptrTo(false),
 			Capabilities: &corev1.Capabilities{
