@@ -99,24 +99,23 @@ func useConfiguredCA(c *config.ClusterConfiguration, have pki.Set) error {
 	return nil
 }
 
-// warnKubeletRotation warns about each of the named kubeconfigs that names
-// the client certificate the kubelet rotates (kubelet.conf, finalized)
-// when that certificate expires within the renewal window. Renewing it is
+// warnKubeletRotation warns, when kubelet.conf is among names and names
+// the client certificate the kubelet rotates (finalized), that this
+// certificate expires within the renewal window. Renewing it is
 // the kubelet's work, so it is no reason to fail, but one this close to
 // its end says that the kubelet's rotation may be failing.
 func warnKubeletRotation(s *Node, set pki.Set, names []string) {
-	if !slices.ContainsFunc(names, func(n string) bool { return slices.Contains(pki.KubeconfigNames(s.Config), n) }) {
-		return // no kubeconfig among names: nothing to parse
+	if !slices.Contains(names, config.KubeconfigKubelet) {
+		return // kubelet.conf is not among names: nothing to parse
 	}
 	window := s.Config.Certificates.RenewBefore.Duration
-	for _, e := range pki.Expirations(s.Config, set, time.Now()) {
-		if e.File == "" || e.Missing || e.Err != nil || e.Residual >= window || !slices.Contains(names, e.Name) {
-			continue
-		}
-		s.Report.Warnf("%s names %s, the client certificate the kubelet rotates, which expires %s, within the renewal window of %s: "+
-			"if the kubelet does not replace it before then, see its log and its certificate signing requests (`kubectl get csr`)",
-			s.Config.KubeconfigPath(e.Name), e.File, day(e.NotAfter), hours(window))
+	e := pki.KubeletExpiration(s.Config, set, time.Now())
+	if e.File == "" || e.Missing || e.Err != nil || e.Residual >= window {
+		return
 	}
+	s.Report.Warnf("%s names %s, the client certificate the kubelet rotates, which expires %s, within the renewal window of %s: "+
+		"if the kubelet does not replace it before then, see its log and its certificate signing requests (`kubectl get csr`)",
+		s.Config.KubeconfigPath(e.Name), e.File, day(e.NotAfter), hours(window))
 }
 
 // warnKeyMismatches says which of the named certificates and kubeconfigs
@@ -125,10 +124,7 @@ func warnKubeletRotation(s *Node, set pki.Set, names []string) {
 func warnKeyMismatches(s *Node, set pki.Set, names []string) {
 	byChange := map[string][]string{}
 	var changes []string
-	for _, m := range pki.KeyMismatches(s.Config, set) {
-		if !slices.Contains(names, m.Name) {
-			continue
-		}
+	for _, m := range pki.KeyMismatches(s.Config, set, names) {
 		change := KeyMismatchReason(m)
 		if byChange[change] == nil {
 			changes = append(changes, change)
@@ -424,14 +420,16 @@ func RenewCerts(s *Node, names []string, newKeys bool) ([]string, error) {
 // that names the client certificate the kubelet rotates, that a renewal
 // leaves it to the kubelet.
 func reportKubeletRotated(s *Node, have pki.Set, names []string) {
-	for _, e := range pki.Expirations(s.Config, have, time.Now()) {
-		if e.File == "" || (names != nil && !slices.Contains(names, e.Name)) {
-			continue
-		}
-		expires := "missing"
-		if !e.Missing && e.Err == nil {
-			expires = "expires " + day(e.NotAfter)
-		}
-		s.Report.Infof("%s names %s, the client certificate the kubelet rotates itself (%s): not renewed", s.Config.KubeconfigPath(e.Name), e.File, expires)
+	if names != nil && !slices.Contains(names, config.KubeconfigKubelet) {
+		return
 	}
+	e := pki.KubeletExpiration(s.Config, have, time.Now())
+	if e.File == "" {
+		return
+	}
+	expires := "missing"
+	if !e.Missing && e.Err == nil {
+		expires = "expires " + day(e.NotAfter)
+	}
+	s.Report.Infof("%s names %s, the client certificate the kubelet rotates itself (%s): not renewed", s.Config.KubeconfigPath(e.Name), e.File, expires)
 }

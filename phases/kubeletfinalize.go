@@ -100,8 +100,7 @@ func kubeletKubeconfig(c *config.ClusterConfiguration) pki.KubeconfigSpec {
 // kubeletConfNow is the expiration of kubelet.conf's client certificate,
 // as the node has it.
 func kubeletConfNow(c *config.ClusterConfiguration, have pki.Set) pki.Expiration {
-	list := pki.Expirations(c, have, time.Now())
-	return list[slices.IndexFunc(list, func(e pki.Expiration) bool { return e.Name == config.KubeconfigKubelet })]
+	return pki.KubeletExpiration(c, have, time.Now())
 }
 
 // describeKubeletConf says which client certificate kubelet.conf holds and

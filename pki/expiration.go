@@ -3,6 +3,7 @@ package pki
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/config"
@@ -46,20 +47,41 @@ func Expirations(cfg *config.ClusterConfiguration, have Set, now time.Time) []Ex
 		out = append(out, expiration(e, have.Certs[s.Name].Cert, now))
 	}
 	for _, k := range KubeconfigSpecs(cfg) {
-		e := Expiration{Name: k.Name, CA: k.Client.CA, External: !hasKey(k.Client.CA)}
-		if e.File = rotatedKubeconfigFile(k, have.Kubeconfigs[k.Name]); e.File != "" {
-			out = append(out, expiration(e, have.ClientFiles[e.File], now))
-			continue
-		}
-		cert, err := embeddedCert(have.Kubeconfigs[k.Name])
-		if err != nil {
-			e.Err = fmt.Errorf("read kubeconfig %q: %w", k.Name, err)
-			out = append(out, e)
-			continue
-		}
-		out = append(out, expiration(e, cert, now))
+		out = append(out, kubeconfigExpiration(k, have, now))
 	}
 	return out
+}
+
+// KubeletExpiration is the Expiration of kubelet.conf's client
+// certificate, as Expirations lists it: the one the kubelet rotates, once
+// kubelet.conf names its file.
+func KubeletExpiration(cfg *config.ClusterConfiguration, have Set, now time.Time) Expiration {
+	specs := KubeconfigSpecs(cfg)
+	return kubeconfigExpiration(specs[slices.IndexFunc(specs, func(k KubeconfigSpec) bool { return k.KubeletRotates })], have, now)
+}
+
+// kubeconfigExpiration is the Expiration of the client certificate of
+// have's kubeconfig of spec, which it parses once: the certificate it
+// embeds, or the kubelet's file it names.
+func kubeconfigExpiration(spec KubeconfigSpec, have Set, now time.Time) Expiration {
+	e := Expiration{Name: spec.Name, CA: spec.Client.CA, External: len(have.Certs[spec.Client.CA].Key) == 0}
+	data := have.Kubeconfigs[spec.Name]
+	if len(data) == 0 {
+		return expiration(e, nil, now)
+	}
+	_, user, err := currentContext(data)
+	if err != nil {
+		e.Err = fmt.Errorf("read kubeconfig %q: %w", spec.Name, err)
+		return e
+	}
+	if e.File = rotatedFile(spec, user); e.File != "" {
+		return expiration(e, have.ClientFiles[e.File], now)
+	}
+	if len(user.ClientCertificateData) == 0 {
+		e.Err = fmt.Errorf("read kubeconfig %q: %w", spec.Name, errNoClientCert)
+		return e
+	}
+	return expiration(e, user.ClientCertificateData, now)
 }
 
 func expiration(e Expiration, certPEM []byte, now time.Time) Expiration {
@@ -77,6 +99,10 @@ func expiration(e Expiration, certPEM []byte, now time.Time) Expiration {
 	return e
 }
 
+// errNoClientCert is the error of a kubeconfig that embeds no client
+// certificate.
+var errNoClientCert = errors.New("embeds no client certificate")
+
 // embeddedCert returns the client certificate of a kubeconfig, nil for an
 // absent file.
 func embeddedCert(kubeconfig []byte) ([]byte, error) {
@@ -88,7 +114,7 @@ func embeddedCert(kubeconfig []byte) ([]byte, error) {
 		return nil, err
 	}
 	if len(user.ClientCertificateData) == 0 {
-		return nil, errors.New("embeds no client certificate")
+		return nil, errNoClientCert
 	}
 	return user.ClientCertificateData, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rsa"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kubeboot/kubeboot/internal/config"
@@ -24,11 +25,12 @@ type KeyMismatch struct {
 	Have, Want config.KeyAlgorithm
 }
 
-// KeyMismatches lists the leaves and kubeconfigs of have whose key is
-// not of cfg's key algorithm. Missing or unreadable files are left to
-// Ensure, which creates or reports them.
-func KeyMismatches(cfg *config.ClusterConfiguration, have Set) []KeyMismatch {
+// KeyMismatches lists the named leaves and kubeconfigs of have (nil names:
+// all of them) whose key is not of cfg's key algorithm. Missing or
+// unreadable files are left to Ensure, which creates or reports them.
+func KeyMismatches(cfg *config.ClusterConfiguration, have Set, names []string) []KeyMismatch {
 	var out []KeyMismatch
+	named := func(name string) bool { return names == nil || slices.Contains(names, name) }
 	add := func(name, file string, spec CertSpec, certPEM []byte) {
 		cert, err := parseCert(certPEM)
 		if err != nil {
@@ -39,11 +41,14 @@ func KeyMismatches(cfg *config.ClusterConfiguration, have Set) []KeyMismatch {
 		}
 	}
 	for _, s := range CertSpecs(cfg) {
-		if s.Usage != UsageCA {
+		if s.Usage != UsageCA && named(s.Name) {
 			add(s.Name, s.File(), s, have.Certs[s.Name].Cert)
 		}
 	}
 	for _, k := range KubeconfigSpecs(cfg) {
+		if !named(k.Name) {
+			continue // not parsed: a kubeconfig costs a YAML decode
+		}
 		if cert, err := embeddedCert(have.Kubeconfigs[k.Name]); err == nil {
 			add(k.Name, k.Name, k.Client, cert)
 		}

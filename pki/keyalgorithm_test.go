@@ -36,7 +36,7 @@ func TestKeyMismatches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, m := range KeyMismatches(tt.cfg, tt.have) {
+			for _, m := range KeyMismatches(tt.cfg, tt.have, nil) {
 				got = append(got, m.File)
 				if m.Have != config.ECDSAP256 || m.Want != tt.to {
 					t.Errorf("%s: have %s, want %s; expected %s and %s", m.File, m.Have, m.Want, config.ECDSAP256, tt.to)
@@ -46,5 +46,21 @@ func TestKeyMismatches(t *testing.T) {
 				t.Errorf("KeyMismatches (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestKeyMismatchesNamed: only the named leaves and kubeconfigs are listed.
+func TestKeyMismatchesNamed(t *testing.T) {
+	have := ensureAll(t, testConfig(t, nil))
+	rsa := testConfig(t, func(c *config.ClusterConfiguration) { c.Certificates.KeyAlgorithm = config.RSA2048 })
+	var got []string
+	for _, m := range KeyMismatches(rsa, have, []string{config.CertAPIServer, config.KubeconfigAdmin, config.CertCA}) {
+		got = append(got, m.File)
+	}
+	if diff := cmp.Diff([]string{"apiserver.crt", "admin.conf"}, got); diff != "" {
+		t.Errorf("KeyMismatches of three names, a CA among them (-want +got):\n%s", diff)
+	}
+	if got := KeyMismatches(rsa, have, []string{}); len(got) > 0 {
+		t.Errorf("KeyMismatches of no names = %v, want none", got)
 	}
 }

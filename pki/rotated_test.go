@@ -88,7 +88,7 @@ func TestCheckRotatedKubeconfig(t *testing.T) {
 }
 
 // TestRotatedKubeconfigIsTheKubelets: Ensure reuses a kubelet.conf that
-// names the kubelet's pair, Expirations reports that pair's expiry, and
+// names the kubelet's pair, Expirations and KubeletExpiration report that pair's expiry, and
 // Renew never re-issues it, named or not.
 func TestRotatedKubeconfigIsTheKubelets(t *testing.T) {
 	cfg := testConfig(t, nil)
@@ -100,8 +100,9 @@ func TestRotatedKubeconfigIsTheKubelets(t *testing.T) {
 	if created, err := Ensure(cfg, have, time.Now(), nil); err != nil || len(written(created)) > 0 {
 		t.Errorf("Ensure = %v, %v; want nothing created", written(created), err)
 	}
+	now := time.Now()
 	var found bool
-	for _, e := range Expirations(cfg, have, time.Now()) {
+	for _, e := range Expirations(cfg, have, now) {
 		if e.Name == config.KubeconfigKubelet {
 			found = true
 			if e.File != pairFile || !e.NotAfter.Equal(mustParseCert(t, pair.Cert).NotAfter) || e.Err != nil || e.Missing {
@@ -111,6 +112,11 @@ func TestRotatedKubeconfigIsTheKubelets(t *testing.T) {
 	}
 	if !found {
 		t.Error("Expirations lists no kubelet.conf")
+	}
+	for _, set := range []Set{full, have} {
+		if got, want := KubeletExpiration(cfg, set, now), expirationOf(t, Expirations(cfg, set, now), config.KubeconfigKubelet); got != want {
+			t.Errorf("KubeletExpiration = %+v, want Expirations' %+v", got, want)
+		}
 	}
 	for _, names := range [][]string{nil, {config.KubeconfigKubelet}} {
 		renewed, err := Renew(cfg, have, time.Now(), names, false)
@@ -142,4 +148,16 @@ func TestCheckRotatedPair(t *testing.T) {
 	if err := CheckRotatedPair(kubelet, pairFile, nil, ca.Cert, time.Now()); err == nil || err.Error() != pairFile+": does not exist" {
 		t.Errorf("no pair: %v", err)
 	}
+}
+
+// expirationOf is the Expiration of list named name.
+func expirationOf(t *testing.T, list []Expiration, name string) Expiration {
+	t.Helper()
+	for _, e := range list {
+		if e.Name == name {
+			return e
+		}
+	}
+	t.Fatalf("no expiration of %s", name)
+	return Expiration{}
 }

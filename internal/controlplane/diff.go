@@ -260,7 +260,7 @@ func diffPKI(s *phases.Node) ([]Difference, error) {
 			out = append(out, Difference{Path: pkiPath(c, check.File), Kind: KindPKI, Change: change, Reason: strings.Join(check.Problems, "; ")})
 		}
 	}
-	return addKeyMismatches(c, out, pki.KeyMismatches(c, have)), nil
+	return addKeyMismatches(c, out, pki.KeyMismatches(c, have, nil)), nil
 }
 
 // addKeyMismatches adds each certificate or kubeconfig whose key is of
