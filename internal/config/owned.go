@@ -179,8 +179,13 @@ func validateOwnedPaths(c *ClusterConfiguration, refused func(value string) bool
 		for i, a := range paths {
 			for _, b := range paths[i+1:] {
 				p, o, msg := check(a, b)
+				if msg == "" {
+					continue
+				}
+				// Only now: spelling the fields of every pair cost more
+				// than the rest of the configuration's validation.
 				pair := [2]string{p.field.String(), o.field.String()}
-				if msg == "" || blamed[pair[0]] || pairs[pair] {
+				if blamed[pair[0]] || pairs[pair] {
 					continue
 				}
 				blamed[pair[0]], pairs[pair], pairs[[2]string{pair[1], pair[0]}] = true, true, true
