@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -158,7 +161,7 @@ func flanneld(t *testing.T, objs Objects) corev1.Container {
 // flannel's plugin reads, so no pod put on the node in between fails its
 // sandbox: flanneld is a sidecar whose startup probe is its /readyz
 // (ready once the subnet file is written), and the init container that
-// writes the configuration follows it. The plugin is in place before.
+// installs the plugin and then the configuration follows it.
 func TestFlannelInstallsConfigLast(t *testing.T) {
 	objs, err := FlannelObjects(addonConfig(t, nil))
 	if err != nil {
@@ -169,15 +172,15 @@ func TestFlannelInstallsConfigLast(t *testing.T) {
 	for _, c := range pod.InitContainers {
 		names = append(names, c.Name)
 	}
-	if want := []string{"install-cni-plugin", FlannelName, "install-cni"}; !slices.Equal(names, want) {
+	if want := []string{FlannelName, "install-cni"}; !slices.Equal(names, want) {
 		t.Fatalf("init containers %v, want %v", names, want)
 	}
-	plugin, daemon, conf := pod.InitContainers[0], pod.InitContainers[1], pod.InitContainers[2]
-	if plugin.RestartPolicy != nil || conf.RestartPolicy != nil {
-		t.Errorf("the plugin's and the configuration's installers are sidecars: %v, %v", plugin.RestartPolicy, conf.RestartPolicy)
-	}
+	daemon, install := pod.InitContainers[0], pod.InitContainers[1]
 	if daemon.RestartPolicy == nil || *daemon.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("flanneld's restartPolicy %v, want Always (a sidecar)", daemon.RestartPolicy)
+	}
+	if install.RestartPolicy != nil {
+		t.Errorf("the installer's restartPolicy %v, want none (it runs once)", *install.RestartPolicy)
 	}
 	if p := daemon.StartupProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.IntValue() != flannelHealthPort {
 		t.Errorf("flanneld's startup probe %+v, want its /readyz on port %d", p, flannelHealthPort)
@@ -185,14 +188,51 @@ func TestFlannelInstallsConfigLast(t *testing.T) {
 	if !slices.Contains(daemon.Command, "--kube-subnet-mgr") || !slices.ContainsFunc(daemon.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == flannelRunDir }) {
 		t.Errorf("flanneld %v does not write its subnet file into the node's %s: mounts %v", daemon.Command, flannelRunDir, daemon.VolumeMounts)
 	}
-	if got := conf.Command[len(conf.Command)-1]; got != FlannelCNIConfPath {
-		t.Errorf("the last init container writes %s, want %s", got, FlannelCNIConfPath)
-	}
-	if got := plugin.Command[len(plugin.Command)-1]; got != cniBinDir+"/flannel" {
-		t.Errorf("the first init container writes %s, want the plugin", got)
+	if install.Image != config.DefaultFlannelPluginImage || !slices.Equal(install.Command, []string{"sh", "-c", flannelInstallCNI}) {
+		t.Errorf("the installer runs %v in %s, want flannelInstallCNI in the plugin's image", install.Command, install.Image)
 	}
 	if len(pod.Containers) != 1 || pod.Containers[0].Image != config.DefaultKubebootPodImage(config.DefaultImageRepository) {
 		t.Errorf("containers %+v, want the pause image alone", pod.Containers)
+	}
+}
+
+// TestFlannelInstallCNI runs the installer's script with its paths under
+// a directory of the test's: the plugin and the configuration land whole,
+// over older ones, and nothing else stays behind.
+func TestFlannelInstallCNI(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"flannel":                           "the plugin",
+		"etc/kube-flannel/cni-conf.json":    FlannelCNIConfig,
+		"opt/cni/bin/flannel":               "an older plugin",
+		"etc/cni/net.d/10-flannel.conflist": "{}",
+	}
+	for name, data := range files {
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := strings.NewReplacer(" /", " "+root+"/").Replace(flannelInstallCNI)
+	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("%s\n%s: %v", script, out, err)
+	}
+	for name, want := range map[string]string{cniBinDir + "/flannel": "the plugin", FlannelCNIConfPath: FlannelCNIConfig} {
+		if got, err := os.ReadFile(filepath.Join(root, name)); err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v; want %q", name, got, err, want)
+		}
+	}
+	for _, dir := range []string{cniBinDir, cniConfDir} {
+		entries, err := os.ReadDir(filepath.Join(root, dir))
+		if err != nil || len(entries) != 1 {
+			t.Errorf("%s holds %v (%v), want the one file", dir, entries, err)
+		}
+	}
+	if strings.Index(flannelInstallCNI, FlannelCNIConfPath) < strings.Index(flannelInstallCNI, cniBinDir+"/flannel") {
+		t.Error("the configuration lands before the plugin")
 	}
 }
 

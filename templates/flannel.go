@@ -56,14 +56,23 @@ const (
 	// flannel's plugin hands the addresses, records the node's pod
 	// addresses: its default directory under the network's name (cbr0,
 	// FlannelCNIConfig's).
-	FlannelIPAMDir  = "/var/lib/cni/networks/cbr0"
-	flannelPlugin   = "/flannel"
-	flanneldBinary  = "/opt/bin/flanneld"
-	flannelInstConf = "/opt/bin/install-conf"
+	FlannelIPAMDir = "/var/lib/cni/networks/cbr0"
+	flanneldBinary = "/opt/bin/flanneld"
 	// defaultContainerAnnotation names the container kubectl logs and
 	// exec pick when none is given.
 	defaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 )
+
+// flannelInstallCNI installs flannel's CNI plugin, then the CNI
+// configuration, each by a rename so that neither the runtime nor a
+// running plugin ever sees half a file. It runs in the plugin's image
+// (Alpine's, BusyBox's in the lab), which holds the plugin as /flannel.
+const flannelInstallCNI = `set -e
+cp /flannel /opt/cni/bin/.flannel.tmp
+mv -f /opt/cni/bin/.flannel.tmp /opt/cni/bin/flannel
+cp /etc/kube-flannel/cni-conf.json /etc/cni/net.d/.10-flannel.conflist.tmp
+mv -f /etc/cni/net.d/.10-flannel.conflist.tmp /etc/cni/net.d/10-flannel.conflist
+`
 
 // FlannelLinks are the network interfaces the pod network makes on a
 // node: the bridge plugin's default bridge, to which flannel's plugin
@@ -187,8 +196,8 @@ func flannelNetConf(c *config.ClusterConfiguration) ([]byte, error) {
 
 // flannelImages are the images of the flannel DaemonSet's containers.
 type flannelImages struct {
-	// flannel holds flanneld and install-conf, plugin flannel's CNI
-	// plugin, and pause the pause image, which every node holds.
+	// flannel holds flanneld, plugin flannel's CNI plugin and a shell,
+	// and pause is the pause image, which every node holds.
 	flannel, plugin, pause string
 }
 
@@ -198,17 +207,19 @@ type flannelImages struct {
 // xtables lock. flanneld reaches the API server with apiServer (see
 // apiServerEnv).
 //
-// The pod installs flannel's CNI plugin into the node's /opt/cni/bin
-// first, and the CNI configuration into /etc/cni/net.d last, once
-// flanneld has written the node's subnet file: the configuration is what
-// turns the node Ready (the runtime reports its network ready), and a pod
-// the scheduler then puts there would fail its sandbox without the
-// subnet file, and wait out the kubelet's 10 to 15 s backoff. So flanneld
-// runs as a sidecar (an init container that keeps running), which the
-// kubelet lets the next init container follow only once its startup
-// probe, flanneld's /readyz, passes: flanneld turns ready right after it
-// wrote the subnet file. The pod's one container is the pause image,
-// which holds it while flanneld runs.
+// The pod installs flannel's CNI plugin into the node's /opt/cni/bin and
+// the CNI configuration into /etc/cni/net.d only once flanneld has
+// written the node's subnet file: the configuration is what turns the
+// node Ready (the runtime reports its network ready), and a pod the
+// scheduler then puts there would fail its sandbox without the subnet
+// file, and wait out the kubelet's 10 to 15 s backoff. So flanneld runs
+// as a sidecar (an init container that keeps running), which the kubelet
+// lets the next init container, the installer, follow only once its
+// startup probe, flanneld's /readyz, passes: flanneld turns ready right
+// after it wrote the subnet file. One installer for both files, since
+// each container the kubelet starts after another's exit costs up to a
+// second more. The pod's one container is the pause image, which holds
+// it while flanneld runs.
 func flannelDaemonSet(images flannelImages, iptables bool, apiServer []corev1.EnvVar) *appsv1.DaemonSet {
 	hostPath := func(name, path string, t corev1.HostPathType) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptrTo(t)}}}
@@ -269,16 +280,12 @@ func flannelDaemonSet(images flannelImages, iptables bool, apiServer []corev1.En
 				Spec: corev1.PodSpec{
 					PriorityClassName: systemNodeCritical,
 					InitContainers: []corev1.Container{
-						{
-							Name: "install-cni-plugin", Image: images.plugin, ImagePullPolicy: corev1.PullIfNotPresent,
-							Command:      []string{"cp", "-f", flannelPlugin, cniBinDir + "/flannel"},
-							VolumeMounts: []corev1.VolumeMount{{Name: "cni-plugin", MountPath: cniBinDir}},
-						},
 						flanneld,
 						{
-							Name: "install-cni", Image: images.flannel, ImagePullPolicy: corev1.PullIfNotPresent,
-							Command: []string{flannelInstConf, flannelConfigDir + "/" + FlannelCNIConfKey, FlannelCNIConfPath},
+							Name: "install-cni", Image: images.plugin, ImagePullPolicy: corev1.PullIfNotPresent,
+							Command: []string{"sh", "-c", flannelInstallCNI},
 							VolumeMounts: []corev1.VolumeMount{
+								{Name: "cni-plugin", MountPath: cniBinDir},
 								{Name: "cni", MountPath: cniConfDir},
 								{Name: "flannel-cfg", MountPath: flannelConfigDir, ReadOnly: true},
 							},
