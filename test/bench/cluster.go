@@ -76,6 +76,8 @@ type clusterRun struct {
 	labUp
 	// usage samples the control plane's processes during lab up.
 	usage []usage
+	// floor is Kubernetes' own start, read from the usable cluster.
+	floor floor
 }
 
 // clusterResults are every timed run of each job, in round order.
@@ -162,6 +164,9 @@ func runCluster(ctx context.Context, o options, work, job, keep string) (cluster
 	}
 	if upErr == nil && job == jobUsable {
 		run.probed, probeErr = probeService(ctx, o, filepath.Join(dir, "kubeconfig"), "w1")
+		if probeErr == nil {
+			run.floor, probeErr = readFloor(ctx, o, filepath.Join(dir, "kubeconfig"))
+		}
 	}
 	if errors.Join(upErr, stagesErr, probeErr) != nil && keep == "" {
 		keep = filepath.Join(o.rawDir, "cluster-failed-"+slug(job)+".jsonl")
