@@ -13,6 +13,10 @@ import (
 // controllerManagerPort is kube-controller-manager's default secure port.
 const controllerManagerPort = config.PortControllerManager
 
+// leaderElectRetryPeriod is how often a controller manager or a scheduler
+// that does not lead tries to: 1 s, not the default 2 s (DIFFERENCES.md).
+const leaderElectRetryPeriod = "1s"
+
 // ControllerManager builds the kube-controller-manager static pod. It
 // serves its health checks on the loopback address with a certificate from
 // the cluster CA, and allocates node pod CIDRs only when the configuration
@@ -33,6 +37,7 @@ func ControllerManager(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"controllers", "*," + strings.Join(JoinControllers, ",")},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
+		{"leader-elect-retry-period", leaderElectRetryPeriod},
 		{"requestheader-client-ca-file", cfg.CertPath(config.CertFrontProxyCA)},
 		{"root-ca-file", cfg.CertPath(config.CertCA)},
 		{"service-account-private-key-file", cfg.KeyPath(config.KeyServiceAccount)},

@@ -25,6 +25,7 @@ func Scheduler(cfg *config.ClusterConfiguration) (*corev1.Pod, error) {
 		{"bind-address", loopbackAddress(advertise)},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
+		{"leader-elect-retry-period", leaderElectRetryPeriod},
 		{"tls-cert-file", cfg.CertPath(config.CertScheduler)},
 		{"tls-private-key-file", cfg.KeyPath(config.CertScheduler)},
 	}
