@@ -3,34 +3,30 @@ package pki
 import (
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha1"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
+	"net"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
-	cfconfig "github.com/cloudflare/cfssl/config"
 	"github.com/cloudflare/cfssl/csr"
 	cferr "github.com/cloudflare/cfssl/errors"
 	"github.com/cloudflare/cfssl/helpers"
-	"github.com/cloudflare/cfssl/initca"
-	cflog "github.com/cloudflare/cfssl/log"
-	"github.com/cloudflare/cfssl/signer"
-	"github.com/cloudflare/cfssl/signer/local"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 )
-
-// cfsslQuiet silences cfssl once, before pki first calls it: cfssl logs
-// every certificate it signs to stderr, and this package never prints.
-var cfsslQuiet sync.Once
-
-func quietCFSSL() { cfsslQuiet.Do(func() { cflog.Level = cflog.LevelFatal }) }
 
 // backdate moves NotBefore into the past, so that a node whose clock is a
 // little behind still accepts a certificate issued a moment ago.
@@ -118,13 +114,14 @@ func createCA(spec CertSpec, keyPEM []byte) (*authority, error) {
 }
 
 func selfSign(spec CertSpec, key privateKey) (KeyPair, error) {
-	quietCFSSL()
-	req := &csr.CertificateRequest{CN: spec.CN, Names: subjectNames(spec.Org),
-		CA: &csr.CAConfig{Expiry: spec.Validity.String()}}
-	// initca backdates CAs by cfssl's default of five minutes.
-	cert, _, err := initca.NewFromSigner(req, key.signer)
+	tmpl := &x509.Certificate{
+		Subject:  pkix.Name{CommonName: spec.CN, Organization: spec.Org},
+		IsCA:     true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	cert, err := sign(tmpl, spec.Validity, key.signer.Public(), nil, key.signer)
 	if err != nil {
-		return KeyPair{}, fmt.Errorf("create CA %q: %w", spec.Name, plain(err))
+		return KeyPair{}, fmt.Errorf("create CA %q: %w", spec.Name, err)
 	}
 	return KeyPair{Cert: cert, Key: key.pem}, nil
 }
@@ -173,76 +170,123 @@ func parseAuthority(pair KeyPair) (*authority, error) {
 }
 
 func (a *authority) issue(spec CertSpec, key privateKey) (KeyPair, error) {
-	quietCFSSL()
 	if a.key == nil {
 		return KeyPair{}, fmt.Errorf("issue certificate %q: %s.key is absent (external CA)", spec.Name, spec.CA)
 	}
-	hosts, err := hosts(spec)
+	usages := extKeyUsages(spec.Usage)
+	if usages == nil {
+		return KeyPair{}, fmt.Errorf("issue certificate %q: unknown usage %q", spec.Name, spec.Usage)
+	}
+	ips, dns, err := sans(spec)
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("issue certificate %q: %w", spec.Name, err)
 	}
-	// A CSR is the only way into cfssl's signer: it takes the subject and
-	// SANs from it and checks its signature. That costs a third of the CPU
-	// with ECDSA keys and is noise next to generating RSA keys.
-	req, err := csr.Generate(key.signer, &csr.CertificateRequest{CN: spec.CN, Names: subjectNames(spec.Org), Hosts: hosts})
-	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue certificate %q: %w", spec.Name, plain(err))
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: spec.CN, Organization: spec.Org},
+		DNSNames:    dns,
+		IPAddresses: ips,
+		// Key encipherment as kubeadm sets it, for TLS 1.2 RSA key exchange.
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: usages,
 	}
-	s, err := local.NewSigner(a.key, a.cert, signer.DefaultSigAlgo(a.key), policy(spec.Validity))
-	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue certificate %q: %w", spec.Name, plain(err))
-	}
-	sr := signer.SignRequest{Request: string(req), Profile: string(spec.Usage)}
 	// A certificate that outlives its CA fails verification from then on,
 	// so it might as well say so.
 	if time.Now().Add(spec.Validity).After(a.cert.NotAfter) {
-		sr.NotAfter = a.cert.NotAfter
+		tmpl.NotAfter = a.cert.NotAfter
 	}
-	cert, err := s.Sign(sr)
+	cert, err := sign(tmpl, spec.Validity, key.signer.Public(), a.cert, a.key)
 	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue certificate %q: %w", spec.Name, plain(err))
+		return KeyPair{}, fmt.Errorf("issue certificate %q: %w", spec.Name, err)
 	}
 	return KeyPair{Cert: cert, Key: key.pem}, nil
 }
 
-// policy holds one cfssl signing profile per leaf usage. The default
-// profile has no usages, so an unknown profile name fails to sign.
-func policy(validity time.Duration) *cfconfig.Signing {
-	profile := func(extended ...string) *cfconfig.SigningProfile {
-		return &cfconfig.SigningProfile{
-			// Key encipherment as kubeadm sets it, for TLS 1.2 RSA key exchange.
-			Usage:    append([]string{"digital signature", "key encipherment"}, extended...),
-			Expiry:   validity,
-			Backdate: backdate,
+// sign certifies pub with key as tmpl says, issued by parent, or
+// self-signed when parent is nil, and returns the PEM certificate. It
+// fills in what cfssl's signer, which kubeboot used before, filled in: a
+// random serial of 159 bits, the subject key ID, basic constraints,
+// NotBefore backdated from the minute and, unless tmpl sets it, NotAfter
+// validity after that, and the signature algorithm of key's size.
+func sign(tmpl *x509.Certificate, validity time.Duration, pub crypto.PublicKey, parent *x509.Certificate, key crypto.Signer) ([]byte, error) {
+	serial := make([]byte, 20)
+	if _, err := rand.Read(serial); err != nil {
+		return nil, fmt.Errorf("generate serial number: %w", err)
+	}
+	serial[0] &= 0x7f // positive, as RFC 5280 4.1.2.2 requires
+	ski, err := subjectKeyID(pub)
+	if err != nil {
+		return nil, err
+	}
+	tmpl.SerialNumber = new(big.Int).SetBytes(serial)
+	tmpl.SubjectKeyId = ski
+	tmpl.BasicConstraintsValid = true
+	tmpl.SignatureAlgorithm = signatureAlgorithm(key.Public())
+	tmpl.NotBefore = time.Now().Round(time.Minute).Add(-backdate).UTC()
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = tmpl.NotBefore.Add(validity)
+	}
+	tmpl.NotAfter = tmpl.NotAfter.UTC()
+	if parent == nil {
+		parent = tmpl
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+// subjectKeyID is the SHA-1 of the public key's bits (RFC 5280 4.2.1.2,
+// method 1).
+func subjectKeyID(pub crypto.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("encode public key: %w", err)
+	}
+	var info struct {
+		Algorithm pkix.AlgorithmIdentifier
+		PublicKey asn1.BitString
+	}
+	if _, err := asn1.Unmarshal(der, &info); err != nil {
+		return nil, fmt.Errorf("decode public key: %w", err)
+	}
+	sum := sha1.Sum(info.PublicKey.Bytes)
+	return sum[:], nil
+}
+
+// signatureAlgorithm is the algorithm a key signs with: the hash grows
+// with an RSA key's size and an ECDSA key's curve.
+func signatureAlgorithm(pub crypto.PublicKey) x509.SignatureAlgorithm {
+	switch pub := pub.(type) {
+	case *rsa.PublicKey:
+		switch size := pub.N.BitLen(); {
+		case size >= 4096:
+			return x509.SHA512WithRSA
+		case size >= 3072:
+			return x509.SHA384WithRSA
 		}
+		return x509.SHA256WithRSA
+	case *ecdsa.PublicKey:
+		switch pub.Curve {
+		case elliptic.P384():
+			return x509.ECDSAWithSHA384
+		case elliptic.P521():
+			return x509.ECDSAWithSHA512
+		}
+		return x509.ECDSAWithSHA256
+	case ed25519.PublicKey:
+		return x509.PureEd25519
 	}
-	return &cfconfig.Signing{
-		Default: &cfconfig.SigningProfile{Expiry: validity},
-		Profiles: map[string]*cfconfig.SigningProfile{
-			string(UsageServer): profile("server auth"),
-			string(UsageClient): profile("client auth"),
-			string(UsagePeer):   profile("server auth", "client auth"),
-		},
-	}
+	return x509.UnknownSignatureAlgorithm // CreateCertificate picks the key's default
 }
 
-func subjectNames(orgs []string) []csr.Name {
-	var names []csr.Name
-	for _, o := range orgs {
-		names = append(names, csr.Name{O: o})
-	}
-	return names
-}
-
-// hosts renders the SANs as cfssl's host list, rejecting entries that
-// cfssl would otherwise take for e-mail addresses, URIs or DNS names.
-func hosts(spec CertSpec) ([]string, error) {
-	var out []string
+// sans are spec's SANs, rejecting an IP that is none and a DNS name that
+// is not a DNS-1123 subdomain (or a wildcard of one).
+func sans(spec CertSpec) ([]net.IP, []string, error) {
 	for _, ip := range spec.IPs {
 		if ip.To16() == nil {
-			return nil, fmt.Errorf("invalid IP SAN %q", ip.String())
+			return nil, nil, fmt.Errorf("invalid IP SAN %q", ip.String())
 		}
-		out = append(out, ip.String())
 	}
 	for _, name := range spec.DNS {
 		check := validation.IsDNS1123Subdomain
@@ -250,11 +294,10 @@ func hosts(spec CertSpec) ([]string, error) {
 			check = validation.IsWildcardDNS1123Subdomain
 		}
 		if msgs := check(name); len(msgs) > 0 {
-			return nil, fmt.Errorf("invalid DNS SAN %q: %s", name, strings.Join(msgs, "; "))
+			return nil, nil, fmt.Errorf("invalid DNS SAN %q: %s", name, strings.Join(msgs, "; "))
 		}
-		out = append(out, name)
 	}
-	return out, nil
+	return spec.IPs, spec.DNS, nil
 }
 
 // plain turns cfssl's errors, whose text is a JSON object, into their

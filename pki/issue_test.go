@@ -262,7 +262,7 @@ func TestIssueErrors(t *testing.T) {
 		{"unknown algorithm", func(s *CertSpec) { s.Algorithm = "dsa-1024" }, ca,
 			`issue certificate "apiserver": unsupported key algorithm "dsa-1024"`},
 		{"unknown usage", func(s *CertSpec) { s.Usage = "code signing" }, ca,
-			`issue certificate "apiserver": invalid policy: no key usage available`},
+			`issue certificate "apiserver": unknown usage "code signing"`},
 		{"a CA", func(s *CertSpec) { s.Usage = UsageCA }, ca, `issue certificate "apiserver": a CA is created with NewCA`},
 		{"external CA", func(*CertSpec) {}, KeyPair{Cert: ca.Cert}, `issue certificate "apiserver": ca.key is absent (external CA)`},
 		{"CA key mismatch", func(*CertSpec) {}, KeyPair{Cert: ca.Cert, Key: mustNewKey(t).pem}, `issue certificate "apiserver": CA "ca": key does not match certificate`},

@@ -1,6 +1,6 @@
 // Package pki owns kubeboot's public key infrastructure: the table of
 // certificates a control-plane node needs, in kubeadm's layout, issuing them
-// with cfssl, the kubeconfig files, and the checks that decide whether what
+// (crypto/x509, with cfssl's keys and profiles), the kubeconfig files, and the checks that decide whether what
 // already exists can be reused. It is pure: it never touches the disk and
 // never prints; callers pass file contents in and write the returned bytes.
 package pki
@@ -16,7 +16,7 @@ import (
 )
 
 // Usage is what a certificate is for. Except for UsageCA, it also names the
-// cfssl signing profile that issues the certificate.
+// profile that issues the certificate: its extended key usages.
 type Usage string
 
 // The certificate usages.
