@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -175,9 +177,9 @@ func kindOf(obj any) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// applyObjects applies objs in the order of their fields (see
-// templates.Objects), each binding after its role and each workload after
-// what it uses, and reports what happened to each.
+// applyObjects applies objs, each binding after its role and each
+// workload after what it uses (see applyRun.all), and reports what
+// happened to each.
 func applyObjects(ctx context.Context, s *Node, client kubernetes.Interface, objs templates.Objects) error {
 	return applyRun{s: s}.all(ctx, client, objs)
 }
@@ -190,82 +192,114 @@ type applyRun struct {
 	drifts *[]Drift
 }
 
-// all applies objs, kind by kind, in the order of templates.Objects.
+// all applies objs in three waves, each after the one before: the objects
+// that refer to none of the others (ServiceAccounts, ConfigMaps, Roles,
+// ClusterRoles, Services), then the bindings, then the workloads, so that
+// no workload's pod starts without its account's rights. Within a wave
+// every object is applied at once: each costs two round trips to the API
+// server (a get, then the apply), and the API server commits concurrent
+// writes to etcd together. What each wave did is reported, and its drifts
+// recorded, in the order of templates.Objects.
 func (r applyRun) all(ctx context.Context, client kubernetes.Interface, objs templates.Objects) error {
 	core, rbac, apps := client.CoreV1(), client.RbacV1(), client.AppsV1()
-	steps := []func() error{
-		func() error {
-			return applyEach(ctx, r, objs.ServiceAccounts, func(ns string) applyClient[*corev1.ServiceAccount] { return core.ServiceAccounts(ns) }, nil)
-		},
-		func() error {
-			return applyEach(ctx, r, objs.ConfigMaps, func(ns string) applyClient[*corev1.ConfigMap] { return core.ConfigMaps(ns) }, nil)
-		},
-		func() error {
-			return applyEach(ctx, r, objs.Roles, func(ns string) applyClient[*rbacv1.Role] { return rbac.Roles(ns) }, nil)
-		},
-		func() error {
-			return applyEach(ctx, r, objs.RoleBindings, func(ns string) applyClient[*rbacv1.RoleBinding] { return rbac.RoleBindings(ns) },
-				func(have, want *rbacv1.RoleBinding) bool { return have.RoleRef != want.RoleRef })
-		},
-		func() error {
-			return applyEach(ctx, r, objs.ClusterRoles, func(string) applyClient[*rbacv1.ClusterRole] { return rbac.ClusterRoles() }, nil)
-		},
-		func() error {
-			return applyEach(ctx, r, objs.ClusterRoleBindings, func(string) applyClient[*rbacv1.ClusterRoleBinding] { return rbac.ClusterRoleBindings() },
-				func(have, want *rbacv1.ClusterRoleBinding) bool { return have.RoleRef != want.RoleRef })
-		},
-		func() error {
-			return applyEach(ctx, r, objs.Services, func(ns string) applyClient[*corev1.Service] { return core.Services(ns) },
-				func(have, want *corev1.Service) bool { return have.Spec.ClusterIP != want.Spec.ClusterIP })
-		},
-		func() error {
-			return applyEach(ctx, r, objs.Deployments, func(ns string) applyClient[*appsv1.Deployment] { return apps.Deployments(ns) },
+	waves := [][]task{
+		slices.Concat(
+			tasksOf(r, objs.ServiceAccounts, func(ns string) applyClient[*corev1.ServiceAccount] { return core.ServiceAccounts(ns) }, nil),
+			tasksOf(r, objs.ConfigMaps, func(ns string) applyClient[*corev1.ConfigMap] { return core.ConfigMaps(ns) }, nil),
+			tasksOf(r, objs.Roles, func(ns string) applyClient[*rbacv1.Role] { return rbac.Roles(ns) }, nil),
+			tasksOf(r, objs.ClusterRoles, func(string) applyClient[*rbacv1.ClusterRole] { return rbac.ClusterRoles() }, nil),
+			tasksOf(r, objs.Services, func(ns string) applyClient[*corev1.Service] { return core.Services(ns) },
+				func(have, want *corev1.Service) bool { return have.Spec.ClusterIP != want.Spec.ClusterIP }),
+		),
+		slices.Concat(
+			tasksOf(r, objs.RoleBindings, func(ns string) applyClient[*rbacv1.RoleBinding] { return rbac.RoleBindings(ns) },
+				func(have, want *rbacv1.RoleBinding) bool { return have.RoleRef != want.RoleRef }),
+			tasksOf(r, objs.ClusterRoleBindings, func(string) applyClient[*rbacv1.ClusterRoleBinding] { return rbac.ClusterRoleBindings() },
+				func(have, want *rbacv1.ClusterRoleBinding) bool { return have.RoleRef != want.RoleRef }),
+		),
+		slices.Concat(
+			tasksOf(r, objs.Deployments, func(ns string) applyClient[*appsv1.Deployment] { return apps.Deployments(ns) },
 				func(have, want *appsv1.Deployment) bool {
 					return !equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector)
-				})
-		},
-		func() error {
-			return applyEach(ctx, r, objs.DaemonSets, func(ns string) applyClient[*appsv1.DaemonSet] { return apps.DaemonSets(ns) },
+				}),
+			tasksOf(r, objs.DaemonSets, func(ns string) applyClient[*appsv1.DaemonSet] { return apps.DaemonSets(ns) },
 				func(have, want *appsv1.DaemonSet) bool {
 					return !equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector)
-				})
-		},
+				}),
+		),
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
+	for _, wave := range waves {
+		if err := r.atOnce(ctx, wave); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// applyEach applies objs in order through the client of each one's
+// task applies one object, or dry-runs its apply: it returns the line to
+// report, or the object's drift (nil when there is none).
+type task func(ctx context.Context) (line string, drift *Drift, err error)
+
+// tasksOf are the tasks of objs, each through the client of its
 // namespace, replacing an object when mustReplace says a field the API
 // server will not change differs (a binding's roleRef, a Service's
-// cluster IP, a workload's selector). It stops at the first error.
-func applyEach[T metav1.Object](ctx context.Context, r applyRun, objs []T, client func(namespace string) applyClient[T], mustReplace func(have, want T) bool) error {
+// cluster IP, a workload's selector).
+func tasksOf[T metav1.Object](r applyRun, objs []T, client func(namespace string) applyClient[T], mustReplace func(have, want T) bool) []task {
+	var tasks []task
 	for _, o := range objs {
 		var replace func(T) bool
 		if mustReplace != nil {
 			replace = func(have T) bool { return mustReplace(have, o) }
 		}
+		c := client(o.GetNamespace())
 		if r.drifts != nil {
-			drift, err := driftOf(ctx, client(o.GetNamespace()), o, replace)
-			if err != nil {
-				return err
-			}
-			if drift != nil {
-				*r.drifts = append(*r.drifts, *drift)
-			}
+			tasks = append(tasks, func(ctx context.Context) (string, *Drift, error) {
+				drift, err := driftOf(ctx, c, o, replace)
+				return "", drift, err
+			})
 			continue
 		}
-		verb, err := apply(ctx, client(o.GetNamespace()), o, replace)
-		if err != nil {
-			return err
-		}
-		r.s.Report.Infof("%s %s %s", kindOf(o), qualifiedName(o), verb)
+		tasks = append(tasks, func(ctx context.Context) (string, *Drift, error) {
+			verb, err := apply(ctx, c, o, replace)
+			if err != nil {
+				return "", nil, err
+			}
+			return fmt.Sprintf("%s %s %s", kindOf(o), qualifiedName(o), verb), nil, nil
+		})
 	}
-	return nil
+	return tasks
+}
+
+// atOnce runs tasks concurrently and, once all have returned, reports
+// their lines and records their drifts in the tasks' order. It returns
+// every task's error, joined.
+func (r applyRun) atOnce(ctx context.Context, tasks []task) error {
+	type result struct {
+		line  string
+		drift *Drift
+		err   error
+	}
+	results := make([]result, len(tasks))
+	var wg sync.WaitGroup
+	for i, t := range tasks {
+		wg.Go(func() {
+			line, drift, err := t(ctx)
+			results[i] = result{line, drift, err}
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for _, res := range results {
+		switch {
+		case res.err != nil:
+			errs = append(errs, res.err)
+		case res.drift != nil:
+			*r.drifts = append(*r.drifts, *res.drift)
+		case res.line != "":
+			r.s.Report.Infof("%s", res.line)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // qualifiedName is namespace/name, or name for a cluster-wide object.

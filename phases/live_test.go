@@ -30,7 +30,7 @@ import (
 // liveState is a State for node1 on a throw-away root whose API client is
 // a fake clientset holding objs; out collects the progress lines, as JSON
 // events when asJSON.
-func liveState(t *testing.T, asJSON bool, objs ...runtime.Object) (*Node, *fake.Clientset, *bytes.Buffer) {
+func liveState(t testing.TB, asJSON bool, objs ...runtime.Object) (*Node, *fake.Clientset, *bytes.Buffer) {
 	t.Helper()
 	c := config.New()
 	config.SetDefaults(c, config.Host{Name: "node1", Address: "10.0.0.10"})

@@ -1,0 +1,117 @@
+package phases
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubeboot/kubeboot/templates"
+)
+
+// addonObjects are the default addons' objects: flannel with kubeboot's
+// NetworkPolicy enforcer, CoreDNS and kube-proxy.
+func addonObjects(tb testing.TB, s *Node) []templates.Objects {
+	tb.Helper()
+	s.Config.Networking.PodSubnet = "10.244.0.0/16"
+	var all []templates.Objects
+	for _, a := range []addon{podNetworkAddon, coreDNSAddon, kubeProxyAddon} {
+		sets, err := a.build(s.Config, s.System.Kubeboot)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		all = append(all, sets...)
+	}
+	return all
+}
+
+// TestApplyWaves: the objects a workload's pods need are in place before
+// the workload is applied, each binding after the accounts and roles it
+// names, and the report lists the objects in the same order, run after
+// run, though each wave applies its objects at once.
+func TestApplyWaves(t *testing.T) {
+	s, client, out := liveState(t, false)
+	var mu sync.Mutex
+	var applied []string
+	client.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		applied = append(applied, a.GetResource().Resource)
+		return false, nil, nil
+	})
+	wave := map[string]int{"serviceaccounts": 0, "configmaps": 0, "roles": 0, "clusterroles": 0, "services": 0,
+		"rolebindings": 1, "clusterrolebindings": 1, "deployments": 2, "daemonsets": 2}
+	var reports []string
+	for range 2 {
+		applied = nil
+		out.Reset()
+		for _, objs := range addonObjects(t, s) {
+			if err := applyObjects(t.Context(), s, client, objs); err != nil {
+				t.Fatal(err)
+			}
+			last := -1
+			for _, resource := range applied {
+				w, ok := wave[resource]
+				if !ok {
+					t.Fatalf("applied %s, of no wave", resource)
+				}
+				if w < last {
+					t.Errorf("applied %s (wave %d) after wave %d: %v", resource, w, last, applied)
+				}
+				last = w
+			}
+			applied = nil
+		}
+		reports = append(reports, out.String())
+	}
+	if reports[0] == "" || strings.ReplaceAll(reports[0], "created", "unchanged") != reports[1] {
+		t.Errorf("the second run's report is not the first's in the same order:\n%s\n---\n%s", reports[0], reports[1])
+	}
+}
+
+// BenchmarkApplyAddons applies the default addons' objects to an API
+// server that answers every request after 2 ms, as a real one on a
+// loaded node does, and spends no time of its own: no object is there
+// yet, and an apply returns what it was given. Each wave's objects
+// applied at once rather than one after another is what it measures.
+func BenchmarkApplyAddons(b *testing.B) {
+	s, _, _ := liveState(b, false)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodGet {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+			return
+		}
+		_, _ = w.Write(body)
+	}))
+	defer api.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, QPS: clientQPS, Burst: clientBurst})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sets := addonObjects(b, s)
+	ctx := context.Background()
+	for b.Loop() {
+		for _, objs := range sets {
+			if err := applyObjects(ctx, s, client, objs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
