@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +82,9 @@ func setScheduledSnapshotsDefaults(s *ScheduledSnapshots, repo string) {
 }
 
 // bucketName is S3's rule for a bucket name.
-var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+var bucketName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+})
 
 func validateScheduledSnapshots(p *field.Path, s *ScheduledSnapshots) field.ErrorList {
 	if s == nil {
@@ -102,7 +105,7 @@ func validateScheduledSnapshots(p *field.Path, s *ScheduledSnapshots) field.Erro
 	if u, err := url.Parse(b.Endpoint); err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
 		errs = append(errs, field.Invalid(p.Child("endpoint"), RedactedURL(b.Endpoint), "want the store's https URL with no path, like https://s3.example.com:9000 (the bucket is s3.bucket)"))
 	}
-	if !bucketName.MatchString(b.Bucket) || strings.Contains(b.Bucket, "..") {
+	if !bucketName().MatchString(b.Bucket) || strings.Contains(b.Bucket, "..") {
 		errs = append(errs, field.Invalid(p.Child("bucket"), b.Bucket, "want an existing bucket's name: 3 to 63 lowercase letters, digits, dots and hyphens"))
 	}
 	if strings.HasPrefix(b.Prefix, "/") || strings.Contains("/"+b.Prefix+"/", "/../") || strings.Contains("/"+b.Prefix, "/./") {

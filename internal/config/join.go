@@ -3,6 +3,7 @@ package config
 import (
 	"net/url"
 	"regexp"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -103,12 +104,14 @@ func validateJoin(j *JoinConfiguration, key *field.Path) field.ErrorList {
 }
 
 // certificateKeyPattern is a certificate key: an AES-256 key in hex.
-var certificateKeyPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var certificateKeyPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-f]{64}$`)
+})
 
 // validateCertificateKey checks a certificate key's form; the message
 // never quotes the key.
 func validateCertificateKey(p *field.Path, key string) field.ErrorList {
-	if certificateKeyPattern.MatchString(key) {
+	if certificateKeyPattern().MatchString(key) {
 		return nil
 	}
 	return field.ErrorList{field.Invalid(p, Hidden, "want 64 lowercase hex digits, as `kubeboot certs certificate-key` prints them")}

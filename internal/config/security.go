@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -155,7 +156,9 @@ func setInt(field *int32, value int32) {
 }
 
 // userName is what useradd accepts by default.
-var userName = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+var userName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+})
 
 func validateSecurity(p *field.Path, s Security) field.ErrorList {
 	var errs field.ErrorList
@@ -186,7 +189,7 @@ func validateSecurity(p *field.Path, s Security) field.ErrorList {
 				"not a TLS 1.2 cipher suite Go considers secure, like "+DefaultCipherSuites[0]))
 		}
 	}
-	if !userName.MatchString(s.EtcdDataDirOwner) {
+	if !userName().MatchString(s.EtcdDataDirOwner) {
 		errs = append(errs, field.Invalid(p.Child("etcdDataDirOwner"), s.EtcdDataDirOwner, "want a user name like etcd"))
 	}
 	return errs

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/version"
 )
@@ -17,7 +18,9 @@ const (
 // a release, MAJOR.MINOR.PATCH in decimal without leading zeros, with an
 // optional leading v. Nothing else is a tag of every image kubeboot
 // renders: no pre-release, no build metadata, no spaces.
-var releaseVersion = regexp.MustCompile(`^v?(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$`)
+var releaseVersion = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^v?(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$`)
+})
 
 // ParseKubernetesVersion parses s as kubeboot parses every Kubernetes
 // version it is given, kubernetesVersion and a version on the command
@@ -26,7 +29,7 @@ var releaseVersion = regexp.MustCompile(`^v?(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0
 // tags the images, is "v" + String(). The error says what to give
 // instead.
 func ParseKubernetesVersion(s string) (*version.Version, error) {
-	if !releaseVersion.MatchString(s) {
+	if !releaseVersion().MatchString(s) {
 		return nil, fmt.Errorf("want a release version like %s: MAJOR.MINOR.PATCH, without pre-release, build metadata or spaces", DefaultKubernetesVersion)
 	}
 	v := version.MustParseSemantic(s)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -270,7 +271,9 @@ func ValidateWorker(w *WorkerConfiguration) field.ErrorList {
 var tokenPattern = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
 // caHashPattern is a CA pin as `kubeboot token create` prints it.
-var caHashPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var caHashPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+})
 
 // validateDiscovery accepts a token with an endpoint and CA pins, or a
 // discovery file (with an optional token for the TLS bootstrap).
@@ -285,7 +288,7 @@ func validateDiscovery(p *field.Path, d Discovery) field.ErrorList {
 		switch {
 		case tokenWithin.MatchString(h):
 			errs = append(errs, field.Invalid(p.Child("caCertHashes").Index(i), Hidden, "holds a bootstrap token, which goes in --token: "+want))
-		case !caHashPattern.MatchString(h):
+		case !caHashPattern().MatchString(h):
 			errs = append(errs, field.Invalid(p.Child("caCertHashes").Index(i), h, want))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -24,7 +25,9 @@ var taggedVersion = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+`)
 
 // untaggedVersion is what git describe --always gives without a tag: the
 // abbreviated commit, perhaps -dirty.
-var untaggedVersion = regexp.MustCompile(`^([0-9a-f]{7,40})(-dirty)?$`)
+var untaggedVersion = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([0-9a-f]{7,40})(-dirty)?$`)
+})
 
 // versionInfo is what `kubeboot version` prints.
 type versionInfo struct {
@@ -67,7 +70,7 @@ func (v *versionInfo) setVersion(stamped, revision string) {
 	case taggedVersion.MatchString(stamped):
 		v.Tagged = true
 	default:
-		if m := untaggedVersion.FindStringSubmatch(stamped); m != nil {
+		if m := untaggedVersion().FindStringSubmatch(stamped); m != nil {
 			v.Commit = m[1]
 		} else {
 			v.Commit = revision
