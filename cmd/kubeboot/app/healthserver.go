@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -19,12 +17,6 @@ import (
 // server down within 5 s and warns of a failure to serve. addr is where it
 // listens.
 func serveHealth(ctx context.Context, bindAddress string, port int, handler http.Handler, report *output.Reporter) (addr string, stop func(), err error) {
-	// A pod of kubeboot's runs for as long as the node: it collects as
-	// often as Go does by default, not as a short command (see
-	// shortRunGCPercent).
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(100)
-	}
 	addr = net.JoinHostPort(bindAddress, strconv.Itoa(port))
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -48,9 +47,6 @@ func Main() int {
 		<-ctx.Done()
 		stop()
 	}()
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(shortRunGCPercent)
-	}
 	d := newDeps(os.Getenv(cpuProfileEnv))
 	if d.cpuProfile != "" {
 		// Not for the daemons this run starts, which would write over it.
@@ -67,14 +63,6 @@ func Main() int {
 	}
 	return runArgs(ctx, d, os.Args[1:], os.Stdout, os.Stderr)
 }
-
-// shortRunGCPercent is the GC percent of a kubeboot command, unless GOGC
-// sets one: a command is short and its heap small (a converged init
-// peaks under 20 MB), and at Go's default of 100 it spent a tenth of its
-// time collecting a heap of a few MB, on the cores its own work needs.
-// kubeboot's pods, which run for as long as the node, go back to the
-// default (serveHealth).
-const shortRunGCPercent = 400
 
 // cpuProfileEnv names a file for a CPU profile of the whole run (make
 // bench keeps the bring-up's and the join's); `lab up --cluster` gives
