@@ -236,8 +236,8 @@ func (r *report) usableSection(b *strings.Builder) {
 	w("Kubernetes' own start on the same lab, in the same runs: the floor under the stages above, where no kubeboot code runs.\n\n")
 	writeRows(b, usable, []clusterRow{
 		{"the kubelet restarted → etcd, the API server, the controller-manager and the scheduler healthy (their start on 2 cores; within init)", spanOf(firstNode, stageKubeletStart, firstNode, stageHealthy)},
-		{"the control plane healthy → the controller-manager leads (its lease acquired: before it, no CSR is signed and no DaemonSet or Deployment has pods)", func(r clusterRun) time.Duration {
-			return r.floor.leads.Sub(r.nodes[firstNode][stageHealthy])
+		{"the kubelet restarted → the controller-manager leads (the API server's start, then the lease acquired: before it, no CSR is signed and no DaemonSet or Deployment has pods)", func(r clusterRun) time.Duration {
+			return r.floor.leads.Sub(r.nodes[firstNode][stageKubeletStart])
 		}},
 		{"a CoreDNS pod scheduled → Ready, the later of the two (its sandbox, start and first good readiness probe; conditions stamped to the second)", func(r clusterRun) time.Duration { return r.floor.coreDNS }},
 	})

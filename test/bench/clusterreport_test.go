@@ -114,9 +114,9 @@ func TestClusterReport(t *testing.T) {
 		"Before the nodes' containerd stores were preloaded and the machines booted at once, it took 56.3 s",
 		"Target: ≤ 25 s median; measured 62 s median (62 s – 62 s): **missed**.",
 		// cp1's kubelet restarted at 10.5 s, healthy at 18 s; the
-		// controller-manager led at 19.5 s.
+		// controller-manager led at 19.5 s, 9 s after the restart.
 		"| the kubelet restarted → etcd, the API server, the controller-manager and the scheduler healthy (their start on 2 cores; within init) | 7.5 s | 7.5 s | 7.5 s |",
-		"| the control plane healthy → the controller-manager leads (its lease acquired: before it, no CSR is signed and no DaemonSet or Deployment has pods) | 1.5 s | 1.5 s | 1.5 s |",
+		"| the kubelet restarted → the controller-manager leads (the API server's start, then the lease acquired: before it, no CSR is signed and no DaemonSet or Deployment has pods) | 9 s | 9 s | 9 s |",
 		"| a CoreDNS pod scheduled → Ready, the later of the two (its sandbox, start and first good readiness probe; conditions stamped to the second) | 3 s | 3 s | 3 s |",
 		// 8 workers: 9 s window; CPU from the last sample before 30 s to the first after 39 s.
 		"| 8 | 9 s (9 s–9 s) | 1.12 s | 3.6 s (3.6 s–3.6 s) | 450 ms | 156.0 MiB (156.0 MiB–156.0 MiB) |",
@@ -155,5 +155,15 @@ func TestScheduledToReady(t *testing.T) {
 	}
 	if _, err := scheduledToReady(nil); err == nil {
 		t.Error("no pod: no error")
+	}
+}
+
+// TestFmtSeconds: three significant digits in the unit that fits, and a
+// negative span (stages that came in the other order) keeps its sign.
+func TestFmtSeconds(t *testing.T) {
+	for s, want := range map[float64]string{1.5: "1.5 s", 0.0425: "42.5 ms", 0.0000123: "12.3 µs", -0.243: "-243 ms", -2: "-2 s"} {
+		if got := fmtSeconds(s); got != want {
+			t.Errorf("fmtSeconds(%v) = %q, want %q", s, got, want)
+		}
 	}
 }

@@ -263,6 +263,8 @@ func (m microResults) median(name, unit string) (float64, bool) {
 // fmtSeconds prints a duration in seconds with three significant digits.
 func fmtSeconds(s float64) string {
 	switch {
+	case s < 0: // a span whose stages came in the other order
+		return "-" + fmtSeconds(-s)
 	case s >= 1:
 		return fmt.Sprintf("%.3g s", s)
 	case s >= 1e-3:
