@@ -180,15 +180,20 @@ func (l Lab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 	if err := hostKubeconfig(filepath.Join(first.Root(), "etc/kubernetes/admin.conf"), res.Kubeconfig, endpoint); err != nil {
 		return res, err
 	}
-	// The StorageClass's provisioner rolls out while the addons do.
-	storage := make(chan error, 1)
-	go func() { storage <- applyStorage(ctx, first) }()
-	for _, addon := range c.addonRollouts() {
-		if _, err := kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m"); err != nil {
-			return res, err
-		}
+	// The StorageClass's provisioner and the addons roll out at once, and
+	// each is waited for at once: a kubectl run costs a few hundred
+	// milliseconds even for what has rolled out.
+	rollouts := c.addonRollouts()
+	errs := make([]error, 1+len(rollouts))
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = applyStorage(ctx, first) })
+	for i, addon := range rollouts {
+		wg.Go(func() {
+			_, errs[1+i] = kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m")
+		})
 	}
-	if err := <-storage; err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
 	say("default StorageClass %s: %s rolled out", storageClassName, localPathProvisioner)
