@@ -44,8 +44,11 @@ func kubeletClient(hostPath string) (kubernetes.Interface, error) {
 }
 
 // kubeletConfPoll is how often the wait looks for kubelet.conf: a file
-// the kubelet writes once, with nothing to watch it through.
-const kubeletConfPoll = 500 * time.Millisecond
+// the kubelet writes once, with nothing to watch it through. Often,
+// because the node's Node waits on the look (PromptRegistration's restart
+// of the kubelet follows it), and a look at a file not yet there is one
+// failed open.
+const kubeletConfPoll = 100 * time.Millisecond
 
 func runWaitBootstrap(ctx context.Context, s *Node) error {
 	w := s.Config
