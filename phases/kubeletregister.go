@@ -16,10 +16,10 @@ import (
 	"github.com/kubeboot/kubeboot/internal/workflow"
 )
 
-// RegisterGrace is how long PromptRegistration gives a young kubelet
+// registerGrace is how long PromptRegistration gives a young kubelet
 // that can reach the API server to register its Node before it restarts
 // it.
-const RegisterGrace = time.Second
+const registerGrace = time.Second
 
 // csiNodeQuickTries is how long after its start the kubelet makes the
 // quick tries of its CSINode's initialization (at 0, 0.03, 0.27 and
@@ -37,7 +37,7 @@ const csiNodeQuickTries = 2500 * time.Millisecond
 // Node registers seconds late and turns Ready up to 15 s later still. A
 // kubelet active for longer than csiNodeQuickTries is restarted at once
 // (it made its quick tries already); a younger one is given
-// RegisterGrace first. A restarted kubelet reaches the API server at
+// registerGrace first. A restarted kubelet reaches the API server at
 // once, registers on its first tries and initializes its CSINode right
 // after. Without systemd, or beside a kubelet.service that is not
 // active, it changes nothing.
@@ -52,7 +52,7 @@ func PromptRegistration(ctx context.Context, s *workflow.Run, client kubernetes.
 	if out, err := s.System.Systemctl(ctx, "is-active", "kubelet"); err != nil || strings.TrimSpace(string(out)) != "active" {
 		return nil
 	}
-	grace := RegisterGrace
+	grace := registerGrace
 	if age, err := activeFor(ctx, s.System, "kubelet"); err == nil && age > csiNodeQuickTries {
 		grace = 0
 	}

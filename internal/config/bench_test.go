@@ -2,9 +2,9 @@ package config
 
 import "testing"
 
-// BenchmarkValidate validates the defaults of a node, as every command
-// does with its configuration before it runs.
-func BenchmarkValidate(b *testing.B) {
+// BenchmarkValidateConfiguration validates the defaults of a node, as
+// every command does with its configuration before it runs.
+func BenchmarkValidateConfiguration(b *testing.B) {
 	c := New()
 	SetDefaults(c, Host{Name: "node1", Address: "10.0.0.10"})
 	b.ReportAllocs()

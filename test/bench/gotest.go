@@ -11,9 +11,10 @@ import (
 )
 
 // microPackages hold the micro-benchmarks: PKI per algorithm, rendering per
-// component, validating a manifest, files.AtomicWriter on an unchanged node.
+// component, validating a manifest and a configuration, init's writing
+// phases and files.AtomicWriter on an unchanged node, applying the addons.
 // health's BenchmarkWaitDetection runs on its own, with a fixed count.
-var microPackages = []string{"./pki", "./templates", "./internal/staticpod", "./phases"}
+var microPackages = []string{"./pki", "./templates", "./internal/staticpod", "./internal/config", "./phases"}
 
 // benchLine is one result line of `go test -bench`.
 type benchLine struct {
