@@ -16,17 +16,15 @@ const (
 	flannelPluginRepo = "flannel-cni-plugin"
 )
 
-// flannelImage is flannel's image as ghcr.io serves it, from
-// <bin dir>/flanneld and install-conf: both in /opt/bin, where flannel's
-// DaemonSet runs them, with the host's nft (see nftFiles), which flanneld
+// flannelImage is flannel's image as ghcr.io serves it, as far as
+// kubeboot's DaemonSet uses it: <bin dir>/flanneld in /opt/bin, where the
+// DaemonSet runs it, with the host's nft (see nftFiles), which flanneld
 // runs in nftables mode, and iptables (see iptablesFiles). flanneld must
 // report the tag's version.
 func flannelImage(binDir, ref, tag string) (Image, error) {
-	flanneld, installConf := filepath.Join(binDir, "flanneld"), filepath.Join(binDir, "install-conf")
-	for _, path := range []string{flanneld, installConf} {
-		if _, err := os.Stat(path); err != nil {
-			return Image{}, fmt.Errorf("lab image %q: no %s (run `make lab-binaries`): %w", ref, path, err)
-		}
+	flanneld := filepath.Join(binDir, "flanneld")
+	if _, err := os.Stat(flanneld); err != nil {
+		return Image{}, fmt.Errorf("lab image %q: no %s (run `make lab-binaries`): %w", ref, flanneld, err)
 	}
 	out, err := exec.Command(flanneld, "--version").CombinedOutput() // it prints to stderr
 	if err != nil {
@@ -35,7 +33,7 @@ func flannelImage(binDir, ref, tag string) (Image, error) {
 	if got := strings.TrimSpace(string(out)); got != tag {
 		return Image{}, fmt.Errorf("lab image %q: %s is %s, not %s (see test/tools/build.sh)", ref, flanneld, got, tag)
 	}
-	files := map[string]string{"/opt/bin/flanneld": flanneld, "/opt/bin/install-conf": installConf}
+	files := map[string]string{"/opt/bin/flanneld": flanneld}
 	for _, tool := range []func() (map[string]string, error){nftFiles, iptablesFiles} {
 		tf, err := tool()
 		if err != nil {

@@ -483,8 +483,8 @@ func readFile(t *testing.T, path string) []byte {
 	return data
 }
 
-// TestFlannelImages: flannel's image holds flanneld and install-conf in
-// /opt/bin, flanneld its entrypoint, and the host's nft and iptables under
+// TestFlannelImages: flannel's image holds flanneld in /opt/bin, its
+// entrypoint, and the host's nft and iptables under
 // each name flanneld runs it by, with iptables' extensions; a flanneld of
 // another version is refused. The plugin's image is BusyBox's tree with
 // the plugin as /flannel.
@@ -500,14 +500,13 @@ func TestFlannelImages(t *testing.T) {
 	if err := os.WriteFile(flanneld, []byte("#!/bin/sh\necho v0.28.10 >&2\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	installConf := writeBinary(t, bin, "install-conf", "")
 	img, err := lab.ResolveImage(bin, config.DefaultFlannelImage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img.Files["/opt/bin/flanneld"] != flanneld || img.Files["/opt/bin/install-conf"] != installConf || img.Files[lab.HostNft] != lab.HostNft ||
+	if img.Files["/opt/bin/flanneld"] != flanneld || img.Files[lab.HostNft] != lab.HostNft ||
 		!slices.Equal(img.Entrypoint, []string{"/opt/bin/flanneld"}) {
-		t.Errorf("image %+v, want flanneld and install-conf in /opt/bin and the host's nft", img)
+		t.Errorf("image %+v, want flanneld in /opt/bin and the host's nft", img)
 	}
 	for _, name := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables"} {
 		if img.Files["/usr/sbin/"+name] == "" {

@@ -17,7 +17,7 @@
 #                                                  containerd  (module ./containerd)
 #   <bin-dir>/cni/bridge host-local loopback portmap
 #                                                  CNI plugins (module ./cni)
-#   <bin-dir>/flanneld install-conf                flannel, the pod network, for the lab's flannel
+#   <bin-dir>/flanneld                             flannel, the pod network, for the lab's flannel
 #                                                  image (module ./flannel; cgo, linked statically)
 #   <bin-dir>/flannel-cni-plugin                   flannel's CNI plugin, for the lab's flannel-cni-plugin
 #                                                  image (module ./cni/flannel)
@@ -295,8 +295,8 @@ family_cni() {
 		portmap=github.com/containernetworking/plugins/plugins/meta/portmap
 }
 
-# flannel, whose image the lab lays from flanneld and install-conf, the
-# programs of flannel's own image. Its udp backend needs cgo on amd64; the
+# flannel, whose image the lab lays from flanneld, the program of flannel's
+# own image that kubeboot's DaemonSet runs. Its udp backend needs cgo on amd64; the
 # binary is linked statically, with Go's own resolver and user lookup, so
 # that the image needs no C library.
 family_flannel() {
@@ -304,8 +304,7 @@ family_flannel() {
 	version=$(cd "$tools_dir/flannel" && module_field github.com/flannel-io/flannel '{{.Version}}')
 	CGO_ENABLED=1 build_tags="netgo osusergo" build_family flannel flannel "" github.com/flannel-io/flannel \
 		"-X github.com/flannel-io/flannel/pkg/version.Version=$version -extldflags -static" \
-		flanneld=github.com/flannel-io/flannel \
-		install-conf=github.com/flannel-io/flannel/cmd/install_conf
+		flanneld=github.com/flannel-io/flannel
 }
 
 # flannel's CNI plugin, which the flannel-cni-plugin image holds as
