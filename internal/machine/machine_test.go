@@ -121,6 +121,14 @@ func TestMachine(t *testing.T) {
 			t.Errorf("%s: hostname %q", m.Name, got)
 		}
 		ids[output(t, m, "cat", "/etc/machine-id")] = true
+		// The machines share root's inotify instances with the host: only
+		// systemd and D-Bus hold any, no getty, password agent or logind.
+		holders := output(t, m, "sh", "-c", `for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null | grep -q anon_inode:inotify && cat $p/comm; done | sort -u`)
+		for holder := range strings.FieldsSeq(holders) {
+			if !slices.Contains([]string{"systemd", "systemd-journal", "dbus-daemon"}, holder) {
+				t.Errorf("%s: %s holds an inotify instance; only systemd, journald and D-Bus may", m.Name, holder)
+			}
+		}
 		// A transient unit with a memory limit: the machine's systemd
 		// creates its cgroup in the memory controller, which it can only
 		// do in cgroups that are its own and writable.

@@ -37,13 +37,29 @@ const systemConf = `[Manager]
 DefaultTimeoutStopSec=10s
 `
 
+// maskedUnits are the units of the shared /usr a machine does not start
+// (each masked: linked to /dev/null in its /etc/systemd/system): nobody
+// logs in on its console, answers a password prompt there or opens a
+// session in it. Each of them holds an inotify instance, and all the
+// machines' processes are root's in the host's user namespace, so they
+// share root's fs.inotify.max_user_instances with the host (128 by
+// default): without these, each machine holds four fewer.
+var maskedUnits = []string{
+	"console-getty.service",
+	"systemd-ask-password-console.path",
+	"systemd-ask-password-wall.path",
+	"systemd-logind.service",
+}
+
 // Prepare creates the machine's root the first time: the usual top-level
 // dirs (bin, lib, lib64 and sbin as links into the shared /usr, as on a
 // merged-/usr Debian), and an /etc of its own: os-release, a machine-id
 // drawn at random, the hostname, hosts, the host's system users and groups
 // (those the shared /usr's packages made: messagebus for D-Bus, and the
-// owners the package database's overrides name), Debian's alternatives (the links of the shared /usr's commands, such as
-// awk, point into /etc/alternatives), and its first process (initPath).
+// owners the package database's overrides name), Debian's alternatives
+// (the links of the shared /usr's commands, such as awk, point into
+// /etc/alternatives), the masks of maskedUnits, and its first process
+// (initPath).
 // A root that exists is kept as it is, first process included: its /etc
 // and /var are the machine's disk, which survive a reboot.
 func (m Machine) Prepare() error {
@@ -56,7 +72,7 @@ func (m Machine) Prepare() error {
 	if _, err := os.Stat(filepath.Join(root, "etc", "machine-id")); err == nil {
 		return nil
 	}
-	for _, d := range []string{"etc/systemd/system.conf.d", "var/lib/dpkg", "run", "tmp", "usr", "proc", "sys", "dev", "root", "opt"} {
+	for _, d := range []string{"etc/systemd/system.conf.d", "etc/systemd/system", "var/lib/dpkg", "run", "tmp", "usr", "proc", "sys", "dev", "root", "opt"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return fmt.Errorf("prepare machine %s: %w", m.Name, err)
 		}
@@ -99,6 +115,11 @@ func (m Machine) Prepare() error {
 	}
 	if err := copyAlternatives(filepath.Join(root, "etc", "alternatives")); err != nil {
 		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
+	}
+	for _, unit := range maskedUnits {
+		if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system", unit)); err != nil {
+			return fmt.Errorf("prepare machine %s: mask %s: %w", m.Name, unit, err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(root, initPath), []byte(initScript), 0o755); err != nil {
 		return fmt.Errorf("prepare machine %s: %w", m.Name, err)
