@@ -307,7 +307,8 @@ func (l Lab) checkNew(ctx context.Context) error {
 }
 
 // setUp registers the lab, refusing one that collides with a lab that is
-// up or whose network is (an InputError, before anything is set up), then
+// up or whose network is, or whose nodes would run out of the host's
+// inotify instances (an InputError, before anything is set up), then
 // sets up its network and its load balancer, which serves the host on a
 // free port of its loopback: the endpoint it returns. It says what it set
 // up.
@@ -327,6 +328,16 @@ func (l Lab) setUp(ctx context.Context, say func(format string, args ...any)) (s
 		return "", err
 	}
 	defer listeners.close()
+	// Last, as it depends on what else runs on the host now.
+	limit, held, ok, err := HostInotify()
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		if err := c.checkInotify(limit, held); err != nil {
+			return "", &InputError{Err: err}
+		}
+	}
 	endpoint := listeners.api
 	if l.Registry != "" {
 		entry.Endpoint = endpoint

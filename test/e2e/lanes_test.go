@@ -5,14 +5,14 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/lab"
 )
 
 // The suite's lab tests run side by side in lanes: most of a lab test's
@@ -31,11 +31,11 @@ import (
 
 // A lab test's cost: its seconds alone on a 2-core machine, and the inotify
 // instances its machines hold at their peak (a control-plane machine about
-// 34, a worker about 16, counted on the lab's machines).
+// 30, a worker about 13, counted on the lab's machines).
 type labCost struct{ seconds, inotify int }
 
 // controlPlane and worker are the inotify instances of one machine.
-const controlPlane, worker = 34, 16
+const controlPlane, worker = 30, 13
 
 // testCosts are the suite's lab tests' costs.
 var testCosts = map[string]labCost{
@@ -108,22 +108,11 @@ func newLanes() *lanes {
 // freeInotifyInstances is how many more inotify instances root may hold:
 // the host's limit less the ones its processes hold now.
 func freeInotifyInstances() int {
-	data, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
-	if err != nil {
-		panic(err)
+	limit, held, ok, err := lab.HostInotify()
+	if err != nil || !ok {
+		panic(fmt.Sprintf("the host's inotify limit: %v (none: %t)", err, !ok))
 	}
-	limit, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		panic(err)
-	}
-	held, _ := filepath.Glob("/proc/[0-9]*/fd/*")
-	used := 0
-	for _, fd := range held {
-		if target, err := os.Readlink(fd); err == nil && target == "anon_inode:inotify" {
-			used++
-		}
-	}
-	return limit - used
+	return limit - held
 }
 
 // alongside runs the test in a lane beside the suite's other lab tests:
