@@ -117,7 +117,8 @@ func runWaitBootstrap(ctx context.Context, s *Node) error {
 // notReady says why the wait for a Node gave up, from its last state.
 func notReady(node *corev1.Node, name string) string {
 	if node == nil {
-		return fmt.Sprintf("the kubelet never registered it: does it run with --hostname-override=%s (`journalctl -u kubelet`)?", name)
+		return fmt.Sprintf("the kubelet never registered it: does it keep running (one that exits at its start is restarted over and over: `systemctl status kubelet`), "+
+			"with --hostname-override=%s? `journalctl -u kubelet` says why", name)
 	}
 	c := readyCondition(node)
 	if c.Type == "" {
