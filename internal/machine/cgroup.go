@@ -28,6 +28,9 @@ func (m Machine) cgroupName() string {
 	return m.Name + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
+// cgroupRoot is where a host mounts its cgroup hierarchies.
+const cgroupRoot = "/sys/fs/cgroup"
+
 // hierarchies lists the mount points of the host's cgroup hierarchies: on
 // cgroup v1 one per controller, systemd's named one, and the empty v2 one
 // of a hybrid host. (A pure cgroup v2 host, with its one unified
@@ -37,8 +40,17 @@ func hierarchies() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list cgroup hierarchies: %w", err)
 	}
+	return hierarchiesIn(string(data))
+}
+
+// hierarchiesIn lists the cgroup mount points of a mountinfo text that
+// are under cgroupRoot. Mounts elsewhere are not the host's hierarchies:
+// systemd-nspawn booting a machine on a hybrid host mounts the v2 one for
+// a moment at /tmp/unifiedXXXXXX, and removes it, while the lab boots the
+// other machines.
+func hierarchiesIn(mountinfo string) ([]string, error) {
 	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
+	for _, line := range strings.Split(mountinfo, "\n") {
 		// The fields after " - " are the file system type, the source and
 		// the super block's options.
 		before, after, ok := strings.Cut(line, " - ")
@@ -46,14 +58,15 @@ func hierarchies() ([]string, error) {
 		if !ok || len(fields) < 5 || len(fsFields) < 1 {
 			continue
 		}
-		if fsFields[0] == "cgroup" || fsFields[0] == "cgroup2" {
+		cgroup := fsFields[0] == "cgroup" || fsFields[0] == "cgroup2"
+		if cgroup && (fields[4] == cgroupRoot || strings.HasPrefix(fields[4], cgroupRoot+"/")) {
 			mounts = append(mounts, fields[4])
 		}
 	}
 	slices.Sort(mounts)
 	mounts = slices.Compact(mounts)
 	if len(mounts) == 0 {
-		return nil, errors.New("list cgroup hierarchies: no cgroup file system is mounted")
+		return nil, fmt.Errorf("list cgroup hierarchies: no cgroup file system is mounted under %s", cgroupRoot)
 	}
 	return mounts, nil
 }
