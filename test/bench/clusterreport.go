@@ -99,7 +99,7 @@ func usableTarget(runs []clusterRun) target {
 // tables.
 func (r *report) clusterSection(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("## Clusters of machines: bring-up and join side by side with kubeadm\n\n")
+	w("%s\n\n", clusterHeading)
 	w("Every job below is one `kubeboot lab up --cluster` of a fresh lab of machines, then `lab down --cluster`. ")
 	w("Each node is a machine of its own (systemd-nspawn, systemd as PID 1) in a network namespace of its own on %s, ", clusterSubnet)
 	w("with containerd %s and the real kubelet %s as its systemd services, installed as the distributions' packages install them. ", r.versions.containerd, r.versions.kubeadm)

@@ -145,16 +145,21 @@ func (u *labUp) labEvent(l labLine) {
 	}
 }
 
-// kubeadmEvent takes the lab's event of kubeadm's start or return on node.
+// kubeadmEvent takes the lab's event of kubeadm's start ("kubeadm init
+// --config ...") or return ("kubeadm init returned") on node; its other
+// events on the node, such as the pod network it installs after kubeadm
+// init returned, are neither.
 func (u *labUp) kubeadmEvent(node string, l labLine) {
 	if !slices.Contains(u.kubeadm, node) {
 		u.kubeadm = append(u.kubeadm, node)
 	}
-	if strings.HasSuffix(l.Msg, " returned") {
+	switch {
+	case !strings.HasPrefix(l.Msg, "kubeadm "):
+	case strings.HasSuffix(l.Msg, " returned"):
 		u.nodes[node][stageDone] = l.Time
-		return
+	default:
+		u.nodes[node][stageStarted] = l.Time
 	}
-	u.nodes[node][stageStarted] = l.Time
 }
 
 // nodeEvent takes an event of a kubeboot node's bootstrap unit, in phase;
@@ -238,6 +243,10 @@ func (u labUp) missing() error {
 			if _, ok := u.nodes[n.Name][stage]; !ok {
 				gaps = append(gaps, n.Name+" "+stage)
 			}
+		}
+		s := u.nodes[n.Name]
+		if started, done := s[stageStarted], s[stageDone]; !started.IsZero() && done.Before(started) {
+			return fmt.Errorf("lab up's events show %s's tool returning (%s) before it started (%s)", n.Name, done.Format(time.RFC3339Nano), started.Format(time.RFC3339Nano))
 		}
 	}
 	if len(gaps) > 0 {

@@ -139,12 +139,14 @@ func TestParseLabUp(t *testing.T) {
 }
 
 // TestParseLabUpKubeadmInit: a node that kubeadm inits has the lab's
-// start and return of kubeadm, and its up.
+// start and return of kubeadm, and its up; the lab's pod network after
+// kubeadm returned is neither.
 func TestParseLabUpKubeadmInit(t *testing.T) {
 	out := `{"level":"info","msg":"1 machines installed in /tmp/kbb-1/cluster","phase":"lab","time":"2026-11-27T07:31:48Z"}
 {"level":"info","msg":"1 machines booted","phase":"lab","time":"2026-11-27T07:31:50Z"}
 {"level":"info","msg":"kubeadm init --config /etc/kubernetes/kubeadm.yaml","phase":"cp1/kubeadm","time":"2026-11-27T07:31:53Z"}
 {"level":"info","msg":"kubeadm init returned","phase":"cp1/kubeadm","time":"2026-11-27T07:32:10.5Z"}
+{"level":"info","msg":"kubeboot's pod network installed","phase":"cp1/kubeadm","time":"2026-11-27T07:32:10.55Z"}
 {"level":"info","msg":"up in 20.5s","phase":"cp1/lab","time":"2026-11-27T07:32:10.6Z"}
 {"result":{"ok":true,"nodes":[{"name":"cp1","role":"control-plane","address":"10.89.30.10","took":"20.5s"}]}}
 `
@@ -157,6 +159,13 @@ func TestParseLabUpKubeadmInit(t *testing.T) {
 	}
 	if d := (clusterRun{labUp: up}).span(firstNode, stageStarted, firstNode, stageDone); d != 17500*time.Millisecond {
 		t.Errorf("kubeadm init took %v, want 17.5s", d)
+	}
+	backwards, err := parseLabUp([]byte(strings.Replace(out, "07:31:53Z", "07:32:11Z", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := backwards.missing(); err == nil {
+		t.Error("kubeadm returning before its start: no error")
 	}
 }
 

@@ -10,7 +10,9 @@
 // -only cluster-upgrade, only the whole-cluster upgrade beside kubeadm's
 // (test/e2e's TestUpgradeBench on lab machines); with -only image-import,
 // only `kubeboot images import` of a bundle beside `ctr images import`;
-// with -only pod-network, only kubeboot's pod network beside kube-router.
+// with -only pod-network, only kubeboot's pod network beside kube-router;
+// with -only cluster, only the clusters of machines and their targets; with
+// -only usable-cluster, only the usable cluster of those.
 //
 // The machine is small and shared (two cores, often an end-to-end suite
 // running beside), so absolute times drift from one run to the next. Every
@@ -75,7 +77,7 @@ func main() {
 	flag.IntVar(&o.clusterWarmup, "cluster-warmup", 1, "untimed rounds of the cluster jobs first")
 	flag.IntVar(&o.microCount, "micro-count", 6, "go test -count of the micro-benchmarks")
 	flag.IntVar(&o.waitCount, "wait-count", 3, "go test -count of BenchmarkWaitDetection (20 iterations each)")
-	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+", "+clusterUpgradeOnly+", "+usableOnly+", "+imageImportOnly+" or "+podNetworkOnly)
+	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+", "+clusterUpgradeOnly+", "+usableOnly+", "+clusterOnly+", "+imageImportOnly+" or "+podNetworkOnly)
 	flag.IntVar(&o.etcdRuns, "etcd-runs", 5, "timed rounds of the etcd snapshot saves and restores")
 	flag.IntVar(&o.etcdWarmup, "etcd-warmup", 1, "untimed rounds of the etcd snapshot saves and restores first")
 	flag.IntVar(&o.etcdMiB, "etcd-mib", 100, "database size in MiB the etcd snapshot section fills etcd to")
@@ -89,7 +91,7 @@ func main() {
 }
 
 func run(o options) error {
-	if sections := []string{etcdSnapshotOnly, clusterUpgradeOnly, usableOnly, imageImportOnly, podNetworkOnly}; o.only != "" && !slices.Contains(sections, o.only) {
+	if sections := []string{etcdSnapshotOnly, clusterUpgradeOnly, usableOnly, clusterOnly, imageImportOnly, podNetworkOnly}; o.only != "" && !slices.Contains(sections, o.only) {
 		return fmt.Errorf("-only %q: the sections that run alone are %s", o.only, strings.Join(sections, ", "))
 	}
 	if o.upgradeRounds < 1 {
@@ -128,6 +130,8 @@ func run(o options) error {
 		return writeClusterUpgradeOnly(ctx, o)
 	case usableOnly:
 		return writeUsableOnly(ctx, o, work)
+	case clusterOnly:
+		return writeClusterOnly(ctx, o, work)
 	case imageImportOnly:
 		return writeImageImportOnly(ctx, o)
 	case podNetworkOnly:

@@ -98,11 +98,7 @@ func (r *report) markdown() string {
 
 	w("## Targets\n\n| target | limit | measured | |\n|---|---|---|---|\n")
 	for _, t := range r.targets() {
-		verdict := "met"
-		if !t.met {
-			verdict = "**missed**"
-		}
-		w("| %s | %s | %s | %s |\n", t.what, t.limit, t.measured, verdict)
+		b.WriteString(targetRow(t))
 	}
 	w("\n")
 
