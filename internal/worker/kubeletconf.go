@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -103,12 +104,18 @@ func readIdentity(s *Node, path string) (*kubeconfigIdentity, error) {
 }
 
 // Joined says whether this worker has joined its cluster already, without
-// asking the cluster: its kubelet.conf holds a client certificate of this
-// node's name, valid now, from the cluster CA on the node (CAPath). A
-// bootstrap at a later boot has nothing to do then, even once the token it
-// joined with has expired.
+// asking the cluster: its join ended (the wait for its Node removed
+// bootstrap-kubelet.conf), and its kubelet.conf holds a client certificate
+// of this node's name, valid now, from the cluster CA on the node
+// (CAPath). A bootstrap at a later boot has nothing to do then, even once
+// the token it joined with has expired. A join whose kubelet got its
+// certificate but whose Node never became Ready has not joined: the next
+// attempt runs the join again, and waits for the Node.
 func Joined(s *Node) (bool, error) {
 	w := s.Config
+	if _, err := os.Lstat(s.Files.HostPath(w.KubeconfigPath(config.KubeconfigBootstrapKubelet))); !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
 	own, err := readKubeletConf(s, w)
 	if err != nil || own == nil {
 		return false, err

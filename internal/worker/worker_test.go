@@ -319,8 +319,9 @@ func TestKubeletStart(t *testing.T) {
 }
 
 // TestJoined: a worker has joined once its kubelet.conf holds a client
-// certificate of its name from the CA on the node; not before, not with
-// another node's certificate, not with another cluster's CA.
+// certificate of its name from the CA on the node and its join ended; not
+// before, not while bootstrap-kubelet.conf is there, not with another
+// node's certificate, not with another cluster's CA.
 func TestJoined(t *testing.T) {
 	n := newWorker(t)
 	if joined, err := Joined(n.s); joined || err != nil {
@@ -331,6 +332,12 @@ func TestJoined(t *testing.T) {
 	if joined, err := Joined(n.s); !joined || err != nil {
 		t.Errorf("a joined node: joined %t, %v", joined, err)
 	}
+	bootstrap := n.host(n.w.KubeconfigPath(config.KubeconfigBootstrapKubelet))
+	mustWrite(t, bootstrap, []byte("a join that never saw its Node Ready"), 0o600)
+	if joined, err := Joined(n.s); joined || err != nil {
+		t.Errorf("a join whose wait for its Node did not end (bootstrap-kubelet.conf is there): joined %t, %v", joined, err)
+	}
+	must(t, os.Remove(bootstrap))
 	n.writeKubeletConf(t, n.ca, "worker2")
 	if joined, _ := Joined(n.s); joined {
 		t.Error("another node's certificate counts as joined")
