@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 )
 
 // The clusters of machines' section, which `-only cluster` measures
@@ -23,21 +22,10 @@ const (
 // section, and its rows of the targets table, in the report at -out in
 // place of those there, the rest of the report left as it is.
 func writeClusterOnly(ctx context.Context, o options, work string) error {
-	commit, err := output(ctx, "git", "describe", "--tags", "--always", "--dirty")
+	section, r, err := measureAlone(ctx, o, work, clusterJobs, clusterJobs[:warmupJobs], (*report).clusterSection)
 	if err != nil {
 		return err
 	}
-	r := &report{opts: o}
-	if r.versions, err = readVersions(ctx, o); err != nil {
-		return err
-	}
-	if r.clusters, err = measureClusters(ctx, o, work, clusterJobs, clusterJobs[:warmupJobs]); err != nil {
-		return err
-	}
-	var b strings.Builder
-	r.clusterSection(&b)
-	section := strings.Replace(b.String(), "\n\n", fmt.Sprintf("\n\nMeasured at kubeboot %s on %s (`go run ./test/bench -only %s` measures this section alone and replaces it here, with its rows of the targets). ",
-		strings.TrimSpace(commit), time.Now().UTC().Format("2006-01-02 15:04 MST"), clusterOnly), 1)
 	if err := replaceSection(o.out, clusterHeading, clusterBefore, section); err != nil {
 		return err
 	}

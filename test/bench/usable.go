@@ -25,19 +25,31 @@ const (
 // puts its section in the report at -out in place of the section there,
 // the rest of the report left as it is.
 func writeUsableOnly(ctx context.Context, o options, work string) error {
+	jobs := []string{jobUsable}
+	section, _, err := measureAlone(ctx, o, work, jobs, jobs, (*report).usableSection)
+	if err != nil {
+		return err
+	}
+	return replaceSection(o.out, usableHeading, usableBefore, section)
+}
+
+// measureAlone runs the cluster jobs of an -only section (warmup of them
+// in its warm-up rounds) and renders the section with write, its first
+// paragraph led by the commit and the time it was measured at.
+func measureAlone(ctx context.Context, o options, work string, jobs, warmup []string, write func(*report, *strings.Builder)) (string, *report, error) {
 	commit, err := output(ctx, "git", "describe", "--tags", "--always", "--dirty")
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	jobs := []string{jobUsable}
-	clusters, err := measureClusters(ctx, o, work, jobs, jobs)
-	if err != nil {
-		return err
+	r := &report{opts: o}
+	if r.versions, err = readVersions(ctx, o); err != nil {
+		return "", nil, err
 	}
-	r := &report{opts: o, clusters: clusters}
+	if r.clusters, err = measureClusters(ctx, o, work, jobs, warmup); err != nil {
+		return "", nil, err
+	}
 	var b strings.Builder
-	r.usableSection(&b)
-	section := strings.Replace(b.String(), "\n\n", fmt.Sprintf("\n\nMeasured at kubeboot %s on %s, %d timed rounds after %d warm-up. ",
-		strings.TrimSpace(commit), time.Now().UTC().Format("2006-01-02 15:04 MST"), o.clusterRuns, o.clusterWarmup), 1)
-	return replaceSection(o.out, usableHeading, usableBefore, section)
+	write(r, &b)
+	return strings.Replace(b.String(), "\n\n", fmt.Sprintf("\n\nMeasured at kubeboot %s on %s, %d timed rounds after %d warm-up (`go run ./test/bench -only %s`). ",
+		strings.TrimSpace(commit), time.Now().UTC().Format("2006-01-02 15:04 MST"), o.clusterRuns, o.clusterWarmup, o.only), 1), r, nil
 }
