@@ -73,14 +73,28 @@ type etcdBench struct {
 	res                    *etcdSnapshotResults
 }
 
-// measureEtcdSnapshot starts a member, fills it to -etcd-mib, times the
-// saves with it running, stops it, then times the restores of kubeboot's
-// last snapshot. Nothing it started is left running.
-func measureEtcdSnapshot(ctx context.Context, o options, work string) (*etcdSnapshotResults, error) {
+// measureEtcdSnapshot measures the saves and restores at each of
+// -etcd-mib's database sizes, smallest first (measureEtcdSize).
+func measureEtcdSnapshot(ctx context.Context, o options, work string) ([]*etcdSnapshotResults, error) {
 	if err := ensureGNUTime(ctx); err != nil {
 		return nil, err
 	}
-	e, err := newEtcdBench(ctx, o, filepath.Join(work, "etcd-snapshot"))
+	var all []*etcdSnapshotResults
+	for _, mib := range o.etcdMiB {
+		res, err := measureEtcdSize(ctx, o, filepath.Join(work, fmt.Sprintf("etcd-snapshot-%d", mib)), mib)
+		if err != nil {
+			return nil, fmt.Errorf("etcd snapshots of %d MiB: %w", mib, err)
+		}
+		all = append(all, res)
+	}
+	return all, nil
+}
+
+// measureEtcdSize starts a member, fills it to mib MiB, times the saves
+// with it running, stops it, then times the restores of kubeboot's last
+// snapshot. Nothing it started is left running, and dir is removed.
+func measureEtcdSize(ctx context.Context, o options, dir string, mib int) (*etcdSnapshotResults, error) {
+	e, err := newEtcdBench(ctx, o, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +102,7 @@ func measureEtcdSnapshot(ctx context.Context, o options, work string) (*etcdSnap
 	if err != nil {
 		return nil, err
 	}
-	err = e.fillAndSave(ctx)
+	err = e.fillAndSave(ctx, int64(mib)<<20)
 	stopProcesses([]*exec.Cmd{cmd})
 	if err = errors.Join(err, leftovers(e.dir)); err != nil {
 		return nil, err
@@ -157,8 +171,9 @@ func (e *etcdBench) startMember() (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// fillAndSave fills the running member, then times the saves.
-func (e *etcdBench) fillAndSave(ctx context.Context) error {
+// fillAndSave fills the running member to size bytes, then times the
+// saves.
+func (e *etcdBench) fillAndSave(ctx context.Context, size int64) error {
 	cli, err := etcd.New(ctx, []string{e.endpoint}, e.tls)
 	if err != nil {
 		return err
@@ -168,7 +183,7 @@ func (e *etcdBench) fillAndSave(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	if err := e.fill(ctx, cli, int64(e.o.etcdMiB)<<20); err != nil {
+	if err := e.fill(ctx, cli, size); err != nil {
 		return err
 	}
 	logf("etcd-snapshot: %d keys put in %s, database %s", e.res.keys, time.Since(start).Round(time.Second), fmtBytes(float64(e.res.dbSize)))
@@ -350,7 +365,7 @@ func writeEtcdSnapshotOnly(ctx context.Context, o options, work string) error {
 		return err
 	}
 	var b strings.Builder
-	res.markdown(&b)
+	etcdSnapshotMarkdown(&b, res)
 	return replaceSection(o.out, etcdSnapshotHeading, etcdSnapshotBefore, b.String())
 }
 
@@ -391,40 +406,51 @@ func spliceSection(doc, heading, before, section string) string {
 	return doc + section
 }
 
-// markdown writes the section.
-func (r *etcdSnapshotResults) markdown(b *strings.Builder) {
+// etcdSnapshotMarkdown writes the section: what was measured, then a
+// table and its reading per database size.
+func etcdSnapshotMarkdown(b *strings.Builder, all []*etcdSnapshotResults) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	r := all[0]
 	w("%s\n\n", etcdSnapshotHeading)
 	w("Measured at kubeboot %s on %s (`go run ./test/bench -only %s` measures this section alone and replaces it here). ", r.commit, r.measured.Format("2006-01-02 15:04 MST"), etcdSnapshotOnly)
-	w("A real etcd %s on %s, with TLS from kubeboot's PKI (`kubeboot init phase certs`), holds %d ConfigMap-shaped keys ", r.etcdVersion, r.address, r.keys)
-	w("(`/registry/configmaps/%s/cm-N`, %d-byte values): a database of %s (etcd's dbSize), a snapshot file of %s. ", fillNamespace, fillValueSize, fmtBytes(float64(r.dbSize)), fmtBytes(float64(r.fileSize)))
+	w("A real etcd %s on %s, with TLS from kubeboot's PKI (`kubeboot init phase certs`), is filled with ConfigMap-shaped keys ", r.etcdVersion, r.address)
+	w("(`/registry/configmaps/%s/cm-N`, %d-byte values) until its database (etcd's dbSize) reaches each size below, a new member for each. ", fillNamespace, fillValueSize)
 	w("The saves run against it, in the bench's own network namespace to reach it, %d timed rounds after %d warm-up, interleaved round by round in a rotating order; then it stops, and the restores of kubeboot's last snapshot into a new data dir run the same way. ", r.runs, r.warmup)
 	w("kubeboot's restore of a data dir is `etcd.Restore`, the step of `kubeboot etcd restore` between stopping the control plane and starting it again, which the bench cannot host; ")
 	w("it and `etcd.VerifySnapshot` run inside the bench's process, so they have no peak RSS of their own and no process start; `etcdutl version` is there for that start.\n\n")
+	for _, j := range []*job{r.kubebootSave, r.etcdctlSave, r.kubebootRestore, r.etcdutlRestore, r.verify, r.etcdutlStart} {
+		w("- %s: `%s`\n", j.name, j.shown)
+	}
+	w("\nBoth saves stream the same Maintenance snapshot and fsync the file before renaming it into place; ")
+	w("kubeboot's also loads its configuration, takes the node lock, asks the member's status first, verifies the file before the rename ")
+	w("(the sha256 of the whole file, bbolt's page check, the revision and keys read back) and syncs the directory after. ")
+	w("bbolt maps the snapshot file to check its pages, so the file's pages count in kubeboot's peak RSS, as they do in etcdutl's restore. ")
+	w("`etcd.Restore` is etcdutl's own restore library given the same member, peer URL, revision bump and compaction mark, so the two restores do the same work; ")
+	w("`kubeboot etcd restore` verifies the snapshot before it stops anything, so its work on the files is the verification plus that step.\n\n")
+	for _, r := range all {
+		r.sizeMarkdown(b)
+	}
+}
+
+// sizeMarkdown writes the table of one database size and its reading.
+func (r *etcdSnapshotResults) sizeMarkdown(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("### A database of %s: %d keys, a snapshot file of %s\n\n", fmtBytes(float64(r.dbSize)), r.keys, fmtBytes(float64(r.fileSize)))
 	w("| command | wall min / median / max | ratio to the etcd tool | CPU median | peak RSS median |\n|---|---|---|---|---|\n")
 	for _, row := range []struct{ j, ref *job }{{r.kubebootSave, r.etcdctlSave}, {r.etcdctlSave, r.etcdctlSave}, {r.kubebootRestore, r.etcdutlRestore}, {r.etcdutlRestore, r.etcdutlRestore}, {r.verify, nil}, {r.etcdutlStart, nil}} {
 		wall := row.j.wall()
 		w("| %s | %s / %s / %s | %s | %s | %s |\n", row.j.name, fmtSeconds(wall.min), fmtSeconds(wall.median), fmtSeconds(wall.max),
 			ratioCell(row.j, row.ref), fmtSeconds(row.j.cpu().median), rssCell(row.j))
 	}
-	w("\n")
-	for _, j := range []*job{r.kubebootSave, r.etcdctlSave, r.kubebootRestore, r.etcdutlRestore, r.verify, r.etcdutlStart} {
-		w("- %s: `%s`\n", j.name, j.shown)
-	}
 	ctl, verify := r.etcdctlSave.wall().median, r.verify.wall().median
 	restore, etcdutl := r.kubebootRestore.wall().median, r.etcdutlRestore.wall().median
-	w("\nBoth saves stream the same Maintenance snapshot and fsync the file before renaming it into place; ")
-	w("kubeboot's also loads its configuration, takes the node lock, asks the member's status first, verifies the file before the rename ")
-	w("(the sha256 of the whole file, bbolt's page check, the revision and keys read back: %s alone) and syncs the directory after. ", fmtSeconds(verify))
 	kb := r.kubebootSave.wall().median
-	w("etcdctl's median plus the verification's is %s, %s of etcdctl's, against the measured %s: the verification is %.0f%% of the difference between the medians. ",
-		fmtSeconds(ctl+verify), fmtRatio((ctl+verify)/ctl), fmtRatio(kb/ctl), 100*verify/(kb-ctl))
-	w("It is also why kubeboot's save peaks at a larger RSS: bbolt maps the snapshot file to check its pages, so the file's pages count, as they do in etcdutl's restore. ")
-	w("`etcd.Restore` is etcdutl's own restore library given the same member, peer URL, revision bump and compaction mark, so the two restores do the same work; ")
+	w("\nThe verification alone takes %s. etcdctl's save plus the verification is %s, %s of etcdctl's, against the measured %s: the verification is %.0f%% of the difference between the medians. ",
+		fmtSeconds(verify), fmtSeconds(ctl+verify), fmtRatio((ctl+verify)/ctl), fmtRatio(kb/ctl), 100*verify/(kb-ctl))
 	start := r.etcdutlStart.wall().median
 	w("etcd.Restore runs in the bench's process, already started and with logging off: etcdutl's restore less its start (`etcdutl version`, %s) is %s, against etcd.Restore's %s. ",
 		fmtSeconds(start), fmtSeconds(etcdutl-start), fmtSeconds(restore))
-	w("`kubeboot etcd restore` verifies the snapshot before it stops anything, so its work on the files is the verification plus this step: %s by the medians, %s of etcdutl's restore.\n\n",
+	w("`kubeboot etcd restore`'s work on the files, the verification plus etcd.Restore, is %s by the medians, %s of etcdutl's restore.\n\n",
 		fmtSeconds(verify+restore), fmtRatio((verify+restore)/etcdutl))
 }
 

@@ -38,6 +38,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,8 +53,11 @@ type options struct {
 	clusterRuns, clusterWarmup   int
 	microCount, waitCount        int
 	// only names the one section to measure, in place of the whole run.
-	only                          string
-	etcdRuns, etcdWarmup, etcdMiB int
+	only                 string
+	etcdRuns, etcdWarmup int
+	// etcdMiB are the database sizes, in MiB, of the etcd snapshot
+	// section, smallest first.
+	etcdMiB []int
 	// upgradeRounds is how many fleets per tool the whole-cluster upgrade
 	// brings up and upgrades.
 	upgradeRounds int
@@ -80,7 +84,11 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "measure only this section and replace it in -out, the rest left as it is: "+etcdSnapshotOnly+", "+clusterUpgradeOnly+", "+usableOnly+", "+clusterOnly+", "+imageImportOnly+" or "+podNetworkOnly)
 	flag.IntVar(&o.etcdRuns, "etcd-runs", 5, "timed rounds of the etcd snapshot saves and restores")
 	flag.IntVar(&o.etcdWarmup, "etcd-warmup", 1, "untimed rounds of the etcd snapshot saves and restores first")
-	flag.IntVar(&o.etcdMiB, "etcd-mib", 100, "database size in MiB the etcd snapshot section fills etcd to")
+	o.etcdMiB = []int{100, 1024}
+	flag.Func("etcd-mib", "database sizes in MiB the etcd snapshot section fills etcd to, one member each, comma-separated (default 100,1024)", func(v string) (err error) {
+		o.etcdMiB, err = parseSizes(v)
+		return err
+	})
 	flag.IntVar(&o.upgradeRounds, "upgrade-rounds", 2, "fleets per tool the whole-cluster upgrade brings up and upgrades, the tools' order alternating")
 	flag.IntVar(&o.podNetworkRounds, "pod-network-rounds", 3, "labs per pod network the pod network's section brings up, the candidates' order rotating")
 	flag.Parse()
@@ -188,4 +196,18 @@ func run(o options) error {
 // logf prints progress to stderr.
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[bench] "+format+"\n", args...)
+}
+
+// parseSizes reads -etcd-mib: positive sizes in MiB, comma-separated,
+// each larger than the one before.
+func parseSizes(v string) ([]int, error) {
+	var sizes []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || (len(sizes) > 0 && n <= sizes[len(sizes)-1]) {
+			return nil, fmt.Errorf("%q: want sizes in MiB, positive and increasing, like 100,1024", v)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
 }

@@ -28,7 +28,7 @@ type report struct {
 	clusters          clusterResults
 	micro             microResults
 	clusterUpgrade    *clusterUpgradeResults
-	etcdSnapshot      *etcdSnapshotResults
+	etcdSnapshot      []*etcdSnapshotResults
 	imageImport       *imageImportResults
 	podNetwork        podNetworkResults
 	// keygenShare is the percentage of BenchmarkPKI/rsa-2048's CPU time
@@ -123,7 +123,7 @@ func (r *report) markdown() string {
 	r.clusterSection(&b)
 	r.clusterUpgrade.markdown(&b)
 	r.podNetwork.markdown(&b, "")
-	r.etcdSnapshot.markdown(&b)
+	etcdSnapshotMarkdown(&b, r.etcdSnapshot)
 	r.imageImport.markdown(&b)
 	r.microSection(&b)
 	return b.String()
