@@ -246,6 +246,40 @@ func (c commandSet) converged(ctx context.Context, unchanged *int) (*job, error)
 	}, nil
 }
 
+// convergedDiff is `kubeboot diff` of the node converged wrote: its
+// files compared with what init would write (offline, so no addon), each
+// run finding nothing to change.
+func (c commandSet) convergedDiff() (*job, error) {
+	cfg, err := c.kubebootConfigFile(ecdsaP256)
+	if err != nil {
+		return nil, err
+	}
+	return &job{
+		name:  "kubeboot diff, converged node (ecdsa-p256, default)",
+		shown: "kubeboot diff --root <the converged re-run's node> --config <kubeboot ecdsa-p256> -o json",
+		steps: []step{{argv: []string{c.o.kubeboot, "diff", "--root", c.path("kubeboot-converged"), "--config", cfg, "-o", "json"}}},
+		check: func(stdout []byte) error {
+			var res struct {
+				Result *struct {
+					Changed     bool `json:"changed"`
+					Differences int  `json:"differences"`
+				} `json:"result"`
+			}
+			lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+				return fmt.Errorf("decode diff's -o json result: %w", err)
+			}
+			if res.Result == nil {
+				return fmt.Errorf("no result in diff's -o json output %q", lines[len(lines)-1])
+			}
+			if res.Result.Changed {
+				return fmt.Errorf("diff of the converged node found %d differences", res.Result.Differences)
+			}
+			return nil
+		},
+	}, nil
+}
+
 // commandResults are the measured groups plus what the report needs to
 // interpret them.
 type commandResults struct {
@@ -297,7 +331,11 @@ func measureCommands(ctx context.Context, o options, work, version string) (comm
 	if err != nil {
 		return res, err
 	}
-	res.converged = &group{title: "converged re-run", jobs: []*job{conv}}
+	diff, err := c.convergedDiff()
+	if err != nil {
+		return res, err
+	}
+	res.converged = &group{title: "converged re-run", jobs: []*job{conv, diff}}
 
 	for _, g := range []*group{res.render, res.phases, res.converged} {
 		if err := measure(ctx, g, o.warmup, o.runs, c.rssFile); err != nil {
