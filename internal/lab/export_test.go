@@ -38,3 +38,6 @@ func ImportArchive(ctx context.Context, run func(ctx context.Context, stdin io.R
 
 // ArchiveRefs is archiveRefs.
 func ArchiveRefs(path string) ([]string, error) { return archiveRefs(path) }
+
+// ArchiveKey is archiveKey.
+func ArchiveKey(images []Image) (string, error) { return archiveKey(images) }

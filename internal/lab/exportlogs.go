@@ -25,7 +25,7 @@ const podLogLimit = 64 << 20
 
 // nodeLogUnits are the services whose journals ExportLogs writes apart,
 // besides the node's whole journal.
-var nodeLogUnits = []string{"kubelet", "containerd", installUnit, "kubeboot-bootstrap", "kubeboot-lab-images"}
+var nodeLogUnits = []string{"kubelet", "containerd", installUnit, "kubeboot-bootstrap"}
 
 // clusterDumps are the `kubectl get` dumps ExportLogs takes through the
 // first control-plane node, by file name.

@@ -24,9 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"golang.org/x/sys/unix"
 
-	"github.com/kubeboot/kubeboot/internal/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/imagebundle"
 )
 
@@ -193,92 +191,39 @@ func checkVersion(binary, path, tag string) error {
 	return nil
 }
 
-// archiveUnusedFor is how long an archive of the cache may go unused before
-// Archive removes it: each new set of binaries makes a new archive, about
-// 900 MB, which would otherwise pile up until the kubelets' disk pressure
-// evicts pods.
-const archiveUnusedFor = time.Hour
-
-// Archive writes the images to one archive, kubeboot's image bundle
-// (package imagebundle), which `kubeboot images import` loads, and returns
-// its path. Archives live in cacheDir under a name derived from the
-// bundle's format version and the images' references, files (path, size,
-// modification time) and entrypoints, so an unchanged set is built once
-// and reused; one unused for archiveUnusedFor is removed.
-func Archive(cacheDir string, images []Image) (string, error) {
-	key, err := archiveKey(images)
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(cacheDir, key+".tar")
-	// Nodes that come up at once build a missing archive once: the others
-	// wait for it here and reuse it.
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("create image cache %q: %w", cacheDir, err)
-	}
-	lock, err := os.OpenFile(filepath.Join(cacheDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = lock.Close() }() // closing releases the lock
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return "", fmt.Errorf("lock image cache %q: %w", cacheDir, err)
-	}
-	defer pruneArchives(cacheDir, path)
-	if _, err := os.Stat(path); err == nil {
-		now := time.Now()
-		return path, os.Chtimes(path, now, now) // in use: kept
-	}
+// WriteArchive writes the images to one new archive at path, kubeboot's
+// image bundle (package imagebundle), which `kubeboot images import` and
+// `ctr images import` load. The same images always give the same bytes.
+func WriteArchive(path string, images []Image) error {
 	built := map[string]v1.Image{}
 	for _, img := range images {
 		var err error
 		if built[img.Ref], err = build(img); err != nil {
-			return "", fmt.Errorf("build lab image %q: %w", img.Ref, err)
+			return fmt.Errorf("build lab image %q: %w", img.Ref, err)
 		}
 	}
-	// A cached archive is trusted whole by its name alone, so it is synced
-	// before it takes the name (package atomicfile). Its mode is 0600.
-	f, err := atomicfile.Create(path, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return "", fmt.Errorf("create image archive: %w", err)
+		return fmt.Errorf("create image archive: %w", err)
 	}
-	defer f.Abort()
 	_, err = imagebundle.WriteImages(context.Background(), f, built, "")
-	if err == nil {
-		err = f.Commit()
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
 	}
 	if err != nil {
-		return "", fmt.Errorf("write image archive %q: %w", path, err)
+		return fmt.Errorf("write image archive %q: %w", path, err)
 	}
-	return path, nil
-}
-
-// pruneArchives removes the cache's archives, but keep, that were last
-// used (built or reused) more than archiveUnusedFor ago, with their
-// preloaded stores, and the archives and stores that a build or a preload
-// left unfinished as long ago (their temp files, .KEY.tar.tmp-*, and
-// directories, .containerd-*). It is best effort: a failure leaves them for
-// the next run.
-func pruneArchives(cacheDir, keep string) {
-	archives, _ := filepath.Glob(filepath.Join(cacheDir, "*.tar"))
-	unfinished, _ := filepath.Glob(filepath.Join(cacheDir, ".containerd-*"))
-	temps, _ := filepath.Glob(filepath.Join(cacheDir, ".*.tar.tmp-*"))
-	for _, a := range slices.Concat(archives, unfinished, temps) {
-		if info, err := os.Stat(a); err == nil && a != keep && time.Since(info.ModTime()) > archiveUnusedFor {
-			if strings.HasSuffix(a, ".tar") {
-				_ = os.RemoveAll(preloadedStore(a))
-			}
-			_ = os.RemoveAll(a)
-		}
-	}
+	return nil
 }
 
 // archiveFormat names the archives' format in archiveKey: a new format
-// makes new names, so that no archive of an older one in the cache (a
-// `docker save` archive, before kubeboot's image bundle) is taken for one.
+// makes new names, so that no store of the cache preloaded from an older
+// one (a `docker save` archive, before kubeboot's image bundle) is taken
+// for one.
 const archiveFormat = "imagebundle/1"
 
-// archiveKey fingerprints what an archive is built from.
+// archiveKey fingerprints what an archive, and so its preloaded store, is
+// built from.
 func archiveKey(images []Image) (string, error) {
 	var b strings.Builder
 	fmt.Fprintln(&b, archiveFormat)

@@ -150,7 +150,7 @@ func TestBusyboxImage(t *testing.T) {
 // TestArchiveTrees: a tree becomes a layer of its own below the files',
 // with every mode (setuid included), symbolic link and hard link kept and
 // root as the owner; the image's command and user are its config's; a
-// changed file of a tree makes a new archive.
+// changed file of a tree changes the archive's key, and so its store's.
 func TestArchiveTrees(t *testing.T) {
 	requireRoot(t, "a tree of root's files, as build.sh's are,")
 	tree, bin, cache := t.TempDir(), t.TempDir(), t.TempDir()
@@ -173,7 +173,11 @@ func TestArchiveTrees(t *testing.T) {
 	}
 	img := lab.Image{Ref: "registry.k8s.io/e2e-test-images/nonewprivs:1.4", Trees: []string{tree},
 		Files: map[string]string{"/usr/local/bin/tool": writeBinary(t, bin, "tool", "")}, Cmd: []string{"nnp"}, User: "1000"}
-	path, err := lab.Archive(cache, []lab.Image{img})
+	path := filepath.Join(cache, "images.tar")
+	if err := lab.WriteArchive(path, []lab.Image{img}); err != nil {
+		t.Fatal(err)
+	}
+	key, err := lab.ArchiveKey([]lab.Image{img})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +213,8 @@ func TestArchiveTrees(t *testing.T) {
 	if err := os.Chtimes(filepath.Join(tree, "etc/passwd"), later, later); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := lab.Archive(cache, []lab.Image{img}); err != nil || again == path {
-		t.Errorf("after a file of the tree changed: %s, %v; want a new archive", again, err)
+	if again, err := lab.ArchiveKey([]lab.Image{img}); err != nil || again == key {
+		t.Errorf("after a file of the tree changed: key %s, %v; want a new one", again, err)
 	}
 }
 
@@ -300,16 +304,16 @@ func TestKubeProxyImage(t *testing.T) {
 // TestArchive builds an archive, a kubeboot image bundle that `kubeboot
 // images import` verifies and takes, and reads it back: each reference,
 // its platform, environment (a PATH with /usr/sbin, where kube-proxy finds
-// nft) and entrypoint, and the files at their paths, executable. An
-// unchanged set is not rebuilt; a rebuilt one gives the same bytes.
+// nft) and entrypoint, and the files at their paths, executable. The same
+// images give the same bytes; a rebuilt binary gives another key.
 func TestArchive(t *testing.T) {
 	bin, cache := t.TempDir(), t.TempDir()
 	images := []lab.Image{
 		{Ref: "registry.k8s.io/etcd:3.6.8-0", Files: map[string]string{"/usr/local/bin/etcd": writeBinary(t, bin, "etcd", "etcd")}},
 		{Ref: lab.SandboxImage, Files: map[string]string{"/pause": writeBinary(t, bin, "pause", "pause")}, Entrypoint: []string{"/pause"}},
 	}
-	path, err := lab.Archive(cache, images)
-	if err != nil {
+	path := filepath.Join(cache, "images.tar")
+	if err := lab.WriteArchive(path, images); err != nil {
 		t.Fatal(err)
 	}
 	read := bundleImages(t, path)
@@ -346,45 +350,25 @@ func TestArchive(t *testing.T) {
 		}
 	}
 
-	info, _ := os.Stat(path)
-	again, err := lab.Archive(cache, images)
-	if err != nil || again != path {
-		t.Fatalf("the same images again: %s, %v; want the cached %s", again, err, path)
+	// The same images give the same bytes; a rebuilt binary changes the
+	// key.
+	again := filepath.Join(cache, "again.tar")
+	if err := lab.WriteArchive(again, images); err != nil {
+		t.Fatal(err)
 	}
-	if info2, _ := os.Stat(path); !os.SameFile(info, info2) {
-		t.Error("the cached archive was rewritten")
+	if !bytes.Equal(readFile(t, again), readFile(t, path)) {
+		t.Error("the same images built again make other bytes")
 	}
-	// A rebuilt binary makes a new archive.
+	key, err := lab.ArchiveKey(images)
+	if err != nil {
+		t.Fatal(err)
+	}
 	later := time.Now().Add(time.Minute)
 	if err := os.Chtimes(images[0].Files["/usr/local/bin/etcd"], later, later); err != nil {
 		t.Fatal(err)
 	}
-	rebuilt, err := lab.Archive(cache, images)
-	if err != nil || rebuilt == path {
-		t.Fatalf("after the binary changed: %s, %v; want a new archive", rebuilt, err)
-	}
-	if !bytes.Equal(readFile(t, rebuilt), readFile(t, path)) {
-		t.Error("the same images built again make other bytes")
-	}
-	// The first archive, in use a minute ago, stays; once unused for two
-	// hours, the next Archive removes it, and keeps the one it returns.
-	if _, err := os.Stat(path); err != nil {
-		t.Errorf("an archive used a minute ago was removed: %v", err)
-	}
-	old := time.Now().Add(-2 * time.Hour)
-	for _, p := range []string{path, rebuilt} {
-		if err := os.Chtimes(p, old, old); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if again, err := lab.Archive(cache, images); err != nil || again != rebuilt {
-		t.Fatalf("the rebuilt images again: %s, %v; want %s", again, err, rebuilt)
-	}
-	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("an archive unused for two hours is still there: %v", err)
-	}
-	if _, err := os.Stat(rebuilt); err != nil {
-		t.Errorf("the archive in use was removed: %v", err)
+	if rebuilt, err := lab.ArchiveKey(images); err != nil || rebuilt == key {
+		t.Errorf("after the binary changed: key %s, %v; want a new one", rebuilt, err)
 	}
 }
 

@@ -29,7 +29,7 @@ var runtimeConfigKey = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*(/[a-z0-9][a-z0-9
 
 // reservedPaths are where a node's extra mount may not go: its root, its
 // kernel file systems, and what the lab lays out itself.
-var reservedPaths = []string{"/usr", "/proc", "/sys", "/dev", "/opt/cni/bin", machineArchive}
+var reservedPaths = []string{"/usr", "/proc", "/sys", "/dev", "/opt/cni/bin", machinePackage}
 
 // validateKnobs names the field and the fix of every problem of the
 // cluster's feature gates, runtime config, patch, images, port mappings

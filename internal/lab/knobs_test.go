@@ -208,14 +208,14 @@ func TestMachineOfANodeWithMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := c.Machine(2, "/tmp/kb-lab", "/tmp/kb-lab/usr", "/tmp/kb-lab/images.tar", "/tmp/kb-lab/kubeboot.deb")
+	m := c.Machine(2, "/tmp/kb-lab", "/tmp/kb-lab/usr", "/tmp/kb-lab/kubeboot.deb")
 	if !slices.Contains(m.Binds, "/srv/b:/etc/b") || slices.Contains(m.Binds, "/srv/a:/data") {
 		t.Errorf("read-only binds %v, want /srv/b:/etc/b and not /srv/a", m.Binds)
 	}
 	if !slices.Equal(m.Shared, []string{"/srv/a:/data"}) {
 		t.Errorf("shared %v, want /srv/a:/data", m.Shared)
 	}
-	if first := c.Machine(0, "/tmp/kb-lab", "/tmp/kb-lab/usr", "/tmp/kb-lab/images.tar", "/tmp/kb-lab/kubeboot.deb"); len(first.Shared) != 0 || len(first.Binds) != 2 {
+	if first := c.Machine(0, "/tmp/kb-lab", "/tmp/kb-lab/usr", "/tmp/kb-lab/kubeboot.deb"); len(first.Shared) != 0 || !slices.Equal(first.Binds, []string{"/tmp/kb-lab/kubeboot.deb:/opt/kubeboot/kubeboot.deb"}) {
 		t.Errorf("a node without extra mounts: binds %v, shared %v", first.Binds, first.Shared)
 	}
 }

@@ -97,16 +97,13 @@ var machineKubelet = map[string]any{
 	"failCgroupV1": false,
 	"failSwapOn":   false,
 	"evictionHard": map[string]any{"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"},
-	// The images are loaded once, from the lab's archive; nothing pulls
-	// them again.
+	// The images are preloaded once, into the node's containerd store;
+	// nothing pulls them again.
 	"imageGCHighThresholdPercent": 100,
 }
 
 // usrLayer is the layer of the nodes' packages over their /usr.
 func (l Lab) usrLayer() string { return filepath.Join(l.Cluster.Dir, "usr") }
-
-// archive is the lab's images, which each node's containerd loads.
-func (l Lab) archive() string { return filepath.Join(l.Cluster.Dir, "images.tar") }
 
 // packageFile is the lab's copy of Package, which the nodes see.
 func (l Lab) packageFile() string { return filepath.Join(l.Cluster.Dir, "kubeboot.deb") }
@@ -130,7 +127,7 @@ func (l Lab) Machine(name string) (machine.Machine, error) {
 
 // machine is the i-th node's machine.
 func (l Lab) machine(i int) machine.Machine {
-	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.archive(), l.packageFile())
+	m := l.Cluster.Machine(i, l.Cluster.Dir, l.usrLayer(), l.packageFile())
 	if _, err := os.Stat(l.kubeletLayer()); err == nil {
 		m.UsrLayers = append(m.UsrLayers, l.kubeletLayer())
 	}
@@ -554,7 +551,7 @@ func (c *Cluster) kubeadmRegistration(i int) map[string]any {
 }
 
 // install writes what the nodes share (their packages' layer and the
-// images' archive), the fleet's secrets in the lab's dir, and every
+// images' preloaded store), the fleet's secrets in the lab's dir, and every
 // node's disk with its file.
 func (l Lab) install(ctx context.Context, files []nodeFile, plan *fleet.Plan) error {
 	c := l.Cluster
@@ -675,9 +672,8 @@ func (l Lab) stageKubelets() error {
 // installShared writes what the nodes share: their packages' layer,
 // kubeboot's package, the kubelet of the cluster's release and the staged
 // kubelets of every release, and the
-// archive of the images configs name (`kubeboot images list`), refs and
-// extra, which it preloads into a containerd store (preload) and links
-// where the nodes see it. It returns the store.
+// store of the images configs name (`kubeboot images list`), refs and
+// extra, preloaded into containerd (preloaded). It returns the store.
 func (l Lab) installShared(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
 	if _, err := UsrLayer(l.Cluster.Dir, l.BinDir); err != nil {
 		return "", err
@@ -691,15 +687,11 @@ func (l Lab) installShared(ctx context.Context, configs [][]byte, refs []string,
 	if err := l.stageKubelets(); err != nil {
 		return "", err
 	}
-	archive, err := l.images(ctx, configs, refs, extra)
-	if err != nil {
-		return "", err
-	}
-	return preload(ctx, l.BinDir, l.Kubeboot, archive)
+	return l.images(ctx, configs, refs, extra)
 }
 
-// images builds the archive of the images configs name (`kubeboot
-// images list`), refs and extra, and links it where the nodes see it.
+// images returns the preloaded store of the images configs name
+// (`kubeboot images list`), refs and extra, cached in the bin dir.
 func (l Lab) images(ctx context.Context, configs [][]byte, refs []string, extra []Image) (string, error) {
 	refs = slices.Clone(refs)
 	for i, cfg := range configs {
@@ -725,11 +717,7 @@ func (l Lab) images(ctx context.Context, configs [][]byte, refs []string, extra 
 		}
 		images = append(images, img)
 	}
-	archive, err := Archive(filepath.Join(l.BinDir, ".lab-images"), append(images, extra...))
-	if err != nil {
-		return "", err
-	}
-	return archive, linkOrCopy(archive, l.archive())
+	return preloaded(ctx, l.BinDir, l.Kubeboot, filepath.Join(l.BinDir, ".lab-images"), append(images, extra...))
 }
 
 // waitNodes waits until every node is up: its bootstrap unit done, or for
@@ -883,8 +871,8 @@ func runKubeadm(ctx context.Context, m machine.Machine, verb string, events chan
 }
 
 // waitInstalled waits until the machine has installed kubeboot's
-// package and its containerd is active with the lab's images loaded: what
-// a caller of Boot runs in a node needs both. A failed install is
+// package and its containerd, with the lab's images preloaded, is active:
+// what a caller of Boot runs in a node needs both. A failed install is
 // reported at once.
 func waitInstalled(ctx context.Context, m machine.Machine) error {
 	installed := false
@@ -897,13 +885,13 @@ func waitInstalled(ctx context.Context, m machine.Machine) error {
 			installed = true
 		}
 		out, _ = m.Output(ctx, "systemctl", "is-active", "containerd")
-		return installed && strings.TrimSpace(string(out)) == "active" && exists(filepath.Join(m.Root(), imagesLoaded)), nil
+		return installed && strings.TrimSpace(string(out)) == "active", nil
 	})
 	switch {
 	case err != nil && !installed:
 		return fmt.Errorf("kubeboot's package was not installed: %w", err)
 	case err != nil:
-		return fmt.Errorf("containerd with the lab's images never became active: %w", err)
+		return fmt.Errorf("containerd never became active: %w", err)
 	}
 	return nil
 }

@@ -89,36 +89,10 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = '` + SandboxImage + `'
 `
-	// imagesUnit loads the lab's archive, kubeboot's image bundle, into
-	// containerd at a node's first boot with `kubeboot images import`, as
-	// an air-gapped node does, before anything needs the images, unless
-	// the node's store was preloaded (preloadNode), as `lab up` does.
-	// kubeboot is in the node only once installUnit has installed its
-	// package.
-	imagesUnit = `[Unit]
-Description=Load the lab's images into containerd, as a node image holds them
-Requires=containerd.service ` + installUnit + `.service
-After=containerd.service ` + installUnit + `.service
-Before=kubelet.service kubeboot-bootstrap.service
-ConditionPathExists=!` + imagesLoaded + `
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/bin/kubeboot images import ` + machineArchive + `
-ExecStart=/usr/bin/touch ` + imagesLoaded + `
-
-[Install]
-WantedBy=multi-user.target
-`
-	// machineArchive is where a machine node sees the lab's images.
-	machineArchive = "/opt/kubeboot/images.tar"
 	// machinePackage is where a machine node sees kubeboot's .deb.
 	machinePackage = "/opt/kubeboot/kubeboot.deb"
 	// installUnit installs kubeboot's package at a node's first boot.
 	installUnit = "kubeboot-lab-install"
-	// imagesLoaded marks a node whose containerd holds the lab's images.
-	imagesLoaded = "/var/lib/kubeboot-lab-images-loaded"
 )
 
 // installUnitText is installUnit's unit: dpkg -i of the package, once,
@@ -235,15 +209,15 @@ func linkOrCopy(src, dst string) error {
 }
 
 // Machine is the cluster's i-th node as a machine: in dir/<node>, on the
-// node's network namespace, with the layer over its /usr, the images'
-// archive, kubeboot's package pkg and the node's extra mounts.
-func (c *Cluster) Machine(i int, dir, layer, archive, pkg string) machine.Machine {
+// node's network namespace, with the layer over its /usr, kubeboot's
+// package pkg and the node's extra mounts.
+func (c *Cluster) Machine(i int, dir, layer, pkg string) machine.Machine {
 	name := c.Nodes[i].Name
 	readOnly, readWrite := c.Nodes[i].mounts()
 	return machine.Machine{
 		Name: name, Dir: filepath.Join(dir, name), NetNS: filepath.Join("/run/netns", c.Netns(name)),
 		UsrLayers: []string{layer},
-		Binds:     append([]string{archive + ":" + machineArchive, pkg + ":" + machinePackage}, readOnly...),
+		Binds:     append([]string{pkg + ":" + machinePackage}, readOnly...),
 		Shared:    readWrite,
 	}
 }
@@ -296,14 +270,12 @@ func installNode(m machine.Machine, nodeFile []byte, cmdline string) error {
 	}
 	files := []file{
 		{"etc/containerd/config.toml", []byte(machineContainerdConfig), 0o644},
-		{"etc/systemd/system/kubeboot-lab-images.service", []byte(imagesUnit), 0o644},
 		{"etc/systemd/system/" + installUnit + ".service", []byte(installUnitText(nodeFile != nil || fetching)), 0o644},
 	}
 	units := map[string]string{
-		"containerd.service":          "/usr/lib/systemd/system/containerd.service",
-		"kubelet.service":             "/usr/lib/systemd/system/kubelet.service",
-		"kubeboot-lab-images.service": "../kubeboot-lab-images.service",
-		installUnit + ".service":      "../" + installUnit + ".service",
+		"containerd.service":     "/usr/lib/systemd/system/containerd.service",
+		"kubelet.service":        "/usr/lib/systemd/system/kubelet.service",
+		installUnit + ".service": "../" + installUnit + ".service",
 	}
 	switch {
 	case nodeFile != nil:

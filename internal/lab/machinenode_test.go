@@ -15,9 +15,8 @@ import (
 // TestMachineNodeIsInstalledAsAPackageWould: the layer holds the packages'
 // binaries, CNI plugins and units where distributions put them, and a
 // node's disk holds containerd's configuration (looking for CNI plugins
-// there too, and with no pod network of the lab's), the units enabled (the images' unit running
-// `kubeboot images import` after kubeboot's install) and its one file,
-// kept secret.
+// there too, and with no pod network of the lab's), the units enabled
+// and its one file, kept secret.
 func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	dir, binDir := t.TempDir(), t.TempDir()
 	for _, name := range []string{"kubelet", "kubeadm", "kubectl", "crictl", "containerd", "containerd-shim-runc-v2", "ctr"} {
@@ -70,7 +69,7 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(layer, "bin/kubeboot")); err == nil {
 		t.Error("kubeboot is in the packages' layer: it comes from its own package")
 	}
-	for _, unit := range []string{"containerd.service", "kubelet.service", "kubeboot-lab-images.service", "kubeboot-lab-install.service"} {
+	for _, unit := range []string{"containerd.service", "kubelet.service", "kubeboot-lab-install.service"} {
 		link := filepath.Join(root, "etc/systemd/system/multi-user.target.wants", unit)
 		target, err := os.Readlink(link)
 		if err != nil {
@@ -92,21 +91,6 @@ func TestMachineNodeIsInstalledAsAPackageWould(t *testing.T) {
 	if err != nil || !strings.Contains(string(install), "ExecStart=/usr/bin/dpkg -i /opt/kubeboot/kubeboot.deb\n") ||
 		!strings.Contains(string(install), "ExecStart=/usr/bin/systemctl enable --now --no-block kubeboot-bootstrap.service\n") {
 		t.Errorf("the install unit: %v\n%s", err, install)
-	}
-	// A node not preloaded loads the lab's bundle at its first boot with
-	// the kubeboot its package installed, once containerd runs.
-	images, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/kubeboot-lab-images.service"))
-	for _, line := range []string{
-		"Requires=containerd.service kubeboot-lab-install.service\n",
-		"After=containerd.service kubeboot-lab-install.service\n",
-		"ExecStart=/usr/bin/kubeboot images import /opt/kubeboot/images.tar\n",
-	} {
-		if err != nil || !strings.Contains(string(images), line) {
-			t.Errorf("the images unit lacks %q: %v\n%s", line, err, images)
-		}
-	}
-	if strings.Contains(string(images), "ctr") {
-		t.Errorf("the images unit runs ctr:\n%s", images)
 	}
 	if err := lab.InstallNode(m, []byte("kind: WorkerConfiguration\n")); err != nil {
 		t.Errorf("installing a node twice: %v", err)

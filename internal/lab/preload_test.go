@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kubeboot/kubeboot/internal/hostcontainerd"
 )
@@ -27,12 +28,14 @@ func buildKubeboot(t *testing.T, dir string) string {
 }
 
 // TestPreload: the bin dir's containerd, run on this host, makes the
-// store of an archive's images once, imported by `kubeboot images
-// import`; each node's copy of it is hard links but for the databases,
-// marks the node's images loaded, and a containerd on the copy holds the
-// image unpacked, with nothing to import. Nothing of it reaches the host
-// outside its directories. A failed import names its command and ends
-// with its output, and leaves no store.
+// store of a set of images once, imported from their archive by `kubeboot
+// images import`, and the cache keeps the store alone; a second set
+// shares the first's identical files as hard links. Each node's copy of a
+// store is hard links but for the databases, and a containerd on the
+// copy holds the image unpacked, with nothing to import. Nothing of it
+// reaches the host outside its directories. A failed import names its
+// command and ends with its output, and leaves nothing in the cache; a
+// store unused for two hours goes.
 func TestPreload(t *testing.T) {
 	binDir := os.Getenv("KUBEBOOT_BIN_DIR")
 	if _, err := os.Stat(filepath.Join(binDir, "containerd")); binDir == "" || err != nil {
@@ -48,35 +51,72 @@ func TestPreload(t *testing.T) {
 	hostBefore := hostPaths()
 	cache := t.TempDir()
 	const ref = "example.com/kubeboot-preload:1"
-	archive, err := Archive(cache, []Image{{Ref: ref, Trees: []string{filepath.Join(binDir, "rootfs/busybox")}, Cmd: []string{"true"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	busybox := Image{Ref: ref, Trees: []string{filepath.Join(binDir, "rootfs/busybox")}, Cmd: []string{"true"}}
+	images := []Image{busybox}
 
 	failing := filepath.Join(t.TempDir(), "kubeboot")
 	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho \"$@\"\necho the import failed >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = preload(t.Context(), binDir, failing, archive)
-	want := regexp.MustCompile(`^preload the lab's images: ` + regexp.QuoteMeta(failing+" images import "+archive+" --runtime-endpoint unix://") +
-		`[^ ]+/c\.sock: exit status 3: images import ` + regexp.QuoteMeta(archive) + ` --runtime-endpoint unix://\S+\nthe import failed$`)
+	_, err := preloaded(t.Context(), binDir, failing, cache, images)
+	archive := regexp.QuoteMeta(cache+"/.containerd-") + `\d+/images\.tar`
+	want := regexp.MustCompile(`^preload the lab's images: ` + regexp.QuoteMeta(failing+" images import ") + archive + ` --runtime-endpoint unix://` +
+		`[^ ]+/c\.sock: exit status 3: images import ` + archive + ` --runtime-endpoint unix://\S+\nthe import failed$`)
 	if err == nil || !want.MatchString(err.Error()) {
 		t.Errorf("a failed import: %v; want it to match %s", err, want)
 	}
-	if _, err := os.Stat(preloadedStore(archive)); err == nil {
-		t.Error("a failed import left a store")
+	if left := cacheEntries(t, cache); len(left) != 0 {
+		t.Errorf("a failed import left %v in the cache", left)
 	}
 
-	store, err := preload(t.Context(), binDir, kubeboot, archive)
+	store, err := preloaded(t.Context(), binDir, kubeboot, cache, images)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := preload(t.Context(), binDir, kubeboot, archive); err != nil || again != store {
+	first, _ := os.Stat(store)
+	if again, err := preloaded(t.Context(), binDir, kubeboot, cache, images); err != nil || again != store {
 		t.Errorf("the second preload: %q, %v; want the cached %q", again, err, store)
 	}
-	if left, _ := filepath.Glob(filepath.Join(cache, ".containerd-*")); len(left) != 0 {
-		t.Errorf("the preload left %v", left)
+	if info, _ := os.Stat(store); !os.SameFile(first, info) {
+		t.Error("the cached store was made again")
 	}
+	if left := cacheEntries(t, cache); len(left) != 1 || left[0] != filepath.Base(store) {
+		t.Errorf("the cache holds %v, want the store alone", left)
+	}
+
+	// A second set, of the first's image and another with the same tree,
+	// makes a second store, which shares the first's blobs and unpacked
+	// files.
+	other := Image{Ref: "example.com/kubeboot-preload:2", Trees: busybox.Trees, Cmd: []string{"false"}}
+	second, err := preloaded(t.Context(), binDir, kubeboot, cache, []Image{busybox, other})
+	if err != nil || second == store {
+		t.Fatalf("a second set: %q, %v; want a store of its own", second, err)
+	}
+	for _, dir := range []string{"io.containerd.content.v1.content/blobs/sha256", "io.containerd.snapshotter.v1.overlayfs/snapshots"} {
+		if shared := sharedFiles(t, filepath.Join(store, dir), filepath.Join(second, dir)); shared == 0 {
+			t.Errorf("the stores share no file of %s", dir)
+		}
+	}
+
+	// Unused for two hours, the first store goes at the next preload, with
+	// an archive the cache held before it kept stores alone.
+	old := time.Now().Add(-2 * time.Hour)
+	stale := filepath.Join(cache, "0123456789abcdef.tar")
+	if err := os.WriteFile(stale, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{store, stale} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, err := preloaded(t.Context(), binDir, kubeboot, cache, []Image{busybox, other}); err != nil || again != second {
+		t.Fatalf("the second set again: %q, %v; want the cached %q", again, err, second)
+	}
+	if left := cacheEntries(t, cache); len(left) != 1 || left[0] != filepath.Base(second) {
+		t.Errorf("after two hours the cache holds %v, want %s alone", left, filepath.Base(second))
+	}
+	store = second
 
 	nodes := t.TempDir()
 	for _, node := range []string{"a", "b"} {
@@ -85,9 +125,6 @@ func TestPreload(t *testing.T) {
 		}
 	}
 	root := filepath.Join(nodes, "a")
-	if _, err := os.Stat(filepath.Join(root, imagesLoaded)); err != nil {
-		t.Errorf("the node's images are not marked loaded: %v", err)
-	}
 	var blobs, dbs int
 	err = filepath.WalkDir(store, func(path string, d os.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -136,6 +173,53 @@ func TestPreload(t *testing.T) {
 	if after := hostPaths(); after != hostBefore {
 		t.Errorf("containerd on the host made %s", after)
 	}
+}
+
+// cacheEntries are the names in the cache, but its lock.
+func cacheEntries(t *testing.T, cache string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name() != ".lock" {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// sharedFiles counts the regular files under a that are one file, hard
+// linked, with one under b.
+func sharedFiles(t *testing.T, a, b string) int {
+	t.Helper()
+	inodes := map[uint64]bool{}
+	walk := func(dir string, visit func(ino uint64)) {
+		err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			visit(info.Sys().(*syscall.Stat_t).Ino)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	walk(a, func(ino uint64) { inodes[ino] = true })
+	shared := 0
+	walk(b, func(ino uint64) {
+		if inodes[ino] {
+			shared++
+		}
+	})
+	return shared
 }
 
 // hostPaths are which of the paths a host containerd makes by default

@@ -235,7 +235,7 @@ func (r *report) usableSection(b *strings.Builder) {
 	writeRows(b, usable, []clusterRow{
 		{"**command start → the pod reached the Service**", usableWall},
 		{"`lab up --cluster` alone", func(r clusterRun) time.Duration { return r.end.Sub(r.start) }},
-		{"network, load balancer, the packages' layer, the images' archive and store (cached), every machine's disk with its preloaded store, cp1's certificates (command start → installed)", func(r clusterRun) time.Duration { return r.installed.Sub(r.start) }},
+		{"network, load balancer, the packages' layer, the images' store (cached), every machine's disk with its preloaded store, cp1's certificates (command start → installed)", func(r clusterRun) time.Duration { return r.installed.Sub(r.start) }},
 		{"the machines' boot, all at once (installed → booted)", func(r clusterRun) time.Duration { return r.booted.Sub(r.installed) }},
 		{"cp1's containerd (booted → cp1's bootstrap unit started)", func(r clusterRun) time.Duration { return r.nodes[firstNode][stageStarted].Sub(r.booted) }},
 		{"init (kubeboot init, to its return)", initWall},

@@ -86,8 +86,8 @@ func TestConformance(t *testing.T) {
 	}
 	interrupted()
 	machines := []machine.Machine{c.machine(t, "cp1"), c.machine(t, "w1"), c.machine(t, "w2")}
-	archive, err := lab.Archive(filepath.Join(binDir, ".lab-images"), conformanceImages(t))
-	if err != nil {
+	archive := filepath.Join(c.lab.Cluster.Dir, "conformance.tar")
+	if err := lab.WriteArchive(archive, conformanceImages(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range machines {

@@ -20,7 +20,8 @@ import (
 // is no image archive and a node not in the lab are refused, exit 2.
 func checkLabLoad(t *testing.T, c *machineCluster) {
 	const ref = "example.com/kubeboot-e2e/loaded:1"
-	archive, err := lab.Archive(t.TempDir(), []lab.Image{{Ref: ref, Trees: []string{filepath.Join(binDir, "rootfs/busybox")},
+	archive := filepath.Join(t.TempDir(), "images.tar")
+	err := lab.WriteArchive(archive, []lab.Image{{Ref: ref, Trees: []string{filepath.Join(binDir, "rootfs/busybox")},
 		Cmd: []string{"sh", "-c", "echo the loaded image ran; sleep 3600"}}})
 	if err != nil {
 		t.Fatal(err)
