@@ -78,6 +78,9 @@ type clusterRun struct {
 	usage []usage
 	// floor is Kubernetes' own start, read from the usable cluster.
 	floor floor
+	// apply is upgrade apply with nothing to change on the usable
+	// cluster's cp1.
+	apply applyRun
 }
 
 // clusterResults are every timed run of each job, in round order.
@@ -166,6 +169,9 @@ func runCluster(ctx context.Context, o options, work, job, keep string) (cluster
 		run.probed, probeErr = probeService(ctx, o, filepath.Join(dir, "kubeconfig"), "w1")
 		if probeErr == nil {
 			run.floor, probeErr = readFloor(ctx, o, filepath.Join(dir, "kubeconfig"))
+		}
+		if probeErr == nil {
+			run.apply, probeErr = measureApply(ctx, o, file)
 		}
 	}
 	if errors.Join(upErr, stagesErr, probeErr) != nil && keep == "" {

@@ -98,7 +98,20 @@ func (r *report) clusterTargets() []target {
 			fmt.Sprintf("%s (%s vs %s)", fmtRatio(joinRatio), fmtSeconds(durations(kbJoins, joinWall).median),
 				fmtSeconds(durations(kaJoins, joinWall).median)), joinRatio <= targetJoinRatio},
 		usableTarget(r.clusters[jobUsable]),
+		applyTarget(r.clusters[jobUsable]),
 	}
+}
+
+// applyTarget is the targets table's row of upgrade apply with nothing to
+// change.
+func applyTarget(runs []clusterRun) target {
+	own := durations(runs, func(r clusterRun) time.Duration { return r.apply.own() }).median
+	return target{"`kubeboot upgrade apply` with nothing to change, on cp1 of the usable cluster: its own time (through `lab exec`, less `kubeboot version`'s)",
+		"≤ " + fmtSeconds(targetApply) + ", 0 files written",
+		fmt.Sprintf("%s median (%s less %s), 0 files written in each of %d runs", fmtSeconds(own),
+			fmtSeconds(durations(runs, func(r clusterRun) time.Duration { return r.apply.took }).median),
+			fmtSeconds(durations(runs, func(r clusterRun) time.Duration { return r.apply.exec }).median), applyRounds*len(runs)),
+		own <= targetApply}
 }
 
 // usableTarget is the targets table's row of the usable cluster.
@@ -256,6 +269,14 @@ func (r *report) usableSection(b *strings.Builder) {
 			return r.floor.leads.Sub(r.nodes[firstNode][stageKubeletStart])
 		}},
 		{"a CoreDNS pod scheduled → Ready, the later of the two (its sandbox, start and first good readiness probe; conditions stamped to the second)", func(r clusterRun) time.Duration { return r.floor.coreDNS }},
+	})
+	w("Once the cluster is usable, `kubeboot upgrade apply --config /etc/kubeboot/node.yaml -o json` with nothing to change, run in cp1 through `lab exec` %d times in each run (each must write no file), ", applyRounds)
+	w("beside `kubeboot version` through `lab exec` as often, the floor of the exec and a process's start; each run's median:\n\n")
+	writeRows(b, usable, []clusterRow{
+		{"`upgrade apply`, nothing to change, through `lab exec`", func(r clusterRun) time.Duration { return r.apply.took }},
+		{"`kubeboot version` through `lab exec` (the floor)", func(r clusterRun) time.Duration { return r.apply.exec }},
+		{"**upgrade apply's own** (the two's difference)", func(r clusterRun) time.Duration { return r.apply.own() }},
+		{"of which its first event → its last (the manifests found up to date → the kubelet found unchanged: the uploaded configuration and the addons' objects compared, one request each, and their rollout read)", func(r clusterRun) time.Duration { return r.apply.events }},
 	})
 }
 

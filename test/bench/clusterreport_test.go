@@ -67,6 +67,7 @@ func TestClusterReport(t *testing.T) {
 			run := fakeRun(t0, scaleJob(n), nodes)
 			if scaleJob(n) == jobUsable {
 				run.floor = floor{leads: t0.Add(19500 * time.Millisecond), coreDNS: 3 * time.Second}
+				run.apply = applyRun{took: 300 * time.Millisecond, exec: 40 * time.Millisecond, events: 200 * time.Millisecond}
 			}
 			r.clusters[scaleJob(n)] = append(r.clusters[scaleJob(n)], run)
 		}
@@ -122,6 +123,8 @@ func TestClusterReport(t *testing.T) {
 		"| the kubelet restarted → etcd, the API server, the controller-manager and the scheduler healthy (their start on 2 cores; within init) | 7.5 s | 7.5 s | 7.5 s |",
 		"| the kubelet restarted → the controller-manager leads (the API server's start, then the lease acquired: before it, no CSR is signed and no DaemonSet or Deployment has pods) | 9 s | 9 s | 9 s |",
 		"| a CoreDNS pod scheduled → Ready, the later of the two (its sandbox, start and first good readiness probe; conditions stamped to the second) | 3 s | 3 s | 3 s |",
+		// upgrade apply took 300 ms through lab exec, version 40 ms.
+		"| **upgrade apply's own** (the two's difference) | 260 ms | 260 ms | 260 ms |",
 		// 8 workers: 9 s window; CPU from the last sample before 30 s to the first after 39 s.
 		"| 8 | 9 s (9 s–9 s) | 1.12 s | 3.6 s (3.6 s–3.6 s) | 450 ms | 156.0 MiB (156.0 MiB–156.0 MiB) |",
 		"| learner added → its etcd member started and following the leader | 2 s (2 s–2 s) | 2 s (2 s–2 s) |",
@@ -133,8 +136,9 @@ func TestClusterReport(t *testing.T) {
 		}
 	}
 	targets := r.clusterTargets()
-	if len(targets) != 4 || targets[0].met || !targets[1].met || targets[1].measured != "0.09× (1 s vs 11 s)" || !targets[2].met || targets[3].met || targets[3].measured != "62 s median (62 s – 62 s)" {
-		t.Errorf("targets %+v: want init missed (0.77×), its own time met (0.09×), join met (0.22×) and the usable cluster missed (62 s)", targets)
+	if len(targets) != 5 || targets[0].met || !targets[1].met || targets[1].measured != "0.09× (1 s vs 11 s)" || !targets[2].met || targets[3].met || targets[3].measured != "62 s median (62 s – 62 s)" ||
+		targets[4].met || targets[4].measured != "260 ms median (300 ms less 40 ms), 0 files written in each of 10 runs" {
+		t.Errorf("targets %+v: want init missed (0.77×), its own time met (0.09×), join met (0.22×), the usable cluster missed (62 s) and upgrade apply missed (260 ms)", targets)
 	}
 }
 
@@ -168,6 +172,27 @@ func TestFmtSeconds(t *testing.T) {
 	for s, want := range map[float64]string{1.5: "1.5 s", 0.0425: "42.5 ms", 0.0000123: "12.3 µs", -0.243: "-243 ms", -2: "-2 s"} {
 		if got := fmtSeconds(s); got != want {
 			t.Errorf("fmtSeconds(%v) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestUnchangedApply: upgrade apply's output gives the span from its
+// first event to its last; a run that wrote a file, or printed no result,
+// is an error.
+func TestUnchangedApply(t *testing.T) {
+	events := `{"level":"info","msg":"every manifest is up to date","phase":"upgrade","time":"2026-12-01T00:29:27.959Z"}
+{"level":"info","msg":"the kubelet runs v1.36.3","phase":"upgrade","time":"2026-12-01T00:29:28.169Z"}
+`
+	span, err := unchangedApply([]byte(events + `{"result":{"ok":true,"written":[],"unchanged":["/etc/kubernetes/admin.conf"]}}` + "\n"))
+	if err != nil || span != 210*time.Millisecond {
+		t.Errorf("an unchanged run: %s, %v; want 210ms", span, err)
+	}
+	for out, want := range map[string]string{
+		events + `{"result":{"ok":true,"written":["/etc/kubernetes/manifests/etcd.yaml"]}}`: "wrote 1 files",
+		events: "no result",
+	} {
+		if _, err := unchangedApply([]byte(out)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("unchangedApply: %v; want an error saying %q", err, want)
 		}
 	}
 }
