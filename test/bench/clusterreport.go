@@ -276,7 +276,7 @@ func (r *report) usableSection(b *strings.Builder) {
 		{"`upgrade apply`, nothing to change, through `lab exec`", func(r clusterRun) time.Duration { return r.apply.took }},
 		{"`kubeboot version` through `lab exec` (the floor)", func(r clusterRun) time.Duration { return r.apply.exec }},
 		{"**upgrade apply's own** (the two's difference)", func(r clusterRun) time.Duration { return r.apply.own() }},
-		{"of which its first event → its last (the manifests found up to date → the kubelet found unchanged: the uploaded configuration and the addons' objects compared, one request each, and their rollout read)", func(r clusterRun) time.Duration { return r.apply.events }},
+		{"of which its first event → its last (the manifests found up to date → the kubelet found unchanged: the uploaded configuration and the addons' objects compared, two requests each (a get, then the server-side apply), and their rollout read)", func(r clusterRun) time.Duration { return r.apply.events }},
 	})
 }
 

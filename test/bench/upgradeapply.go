@@ -28,7 +28,7 @@ type applyRun struct {
 	took, exec time.Duration
 	// events spans upgrade apply's first event (its manifests found up to
 	// date) to its last (the kubelet found unchanged): the cluster's
-	// objects compared, one request each, and the addons' rollout read.
+	// objects compared, two requests each, and the addons' rollout read.
 	events time.Duration
 }
 
