@@ -84,6 +84,24 @@ func configOnly(build func(*config.ClusterConfiguration) (templates.Objects, err
 	}
 }
 
+// joined is the objects of sets as one set, each kind's in the sets'
+// order.
+func joined(sets []templates.Objects) templates.Objects {
+	var all templates.Objects
+	for _, o := range sets {
+		all.ServiceAccounts = append(all.ServiceAccounts, o.ServiceAccounts...)
+		all.ConfigMaps = append(all.ConfigMaps, o.ConfigMaps...)
+		all.Roles = append(all.Roles, o.Roles...)
+		all.RoleBindings = append(all.RoleBindings, o.RoleBindings...)
+		all.ClusterRoles = append(all.ClusterRoles, o.ClusterRoles...)
+		all.ClusterRoleBindings = append(all.ClusterRoleBindings, o.ClusterRoleBindings...)
+		all.Services = append(all.Services, o.Services...)
+		all.Deployments = append(all.Deployments, o.Deployments...)
+		all.DaemonSets = append(all.DaemonSets, o.DaemonSets...)
+	}
+	return all
+}
+
 // addonPart is the subphase of one addon: it applies its objects, unless
 // the configuration turns it off, which it reports as switchOff + "
 // objects are neither created nor changed".
@@ -101,11 +119,7 @@ func addonPart(name, short, switchOff string, a addon) workflow.Phase[*Node] {
 		if err != nil {
 			return err
 		}
-		for _, objs := range sets {
-			if err := applyObjects(ctx, s, client, objs); err != nil {
-				return err
-			}
-		}
-		return nil
+		// One pass for the addon's sets: its waves hold every set's objects.
+		return applyObjects(ctx, s, client, joined(sets))
 	}}
 }

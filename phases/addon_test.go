@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/workflow"
+	"github.com/kubeboot/kubeboot/templates"
 )
 
 func TestAddonPhase(t *testing.T) {
@@ -225,5 +227,29 @@ func TestAddonDrift(t *testing.T) {
 	}
 	if len(got) != 3 {
 		t.Errorf("drifts of %d objects, want 3: %v", len(got), drifts)
+	}
+}
+
+// TestJoinedKeepsEveryKind: joined keeps every object of every kind that
+// templates.Objects holds, in the sets' order, so an addon of several
+// sets applies them all; a kind added to Objects but not to joined fails
+// here.
+func TestJoinedKeepsEveryKind(t *testing.T) {
+	var a, b templates.Objects
+	for _, set := range []*templates.Objects{&a, &b} {
+		v := reflect.ValueOf(set).Elem()
+		for i := range v.NumField() {
+			field := v.Field(i)
+			elem := reflect.New(field.Type().Elem().Elem()) // a *Kind
+			field.Set(reflect.Append(reflect.MakeSlice(field.Type(), 0, 1), elem))
+		}
+	}
+	all := reflect.ValueOf(joined([]templates.Objects{a, b}))
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	for i := range all.NumField() {
+		name := all.Type().Field(i).Name
+		if got := all.Field(i); got.Len() != 2 || got.Index(0).Pointer() != va.Field(i).Index(0).Pointer() || got.Index(1).Pointer() != vb.Field(i).Index(0).Pointer() {
+			t.Errorf("joined %s: %d objects, want the first set's then the second's", name, got.Len())
+		}
 	}
 }

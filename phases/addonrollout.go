@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,29 +34,42 @@ func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	var pending []string
-	check := func(ctx context.Context) (bool, error) {
-		pending = nil
-		for _, want := range deployments {
+	// Each workload's check says why it is not rolled out, or "".
+	var checks []func(ctx context.Context) string
+	for _, want := range deployments {
+		checks = append(checks, func(ctx context.Context) string {
 			d, err := client.AppsV1().Deployments(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 			if err != nil {
-				pending = append(pending, fmt.Sprintf("Deployment %s/%s: %v", want.Namespace, want.Name, err))
-				continue
+				return fmt.Sprintf("Deployment %s/%s: %v", want.Namespace, want.Name, err)
 			}
 			if why := DeploymentPending(d); why != "" {
-				pending = append(pending, fmt.Sprintf("Deployment %s/%s: %s", d.Namespace, d.Name, why))
+				return fmt.Sprintf("Deployment %s/%s: %s", d.Namespace, d.Name, why)
 			}
-		}
-		for _, want := range daemonSets {
+			return ""
+		})
+	}
+	for _, want := range daemonSets {
+		checks = append(checks, func(ctx context.Context) string {
 			ds, err := client.AppsV1().DaemonSets(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 			if err != nil {
-				pending = append(pending, fmt.Sprintf("DaemonSet %s/%s: %v", want.Namespace, want.Name, err))
-				continue
+				return fmt.Sprintf("DaemonSet %s/%s: %v", want.Namespace, want.Name, err)
 			}
 			if why := DaemonSetPending(ds); why != "" {
-				pending = append(pending, fmt.Sprintf("DaemonSet %s/%s: %s", ds.Namespace, ds.Name, why))
+				return fmt.Sprintf("DaemonSet %s/%s: %s", ds.Namespace, ds.Name, why)
 			}
+			return ""
+		})
+	}
+	var pending []string
+	check := func(ctx context.Context) (bool, error) {
+		// The workloads are read at once: each read is a round trip.
+		whys := make([]string, len(checks))
+		var wg sync.WaitGroup
+		for i, c := range checks {
+			wg.Go(func() { whys[i] = c(ctx) })
 		}
+		wg.Wait()
+		pending = slices.DeleteFunc(whys, func(why string) bool { return why == "" })
 		return len(pending) == 0, nil
 	}
 	err = wait.PollUntilContextTimeout(ctx, addonPollInterval, timeout, true, check)

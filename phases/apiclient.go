@@ -128,26 +128,53 @@ type applyClient[T metav1.Object] interface {
 }
 
 // apply converges obj by server-side apply, as FieldManager and forcing
-// its ownership of the fields obj sets: kubeboot owns these objects. The
-// API server stores nothing when the apply changes nothing, so the verb it
+// its ownership of the fields obj sets: kubeboot owns these objects. It
+// reads the live object first (see applyOver).
+func apply[T metav1.Object](ctx context.Context, c applyClient[T], obj T, mustReplace func(have T) bool) (string, error) {
+	have, err := readLive(ctx, c, obj)
+	if err != nil {
+		return "", err
+	}
+	return applyOver(ctx, c, obj, have, mustReplace)
+}
+
+// live is an object as the API server has it, read before an apply.
+type live[T metav1.Object] struct {
+	// obj is the object; unset when found is false.
+	obj T
+	// found says whether the object exists.
+	found bool
+}
+
+// readLive reads obj's live object; a missing one is no error.
+func readLive[T metav1.Object](ctx context.Context, c applyClient[T], obj T) (live[T], error) {
+	have, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return live[T]{}, nil
+	case err != nil:
+		return live[T]{}, fmt.Errorf("get %s %q: %w", kindOf(obj), obj.GetName(), err)
+	}
+	return live[T]{obj: have, found: true}, nil
+}
+
+// applyOver applies obj over have, its live object read before. The API
+// server stores nothing when the apply changes nothing, so the verb it
 // returns, "created", "updated" or "unchanged", comes from comparing
-// resourceVersions. When mustReplace says an existing object differs in a
+// resourceVersions. When mustReplace says the live object differs in a
 // field the API server will not change (a binding's roleRef), the object
 // is deleted and created again: "replaced".
-func apply[T metav1.Object](ctx context.Context, c applyClient[T], obj T, mustReplace func(have T) bool) (string, error) {
+func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, have live[T], mustReplace func(have T) bool) (string, error) {
 	kind, name := kindOf(obj), obj.GetName()
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return "", fmt.Errorf("encode %s %q: %w", kind, name, err)
 	}
 	verb := "created"
-	have, err := c.Get(ctx, name, metav1.GetOptions{})
 	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return "", fmt.Errorf("get %s %q: %w", kind, name, err)
-	case mustReplace != nil && mustReplace(have):
-		if err := c.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrTo(have.GetUID())}}); err != nil {
+	case !have.found:
+	case mustReplace != nil && mustReplace(have.obj):
+		if err := c.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrTo(have.obj.GetUID())}}); err != nil {
 			return "", fmt.Errorf("delete %s %q to replace it: %w", kind, name, err)
 		}
 		verb = "replaced"
@@ -159,7 +186,7 @@ func apply[T metav1.Object](ctx context.Context, c applyClient[T], obj T, mustRe
 	if err != nil {
 		return "", fmt.Errorf("apply %s %q: %w", kind, name, err)
 	}
-	if verb == "unchanged" && applied.GetResourceVersion() != have.GetResourceVersion() {
+	if verb == "unchanged" && applied.GetResourceVersion() != have.obj.GetResourceVersion() {
 		verb = "updated"
 	}
 	return verb, nil
@@ -195,10 +222,11 @@ type applyRun struct {
 // all applies objs in three waves, each after the one before: the objects
 // that refer to none of the others (ServiceAccounts, ConfigMaps, Roles,
 // ClusterRoles, Services), then the bindings, then the workloads, so that
-// no workload's pod starts without its account's rights. Within a wave
-// every object is applied at once: each costs two round trips to the API
-// server (a get, then the apply), and the API server commits concurrent
-// writes to etcd together. What each wave did is reported, and its drifts
+// no workload's pod starts without its account's rights. Every object
+// costs two round trips to the API server, a get and then the apply: the
+// gets of all three waves go first, at once, and within a wave every
+// object is applied at once (the API server commits concurrent writes to
+// etcd together). What each wave did is reported, and its drifts
 // recorded, in the order of templates.Objects.
 func (r applyRun) all(ctx context.Context, client kubernetes.Interface, objs templates.Objects) error {
 	core, rbac, apps := client.CoreV1(), client.RbacV1(), client.AppsV1()
@@ -228,6 +256,9 @@ func (r applyRun) all(ctx context.Context, client kubernetes.Interface, objs tem
 				}),
 		),
 	}
+	if err := readAll(ctx, slices.Concat(waves...)); err != nil {
+		return err
+	}
 	for _, wave := range waves {
 		if err := r.atOnce(ctx, wave); err != nil {
 			return err
@@ -236,9 +267,13 @@ func (r applyRun) all(ctx context.Context, client kubernetes.Interface, objs tem
 	return nil
 }
 
-// task applies one object, or dry-runs its apply: it returns the line to
-// report, or the object's drift (nil when there is none).
-type task func(ctx context.Context) (line string, drift *Drift, err error)
+// task is one object's part of an applyRun: read reads its live object,
+// then apply applies it over that, or dry-runs the apply, and returns the
+// line to report or the object's drift (nil when there is none).
+type task struct {
+	read  func(ctx context.Context) error
+	apply func(ctx context.Context) (line string, drift *Drift, err error)
+}
 
 // tasksOf are the tasks of objs, each through the client of its
 // namespace, replacing an object when mustReplace says a field the API
@@ -252,25 +287,42 @@ func tasksOf[T metav1.Object](r applyRun, objs []T, client func(namespace string
 			replace = func(have T) bool { return mustReplace(have, o) }
 		}
 		c := client(o.GetNamespace())
+		var have live[T]
+		read := func(ctx context.Context) (err error) {
+			have, err = readLive(ctx, c, o)
+			return err
+		}
 		if r.drifts != nil {
-			tasks = append(tasks, func(ctx context.Context) (string, *Drift, error) {
-				drift, err := driftOf(ctx, c, o, replace)
+			tasks = append(tasks, task{read: read, apply: func(ctx context.Context) (string, *Drift, error) {
+				drift, err := driftOf(ctx, c, o, have, replace)
 				return "", drift, err
-			})
+			}})
 			continue
 		}
-		tasks = append(tasks, func(ctx context.Context) (string, *Drift, error) {
-			verb, err := apply(ctx, c, o, replace)
+		tasks = append(tasks, task{read: read, apply: func(ctx context.Context) (string, *Drift, error) {
+			verb, err := applyOver(ctx, c, o, have, replace)
 			if err != nil {
 				return "", nil, err
 			}
 			return fmt.Sprintf("%s %s %s", kindOf(o), qualifiedName(o), verb), nil, nil
-		})
+		}})
 	}
 	return tasks
 }
 
-// atOnce runs tasks concurrently and, once all have returned, reports
+// readAll reads every task's live object at once. It returns every
+// task's error, joined.
+func readAll(ctx context.Context, tasks []task) error {
+	errs := make([]error, len(tasks))
+	var wg sync.WaitGroup
+	for i, t := range tasks {
+		wg.Go(func() { errs[i] = t.read(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// atOnce applies tasks concurrently and, once all have returned, reports
 // their lines and records their drifts in the tasks' order. It returns
 // every task's error, joined.
 func (r applyRun) atOnce(ctx context.Context, tasks []task) error {
@@ -283,7 +335,7 @@ func (r applyRun) atOnce(ctx context.Context, tasks []task) error {
 	var wg sync.WaitGroup
 	for i, t := range tasks {
 		wg.Go(func() {
-			line, drift, err := t(ctx)
+			line, drift, err := t.apply(ctx)
 			results[i] = result{line, drift, err}
 		})
 	}

@@ -37,15 +37,24 @@ func addonObjects(tb testing.TB, s *Node) []templates.Objects {
 // TestApplyWaves: the objects a workload's pods need are in place before
 // the workload is applied, each binding after the accounts and roles it
 // names, and the report lists the objects in the same order, run after
-// run, though each wave applies its objects at once.
+// run, though each wave applies its objects at once. Every object is read
+// before the first is applied: the reads of all waves go at once.
 func TestApplyWaves(t *testing.T) {
 	s, client, out := liveState(t, false)
 	var mu sync.Mutex
 	var applied []string
-	client.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	readAfterApply := 0
+	client.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		applied = append(applied, a.GetResource().Resource)
+		switch a.GetVerb() {
+		case "patch":
+			applied = append(applied, a.GetResource().Resource)
+		case "get":
+			if len(applied) > 0 {
+				readAfterApply++
+			}
+		}
 		return false, nil, nil
 	})
 	wave := map[string]int{"serviceaccounts": 0, "configmaps": 0, "roles": 0, "clusterroles": 0, "services": 0,
@@ -72,6 +81,9 @@ func TestApplyWaves(t *testing.T) {
 			applied = nil
 		}
 		reports = append(reports, out.String())
+	}
+	if readAfterApply > 0 {
+		t.Errorf("%d objects were read after an object of the same set was applied; want every read first", readAfterApply)
 	}
 	if reports[0] == "" || strings.ReplaceAll(reports[0], "created", "unchanged") != reports[1] {
 		t.Errorf("the second run's report is not the first's in the same order:\n%s\n---\n%s", reports[0], reports[1])

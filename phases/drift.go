@@ -42,12 +42,10 @@ func AddonDrift(ctx context.Context, s *Node) ([]Drift, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Dry runs change nothing, so every addon's objects go in one pass.
 	drifts := []Drift{}
-	run := applyRun{s: s, drifts: &drifts}
-	for _, objs := range sets {
-		if err := run.all(ctx, client, objs); err != nil {
-			return nil, err
-		}
+	if err := (applyRun{s: s, drifts: &drifts}).all(ctx, client, joined(sets)); err != nil {
+		return nil, err
 	}
 	return drifts, nil
 }
@@ -108,22 +106,19 @@ func manifestDrift(ctx context.Context, dyn dynamic.Interface, o addonmanifests.
 	return drift, nil
 }
 
-// driftOf dry-runs the apply of obj and returns what it would change, or
-// nil when it would change nothing.
-func driftOf[T metav1.Object](ctx context.Context, c applyClient[T], obj T, mustReplace func(have T) bool) (*Drift, error) {
+// driftOf dry-runs the apply of obj over have, its live object read
+// before, and returns what it would change, or nil when it would change
+// nothing.
+func driftOf[T metav1.Object](ctx context.Context, c applyClient[T], obj T, have live[T], mustReplace func(have T) bool) (*Drift, error) {
 	kind, name := kindOf(obj), obj.GetName()
 	drift := &Drift{Object: kind + " " + qualifiedName(obj)}
-	have, err := c.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return nil, fmt.Errorf("get %s %q: %w", kind, name, err)
-	default:
-		if drift.Live, err = comparable(have); err != nil {
+	var err error
+	if have.found {
+		if drift.Live, err = comparable(have.obj); err != nil {
 			return nil, err
 		}
 	}
-	if drift.Live != nil && mustReplace != nil && mustReplace(have) {
+	if drift.Live != nil && mustReplace != nil && mustReplace(have.obj) {
 		// The dry run of an apply over the old object would fail on the
 		// field that forces the replacement: show the object as built.
 		drift.Replace = true
