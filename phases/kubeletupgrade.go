@@ -33,11 +33,18 @@ func SystemdKubelet(ctx context.Context, s *workflow.Run) bool {
 
 // KubeletRelease is the release of the kubelet binary on the PATH, the
 // one kubelet.service runs at its next start: an operator installs it
-// with the node's packages before upgrading the node.
-func KubeletRelease(ctx context.Context, s *workflow.Run) (*version.Version, error) {
+// with the node's packages before upgrading the node. node is the
+// kubelet's Node, or nil: when the kubelet that last reported its status
+// runs that very binary (see reportedRelease), the release is the one it
+// reported. Otherwise the binary is asked, which starts it: that costs
+// more than the rest of an upgrade with nothing to change.
+func KubeletRelease(ctx context.Context, s *workflow.Run, node *corev1.Node) (*version.Version, error) {
 	path, err := s.System.LookPath("kubelet")
 	if err != nil {
 		return nil, fmt.Errorf("find the kubelet: %w: install it (its package also ships kubelet.service)", err)
+	}
+	if v, ok := reportedRelease(s.System, path, node); ok {
+		return v, nil
 	}
 	out, err := s.System.Version(ctx, path)
 	if err != nil {
@@ -52,6 +59,30 @@ func KubeletRelease(ctx context.Context, s *workflow.Run) (*version.Version, err
 		return nil, fmt.Errorf("%s --version: %w", path, err)
 	}
 	return v, nil
+}
+
+// reportedRelease is the kubelet release node's status reports, when the
+// kubelet that reported it runs the file at path: a process runs that
+// file, and node's Ready condition was reported after it started (the
+// kubelet reports its status as soon as it starts, and at least every few
+// minutes after). The heartbeat is kept to the second, rounded down, so
+// a report in the same second as the start does not count.
+func reportedRelease(sys workflow.System, path string, node *corev1.Node) (*version.Version, bool) {
+	if node == nil || sys.RunningSince == nil {
+		return nil, false
+	}
+	started, ok := sys.RunningSince(path)
+	if !ok {
+		return nil, false
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type != corev1.NodeReady || !c.LastHeartbeatTime.After(started) {
+			continue
+		}
+		v, err := version.ParseSemantic(node.Status.NodeInfo.KubeletVersion)
+		return v, err == nil
+	}
+	return nil, false
 }
 
 // CheckKubeletSkew refuses a kubelet of release kubelet, named by which
@@ -84,15 +115,15 @@ func UpgradeKubelet(ctx context.Context, s *workflow.Run, client kubernetes.Inte
 		s.Report.Warnf("kubelet.service does not run this node's kubelet: restart the kubelet yourself, once the new release's binary is installed, to load it and %s", configFile)
 		return nil
 	}
-	release, err := KubeletRelease(ctx, s)
-	if err != nil {
-		return err
-	}
-	want := "v" + release.String()
 	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get Node %s: %w", node, err)
 	}
+	release, err := KubeletRelease(ctx, s, n)
+	if err != nil {
+		return err
+	}
+	want := "v" + release.String()
 	written := slices.Contains(s.Files.Changes().Written, configFile)
 	if running := n.Status.NodeInfo.KubeletVersion; running == want && !written {
 		s.Report.Infof("the kubelet runs %s, its binary's release, and %s is unchanged: left running", running, configFile)

@@ -70,3 +70,52 @@ func TestUpgradeKubelet(t *testing.T) {
 		t.Errorf("systemctl calls %v: no restart", *calls)
 	}
 }
+
+// TestKubeletReleaseFromTheNode: the kubelet binary on the PATH is asked
+// its release (which starts it) unless the kubelet that reported the
+// Node's status runs that very file: a process runs it, and the Node's
+// Ready heartbeat came after that process started. Then the Node's
+// release is the binary's.
+func TestKubeletReleaseFromTheNode(t *testing.T) {
+	started := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
+	node := func(heartbeat time.Time) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{
+			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.35.4"},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(heartbeat)}},
+		}}
+	}
+	for _, tc := range []struct {
+		name    string
+		running bool
+		node    *corev1.Node
+		want    string
+		asked   bool
+	}{
+		{"no Node", true, nil, "1.36.3", true},
+		{"reported since the running file started", true, node(started.Add(2 * time.Second)), "1.35.4", false},
+		{"reported before it started", true, node(started.Add(-time.Second)), "1.36.3", true},
+		{"no process runs the file", false, node(started.Add(2 * time.Second)), "1.36.3", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := "active"
+			run := phasestest.NewRun(t.TempDir(), output.NewReporter(&bytes.Buffer{}, false))
+			run.System, _ = phasestest.FakeSystemd(&state) // the binary is v1.36.3
+			asked := false
+			version := run.System.Version
+			run.System.Version = func(ctx context.Context, path string) (string, error) {
+				asked = true
+				return version(ctx, path)
+			}
+			run.System.RunningSince = func(path string) (time.Time, bool) {
+				if path != "/usr/bin/kubelet" {
+					t.Errorf("RunningSince(%q), want the kubelet on the PATH", path)
+				}
+				return started, tc.running
+			}
+			got, err := phases.KubeletRelease(t.Context(), run, tc.node)
+			if err != nil || got.String() != tc.want || asked != tc.asked {
+				t.Errorf("KubeletRelease = %v, %v (binary asked: %v); want %s (asked: %v)", got, err, asked, tc.want, tc.asked)
+			}
+		})
+	}
+}

@@ -424,13 +424,20 @@ func instanceOf(t health.Target) (procnet.Process, error) {
 // behind a component's socket (see procnet.ErrNotVisible): kubeboot could
 // then not tell a new instance from the old one, and each step would only
 // time out. A component that does not listen at the moment proves nothing
-// either way and is passed over.
+// either way and is passed over. One component seen is enough: the
+// components' containers all run in PID namespaces the container runtime
+// makes under its own, so a process that sees one sees them all; and each
+// look reads the socket tables and every process's open files.
 func checkProcessesVisible(targets []health.Target) error {
 	for _, t := range targets {
 		if t.External {
 			continue
 		}
-		if _, err := instanceOf(t); errors.Is(err, procnet.ErrNotVisible) {
+		_, err := instanceOf(t)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, procnet.ErrNotVisible):
 			return fmt.Errorf("cannot tell the %s instances apart: %w", t.Component, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,6 +145,14 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 	if err := phases.CheckNoRestore(s); err != nil {
 		return err
 	}
+	// The kubelet's release is learned by starting its binary, which takes
+	// longer than the rest of an upgrade with nothing to change: the
+	// check runs while the steps before the preflight do.
+	client, err := phases.APIClient(s)
+	if err != nil {
+		return err
+	}
+	kubeletSkew := inBackground(func() error { return checkKubeletSkew(ctx, s, client) })
 	current, _, err := phases.ManifestPods(s)
 	if err != nil {
 		return err
@@ -165,7 +174,7 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 	if err != nil {
 		return err
 	}
-	if err := upgradePreflight(ctx, s, current); err != nil {
+	if err := upgradePreflight(ctx, s, current, kubeletSkew); err != nil {
 		return err
 	}
 	if _, err := upgradePrepare.Run(ctx, s, nil); err != nil {
@@ -219,6 +228,15 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 		s.Report.Infof("every manifest is up to date")
 	}
 	return nil
+}
+
+// inBackground starts f in a goroutine and returns the wait for its
+// error, which may be called more than once. f must only read the run's
+// state.
+func inBackground(f func() error) func() error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	return sync.OnceValue(func() error { return <-done })
 }
 
 // upgradeKubebootPods writes the manifests of kubeboot's own pods (the CSR

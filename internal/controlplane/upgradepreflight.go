@@ -10,7 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/health"
@@ -27,8 +29,9 @@ const snapshotHeadroom = 64 << 20
 // back one, one after which the kubelet installed would not match the
 // control plane (see checkKubeletSkew), one started on a control plane that is not healthy (a failure
 // could not be told apart from the upgrade's), and one without the disk
-// space for the etcd snapshot.
-func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*corev1.Pod) error {
+// space for the etcd snapshot. kubeletSkew waits for the kubelet's check,
+// which upgradeControlPlane starts early (see checkKubeletSkew).
+func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*corev1.Pod, kubeletSkew func() error) error {
 	if err := phases.CheckAddonManifests(ctx, s); err != nil {
 		return err
 	}
@@ -38,7 +41,7 @@ func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*c
 	if err := checkSkew(current[config.NameAPIServer], s.Config.KubernetesVersion); err != nil {
 		return err
 	}
-	if err := checkKubeletSkew(ctx, s); err != nil {
+	if err := kubeletSkew(); err != nil {
 		return err
 	}
 	probes, err := health.Probes(s.Config, current, s.Files.HostPath)
@@ -84,11 +87,17 @@ func checkSkew(apiserver *corev1.Pod, target string) error {
 // kubelet binary that the upgraded control plane could not serve: newer
 // than the target release, or more than three minor versions older. It
 // is the release the kubelet restarts with at the end of the upgrade.
-func checkKubeletSkew(ctx context.Context, s *phases.Node) error {
+func checkKubeletSkew(ctx context.Context, s *phases.Node, client kubernetes.Interface) error {
 	if !phases.SystemdKubelet(ctx, s.Run) {
 		return nil
 	}
-	kubelet, err := phases.KubeletRelease(ctx, s.Run)
+	// The Node only spares asking the binary (see phases.KubeletRelease):
+	// without it, the binary is asked.
+	node, err := client.CoreV1().Nodes().Get(ctx, s.Config.Node.Name, metav1.GetOptions{})
+	if err != nil {
+		node = nil
+	}
+	kubelet, err := phases.KubeletRelease(ctx, s.Run, node)
 	if err != nil {
 		return err
 	}

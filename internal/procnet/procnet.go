@@ -287,3 +287,46 @@ func readStat(pid int) (byte, Instant, error) {
 	}
 	return fields[0][0], Instant{BootID: id, SinceBoot: time.Duration(ticks) * Tick}, nil
 }
+
+// Executing returns a process that runs the executable file at path, if
+// one does: the same file, not whatever is at the path now (a package's
+// upgrade puts a new file there while the old one still runs).
+func Executing(path string) (Process, bool) {
+	want, err := os.Stat(path)
+	if err != nil {
+		return Process{}, false
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return Process{}, false
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		// A process may exit, or hide its executable, while we look.
+		exe, err := os.Stat(filepath.Join("/proc", p.Name(), "exe"))
+		if err != nil || !os.SameFile(exe, want) {
+			continue
+		}
+		if state, start, err := readStat(pid); err == nil && state != 'Z' {
+			return Process{PID: pid, Start: start}, true
+		}
+	}
+	return Process{}, false
+}
+
+// WallTime is when i was on the wall clock: now, less the time since i.
+// An Instant of another boot has none.
+func (i Instant) WallTime() (time.Time, error) {
+	wall := time.Now()
+	now, err := Now()
+	if err != nil {
+		return time.Time{}, err
+	}
+	if now.BootID != i.BootID {
+		return time.Time{}, errors.New("the instant belongs to another boot")
+	}
+	return wall.Add(i.SinceBoot - now.SinceBoot), nil
+}

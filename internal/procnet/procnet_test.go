@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -249,5 +250,58 @@ func TestParseAddress(t *testing.T) {
 		if _, _, err := parseAddress(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// TestExecuting: a process running a copy of this test binary is found by
+// the copy's path, with its start on the wall clock; once another file is
+// installed at the path, as a package's upgrade does, no process runs the
+// file there.
+func TestExecuting(t *testing.T) {
+	dir := t.TempDir()
+	binary := filepath.Join(dir, "helper")
+	install := func() {
+		t.Helper()
+		data, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(binary+".new", data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(binary+".new", binary); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install()
+	if _, ok := Executing(binary); ok {
+		t.Fatal("a process runs the helper before it started")
+	}
+	before := time.Now().Add(-Tick)
+	cmd := exec.Command(binary, "-test.run=^$")
+	cmd.Env = append(os.Environ(), listenEnv+"=127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	p, ok := Executing(binary)
+	if !ok || p.PID != cmd.Process.Pid {
+		t.Fatalf("Executing = %v, %v; want the helper's pid %d", p, ok, cmd.Process.Pid)
+	}
+	started, err := p.Start.WallTime()
+	if err != nil || started.Before(before) || started.After(after) {
+		t.Errorf("started at %v (%v), want between %v and %v", started, err, before, after)
+	}
+	install()
+	if p, ok := Executing(binary); ok {
+		t.Errorf("Executing after a new file was installed = %v; the running process runs the old one", p)
 	}
 }

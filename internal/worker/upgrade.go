@@ -69,7 +69,7 @@ func upgradeWorker(ctx context.Context, s *Node, timeout time.Duration) error {
 // allow it (see phases.CheckKubeletSkew), so a kubelet is installed only
 // after every control-plane node runs the release.
 func checkWorkerSkew(ctx context.Context, s *workflow.Run, client kubernetes.Interface) error {
-	kubelet, err := phases.KubeletRelease(ctx, s)
+	kubelet, err := phases.KubeletRelease(ctx, s, nil)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +26,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/exit"
 	"github.com/kubeboot/kubeboot/internal/files"
 	"github.com/kubeboot/kubeboot/internal/output"
+	"github.com/kubeboot/kubeboot/internal/procnet"
 	"github.com/kubeboot/kubeboot/templates"
 )
 
@@ -278,6 +281,9 @@ type System struct {
 	// Version runs the binary at path with --version and returns what it
 	// prints, such as "Kubernetes v1.36.3".
 	Version func(ctx context.Context, path string) (string, error)
+	// RunningSince says when a process that runs the executable file at
+	// path started, if one does (see procnet.Executing). Nil: never.
+	RunningSince func(path string) (time.Time, bool)
 	// Kubeboot is the kubeboot binary that the CSR approver's and the
 	// scheduled snapshots' static pods run.
 	Kubeboot templates.Kubeboot
@@ -302,13 +308,64 @@ func HostSystem(version string) System {
 		Systemctl: func(ctx context.Context, args ...string) ([]byte, error) {
 			return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
 		},
-		LookPath: exec.LookPath,
-		Version: func(ctx context.Context, path string) (string, error) {
-			out, err := exec.CommandContext(ctx, path, "--version").Output()
-			return string(out), err
-		},
-		DeleteLink: deleteLink,
+		LookPath:     exec.LookPath,
+		Version:      (&versions{}).of,
+		RunningSince: runningSince,
+		DeleteLink:   deleteLink,
 	}
+}
+
+// runningSince is when a process of this host that runs the file at path
+// started, if one does.
+func runningSince(path string) (time.Time, bool) {
+	p, ok := procnet.Executing(path)
+	if !ok {
+		return time.Time{}, false
+	}
+	started, err := p.Start.WallTime()
+	return started, err == nil
+}
+
+// versions remembers what each binary printed for --version during a
+// run. Starting the kubelet only to ask its release costs more than the
+// rest of an upgrade with nothing to change, and upgrade apply asks twice:
+// in its preflight and before it decides whether to restart the kubelet.
+// An answer is kept for the file it came from: a package that installs a
+// new binary writes a new file (a running binary cannot be written in
+// place), whose inode, size or modification time differs, and that file
+// is asked again.
+type versions struct {
+	mu    sync.Mutex
+	known map[string]binaryVersion
+}
+
+// binaryVersion is one binary's answer, with the file it came from.
+type binaryVersion struct {
+	file os.FileInfo
+	out  string
+}
+
+// of runs the binary at path with --version, unless the same file
+// already answered.
+func (v *versions) of(ctx context.Context, path string) (string, error) {
+	file, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if known, ok := v.known[path]; ok && os.SameFile(known.file, file) && known.file.Size() == file.Size() && known.file.ModTime().Equal(file.ModTime()) {
+		return known.out, nil
+	}
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return string(out), err
+	}
+	if v.known == nil {
+		v.known = map[string]binaryVersion{}
+	}
+	v.known[path] = binaryVersion{file: file, out: string(out)}
+	return string(out), nil
 }
 
 // deleteLink deletes the network interface name of this process's

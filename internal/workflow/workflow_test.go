@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -207,4 +210,45 @@ func TestNestedRunRestoresThePhase(t *testing.T) {
 	if !strings.Contains(out.String(), "[upgrade] after the nested run") {
 		t.Errorf("the operation's own line lost its phase:\n%s", out.String())
 	}
+}
+
+// TestHostSystemVersionAsksEachFileOnce checks that the host's Version
+// starts a binary once per file: a second question about the same file is
+// answered from the first, and a new file installed at the path (a
+// package's upgrade renames one into place) is asked again.
+func TestHostSystemVersionAsksEachFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	calls, binary := filepath.Join(dir, "calls"), filepath.Join(dir, "kubelet")
+	install := func(release string) {
+		t.Helper()
+		script := fmt.Sprintf("#!/bin/sh\necho started >> %s\necho Kubernetes %s\n", calls, release)
+		next := binary + ".new"
+		if err := os.WriteFile(next, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(next, binary); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sys := HostSystem("test")
+	check := func(want string, wantCalls int) {
+		t.Helper()
+		out, err := sys.Version(t.Context(), binary)
+		if err != nil || out != "Kubernetes "+want+"\n" {
+			t.Fatalf("Version = %q, %v; want Kubernetes %s", out, err, want)
+		}
+		log, err := os.ReadFile(calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(string(log), "started"); got != wantCalls {
+			t.Fatalf("the binary ran %d times, want %d", got, wantCalls)
+		}
+	}
+	install("v1.35.4")
+	check("v1.35.4", 1)
+	check("v1.35.4", 1)
+	install("v1.36.3")
+	check("v1.36.3", 2)
+	check("v1.36.3", 2)
 }
