@@ -36,7 +36,13 @@ func TestMain(m *testing.M) {
 // with its port, once it listens.
 func listenInChild(t *testing.T, addr string) (*exec.Cmd, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	return listenIn(t, os.Args[0], addr)
+}
+
+// listenIn is listenInChild with the test binary at binary, a copy.
+func listenIn(t *testing.T, binary, addr string) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := exec.Command(binary, "-test.run=^$")
 	cmd.Env = append(os.Environ(), listenEnv+"="+addr)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -278,19 +284,7 @@ func TestExecuting(t *testing.T) {
 		t.Fatal("a process runs the helper before it started")
 	}
 	before := time.Now().Add(-Tick)
-	cmd := exec.Command(binary, "-test.run=^$")
-	cmd.Env = append(os.Environ(), listenEnv+"=127.0.0.1:0")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
+	cmd, _ := listenIn(t, binary, "127.0.0.1:0")
 	after := time.Now()
 	p, ok := Executing(binary)
 	if !ok || p.PID != cmd.Process.Pid {
