@@ -145,9 +145,10 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 	if err := phases.CheckNoRestore(s); err != nil {
 		return err
 	}
-	// The kubelet's release is learned by starting its binary, which takes
-	// longer than the rest of an upgrade with nothing to change: the
-	// check runs while the steps before the preflight do.
+	// Learning the kubelet's release may take starting its binary (see
+	// phases.KubeletRelease), which takes longer than the rest of an
+	// upgrade with nothing to change: the check runs while the steps
+	// before the preflight do.
 	client, err := phases.APIClient(s)
 	if err != nil {
 		return err
