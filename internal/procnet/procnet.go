@@ -1,6 +1,7 @@
 // Package procnet tells which process listens on a TCP address of this
 // host, from Linux's /proc: the socket tables of the caller's network
-// namespace and the open files of every process the caller can see.
+// namespace and the open files of every process the caller can see; and
+// which process runs a given executable file (Executing).
 //
 // kubeboot uses it to tell a component's new instance from the old one: a
 // pid may be reused, but a pid with its start time names one process.
