@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -98,7 +99,7 @@ func Start(t testing.TB, opts Options) *Server {
 	writeFiles(t, srv, opts.Address)
 	start := time.Now()
 	proc := run(t, command(weed, opts, dir, p), filepath.Join(dir, "weed.log"))
-	t.Cleanup(func() { proc.stop(t, p) })
+	t.Cleanup(func() { proc.stop(t) })
 	if err := ready(srv, proc, opts.DialContext); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "weed.log"))
 		t.Fatalf("the S3 server at %s: %v; its log:\n%s", srv.Storage.Endpoint, err, tail(string(log), 4000))
@@ -127,7 +128,8 @@ func weedBinary(t testing.TB) string {
 // command is weed's command line: master, volume server, filer and S3
 // gateway in one process, every listener on address, no telemetry.
 func command(weed string, opts Options, dir string, p ports) *exec.Cmd {
-	args := []string{weed, "server",
+	// -logtostderr: its log goes to weed.log alone, not to files in /tmp.
+	args := []string{weed, "-logtostderr", "server",
 		"-ip=" + opts.Address, "-ip.bind=" + opts.Address,
 		"-dir=" + filepath.Join(dir, "data"),
 		"-master.port=" + strconv.Itoa(p.master), "-master.port.grpc=" + strconv.Itoa(p.masterGRPC),
@@ -185,17 +187,13 @@ func run(t testing.TB, cmd *exec.Cmd, logPath string) *process {
 	return proc
 }
 
-// stop kills the server's process group, waits for it, and removes the
-// gRPC sockets weed puts in /tmp whatever its flags.
-func (proc *process) stop(t testing.TB, p ports) {
+// stop kills the server's process group and waits for it.
+func (proc *process) stop(t testing.TB) {
 	_ = syscall.Kill(-proc.cmd.Process.Pid, syscall.SIGKILL)
 	select {
 	case <-proc.done:
 	case <-time.After(30 * time.Second):
 		t.Errorf("the S3 server (pid %d) did not exit after SIGKILL", proc.cmd.Process.Pid)
-	}
-	for name, port := range map[string]int{"master": p.masterGRPC, "volume": p.volumeGRPC, "filer": p.filerGRPC, "s3": p.s3GRPC} {
-		_ = os.Remove(fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", name, port))
 	}
 }
 
@@ -338,12 +336,34 @@ func client(srv *Server, dial func(ctx context.Context, network, addr string) (n
 // freePorts picks TCP ports for every listener that are free on the
 // address, or for a server in another network namespace, on this one's
 // loopback: ephemeral ports free here are all but surely free there.
+//
+// weed also serves each gRPC listener on a Unix socket whose path it
+// makes from the port alone, /tmp/seaweedfs-<service>-grpc-<port>.sock,
+// and removes whatever is there first. Two servers in different network
+// namespaces, in this test process or another, may hold the same port
+// number, and one would then take the other's socket. So the gRPC ports'
+// socket paths are claimed too, with a file created only where none is
+// (weed replaces it with its socket); a port whose path is taken is
+// picked again. The claims and sockets are removed when the test ends.
 func freePorts(t testing.TB, opts Options) ports {
 	t.Helper()
 	address := opts.Address
 	if opts.Netns != "" {
 		address = "127.0.0.1"
 	}
+	for range 20 {
+		p := pickPorts(t, address)
+		if claimSockets(t, p) {
+			return p
+		}
+	}
+	t.Fatalf("no free gRPC ports on %s: every pick's socket path in /tmp was taken", address)
+	return ports{}
+}
+
+// pickPorts picks eight different ports free on address.
+func pickPorts(t testing.TB, address string) ports {
+	t.Helper()
 	var got [8]int
 	for i := range got {
 		l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
@@ -355,6 +375,46 @@ func freePorts(t testing.TB, opts Options) ports {
 	}
 	return ports{s3: got[0], s3GRPC: got[1], master: got[2], masterGRPC: got[3],
 		volume: got[4], volumeGRPC: got[5], filer: got[6], filerGRPC: got[7]}
+}
+
+// socketPaths are the Unix sockets weed serves p's gRPC listeners on.
+func socketPaths(p ports) []string {
+	var paths []string
+	for _, s := range []struct {
+		name string
+		port int
+	}{{"master", p.masterGRPC}, {"volume", p.volumeGRPC}, {"filer", p.filerGRPC}, {"s3", p.s3GRPC}} {
+		paths = append(paths, fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", s.name, s.port))
+	}
+	return paths
+}
+
+// claimSockets creates p's socket paths, each only where nothing is, and
+// removes them when the test ends. It reports false, with nothing left
+// claimed, when a path is taken.
+func claimSockets(t testing.TB, p ports) bool {
+	t.Helper()
+	var claimed []string
+	release := func() {
+		for _, path := range claimed {
+			_ = os.Remove(path)
+		}
+	}
+	for _, path := range socketPaths(p) {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			release()
+			return false
+		}
+		if err != nil {
+			release()
+			t.Fatalf("claim the S3 server's gRPC socket path: %v", err)
+		}
+		_ = f.Close()
+		claimed = append(claimed, path)
+	}
+	t.Cleanup(release)
+	return true
 }
 
 func randomHex(t testing.TB, n int) string {
