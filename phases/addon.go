@@ -27,27 +27,26 @@ var Addon = workflow.Phase[*Node]{
 // on every node, the ConfigMap holding the network, ServiceAccount and
 // RBAC; and kubeboot's NetworkPolicy enforcer, a DaemonSet running each
 // node's kubeboot, with its ServiceAccount and RBAC.
-var AddonCNI = addonPart("addon/cni", "Install flannel, the pod network, and kubeboot's NetworkPolicy enforcer on every node",
-	"addons.cni.provider: none: the pod network's", podNetworkAddon)
+var AddonCNI = addonPart("addon/cni", "Install flannel, the pod network, and kubeboot's NetworkPolicy enforcer on every node", podNetworkAddon)
 
 // AddonCoreDNS applies CoreDNS: Deployment coredns behind Service kube-dns
 // at the kubelets' clusterDNS address, its Corefile, ServiceAccount and
 // RBAC.
-var AddonCoreDNS = addonPart("addon/coredns", "Install CoreDNS, the cluster DNS, behind Service kube-dns at the kubelets' clusterDNS address",
-	"addons.coreDNS.disabled: CoreDNS's", coreDNSAddon)
+var AddonCoreDNS = addonPart("addon/coredns", "Install CoreDNS, the cluster DNS, behind Service kube-dns at the kubelets' clusterDNS address", coreDNSAddon)
 
 // AddonKubeProxy applies kube-proxy: its DaemonSet, the ConfigMap holding
 // its KubeProxyConfiguration (which kubeadm join reads too), its
 // ServiceAccount and RBAC.
-var AddonKubeProxy = addonPart("addon/kube-proxy", "Install kube-proxy, the Service proxy, on every node",
-	"addons.kubeProxy.disabled: kube-proxy's", kubeProxyAddon)
+var AddonKubeProxy = addonPart("addon/kube-proxy", "Install kube-proxy, the Service proxy, on every node", kubeProxyAddon)
 
-// addon is one addon: whether the configuration turns it off, and the
-// objects it applies, built for the configuration and the node's kubeboot
-// binary (which kubeboot's own pods run).
+// addon is one addon: whether the configuration turns it off, what the
+// report says then (switchOff + " objects are neither created nor
+// changed"), and the objects it applies, built for the configuration and
+// the node's kubeboot binary (which kubeboot's own pods run).
 type addon struct {
-	off   func(config.Addons) bool
-	build func(*config.ClusterConfiguration, templates.Kubeboot) ([]templates.Objects, error)
+	off       func(config.Addons) bool
+	switchOff string
+	build     func(*config.ClusterConfiguration, templates.Kubeboot) ([]templates.Objects, error)
 }
 
 // addons are the addons in the order the addon phase applies them.
@@ -55,7 +54,8 @@ var addons = []addon{podNetworkAddon, coreDNSAddon, kubeProxyAddon}
 
 var (
 	podNetworkAddon = addon{
-		off: func(a config.Addons) bool { return a.CNI.Provider != config.CNIFlannel },
+		off:       func(a config.Addons) bool { return a.CNI.Provider != config.CNIFlannel },
+		switchOff: "addons.cni.provider: none: the pod network's",
 		build: func(c *config.ClusterConfiguration, kb templates.Kubeboot) ([]templates.Objects, error) {
 			flannel, err := templates.FlannelObjects(c)
 			if err != nil {
@@ -66,12 +66,14 @@ var (
 		},
 	}
 	coreDNSAddon = addon{
-		off:   func(a config.Addons) bool { return a.CoreDNS.Disabled },
-		build: configOnly(templates.CoreDNSObjects),
+		off:       func(a config.Addons) bool { return a.CoreDNS.Disabled },
+		switchOff: "addons.coreDNS.disabled: CoreDNS's",
+		build:     configOnly(templates.CoreDNSObjects),
 	}
 	kubeProxyAddon = addon{
-		off:   func(a config.Addons) bool { return a.KubeProxy.Disabled },
-		build: configOnly(templates.KubeProxyObjects),
+		off:       func(a config.Addons) bool { return a.KubeProxy.Disabled },
+		switchOff: "addons.kubeProxy.disabled: kube-proxy's",
+		build:     configOnly(templates.KubeProxyObjects),
 	}
 )
 
@@ -103,12 +105,11 @@ func joined(sets []templates.Objects) templates.Objects {
 }
 
 // addonPart is the subphase of one addon: it applies its objects, unless
-// the configuration turns it off, which it reports as switchOff + "
-// objects are neither created nor changed".
-func addonPart(name, short, switchOff string, a addon) workflow.Phase[*Node] {
+// the configuration turns it off, which it reports.
+func addonPart(name, short string, a addon) workflow.Phase[*Node] {
 	return workflow.Phase[*Node]{Name: name, Short: short, LiveOnly: true, Run: func(ctx context.Context, s *Node) error {
 		if a.off(s.Config.Addons) {
-			s.Report.Infof("%s objects are neither created nor changed", switchOff)
+			reportOff(s, a)
 			return nil
 		}
 		sets, err := a.build(s.Config, s.System.Kubeboot)
@@ -122,4 +123,40 @@ func addonPart(name, short, switchOff string, a addon) workflow.Phase[*Node] {
 		// One pass for the addon's sets: its waves hold every set's objects.
 		return applyObjects(ctx, s, client, joined(sets))
 	}}
+}
+
+// reportOff says that the configuration turns a off.
+func reportOff(s *Node, a addon) {
+	s.Report.Infof("%s objects are neither created nor changed", a.switchOff)
+}
+
+// ApplyAddons applies the objects of every addon the configuration turns
+// on in one pass (see applyRun.all), then the user's manifests
+// (AddonManifests): upgrade apply's move of addons that run already. The
+// Addon phase, whose parts a user can skip one by one, makes a pass per
+// addon, each with its own round trips: with nothing to change, those
+// passes took about 80 ms of upgrade apply's 190 ms on a lab machine.
+// One pass still applies every workload after the accounts, roles and
+// bindings its pods use.
+func ApplyAddons(ctx context.Context, s *Node) error {
+	for _, a := range addons {
+		if a.off(s.Config.Addons) {
+			reportOff(s, a)
+		}
+	}
+	sets, err := enabledAddons(s)
+	if err != nil {
+		return err
+	}
+	if len(sets) > 0 {
+		client, err := APIClient(s)
+		if err != nil {
+			return err
+		}
+		if err := applyObjects(ctx, s, client, joined(sets)); err != nil {
+			return err
+		}
+	}
+	_, err = workflow.Runner[*Node]{Phases: []workflow.Phase[*Node]{AddonManifests}}.Run(ctx, s, nil)
+	return err
 }

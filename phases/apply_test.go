@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,6 +130,56 @@ func BenchmarkApplyAddons(b *testing.B) {
 			if err := applyObjects(ctx, s, client, objs); err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+// TestApplyAddonsOnePass: upgrade apply's move of the addons reads every
+// addon's objects before it applies the first, and applies each wave of
+// all of them at once: one pass, not one per addon. An addon the
+// configuration turns off is said to be left alone and gets no request.
+func TestApplyAddonsOnePass(t *testing.T) {
+	s, client, out := liveState(t, false)
+	s.Config.Networking.PodSubnet = "10.244.0.0/16"
+	s.Config.Addons.KubeProxy.Disabled = true
+	var mu sync.Mutex
+	var requests []string
+	client.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		name := ""
+		if named, ok := a.(interface{ GetName() string }); ok {
+			name = named.GetName()
+		}
+		requests = append(requests, a.GetVerb()+" "+a.GetResource().Resource+" "+name)
+		return false, nil, nil
+	})
+	if err := ApplyAddons(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	firstPatch, lastGet := len(requests), -1
+	for i, r := range requests {
+		switch {
+		case strings.HasPrefix(r, "patch ") && firstPatch == len(requests):
+			firstPatch = i
+		case strings.HasPrefix(r, "get "):
+			lastGet = i
+		}
+		if strings.Contains(r, "kube-proxy") {
+			t.Errorf("kube-proxy is turned off, yet: %s", r)
+		}
+	}
+	if lastGet > firstPatch {
+		t.Errorf("%s was read after %s was applied: one pass reads every addon's objects first\n%s", requests[lastGet], requests[firstPatch], strings.Join(requests, "\n"))
+	}
+	for _, want := range []string{"patch deployments coredns", "patch daemonsets kube-flannel", "patch daemonsets kubeboot-network-policy"} {
+		if !slices.Contains(requests, want) {
+			t.Errorf("no %q among the requests:\n%s", want, strings.Join(requests, "\n"))
+		}
+	}
+	for _, want := range []string{"addons.kubeProxy.disabled: kube-proxy's objects are neither created nor changed", "Deployment kube-system/coredns created", "addons.manifests"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report does not say %q:\n%s", want, out)
 		}
 	}
 }

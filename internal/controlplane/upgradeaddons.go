@@ -25,14 +25,15 @@ func upgradeClusterObjects(ctx context.Context, s *phases.Node, timeout time.Dur
 	return upgradeAddons(ctx, s, timeout)
 }
 
-// upgradeAddons moves CoreDNS and kube-proxy to what the configuration
-// renders, the new release's image pins among it, once this node's control
-// plane is upgraded, applies the user's own manifests (addons.manifests)
-// again, as init's addon phase does, and waits until both addons are
-// rolled out (not the user's workloads). As with kubeadm, the addons move
-// only when every control-plane node runs the new API server: while
-// another one runs an older release, they and the user's manifests stay,
-// and the upgrade of the last node moves them.
+// upgradeAddons moves the addons (the pod network, CoreDNS and
+// kube-proxy) to what the configuration renders, the new release's image
+// pins among it, once this node's control plane is upgraded, all in one
+// pass (see phases.ApplyAddons); applies the user's own manifests
+// (addons.manifests) again, as init's addon phase does; and waits until
+// the addons are rolled out (not the user's workloads). As with kubeadm,
+// the addons move only when every control-plane node runs the new API
+// server: while another one runs an older release, they and the user's
+// manifests stay, and the upgrade of the last node moves them.
 func upgradeAddons(ctx context.Context, s *phases.Node, timeout time.Duration) error {
 	behind, err := phases.ControlPlanesBehind(ctx, s)
 	if err != nil {
@@ -42,7 +43,7 @@ func upgradeAddons(ctx context.Context, s *phases.Node, timeout time.Duration) e
 		s.Report.Warnf("addons left as they are: %s still run another API server; upgrade apply on the last of them moves the addons and applies addons.manifests", strings.Join(behind, ", "))
 		return nil
 	}
-	if _, err := (workflow.Runner[*phases.Node]{Phases: []workflow.Phase[*phases.Node]{phases.Addon}}).Run(ctx, s, nil); err != nil {
+	if err := phases.ApplyAddons(ctx, s); err != nil {
 		return err
 	}
 	return phases.WaitAddonsRolledOut(ctx, s, timeout)
