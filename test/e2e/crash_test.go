@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -203,12 +204,53 @@ func killInit(t *testing.T, n *node, delay time.Duration) killed {
 		// The group: nsenter and kubeboot inside the machine.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
+		waitGroupGone(t, cmd.Process.Pid)
 		k.killed = true
 	case <-done:
 		k.code = cmd.ProcessState.ExitCode()
 	}
 	k.phase, k.stderr = lastEventPhase(stdout.String()), stderr.String()
 	return k
+}
+
+// waitGroupGone waits until no process of group pgid runs: the kill
+// reaches kubeboot inside the machine too, but cmd.Wait waits only for
+// nsenter, and the node lock, an flock, is free only once kubeboot has
+// exited. Without the wait, the next init could find it still held.
+func waitGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("the killed init's process group %d gone", pgid), func() error {
+		if pids := groupMembers(pgid); len(pids) > 0 {
+			return fmt.Errorf("processes %v still run", pids)
+		}
+		return nil
+	})
+}
+
+// groupMembers are the processes of group pgid that have not exited (a
+// zombie, Z, or a dead process, X, holds no files any more).
+func groupMembers(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces and ")".
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
+			continue
+		}
+		if group, err := strconv.Atoi(fields[2]); err == nil && group == pgid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // listFiles lists the regular files under dir, relative to it.
