@@ -352,12 +352,12 @@ func TestMachines(t *testing.T) {
 				t.Errorf("%s: kubeboot-bootstrap.service is %q, want %s", node, got, enabled)
 			}
 		}
-		// The CSR approver runs the node's binary in the pause image.
-		pod := c.exec(t, "cp1", append(kubectl, "get", "pod", "-n", "kube-system", "kubeboot-csr-approver-cp1", "-o",
-			"jsonpath={.spec.containers[0].image} {.spec.containers[0].command[0]} {.status.containerStatuses[0].ready}")...)
-		if pod != "registry.k8s.io/pause:3.10.2 /usr/bin/kubeboot true" {
-			t.Errorf("the CSR approver's pod: %q, want /usr/bin/kubeboot ready in the pause image", pod)
-		}
+		// The CSR approver runs the node's binary in the pause image, and
+		// becomes ready: lab up waits for the addons, not for this pod.
+		waitMachine(t, cp, "the CSR approver's pod to run /usr/bin/kubeboot ready in the pause image",
+			func(pod string) bool { return pod == "registry.k8s.io/pause:3.10.2 /usr/bin/kubeboot true" },
+			append(kubectl, "get", "pod", "-n", "kube-system", "kubeboot-csr-approver-cp1", "-o",
+				"jsonpath={.spec.containers[0].image} {.spec.containers[0].command[0]} {.status.containerStatuses[0].ready}")...)
 	})
 	t.Run("images export and import carry a node's images to another node", func(t *testing.T) {
 		type bundleResult struct {
