@@ -92,3 +92,55 @@ func TestWriterReadsOnlyBoundedRegularFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenersAgree checks that both ways of opening a file inside a root,
+// openat2's (openInRoot) and the step-by-step one for kernels without it
+// (openInRootByStep), resolve and refuse the same paths the same way.
+func TestOpenersAgree(t *testing.T) {
+	root := t.TempDir()
+	host := filepath.Join(root, "etc", "kubernetes")
+	must(t, os.MkdirAll(host, 0o700))
+	must(t, os.WriteFile(filepath.Join(host, "admin.conf"), []byte("inside"), 0o600))
+	outside := filepath.Join(t.TempDir(), "secret")
+	must(t, os.WriteFile(outside, []byte("outside"), 0o600))
+	// An absolute target starts at the root, ".." stops there.
+	must(t, os.Symlink("/etc/kubernetes/admin.conf", filepath.Join(host, "absolute")))
+	must(t, os.Symlink("../../../../../../../etc/kubernetes/admin.conf", filepath.Join(host, "dotdot")))
+	must(t, os.Symlink(outside, filepath.Join(host, "escape")))
+	must(t, syscall.Mkfifo(filepath.Join(host, "fifo"), 0o600))
+	tests := []struct {
+		path string
+		want string // the content read, or the error wanted
+		err  error
+	}{
+		{"/etc/kubernetes/admin.conf", "inside", nil},
+		{"/etc/kubernetes/absolute", "inside", nil},
+		{"/etc/kubernetes/dotdot", "inside", nil},
+		{"/etc/kubernetes/escape", "", fs.ErrNotExist},
+		{"/etc/kubernetes/fifo", "", inputfile.ErrNotRegular},
+		{"/etc/kubernetes", "", inputfile.ErrNotRegular},
+		{"/etc/kubernetes/missing", "", fs.ErrNotExist},
+	}
+	openers := map[string]func(root, path string) (*os.File, error){"openat2": openInRoot, "by step": openInRootByStep}
+	for name, open := range openers {
+		for _, tt := range tests {
+			t.Run(name+tt.path, func(t *testing.T) {
+				f, err := open(root, tt.path)
+				if tt.err != nil {
+					if !errors.Is(err, tt.err) {
+						t.Fatalf("got %v, want %v", err, tt.err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = f.Close() }()
+				got, err := inputfile.ReadFile(f, tt.path, readLimit)
+				if err != nil || string(got) != tt.want {
+					t.Fatalf("read %q, %v; want %q", got, err, tt.want)
+				}
+			})
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
@@ -82,12 +83,72 @@ func absRoot(root string) (string, error) {
 
 // readFile reads the regular file at a node path, at most readLimit bytes.
 // It never opens a device and never blocks on a FIFO. Inside a root the
-// file is opened through a handle resolved in the root, so no symlink
-// swapped in after resolving leads out of it.
+// path resolves in the root (openInRoot), so no symlink swapped in after
+// resolving leads out of it.
 func readFile(root, path string) ([]byte, error) {
 	if root == "" {
 		return inputfile.Read(path, readLimit)
 	}
+	f, err := openInRoot(root, path)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EAGAIN) {
+		// A kernel without openat2 (before 5.6), a seccomp profile that
+		// refuses it, or a rename racing the lookup: resolve step by step.
+		f, err = openInRootByStep(root, path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return inputfile.ReadFile(f, path, readLimit)
+}
+
+// inRoot resolves a path as the node would: ".." stops at the root, an
+// absolute symlink starts there, and no /proc magic link leads out.
+const inRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
+
+// openInRoot opens the file at a node path inside root for reading with
+// openat2, the kernel resolving it in the root, as inputfile.Open opens
+// one outside a root: an O_PATH handle, which opens nothing, is checked
+// first, so a device or FIFO is refused before it is opened;
+// inputfile.ReadFile checks the open file again.
+func openInRoot(root, path string) (*os.File, error) {
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer func() { _ = unix.Close(dir) }()
+	handle, err := unix.Openat2(dir, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: inRoot})
+	if err != nil {
+		return nil, openError(root, path, err)
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(handle, &st)
+	_ = unix.Close(handle)
+	if err != nil {
+		return nil, fmt.Errorf("read %q: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, notRegular(path, st.Mode)
+	}
+	fd, err := unix.Openat2(dir, path, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC, Resolve: inRoot})
+	if err != nil {
+		return nil, openError(root, path, err)
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(root, path)), nil
+}
+
+// notRegular is inputfile's error for a file that is not regular, from
+// the mode of its stat.
+func notRegular(path string, mode uint32) error {
+	kinds := map[uint32]fs.FileMode{unix.S_IFDIR: fs.ModeDir, unix.S_IFIFO: fs.ModeNamedPipe, unix.S_IFCHR: fs.ModeDevice | fs.ModeCharDevice,
+		unix.S_IFBLK: fs.ModeDevice, unix.S_IFSOCK: fs.ModeSocket, unix.S_IFLNK: fs.ModeSymlink}
+	return fmt.Errorf("read %q: %w: it is %s", path, inputfile.ErrNotRegular, inputfile.Kind(kinds[mode&unix.S_IFMT]))
+}
+
+// openInRootByStep is openInRoot for a kernel without openat2:
+// pathrs-lite resolves the path one step at a time and reopens the
+// checked handle through /proc.
+func openInRootByStep(root, path string) (*os.File, error) {
 	abs, err := absRoot(root)
 	if err != nil {
 		return nil, err
@@ -97,23 +158,18 @@ func readFile(root, path string) ([]byte, error) {
 		return nil, openError(root, path, err)
 	}
 	defer func() { _ = handle.Close() }()
-	// The handle opens nothing yet (O_PATH): check it before a device is.
 	info, err := handle.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("read %q: %w", path, err)
 	}
 	if !info.Mode().IsRegular() {
-		// inputfile refuses it from the handle's stat, naming what it is,
-		// before it reads anything.
-		_, err := inputfile.ReadFile(handle, path, readLimit)
-		return nil, err
+		return nil, fmt.Errorf("read %q: %w: it is %s", path, inputfile.ErrNotRegular, inputfile.Kind(info.Mode()))
 	}
 	f, err := pathrs.Reopen(handle, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, openError(root, path, err)
 	}
-	defer func() { _ = f.Close() }()
-	return inputfile.ReadFile(f, path, readLimit)
+	return f, nil
 }
 
 // openError says what os.Open would, for the path under root: the resolver's
