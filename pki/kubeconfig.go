@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,9 +94,11 @@ func CheckKubeconfig(spec KubeconfigSpec, data, caCert []byte, files map[string]
 }
 
 // currentContext returns the cluster and the user of a kubeconfig's
-// current context.
+// current context. One run checks, dates and compares the same few
+// kubeconfigs several times, so each is parsed once (parsedKubeconfigs);
+// what it returns is shared and must not be changed.
 func currentContext(data []byte) (*clientcmdapi.Cluster, *clientcmdapi.AuthInfo, error) {
-	c, err := clientcmd.Load(data)
+	c, err := parsedKubeconfigs.load(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot parse: %w", err)
 	}
@@ -108,6 +111,42 @@ func currentContext(data []byte) (*clientcmdapi.Cluster, *clientcmdapi.AuthInfo,
 		return nil, nil, errors.New("its current context names a missing cluster or user")
 	}
 	return cluster, user, nil
+}
+
+// parsedKubeconfigs holds the kubeconfigs currentContext parsed, by
+// content.
+var parsedKubeconfigs = &kubeconfigMemo{}
+
+// kubeconfigMemo is clientcmd.Load with its results kept, at most
+// memoSize of them: a node has a handful of kubeconfigs, and parsing
+// one costs a YAML decode, more than checking its certificate.
+type kubeconfigMemo struct {
+	mu     sync.Mutex
+	parsed map[string]*clientcmdapi.Config
+}
+
+// memoSize bounds kubeconfigMemo: when full, it starts over.
+const memoSize = 32
+
+// load parses data as clientcmd.Load does, once per content.
+func (m *kubeconfigMemo) load(data []byte) (*clientcmdapi.Config, error) {
+	m.mu.Lock()
+	c, ok := m.parsed[string(data)]
+	m.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.parsed == nil || len(m.parsed) >= memoSize {
+		m.parsed = map[string]*clientcmdapi.Config{}
+	}
+	m.parsed[string(data)] = c
+	return c, nil
 }
 
 // trusts reports whether a PEM bundle contains the CA certificate.

@@ -3,6 +3,7 @@ package pki
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -130,5 +131,43 @@ func TestCheckKubeconfig(t *testing.T) {
 				t.Errorf("CheckKubeconfig (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestKubeconfigMemo checks that the memo parses a content once, keeps
+// apart two contents, fails as clientcmd.Load fails, and stays bounded.
+func TestKubeconfigMemo(t *testing.T) {
+	m := &kubeconfigMemo{}
+	conf := func(server string) []byte {
+		return fmt.Appendf(nil, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\ncurrent-context: x\n", server)
+	}
+	a1, err := m.load(conf("https://a:6443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := m.load(conf("https://a:6443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a1 != a2 {
+		t.Error("the same content was parsed twice")
+	}
+	b, err := m.load(conf("https://b:6443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Clusters["c"].Server; got != "https://b:6443" {
+		t.Errorf("the second content's server is %q", got)
+	}
+	if _, err := m.load([]byte("apiVersion: v1\nkind: Config\nclusters: 3\n")); err == nil {
+		t.Error("a kubeconfig clientcmd.Load refuses was accepted")
+	}
+	for i := range 3 * memoSize {
+		if _, err := m.load(conf(fmt.Sprintf("https://%d:6443", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(m.parsed); n > memoSize {
+		t.Errorf("the memo holds %d kubeconfigs, more than %d", n, memoSize)
 	}
 }

@@ -382,14 +382,14 @@ func trustedCluster(c *clientcmdapi.Config) (*clientcmdapi.Cluster, error) {
 	return nil, errors.New("its current context names a missing cluster")
 }
 
-// KubeconfigCert is the client certificate data's current context embeds,
-// or nil.
+// KubeconfigCert is a copy of the client certificate data's current
+// context embeds, or nil.
 func KubeconfigCert(data []byte) []byte {
 	_, user, err := currentContext(data)
 	if err != nil {
 		return nil
 	}
-	return user.ClientCertificateData
+	return bytes.Clone(user.ClientCertificateData)
 }
 
 // RotationStep is a node's step of a CA rotation.
