@@ -5,8 +5,10 @@ import (
 	"os"
 
 	"github.com/kubeboot/kubeboot/cmd/kubeboot/app"
+	"github.com/kubeboot/kubeboot/internal/startup"
 )
 
 func main() {
+	startup.Done()
 	os.Exit(app.Main())
 }
