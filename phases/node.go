@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sync"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
@@ -45,8 +46,10 @@ type Node struct {
 	// them still run with the old ones (see pki.Restarts).
 	Renewed []string
 	// validated are the manifests this run validated, by a hash of their
-	// file name and bytes (see ValidateManifest).
-	validated map[[sha256.Size]byte]staticpod.Result
+	// file name and bytes (see ValidateManifest), guarded by validatedMu:
+	// Render validates its manifests concurrently.
+	validated   map[[sha256.Size]byte]staticpod.Result
+	validatedMu sync.Mutex
 }
 
 // ValidateManifest is staticpod.Validate of the manifest file holding
@@ -61,10 +64,15 @@ func (s *Node) ValidateManifest(file string, data []byte) staticpod.Result {
 	}
 	var key [sha256.Size]byte
 	h.Sum(key[:0])
-	if res, ok := s.validated[key]; ok {
+	s.validatedMu.Lock()
+	res, ok := s.validated[key]
+	s.validatedMu.Unlock()
+	if ok {
 		return res
 	}
-	res := staticpod.Validate(file, data, s.Config.Node.Name)
+	res = staticpod.Validate(file, data, s.Config.Node.Name)
+	s.validatedMu.Lock()
+	defer s.validatedMu.Unlock()
 	if s.validated == nil {
 		s.validated = map[[sha256.Size]byte]staticpod.Result{}
 	}
