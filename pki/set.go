@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kubeboot/kubeboot/internal/config"
@@ -49,7 +50,8 @@ func KubeconfigNames(cfg *config.ClusterConfiguration) []string {
 // and returns only the new material. A CA without its key (external CA) is
 // used to check, never to issue; a user-provided CA with its key is used as
 // it is. If anything existing is wrong, Ensure returns every problem,
-// joined, and creates nothing. Keys are generated concurrently.
+// joined, and creates nothing. Existing files are checked, and keys
+// generated, concurrently.
 func Ensure(cfg *config.ClusterConfiguration, have Set, now time.Time, names []string) (Set, error) {
 	if names == nil {
 		names = append(CertNames(cfg), KubeconfigNames(cfg)...)
@@ -58,30 +60,48 @@ func Ensure(cfg *config.ClusterConfiguration, have Set, now time.Time, names []s
 		return Set{}, err
 	}
 	b := newBatch(cfg, have, now)
-	var errs []error
+	// In the order of the errors: each an outcome, or the check of an
+	// existing file still to run.
+	var checks []func() error
 	specs := CertSpecs(cfg)
 	for _, s := range specs {
 		if s.Usage == UsageCA && slices.Contains(names, s.Name) {
-			errs = append(errs, b.ensureCA(s))
+			checks = append(checks, outcome(b.ensureCA(s)))
 		}
 	}
 	for _, s := range specs {
 		if s.Usage != UsageCA && slices.Contains(names, s.Name) {
-			errs = append(errs, b.ensureLeaf(s))
+			checks = append(checks, b.ensureLeaf(s))
 		}
 	}
 	if slices.Contains(names, config.KeyServiceAccount) {
-		errs = append(errs, b.ensureServiceAccount())
+		checks = append(checks, outcome(b.ensureServiceAccount()))
 	}
 	for _, k := range KubeconfigSpecs(cfg) {
 		if slices.Contains(names, k.Name) {
-			errs = append(errs, b.ensureKubeconfig(k))
+			checks = append(checks, b.ensureKubeconfig(k))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(runChecks(checks)...); err != nil {
 		return Set{}, err
 	}
 	return b.run()
+}
+
+// outcome is a check already done.
+func outcome(err error) func() error { return func() error { return err } }
+
+// runChecks runs checks concurrently and returns their errors in their
+// order: parsing each certificate and key and verifying each signature is
+// most of a converged node's PKI work.
+func runChecks(checks []func() error) []error {
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, check := range checks {
+		wg.Go(func() { errs[i] = check() })
+	}
+	wg.Wait()
+	return errs
 }
 
 func (b *batch) ensureCA(spec CertSpec) error {
@@ -100,26 +120,31 @@ func (b *batch) ensureCA(spec CertSpec) error {
 	return nil
 }
 
-func (b *batch) ensureLeaf(spec CertSpec) error {
+// ensureLeaf plans spec's certificate: issued when missing, else checked.
+// It returns the check, which runChecks runs with the others.
+func (b *batch) ensureLeaf(spec CertSpec) func() error {
 	ca, err := b.ca(spec.CA)
 	if ca == nil {
-		return err
+		return outcome(err)
 	}
 	pair := b.have.Certs[spec.Name]
 	switch {
 	case len(pair.Cert) == 0:
 		// A key without its certificate is kept and certified.
-		return b.add(ca, job{spec: spec, key: pair.Key})
+		return outcome(b.add(ca, job{spec: spec, key: pair.Key}))
 	case ca.created:
-		return &CheckError{File: spec.File(), Problems: []string{"exists but its CA " + spec.CA + ".crt does not"}}
+		return outcome(&CheckError{File: spec.File(), Problems: []string{"exists but its CA " + spec.CA + ".crt does not"}})
 	}
-	return Check(spec, pair, ca.auth.pair.Cert, b.now, b.renewBefore)
+	caCert, now, renewBefore := ca.auth.pair.Cert, b.now, b.renewBefore
+	return func() error { return Check(spec, pair, caCert, now, renewBefore) }
 }
 
-func (b *batch) ensureKubeconfig(spec KubeconfigSpec) error {
+// ensureKubeconfig plans spec's kubeconfig as ensureLeaf plans a
+// certificate.
+func (b *batch) ensureKubeconfig(spec KubeconfigSpec) func() error {
 	ca, err := b.ca(spec.Client.CA)
 	if ca == nil {
-		return err
+		return outcome(err)
 	}
 	data := b.have.Kubeconfigs[spec.Name]
 	switch {
@@ -129,11 +154,12 @@ func (b *batch) ensureKubeconfig(spec KubeconfigSpec) error {
 		if j.key == nil {
 			j.keyOf = b.pending(spec.SharedKey)
 		}
-		return b.add(ca, j)
+		return outcome(b.add(ca, j))
 	case ca.created:
-		return &CheckError{File: spec.Name, Problems: []string{"exists but its CA " + spec.Client.CA + ".crt does not"}}
+		return outcome(&CheckError{File: spec.Name, Problems: []string{"exists but its CA " + spec.Client.CA + ".crt does not"}})
 	}
-	return CheckKubeconfig(spec, data, ca.auth.pair.Cert, b.have.ClientFiles, b.now, b.renewBefore)
+	caCert, files, now, renewBefore := ca.auth.pair.Cert, b.have.ClientFiles, b.now, b.renewBefore
+	return func() error { return CheckKubeconfig(spec, data, caCert, files, now, renewBefore) }
 }
 
 func (b *batch) ensureServiceAccount() error {
