@@ -135,7 +135,7 @@ func apply[T metav1.Object](ctx context.Context, c applyClient[T], obj T, mustRe
 	if err != nil {
 		return "", err
 	}
-	return applyOver(ctx, c, obj, have, mustReplace)
+	return applyOver(ctx, c, obj, have, mustReplace, nil)
 }
 
 // live is an object as the API server has it, read before an apply.
@@ -163,13 +163,16 @@ func readLive[T metav1.Object](ctx context.Context, c applyClient[T], obj T) (li
 // returns, "created", "updated" or "unchanged", comes from comparing
 // resourceVersions. When mustReplace says the live object differs in a
 // field the API server will not change (a binding's roleRef), the object
-// is deleted and created again: "replaced".
-func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, have live[T], mustReplace func(have T) bool) (string, error) {
+// is deleted and created again: "replaced". With a record (see
+// applyRecord), an apply the record shows would change nothing is not
+// sent, and each apply sent is recorded.
+func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, have live[T], mustReplace func(have T) bool, record *applyRecord) (string, error) {
 	kind, name := kindOf(obj), obj.GetName()
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return "", fmt.Errorf("encode %s %q: %w", kind, name, err)
 	}
+	key := kind + " " + qualifiedName(obj)
 	verb := "created"
 	switch {
 	case !have.found:
@@ -178,6 +181,8 @@ func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, ha
 			return "", fmt.Errorf("delete %s %q to replace it: %w", kind, name, err)
 		}
 		verb = "replaced"
+	case record != nil && record.unchanged(key, data, have.obj):
+		return "unchanged", nil
 	default:
 		verb = "unchanged"
 	}
@@ -185,6 +190,9 @@ func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, ha
 	applied, err := c.Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 	if err != nil {
 		return "", fmt.Errorf("apply %s %q: %w", kind, name, err)
+	}
+	if record != nil {
+		record.set(key, data, applied)
 	}
 	if verb == "unchanged" && applied.GetResourceVersion() != have.obj.GetResourceVersion() {
 		verb = "updated"
@@ -208,7 +216,9 @@ func kindOf(obj any) string {
 // workload after what it uses (see applyRun.all), and reports what
 // happened to each.
 func applyObjects(ctx context.Context, s *Node, client kubernetes.Interface, objs templates.Objects) error {
-	return applyRun{s: s}.all(ctx, client, objs)
+	record := loadApplyRecord(s)
+	err := applyRun{s: s, record: record}.all(ctx, client, objs)
+	return errors.Join(err, record.save(s))
 }
 
 // applyRun is one pass over a set of objects: a real apply, reported, or,
@@ -217,14 +227,19 @@ func applyObjects(ctx context.Context, s *Node, client kubernetes.Interface, obj
 type applyRun struct {
 	s      *Node
 	drifts *[]Drift
+	// record, for a real apply, spares the applies that would change
+	// nothing (see applyRecord).
+	record *applyRecord
 }
 
 // all applies objs in three waves, each after the one before: the objects
 // that refer to none of the others (ServiceAccounts, ConfigMaps, Roles,
 // ClusterRoles, Services), then the bindings, then the workloads, so that
 // no workload's pod starts without its account's rights. Every object
-// costs two round trips to the API server, a get and then the apply: the
-// gets of all three waves go first, at once, and within a wave every
+// costs two round trips to the API server, a get and then the apply, or
+// the get alone when the record shows the apply would change nothing
+// (see applyRecord): the gets of all three waves go first, at once, and
+// within a wave every
 // object is applied at once (the API server commits concurrent writes to
 // etcd together). What each wave did is reported, and its drifts
 // recorded, in the order of templates.Objects.
@@ -300,7 +315,7 @@ func tasksOf[T metav1.Object](r applyRun, objs []T, client func(namespace string
 			continue
 		}
 		tasks = append(tasks, task{read: read, apply: func(ctx context.Context) (string, *Drift, error) {
-			verb, err := applyOver(ctx, c, o, have, replace)
+			verb, err := applyOver(ctx, c, o, have, replace, r.record)
 			if err != nil {
 				return "", nil, err
 			}

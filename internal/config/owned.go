@@ -126,8 +126,8 @@ func ownedPaths(c *ClusterConfiguration) []ownedPath {
 		}
 		t.derived(fieldKubeconfigDir, filepath.Join(apiServerConfigDir, name), "the API server's "+name, "", false, kc+"/"+apiServerConfigDir)
 	}
-	t.derived(fieldKubeconfigDir, "kubeboot", "kubeboot's state directory (node lock, staged manifests, backups)",
-		"it holds kubeboot's node lock, staged manifests and backups", true)
+	t.derived(fieldKubeconfigDir, "kubeboot", "kubeboot's state directory (node lock, staged manifests, backups, the record of applies)",
+		"it holds kubeboot's node lock, staged manifests, backups and record of applies", true)
 
 	t.dir(fieldManifestsDir, c.Paths.ManifestsDir, DefaultManifestsDir, "the manifest directory",
 		"the kubelet runs every file in it as a static pod")

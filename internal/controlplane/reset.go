@@ -330,7 +330,8 @@ type ownedDir struct {
 
 // ownedDirs are the directories reset empties of kubeboot's files and then
 // removes, children before parents: the API server's configuration, and
-// under kubeboot/ the staged manifests, the backups and the upgrade journal.
+// under kubeboot/ the staged manifests, the backups, the upgrade journal
+// and the record of applies.
 func ownedDirs(c *config.ClusterConfiguration) []ownedDir {
 	apiserver := ownedDir{dir: c.APIServerConfigDir(), files: []string{c.AdmissionConfigPath(), c.AuthenticationConfigPath()}}
 	// Whatever the config says now, these are the names kubeboot writes
@@ -345,7 +346,7 @@ func ownedDirs(c *config.ClusterConfiguration) []ownedDir {
 		staged.files = append(staged.files, filepath.Join(staged.dir, name+".yaml"))
 		backups.files = append(backups.files, filepath.Join(backups.dir, name+".yaml"), filepath.Join(backups.dir, name+".before-upgrade.yaml"))
 	}
-	return []ownedDir{apiserver, staged, backups, {dir: own}}
+	return []ownedDir{apiserver, staged, backups, {dir: own, files: []string{phases.ApplyRecordPath(c)}}}
 }
 
 // removeOwned removes kubeboot's files in d, then d when nothing else is

@@ -182,6 +182,8 @@ func TestResetRemovesEverythingKubebootWrote(t *testing.T) {
 			// Leftovers of an interrupted write, in two directories.
 			must(t, os.WriteFile(s.Files.HostPath(filepath.Join(c.Paths.ManifestsDir, ".etcd.yaml.tmp-1")), nil, 0o600))
 			must(t, os.WriteFile(s.Files.HostPath(filepath.Join(c.Certificates.Dir, ".ca.key.tmp-2")), nil, 0o600))
+			// The record of the live phases' applies.
+			must(t, os.WriteFile(s.Files.HostPath(phases.ApplyRecordPath(c)), []byte("{}\n"), 0o600))
 			// The kubelet's certificates, which this cluster's CA issued.
 			certDir := s.Files.HostPath(c.Kubelet.CertDir)
 			must(t, os.MkdirAll(certDir, 0o700))
