@@ -89,24 +89,46 @@ func Start(t testing.TB, opts Options) *Server {
 	weed := weedBinary(t)
 	dir := t.TempDir()
 	srv := &Server{AccessKey: randomHex(t, 10), SecretKey: randomHex(t, 20), Dir: dir}
-	p := freePorts(t, opts)
 	srv.Storage = config.S3Storage{
-		Endpoint:        "https://" + net.JoinHostPort(opts.Address, strconv.Itoa(p.s3)),
 		Bucket:          opts.Bucket,
 		CredentialsFile: filepath.Join(dir, "credentials"),
 		CAFile:          filepath.Join(dir, "ca.crt"),
 	}
 	writeFiles(t, srv, opts.Address)
-	start := time.Now()
-	proc := run(t, command(weed, opts, dir, p), filepath.Join(dir, "weed.log"))
-	t.Cleanup(func() { proc.stop(t) })
-	if err := ready(srv, proc, opts.DialContext); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "weed.log"))
+	logPath := filepath.Join(dir, "weed.log")
+	for attempt := 1; ; attempt++ {
+		p := freePorts(t, opts)
+		srv.Storage.Endpoint = "https://" + net.JoinHostPort(opts.Address, strconv.Itoa(p.s3))
+		start := time.Now()
+		proc := run(t, command(weed, opts, dir, p), logPath)
+		err := ready(srv, proc, opts.DialContext)
+		if err == nil {
+			t.Cleanup(func() { proc.stop(t) })
+			t.Logf("S3 server at %s (bucket %s) ready in %s", srv.Storage.Endpoint, opts.Bucket, time.Since(start).Round(time.Millisecond))
+			return srv
+		}
+		proc.stop(t)
+		log, _ := os.ReadFile(logPath)
+		// The ports were free when picked, then let go until weed binds
+		// them: another process may take one meanwhile. Pick again, with
+		// a fresh data dir, which records the ports.
+		if attempt < startAttempts && strings.Contains(string(log), portTaken) {
+			t.Logf("the S3 server at %s: a port was taken before weed bound it, attempt %d of %d", srv.Storage.Endpoint, attempt, startAttempts)
+			if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		t.Fatalf("the S3 server at %s: %v; its log:\n%s", srv.Storage.Endpoint, err, tail(string(log), 4000))
 	}
-	t.Logf("S3 server at %s (bucket %s) ready in %s", srv.Storage.Endpoint, opts.Bucket, time.Since(start).Round(time.Millisecond))
-	return srv
 }
+
+// startAttempts bounds Start's attempts with new ports, and portTaken is
+// what weed logs when one of its ports was taken before it bound it.
+const (
+	startAttempts = 5
+	portTaken     = "bind: address already in use"
+)
 
 // weedBinary is $KUBEBOOT_BIN_DIR/weed.
 func weedBinary(t testing.TB) string {
