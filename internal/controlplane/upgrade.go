@@ -154,21 +154,11 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 		return err
 	}
 	kubeletSkew := inBackground(func() error { return checkKubeletSkew(ctx, s, client) })
-	current, _, err := phases.ManifestPods(s)
-	if err != nil {
-		return err
-	}
-	oldTargets, err := health.Targets(s.Config, current)
-	if err != nil {
-		return err
-	}
-	if err := checkProcessesVisible(oldTargets); err != nil {
-		return err
-	}
 	if err := resumeUpgrade(ctx, s, timeout); err != nil {
 		return err
 	}
-	if current, _, err = phases.ManifestPods(s); err != nil {
+	current, _, err := phases.ManifestPods(s)
+	if err != nil {
 		return err
 	}
 	wanted, data, err := wantedPods(s)
@@ -181,7 +171,8 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 	if _, err := upgradePrepare.Run(ctx, s, nil); err != nil {
 		return err
 	}
-	if oldTargets, err = health.Targets(s.Config, current); err != nil {
+	oldTargets, err := health.Targets(s.Config, current)
+	if err != nil {
 		return err
 	}
 	newTargets, err := health.Targets(s.Config, wanted)
@@ -210,9 +201,19 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 			continue
 		}
 		changed++
-		if changed == 1 && s.Config.Etcd.Local != nil {
-			if err := saveEtcdSnapshot(ctx, s, targetOf(oldTargets, config.NameEtcd)); err != nil {
+		if changed == 1 {
+			// Each step tells the new instance from the old by the process
+			// behind the socket: that must work before the first change.
+			// Checked only when something changes, since it reads the
+			// socket tables and every process's open files, which took
+			// most of a converged upgrade apply's time.
+			if err := checkProcessesVisible(oldTargets); err != nil {
 				return err
+			}
+			if s.Config.Etcd.Local != nil {
+				if err := saveEtcdSnapshot(ctx, s, targetOf(oldTargets, config.NameEtcd)); err != nil {
+					return err
+				}
 			}
 		}
 		prev := instance{data: old, target: targetOf(oldTargets, name)}
@@ -423,6 +424,9 @@ func resumeUpgrade(ctx context.Context, s *phases.Node, timeout time.Duration) e
 	}
 	nextTargets, err := health.Targets(s.Config, pods)
 	if err != nil {
+		return err
+	}
+	if err := checkProcessesVisible(nextTargets); err != nil {
 		return err
 	}
 	if pods[j.Component], err = phases.DecodePod(j.Backup, prevData); err != nil {
