@@ -161,11 +161,19 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 	if err != nil {
 		return err
 	}
-	wanted, data, err := wantedPods(s)
-	if err != nil {
+	// Rendering takes as long as the preflight's requests and probes
+	// wait: both at once.
+	var wanted map[string]*corev1.Pod
+	var data map[string][]byte
+	rendered := inBackground(func() (err error) {
+		wanted, data, err = wantedPods(s)
+		return err
+	})
+	if err := upgradePreflight(ctx, s, current, kubeletSkew); err != nil {
+		_ = rendered()
 		return err
 	}
-	if err := upgradePreflight(ctx, s, current, kubeletSkew); err != nil {
+	if err := rendered(); err != nil {
 		return err
 	}
 	if _, err := upgradePrepare.Run(ctx, s, nil); err != nil {

@@ -35,9 +35,9 @@ func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*c
 	if err := phases.CheckAddonManifests(ctx, s); err != nil {
 		return err
 	}
-	if err := phases.CheckPodNetwork(ctx, s); err != nil {
-		return err
-	}
+	// Its request goes while the probes below wait.
+	podNetwork := inBackground(func() error { return phases.CheckPodNetwork(ctx, s) })
+	defer func() { _ = podNetwork() }()
 	if err := checkSkew(current[config.NameAPIServer], s.Config.KubernetesVersion); err != nil {
 		return err
 	}
@@ -51,6 +51,9 @@ func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*c
 	timeout := min(30*time.Second, s.Config.Timeouts.ControlPlane.Duration)
 	if _, err := health.Wait(ctx, probes, health.WaitOptions{Timeout: timeout, ManifestsDir: s.Config.Paths.ManifestsDir}); err != nil {
 		return fmt.Errorf("the control plane is not healthy before the upgrade; fix it first: %w", err)
+	}
+	if err := podNetwork(); err != nil {
+		return err
 	}
 	if s.Config.Etcd.Local != nil {
 		return checkDiskSpace(s)
