@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/exit"
@@ -119,11 +120,35 @@ func TestUpgradePreflightChecksManifests(t *testing.T) {
 	s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
 	s.Report = output.NewReporter(&bytes.Buffer{}, false)
 	f := withManifests(t, s, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: nowhere}\n")
-	err := upgradePreflight(context.Background(), s, nil, func() error { return checkKubeletSkew(context.Background(), s, s.API) })
+	err := upgradePreflight(context.Background(), s, nil, func() error { return checkKubeletSkew(context.Background(), s, s.API) }, func() (bool, error) { return true, nil })
 	if exit.Code(err) != exit.Usage || err == nil || !strings.Contains(err.Error(), userManifest) || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("upgrade preflight with a ConfigMap in a missing namespace: exit %d, %v", exit.Code(err), err)
 	}
 	if len(f.Applies) != 0 {
 		t.Errorf("applied %v", f.Applies)
+	}
+}
+
+// TestUpgradePreflightProbesOnlyBeforeAChange: the control plane must be
+// healthy before a manifest of it changes; an upgrade that replaces no
+// component does not probe it. The context is done, so that a probe fails
+// at once, without a connection.
+func TestUpgradePreflightProbesOnlyBeforeAChange(t *testing.T) {
+	s := initialised(t)
+	s.Report = output.NewReporter(&bytes.Buffer{}, false)
+	s.API = fake.NewClientset()
+	current, _, err := wantedPods(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	skew := func() error { return nil }
+	if err := upgradePreflight(ctx, s, current, skew, func() (bool, error) { return false, nil }); err != nil {
+		t.Errorf("with no manifest to change: %v", err)
+	}
+	err = upgradePreflight(ctx, s, current, skew, func() (bool, error) { return true, nil })
+	if err == nil || !strings.Contains(err.Error(), "not healthy before the upgrade") {
+		t.Errorf("with a manifest to change, a control plane that does not answer: %v", err)
 	}
 }

@@ -161,15 +161,21 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 	if err != nil {
 		return err
 	}
-	// Rendering takes as long as the preflight's requests and probes
-	// wait: both at once.
+	// Rendering takes as long as the preflight's requests wait: both at
+	// once, until the preflight asks whether a manifest changes.
 	var wanted map[string]*corev1.Pod
 	var data map[string][]byte
 	rendered := inBackground(func() (err error) {
 		wanted, data, err = wantedPods(s)
 		return err
 	})
-	if err := upgradePreflight(ctx, s, current, kubeletSkew); err != nil {
+	changing := func() (bool, error) {
+		if err := rendered(); err != nil {
+			return false, err
+		}
+		return manifestsChange(s, data)
+	}
+	if err := upgradePreflight(ctx, s, current, kubeletSkew, changing); err != nil {
 		_ = rendered()
 		return err
 	}
@@ -308,6 +314,25 @@ func wantedPods(s *phases.Node) (map[string]*corev1.Pod, map[string][]byte, erro
 		pods[m.Component], data[m.Component] = m.Pod, b
 	}
 	return pods, data, staticpod.Err(results)
+}
+
+// manifestsChange says whether a component's manifest on the node would
+// change to what data holds in a way the kubelet sees (see samePod).
+func manifestsChange(s *phases.Node, data map[string][]byte) (bool, error) {
+	for _, name := range phases.Components(s.Config) {
+		path := s.Config.ManifestPath(name)
+		old, err := s.Files.ReadFile(path)
+		if err != nil {
+			return false, fmt.Errorf("read manifest %q: %w", path, err)
+		}
+		if string(old) == string(data[name]) {
+			continue
+		}
+		if same, err := samePod(old, data[name]); err != nil || !same {
+			return err == nil, err
+		}
+	}
+	return false, nil
 }
 
 // samePod says whether two manifests decode to the same pod; the kubelet

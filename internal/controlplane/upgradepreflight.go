@@ -29,9 +29,12 @@ const snapshotHeadroom = 64 << 20
 // back one, one after which the kubelet installed would not match the
 // control plane (see checkKubeletSkew), one started on a control plane that is not healthy (a failure
 // could not be told apart from the upgrade's), and one without the disk
-// space for the etcd snapshot. kubeletSkew waits for the kubelet's check,
-// which upgradeControlPlane starts early (see checkKubeletSkew).
-func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*corev1.Pod, kubeletSkew func() error) error {
+// space for the etcd snapshot; these last two only when changing says a
+// manifest changes: an upgrade that replaces no component needs neither,
+// and probing every component took a converged upgrade apply 13-17 ms.
+// kubeletSkew waits for the kubelet's check, which upgradeControlPlane
+// starts early (see checkKubeletSkew).
+func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*corev1.Pod, kubeletSkew func() error, changing func() (bool, error)) error {
 	if err := phases.CheckAddonManifests(ctx, s); err != nil {
 		return err
 	}
@@ -43,6 +46,12 @@ func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*c
 	}
 	if err := kubeletSkew(); err != nil {
 		return err
+	}
+	if change, err := changing(); err != nil || !change {
+		if err != nil {
+			return err
+		}
+		return podNetwork()
 	}
 	probes, err := health.Probes(s.Config, current, s.Files.HostPath)
 	if err != nil {
