@@ -103,27 +103,61 @@ func CheckKubeletSkew(which string, kubelet *version.Version, what string, apise
 	return nil
 }
 
-// UpgradeKubelet moves the node's kubelet to the binary on the PATH and
-// the configuration in configFile: when its Node reports another release
-// than the binary's, or configFile was written in this run, it restarts
-// kubelet.service and waits, within timeout, until the Node reports the
-// binary's release and is Ready with a heartbeat of the new kubelet.
-// client reads the Node. Beside a kubelet that systemd does not run (a
-// node without systemd), it says how to finish and changes nothing.
-func UpgradeKubelet(ctx context.Context, s *workflow.Run, client kubernetes.Interface, node, configFile string, timeout time.Duration) error {
+// Kubelet is the node's kubelet as an upgrade finds it before changing
+// anything (ReadKubelet), which UpgradeKubelet moves at the upgrade's
+// end: the upgrade in between neither restarts the kubelet nor installs
+// its binary, so what was read still holds, and is not read again.
+type Kubelet struct {
+	// Systemd says whether kubelet.service runs the kubelet; when it does
+	// not, the other fields are unset.
+	Systemd bool
+	// Node is the kubelet's Node, nil when the API server did not give it.
+	Node *corev1.Node
+	// Release is the release of the kubelet binary on the PATH (see
+	// KubeletRelease).
+	Release *version.Version
+}
+
+// ReadKubelet reads the node's kubelet: whether systemd runs it, its Node
+// (named node; client reads it) and its binary's release.
+func ReadKubelet(ctx context.Context, s *workflow.Run, client kubernetes.Interface, node string) (Kubelet, error) {
 	if !SystemdKubelet(ctx, s) {
-		s.Report.Warnf("kubelet.service does not run this node's kubelet: restart the kubelet yourself, once the new release's binary is installed, to load it and %s", configFile)
-		return nil
+		return Kubelet{}, nil
 	}
+	// The Node only spares asking the binary (see KubeletRelease):
+	// without it, the binary is asked.
 	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("get Node %s: %w", node, err)
+		n = nil
 	}
 	release, err := KubeletRelease(ctx, s, n)
 	if err != nil {
-		return err
+		return Kubelet{}, err
 	}
-	want := "v" + release.String()
+	return Kubelet{Systemd: true, Node: n, Release: release}, nil
+}
+
+// UpgradeKubelet moves the node's kubelet, k as ReadKubelet read it
+// before the upgrade, to the binary on the PATH and the configuration in
+// configFile: when its Node reports another release than the binary's,
+// or configFile was written in this run, it restarts kubelet.service and
+// waits, within timeout, until the Node reports the binary's release and
+// is Ready with a heartbeat of the new kubelet. client reads the Node.
+// Beside a kubelet that systemd does not run (a node without systemd), it
+// says how to finish and changes nothing.
+func UpgradeKubelet(ctx context.Context, s *workflow.Run, client kubernetes.Interface, k Kubelet, node, configFile string, timeout time.Duration) error {
+	if !k.Systemd {
+		s.Report.Warnf("kubelet.service does not run this node's kubelet: restart the kubelet yourself, once the new release's binary is installed, to load it and %s", configFile)
+		return nil
+	}
+	n := k.Node
+	if n == nil {
+		var err error
+		if n, err = client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("get Node %s: %w", node, err)
+		}
+	}
+	want := "v" + k.Release.String()
 	written := slices.Contains(s.Files.Changes().Written, configFile)
 	if running := n.Status.NodeInfo.KubeletVersion; running == want && !written {
 		s.Report.Infof("the kubelet runs %s, its binary's release, and %s is unchanged: left running", running, configFile)
@@ -139,7 +173,7 @@ func UpgradeKubelet(ctx context.Context, s *workflow.Run, client kubernetes.Inte
 	}
 	s.Report.Infof("restarted kubelet.service: %s (was %s)%s", want, n.Status.NodeInfo.KubeletVersion, why)
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()

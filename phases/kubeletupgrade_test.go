@@ -44,8 +44,11 @@ func TestCheckKubeletSkew(t *testing.T) {
 }
 
 // TestUpgradeKubelet: beside a kubelet systemd does not run it changes
-// nothing and says so; with systemd, a restarted kubelet whose Node never
-// reports the new release fails the wait, naming what the Node reports.
+// nothing and says so; with systemd, a kubelet that runs its binary's
+// release with an unchanged configuration is left running, with neither
+// systemctl nor a request (the kubelet as read before the upgrade holds);
+// a restarted kubelet whose Node never reports the new release fails the
+// wait, naming what the Node reports.
 func TestUpgradeKubelet(t *testing.T) {
 	var out bytes.Buffer
 	run := phasestest.NewRun(t.TempDir(), output.NewReporter(&out, false))
@@ -55,14 +58,30 @@ func TestUpgradeKubelet(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.4"}}}
 	client := fake.NewClientset(node)
 	ctx := context.Background()
-	if err := phases.UpgradeKubelet(ctx, run, client, "node1", "/var/lib/kubelet/config.yaml", time.Second); err != nil || len(*calls) > 0 ||
+	read := func(t *testing.T) phases.Kubelet {
+		t.Helper()
+		k, err := phases.ReadKubelet(ctx, run, client, "node1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		*calls = nil
+		client.ClearActions()
+		return k
+	}
+	if err := phases.UpgradeKubelet(ctx, run, client, read(t), "node1", "/var/lib/kubelet/config.yaml", time.Second); err != nil || len(*calls) > 0 ||
 		!strings.Contains(out.String(), "kubelet.service does not run this node's kubelet: restart the kubelet yourself") {
 		t.Errorf("without systemd: %v, systemctl %v\n%s", err, *calls, out.String())
 	}
 	if err := os.MkdirAll(run.Files.HostPath(phases.SystemdRunDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err := phases.UpgradeKubelet(ctx, run, client, "node1", "/var/lib/kubelet/config.yaml", 2*time.Second)
+	current := node.DeepCopy()
+	current.Status.NodeInfo.KubeletVersion = "v1.36.3"
+	if err := phases.UpgradeKubelet(ctx, run, client, phases.Kubelet{Systemd: true, Node: current, Release: version.MustParseSemantic("v1.36.3")}, "node1", "/var/lib/kubelet/config.yaml", time.Second); err != nil ||
+		len(*calls) > 0 || len(client.Actions()) > 0 || !strings.Contains(out.String(), "left running") {
+		t.Errorf("a kubelet of its binary's release: %v, systemctl %v, requests %v\n%s", err, *calls, client.Actions(), out.String())
+	}
+	err := phases.UpgradeKubelet(ctx, run, client, read(t), "node1", "/var/lib/kubelet/config.yaml", 2*time.Second)
 	if want := "wait for Node node1 to report the kubelet v1.36.3 after its restart: it reports v1.35.4"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("a kubelet that never reports the new release: %v, want %q", err, want)
 	}

@@ -120,7 +120,7 @@ func TestUpgradePreflightChecksManifests(t *testing.T) {
 	s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
 	s.Report = output.NewReporter(&bytes.Buffer{}, false)
 	f := withManifests(t, s, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: nowhere}\n")
-	err := upgradePreflight(context.Background(), s, nil, func() error { return checkKubeletSkew(context.Background(), s, s.API) }, func() (bool, error) { return true, nil })
+	err := upgradePreflight(context.Background(), s, nil, func() error { _, err := checkKubeletSkew(context.Background(), s, s.API); return err }, func() (bool, error) { return true, nil })
 	if exit.Code(err) != exit.Usage || err == nil || !strings.Contains(err.Error(), userManifest) || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("upgrade preflight with a ConfigMap in a missing namespace: exit %d, %v", exit.Code(err), err)
 	}

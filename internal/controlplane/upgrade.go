@@ -87,13 +87,14 @@ func upgradeApply(ctx context.Context, s *phases.Node, timeout time.Duration) er
 	if timeout <= 0 {
 		timeout = s.Config.Timeouts.ControlPlane.Duration
 	}
-	if err := upgradeControlPlane(ctx, s, timeout); err != nil {
+	kubelet, err := upgradeControlPlane(ctx, s, timeout)
+	if err != nil {
 		return err
 	}
 	if err := upgradeClusterObjects(ctx, s, timeout); err != nil {
 		return err
 	}
-	return upgradeKubelet(ctx, s, timeout)
+	return upgradeKubelet(ctx, s, kubelet, timeout)
 }
 
 // upgradeNode is `kubeboot upgrade node` on a control-plane node other
@@ -119,31 +120,33 @@ func upgradeNode(ctx context.Context, s *phases.Node, timeout time.Duration) err
 		return &exit.UsageError{Msg: fmt.Sprintf("kube-system/kubeadm-config names kubernetesVersion %s, this node's configuration %s: run `kubeboot upgrade apply` on the first control-plane node first, with its configuration at %s",
 			cluster, s.Config.KubernetesVersion, s.Config.KubernetesVersion)}
 	}
-	if err := upgradeControlPlane(ctx, s, timeout); err != nil {
+	kubelet, err := upgradeControlPlane(ctx, s, timeout)
+	if err != nil {
 		return err
 	}
 	if err := upgradeAddons(ctx, s, timeout); err != nil {
 		return err
 	}
-	return upgradeKubelet(ctx, s, timeout)
+	return upgradeKubelet(ctx, s, kubelet, timeout)
 }
 
-// upgradeKubelet moves the node's kubelet to the binary the operator
-// installed and the configuration upgradePrepare wrote (see
-// phases.UpgradeKubelet).
-func upgradeKubelet(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+// upgradeKubelet moves the node's kubelet, as upgradeControlPlane found
+// it, to the binary the operator installed and the configuration
+// upgradePrepare wrote (see phases.UpgradeKubelet).
+func upgradeKubelet(ctx context.Context, s *phases.Node, kubelet phases.Kubelet, timeout time.Duration) error {
 	client, err := phases.APIClient(s)
 	if err != nil {
 		return err
 	}
-	return phases.UpgradeKubelet(ctx, s.Run, client, s.Config.Node.Name, s.Config.Kubelet.ConfigFile, timeout)
+	return phases.UpgradeKubelet(ctx, s.Run, client, kubelet, s.Config.Node.Name, s.Config.Kubelet.ConfigFile, timeout)
 }
 
 // upgradeControlPlane replaces each changed manifest of the node in turn,
-// as upgradeApply describes, after an etcd snapshot.
-func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Duration) error {
+// as upgradeApply describes, after an etcd snapshot. It returns the
+// node's kubelet as it found it (see checkKubeletSkew).
+func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Duration) (phases.Kubelet, error) {
 	if err := phases.CheckNoRestore(s); err != nil {
-		return err
+		return phases.Kubelet{}, err
 	}
 	// Learning the kubelet's release may take starting its binary (see
 	// phases.KubeletRelease), which takes longer than the rest of an
@@ -151,9 +154,25 @@ func upgradeControlPlane(ctx context.Context, s *phases.Node, timeout time.Durat
 	// before the preflight do.
 	client, err := phases.APIClient(s)
 	if err != nil {
-		return err
+		return phases.Kubelet{}, err
 	}
-	kubeletSkew := inBackground(func() error { return checkKubeletSkew(ctx, s, client) })
+	var kubelet phases.Kubelet
+	kubeletSkew := inBackground(func() (err error) {
+		kubelet, err = checkKubeletSkew(ctx, s, client)
+		return err
+	})
+	err = upgradeManifests(ctx, s, timeout, kubeletSkew)
+	// kubelet is set once the check is done: a failed upgrade waits for
+	// it too.
+	if skew := kubeletSkew(); err == nil {
+		err = skew
+	}
+	return kubelet, err
+}
+
+// upgradeManifests is upgradeControlPlane's work once the kubelet's check
+// (kubeletSkew, which the preflight waits for) has started.
+func upgradeManifests(ctx context.Context, s *phases.Node, timeout time.Duration, kubeletSkew func() error) error {
 	if err := resumeUpgrade(ctx, s, timeout); err != nil {
 		return err
 	}

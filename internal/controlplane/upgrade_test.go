@@ -390,16 +390,16 @@ func TestCheckKubeletSkew(t *testing.T) {
 	s := initialised(t)
 	state := "active"
 	s.System, _ = phasestest.FakeSystemd(&state) // the kubelet binary is v1.36.3
-	if err := checkKubeletSkew(context.Background(), s, fake.NewClientset()); err != nil {
-		t.Errorf("without systemd: %v", err)
+	if k, err := checkKubeletSkew(context.Background(), s, fake.NewClientset()); err != nil || k.Systemd {
+		t.Errorf("without systemd: %v, %+v", err, k)
 	}
 	must(t, os.MkdirAll(s.Files.HostPath(phases.SystemdRunDir), 0o755))
-	if err := checkKubeletSkew(context.Background(), s, fake.NewClientset()); err != nil {
-		t.Errorf("a kubelet of the target release: %v", err)
+	if k, err := checkKubeletSkew(context.Background(), s, fake.NewClientset()); err != nil || !k.Systemd || k.Release.String() != "1.36.3" {
+		t.Errorf("a kubelet of the target release: %v, %+v", err, k)
 	}
 	s.Config.KubernetesVersion = "v1.35.4"
 	want := "the kubelet on the PATH is v1.36.3, newer than the control plane this upgrade brings (v1.35.4)"
-	if err := checkKubeletSkew(context.Background(), s, fake.NewClientset()); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := checkKubeletSkew(context.Background(), s, fake.NewClientset()); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("a kubelet newer than the target: %v, want %q", err, want)
 	}
 }

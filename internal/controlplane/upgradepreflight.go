@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
@@ -95,29 +94,21 @@ func checkSkew(apiserver *corev1.Pod, target string) error {
 	return nil
 }
 
-// checkKubeletSkew refuses, on a node whose kubelet systemd runs, a
-// kubelet binary that the upgraded control plane could not serve: newer
-// than the target release, or more than three minor versions older. It
-// is the release the kubelet restarts with at the end of the upgrade.
-func checkKubeletSkew(ctx context.Context, s *phases.Node, client kubernetes.Interface) error {
-	if !phases.SystemdKubelet(ctx, s.Run) {
-		return nil
-	}
-	// The Node only spares asking the binary (see phases.KubeletRelease):
-	// without it, the binary is asked.
-	node, err := client.CoreV1().Nodes().Get(ctx, s.Config.Node.Name, metav1.GetOptions{})
-	if err != nil {
-		node = nil
-	}
-	kubelet, err := phases.KubeletRelease(ctx, s.Run, node)
-	if err != nil {
-		return err
+// checkKubeletSkew reads the node's kubelet (see phases.ReadKubelet)
+// and, when systemd runs it, refuses a kubelet binary that the upgraded
+// control plane could not serve: newer than the target release, or more
+// than three minor versions older. It is the release the kubelet restarts
+// with at the end of the upgrade.
+func checkKubeletSkew(ctx context.Context, s *phases.Node, client kubernetes.Interface) (phases.Kubelet, error) {
+	kubelet, err := phases.ReadKubelet(ctx, s.Run, client, s.Config.Node.Name)
+	if err != nil || !kubelet.Systemd {
+		return kubelet, err
 	}
 	target, err := version.ParseSemantic(s.Config.KubernetesVersion)
 	if err != nil {
-		return fmt.Errorf("parse kubernetesVersion %q: %w", s.Config.KubernetesVersion, err)
+		return kubelet, fmt.Errorf("parse kubernetesVersion %q: %w", s.Config.KubernetesVersion, err)
 	}
-	return phases.CheckKubeletSkew("the kubelet on the PATH", kubelet, "the control plane this upgrade brings", target)
+	return kubelet, phases.CheckKubeletSkew("the kubelet on the PATH", kubelet.Release, "the control plane this upgrade brings", target)
 }
 
 // checkDiskSpace wants room for a snapshot as large as the data dir.

@@ -53,26 +53,27 @@ func upgradeWorker(ctx context.Context, s *Node, timeout time.Duration) error {
 	}
 	// The join's kubelet-config phase reads with the run's client.
 	s.API = client
-	if phases.SystemdKubelet(ctx, s.Run) {
-		if err := checkWorkerSkew(ctx, s.Run, client); err != nil {
+	kubelet, err := phases.ReadKubelet(ctx, s.Run, client, w.Node.Name)
+	if err != nil {
+		return err
+	}
+	if kubelet.Systemd {
+		if err := checkWorkerSkew(ctx, client, kubelet.Release); err != nil {
 			return err
 		}
 	}
 	if err := runKubeletConfig(ctx, s); err != nil {
 		return err
 	}
-	return phases.UpgradeKubelet(ctx, s.Run, client, w.Node.Name, w.Kubelet.ConfigFile, timeout)
+	return phases.UpgradeKubelet(ctx, s.Run, client, kubelet, w.Node.Name, w.Kubelet.ConfigFile, timeout)
 }
 
-// checkWorkerSkew refuses a kubelet binary the control plane cannot
-// serve: the API server that answers and the cluster's release must both
-// allow it (see phases.CheckKubeletSkew), so a kubelet is installed only
-// after every control-plane node runs the release.
-func checkWorkerSkew(ctx context.Context, s *workflow.Run, client kubernetes.Interface) error {
-	kubelet, err := phases.KubeletRelease(ctx, s, nil)
-	if err != nil {
-		return err
-	}
+// checkWorkerSkew refuses a kubelet binary, of release kubelet, the
+// control plane cannot serve: the API server that answers and the
+// cluster's release must both allow it (see phases.CheckKubeletSkew), so
+// a kubelet is installed only after every control-plane node runs the
+// release.
+func checkWorkerSkew(ctx context.Context, client kubernetes.Interface, kubelet *version.Version) error {
 	// Right after a control-plane node's upgrade, the API server behind
 	// the endpoint may still be starting: its answer is waited for.
 	var info *apiversion.Info
