@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/kubeboot/kubeboot/internal/atomicfile"
 	"github.com/kubeboot/kubeboot/internal/config"
 )
 
@@ -59,7 +60,12 @@ func loadApplyRecord(s *Node) *applyRecord {
 	return r
 }
 
-// save writes the record when an apply changed it.
+// save writes the record when an apply changed it. It is kubeboot's own
+// bookkeeping, not part of what the node converges to, so it is written
+// beside the run's files.Writer, which would list it among the files the
+// run wrote: a re-run that found the cluster's objects changed by their
+// controllers (a DaemonSet's status) would not be one that "wrote
+// nothing".
 func (r *applyRecord) save(s *Node) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -74,7 +80,10 @@ func (r *applyRecord) save(s *Node) error {
 	if err := s.Files.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return s.Files.WriteFile(path, append(data, '\n'), 0o600)
+	if err := atomicfile.WriteFile(s.Files.HostPath(path), append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write the record of applies: %w", err)
+	}
+	return nil
 }
 
 // unchanged says whether live is the object the last apply of key

@@ -14,7 +14,8 @@ import (
 )
 
 // TestApplyRecord: a second apply of the same objects sends none of them,
-// yet reports each unchanged; an object someone else changed, an object
+// yet reports each unchanged; the record is not among the files a run
+// wrote; an object someone else changed, an object
 // the configuration changes, and every object once the record is gone or
 // unreadable, are applied again.
 func TestApplyRecord(t *testing.T) {
@@ -41,6 +42,9 @@ func TestApplyRecord(t *testing.T) {
 	first := run(t)
 	if len(first) < 20 {
 		t.Fatalf("the first run applied %d objects: %v", len(first), first)
+	}
+	if written := s.Files.Changes().Written; slices.Contains(written, ApplyRecordPath(s.Config)) {
+		t.Errorf("the record is among the files the run wrote: %v", written)
 	}
 	firstReport := out.String()
 	t.Run("converged", func(t *testing.T) {
