@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kubeboot/kubeboot/internal/config"
+	"github.com/kubeboot/kubeboot/phases"
 )
 
 // TestResetRemovesDisabledCSRApprover: reset removes the approver's
@@ -34,11 +35,14 @@ func TestUpgradeCSRApprover(t *testing.T) {
 	must(t, err)
 	enabled := map[string][]byte{config.NameCSRApprover: rendered}
 
-	if wrote, err := upgradeKubebootPods(s, enabled); err != nil || wrote {
+	kubebootPods := func(data map[string][]byte) (bool, error) {
+		return upgradeKubebootPods(s, nodeManifests(t, s), data)
+	}
+	if wrote, err := kubebootPods(enabled); err != nil || wrote {
 		t.Errorf("up to date: wrote %v, %v", wrote, err)
 	}
 	must(t, s.Files.Remove(path))
-	if wrote, err := upgradeKubebootPods(s, enabled); err != nil || !wrote {
+	if wrote, err := kubebootPods(enabled); err != nil || !wrote {
 		t.Errorf("missing: wrote %v, %v", wrote, err)
 	}
 	if got, err := s.Files.ReadFile(path); err != nil || string(got) != string(rendered) {
@@ -47,13 +51,22 @@ func TestUpgradeCSRApprover(t *testing.T) {
 
 	off := false
 	s.Config.CSRApprover.Enabled = &off
-	if wrote, err := upgradeKubebootPods(s, map[string][]byte{}); err != nil || !wrote {
+	if wrote, err := kubebootPods(map[string][]byte{}); err != nil || !wrote {
 		t.Errorf("disabled: removed %v, %v", wrote, err)
 	}
 	if _, err := os.Stat(s.Files.HostPath(path)); !os.IsNotExist(err) {
 		t.Errorf("the disabled approver's manifest is still there: %v", err)
 	}
-	if wrote, err := upgradeKubebootPods(s, map[string][]byte{}); err != nil || wrote {
+	if wrote, err := kubebootPods(map[string][]byte{}); err != nil || wrote {
 		t.Errorf("disabled and gone: wrote %v, %v", wrote, err)
 	}
+}
+
+// nodeManifests is readManifests of s: the node's manifests, as the
+// upgrade reads them before it writes any.
+func nodeManifests(t *testing.T, s *phases.Node) map[string][]byte {
+	t.Helper()
+	have, err := readManifests(s)
+	must(t, err)
+	return have
 }

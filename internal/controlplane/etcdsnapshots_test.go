@@ -23,12 +23,12 @@ func TestSnapshotPodFollowsTheConfiguration(t *testing.T) {
 	path := s.Config.ManifestPath(config.NameEtcdSnapshots)
 
 	s.Config.Etcd.Local.ScheduledSnapshots = schedule
-	_, data, err := wantedPods(s)
+	_, data, err := wantedPods(s, nil)
 	must(t, err)
 	if _, ok := data[config.NameEtcdSnapshots]; !ok {
 		t.Fatal("no snapshot pod rendered with scheduledSnapshots set")
 	}
-	if wrote, err := upgradeKubebootPods(s, data); err != nil || !wrote {
+	if wrote, err := upgradeKubebootPods(s, nodeManifests(t, s), data); err != nil || !wrote {
 		t.Fatalf("turned on: wrote %v, %v", wrote, err)
 	}
 	if got, err := s.Files.ReadFile(path); err != nil || string(got) != string(data[config.NameEtcdSnapshots]) {
@@ -36,9 +36,9 @@ func TestSnapshotPodFollowsTheConfiguration(t *testing.T) {
 	}
 
 	s.Config.Etcd.Local.ScheduledSnapshots = nil
-	_, data, err = wantedPods(s)
+	_, data, err = wantedPods(s, nil)
 	must(t, err)
-	if wrote, err := upgradeKubebootPods(s, data); err != nil || !wrote {
+	if wrote, err := upgradeKubebootPods(s, nodeManifests(t, s), data); err != nil || !wrote {
 		t.Errorf("turned off: wrote %v, %v", wrote, err)
 	}
 	if _, err := os.Stat(s.Files.HostPath(path)); !os.IsNotExist(err) {
@@ -46,9 +46,9 @@ func TestSnapshotPodFollowsTheConfiguration(t *testing.T) {
 	}
 
 	s.Config.Etcd.Local.ScheduledSnapshots = schedule
-	_, data, err = wantedPods(s)
+	_, data, err = wantedPods(s, nil)
 	must(t, err)
-	if _, err := upgradeKubebootPods(s, data); err != nil {
+	if _, err := upgradeKubebootPods(s, nodeManifests(t, s), data); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := resetNode(context.Background(), s, ResetOptions{Force: true}); err != nil {

@@ -137,7 +137,7 @@ func TestUpgradePreflightProbesOnlyBeforeAChange(t *testing.T) {
 	s := initialised(t)
 	s.Report = output.NewReporter(&bytes.Buffer{}, false)
 	s.API = fake.NewClientset()
-	current, _, err := wantedPods(s)
+	current, _, err := wantedPods(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

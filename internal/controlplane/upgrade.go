@@ -180,19 +180,23 @@ func upgradeManifests(ctx context.Context, s *phases.Node, timeout time.Duration
 	if err != nil {
 		return err
 	}
+	have, err := readManifests(s)
+	if err != nil {
+		return err
+	}
 	// Rendering takes as long as the preflight's requests wait: both at
 	// once, until the preflight asks whether a manifest changes.
 	var wanted map[string]*corev1.Pod
 	var data map[string][]byte
 	rendered := inBackground(func() (err error) {
-		wanted, data, err = wantedPods(s)
+		wanted, data, err = wantedPods(s, have)
 		return err
 	})
 	changing := func() (bool, error) {
 		if err := rendered(); err != nil {
 			return false, err
 		}
-		return manifestsChange(s, data)
+		return manifestsChange(s, have, data)
 	}
 	if err := upgradePreflight(ctx, s, current, kubeletSkew, changing); err != nil {
 		_ = rendered()
@@ -215,9 +219,9 @@ func upgradeManifests(ctx context.Context, s *phases.Node, timeout time.Duration
 	changed := 0
 	for _, name := range phases.Components(s.Config) {
 		path := s.Config.ManifestPath(name)
-		old, err := s.Files.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("read manifest %q: %w", path, err)
+		old, ok := have[name]
+		if !ok {
+			return fmt.Errorf("read manifest %q: %w", path, fs.ErrNotExist)
 		}
 		if string(old) == string(data[name]) {
 			continue
@@ -255,7 +259,7 @@ func upgradeManifests(ctx context.Context, s *phases.Node, timeout time.Duration
 			return err
 		}
 	}
-	wrote, err := upgradeKubebootPods(s, data)
+	wrote, err := upgradeKubebootPods(s, have, data)
 	if err != nil {
 		return err
 	}
@@ -276,24 +280,22 @@ func inBackground(f func() error) func() error {
 
 // upgradeKubebootPods writes the manifests of kubeboot's own pods (the CSR
 // approver, the etcd snapshot schedule) as rendered, after the
-// components, and removes those the configuration turns off. Nothing waits
-// for them: they are no control-plane components, the control plane works
-// without them, and the kubelet restarts each from its new manifest. It
-// says whether it changed the manifest dir.
-func upgradeKubebootPods(s *phases.Node, data map[string][]byte) (bool, error) {
+// components, and removes those the configuration turns off; have holds
+// the node's manifests (see readManifests). Nothing waits for them: they
+// are no control-plane components, the control plane works without them,
+// and the kubelet restarts each from its new manifest. It says whether it
+// changed the manifest dir.
+func upgradeKubebootPods(s *phases.Node, have, data map[string][]byte) (bool, error) {
 	wrote := false
 	for _, name := range config.KubebootPods {
 		path := s.Config.ManifestPath(name)
-		have, err := s.Files.ReadFile(path)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, fmt.Errorf("read manifest %q: %w", path, err)
-		}
+		old, found := have[name]
 		want, enabled := data[name]
 		switch {
 		case !enabled:
-			wrote = wrote || err == nil
+			wrote = wrote || found
 			continue
-		case err == nil && bytes.Equal(have, want):
+		case found && bytes.Equal(old, want):
 			continue
 		}
 		if err := s.Files.WriteFile(path, want, phases.ManifestMode); err != nil {
@@ -315,9 +317,31 @@ func targetOf(targets []health.Target, name string) health.Target {
 	return health.Target{Component: name}
 }
 
+// readManifests reads the node's manifests of the control-plane
+// components and kubeboot's pods, by name; a missing one is left out. The
+// upgrade reads them once, before it writes any.
+func readManifests(s *phases.Node) (map[string][]byte, error) {
+	have := map[string][]byte{}
+	for _, name := range append(phases.Components(s.Config), config.KubebootPods...) {
+		path := s.Config.ManifestPath(name)
+		data, err := s.Files.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("read manifest %q: %w", path, err)
+		default:
+			have[name] = data
+		}
+	}
+	return have, nil
+}
+
 // wantedPods renders, patches and validates the manifests; a manifest the
-// kubelet would reject stops the upgrade before anything is touched.
-func wantedPods(s *phases.Node) (map[string]*corev1.Pod, map[string][]byte, error) {
+// kubelet would reject stops the upgrade before anything is touched. Only
+// a manifest other than the node's (have, see readManifests) is
+// validated: it is the only kind the upgrade writes, and a validation
+// decodes the manifest again, a few milliseconds each.
+func wantedPods(s *phases.Node, have map[string][]byte) (map[string]*corev1.Pod, map[string][]byte, error) {
 	manifests, err := phases.RenderPods(s)
 	if err != nil {
 		return nil, nil, err
@@ -329,20 +353,22 @@ func wantedPods(s *phases.Node) (map[string]*corev1.Pod, map[string][]byte, erro
 		if err != nil {
 			return nil, nil, err
 		}
-		results = append(results, s.ValidateManifest(m.Component+".yaml", b))
+		if old, ok := have[m.Component]; !ok || !bytes.Equal(old, b) {
+			results = append(results, s.ValidateManifest(m.Component+".yaml", b))
+		}
 		pods[m.Component], data[m.Component] = m.Pod, b
 	}
 	return pods, data, staticpod.Err(results)
 }
 
-// manifestsChange says whether a component's manifest on the node would
-// change to what data holds in a way the kubelet sees (see samePod).
-func manifestsChange(s *phases.Node, data map[string][]byte) (bool, error) {
+// manifestsChange says whether a component's manifest on the node (in
+// have, see readManifests) would change to what data holds in a way the
+// kubelet sees (see samePod).
+func manifestsChange(s *phases.Node, have, data map[string][]byte) (bool, error) {
 	for _, name := range phases.Components(s.Config) {
-		path := s.Config.ManifestPath(name)
-		old, err := s.Files.ReadFile(path)
-		if err != nil {
-			return false, fmt.Errorf("read manifest %q: %w", path, err)
+		old, ok := have[name]
+		if !ok {
+			return false, fmt.Errorf("read manifest %q: %w", s.Config.ManifestPath(name), fs.ErrNotExist)
 		}
 		if string(old) == string(data[name]) {
 			continue

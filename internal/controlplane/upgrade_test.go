@@ -324,7 +324,7 @@ func TestUpgradeClusterViewOfJoinedNode(t *testing.T) {
 	if s.Membership != joined {
 		t.Fatalf("the node read its etcd membership as %+v, want %+v", s.Membership, joined)
 	}
-	pods, _, err := wantedPods(s)
+	pods, _, err := wantedPods(s, nil)
 	must(t, err)
 	if flags := health.CommandFlags(pods[config.NameEtcd], config.NameEtcd); flags["initial-cluster"] != joined.InitialCluster || flags["initial-cluster-state"] != "existing" {
 		t.Errorf("the upgrade renders etcd with %v, want the membership it joined with", flags)
@@ -401,5 +401,29 @@ func TestCheckKubeletSkew(t *testing.T) {
 	want := "the kubelet on the PATH is v1.36.3, newer than the control plane this upgrade brings (v1.35.4)"
 	if _, err := checkKubeletSkew(context.Background(), s, fake.NewClientset()); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("a kubelet newer than the target: %v, want %q", err, want)
+	}
+}
+
+// TestWantedPodsValidatesWhatItWouldWrite: the upgrade validates a
+// rendered manifest other than the node's, which it would write, and
+// refuses one the kubelet would reject (here, patched to mount a Secret);
+// the same bytes already on the node, which it would not write, are not
+// decoded again.
+func TestWantedPodsValidatesWhatItWouldWrite(t *testing.T) {
+	s := initialised(t)
+	patches := s.Files.HostPath("/patches")
+	must(t, os.MkdirAll(patches, 0o755))
+	must(t, os.WriteFile(patches+"/kube-apiserver+strategic.yaml", []byte(
+		"spec:\n  volumes:\n  - name: token\n    secret:\n      secretName: apiserver-token\n"), 0o600))
+	s.Config.PatchesDir = "/patches"
+
+	have := nodeManifests(t, s)
+	_, data, err := wantedPods(s, have)
+	if err == nil || !strings.Contains(err.Error(), "static pods may not reference secrets") {
+		t.Fatalf("a changed manifest that mounts a Secret: want it refused, got %v", err)
+	}
+	have[config.NameAPIServer] = data[config.NameAPIServer]
+	if _, _, err := wantedPods(s, have); err != nil {
+		t.Errorf("the same manifest already on the node: want it left unvalidated, got %v", err)
 	}
 }
