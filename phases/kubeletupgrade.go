@@ -121,14 +121,21 @@ type Kubelet struct {
 // ReadKubelet reads the node's kubelet: whether systemd runs it, its Node
 // (named node; client reads it) and its binary's release.
 func ReadKubelet(ctx context.Context, s *workflow.Run, client kubernetes.Interface, node string) (Kubelet, error) {
-	if !SystemdKubelet(ctx, s) {
+	// The Node is read while systemctl answers, each a few milliseconds,
+	// from the API server's watch cache; it only spares asking the binary
+	// (see KubeletRelease): without it, the binary is asked.
+	read := make(chan *corev1.Node, 1)
+	go func() {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{ResourceVersion: "0"})
+		if err != nil {
+			n = nil
+		}
+		read <- n
+	}()
+	systemd := SystemdKubelet(ctx, s)
+	n := <-read // no request outlives the call
+	if !systemd {
 		return Kubelet{}, nil
-	}
-	// The Node only spares asking the binary (see KubeletRelease):
-	// without it, the binary is asked.
-	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		n = nil
 	}
 	release, err := KubeletRelease(ctx, s, n)
 	if err != nil {
