@@ -97,7 +97,7 @@ func TestAddonsTurnedOff(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := WaitAddonsRolledOut(context.Background(), s, time.Second); err != nil || out.Len() > 0 {
+	if err := WaitAddonsRolledOut(context.Background(), s, time.Second, nil); err != nil || out.Len() > 0 {
 		t.Errorf("turned-off addons are waited for: %v, %q", err, out)
 	}
 }
@@ -146,7 +146,7 @@ func TestWaitAddonsRolledOut(t *testing.T) {
 				objs[2].(*appsv1.DaemonSet).Status.NumberAvailable = 1
 			}
 			s, _, out := liveState(t, false, objs...)
-			err := WaitAddonsRolledOut(context.Background(), s, 1500*time.Millisecond)
+			err := WaitAddonsRolledOut(context.Background(), s, 1500*time.Millisecond, nil)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("rolled-out addons: %v", err)
@@ -157,9 +157,43 @@ func TestWaitAddonsRolledOut(t *testing.T) {
 			}
 		})
 	}
+	// The workloads as their applies left them are judged before any is
+	// read: rolled out there, none is read; not rolled out, each is read
+	// at the next poll.
+	t.Run("as applied", func(t *testing.T) {
+		s, client, out := liveState(t, false)
+		applied := &Workloads{}
+		for _, o := range rolledOut() {
+			applied.keep(o)
+		}
+		if err := WaitAddonsRolledOut(context.Background(), s, time.Second, applied); err != nil || !strings.Contains(out.String(), "addons rolled out") {
+			t.Fatalf("rolled out as applied: %v\n%s", err, out)
+		}
+		if actions := client.Actions(); len(actions) > 0 {
+			t.Errorf("the workloads as applied were read again: %v", actions)
+		}
+	})
+	t.Run("as applied, then read", func(t *testing.T) {
+		objs := rolledOut()
+		s, client, _ := liveState(t, false, objs...)
+		applied := &Workloads{}
+		for _, o := range objs {
+			o := o.DeepCopyObject()
+			if d, ok := o.(*appsv1.Deployment); ok {
+				d.Status.ObservedGeneration = 1 // the apply changed its spec
+			}
+			applied.keep(o)
+		}
+		if err := WaitAddonsRolledOut(context.Background(), s, 3*time.Second, applied); err != nil {
+			t.Fatalf("rolled out at the second look: %v", err)
+		}
+		if actions := client.Actions(); len(actions) != len(objs) {
+			t.Errorf("want each workload read once, at the second look; got %v", actions)
+		}
+	})
 	t.Run("missing", func(t *testing.T) {
 		s, _, _ := liveState(t, false)
-		if err := WaitAddonsRolledOut(context.Background(), s, time.Second); err == nil || !strings.Contains(err.Error(), `deployments.apps "coredns" not found`) {
+		if err := WaitAddonsRolledOut(context.Background(), s, time.Second, nil); err == nil || !strings.Contains(err.Error(), `deployments.apps "coredns" not found`) {
 			t.Errorf("got %v, want the missing Deployment named", err)
 		}
 	})

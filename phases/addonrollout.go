@@ -20,12 +20,68 @@ import (
 // addonPollInterval is how often WaitAddonsRolledOut reads the workloads.
 const addonPollInterval = time.Second
 
+// Workloads are Deployments and DaemonSets as their applies left them
+// (see ApplyAddons): the object the API server returned, or the live one
+// read before an apply that was not sent. A nil *Workloads holds none.
+type Workloads struct {
+	mu          sync.Mutex
+	deployments map[string]*appsv1.Deployment
+	daemonSets  map[string]*appsv1.DaemonSet
+}
+
+// keep adds obj when it is a Deployment or a DaemonSet.
+func (w *Workloads) keep(obj any) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		if w.deployments == nil {
+			w.deployments = map[string]*appsv1.Deployment{}
+		}
+		w.deployments[qualifiedName(o)] = o
+	case *appsv1.DaemonSet:
+		if w.daemonSets == nil {
+			w.daemonSets = map[string]*appsv1.DaemonSet{}
+		}
+		w.daemonSets[qualifiedName(o)] = o
+	}
+}
+
+// deployment removes and returns the Deployment named like want, or nil.
+func (w *Workloads) deployment(want *appsv1.Deployment) *appsv1.Deployment {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.deployments[qualifiedName(want)]
+	delete(w.deployments, qualifiedName(want))
+	return d
+}
+
+// daemonSet removes and returns the DaemonSet named like want, or nil.
+func (w *Workloads) daemonSet(want *appsv1.DaemonSet) *appsv1.DaemonSet {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ds := w.daemonSets[qualifiedName(want)]
+	delete(w.daemonSets, qualifiedName(want))
+	return ds
+}
+
 // WaitAddonsRolledOut waits until the workloads of the addons the
 // configuration turns on are rolled out, as `kubectl rollout status` judges
 // it: the controller saw the current spec, every replica (or every node's
 // pod) runs it and is available, and no old one is left. On timeout it
-// names each workload that is not, with its counts.
-func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) error {
+// names each workload that is not, with its counts. Its first look at a
+// workload in applied (see ApplyAddons; nil for none) is that object;
+// every other look reads the workload.
+func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration, applied *Workloads) error {
 	deployments, daemonSets, err := addonWorkloads(s)
 	if err != nil || len(deployments)+len(daemonSets) == 0 {
 		return err // no addon on: nothing to wait for
@@ -38,9 +94,12 @@ func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) er
 	var checks []func(ctx context.Context) string
 	for _, want := range deployments {
 		checks = append(checks, func(ctx context.Context) string {
-			d, err := client.AppsV1().Deployments(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
-			if err != nil {
-				return fmt.Sprintf("Deployment %s/%s: %v", want.Namespace, want.Name, err)
+			d := applied.deployment(want)
+			if d == nil {
+				var err error
+				if d, err = client.AppsV1().Deployments(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
+					return fmt.Sprintf("Deployment %s/%s: %v", want.Namespace, want.Name, err)
+				}
 			}
 			if why := DeploymentPending(d); why != "" {
 				return fmt.Sprintf("Deployment %s/%s: %s", d.Namespace, d.Name, why)
@@ -50,9 +109,12 @@ func WaitAddonsRolledOut(ctx context.Context, s *Node, timeout time.Duration) er
 	}
 	for _, want := range daemonSets {
 		checks = append(checks, func(ctx context.Context) string {
-			ds, err := client.AppsV1().DaemonSets(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
-			if err != nil {
-				return fmt.Sprintf("DaemonSet %s/%s: %v", want.Namespace, want.Name, err)
+			ds := applied.daemonSet(want)
+			if ds == nil {
+				var err error
+				if ds, err = client.AppsV1().DaemonSets(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
+					return fmt.Sprintf("DaemonSet %s/%s: %v", want.Namespace, want.Name, err)
+				}
 			}
 			if why := DaemonSetPending(ds); why != "" {
 				return fmt.Sprintf("DaemonSet %s/%s: %s", ds.Namespace, ds.Name, why)

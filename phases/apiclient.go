@@ -135,7 +135,8 @@ func apply[T metav1.Object](ctx context.Context, c applyClient[T], obj T, mustRe
 	if err != nil {
 		return "", err
 	}
-	return applyOver(ctx, c, obj, have, mustReplace, nil)
+	verb, _, err := applyOver(ctx, c, obj, have, mustReplace, nil)
+	return verb, err
 }
 
 // live is an object as the API server has it, read before an apply.
@@ -171,12 +172,15 @@ func readLive[T metav1.Object](ctx context.Context, c applyClient[T], obj T) (li
 // field the API server will not change (a binding's roleRef), the object
 // is deleted and created again: "replaced". With a record (see
 // applyRecord), an apply the record shows would change nothing is not
-// sent, and each apply sent is recorded.
-func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, have live[T], mustReplace func(have T) bool, record *applyRecord) (string, error) {
+// sent, and each apply sent is recorded. It also returns the object as
+// the API server has it after the apply: the one it returned, or the
+// live one when the apply was not sent.
+func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, have live[T], mustReplace func(have T) bool, record *applyRecord) (string, T, error) {
+	var none T
 	kind, name := kindOf(obj), obj.GetName()
 	data, err := json.Marshal(obj)
 	if err != nil {
-		return "", fmt.Errorf("encode %s %q: %w", kind, name, err)
+		return "", none, fmt.Errorf("encode %s %q: %w", kind, name, err)
 	}
 	key := kind + " " + qualifiedName(obj)
 	verb := "created"
@@ -184,18 +188,18 @@ func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, ha
 	case !have.found:
 	case mustReplace != nil && mustReplace(have.obj):
 		if err := c.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrTo(have.obj.GetUID())}}); err != nil {
-			return "", fmt.Errorf("delete %s %q to replace it: %w", kind, name, err)
+			return "", none, fmt.Errorf("delete %s %q to replace it: %w", kind, name, err)
 		}
 		verb = "replaced"
 	case record != nil && record.unchanged(key, data, have.obj):
-		return "unchanged", nil
+		return "unchanged", have.obj, nil
 	default:
 		verb = "unchanged"
 	}
 	force := true
 	applied, err := c.Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 	if err != nil {
-		return "", fmt.Errorf("apply %s %q: %w", kind, name, err)
+		return "", none, fmt.Errorf("apply %s %q: %w", kind, name, err)
 	}
 	if record != nil {
 		record.set(key, data, applied)
@@ -203,7 +207,7 @@ func applyOver[T metav1.Object](ctx context.Context, c applyClient[T], obj T, ha
 	if verb == "unchanged" && applied.GetResourceVersion() != have.obj.GetResourceVersion() {
 		verb = "updated"
 	}
-	return verb, nil
+	return verb, applied, nil
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -222,8 +226,14 @@ func kindOf(obj any) string {
 // workload after what it uses (see applyRun.all), and reports what
 // happened to each.
 func applyObjects(ctx context.Context, s *Node, client kubernetes.Interface, objs templates.Objects) error {
+	return applyObjectsSeen(ctx, s, client, objs, nil)
+}
+
+// applyObjectsSeen is applyObjects that also keeps, in workloads, each
+// Deployment and DaemonSet as the API server has it after its apply.
+func applyObjectsSeen(ctx context.Context, s *Node, client kubernetes.Interface, objs templates.Objects, workloads *Workloads) error {
 	record := loadApplyRecord(s)
-	err := applyRun{s: s, record: record}.all(ctx, client, objs)
+	err := applyRun{s: s, record: record, workloads: workloads}.all(ctx, client, objs)
 	return errors.Join(err, record.save(s))
 }
 
@@ -236,6 +246,8 @@ type applyRun struct {
 	// record, for a real apply, spares the applies that would change
 	// nothing (see applyRecord).
 	record *applyRecord
+	// workloads, when set, keeps the workloads a real apply leaves.
+	workloads *Workloads
 }
 
 // all applies objs in three waves, each after the one before: the objects
@@ -321,10 +333,11 @@ func tasksOf[T metav1.Object](r applyRun, objs []T, client func(namespace string
 			continue
 		}
 		tasks = append(tasks, task{read: read, apply: func(ctx context.Context) (string, *Drift, error) {
-			verb, err := applyOver(ctx, c, o, have, replace, r.record)
+			verb, after, err := applyOver(ctx, c, o, have, replace, r.record)
 			if err != nil {
 				return "", nil, err
 			}
+			r.workloads.keep(after)
 			return fmt.Sprintf("%s %s %s", kindOf(o), qualifiedName(o), verb), nil, nil
 		}})
 	}

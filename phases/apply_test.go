@@ -154,7 +154,8 @@ func TestApplyAddonsOnePass(t *testing.T) {
 		requests = append(requests, a.GetVerb()+" "+a.GetResource().Resource+" "+name)
 		return false, nil, nil
 	})
-	if err := ApplyAddons(t.Context(), s); err != nil {
+	applied, err := ApplyAddons(t.Context(), s)
+	if err != nil {
 		t.Fatal(err)
 	}
 	firstPatch, lastGet := len(requests), -1
@@ -181,5 +182,18 @@ func TestApplyAddonsOnePass(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report does not say %q:\n%s", want, out)
 		}
+	}
+	// The workloads as applied: CoreDNS's Deployment and the pod
+	// network's DaemonSets, each once.
+	var kept []string
+	for name := range applied.deployments {
+		kept = append(kept, "Deployment "+name)
+	}
+	for name := range applied.daemonSets {
+		kept = append(kept, "DaemonSet "+name)
+	}
+	slices.Sort(kept)
+	if want := []string{"DaemonSet kube-system/kube-flannel", "DaemonSet kube-system/kubeboot-network-policy", "Deployment kube-system/coredns"}; !slices.Equal(kept, want) {
+		t.Errorf("workloads kept from the applies: %v, want %v", kept, want)
 	}
 }

@@ -43,8 +43,9 @@ func upgradeAddons(ctx context.Context, s *phases.Node, timeout time.Duration) e
 		s.Report.Warnf("addons left as they are: %s still run another API server; upgrade apply on the last of them moves the addons and applies addons.manifests", strings.Join(behind, ", "))
 		return nil
 	}
-	if err := phases.ApplyAddons(ctx, s); err != nil {
+	applied, err := phases.ApplyAddons(ctx, s)
+	if err != nil {
 		return err
 	}
-	return phases.WaitAddonsRolledOut(ctx, s, timeout)
+	return phases.WaitAddonsRolledOut(ctx, s, timeout, applied)
 }
