@@ -231,7 +231,9 @@ func ControlPlanesBehind(ctx context.Context, s *Node) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "component=" + config.NameAPIServer})
+	// From the watch cache (resourceVersion 0), as readLive reads: the
+	// mirror pods trail the kubelets by seconds, the cache etcd by less.
+	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "component=" + config.NameAPIServer, ResourceVersion: "0"})
 	if err != nil {
 		return nil, fmt.Errorf("list the API server pods: %w", err)
 	}
