@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -120,7 +121,7 @@ func TestUpgradePreflightChecksManifests(t *testing.T) {
 	s := phasestest.NewNode(t, t.TempDir(), "v1.36.3")
 	s.Report = output.NewReporter(&bytes.Buffer{}, false)
 	f := withManifests(t, s, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: nowhere}\n")
-	err := upgradePreflight(context.Background(), s, nil, func() error { _, err := checkKubeletSkew(context.Background(), s, s.API); return err }, func() (bool, error) { return true, nil })
+	err := upgradePreflight(context.Background(), s, nil, nil, func() error { _, err := checkKubeletSkew(context.Background(), s, s.API); return err }, func() (bool, error) { return true, nil })
 	if exit.Code(err) != exit.Usage || err == nil || !strings.Contains(err.Error(), userManifest) || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("upgrade preflight with a ConfigMap in a missing namespace: exit %d, %v", exit.Code(err), err)
 	}
@@ -144,10 +145,12 @@ func TestUpgradePreflightProbesOnlyBeforeAChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	skew := func() error { return nil }
-	if err := upgradePreflight(ctx, s, current, skew, func() (bool, error) { return false, nil }); err != nil {
-		t.Errorf("with no manifest to change: %v", err)
+	decoded := 0
+	pods := func() (map[string]*corev1.Pod, error) { decoded++; return current, nil }
+	if err := upgradePreflight(ctx, s, current[config.NameAPIServer], pods, skew, func() (bool, error) { return false, nil }); err != nil || decoded > 0 {
+		t.Errorf("with no manifest to change: %v, the node's pods decoded %d times", err, decoded)
 	}
-	err = upgradePreflight(ctx, s, current, skew, func() (bool, error) { return true, nil })
+	err = upgradePreflight(ctx, s, current[config.NameAPIServer], pods, skew, func() (bool, error) { return true, nil })
 	if err == nil || !strings.Contains(err.Error(), "not healthy before the upgrade") {
 		t.Errorf("with a manifest to change, a control plane that does not answer: %v", err)
 	}

@@ -176,14 +176,28 @@ func upgradeManifests(ctx context.Context, s *phases.Node, timeout time.Duration
 	if err := resumeUpgrade(ctx, s, timeout); err != nil {
 		return err
 	}
-	current, _, err := phases.ManifestPods(s)
-	if err != nil {
-		return err
-	}
 	have, err := readManifests(s)
 	if err != nil {
 		return err
 	}
+	// The node's pods are decoded, a YAML parse each, only as they are
+	// needed: the API server's for the skew check, the others only once a
+	// manifest changes.
+	apiserver, err := decodeManifest(s, have, config.NameAPIServer)
+	if err != nil {
+		return err
+	}
+	current := sync.OnceValues(func() (map[string]*corev1.Pod, error) {
+		pods := map[string]*corev1.Pod{}
+		for _, name := range phases.Components(s.Config) {
+			pod, err := decodeManifest(s, have, name)
+			if err != nil {
+				return nil, err
+			}
+			pods[name] = pod
+		}
+		return pods, nil
+	})
 	// Rendering takes as long as the preflight's requests wait: both at
 	// once, until the preflight asks whether a manifest changes.
 	var wanted map[string]*corev1.Pod
@@ -198,7 +212,7 @@ func upgradeManifests(ctx context.Context, s *phases.Node, timeout time.Duration
 		}
 		return manifestsChange(s, have, data)
 	}
-	if err := upgradePreflight(ctx, s, current, kubeletSkew, changing); err != nil {
+	if err := upgradePreflight(ctx, s, apiserver, current, kubeletSkew, changing); err != nil {
 		_ = rendered()
 		return err
 	}
@@ -208,14 +222,7 @@ func upgradeManifests(ctx context.Context, s *phases.Node, timeout time.Duration
 	if _, err := upgradePrepare.Run(ctx, s, nil); err != nil {
 		return err
 	}
-	oldTargets, err := health.Targets(s.Config, current)
-	if err != nil {
-		return err
-	}
-	newTargets, err := health.Targets(s.Config, wanted)
-	if err != nil {
-		return err
-	}
+	var oldTargets, newTargets []health.Target
 	changed := 0
 	for _, name := range phases.Components(s.Config) {
 		path := s.Config.ManifestPath(name)
@@ -239,6 +246,16 @@ func upgradeManifests(ctx context.Context, s *phases.Node, timeout time.Duration
 		}
 		changed++
 		if changed == 1 {
+			pods, err := current()
+			if err != nil {
+				return err
+			}
+			if oldTargets, err = health.Targets(s.Config, pods); err != nil {
+				return err
+			}
+			if newTargets, err = health.Targets(s.Config, wanted); err != nil {
+				return err
+			}
 			// Each step tells the new instance from the old by the process
 			// behind the socket: that must work before the first change.
 			// Checked only when something changes, since it reads the
@@ -334,6 +351,17 @@ func readManifests(s *phases.Node) (map[string][]byte, error) {
 		}
 	}
 	return have, nil
+}
+
+// decodeManifest decodes the node's manifest of the component name, from
+// have (see readManifests).
+func decodeManifest(s *phases.Node, have map[string][]byte, name string) (*corev1.Pod, error) {
+	path := s.Config.ManifestPath(name)
+	data, ok := have[name]
+	if !ok {
+		return nil, fmt.Errorf("%s not found: run `kubeboot init phase write-manifests` first", path)
+	}
+	return phases.DecodePod(path, data)
 }
 
 // wantedPods renders, patches and validates the manifests; a manifest the

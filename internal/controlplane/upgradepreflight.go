@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/health"
 	"github.com/kubeboot/kubeboot/phases"
 )
@@ -31,16 +30,17 @@ const snapshotHeadroom = 64 << 20
 // space for the etcd snapshot; these last two only when changing says a
 // manifest changes: an upgrade that replaces no component needs neither,
 // and probing every component took a converged upgrade apply 13-17 ms.
-// kubeletSkew waits for the kubelet's check, which upgradeControlPlane
-// starts early (see checkKubeletSkew).
-func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*corev1.Pod, kubeletSkew func() error, changing func() (bool, error)) error {
+// apiserver is the node's API server pod; current decodes all of the
+// node's pods, for the probes. kubeletSkew waits for the kubelet's check,
+// which upgradeControlPlane starts early (see checkKubeletSkew).
+func upgradePreflight(ctx context.Context, s *phases.Node, apiserver *corev1.Pod, current func() (map[string]*corev1.Pod, error), kubeletSkew func() error, changing func() (bool, error)) error {
 	if err := phases.CheckAddonManifests(ctx, s); err != nil {
 		return err
 	}
 	// Its request goes while the probes below wait.
 	podNetwork := inBackground(func() error { return phases.CheckPodNetwork(ctx, s) })
 	defer func() { _ = podNetwork() }()
-	if err := checkSkew(current[config.NameAPIServer], s.Config.KubernetesVersion); err != nil {
+	if err := checkSkew(apiserver, s.Config.KubernetesVersion); err != nil {
 		return err
 	}
 	if err := kubeletSkew(); err != nil {
@@ -52,7 +52,11 @@ func upgradePreflight(ctx context.Context, s *phases.Node, current map[string]*c
 		}
 		return podNetwork()
 	}
-	probes, err := health.Probes(s.Config, current, s.Files.HostPath)
+	pods, err := current()
+	if err != nil {
+		return err
+	}
+	probes, err := health.Probes(s.Config, pods, s.Files.HostPath)
 	if err != nil {
 		return err
 	}
