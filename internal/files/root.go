@@ -121,28 +121,20 @@ func openInRoot(root, path string) (*os.File, error) {
 	if err != nil {
 		return nil, openError(root, path, err)
 	}
-	var st unix.Stat_t
-	err = unix.Fstat(handle, &st)
-	_ = unix.Close(handle)
+	h := os.NewFile(uintptr(handle), path)
+	info, err := h.Stat()
+	_ = h.Close()
 	if err != nil {
 		return nil, fmt.Errorf("read %q: %w", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, notRegular(path, st.Mode)
+	if !info.Mode().IsRegular() {
+		return nil, inputfile.NotRegular(path, info.Mode())
 	}
 	fd, err := unix.Openat2(dir, path, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC, Resolve: inRoot})
 	if err != nil {
 		return nil, openError(root, path, err)
 	}
 	return os.NewFile(uintptr(fd), filepath.Join(root, path)), nil
-}
-
-// notRegular is inputfile's error for a file that is not regular, from
-// the mode of its stat.
-func notRegular(path string, mode uint32) error {
-	kinds := map[uint32]fs.FileMode{unix.S_IFDIR: fs.ModeDir, unix.S_IFIFO: fs.ModeNamedPipe, unix.S_IFCHR: fs.ModeDevice | fs.ModeCharDevice,
-		unix.S_IFBLK: fs.ModeDevice, unix.S_IFSOCK: fs.ModeSocket, unix.S_IFLNK: fs.ModeSymlink}
-	return fmt.Errorf("read %q: %w: it is %s", path, inputfile.ErrNotRegular, inputfile.Kind(kinds[mode&unix.S_IFMT]))
 }
 
 // openInRootByStep is openInRoot for a kernel without openat2:
@@ -163,7 +155,7 @@ func openInRootByStep(root, path string) (*os.File, error) {
 		return nil, fmt.Errorf("read %q: %w", path, err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %q: %w: it is %s", path, inputfile.ErrNotRegular, inputfile.Kind(info.Mode()))
+		return nil, inputfile.NotRegular(path, info.Mode())
 	}
 	f, err := pathrs.Reopen(handle, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
 	if err != nil {

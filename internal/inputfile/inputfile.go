@@ -133,12 +133,18 @@ func ReadFile(f *os.File, name string, limit int64) ([]byte, error) {
 // check refuses a file that is not regular or is known to be too large.
 func check(name string, info fs.FileInfo, limit int64) error {
 	if !info.Mode().IsRegular() {
-		return fmt.Errorf("read %q: %w: it is %s", name, ErrNotRegular, Kind(info.Mode()))
+		return NotRegular(name, info.Mode())
 	}
 	if info.Size() > limit {
 		return fmt.Errorf("read %q: %w: %d bytes, the limit is %s", name, ErrTooLarge, info.Size(), size(limit))
 	}
 	return nil
+}
+
+// NotRegular is the error for reading name, a file of mode m that is not
+// regular: it wraps ErrNotRegular and says what the file is.
+func NotRegular(name string, m fs.FileMode) error {
+	return fmt.Errorf("read %q: %w: it is %s", name, ErrNotRegular, Kind(m))
 }
 
 // Kind names a non-regular file type for a user, as "a FIFO (named pipe)".
