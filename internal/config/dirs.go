@@ -164,7 +164,13 @@ func isSystemDir(dir string) bool {
 	return false
 }
 
-// within reports whether path is dir or below it; both are clean.
+// within reports whether path is dir or below it; both are clean. It
+// builds no string: configuration validation compares every pair of
+// kubeboot's paths with it.
 func within(path, dir string) bool {
-	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+	if dir == "/" {
+		return true
+	}
+	rest, found := strings.CutPrefix(path, dir)
+	return found && (rest == "" || rest[0] == '/')
 }

@@ -188,3 +188,23 @@ func wantOneError(t *testing.T, errs field.ErrorList, want string) {
 		t.Fatalf("got %v, want one error containing\n%s", errs, want)
 	}
 }
+
+// TestWithin: a path lies within a directory when it is the directory or
+// below it, never when it only shares a prefix of its name.
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		path, dir string
+		want      bool
+	}{
+		{"/etc/kubernetes", "/etc/kubernetes", true},
+		{"/etc/kubernetes/pki/ca.crt", "/etc/kubernetes", true},
+		{"/etc/kubernetes-old", "/etc/kubernetes", false},
+		{"/etc", "/etc/kubernetes", false},
+		{"/var/lib/etcd", "/", true},
+		{"/", "/", true},
+	} {
+		if got := within(tc.path, tc.dir); got != tc.want {
+			t.Errorf("within(%q, %q) = %v, want %v", tc.path, tc.dir, got, tc.want)
+		}
+	}
+}
