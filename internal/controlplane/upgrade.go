@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -339,7 +340,7 @@ func targetOf(targets []health.Target, name string) health.Target {
 // upgrade reads them once, before it writes any.
 func readManifests(s *phases.Node) (map[string][]byte, error) {
 	have := map[string][]byte{}
-	for _, name := range append(phases.Components(s.Config), config.KubebootPods...) {
+	for _, name := range slices.Concat(phases.Components(s.Config), config.KubebootPods) {
 		path := s.Config.ManifestPath(name)
 		data, err := s.Files.ReadFile(path)
 		switch {
