@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,16 +128,17 @@ func (f *kubeadmFleet) upWithKubeadm(t *testing.T) {
 }
 
 // upgradeWithKubeadm upgrades the fleet as kubeadm's documentation does:
-// on each node, drained first and uncordoned last, the kubelet of v1.36.3 installed, then `kubeadm upgrade
-// apply` on cp1, `kubeadm upgrade node` on the others, each followed by
-// the kubelet's restart and a wait until its Node reports v1.36.3 and is
-// Ready (what kubeboot's upgrade waits for by itself). It returns how
-// long the whole took.
+// on each node, drained first and uncordoned last, the kubelet of v1.36.3
+// installed, then `kubeadm upgrade apply` on cp1, `kubeadm upgrade node` on
+// the others, each followed by the kubelet's restart and a wait until its
+// Node reports v1.36.3 and is Ready and, on a control-plane node, until
+// every API server answers ready (what kubeboot's upgrade waits for by
+// itself). It returns how long the whole took.
 func (f *kubeadmFleet) upgradeWithKubeadm(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for i, m := range f.m {
-		f.kubectl(t, "drain", m.Name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m")
+		f.drain(t, m.Name)
 		installKubelet(t, m)
 		if i == 0 {
 			inMachineOK(t, m, "kubeadm", "upgrade", "apply", "v1.36.3", "--yes", "--ignore-preflight-errors", kubeadmIgnored)
@@ -146,9 +148,59 @@ func (f *kubeadmFleet) upgradeWithKubeadm(t *testing.T) time.Duration {
 		inMachineOK(t, m, "sh", "-c", "systemctl daemon-reload && systemctl restart kubelet")
 		f.kubectlWait(t, m.Name+"'s kubelet at v1.36.3", func(out string) bool { return out == "v1.36.3/True" },
 			"get", "node", m.Name, "-o", `jsonpath={.status.nodeInfo.kubeletVersion}/{.status.conditions[?(@.type=="Ready")].status}`)
+		if f.cl.Nodes[i].Role == lab.RoleControlPlane {
+			f.waitAPIServersReady(t)
+		}
 		f.kubectl(t, "uncordon", m.Name)
 	}
 	return time.Since(start)
+}
+
+// waitAPIServersReady waits until each control-plane node's API server,
+// asked directly rather than through the load balancer, answers /readyz:
+// the kubelet of a new release restarts its static pods, so a Ready Node
+// does not yet mean its API server serves.
+func (f *kubeadmFleet) waitAPIServersReady(t *testing.T) {
+	t.Helper()
+	for i, n := range f.cl.Nodes {
+		if n.Role != lab.RoleControlPlane {
+			continue
+		}
+		server := "https://" + netip.AddrPortFrom(f.cl.Address(i), 6443).String()
+		f.kubectlWait(t, n.Name+"'s API server to be ready", func(out string) bool { return out == "ok" },
+			"--server", server, "get", "--raw", "/readyz")
+	}
+}
+
+// cutOff tells whether kubectl's output shows a request cut off by an API
+// server going away, not a refusal of the request.
+func cutOff(out string) bool {
+	for _, e := range []string{"unexpected EOF", "connection refused", "connection reset by peer", "TLS handshake timeout"} {
+		if strings.Contains(out, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// drain drains the node with kubectl on cp1, as its user would: a drain
+// cut off by an API server's restart behind the load balancer (its
+// connection closed mid-request) is run again, up to five times.
+func (f *kubeadmFleet) drain(t *testing.T, node string) {
+	t.Helper()
+	argv := []string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m"}
+	for attempt := 1; ; attempt++ {
+		var out strings.Builder
+		err := f.m[0].Run(t.Context(), nil, &out, &out, argv...)
+		if err == nil {
+			return
+		}
+		if attempt == 5 || !cutOff(out.String()) {
+			t.Fatalf("drain %s (attempt %d): %v\n%s", node, attempt, err, testsupport.LastLines(out.String(), 40))
+		}
+		t.Logf("drain %s (attempt %d) cut off, running it again: %s", node, attempt, testsupport.LastLines(out.String(), 3))
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // upgradeCluster upgrades the fleet with `kubeboot upgrade cluster
