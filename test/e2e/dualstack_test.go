@@ -59,11 +59,17 @@ serviceSubnet: 10.96.0.0/12,fd10:96::/112
 	url := func(ip, path string) string {
 		return "http://" + netip.AddrPortFrom(netip.MustParseAddr(ip), 8080).String() + path
 	}
+	// Each check is retried, as the Service's below: an exec stream the
+	// API server loses ("error: EOF") is not the pod network's answer,
+	// while a wrong answer fails at once.
 	for from, to := range map[string]string{"cp1": "w1", "w1": "cp1"} {
-		got := strings.TrimSpace(c.kubectl(t, "exec", "net-"+from, "--", "curl", "-sS", "-m", "5", url(ips[to][1], "/hostname")))
-		if got != "net-"+to {
-			t.Errorf("from the pod on %s, [%s]:8080 answered %q, want net-%s", from, ips[to][1], got, to)
-		}
+		eventually(t, "the pod on "+from+" reaching net-"+to+" over IPv6", func() error {
+			out, err := c.kubectlErr(t, "exec", "net-"+from, "--", "curl", "-sS", "-m", "5", url(ips[to][1], "/hostname"))
+			if err == nil && strings.TrimSpace(out) != "net-"+to {
+				t.Fatalf("from the pod on %s, [%s]:8080 answered %q, want net-%s", from, ips[to][1], out, to)
+			}
+			return err
+		})
 	}
 	// A host-network pod has both of its node's addresses.
 	proxy := c.kubectl(t, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-proxy", "--field-selector", "spec.nodeName=w1",
