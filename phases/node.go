@@ -8,9 +8,13 @@ import (
 	"path/filepath"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/kubeboot/kubeboot/internal/config"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/health"
+	"github.com/kubeboot/kubeboot/internal/inputfile"
 	"github.com/kubeboot/kubeboot/internal/staticpod"
 	"github.com/kubeboot/kubeboot/internal/workflow"
 	"github.com/kubeboot/kubeboot/templates"
@@ -113,7 +117,7 @@ func ReadEtcdMembership(run *workflow.Run, cfg *config.ClusterConfiguration) (te
 	if err != nil {
 		return templates.EtcdMembership{}, fmt.Errorf("read etcd manifest %q: %w", path, err)
 	}
-	pod, err := DecodePod(path, data)
+	pod, err := decodeCommands(path, data)
 	if err != nil {
 		run.Report.Warnf("%v: its etcd member is taken for one that founded its cluster", err)
 		return templates.EtcdMembership{}, nil
@@ -123,6 +127,35 @@ func ReadEtcdMembership(run *workflow.Run, cfg *config.ClusterConfiguration) (te
 		return templates.EtcdMembership{}, nil
 	}
 	return templates.EtcdMembership{InitialCluster: flags["initial-cluster"]}, nil
+}
+
+// decodeCommands decodes, of the manifest at path, its containers' names,
+// commands and args alone: a Pod with just those, which is all a reader of
+// a component's flags looks at. Every init and join reads the etcd
+// manifest so; decoding it whole, every field of a Pod, took a converged
+// init a millisecond more (BenchmarkProcess/converged-init in
+// cmd/kubeboot).
+func decodeCommands(path string, data []byte) (*corev1.Pod, error) {
+	if err := inputfile.CheckYAML(path, data, inputfile.ManifestNodes); err != nil {
+		return nil, fmt.Errorf("decode manifest: %w (check it with `kubeboot validate %s`)", err, path)
+	}
+	var manifest struct {
+		Spec struct {
+			Containers []struct {
+				Name    string   `json:"name"`
+				Command []string `json:"command"`
+				Args    []string `json:"args"`
+			} `json:"containers"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &manifest); err != nil {
+		return nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
+	}
+	pod := &corev1.Pod{}
+	for _, c := range manifest.Spec.Containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args})
+	}
+	return pod, nil
 }
 
 // BackupsDir holds copies of manifests while they are out of the manifest
