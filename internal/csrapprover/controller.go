@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	certificateslisters "k8s.io/client-go/listers/certificates/v1"
@@ -32,6 +33,10 @@ const DefaultResync = 10 * time.Minute
 // slow Node read should not hold up the others.
 const workers = 2
 
+// DefaultAccessPoll is how often Run asks again for the list of CSRs
+// until the API server answers it (see Run).
+const DefaultAccessPoll = 250 * time.Millisecond
+
 // Options tune a Controller.
 type Options struct {
 	// Log receives one line per decision and per failed attempt; nil
@@ -39,6 +44,8 @@ type Options struct {
 	Log func(line string)
 	// Resync is DefaultResync when 0.
 	Resync time.Duration
+	// AccessPoll is DefaultAccessPoll when 0.
+	AccessPoll time.Duration
 }
 
 // Controller decides every undecided kubernetes.io/kubelet-serving CSR, and
@@ -60,6 +67,9 @@ func New(client kubernetes.Interface, opts Options) *Controller {
 	if opts.Resync <= 0 {
 		opts.Resync = DefaultResync
 	}
+	if opts.AccessPoll <= 0 {
+		opts.AccessPoll = DefaultAccessPoll
+	}
 	if opts.Log == nil {
 		opts.Log = func(string) {}
 	}
@@ -75,7 +85,17 @@ func (c *Controller) Ready() bool { return c.ready.Load() }
 // (a field selector), and the Node of each is read from the API server
 // rather than a cache when it is decided, since a denial is final and a
 // Node's addresses may have changed just before its kubelet asked.
+//
+// The approver starts with the control plane, before its API server
+// serves and before init grants the approver its rights: an informer
+// started then backs off from its failed lists (0.8 s, doubling, up to
+// 30 s), and came seconds late to the CSR of a worker booting with the
+// cluster. So Run first lists one CSR every AccessPoll until the API
+// server answers, and only then starts the informer.
 func (c *Controller) Run(ctx context.Context) error {
+	if !c.waitForAccess(ctx) {
+		return nil // ctx is done
+	}
 	// Every CSR is watched, a cluster has few: a field selector takes one
 	// signer, and the approver decides two.
 	factory := informers.NewSharedInformerFactory(c.client, c.opts.Resync)
@@ -113,6 +133,27 @@ func (c *Controller) Run(ctx context.Context) error {
 	queue.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// waitForAccess lists one CSR every AccessPoll until the API server
+// answers; false when ctx is done first. It logs the first failure, and
+// each that fails otherwise than the one before (connection refused, then
+// forbidden until init grants the approver its rights).
+func (c *Controller) waitForAccess(ctx context.Context) bool {
+	api := c.client.CertificatesV1().CertificateSigningRequests()
+	logged := ""
+	err := wait.PollUntilContextCancel(ctx, c.opts.AccessPoll, true, func(ctx context.Context) (bool, error) {
+		_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil {
+			return true, nil
+		}
+		if msg := err.Error(); msg != logged && ctx.Err() == nil {
+			c.opts.Log(fmt.Sprintf("cannot list CertificateSigningRequests yet: %s (asking again every %s)", msg, c.opts.AccessPoll))
+			logged = msg
+		}
+		return false, nil
+	})
+	return err == nil
 }
 
 // next decides the next queued CSR; false once the queue is shut down.

@@ -2,6 +2,7 @@ package csrapprover
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -53,8 +54,14 @@ func (l *logLines) waitFor(t *testing.T, want string) {
 // waits until it is ready.
 func startController(t *testing.T, client *fake.Clientset, log *logLines) {
 	t.Helper()
+	startControllerWith(t, client, Options{Log: log.add})
+}
+
+// startControllerWith is startController with the options given.
+func startControllerWith(t *testing.T, client *fake.Clientset, opts Options) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	c := New(client, Options{Log: log.add})
+	c := New(client, opts)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() {
@@ -223,5 +230,40 @@ func TestHandler(t *testing.T) {
 	c.ready.Store(true)
 	if code, _ := get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz once ready: %d", code)
+	}
+}
+
+// TestControllerWaitsForAccess starts the approver as a control plane
+// coming up does: its lists of CSRs refused (no API server yet, then no
+// rights until init grants them), five times. It asks again every
+// AccessPoll, so it approves the CSR as soon as the lists pass; an
+// informer started at once would back off from those failures for 24.8 s
+// or more (0.8 s, doubling), beyond the test's 10 s waits. Each kind of
+// failure is logged once.
+func TestControllerWaitsForAccess(t *testing.T) {
+	client := fake.NewClientset(w1(), servingCSR(t, "csr-1", honestSubject()))
+	refused := 0
+	var mu sync.Mutex
+	client.PrependReactor("list", "certificatesigningrequests", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch refused++; {
+		case refused <= 2:
+			return true, nil, errors.New("dial tcp 10.0.0.10:6443: connect: connection refused")
+		case refused <= 5:
+			return true, nil, apierrors.NewForbidden(action.GetResource().GroupResource(), "", errors.New("no rights yet"))
+		}
+		return false, nil, nil
+	})
+	log := &logLines{}
+	startControllerWith(t, client, Options{Log: log.add, AccessPoll: 10 * time.Millisecond})
+	if c := conditionsOf(t, client, "csr-1", 1)[0]; c.Type != certificatesv1.CertificateApproved {
+		t.Errorf("condition %+v, want an approval", c)
+	}
+	got := log.String()
+	for _, want := range []string{"connection refused", "forbidden"} {
+		if n := strings.Count(got, "cannot list CertificateSigningRequests yet: "); n != 2 || !strings.Contains(got, want) {
+			t.Errorf("log has %d lines on refused lists, want 2, one naming %q:\n%s", n, want, got)
+		}
 	}
 }
