@@ -136,15 +136,19 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // waitForAccess lists one CSR every AccessPoll until the API server
-// answers; false when ctx is done first. It logs the first failure, and
-// each that fails otherwise than the one before (connection refused, then
-// forbidden until init grants the approver its rights).
+// answers; false when ctx is done first. It logs the first failure, each
+// that fails otherwise than the one before (connection refused, then
+// forbidden until init grants the approver its rights), and the list that
+// passes after them.
 func (c *Controller) waitForAccess(ctx context.Context) bool {
 	api := c.client.CertificatesV1().CertificateSigningRequests()
 	logged := ""
 	err := wait.PollUntilContextCancel(ctx, c.opts.AccessPoll, true, func(ctx context.Context) (bool, error) {
 		_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
 		if err == nil {
+			if logged != "" {
+				c.opts.Log("listed CertificateSigningRequests: deciding them")
+			}
 			return true, nil
 		}
 		if msg := err.Error(); msg != logged && ctx.Err() == nil {

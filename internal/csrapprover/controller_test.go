@@ -260,6 +260,7 @@ func TestControllerWaitsForAccess(t *testing.T) {
 	if c := conditionsOf(t, client, "csr-1", 1)[0]; c.Type != certificatesv1.CertificateApproved {
 		t.Errorf("condition %+v, want an approval", c)
 	}
+	log.waitFor(t, "listed CertificateSigningRequests: deciding them")
 	got := log.String()
 	for _, want := range []string{"connection refused", "forbidden"} {
 		if n := strings.Count(got, "cannot list CertificateSigningRequests yet: "); n != 2 || !strings.Contains(got, want) {
