@@ -101,14 +101,23 @@ func ManifestPods(s *Node) (pods map[string]*corev1.Pod, missing []string, err e
 // DecodePod decodes the manifest read from path, refusing one with more
 // nodes than a manifest may hold before the decoder spends memory on it.
 func DecodePod(path string, data []byte) (*corev1.Pod, error) {
-	if err := inputfile.CheckYAML(path, data, inputfile.ManifestNodes); err != nil {
-		return nil, fmt.Errorf("decode manifest: %w (check it with `kubeboot validate %s`)", err, path)
-	}
 	pod := &corev1.Pod{}
-	if err := yaml.Unmarshal(data, pod); err != nil {
-		return nil, fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
+	if err := decodeManifest(path, data, pod); err != nil {
+		return nil, err
 	}
 	return pod, nil
+}
+
+// decodeManifest decodes the manifest read from path into into, as
+// DecodePod says.
+func decodeManifest(path string, data []byte, into any) error {
+	if err := inputfile.CheckYAML(path, data, inputfile.ManifestNodes); err != nil {
+		return fmt.Errorf("decode manifest: %w (check it with `kubeboot validate %s`)", err, path)
+	}
+	if err := yaml.Unmarshal(data, into); err != nil {
+		return fmt.Errorf("decode manifest %q (check it with `kubeboot validate %s`): %w", path, path, err)
+	}
+	return nil
 }
 
 // foreignManifests lists the files the kubelet runs besides ours, such as a
