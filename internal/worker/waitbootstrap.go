@@ -84,7 +84,7 @@ func runWaitBootstrap(ctx context.Context, s *Node) error {
 	}
 	toldNetwork := false
 	node, err := phases.WatchNode(waitCtx, client, w.Node.Name, func(n *corev1.Node) bool {
-		if ready(n) {
+		if phases.NodeReady(n) {
 			return true
 		}
 		if why := waitsForNetwork(n); why != "" && !toldNetwork {
@@ -120,7 +120,7 @@ func notReady(node *corev1.Node, name string) string {
 		return fmt.Sprintf("the kubelet never registered it: does it keep running (one that exits at its start is restarted over and over: `systemctl status kubelet`), "+
 			"with --hostname-override=%s? `journalctl -u kubelet` says why", name)
 	}
-	c := readyCondition(node)
+	c := phases.NodeReadyCondition(node)
 	if c.Type == "" {
 		return "it has no Ready condition yet"
 	}
@@ -135,7 +135,7 @@ func notReady(node *corev1.Node, name string) string {
 // Ready only for want of a pod network (the runtime has no CNI
 // configuration, or its plugin fails), or "" otherwise.
 func waitsForNetwork(node *corev1.Node) string {
-	c := readyCondition(node)
+	c := phases.NodeReadyCondition(node)
 	if c.Status == corev1.ConditionTrue || !strings.Contains(c.Message, "NetworkReady=false") {
 		return ""
 	}

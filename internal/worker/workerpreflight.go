@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"syscall"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -139,25 +138,10 @@ func checkNodeName(ctx context.Context, s *Node, w *config.WorkerConfiguration, 
 	case own.joined(w, c):
 		s.Report.Infof("Node %s exists, and this node's kubelet.conf is its credential (a re-run)", name)
 		return nil
-	case !ready(node):
+	case !phases.NodeReady(node):
 		s.Report.Warnf("a Node %s exists and is not Ready: this node's kubelet takes it over", name)
 		return nil
 	}
 	return fmt.Errorf("a Node %s is Ready in the cluster, and this node holds no credential of it: another machine has this name: join with another --node-name, "+
 		"or, if that machine is gone, delete its Node (`kubectl delete node %s`) first", name, name)
-}
-
-// ready says whether the Node's Ready condition is True.
-func ready(node *corev1.Node) bool {
-	return readyCondition(node).Status == corev1.ConditionTrue
-}
-
-// readyCondition is the Node's Ready condition, or a zero one.
-func readyCondition(node *corev1.Node) corev1.NodeCondition {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c
-		}
-	}
-	return corev1.NodeCondition{}
 }
