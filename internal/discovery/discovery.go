@@ -12,6 +12,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -26,7 +27,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -56,8 +56,13 @@ type Cluster struct {
 type Options struct {
 	// Timeout bounds the discovery, retries included.
 	Timeout time.Duration
-	// Interval is the pause between attempts; zero means 2s.
+	// Interval is the pause between attempts while the API server does not
+	// answer; zero means 2s.
 	Interval time.Duration
+	// Answered is the pause after the API server answered but did not
+	// serve cluster-info as discovery needs it yet (its control plane is
+	// up, and init is about to publish it); zero means 500ms.
+	Answered time.Duration
 	// Progress, when set, is told what discovery waits for, each time the
 	// reason changes.
 	Progress func(msg string)
@@ -77,6 +82,16 @@ func (e *fatalError) Error() string { return e.err.Error() }
 func (e *fatalError) Unwrap() error { return e.err }
 
 func fatal(err error) error { return &fatalError{err} }
+
+// answeredError is a failure after the API server answered: cluster-info
+// is not there, not readable anonymously, or not signed for the token
+// yet. The cluster's control plane is up, so discovery asks again sooner.
+type answeredError struct{ err error }
+
+func (e *answeredError) Error() string { return e.err.Error() }
+func (e *answeredError) Unwrap() error { return e.err }
+
+func answered(err error) error { return &answeredError{err} }
 
 // errNoSignature is the failure while the bootstrapsigner has not signed
 // cluster-info with the token: soon after the token was created, or never,
@@ -118,11 +133,11 @@ func byTokenOnce(ctx context.Context, insecure *http.Client, endpoint string, to
 	}
 	kubeconfig, ok := cm.Data[templates.ClusterInfoKey]
 	if !ok {
-		return nil, fmt.Errorf("cluster-info has no %q key: run `kubeboot init phase cluster-info` on a control-plane node", templates.ClusterInfoKey)
+		return nil, answered(fmt.Errorf("cluster-info has no %q key: run `kubeboot init phase cluster-info` on a control-plane node", templates.ClusterInfoKey))
 	}
 	signature, ok := cm.Data[SignatureKeyPrefix+token.ID]
 	if !ok {
-		return nil, &errNoSignature{id: token.ID}
+		return nil, answered(&errNoSignature{id: token.ID})
 	}
 	if err := VerifyJWS(signature, []byte(kubeconfig), token); err != nil {
 		return nil, fatal(fmt.Errorf("verify the signature %s%s of cluster-info: %w: the token's secret is wrong (check --token), "+
@@ -186,43 +201,44 @@ func newCluster(from, name, server string, ca []byte) (*Cluster, error) {
 }
 
 // retry runs attempt until it succeeds, fails fatally, or opts.Timeout
-// has passed; then the last failure is the error.
+// has passed; then the last failure is the error. It pauses
+// opts.Interval after an attempt that did not reach the API server, and
+// opts.Answered after one it answered.
 func retry(ctx context.Context, opts Options, attempt func(context.Context) (*Cluster, error)) (*Cluster, error) {
-	interval := opts.Interval
-	if interval == 0 {
-		interval = 2 * time.Second
-	}
-	var found *Cluster
+	interval, answeredPause := cmp.Or(opts.Interval, 2*time.Second), cmp.Or(opts.Answered, 500*time.Millisecond)
+	timeout, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, interval, opts.Timeout, true, func(ctx context.Context) (bool, error) {
-		c, err := attempt(ctx)
-		var stop *fatalError
+	for {
+		c, err := attempt(timeout)
+		stop, isFatal := errors.AsType[*fatalError](err)
 		switch {
 		case err == nil:
-			found = c
-			return true, nil
-		case errors.As(err, &stop):
-			return false, stop.err
-		case ctx.Err() != nil:
-			return false, nil // the timeout ended the attempt: keep its predecessor's reason
+			return c, nil
+		case isFatal:
+			return nil, stop.err
+		case timeout.Err() == nil: // else the timeout ended the attempt: keep its predecessor's reason
+			if opts.Progress != nil && (last == nil || last.Error() != err.Error()) {
+				opts.Progress("waiting: " + err.Error())
+			}
+			last = err
 		}
-		if opts.Progress != nil && (last == nil || last.Error() != err.Error()) {
-			opts.Progress("waiting: " + err.Error())
+		pause := interval
+		if _, ok := errors.AsType[*answeredError](err); ok {
+			pause = answeredPause
 		}
-		last = err
-		return false, nil
-	})
-	switch {
-	case err == nil:
-		return found, nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case wait.Interrupted(err) && last != nil:
-		return nil, fmt.Errorf("%w (gave up after %s, timeouts.discovery)", last, opts.Timeout)
-	case wait.Interrupted(err):
-		return nil, fmt.Errorf("no answer within %s (timeouts.discovery)", opts.Timeout)
+		select {
+		case <-time.After(pause):
+		case <-timeout.Done():
+			switch {
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			case last != nil:
+				return nil, fmt.Errorf("%w (gave up after %s, timeouts.discovery)", last, opts.Timeout)
+			}
+			return nil, fmt.Errorf("no answer within %s (timeouts.discovery)", opts.Timeout)
+		}
 	}
-	return nil, err
 }
 
 // newHTTPClient is a client of one attempt's requests, anonymous.
@@ -279,11 +295,11 @@ func getClusterInfo(ctx context.Context, client *http.Client, endpoint string) (
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return nil, fmt.Errorf("the API server refuses anonymous GET of cluster-info (HTTP %d): `kubeboot init phase cluster-info` on a control-plane node grants it", resp.StatusCode)
+		return nil, answered(fmt.Errorf("the API server refuses anonymous GET of cluster-info (HTTP %d): `kubeboot init phase cluster-info` on a control-plane node grants it", resp.StatusCode))
 	case http.StatusNotFound:
-		return nil, errors.New("the API server has no kube-public/cluster-info (HTTP 404): run `kubeboot init phase cluster-info` on a control-plane node")
+		return nil, answered(errors.New("the API server has no kube-public/cluster-info (HTTP 404): run `kubeboot init phase cluster-info` on a control-plane node"))
 	default:
-		return nil, fmt.Errorf("read cluster-info at %q: HTTP %d", target, resp.StatusCode)
+		return nil, answered(fmt.Errorf("read cluster-info at %q: HTTP %d", target, resp.StatusCode))
 	}
 	var cm corev1.ConfigMap
 	if err := json.Unmarshal(body, &cm); err != nil || cm.Kind != "ConfigMap" {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ import (
 )
 
 // quick makes the tests' discovery give up within a second.
-var quick = Options{Timeout: time.Second, Interval: 20 * time.Millisecond}
+var quick = Options{Timeout: time.Second, Interval: 20 * time.Millisecond, Answered: 20 * time.Millisecond}
 
 func newCA(t *testing.T) pki.KeyPair {
 	t.Helper()
@@ -142,6 +143,9 @@ func TestByTokenWaitsForTheSignature(t *testing.T) {
 	a.answer = func(n int) map[string]string { return clusterInfo(t, a.endpoint, ca.Cert, n > 2) }
 	var progress []string
 	opts := quick
+	// The API server answers, so discovery asks again after Answered: an
+	// Interval's pause would outlast the timeout.
+	opts.Interval = time.Hour
 	opts.Progress = func(msg string) { progress = append(progress, msg) }
 	c, err := ByToken(context.Background(), a.endpoint, testToken, []string{"sha256:" + strings.Repeat("0", 64), pinOf(t, ca.Cert)}, opts)
 	if err != nil {
@@ -216,6 +220,47 @@ func TestByTokenRefuses(t *testing.T) {
 				t.Errorf("%d reads, want %d: a definite failure must not be retried", a.readCount(), tt.reads)
 			}
 		})
+	}
+}
+
+// TestByTokenPacing: discovery asks again after Interval while nothing
+// answers (a server that accepts the connection and closes it), and after
+// Answered once the API server answers without a cluster-info to read.
+func TestByTokenPacing(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = l.Close() })
+	opts := Options{Timeout: time.Second, Interval: 400 * time.Millisecond, Answered: time.Hour}
+	if _, err := ByToken(context.Background(), l.Addr().String(), testToken, []string{"sha256:" + strings.Repeat("0", 64)}, opts); err == nil {
+		t.Fatal("discovered through a server that closes every connection")
+	}
+	// At 0, 0.4 and 0.8 s; Answered's pause would leave one.
+	if n := accepted.Load(); n < 2 || n > 3 {
+		t.Errorf("%d attempts within 1 s, 400 ms apart; want 3", n)
+	}
+
+	a := newAPIServer(t, newCA(t))
+	a.answer = func(int) map[string]string { return nil } // 404
+	opts = Options{Timeout: time.Second, Interval: time.Hour, Answered: 100 * time.Millisecond}
+	if _, err := ByToken(context.Background(), a.endpoint, testToken, []string{"sha256:" + strings.Repeat("0", 64)}, opts); err == nil || !strings.Contains(err.Error(), "HTTP 404") {
+		t.Fatalf("got %v, want the 404 the API server answered", err)
+	}
+	// About 10; Interval's pause would leave one.
+	if n := a.readCount(); n < 3 || n > 11 {
+		t.Errorf("%d reads of cluster-info within 1 s, 100 ms apart; want about 10", n)
 	}
 }
 

@@ -255,7 +255,7 @@ func (r *report) usableSection(b *strings.Builder) {
 		{"of which kubeboot's own (before the kubelet restart, and after healthy)", func(r clusterRun) time.Duration {
 			return spanOf(firstNode, stageStarted, firstNode, stageKubeletStart)(r) + afterHealthy(r)
 		}},
-		{"workers: init's return → the later worker's discovery (cluster-info, signed by init, read every 2 s)", lastWorker(firstNode, stageDone, stageClusterReached)},
+		{"workers: init's return → the later worker's discovery (cluster-info, signed by init, read every 0.5 s once the API server answers)", lastWorker(firstNode, stageDone, stageClusterReached)},
 		{"workers: discovery → the kubelet's client certificate, the later worker (its CSR approved and signed by the controller-manager, once it leads and started its controllers)", eachWorker(stageClusterReached, stageClientCert)},
 		{"workers: the client certificate → Node Ready, the later worker (registration, the node's pod network)", eachWorker(stageClientCert, stageNodeReady)},
 		{"workers: init's return → the later worker's Node Ready", lastWorker(firstNode, stageDone, stageNodeReady)},

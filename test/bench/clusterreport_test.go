@@ -109,7 +109,7 @@ func TestClusterReport(t *testing.T) {
 		"| cp1's containerd (booted → cp1's bootstrap unit started) | 4 s | 4 s | 4 s |",
 		// The workers discovered the cluster at 30 s and the later was
 		// Ready at 33 s; cp1's init returned at 18.5 s.
-		"| workers: init's return → the later worker's discovery (cluster-info, signed by init, read every 2 s) | 11.5 s | 11.5 s | 11.5 s |",
+		"| workers: init's return → the later worker's discovery (cluster-info, signed by init, read every 0.5 s once the API server answers) | 11.5 s | 11.5 s | 11.5 s |",
 		// Discovered at 30 s, client certificate at 31 s, Ready at 33 s.
 		"| workers: discovery → the kubelet's client certificate, the later worker (its CSR approved and signed by the controller-manager, once it leads and started its controllers) | 1 s | 1 s | 1 s |",
 		"| workers: the client certificate → Node Ready, the later worker (registration, the node's pod network) | 2 s | 2 s | 2 s |",
