@@ -168,26 +168,42 @@ func (l Lab) Up(ctx context.Context, events chan<- Event) (Result, error) {
 		return res, err
 	}
 	say("%d machines booted", len(c.Nodes))
-	res.Nodes, err = l.waitNodes(ctx, files, start, events)
+	// The StorageClass is applied as soon as the first node is up, so that
+	// its provisioner runs on the first worker Ready while the others join.
+	first := l.machine(0)
+	storage, stopStorage := context.WithCancel(ctx)
+	defer stopStorage()
+	firstUp, applied := make(chan struct{}), make(chan error, 1)
+	go func() {
+		select {
+		case <-firstUp:
+			applied <- applyStorage(storage, first)
+		case <-storage.Done():
+			applied <- storage.Err()
+		}
+	}()
+	res.Nodes, err = l.waitNodes(ctx, files, start, events, firstUp)
 	if err != nil {
 		return res, err
 	}
-	first := l.machine(0)
 	res.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
 	if err := hostKubeconfig(filepath.Join(first.Root(), "etc/kubernetes/admin.conf"), res.Kubeconfig, endpoint); err != nil {
+		return res, err
+	}
+	if err := <-applied; err != nil {
 		return res, err
 	}
 	// The StorageClass's provisioner and the addons roll out at once, and
 	// each is waited for at once: a kubectl run costs a few hundred
 	// milliseconds even for what has rolled out.
-	rollouts := c.addonRollouts()
-	errs := make([]error, 1+len(rollouts))
+	rollouts := [][]string{{"-n", storageNamespace, "rollout", "status", storageRollout, "--timeout=3m"}}
+	for _, addon := range c.addonRollouts() {
+		rollouts = append(rollouts, []string{"-n", "kube-system", "rollout", "status", addon, "--timeout=3m"})
+	}
+	errs := make([]error, len(rollouts))
 	var wg sync.WaitGroup
-	wg.Go(func() { errs[0] = applyStorage(ctx, first) })
-	for i, addon := range rollouts {
-		wg.Go(func() {
-			_, errs[1+i] = kubectl(ctx, first, "-n", "kube-system", "rollout", "status", addon, "--timeout=3m")
-		})
+	for i, args := range rollouts {
+		wg.Go(func() { _, errs[i] = kubectl(ctx, first, args...) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -722,15 +738,14 @@ func (l Lab) images(ctx context.Context, configs [][]byte, refs []string, extra 
 
 // waitNodes waits until every node is up: its bootstrap unit done, or for
 // a kubeadm worker, `kubeadm join` run in it once the first control-plane
-// node is up. It follows each bootstrap unit's journal, sending its JSON
-// events on.
-func (l Lab) waitNodes(ctx context.Context, files []nodeFile, start time.Time, events chan<- Event) ([]ResultNode, error) {
+// node is up, which closes firstUp. It follows each bootstrap unit's
+// journal, sending its JSON events on.
+func (l Lab) waitNodes(ctx context.Context, files []nodeFile, start time.Time, events chan<- Event, firstUp chan struct{}) ([]ResultNode, error) {
 	c := l.Cluster
 	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
 	defer cancel()
 	nodes := make([]ResultNode, len(c.Nodes))
 	errs := make([]error, len(c.Nodes))
-	firstUp := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, n := range c.Nodes {
 		nodes[i] = ResultNode{Name: n.Name, Role: n.Role, Join: n.Join, Address: c.Address(i).String()}

@@ -76,9 +76,9 @@ const (
 )
 
 // applyStorage gives the cluster its default StorageClass: it writes the
-// objects of storageObjects into the machine m, a control-plane node,
-// applies them with its kubectl and waits until the provisioner is rolled
-// out.
+// objects of storageObjects into the machine m, a control-plane node, and
+// applies them with its kubectl; storageRollout is the provisioner's
+// rollout, which waits for a worker.
 func applyStorage(ctx context.Context, m machine.Machine) error {
 	manifest, err := storageManifest()
 	if err != nil {
@@ -91,12 +91,13 @@ func applyStorage(ctx context.Context, m machine.Machine) error {
 	if err := os.WriteFile(path, manifest, 0o600); err != nil {
 		return err
 	}
-	if _, err := kubectl(ctx, m, "apply", "--server-side", "--field-manager=kubeboot", "-f", storageManifestPath); err != nil {
-		return err
-	}
-	_, err = kubectl(ctx, m, "-n", storageNamespace, "rollout", "status", "deployment/"+storageName, "--timeout=3m")
+	_, err = kubectl(ctx, m, "apply", "--server-side", "--field-manager=kubeboot", "-f", storageManifestPath)
 	return err
 }
+
+// storageRollout is the provisioner's Deployment, for `kubectl rollout
+// status` in its namespace.
+const storageRollout = "deployment/" + storageName
 
 // storageManifest is storageObjects as one YAML stream.
 func storageManifest() ([]byte, error) {
