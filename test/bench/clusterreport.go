@@ -268,6 +268,9 @@ func (r *report) usableSection(b *strings.Builder) {
 		{"the kubelet restarted → the controller-manager leads (the API server's start, then the lease acquired: before it, no CSR is signed and no DaemonSet or Deployment has pods)", func(r clusterRun) time.Duration {
 			return r.floor.leads.Sub(r.nodes[firstNode][stageKubeletStart])
 		}},
+		{"the controller-manager leads → it starts the signer of the kubelets' client certificates (it builds every controller first, each one's service account made through its own client, at kubeboot's `--kube-api-qps` and `--kube-api-burst`)", func(r clusterRun) time.Duration {
+			return r.floor.signs.Sub(r.floor.leads)
+		}},
 		{"a CoreDNS pod scheduled → Ready, the later of the two (its sandbox, start and first good readiness probe; conditions stamped to the second)", func(r clusterRun) time.Duration { return r.floor.coreDNS }},
 	})
 	w("Once the cluster is usable, `kubeboot upgrade apply --config /etc/kubeboot/node.yaml -o json` with nothing to change, run in cp1 through `lab exec` %d times in each run (each must write no file), ", applyRounds)

@@ -66,7 +66,7 @@ func TestClusterReport(t *testing.T) {
 			}
 			run := fakeRun(t0, scaleJob(n), nodes)
 			if scaleJob(n) == jobUsable {
-				run.floor = floor{leads: t0.Add(19500 * time.Millisecond), coreDNS: 3 * time.Second}
+				run.floor = floor{leads: t0.Add(19500 * time.Millisecond), signs: t0.Add(20100 * time.Millisecond), coreDNS: 3 * time.Second}
 				run.apply = applyRun{took: 300 * time.Millisecond, exec: 40 * time.Millisecond, events: 200 * time.Millisecond}
 			}
 			r.clusters[scaleJob(n)] = append(r.clusters[scaleJob(n)], run)
@@ -122,6 +122,7 @@ func TestClusterReport(t *testing.T) {
 		// controller-manager led at 19.5 s, 9 s after the restart.
 		"| the kubelet restarted → etcd, the API server, the controller-manager and the scheduler healthy (their start on 2 cores; within init) | 7.5 s | 7.5 s | 7.5 s |",
 		"| the kubelet restarted → the controller-manager leads (the API server's start, then the lease acquired: before it, no CSR is signed and no DaemonSet or Deployment has pods) | 9 s | 9 s | 9 s |",
+		"| the controller-manager leads → it starts the signer of the kubelets' client certificates (it builds every controller first, each one's service account made through its own client, at kubeboot's `--kube-api-qps` and `--kube-api-burst`) | 600 ms | 600 ms | 600 ms |",
 		"| a CoreDNS pod scheduled → Ready, the later of the two (its sandbox, start and first good readiness probe; conditions stamped to the second) | 3 s | 3 s | 3 s |",
 		// upgrade apply took 300 ms through lab exec, version 40 ms.
 		"| **upgrade apply's own** (the two's difference) | 260 ms | 260 ms | 260 ms |",
@@ -194,5 +195,20 @@ func TestUnchangedApply(t *testing.T) {
 		if _, err := unchangedApply([]byte(out)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("unchangedApply: %v; want an error saying %q", err, want)
 		}
+	}
+}
+
+// TestSignerStarted: the signer's start is read from the line that says
+// so, by the runtime's timestamp; a log without it is an error.
+func TestSignerStarted(t *testing.T) {
+	logs := "2026-12-02T03:20:15.129995074Z I1202 03:20:15.129655 1 leaderelection.go:272] \"Successfully acquired lease\"\n" +
+		"2026-12-02T03:20:20.479492377Z I1202 03:20:20.470725 1 certificate_controller.go:120] \"Starting certificate controller\" name=\"csrsigning-kubelet-serving\"\n" +
+		"2026-12-02T03:20:20.479810359Z I1202 03:20:20.470760 1 certificate_controller.go:120] \"Starting certificate controller\" name=\"csrsigning-kubelet-client\"\n"
+	got, err := signerStarted([]byte(logs))
+	if want := time.Date(2026, 12, 2, 3, 20, 20, 479810359, time.UTC); err != nil || !got.Equal(want) {
+		t.Errorf("signerStarted: %v, %v; want %v", got, err, want)
+	}
+	if _, err := signerStarted([]byte(logs[:strings.LastIndex(logs[:len(logs)-1], "\n")+1])); err == nil || !strings.Contains(err.Error(), "csrsigning-kubelet-client") {
+		t.Errorf("a log without the line: %v; want an error naming it", err)
 	}
 }

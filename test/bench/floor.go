@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -22,6 +23,10 @@ type floor struct {
 	// needs before it runs any controller (the CSR signer, the
 	// DaemonSets' and Deployments' controllers).
 	leads time.Time
+	// signs is when the controller-manager started its signer of the
+	// kubelets' client certificates: once it leads, it builds every
+	// controller before it starts any.
+	signs time.Time
 	// coreDNS is the later CoreDNS pod's time from scheduled to Ready:
 	// its sandbox, its start and its first good readiness probe. The
 	// pods' conditions are stamped to the second.
@@ -48,11 +53,18 @@ func readFloor(ctx context.Context, o options, kubeconfig string) (floor, error)
 		return f, errors.New("lease kube-system/kube-controller-manager has no acquireTime")
 	}
 	f.leads = lease.Spec.AcquireTime.Time
+	argv := []string{"--kubeconfig", kubeconfig, "-n", "kube-system", "logs", "--timestamps", "kube-controller-manager-" + firstNode}
+	logs, err := exec.CommandContext(ctx, filepath.Join(o.binDir, "kubectl"), argv...).Output()
+	if err != nil {
+		return f, fmt.Errorf("kubectl %v: %w", argv[4:], err)
+	}
+	if f.signs, err = signerStarted(logs); err != nil {
+		return f, err
+	}
 	var pods corev1.PodList
 	if err := get(&pods, "pods", "-l", "k8s-app=kube-dns"); err != nil {
 		return f, err
 	}
-	var err error
 	if f.coreDNS, err = scheduledToReady(pods.Items); err != nil {
 		return f, err
 	}
@@ -83,4 +95,22 @@ func scheduledToReady(pods []corev1.Pod) (time.Duration, error) {
 		longest = max(longest, ready.Sub(scheduled))
 	}
 	return longest, nil
+}
+
+// signerLine is what the controller-manager logs as it starts the signer
+// of the kubelets' client certificates.
+const signerLine = `"Starting certificate controller" name="csrsigning-kubelet-client"`
+
+// signerStarted reads, from the controller-manager's log with the
+// runtime's timestamps (kubectl logs --timestamps), when it started the
+// signer of the kubelets' client certificates.
+func signerStarted(logs []byte) (time.Time, error) {
+	for line := range strings.Lines(string(logs)) {
+		if !strings.Contains(line, signerLine) {
+			continue
+		}
+		stamp, _, _ := strings.Cut(line, " ")
+		return time.Parse(time.RFC3339Nano, stamp)
+	}
+	return time.Time{}, fmt.Errorf("the controller-manager's log has no line %s", signerLine)
 }
