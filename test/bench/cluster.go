@@ -101,10 +101,9 @@ func measureClusters(ctx context.Context, o options, work string, all, warmup []
 		for k := range jobs {
 			job := jobs[(k+round)%len(jobs)]
 			logf("cluster: round %d/%d (%s): %s", round+1, rounds, map[bool]string{true: "timed", false: "warm-up"}[timed], job)
-			keep := ""
-			if round == rounds-1 {
-				keep = filepath.Join(o.rawDir, "timelines", slug(job)+".jsonl")
-			}
+			// Every round's events are kept, so that an outlier among the
+			// rounds can be read back.
+			keep := filepath.Join(o.rawDir, "timelines", fmt.Sprintf("%s-round%d.jsonl", slug(job), round+1))
 			run, err := runCluster(ctx, o, work, job, keep)
 			if err != nil {
 				return nil, fmt.Errorf("%s, round %d: %w", job, round+1, err)
@@ -141,7 +140,7 @@ func description(job, dir string) string {
 
 // runCluster brings one job's cluster up, reads its nodes' stages from
 // lab up's events, probes it, and tears it down. The events are kept in
-// the file keep, if set, and in the raw dir when the job failed.
+// the file keep.
 func runCluster(ctx context.Context, o options, work, job, keep string) (clusterRun, error) {
 	run := clusterRun{job: job}
 	dir := filepath.Join(work, "cluster")
@@ -174,9 +173,6 @@ func runCluster(ctx context.Context, o options, work, job, keep string) (cluster
 			run.apply, probeErr = measureApply(ctx, o, file)
 		}
 	}
-	if errors.Join(upErr, stagesErr, probeErr) != nil && keep == "" {
-		keep = filepath.Join(o.rawDir, "cluster-failed-"+slug(job)+".jsonl")
-	}
 	keepErr := keepEvents(keep, out)
 	_, downErr := kubebootJSON(context.WithoutCancel(ctx), o, 3*time.Minute, "lab", "down", "--cluster", file, "--bin-dir", o.binDir)
 	if err := errors.Join(upErr, stagesErr, probeErr, keepErr, downErr); err != nil {
@@ -188,11 +184,8 @@ func runCluster(ctx context.Context, o options, work, job, keep string) (cluster
 // slug is a job's name as a file name.
 func slug(job string) string { return strings.ReplaceAll(job, " ", "-") }
 
-// keepEvents writes lab up's output to path, if set.
+// keepEvents writes lab up's output to path.
 func keepEvents(path string, out []byte) error {
-	if path == "" {
-		return nil
-	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func (r *report) clusterSection(b *strings.Builder) {
 	w("The jobs run in a rotating order, round by round (%d timed rounds after %d warm-up round); ratios come from the same round.\n\n", r.opts.clusterRuns, r.opts.clusterWarmup)
 	w("**Where the times come from.** `lab up -o json` prints the lab's own events (machines installed, booted, each node up), ")
 	w("each kubeboot node's own `-o json` events, followed from its bootstrap unit's journal as they come, and for a kubeadm node the lab's events just before kubeadm starts and once it has returned; ")
-	w("each is stamped by the host as it prints it, a few milliseconds after the node did. The last round's streams are in `.cache/bench/timelines/`. ")
+	w("each is stamped by the host as it prints it, a few milliseconds after the node did. Every round's streams are in `.cache/bench/timelines/` (`<job>-round<N>.jsonl`). ")
 	w("A node's stages are read from them: kubelet-start's end (kubelet.service restarted with the tool's drop-in), the wait phase's event that saw the last of the four components healthy, ")
 	w("a worker's discovery of the cluster, its kubelet holding its client certificate and its Node Ready, a joining control-plane node's etcd steps, and the tool's last event. ")
 	w("cp1's bootstrap unit's start is its systemd's (`ExecMainStartTimestampMonotonic`, read with `lab exec` after `lab up`). ")
